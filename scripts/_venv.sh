@@ -1,0 +1,26 @@
+# Sourced by run.sh and test.sh: make .venv if missing and install Gregor into it.
+# Usage: . scripts/_venv.sh EXTRAS   (EXTRAS like "dev,spark,compression" or "")
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${GREGOR_VENV:-$ROOT/.venv}"
+PY="${PYTHON:-python3.11}"
+command -v "$PY" >/dev/null 2>&1 || PY=python3
+extras="${1:-}"
+spec="$ROOT"
+[ -n "$extras" ] && spec="$ROOT[$extras]"
+if [ ! -x "$VENV/bin/python" ]; then
+    echo "creating $VENV" >&2
+    "$PY" -m venv "$VENV"
+    "$VENV/bin/python" -m pip install -q --upgrade pip >&2
+fi
+# Re-install when pyproject.toml changed or extras differ since the last install.
+stamp="$VENV/.gregor-installed"
+want="$(sha256sum "$ROOT/pyproject.toml" | cut -d' ' -f1) $extras"
+if [ ! -f "$stamp" ] || ! grep -qxF "$want" "$stamp"; then
+    echo "installing gregor${extras:+[$extras]} into $VENV" >&2
+    "$VENV/bin/python" -m pip install -q -e "$spec" >&2
+    echo "$want" >> "$stamp"
+fi
+# crcmod must have its C extension: the pure-Python fallback is ~100x slower.
+"$VENV/bin/python" -c "import client.records.crc as c; c.require_c_extension()"
+export PATH="$VENV/bin:$PATH"
