@@ -7,8 +7,9 @@ batches at a few MB/s. `require_c_extension()` is called by scripts and at start
 from __future__ import annotations
 
 import logging
+import sys
 
-import crcmod
+import crcmod.crcmod  # noqa: F401  (the implementation module, which records the flag)
 import crcmod.predefined
 
 _log = logging.getLogger(__name__)
@@ -18,7 +19,8 @@ crc32c = crcmod.predefined.mkPredefinedCrcFun("crc-32c")
 
 
 def has_c_extension() -> bool:
-    return bool(getattr(crcmod, "_usingExtension", False))
+    # The package re-exports names over its submodule, so read the flag off sys.modules.
+    return bool(getattr(sys.modules["crcmod.crcmod"], "_usingExtension", False))
 
 
 def require_c_extension() -> None:

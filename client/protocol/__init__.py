@@ -1,0 +1,36 @@
+"""Gregor's native wire protocol (DESIGN.md section 3): framing, API keys, schemas, errors.
+
+Importing this package registers every API schema in `API_SPECS`.
+"""
+
+from client.errors import ErrorCode
+from client.protocol import apis  # noqa: F401  (registers the schemas)
+from client.protocol.api_keys import ApiKey
+from client.protocol.framing import (
+    DEFAULT_MAX_FRAME_BYTES,
+    FrameDecoder,
+    FrameTooLargeError,
+    MalformedFrameError,
+    decode_request,
+    decode_response,
+    encode_request,
+    encode_response,
+    frame,
+)
+from client.protocol.schema import API_SPECS, ApiSpec
+
+__all__ = [
+    "API_SPECS",
+    "ApiKey",
+    "ApiSpec",
+    "DEFAULT_MAX_FRAME_BYTES",
+    "ErrorCode",
+    "FrameDecoder",
+    "FrameTooLargeError",
+    "MalformedFrameError",
+    "decode_request",
+    "decode_response",
+    "encode_request",
+    "encode_response",
+    "frame",
+]

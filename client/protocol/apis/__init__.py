@@ -1,0 +1,3 @@
+"""One module per API family; importing this package registers every schema."""
+
+from client.protocol.apis import core  # noqa: F401

@@ -1,0 +1,126 @@
+"""Framing: every message is a 4-byte big-endian unsigned length, then the payload.
+
+    +----------------+---------------------------+
+    | length: uint32 | payload: `length` bytes   |
+    +----------------+---------------------------+
+
+Request payload:  msgpack array [api_key, api_version, correlation_id, client_id, body]
+Response payload: msgpack array [correlation_id, body]
+Bodies are msgpack maps with snake_case keys; record batches travel as msgpack bin.
+
+`FrameDecoder` never allocates what a length prefix claims before checking it against the
+configured maximum (DESIGN.md section 3): an oversized prefix raises FrameTooLargeError.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import msgpack
+
+from client.errors import InvalidRequestError
+
+LENGTH = struct.Struct(">I")
+LENGTH_SIZE = 4
+DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
+
+
+class FrameTooLargeError(InvalidRequestError):
+    """A length prefix above the configured maximum; the connection must be closed."""
+
+
+class MalformedFrameError(InvalidRequestError):
+    """A payload that is not a well-formed request or response; the connection must be closed."""
+
+
+def frame(payload: bytes) -> bytes:
+    return LENGTH.pack(len(payload)) + payload
+
+
+class FrameDecoder:
+    """Splits a byte stream into payloads. Feed bytes as they arrive; iterate whole frames.
+
+    Owned by one connection; not thread-safe.
+    """
+
+    __slots__ = ("_buf", "_max")
+
+    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+        self._buf = bytearray()
+        self._max = max_frame_bytes
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """Add `data`; return every whole payload now available (possibly none)."""
+        buf = self._buf
+        buf += data
+        out: list[bytes] = []
+        pos = 0
+        n = len(buf)
+        while n - pos >= LENGTH_SIZE:
+            (size,) = LENGTH.unpack_from(buf, pos)
+            if size > self._max:
+                raise FrameTooLargeError(
+                    f"frame of {size} bytes exceeds socket.request.max.bytes={self._max}"
+                )
+            end = pos + LENGTH_SIZE + size
+            if end > n:
+                break
+            out.append(bytes(buf[pos + LENGTH_SIZE : end]))
+            pos = end
+        if pos:
+            del buf[:pos]
+        return out
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf)
+
+
+def encode_request(
+    api_key: int, api_version: int, correlation_id: int, client_id: str | None, body: dict
+) -> bytes:
+    """A whole request frame (length prefix included)."""
+    payload = msgpack.packb(
+        [api_key, api_version, correlation_id, client_id, body], use_bin_type=True
+    )
+    return LENGTH.pack(len(payload)) + payload
+
+
+def encode_response(correlation_id: int, body: dict) -> bytes:
+    """A whole response frame (length prefix included)."""
+    payload = msgpack.packb([correlation_id, body], use_bin_type=True)
+    return LENGTH.pack(len(payload)) + payload
+
+
+def _unpack(payload: bytes) -> object:
+    try:
+        return msgpack.unpackb(payload, raw=False, strict_map_key=False, use_list=True)
+    except Exception as exc:  # msgpack raises several types for garbage; all mean one thing
+        raise MalformedFrameError(f"payload is not valid msgpack: {exc}") from None
+
+
+def decode_request(payload: bytes) -> tuple[int, int, int, str | None, dict]:
+    """Split a request payload into (api_key, api_version, correlation_id, client_id, body).
+
+    Raises MalformedFrameError when the payload is not a request-shaped msgpack array.
+    """
+    obj = _unpack(payload)
+    if not isinstance(obj, list) or len(obj) != 5:
+        raise MalformedFrameError("request payload must be a 5-element msgpack array")
+    api_key, api_version, correlation_id, client_id, body = obj
+    if not (type(api_key) is int and type(api_version) is int and type(correlation_id) is int):
+        raise MalformedFrameError("api_key, api_version and correlation_id must be integers")
+    if client_id is not None and not isinstance(client_id, str):
+        raise MalformedFrameError("client_id must be a string or nil")
+    if not isinstance(body, dict):
+        raise MalformedFrameError("request body must be a msgpack map")
+    return api_key, api_version, correlation_id, client_id, body
+
+
+def decode_response(payload: bytes) -> tuple[int, dict]:
+    obj = _unpack(payload)
+    if not isinstance(obj, list) or len(obj) != 2 or type(obj[0]) is not int:
+        raise MalformedFrameError("response payload must be a [correlation_id, body] array")
+    if not isinstance(obj[1], dict):
+        raise MalformedFrameError("response body must be a msgpack map")
+    return obj[0], obj[1]
