@@ -1,0 +1,51 @@
+"""The `gregor` command: one entry point, subcommands owned by the package they drive.
+
+Each subcommand module exposes `register(subparsers)`, which adds its parser(s) and sets
+`func` on them; `func(args) -> int` is the exit code. Client-side commands (topics, produce,
+consume, perf) live in `client.cli`; server-side ones in `broker` and `controller`, keeping
+the import arrows of DESIGN.md section 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# (module, description). A module is added here when its commands exist.
+COMMAND_MODULES: list[str] = []
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gregor",
+        description="Gregor: a Kafka-style distributed event log in Python.",
+    )
+    parser.add_argument("--version", action="version", version=_version())
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"gregor {version('gregor')}"
+    except PackageNotFoundError:
+        return "gregor (not installed)"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.print_help()
+        return 0 if args.command is None else 2
+    return int(func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
