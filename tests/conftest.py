@@ -1,0 +1,1 @@
+"""Shared fixtures for every test tier (owned by H-net)."""
