@@ -13,7 +13,9 @@ import importlib
 import sys
 
 # (module, description). A module is added here when its commands exist.
-COMMAND_MODULES: list[str] = []
+COMMAND_MODULES: list[str] = [
+    "broker.commands",
+]
 
 
 def build_parser() -> argparse.ArgumentParser:

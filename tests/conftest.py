@@ -1,1 +1,97 @@
-"""Shared fixtures for every test tier (owned by H-net)."""
+"""Shared fixtures for every test tier (owned by H-net).
+
+- `broker_server`: an in-process BrokerServer on 127.0.0.1, ephemeral port, temp data dir.
+  Yields a `BrokerHandle` (.host, .port, .bootstrap "127.0.0.1:PORT", .data_dir, .server).
+- `broker_factory`: `make(**dotted_overrides, dispatch=None, node_factory=None) -> BrokerHandle`
+  for tests that need their own settings; every broker made is shut down after the test.
+- `gregor_process`: `start(*extra_args, timeout=15.0) -> GregorProcess`, a real `gregor server
+  --port 0 --data-dir TMP` subprocess in its own session; torn down with SIGTERM, then SIGKILL of
+  its process group.
+- `wait_until(cond, timeout, msg)` lives in tests/helpers.py (`from helpers import wait_until`).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import BrokerHandle, GregorProcess, broker_config, gregor_command
+
+
+@pytest.fixture
+def broker_factory(tmp_path: Path) -> Iterator[Callable[..., BrokerHandle]]:
+    from broker.server import BrokerServer, build_node
+
+    made: list[BrokerHandle] = []
+
+    def make(
+        dispatch: Any = None,
+        node_factory: Any = None,
+        data_dir: Path | None = None,
+        **overrides: Any,
+    ) -> BrokerHandle:
+        d = data_dir or tmp_path / f"broker-{len(made)}"
+        cfg = broker_config(d, **overrides)
+        server = BrokerServer(cfg, node_factory=node_factory or build_node, dispatch=dispatch)
+        host, port = server.start()
+        handle = BrokerHandle(server=server, host=host, port=port, data_dir=d)
+        made.append(handle)
+        return handle
+
+    yield make
+    for handle in reversed(made):
+        handle.server.shutdown(timeout=10.0)
+
+
+@pytest.fixture
+def broker_server(broker_factory: Callable[..., BrokerHandle]) -> BrokerHandle:
+    return broker_factory()
+
+
+@pytest.fixture
+def gregor_process(tmp_path: Path) -> Iterator[Callable[..., GregorProcess]]:
+    started: list[GregorProcess] = []
+
+    def start(
+        *extra_args: str, timeout: float = 15.0, data_dir: Path | None = None
+    ) -> GregorProcess:
+        d = data_dir or tmp_path / f"gregor-{len(started)}"
+        stderr_path = tmp_path / f"gregor-{len(started)}.stderr"
+        args = [*gregor_command(), "server", "--port", "0", "--data-dir", str(d), *extra_args]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GREGOR_")}
+        stderr = open(stderr_path, "wb")  # noqa: SIM115 - closed by GregorProcess
+        proc = subprocess.Popen(
+            args,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
+        gp = GregorProcess(proc, d, stderr_path, stderr)
+        started.append(gp)
+        gp.wait_ready(timeout)
+        return gp
+
+    yield start
+    for gp in started:
+        if gp.proc.poll() is None:
+            _killpg(gp.proc.pid, signal.SIGTERM)
+            try:
+                gp.proc.wait(10.0)
+            except subprocess.TimeoutExpired:
+                _killpg(gp.proc.pid, signal.SIGKILL)
+                gp.proc.wait(10.0)
+        gp.close()
+
+
+def _killpg(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)  # the session leader's pid is its process group id
+    except ProcessLookupError:
+        pass

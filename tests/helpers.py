@@ -1,11 +1,19 @@
-"""Helpers every test may import (`from helpers import wait_until`): tests/ is on sys.path
-because tests/conftest.py lives there (pytest's default `prepend` import mode)."""
+"""Helpers every test may import (`from helpers import wait_until, RawClient, ...`): tests/ is on
+sys.path because tests/conftest.py lives there (pytest's default `prepend` import mode)."""
 
 from __future__ import annotations
 
+import queue
+import re
+import socket
+import subprocess
+import sys
+import threading
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, TypeVar
 
 T = TypeVar("T")
 
@@ -25,3 +33,228 @@ def wait_until(
             raise AssertionError(f"timed out after {timeout:.1f}s waiting for {msg}")
         time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
         delay = min(delay * 2, 0.05)
+
+
+# -- broker config and handles -------------------------------------------------------------------
+
+
+def broker_config(data_dir: Path | str, **overrides: Any) -> Any:
+    """A broker config for tests: 127.0.0.1, ephemeral port, `data_dir`, plus `overrides`
+    given as dotted keys with dots written as underscores (num_io_threads=2) or as a dict
+    via `**{"num.io.threads": 2}`."""
+    values: dict[str, Any] = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(data_dir)}
+    for key, value in overrides.items():
+        values[key if "." in key else key.replace("_", ".")] = value
+    try:
+        from client.config import load_config
+    except ModuleNotFoundError as exc:  # TEMPORARY until client.config lands (H-records/config)
+        if exc.name != "client.config":
+            raise
+        return _interim_config(values)
+    return load_config("broker", None, {}, {k: str(v) for k, v in values.items()})
+
+
+_INTERIM_DEFAULTS = {
+    "node.id": 1,
+    "num.network.threads": 3,
+    "num.io.threads": 8,
+    "queued.max.requests": 500,
+    "socket.request.max.bytes": 100 * 1024 * 1024,
+    "connections.max.idle.ms": 600_000,
+    "max.connections": 2**31 - 1,
+}
+
+
+def _interim_config(values: dict[str, Any]) -> Any:
+    from types import SimpleNamespace
+
+    merged = {**_INTERIM_DEFAULTS, **values}
+    typed = {
+        k.replace(".", "_"): (int(v) if k in _INTERIM_DEFAULTS else v) for k, v in merged.items()
+    }
+    return SimpleNamespace(**typed)
+
+
+@dataclass
+class BrokerHandle:
+    server: Any
+    host: str
+    port: int
+    data_dir: Path
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return (self.host, self.port)
+
+
+def gregor_command() -> list[str]:
+    """The installed `gregor` console script next to this interpreter, else `python -m`."""
+    script = Path(sys.executable).with_name("gregor")
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-m", "broker.cli"]
+
+
+READY_LINE = re.compile(
+    r"gregor \w+ listening on \[?(?P<host>[^\]\s]+?)\]?:(?P<port>\d+), data in (?P<data>.+) "
+    r"\(node (?P<node>-?\d+)\)"
+)
+
+
+class GregorProcess:
+    """A `gregor` subprocess (own session). `wait_ready` parses the listening line."""
+
+    def __init__(
+        self, proc: subprocess.Popen, data_dir: Path, stderr_path: Path, stderr: IO
+    ) -> None:
+        self.proc = proc
+        self.data_dir = data_dir
+        self.stderr_path = stderr_path
+        self._stderr = stderr
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        self.stdout_lines: list[str] = []
+        self.started_at = time.monotonic()
+        self.ready_s: float | None = None
+        self.host = ""
+        self.port = 0
+        self._reader = threading.Thread(target=self._read_stdout, daemon=True)
+        self._reader.start()
+
+    def _read_stdout(self) -> None:
+        assert self.proc.stdout is not None
+        for raw in self.proc.stdout:
+            line = raw.decode(errors="replace").rstrip("\n")
+            self.stdout_lines.append(line)
+            self._lines.put(line)
+        self._lines.put(None)
+
+    def wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(
+                    f"gregor not ready within {timeout}s; stderr:\n{self.stderr()}"
+                )
+            try:
+                line = self._lines.get(timeout=remaining)
+            except queue.Empty:
+                continue
+            if line is None:
+                self.proc.wait(5)
+                raise AssertionError(
+                    f"gregor exited ({self.proc.returncode}) before ready; stderr:\n{self.stderr()}"
+                )
+            m = READY_LINE.search(line)
+            if m:
+                self.ready_s = time.monotonic() - self.started_at
+                self.host, self.port = m["host"], int(m["port"])
+                return
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return (self.host, self.port)
+
+    def stderr(self) -> str:
+        self._stderr.flush()
+        return self.stderr_path.read_text(errors="replace")
+
+    def close(self) -> None:
+        self._stderr.close()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+# -- a raw protocol client -----------------------------------------------------------------------
+
+
+class RawClient:
+    """A blocking socket speaking the frame protocol byte by byte, for network-layer tests."""
+
+    def __init__(self, address: tuple[str, int], timeout: float = 10.0) -> None:
+        from client.protocol.framing import FrameDecoder
+
+        self.sock = socket.create_connection(address, timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.timeout = timeout
+        self._decoder = FrameDecoder(1 << 30)
+        self._frames: list[bytes] = []
+
+    def send_raw(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def send(
+        self, api_key: int, api_version: int, correlation_id: int, body: dict, client_id: str = "t"
+    ) -> None:
+        from client.protocol.framing import encode_request
+
+        self.sock.sendall(encode_request(api_key, api_version, correlation_id, client_id, body))
+
+    def recv(self, timeout: float | None = None) -> tuple[int, dict]:
+        """The next response (correlation_id, body); AssertionError on EOF or timeout."""
+        from client.protocol.framing import decode_response
+
+        deadline = time.monotonic() + (timeout if timeout is not None else self.timeout)
+        while not self._frames:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError("no response before the deadline")
+            self.sock.settimeout(remaining)
+            try:
+                data = self.sock.recv(1 << 16)
+            except TimeoutError:
+                continue
+            if not data:
+                raise AssertionError("connection closed by the broker")
+            self._frames.extend(self._decoder.feed(data))
+        return decode_response(self._frames.pop(0))
+
+    def request(self, api_key: int, api_version: int, body: dict, correlation_id: int = 1) -> dict:
+        self.send(api_key, api_version, correlation_id, body)
+        corr, resp = self.recv()
+        assert corr == correlation_id, (corr, correlation_id)
+        return resp
+
+    def closed_by_peer(self, timeout: float = 5.0) -> bool:
+        """True once the broker closed the connection (EOF or reset) within `timeout`; any
+        response bytes arriving meanwhile are discarded."""
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            self.sock.settimeout(remaining)
+            try:
+                data = self.sock.recv(1 << 16)
+            except TimeoutError:
+                return False
+            except (ConnectionResetError, BrokenPipeError):
+                return True
+            if not data:
+                return True
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> RawClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def api_versions_ok(address: tuple[str, int], timeout: float = 10.0) -> dict:
+    """A fresh connection's ApiVersions round trip; returns the body (asserts error_code 0)."""
+    with RawClient(address, timeout) as c:
+        body = c.request(18, 0, {}, correlation_id=4242)
+    assert body["error_code"] == 0, body
+    assert any(k["api_key"] == 18 for k in body["api_keys"]), body
+    return body

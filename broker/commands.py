@@ -1,0 +1,140 @@
+"""`gregor server` and `gregor broker`: run a broker process (one code path, role from config).
+
+    gregor server [--config FILE] [--data-dir DIR] [--port N] [--host H] [--override KEY=VALUE ...]
+    gregor broker --config FILE [--override KEY=VALUE ...]
+
+`gregor server` with no flags runs the embedded single-node defaults: 127.0.0.1:9092, data in
+./gregor-data. Once listening it prints exactly one line to stdout (flushed), which scripts and
+tests wait for:
+
+    gregor server listening on 127.0.0.1:9092, data in /abs/gregor-data (node 1)
+
+Configuration comes from client.config.load_config("broker", path, os.environ, overrides):
+YAML file, then GREGOR_* environment variables, then --override/--data-dir/--host/--port.
+A bad configuration prints one line naming the key on stderr and exits with status 2.
+SIGTERM / SIGINT shut down gracefully (exit 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from typing import Any
+
+DEFAULT_DATA_DIR = "gregor-data"
+
+
+def register(subparsers: Any) -> None:
+    server = subparsers.add_parser(
+        "server",
+        help="run a single-node broker (embedded defaults: 127.0.0.1:9092, ./gregor-data)",
+        description="Run a broker process; with no flags, single-node development defaults.",
+    )
+    server.add_argument("--config", metavar="FILE", help="YAML config file")
+    server.add_argument("--data-dir", metavar="DIR", help="data directory (log.dirs)")
+    server.add_argument("--port", type=int, metavar="N", help="listener port (0: ephemeral)")
+    server.add_argument("--host", metavar="H", help="listener host")
+    _add_overrides(server)
+    server.set_defaults(func=run_server, command_name="server")
+
+    broker = subparsers.add_parser(
+        "broker",
+        help="run a broker with a config file (process.roles decides the roles)",
+        description="Run a broker process configured by FILE.",
+    )
+    broker.add_argument("--config", metavar="FILE", required=True, help="YAML config file")
+    _add_overrides(broker)
+    broker.set_defaults(func=run_server, command_name="broker", data_dir=None, port=None, host=None)
+
+
+def _add_overrides(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a config key (Kafka's dotted name), e.g. --override num.io.threads=8",
+    )
+
+
+def _fail(command: str, message: str) -> int:
+    print(f"gregor {command}: {message}", file=sys.stderr, flush=True)
+    return 2
+
+
+def build_overrides(args: argparse.Namespace) -> dict[str, str]:
+    """Flags → config overrides (raises ValueError naming a malformed --override)."""
+    overrides: dict[str, str] = {}
+    for item in args.override:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--override expects KEY=VALUE, got {item!r}")
+        overrides[key.strip()] = value
+    if args.data_dir:
+        overrides["log.dirs"] = os.path.abspath(args.data_dir)
+    elif args.command_name == "server" and not args.config and "log.dirs" not in overrides:
+        overrides["log.dirs"] = os.path.abspath(DEFAULT_DATA_DIR)
+    return overrides
+
+
+def load_broker_config(args: argparse.Namespace) -> Any:
+    """Load the config for `args` (raises ConfigError / ValueError with a one-line message)."""
+    from client.config import load_config
+
+    from broker.server import parse_listener
+
+    overrides = build_overrides(args)
+    cfg = load_config("broker", args.config, os.environ, overrides)
+    if args.host is not None or args.port is not None:
+        host, port = parse_listener(cfg.listeners)
+        host = args.host if args.host is not None else host
+        port = args.port if args.port is not None else port
+        shown = f"[{host}]" if ":" in host else host
+        overrides["listeners"] = f"PLAINTEXT://{shown}:{port}"
+        cfg = load_config("broker", args.config, os.environ, overrides)
+    return cfg
+
+
+def run_server(args: argparse.Namespace) -> int:
+    from client.errors import ConfigError
+
+    command = args.command_name
+    try:
+        cfg = load_broker_config(args)
+    except (ConfigError, ValueError) as exc:
+        return _fail(command, f"invalid configuration: {exc}")
+    except OSError as exc:
+        return _fail(command, f"cannot read config: {exc}")
+
+    _configure_logging(cfg)
+    from broker.server import BrokerServer, ServerSettings
+
+    try:
+        settings = ServerSettings.from_config(cfg)
+        server = BrokerServer(cfg)
+    except (ConfigError, ValueError) as exc:
+        return _fail(command, f"invalid configuration: {exc}")
+    try:
+        host, port = server.start()
+    except OSError as exc:
+        print(f"gregor {command}: cannot start: {exc}", file=sys.stderr, flush=True)
+        return 1
+    data = os.path.abspath(settings.log_dirs[0]) if settings.log_dirs else "(none)"
+    shown = f"[{host}]" if ":" in host else host
+    print(
+        f"gregor {command} listening on {shown}:{port}, data in {data} (node {settings.node_id})",
+        flush=True,
+    )
+    server.serve_forever()
+    return 0
+
+
+def _configure_logging(cfg: Any) -> None:
+    level_name = str(getattr(cfg, "log_level", "INFO") or "INFO").upper()
+    logging.basicConfig(
+        level=getattr(logging, level_name, logging.INFO),
+        format="%(asctime)s %(levelname)s [%(threadName)s] %(name)s: %(message)s",
+        stream=sys.stderr,
+    )

@@ -1,0 +1,131 @@
+"""What every request handler needs: `RequestContext`, the `@handler(ApiKey.X)` registry.
+
+A handler is
+
+    @handler(ApiKey.METADATA)
+    def handle(ctx: RequestContext, body: dict) -> dict | None: ...
+
+`body` has passed the API's schema check (defaults filled in). Return the response body, or
+None when the response comes later: then the handler (or the delayed operation it parked) calls
+`ctx.respond(body)` exactly once, from any thread, or `ctx.no_response()` (acks=0 produce).
+Raise a BrokerResponseError for a whole-request error: the dispatcher turns it into
+`{"error_code": code, "error_message": msg}`. Anything else becomes UNKNOWN_SERVER_ERROR with a
+logged traceback; the broker keeps serving.
+
+Threads: handlers run on I/O threads; `respond`/`no_response`/`close_connection` on any thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from broker.network.request import Request
+from client.errors import ErrorCode, InvalidRequestError
+from client.protocol.framing import encode_response
+from client.protocol.schema import API_SPECS
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[["RequestContext", dict], "dict | None"]
+HANDLERS: dict[int, Handler] = {}
+
+
+def handler(api_key: int) -> Callable[[Handler], Handler]:
+    """Register the decorated function as the handler of `api_key` (once per key)."""
+
+    def register(fn: Handler) -> Handler:
+        assert int(api_key) not in HANDLERS, f"two handlers for api key {int(api_key)}"
+        HANDLERS[int(api_key)] = fn
+        return fn
+
+    return register
+
+
+class RequestContext:
+    """One request as a handler sees it. `services` is the node's services object (see
+    broker/node.py): config, node_id, replica_manager, metadata, purgatories, ..."""
+
+    __slots__ = (
+        "request",
+        "services",
+        "api_key",
+        "api_version",
+        "correlation_id",
+        "client_id",
+        "_done",
+        "_lock",
+    )
+
+    def __init__(self, request: Request, services: Any) -> None:
+        self.request = request
+        self.services = services
+        self.api_key = request.api_key
+        self.api_version = request.api_version
+        self.correlation_id = request.correlation_id
+        self.client_id = request.client_id
+        self._done = False
+        self._lock = threading.Lock()
+
+    @property
+    def connection_id(self) -> str:
+        return self.request.connection_id
+
+    @property
+    def responded(self) -> bool:
+        return self._done
+
+    def _claim(self, what: str) -> None:
+        with self._lock:
+            if self._done:
+                raise RuntimeError(f"{what}: request {self.request!r} already answered")
+            self._done = True
+
+    def respond(self, body: dict) -> None:
+        """Send `body` (checked against the API's response schema, defaults filled). Once."""
+        self._claim("respond")
+        spec = API_SPECS.get(self.api_key)
+        if spec is not None:
+            try:
+                body = spec.check_response(body, self.api_version)
+            except InvalidRequestError as exc:
+                # A handler bug: say so loudly, and still answer the client.
+                log.error(
+                    "%s v%d response does not match its schema: %s",
+                    spec.name,
+                    self.api_version,
+                    exc,
+                )
+                body = error_body(ErrorCode.UNKNOWN_SERVER_ERROR, "malformed response")
+        self.request.complete(encode_response(self.correlation_id, body))
+
+    def respond_error(self, code: int, message: str | None = None) -> None:
+        """Send a whole-request error body `{"error_code": code, "error_message": message}`."""
+        self._claim("respond_error")
+        self.request.complete(encode_response(self.correlation_id, error_body(code, message)))
+
+    def respond_raw(self, body: dict) -> None:
+        """Send `body` without the schema check (the dispatcher's own error bodies)."""
+        self._claim("respond_raw")
+        self.request.complete(encode_response(self.correlation_id, body))
+
+    def no_response(self) -> None:
+        """Write nothing and unmute the connection (acks=0 produce). Once."""
+        self._claim("no_response")
+        self.request.complete(None)
+
+    def close_connection(self, reason: str) -> None:
+        """Write nothing and close the connection, logging `reason`. Counts as the answer."""
+        self._claim("close_connection")
+        self.request.fail_close(reason)
+
+
+def error_body(code: int, message: str | None = None) -> dict:
+    code = int(code)
+    try:
+        default = ErrorCode(code).name
+    except ValueError:
+        default = f"error {code}"
+    return {"error_code": code, "error_message": message or default}

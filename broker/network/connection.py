@@ -1,0 +1,183 @@
+"""One client connection, owned by one network thread (an asyncio Protocol on its uvloop loop).
+
+Read path: bytes → FrameDecoder (the length prefix is checked against socket.request.max.bytes
+before anything is buffered; oversized → logged, closed) → whole payloads → header decoded
+(malformed → logged, closed) → `Request` → request channel.
+
+Muting (per-client ordering): once a request is handed on, the connection is *muted*: reading
+is paused and later frames already received wait in `_pending`, until the response has been
+written (or `no_response()` was called). Only then is the next request taken. So responses
+leave in request order and one connection holds at most one request in the broker, plus what
+one socket read delivered. Writes respect transport flow control: while the transport's write
+buffer is above its high-water mark the connection stays muted.
+
+Threads: everything runs on the owning loop except `complete_threadsafe` (any thread).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from typing import TYPE_CHECKING
+
+from broker.network.request import Request
+from client.protocol.framing import (
+    FrameDecoder,
+    FrameTooLargeError,
+    MalformedFrameError,
+    decode_request,
+)
+
+if TYPE_CHECKING:
+    from broker.network.processor import Processor
+
+log = logging.getLogger(__name__)
+
+
+class Connection(asyncio.Protocol):
+    def __init__(self, processor: Processor, connection_id: str, max_frame_bytes: int) -> None:
+        self.processor = processor
+        self.connection_id = connection_id
+        self._decoder = FrameDecoder(max_frame_bytes)
+        self._pending: deque[bytes] = deque()
+        self.transport: asyncio.Transport | None = None
+        self.in_flight: Request | None = None  # the request we are muted on
+        self._parked = False  # in_flight waits for channel space (back-pressure)
+        self._reading = True
+        self._write_paused = False
+        self._eof = False
+        self.closed = False
+        self.last_active = 0.0
+        self.requests = 0
+
+    # -- asyncio callbacks (loop thread) -------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's TCPTransport
+        self.last_active = self.processor.loop.time()
+        self.processor.register(self)
+
+    def data_received(self, data: bytes) -> None:
+        self.last_active = self.processor.loop.time()
+        try:
+            payloads = self._decoder.feed(data)
+        except FrameTooLargeError as exc:
+            self.close(f"refused frame: {exc.message}")
+            return
+        if payloads:
+            self._pending.extend(payloads)
+            self._pump()
+
+    def eof_received(self) -> bool:
+        # Half-close from the client: let an in-flight response go out, then close.
+        if self.in_flight is None and not self._pending:
+            return False  # asyncio closes the transport
+        self._eof = True
+        self._pause_reading()
+        return True
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if exc is not None:
+            log.debug("connection %s lost: %s", self.connection_id, exc)
+        self.closed = True
+        self._pending.clear()
+        self.processor.unregister(self)
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._pump()
+
+    # -- request flow (loop thread) ------------------------------------------------------------
+    def _pump(self) -> None:
+        """Take the next pending request if the connection is not muted."""
+        if self.closed or self.in_flight is not None or self._write_paused:
+            self._pause_reading()
+            return
+        if self.processor.draining:
+            self._pause_reading()  # shutting down: no new requests
+            return
+        if not self._pending:
+            if self._eof:
+                self.close()
+            else:
+                self._resume_reading()
+            return
+        payload = self._pending.popleft()
+        try:
+            api_key, api_version, correlation_id, client_id, body = decode_request(payload)
+        except MalformedFrameError as exc:
+            self.close(f"malformed request header: {exc.message}")
+            return
+        request = Request(api_key, api_version, correlation_id, client_id, body, len(payload), self)
+        self.requests += 1
+        self.in_flight = request
+        self._pause_reading()
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("received %r", request)
+        if not self.processor.channel.try_send(request):
+            self._parked = True
+            self.processor.park(self)
+
+    def send_parked(self) -> bool:
+        """Retry handing the parked request to the channel; True when it went (or is moot)."""
+        if self.closed or not self._parked:
+            self._parked = False
+            return True
+        if self.processor.channel.try_send(self.in_flight):
+            self._parked = False
+            return True
+        return False
+
+    def complete_threadsafe(self, request: Request, frame: bytes | None, close: str | None) -> None:
+        """Any thread: hand the outcome of `request` to the owning loop."""
+        try:
+            self.processor.loop.call_soon_threadsafe(self._complete, request, frame, close)
+        except RuntimeError:  # the loop is closed: the connection is gone with it
+            log.debug("connection %s: loop closed, dropping response", self.connection_id)
+            self.processor.channel.request_done()
+
+    def _complete(self, request: Request, frame: bytes | None, close: str | None) -> None:
+        self.processor.channel.request_done()
+        if request is not self.in_flight:
+            raise AssertionError(f"completing {request!r} but in flight is {self.in_flight!r}")
+        self.in_flight = None
+        if self.closed:
+            return
+        self.last_active = self.processor.loop.time()
+        if close is not None:
+            self.close(close)
+            return
+        if frame is not None:
+            assert self.transport is not None
+            self.transport.write(frame)
+        self._pump()
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _pause_reading(self) -> None:
+        if self._reading and self.transport is not None and not self.transport.is_closing():
+            self.transport.pause_reading()
+            self._reading = False
+
+    def _resume_reading(self) -> None:
+        if not self._reading and self.transport is not None and not self.transport.is_closing():
+            self.transport.resume_reading()
+            self._reading = True
+
+    @property
+    def idle(self) -> bool:
+        """No request in the broker and none waiting: the idle timer may close it."""
+        return self.in_flight is None and not self._pending
+
+    def close(self, reason: str | None = None, level: int = logging.WARNING) -> None:
+        """Close (buffered responses are flushed first). `reason` is logged at `level`."""
+        if reason is not None:
+            log.log(level, "closing connection %s: %s", self.connection_id, reason)
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+        self.closed = True
+
+    def __repr__(self) -> str:
+        return f"<Connection {self.connection_id}>"

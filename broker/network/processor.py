@@ -1,0 +1,187 @@
+"""A network thread (Kafka's Processor): its own uvloop event loop and the connections it owns.
+
+The acceptor hands it accepted sockets (`accept`, any thread). It attaches each as a
+`Connection`, closes connections idle for longer than connections.max.idle.ms, and keeps the
+connections whose request is waiting for room in the request channel (`park`): when the channel
+frees space it retries them in arrival order.
+
+Threads: `start`, `accept`, `stop_processing`, `shutdown` from any thread; everything else runs
+on the loop thread this object owns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import threading
+from collections import deque
+from collections.abc import Callable
+
+from broker.network.connection import Connection
+from broker.request_channel import RequestChannel
+
+log = logging.getLogger(__name__)
+
+
+class Processor:
+    def __init__(
+        self,
+        index: int,
+        channel: RequestChannel,
+        max_frame_bytes: int,
+        idle_ms: int,
+        on_connection_closed: Callable[[], None],
+    ) -> None:
+        self.index = index
+        self.channel = channel
+        self.max_frame_bytes = max_frame_bytes
+        self.idle_ms = idle_ms
+        self._on_connection_closed = on_connection_closed
+        self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]  # set by _run
+        self.draining = False
+        self.connections: set[Connection] = set()
+        self._attaching: set[asyncio.Task] = set()
+        self._parked: deque[Connection] = deque()
+        self._waiting_for_space = False
+        self._next_id = 0
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"network-{index}", daemon=True)
+
+    # -- any thread ----------------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread.start()
+        if not self._ready.wait(10.0):
+            raise RuntimeError(f"network thread {self.index} did not start")
+
+    def accept(self, sock: socket.socket, peer: object) -> None:
+        """Take ownership of an accepted, non-blocking socket."""
+        self.loop.call_soon_threadsafe(self._attach, sock, peer)
+
+    def stop_processing(self) -> None:
+        """Stop taking new requests (in-flight ones still get their responses written)."""
+        self.draining = True
+
+    def shutdown(self, timeout: float = 5.0) -> None:
+        """Close every connection (flushing written responses), stop the loop, join the thread."""
+        if not self._thread.is_alive():
+            return
+        try:
+            self.loop.call_soon_threadsafe(self._close_all, self.loop.time() + timeout)
+        except RuntimeError:
+            pass  # loop already closed: the thread is exiting
+        self._thread.join(timeout + 1.0)
+        if self._thread.is_alive():
+            log.error("network thread %d did not stop within %.1fs", self.index, timeout)
+
+    # -- loop thread ---------------------------------------------------------------------------
+    def _run(self) -> None:
+        import uvloop
+
+        loop = uvloop.new_event_loop()
+        asyncio.set_event_loop(loop)
+        self.loop = loop
+        if self.idle_ms > 0:
+            loop.call_later(self._sweep_interval_s, self._sweep_idle)
+        self._ready.set()
+        try:
+            loop.run_forever()
+        finally:
+            loop.close()
+
+    @property
+    def _sweep_interval_s(self) -> float:
+        return min(1.0, max(0.005, self.idle_ms / 4000.0))
+
+    def _attach(self, sock: socket.socket, peer: object) -> None:
+        if self.draining:
+            sock.close()
+            self._on_connection_closed()
+            return
+        self._next_id += 1
+        conn_id = f"{self.index}-{self._next_id}-{_fmt_peer(peer)}"
+        max_bytes = self.max_frame_bytes
+        coro = self.loop.connect_accepted_socket(lambda: Connection(self, conn_id, max_bytes), sock)
+        task = self.loop.create_task(coro)
+        self._attaching.add(task)
+        task.add_done_callback(lambda t: self._attached(t, sock, conn_id))
+
+    def _attached(self, task: asyncio.Task, sock: socket.socket, conn_id: str) -> None:
+        self._attaching.discard(task)
+        if task.cancelled() or task.exception() is not None:
+            log.warning("connection %s: could not attach: %r", conn_id, task.exception())
+            sock.close()
+            self._on_connection_closed()
+
+    def register(self, conn: Connection) -> None:
+        self.connections.add(conn)
+        log.debug("connection %s opened", conn.connection_id)
+
+    def unregister(self, conn: Connection) -> None:
+        if conn in self.connections:
+            self.connections.discard(conn)
+            self._on_connection_closed()
+            log.debug("connection %s closed", conn.connection_id)
+
+    def park(self, conn: Connection) -> None:
+        """`conn`'s request found the channel full: retry when it has room (back-pressure)."""
+        self._parked.append(conn)
+        if not self._waiting_for_space:
+            self._waiting_for_space = True
+            self.channel.notify_when_space(self._space_available)
+
+    def _space_available(self) -> None:  # I/O thread (or this loop, when space is free at once)
+        try:
+            self.loop.call_soon_threadsafe(self._send_parked)
+        except RuntimeError:
+            log.debug("network thread %d: loop closed, parked requests dropped", self.index)
+
+    def _send_parked(self) -> None:
+        self._waiting_for_space = False
+        parked = self._parked
+        while parked:
+            if not parked[0].send_parked():
+                self._waiting_for_space = True
+                self.channel.notify_when_space(self._space_available)
+                return
+            parked.popleft()
+
+    def _sweep_idle(self) -> None:
+        now = self.loop.time()
+        limit = self.idle_ms / 1000.0
+        for conn in list(self.connections):
+            if conn.idle and now - conn.last_active > limit:
+                conn.close(
+                    f"idle for more than connections.max.idle.ms={self.idle_ms}", logging.INFO
+                )
+        if not self.loop.is_closed():
+            self.loop.call_later(self._sweep_interval_s, self._sweep_idle)
+
+    def _close_all(self, deadline: float) -> None:
+        self.draining = True
+        for task in list(self._attaching):
+            task.cancel()
+        for conn in list(self.connections):
+            conn.close()
+        self._stop_when_closed(deadline)
+
+    def _stop_when_closed(self, deadline: float) -> None:
+        if self.connections and self.loop.time() < deadline:
+            self.loop.call_later(0.005, self._stop_when_closed, deadline)
+            return
+        if self.connections:
+            log.warning(
+                "network thread %d: %d connections still open at shutdown",
+                self.index,
+                len(self.connections),
+            )
+            for conn in list(self.connections):
+                if conn.transport is not None:
+                    conn.transport.abort()
+        self.loop.stop()
+
+
+def _fmt_peer(peer: object) -> str:
+    if isinstance(peer, tuple) and len(peer) >= 2:
+        return f"{peer[0]}:{peer[1]}"
+    return str(peer)

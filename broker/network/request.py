@@ -1,0 +1,68 @@
+"""A decoded request on its way from a network thread to an I/O thread and back.
+
+The header (api key, version, correlation id, client id) is decoded on the network thread;
+the body is the raw decoded msgpack map, schema-checked later by the dispatcher.
+`complete(frame)` may be called from any thread, exactly once per request (RequestContext
+enforces that); it hands the response to the owning network thread's event loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from broker.network.connection import Connection
+
+log = logging.getLogger(__name__)
+
+
+class Request:
+    __slots__ = (
+        "api_key",
+        "api_version",
+        "correlation_id",
+        "client_id",
+        "body",
+        "size",
+        "connection",
+        "received_ns",
+    )
+
+    def __init__(
+        self,
+        api_key: int,
+        api_version: int,
+        correlation_id: int,
+        client_id: str | None,
+        body: dict[str, Any],
+        size: int,
+        connection: Connection,
+    ) -> None:
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+        self.client_id = client_id
+        self.body = body
+        self.size = size
+        self.connection = connection
+        self.received_ns = time.monotonic_ns()
+
+    @property
+    def connection_id(self) -> str:
+        return self.connection.connection_id
+
+    def complete(self, frame: bytes | None) -> None:
+        """Any thread: write `frame` (None: write nothing) on the owning loop, then unmute."""
+        self.connection.complete_threadsafe(self, frame, None)
+
+    def fail_close(self, reason: str) -> None:
+        """Any thread: write nothing and close the connection, logging `reason`."""
+        self.connection.complete_threadsafe(self, None, reason)
+
+    def __repr__(self) -> str:
+        return (
+            f"<Request api_key={self.api_key} v{self.api_version} corr={self.correlation_id} "
+            f"client={self.client_id!r} conn={self.connection.connection_id}>"
+        )

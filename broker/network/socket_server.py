@@ -1,0 +1,76 @@
+"""SocketServer: the acceptor plus `num.network.threads` network threads (Kafka's SocketServer).
+
+No business rules here: bytes in, `Request`s onto the request channel, response frames out.
+
+Threads: all methods from the server's control thread.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from broker.network.acceptor import Acceptor, ConnectionQuota
+from broker.network.processor import Processor
+from broker.request_channel import RequestChannel
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class NetworkSettings:
+    """What the network layer reads from the broker config."""
+
+    host: str = "127.0.0.1"
+    port: int = 9092
+    num_network_threads: int = 3
+    socket_request_max_bytes: int = 100 * 1024 * 1024
+    connections_max_idle_ms: int = 600_000
+    max_connections: int = 2**31 - 1
+
+
+class SocketServer:
+    def __init__(self, settings: NetworkSettings, channel: RequestChannel) -> None:
+        if settings.num_network_threads < 1:
+            raise ValueError("num.network.threads must be >= 1")
+        self.settings = settings
+        self.channel = channel
+        self.quota = ConnectionQuota(settings.max_connections)
+        self.processors = [
+            Processor(
+                i,
+                channel,
+                settings.socket_request_max_bytes,
+                settings.connections_max_idle_ms,
+                self.quota.release,
+            )
+            for i in range(settings.num_network_threads)
+        ]
+        self.acceptor = Acceptor(settings.host, settings.port, self.processors, self.quota)
+        self.address: tuple[str, int] | None = None
+
+    def start(self) -> tuple[str, int]:
+        """Bind, start the network threads and the acceptor; returns the bound (host, port)."""
+        self.address = self.acceptor.bind()
+        for p in self.processors:
+            p.start()
+        self.acceptor.start()
+        return self.address
+
+    def stop_accepting(self) -> None:
+        self.acceptor.stop()
+
+    def stop_processing(self) -> None:
+        """No new requests are taken from any connection (graceful shutdown, step 1)."""
+        for p in self.processors:
+            p.stop_processing()
+
+    def shutdown(self, timeout: float = 5.0) -> None:
+        """Stop accepting, close every connection after flushing written responses, join threads."""
+        self.acceptor.stop()
+        for p in self.processors:
+            p.shutdown(timeout)
+
+    @property
+    def connection_count(self) -> int:
+        return self.quota.count

@@ -1,0 +1,259 @@
+"""BrokerServer: the broker process's request pipeline around a BrokerNode.
+
+    clients ⇄ acceptor → network threads (uvloop each) ⇄ request channel (bounded) → I/O pool
+                                                                     → handlers → BrokerNode services
+
+Start-up (`start()`, returns once listening): bind the listening socket (port 0 → ephemeral),
+build and start the node (`build_node`, the one place the node is wired in), start the I/O
+pool, then the network threads and the acceptor.
+
+Graceful shutdown (`shutdown()`, idempotent): stop accepting; stop taking new requests; wait
+(up to `timeout`) for every in-flight request to be answered, including delayed operations
+still in a purgatory; stop the I/O pool; `node.shutdown()` (flush, clean-shutdown marker);
+close the connections (written responses are flushed first) and stop the network threads.
+`serve_forever()` does start-less waiting: SIGTERM/SIGINT → graceful shutdown.
+
+Threads: `start`, `shutdown`, `serve_forever` from one control thread (the main thread for
+signal handling); `request_shutdown` from anywhere (signal handlers included).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from broker.io_pool import IoPool
+from broker.network.socket_server import NetworkSettings, SocketServer
+from broker.request_channel import RequestChannel
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """The request-pipeline keys of the broker config, in one place."""
+
+    network: NetworkSettings
+    num_io_threads: int
+    queued_max_requests: int
+    node_id: int
+    log_dirs: tuple[str, ...]
+
+    @classmethod
+    def from_config(cls, config: Any) -> ServerSettings:
+        host, port = parse_listener(config.listeners)
+        return cls(
+            network=NetworkSettings(
+                host=host,
+                port=port,
+                num_network_threads=int(config.num_network_threads),
+                socket_request_max_bytes=int(config.socket_request_max_bytes),
+                connections_max_idle_ms=int(config.connections_max_idle_ms),
+                max_connections=int(config.max_connections),
+            ),
+            num_io_threads=int(config.num_io_threads),
+            queued_max_requests=int(config.queued_max_requests),
+            node_id=int(config.node_id),
+            log_dirs=tuple(_as_list(config.log_dirs)),
+        )
+
+
+def _as_list(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    return [str(v) for v in value]
+
+
+def parse_listener(listeners: Any) -> tuple[str, int]:
+    """The first listener of `listeners` ("PLAINTEXT://h:p,..." or "h:p" or a list) → (h, p)."""
+    items = _as_list(listeners)
+    if not items:
+        raise ValueError("listeners: no listener configured")
+    first = items[0]
+    if "://" in first:
+        first = first.split("://", 1)[1]
+    host, sep, port = first.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"listeners: expected HOST:PORT, got {items[0]!r}")
+    host = host.strip("[]")  # [::1]:9092
+    return host, int(port)
+
+
+class NetworkOnlyNode:
+    """Stands in for broker.node.BrokerNode while that module does not exist yet: services
+    with the config and identity only, so the request pipeline and ApiVersions work."""
+
+    def __init__(self, config: Any, address: tuple[str, int]) -> None:
+        settings = ServerSettings.from_config(config)
+        self.services = _Services(config, settings.node_id, address)
+        self._log_dirs = settings.log_dirs
+
+    def start(self) -> None:
+        for d in self._log_dirs:
+            os.makedirs(d, exist_ok=True)
+
+    def shutdown(self) -> None:
+        pass
+
+
+@dataclass
+class _Services:
+    config: Any
+    node_id: int
+    advertised: tuple[str, int]
+    cluster_id: str | None = None
+    controller: Any = None
+    replica_manager: Any = None
+    log_manager: Any = None
+    metadata: Any = None
+    produce_purgatory: Any = None
+    fetch_purgatory: Any = None
+
+
+def build_node(config: Any, address: tuple[str, int]) -> Any:
+    """The one place the node behind the pipeline is built. `address` is the bound listener."""
+    try:
+        from broker.node import BrokerNode
+    except ModuleNotFoundError as exc:
+        if exc.name != "broker.node":
+            raise
+        log.warning("broker.node is not available: serving the network layer only")
+        return NetworkOnlyNode(config, address)
+    node = BrokerNode(config)
+    services = node.services
+    # Port 0 binds an ephemeral port: tell the node what it really listens on.
+    if getattr(services, "advertised", None) is None or services.advertised[1] == 0:
+        services.advertised = address
+    return node
+
+
+class BrokerServer:
+    def __init__(self, config: Any, node_factory: Any = build_node, dispatch: Any = None) -> None:
+        """`node_factory(config, address)` builds the node; `dispatch(request, services)` runs a
+        request (default broker.handlers.dispatch; tests wrap it to slow or gate requests)."""
+        self.config = config
+        self.settings = ServerSettings.from_config(config)
+        self._node_factory = node_factory
+        self._dispatch = dispatch
+        self.node: Any = None
+        self.channel = RequestChannel(self.settings.queued_max_requests)
+        self.socket_server = SocketServer(self.settings.network, self.channel)
+        self.io_pool: IoPool | None = None
+        self.address: tuple[str, int] | None = None
+        self._state_lock = threading.Lock()
+        self._started = False
+        self._stopped = False
+        self._shutdown_requested = threading.Event()
+        self._shutdown_done = threading.Event()
+
+    @property
+    def host(self) -> str:
+        assert self.address is not None, "not started"
+        return self.address[0]
+
+    @property
+    def port(self) -> int:
+        assert self.address is not None, "not started"
+        return self.address[1]
+
+    @property
+    def services(self) -> Any:
+        return self.node.services
+
+    def start(self) -> tuple[str, int]:
+        """Bind, start node, I/O pool and network threads; returns the bound (host, port)."""
+        with self._state_lock:
+            assert not self._started, "start() called twice"
+            self._started = True
+        t0 = time.monotonic()
+        try:
+            self.address = self.socket_server.acceptor.bind()
+            self.node = self._node_factory(self.config, self.address)
+            self.node.start()
+            dispatch = self._dispatch
+            if dispatch is None:
+                from broker.handlers import dispatch  # handler modules import heavier parts
+
+            self.io_pool = IoPool(
+                self.channel,
+                partial(dispatch, services=self.node.services),
+                self.settings.num_io_threads,
+            )
+            self.io_pool.start()
+            for p in self.socket_server.processors:
+                p.start()
+            self.socket_server.acceptor.start()
+        except BaseException:
+            log.exception("broker start-up failed; shutting down what started")
+            self.shutdown(timeout=5.0)
+            raise
+        log.info(
+            "broker %d listening on %s:%d (%d network, %d io threads) in %.0f ms",
+            self.settings.node_id,
+            self.address[0],
+            self.address[1],
+            self.settings.network.num_network_threads,
+            self.settings.num_io_threads,
+            (time.monotonic() - t0) * 1000,
+        )
+        return self.address
+
+    def request_shutdown(self) -> None:
+        """Ask `serve_forever` to shut down (any thread, signal-handler safe)."""
+        self._shutdown_requested.set()
+
+    def serve_forever(self) -> None:
+        """Wait for SIGTERM/SIGINT (or request_shutdown), then shut down gracefully.
+        Must run on the main thread (signal handlers)."""
+        previous = {}
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            previous[sig] = signal.signal(sig, self._on_signal)
+        try:
+            while not self._shutdown_requested.wait(1.0):
+                pass
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        self.shutdown()
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        log.info("received %s: shutting down", signal.Signals(signum).name)
+        self.request_shutdown()
+
+    def shutdown(self, timeout: float = 30.0) -> None:
+        """Graceful shutdown (see module docstring). Idempotent; later calls wait for the first."""
+        with self._state_lock:
+            if self._stopped:
+                first = False
+            else:
+                self._stopped = first = True
+        if not first:
+            self._shutdown_done.wait(timeout + 10.0)
+            return
+        t0 = time.monotonic()
+        try:
+            self.socket_server.stop_accepting()
+            self.socket_server.stop_processing()
+            if not self.channel.wait_idle(timeout):
+                log.warning(
+                    "shutdown: %d requests still in flight after %.1fs",
+                    self.channel.in_flight,
+                    timeout,
+                )
+            if self.io_pool is not None:
+                self.io_pool.shutdown()
+            else:
+                self.channel.close()
+            if self.node is not None:
+                self.node.shutdown()
+            self.socket_server.shutdown()
+        finally:
+            self._shutdown_done.set()
+            self._shutdown_requested.set()
+        log.info("broker shut down in %.0f ms", (time.monotonic() - t0) * 1000)

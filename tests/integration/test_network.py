@@ -1,0 +1,247 @@
+"""The request pipeline on real sockets: round trips, muting, idle and connection limits,
+late and absent responses, error translation, back-pressure, graceful shutdown."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+import pytest
+from helpers import RawClient, api_versions_ok, wait_until
+
+from broker.handlers import HANDLERS, dispatch
+from client.errors import ErrorCode, NotLeaderOrFollowerError
+from client.protocol.schema import API_SPECS, INT32, STRING, ApiSpec, Field, Struct
+
+TEST_KEY = 9_999  # an API key no real API uses; schema and handler installed per test
+
+
+@pytest.fixture
+def test_api(monkeypatch: pytest.MonkeyPatch):
+    """Install a test API (key 9999, body {n: int32, mode: string}) whose handler does what
+    `mode` says. Removed again after the test."""
+    spec = ApiSpec(
+        key=TEST_KEY,
+        name="TestEcho",
+        min_version=0,
+        max_version=1,
+        request=Struct(Field("n", INT32), Field("mode", STRING, default="echo")),
+        response=Struct(Field("error_code", INT32, default=0), Field("n", INT32, default=0)),
+    )
+    state: dict[str, Any] = {"calls": [], "later": []}
+
+    def handle(ctx, body):
+        state["calls"].append(body["n"])
+        mode = body["mode"]
+        if mode == "echo":
+            return {"n": body["n"]}
+        if mode == "none":
+            ctx.no_response()
+            return None
+        if mode == "later":
+            t = threading.Timer(0.02, lambda: ctx.respond({"n": body["n"]}))
+            state["later"].append(t)
+            t.start()
+            return None
+        if mode == "api_error":
+            raise NotLeaderOrFollowerError("not the leader for that partition")
+        if mode == "crash":
+            raise ZeroDivisionError("handler bug")
+        if mode == "bad_response":
+            return {"n": "not an int"}
+        raise AssertionError(mode)
+
+    monkeypatch.setitem(API_SPECS, TEST_KEY, spec)
+    monkeypatch.setitem(HANDLERS, TEST_KEY, handle)
+    yield state
+    for t in state["later"]:
+        t.join(5)
+
+
+def test_api_versions_round_trip(broker_server) -> None:
+    body = api_versions_ok(broker_server.address)
+    assert body["throttle_time_ms"] == 0
+    assert broker_server.bootstrap == f"127.0.0.1:{broker_server.port}"
+    assert broker_server.port != 0
+
+
+def test_api_versions_unknown_version_still_lists_table(broker_server) -> None:
+    with RawClient(broker_server.address) as c:
+        body = c.request(18, 99, {}, correlation_id=7)
+    assert body["error_code"] == ErrorCode.UNSUPPORTED_VERSION
+    assert {"api_key": 18, "min_version": 0, "max_version": 0} in body["api_keys"]
+
+
+def test_pipelined_requests_answered_in_order(broker_factory, test_api) -> None:
+    b = broker_factory(num_network_threads=2, num_io_threads=4)
+    with RawClient(b.address) as c:
+        # Mixed fast and late answers on one connection: muting keeps the order.
+        modes = ["echo", "later", "echo", "later", "echo"] * 10
+        c.send_raw(
+            b"".join(_frame(TEST_KEY, 0, i, {"n": i, "mode": m}) for i, m in enumerate(modes))
+        )
+        got = [c.recv() for _ in modes]
+    assert [corr for corr, _ in got] == list(range(len(modes)))
+    assert [body["n"] for _, body in got] == list(range(len(modes)))
+
+
+def test_muted_connection_dispatches_one_request_at_a_time(broker_factory) -> None:
+    gate = threading.Event()
+    seen: list[int] = []
+
+    def gated(request, services):
+        seen.append(request.correlation_id)
+        gate.wait(10)
+        dispatch(request, services)
+
+    b = broker_factory(dispatch=gated, num_io_threads=4)
+    with RawClient(b.address) as c:
+        c.send_raw(_frame(18, 0, 1, {}) + _frame(18, 0, 2, {}))
+        wait_until(lambda: seen == [1], 5, "first request dispatched")
+        # Four idle I/O threads, yet the second request waits: the connection is muted.
+        with pytest.raises(AssertionError):
+            wait_until(lambda: len(seen) > 1, 0.2, "second request dispatched")
+        gate.set()
+        assert c.recv()[0] == 1
+        assert c.recv()[0] == 2
+    assert seen == [1, 2]
+
+
+def test_many_connections_many_threads(broker_factory) -> None:
+    b = broker_factory(num_network_threads=3, num_io_threads=3)
+    clients = [RawClient(b.address) for _ in range(12)]
+    try:
+        for round_ in range(5):
+            for i, c in enumerate(clients):
+                c.send(18, 0, round_ * 100 + i, {})
+            for i, c in enumerate(clients):
+                assert c.recv()[0] == round_ * 100 + i
+    finally:
+        for c in clients:
+            c.close()
+    wait_until(lambda: b.server.socket_server.connection_count == 0, 5, "connections released")
+
+
+def test_no_response_unmutes(broker_server, test_api) -> None:
+    with RawClient(broker_server.address) as c:
+        c.send(TEST_KEY, 0, 1, {"n": 1, "mode": "none"})  # like acks=0: nothing comes back
+        c.send(TEST_KEY, 0, 2, {"n": 2})
+        assert c.recv() == (2, {"error_code": 0, "n": 2})
+    assert test_api["calls"] == [1, 2]
+
+
+def test_error_translation(broker_server, test_api, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.ERROR, logger="broker"):
+        with RawClient(broker_server.address) as c:
+            body = c.request(TEST_KEY, 0, {"n": 1, "mode": "api_error"}, correlation_id=11)
+            assert body["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+            assert "not the leader" in body["error_message"]
+            body = c.request(TEST_KEY, 0, {"n": 2, "mode": "crash"}, correlation_id=12)
+            assert body["error_code"] == ErrorCode.UNKNOWN_SERVER_ERROR
+            body = c.request(TEST_KEY, 0, {"n": 3, "mode": "bad_response"}, correlation_id=13)
+            assert body["error_code"] == ErrorCode.UNKNOWN_SERVER_ERROR
+            # Same connection still serves.
+            assert c.request(TEST_KEY, 1, {"n": 4}, correlation_id=14) == {"error_code": 0, "n": 4}
+    assert "ZeroDivisionError: handler bug" in caplog.text  # the traceback was logged
+    assert "does not match its schema" in caplog.text
+    api_versions_ok(broker_server.address)
+
+
+def test_idle_connection_closed(broker_factory, caplog: pytest.LogCaptureFixture) -> None:
+    b = broker_factory(connections_max_idle_ms=150)
+    with caplog.at_level(logging.INFO, logger="broker.network"):
+        with RawClient(b.address) as c:
+            assert c.request(18, 0, {})["error_code"] == 0
+            t0 = time.monotonic()
+            assert c.closed_by_peer(5.0)
+            assert time.monotonic() - t0 >= 0.1
+    assert "connections.max.idle.ms=150" in caplog.text
+    api_versions_ok(b.address)
+
+
+def test_max_connections_refused(broker_factory, caplog: pytest.LogCaptureFixture) -> None:
+    b = broker_factory(max_connections=2)
+    with caplog.at_level(logging.WARNING, logger="broker.network"):
+        first, second = RawClient(b.address), RawClient(b.address)
+        try:
+            first.request(18, 0, {})
+            second.request(18, 0, {})
+            with RawClient(b.address) as third:
+                assert third.closed_by_peer(5.0)
+        finally:
+            first.close()
+        wait_until(lambda: b.server.socket_server.connection_count == 1, 5, "slot released")
+        api_versions_ok(b.address)
+        second.close()
+    assert "max.connections=2 reached" in caplog.text
+
+
+@pytest.mark.slow
+def test_back_pressure_bounded_and_everyone_served(broker_factory) -> None:
+    in_handler = []
+
+    def slow(request, services):
+        in_handler.append(1)
+        time.sleep(0.002)  # a slow handler (I/O thread work), not a test wait
+        dispatch(request, services)
+
+    b = broker_factory(
+        dispatch=slow, queued_max_requests=2, num_io_threads=1, num_network_threads=2
+    )
+    n_conns, per_conn = 16, 8
+    clients = [RawClient(b.address, timeout=30) for _ in range(n_conns)]
+    try:
+        for c in clients:
+            c.send_raw(b"".join(_frame(18, 0, i, {}) for i in range(per_conn)))
+        for c in clients:
+            assert [c.recv()[0] for _ in range(per_conn)] == list(range(per_conn))
+    finally:
+        for c in clients:
+            c.close()
+    channel = b.server.channel
+    assert channel.high_water <= 2  # the queue never grew past queued.max.requests
+    assert len(in_handler) == n_conns * per_conn
+
+
+def test_graceful_shutdown_finishes_in_flight(broker_factory) -> None:
+    gate = threading.Event()
+    started = threading.Event()
+
+    def gated(request, services):
+        started.set()
+        gate.wait(10)
+        dispatch(request, services)
+
+    b = broker_factory(dispatch=gated)
+    c = RawClient(b.address)
+    c.send(18, 0, 99, {})
+    assert started.wait(5)
+    stopper = threading.Thread(target=b.server.shutdown)
+    stopper.start()
+    # Shutdown stops accepting at once but waits for the request in flight.
+    wait_until(lambda: _refused(b.address), 5, "listener closed")
+    assert stopper.is_alive()
+    gate.set()
+    corr, body = c.recv()
+    assert corr == 99 and body["error_code"] == 0
+    stopper.join(10)
+    assert not stopper.is_alive()
+    c.close()
+
+
+def _refused(address: tuple[str, int]) -> bool:
+    import socket
+
+    try:
+        socket.create_connection(address, timeout=1).close()
+    except OSError:
+        return True
+    return False
+
+
+def _frame(api_key: int, version: int, corr: int, body: dict) -> bytes:
+    from client.protocol.framing import encode_request
+
+    return encode_request(api_key, version, corr, "t", body)
