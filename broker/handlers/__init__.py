@@ -55,6 +55,8 @@ def dispatch(request: Request, services: Any) -> None:
         return
     try:
         result = fn(ctx, body)
+        if result is not None:
+            ctx.respond(result)
     except BrokerResponseError as exc:
         if ctx.responded:
             log.error("%s handler raised %s after answering %r", spec.name, exc, request)
@@ -65,9 +67,6 @@ def dispatch(request: Request, services: Any) -> None:
         log.exception("%s v%d handler failed on %r", spec.name, version, request)
         if not ctx.responded:
             ctx.respond_error(ErrorCode.UNKNOWN_SERVER_ERROR, f"internal error in {spec.name}")
-        return
-    if result is not None:
-        ctx.respond(result)
 
 
 # -- handler modules: importing one registers its handlers. One line per module. -----------------

@@ -85,7 +85,6 @@ class RequestContext:
 
     def respond(self, body: dict) -> None:
         """Send `body` (checked against the API's response schema, defaults filled). Once."""
-        self._claim("respond")
         spec = API_SPECS.get(self.api_key)
         if spec is not None:
             try:
@@ -96,20 +95,30 @@ class RequestContext:
                     "%s v%d response does not match its schema: %s",
                     spec.name,
                     self.api_version,
-                    exc,
+                    exc.message,
                 )
                 body = error_body(ErrorCode.UNKNOWN_SERVER_ERROR, "malformed response")
-        self.request.complete(encode_response(self.correlation_id, body))
+        self._send(body, "respond")
 
     def respond_error(self, code: int, message: str | None = None) -> None:
         """Send a whole-request error body `{"error_code": code, "error_message": message}`."""
-        self._claim("respond_error")
-        self.request.complete(encode_response(self.correlation_id, error_body(code, message)))
+        self._send(error_body(code, message), "respond_error")
 
     def respond_raw(self, body: dict) -> None:
         """Send `body` without the schema check (the dispatcher's own error bodies)."""
-        self._claim("respond_raw")
-        self.request.complete(encode_response(self.correlation_id, body))
+        self._send(body, "respond_raw")
+
+    def _send(self, body: dict, what: str) -> None:
+        try:
+            frame = encode_response(self.correlation_id, body)
+        except Exception:
+            log.exception("cannot encode the response to %r", self.request)
+            frame = encode_response(
+                self.correlation_id,
+                error_body(ErrorCode.UNKNOWN_SERVER_ERROR, "response could not be encoded"),
+            )
+        self._claim(what)
+        self.request.complete(frame)
 
     def no_response(self) -> None:
         """Write nothing and unmute the connection (acks=0 produce). Once."""

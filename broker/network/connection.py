@@ -152,6 +152,8 @@ class Connection(asyncio.Protocol):
             return
         if frame is not None:
             assert self.transport is not None
+            if self.transport.is_closing():
+                return  # the client hung up; connection_lost follows
             self.transport.write(frame)
         self._pump()
 

@@ -28,6 +28,7 @@ class Request:
         "size",
         "connection",
         "received_ns",
+        "done",
     )
 
     def __init__(
@@ -48,6 +49,7 @@ class Request:
         self.size = size
         self.connection = connection
         self.received_ns = time.monotonic_ns()
+        self.done = False
 
     @property
     def connection_id(self) -> str:
@@ -55,11 +57,18 @@ class Request:
 
     def complete(self, frame: bytes | None) -> None:
         """Any thread: write `frame` (None: write nothing) on the owning loop, then unmute."""
-        self.connection.complete_threadsafe(self, frame, None)
+        self._finish(frame, None)
 
     def fail_close(self, reason: str) -> None:
         """Any thread: write nothing and close the connection, logging `reason`."""
-        self.connection.complete_threadsafe(self, None, reason)
+        self._finish(None, reason)
+
+    def _finish(self, frame: bytes | None, close: str | None) -> None:
+        if self.done:  # RequestContext already prevents this; a second answer is a bug
+            log.error("%r answered twice; ignoring the second answer", self)
+            return
+        self.done = True
+        self.connection.complete_threadsafe(self, frame, close)
 
     def __repr__(self) -> str:
         return (

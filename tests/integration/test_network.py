@@ -51,6 +51,9 @@ def test_api(monkeypatch: pytest.MonkeyPatch):
             raise ZeroDivisionError("handler bug")
         if mode == "bad_response":
             return {"n": "not an int"}
+        if mode == "unencodable":
+            ctx.respond_raw({"n": object()})
+            return None
         raise AssertionError(mode)
 
     monkeypatch.setitem(API_SPECS, TEST_KEY, spec)
@@ -142,10 +145,13 @@ def test_error_translation(broker_server, test_api, caplog: pytest.LogCaptureFix
             assert body["error_code"] == ErrorCode.UNKNOWN_SERVER_ERROR
             body = c.request(TEST_KEY, 0, {"n": 3, "mode": "bad_response"}, correlation_id=13)
             assert body["error_code"] == ErrorCode.UNKNOWN_SERVER_ERROR
+            body = c.request(TEST_KEY, 0, {"n": 4, "mode": "unencodable"}, correlation_id=15)
+            assert body["error_code"] == ErrorCode.UNKNOWN_SERVER_ERROR
             # Same connection still serves.
             assert c.request(TEST_KEY, 1, {"n": 4}, correlation_id=14) == {"error_code": 0, "n": 4}
     assert "ZeroDivisionError: handler bug" in caplog.text  # the traceback was logged
     assert "does not match its schema" in caplog.text
+    assert "cannot encode the response" in caplog.text
     api_versions_ok(broker_server.address)
 
 

@@ -1,0 +1,85 @@
+"""RequestChannel on its own: bounded queue, space notifications, in-flight accounting."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from helpers import wait_until
+
+from broker.request_channel import RequestChannel
+
+
+def test_bounded_try_send_and_space_callback() -> None:
+    ch = RequestChannel(2)
+    assert ch.try_send("a") and ch.try_send("b")
+    assert not ch.try_send("c")
+    woken: list[int] = []
+    ch.notify_when_space(lambda: woken.append(1))
+    assert woken == []
+    assert ch.receive(1.0) == "a"
+    assert woken == [1]
+    assert ch.try_send("c") and ch.size == 2 and ch.high_water == 2
+    ch.notify_when_space(lambda: woken.append(2))  # full again: deferred
+    assert woken == [1]
+    ch.receive(1.0)
+    assert woken == [1, 2]
+
+
+def test_space_callback_runs_at_once_when_room() -> None:
+    ch = RequestChannel(1)
+    woken: list[int] = []
+    ch.notify_when_space(lambda: woken.append(1))
+    assert woken == [1]
+
+
+def test_in_flight_and_wait_idle() -> None:
+    ch = RequestChannel(4)
+    ch.try_send("a")
+    ch.try_send("b")
+    assert ch.in_flight == 2
+    assert ch.receive(1.0) == "a"
+    assert ch.in_flight == 2  # taken is not finished
+    assert not ch.wait_idle(0.01)
+    done = threading.Event()
+
+    def finisher() -> None:
+        ch.receive(1.0)
+        ch.request_done()
+        ch.request_done()
+        done.set()
+
+    threading.Thread(target=finisher).start()
+    assert ch.wait_idle(5.0)
+    assert done.wait(5.0) and ch.in_flight == 0
+
+
+def test_blocking_send_waits_for_room() -> None:
+    ch = RequestChannel(1)
+    ch.try_send("a")
+    assert not ch.send("b", timeout=0.01)
+    sent = threading.Event()
+    t = threading.Thread(target=lambda: (ch.send("b", timeout=5.0), sent.set()))
+    t.start()
+    assert ch.receive(1.0) == "a"
+    assert sent.wait(5.0)
+    assert ch.receive(1.0) == "b"
+    t.join(5)
+
+
+def test_close_wakes_receivers_and_refuses_sends() -> None:
+    ch = RequestChannel(1)
+    got: list[object] = []
+    t = threading.Thread(target=lambda: got.append(ch.receive()))
+    t.start()
+    wait_until(lambda: t.is_alive(), 1.0, "receiver waiting")
+    ch.close()
+    t.join(5)
+    assert got == [None]
+    with pytest.raises(RuntimeError):
+        ch.try_send("x")
+
+
+def test_rejects_zero_capacity() -> None:
+    with pytest.raises(ValueError):
+        RequestChannel(0)
