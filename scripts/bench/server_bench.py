@@ -1,0 +1,167 @@
+"""Benchmark the broker's request pipeline; prints one JSON object.
+
+    python scripts/bench/server_bench.py [--duration 3] [--connections 1,16]
+        [--network-threads 3] [--io-threads 8] [--starts 3]
+
+Measures, against a real `gregor server --port 0` subprocess (so client and broker do not share
+a GIL):
+- time_to_ready_s: from spawn to the "listening on" line (median of --starts runs; target <= 1 s)
+- idle_rss_mb: the broker's resident memory once ready, before any request (target <= 60 MB)
+- api_versions_rps: ApiVersions round trips per second, one request outstanding per connection,
+  for each connection count (an asyncio/uvloop client in this process)
+- rss_after_load_mb
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+READY = re.compile(r"listening on \[?([^\]\s]+?)\]?:(\d+),")
+
+
+def gregor_command() -> list[str]:
+    script = Path(sys.executable).with_name("gregor")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "broker.cli"]
+
+
+def start_server(data_dir: str, extra: list[str]) -> tuple[subprocess.Popen, float, int]:
+    t0 = time.monotonic()
+    proc = subprocess.Popen(
+        [*gregor_command(), "server", "--port", "0", "--data-dir", data_dir, *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    assert proc.stdout is not None
+    deadline = t0 + 30
+    for raw in proc.stdout:
+        m = READY.search(raw.decode())
+        if m:
+            return proc, time.monotonic() - t0, int(m.group(2))
+        if time.monotonic() > deadline:
+            break
+    stop_server(proc)
+    raise SystemExit("gregor server did not become ready")
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(5)
+    if proc.stdout is not None:
+        proc.stdout.close()
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024.0
+    return float("nan")
+
+
+async def _one_connection(port: int, stop_at: float, counter: list[int]) -> None:
+    from client.protocol.framing import FrameDecoder, encode_request
+
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    decoder = FrameDecoder()
+    corr = 0
+    n = 0
+    try:
+        while time.monotonic() < stop_at:
+            corr += 1
+            writer.write(encode_request(18, 0, corr, "bench", {}))
+            frames: list[bytes] = []
+            while not frames:
+                data = await reader.read(65536)
+                if not data:
+                    raise ConnectionError("broker closed the connection")
+                frames = decoder.feed(data)
+            n += 1
+    finally:
+        counter[0] += n
+        writer.close()
+
+
+async def _round_trips(port: int, connections: int, duration: float) -> float:
+    counter = [0]
+    t0 = time.monotonic()
+    await asyncio.gather(
+        *(_one_connection(port, t0 + duration, counter) for _ in range(connections))
+    )
+    return counter[0] / (time.monotonic() - t0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--duration", type=float, default=3.0)
+    ap.add_argument("--connections", default="1,16")
+    ap.add_argument("--network-threads", type=int, default=None)
+    ap.add_argument("--io-threads", type=int, default=None)
+    ap.add_argument("--starts", type=int, default=3)
+    args = ap.parse_args()
+    extra: list[str] = []
+    if args.network_threads:
+        extra += ["--override", f"num.network.threads={args.network_threads}"]
+    if args.io_threads:
+        extra += ["--override", f"num.io.threads={args.io_threads}"]
+
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:
+        pass
+
+    with tempfile.TemporaryDirectory(prefix="gregor-bench-") as tmp:
+        ready_times = []
+        for i in range(max(0, args.starts - 1)):
+            proc, ready_s, _ = start_server(os.path.join(tmp, f"warm{i}"), extra)
+            ready_times.append(ready_s)
+            stop_server(proc)
+        proc, ready_s, port = start_server(os.path.join(tmp, "data"), extra)
+        ready_times.append(ready_s)
+        try:
+            idle = rss_mb(proc.pid)
+            rps = {}
+            for n in (int(x) for x in args.connections.split(",")):
+                rps[str(n)] = round(asyncio.run(_round_trips(port, n, args.duration)))
+            after = rss_mb(proc.pid)
+        finally:
+            stop_server(proc)
+    print(
+        json.dumps(
+            {
+                "bench": "server",
+                "time_to_ready_s": round(statistics.median(ready_times), 3),
+                "time_to_ready_all_s": [round(t, 3) for t in ready_times],
+                "idle_rss_mb": round(idle, 1),
+                "api_versions_rps": rps,
+                "rss_after_load_mb": round(after, 1),
+                "duration_s": args.duration,
+                "network_threads": args.network_threads,
+                "io_threads": args.io_threads,
+                "cpus": os.cpu_count(),
+                "load_avg_1m": os.getloadavg()[0],
+            },
+            indent=2,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
