@@ -47,32 +47,11 @@ def broker_config(data_dir: Path | str, **overrides: Any) -> Any:
         values[key if "." in key else key.replace("_", ".")] = value
     try:
         from client.config import load_config
-    except ModuleNotFoundError as exc:  # TEMPORARY until client.config lands (H-records/config)
+    except ModuleNotFoundError as exc:  # INTERIM until client.config lands (H-records/config)
         if exc.name != "client.config":
             raise
-        return _interim_config(values)
+        from broker.commands import interim_load_config as load_config
     return load_config("broker", None, {}, {k: str(v) for k, v in values.items()})
-
-
-_INTERIM_DEFAULTS = {
-    "node.id": 1,
-    "num.network.threads": 3,
-    "num.io.threads": 8,
-    "queued.max.requests": 500,
-    "socket.request.max.bytes": 100 * 1024 * 1024,
-    "connections.max.idle.ms": 600_000,
-    "max.connections": 2**31 - 1,
-}
-
-
-def _interim_config(values: dict[str, Any]) -> Any:
-    from types import SimpleNamespace
-
-    merged = {**_INTERIM_DEFAULTS, **values}
-    typed = {
-        k.replace(".", "_"): (int(v) if k in _INTERIM_DEFAULTS else v) for k, v in merged.items()
-    }
-    return SimpleNamespace(**typed)
 
 
 @dataclass
