@@ -7,8 +7,10 @@ the request (one per muted connection, so at most `max.connections` of them) and
 `notify_when_space`; its connections stay paused, so their sockets stop being read and TCP pushes
 back on the clients. `receive` calls the registered callbacks once space frees.
 
-The channel also counts requests *in flight* (sent and not yet completed: response written,
-no-response, or connection closed). Graceful shutdown waits for that count to reach zero.
+The channel also counts requests *in flight*: from `request_started()` (a connection took the
+request off the wire; it may still wait for room) to `request_done()` (response written,
+no-response, or dropped with its connection). Graceful shutdown waits for that count to reach
+zero.
 
 Threads: every method may be called from any thread. Callbacks registered with
 `notify_when_space` run on the receiving I/O thread, outside the lock; they must only hand off
@@ -69,7 +71,6 @@ class RequestChannel:
 
     def _enqueue(self, request: Any) -> None:
         self._queue.append(request)
-        self._in_flight += 1
         if len(self._queue) > self.high_water:
             self.high_water = len(self._queue)
         self._not_empty.notify()
@@ -82,11 +83,16 @@ class RequestChannel:
                 return
         callback()
 
+    def request_started(self) -> None:
+        """A connection took a request off the wire (before try_send/send)."""
+        with self._lock:
+            self._in_flight += 1
+
     def request_done(self) -> None:
-        """A sent request is finished (response written, no response, or connection gone)."""
+        """A started request is finished (response written, no response, or dropped)."""
         with self._lock:
             self._in_flight -= 1
-            assert self._in_flight >= 0, "request_done without a matching send"
+            assert self._in_flight >= 0, "request_done without a matching request_started"
             if self._in_flight == 0:
                 self._idle.notify_all()
 

@@ -81,6 +81,9 @@ class Connection(asyncio.Protocol):
             log.debug("connection %s lost: %s", self.connection_id, exc)
         self.closed = True
         self._pending.clear()
+        if self._parked:  # never reached the channel: nobody else will finish it
+            self._parked = False
+            self.processor.channel.request_done()
         self.processor.unregister(self)
 
     def pause_writing(self) -> None:
@@ -114,6 +117,7 @@ class Connection(asyncio.Protocol):
         request = Request(api_key, api_version, correlation_id, client_id, body, len(payload), self)
         self.requests += 1
         self.in_flight = request
+        self.processor.channel.request_started()
         self._pause_reading()
         if log.isEnabledFor(logging.DEBUG):
             log.debug("received %r", request)
@@ -122,11 +126,16 @@ class Connection(asyncio.Protocol):
             self.processor.park(self)
 
     def send_parked(self) -> bool:
-        """Retry handing the parked request to the channel; True when it went (or is moot)."""
-        if self.closed or not self._parked:
-            self._parked = False
+        """Retry handing the parked request to the channel; True when it went (or was dropped:
+        connection closed, or channel closed at shutdown)."""
+        if not self._parked:
             return True
-        if self.processor.channel.try_send(self.in_flight):
+        channel = self.processor.channel
+        if self.closed or channel.closed:
+            self._parked = False
+            channel.request_done()  # dropped unanswered: its connection is going away
+            return True
+        if channel.try_send(self.in_flight):
             self._parked = False
             return True
         return False

@@ -251,3 +251,33 @@ def _frame(api_key: int, version: int, corr: int, body: dict) -> bytes:
     from client.protocol.framing import encode_request
 
     return encode_request(api_key, version, corr, "t", body)
+
+
+def test_parked_request_of_closed_connection_is_accounted(broker_factory) -> None:
+    gate = threading.Event()
+
+    def gated(request, services):
+        gate.wait(10)
+        dispatch(request, services)
+
+    b = broker_factory(dispatch=gated, queued_max_requests=1, num_io_threads=1)
+    channel = b.server.channel
+    a, q, p = (RawClient(b.address) for _ in range(3))
+    try:
+        a.send(18, 0, 1, {})  # taken by the only I/O thread, held at the gate
+        wait_until(lambda: channel.in_flight == 1 and channel.size == 0, 5, "a dispatched")
+        q.send(18, 0, 2, {})  # fills the queue
+        wait_until(lambda: channel.size == 1, 5, "q queued")
+        p.send(18, 0, 3, {})  # no room: parked on its network thread
+        wait_until(lambda: channel.in_flight == 3, 5, "p parked")
+        # A muted connection does not read, so p's hang-up is seen only once its request moves
+        # on (as in Kafka); the accounting must still come back to zero.
+        p.close()
+        gate.set()
+        assert a.recv()[0] == 1 and q.recv()[0] == 2
+        wait_until(lambda: channel.in_flight == 0, 5, "all done")
+        wait_until(lambda: b.server.socket_server.connection_count == 2, 5, "p's slot released")
+    finally:
+        gate.set()
+        a.close()
+        q.close()

@@ -35,8 +35,9 @@ def test_space_callback_runs_at_once_when_room() -> None:
 
 def test_in_flight_and_wait_idle() -> None:
     ch = RequestChannel(4)
-    ch.try_send("a")
-    ch.try_send("b")
+    for item in "ab":
+        ch.request_started()
+        ch.try_send(item)
     assert ch.in_flight == 2
     assert ch.receive(1.0) == "a"
     assert ch.in_flight == 2  # taken is not finished
