@@ -281,3 +281,19 @@ def test_parked_request_of_closed_connection_is_accounted(broker_factory) -> Non
         gate.set()
         a.close()
         q.close()
+
+
+def test_api_versions_lists_internal_apis_only_on_controllers(monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    from broker.handlers.api_versions import supported_apis
+
+    spec = ApiSpec(
+        key=9_997, name="TestInternal", request=Struct(), response=Struct(), internal=True
+    )
+    monkeypatch.setitem(API_SPECS, spec.key, spec)
+    monkeypatch.setitem(HANDLERS, spec.key, lambda ctx, body: {})
+    broker_only = {a["api_key"] for a in supported_apis(SimpleNamespace(controller=None))}
+    combined = {a["api_key"] for a in supported_apis(SimpleNamespace(controller=object()))}
+    assert 18 in broker_only and spec.key not in broker_only
+    assert spec.key in combined
