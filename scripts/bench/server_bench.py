@@ -10,6 +10,8 @@ a GIL):
 - api_versions_rps: ApiVersions round trips per second, one request outstanding per connection,
   for each connection count (an asyncio/uvloop client in this process)
 - rss_after_load_mb
+- purgatory: in-process DelayedOperation throughput: watch + complete by key (the acks=all
+  path), and expirations through the timing wheel (ops/s)
 """
 
 from __future__ import annotations
@@ -106,6 +108,51 @@ async def _round_trips(port: int, connections: int, duration: float) -> float:
     return counter[0] / (time.monotonic() - t0)
 
 
+def purgatory_bench(n: int = 50_000) -> dict:
+    from broker.purgatory import DelayedOperation, Purgatory, SystemTimer
+
+    class Op(DelayedOperation):
+        ready = False
+
+        def try_complete(self) -> bool:
+            return self.force_complete() if self.ready else False
+
+        def on_complete(self) -> None:
+            pass
+
+    timer = SystemTimer("bench")
+    try:
+        p = Purgatory("bench", timer)
+        ops = [Op(30_000) for _ in range(n)]
+        t0 = time.perf_counter()
+        for i, op in enumerate(ops):
+            p.try_complete_else_watch(op, [i % 100])
+        watch_s = time.perf_counter() - t0
+        for op in ops:
+            op.ready = True
+        t0 = time.perf_counter()
+        for key in range(100):
+            p.check_and_complete(key)
+        complete_s = time.perf_counter() - t0
+        assert all(op.is_completed for op in ops) and timer.size == 0
+
+        expiring = [Op(i % 50) for i in range(n)]
+        t0 = time.perf_counter()
+        for op in expiring:
+            timer.add(op)
+        while timer.size:
+            time.sleep(0.005)
+        expire_s = time.perf_counter() - t0
+    finally:
+        timer.shutdown()
+    return {
+        "ops": n,
+        "watch_ops_per_s": round(n / watch_s),
+        "complete_ops_per_s": round(n / complete_s),
+        "add_and_expire_ops_per_s": round(n / expire_s),
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--duration", type=float, default=3.0)
@@ -152,6 +199,7 @@ def main() -> None:
                 "idle_rss_mb": round(idle, 1),
                 "api_versions_rps": rps,
                 "rss_after_load_mb": round(after, 1),
+                "purgatory": purgatory_bench(),
                 "duration_s": args.duration,
                 "network_threads": args.network_threads,
                 "io_threads": args.io_threads,
