@@ -1,0 +1,672 @@
+"""`RaftNode`: the pure Raft consensus state machine (after etcd-io/raft's raft.go + rawnode.go).
+
+Inputs: `step(message)`, `tick()`, `propose(records)`, `compact(index, data)`,
+`transfer_leadership(to)`. Output: `ready()` — messages to send, entries and hard state to
+persist, committed entries to apply — acknowledged with `advance(ready)`. The node performs no
+I/O, reads no clock and draws randomness only from the `rng` it is given, so a driver (asyncio
+transport + file storage in production, a virtual-time scheduler in tests/sim) owns all effects.
+
+Features: PreVote, CheckQuorum with a leader lease, batched and pipelined replication
+(`max_entries_per_msg`, `max_inflight`), commit by majority of current-term entries only (a new
+leader appends a NOOP entry), snapshots and InstallSnapshot, leadership transfer (TimeoutNow),
+observers (non-voting members that receive the log; they never campaign or vote).
+Voter membership is fixed at construction (no joint consensus); observers may be added/removed.
+
+Threading: a RaftNode is not thread-safe. One thread (the driver's) makes every call.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+from controller.raft.errors import LogCompacted, NotLeader, ProposalDropped
+from controller.raft.log import RaftLog
+from controller.raft.messages import (
+    AppendEntries,
+    AppendResponse,
+    Entry,
+    EntryKind,
+    HardState,
+    Heartbeat,
+    HeartbeatResponse,
+    InstallSnapshot,
+    Message,
+    Snapshot,
+    TimeoutNow,
+    VoteRequest,
+    VoteResponse,
+)
+from controller.raft.progress import Progress, ProgressState
+from controller.raft.state import (
+    QuorumState,
+    Ready,
+    ReplicaState,
+    Rng,
+    Role,
+    SoftState,
+    StorageState,
+)
+
+_log = logging.getLogger(__name__)
+
+_FROM_LEADER = (AppendEntries, Heartbeat, InstallSnapshot)
+
+
+class RaftNode:
+    def __init__(
+        self,
+        node_id: int,
+        voters: Iterable[int],
+        *,
+        observers: Iterable[int] = (),
+        storage_state: StorageState | None = None,
+        rng: Rng,
+        election_timeout_ticks: int = 10,
+        heartbeat_ticks: int = 1,
+        pre_vote: bool = True,
+        check_quorum: bool = True,
+        max_entries_per_msg: int = 64,
+        max_inflight: int = 16,
+        max_uncommitted_entries: int = 10_000,
+        max_committed_per_ready: int = 1024,
+    ) -> None:
+        if heartbeat_ticks < 1 or election_timeout_ticks <= heartbeat_ticks:
+            raise ValueError("need 1 <= heartbeat_ticks < election_timeout_ticks")
+        if max_entries_per_msg < 1 or max_inflight < 1 or max_committed_per_ready < 1:
+            raise ValueError("max_entries_per_msg, max_inflight, max_committed_per_ready >= 1")
+        self.id = node_id
+        self.voters = frozenset(voters)
+        if not self.voters:
+            raise ValueError("a Raft group needs at least one voter")
+        self.observers = set(observers) - self.voters
+        self.is_voter = node_id in self.voters
+        self.rng = rng
+        self.election_timeout = election_timeout_ticks
+        self.heartbeat_timeout = heartbeat_ticks
+        self.pre_vote = pre_vote
+        self.check_quorum = check_quorum
+        self.max_entries_per_msg = max_entries_per_msg
+        self.max_inflight = max_inflight
+        self.max_uncommitted = max_uncommitted_entries
+        self.max_committed_per_ready = max_committed_per_ready
+        self._prefix = f"[raft node={node_id}]"
+
+        st = storage_state or StorageState()
+        self.term = st.hard_state.term
+        self.vote = st.hard_state.vote
+        self.log = RaftLog(st.snapshot, list(st.entries), st.hard_state.commit)
+        self.role = Role.FOLLOWER if self.is_voter else Role.OBSERVER
+        self.leader_id: int | None = None
+        self.ticks = 0
+        self.election_elapsed = 0
+        self.heartbeat_elapsed = 0
+        self.randomized_timeout = self.election_timeout
+        self.progress: dict[int, Progress] = {}
+        self.votes: dict[int, bool] = {}
+        self.lead_transferee: int | None = None
+
+        self._msgs: list[Message] = []
+        self._prev_hard = HardState(self.term, self.vote, self.log.committed)
+        self._prev_soft = self.soft_state()
+        self._pending_install: Snapshot | None = None
+        self._pending_compact: Snapshot | None = None
+        self._outstanding: Ready | None = None
+        self._reset_election_timeout()
+
+    # ------------------------------------------------------------------ public: inputs
+    def tick(self) -> None:
+        """Advance logical time by one tick (the driver calls it every tick interval)."""
+        self._check_idle()
+        self.ticks += 1
+        if self.role is Role.LEADER:
+            self._tick_leader()
+        else:
+            self._tick_election()
+
+    def step(self, m: Message) -> None:
+        """Feed one message received from the network (duplicates/reordering are tolerated)."""
+        self._check_idle()
+        if m.to != self.id:
+            raise ValueError(f"{self._prefix} message for node {m.to}: {m!r:.200}")
+        if isinstance(m, VoteRequest) and not self.is_voter:
+            return
+        if m.term > self.term:
+            if isinstance(m, VoteRequest) and not m.transfer and self._in_lease():
+                _log.debug("%s ignore %s from %s: leader lease", self._prefix, m.TYPE, m.from_)
+                return
+            if isinstance(m, VoteRequest) and m.pre_vote:
+                pass  # a pre-vote never changes our term
+            elif isinstance(m, VoteResponse) and m.pre_vote and m.granted:
+                pass  # granted pre-votes carry the term we asked about
+            else:
+                leader = m.from_ if isinstance(m, _FROM_LEADER) else None
+                self._become_follower(m.term, leader)
+        elif m.term < self.term:
+            if isinstance(m, (AppendEntries, Heartbeat)) and (self.check_quorum or self.pre_vote):
+                # Tell a deposed leader (maybe partitioned away while we elected) our term.
+                self._send(AppendResponse(m.from_, self.id, self.term, success=False))
+            elif isinstance(m, VoteRequest) and m.pre_vote:
+                self._send(VoteResponse(m.from_, self.id, self.term, False, pre_vote=True))
+            return
+
+        if isinstance(m, VoteRequest):
+            self._handle_vote_request(m)
+        elif isinstance(m, VoteResponse):
+            self._handle_vote_response(m)
+        elif isinstance(m, _FROM_LEADER):
+            if self.role is Role.LEADER:
+                raise AssertionError(f"{self._prefix} two leaders in term {self.term}: {m!r:.200}")
+            if self.role in (Role.CANDIDATE, Role.PRE_CANDIDATE):
+                self._become_follower(m.term, m.from_)
+            self.leader_id = m.from_
+            self.election_elapsed = 0
+            if isinstance(m, AppendEntries):
+                self._handle_append(m)
+            elif isinstance(m, Heartbeat):
+                self.log.commit_to(m.commit)
+                self._send(HeartbeatResponse(m.from_, self.id, self.term))
+            else:
+                self._handle_snapshot(m)
+        elif isinstance(m, AppendResponse):
+            if self.role is Role.LEADER:
+                self._handle_append_response(m)
+        elif isinstance(m, HeartbeatResponse):
+            if self.role is Role.LEADER:
+                self._handle_heartbeat_response(m)
+        elif isinstance(m, TimeoutNow):
+            if self.is_voter and self.role is not Role.LEADER:
+                _log.info("%s TimeoutNow from %s: campaigning", self._prefix, m.from_)
+                self._campaign(transfer=True)
+        else:
+            raise TypeError(f"unknown message type {type(m).__name__}")
+
+    def propose(self, records: list[bytes]) -> int:
+        """Append `records` (one entry each) on the leader. Returns the index of the last one
+        (the first is `last - len(records) + 1`). Raises NotLeader or ProposalDropped."""
+        self._check_idle()
+        if self.role is not Role.LEADER:
+            raise NotLeader(self.leader_id, self.term)
+        if self.lead_transferee is not None:
+            raise ProposalDropped(f"leadership transfer to {self.lead_transferee} in progress")
+        if not records:
+            return self.log.last_index
+        if self.log.last_index - self.log.committed + len(records) > self.max_uncommitted:
+            raise ProposalDropped(f"more than {self.max_uncommitted} uncommitted entries")
+        self._append([(bytes(r), EntryKind.NORMAL) for r in records])
+        return self.log.last_index
+
+    def compact(self, index: int, snapshot_data: bytes) -> None:
+        """The state machine's owner took a snapshot of its state after applying `index`:
+        keep it and drop the log up to `index`. `index` must be applied already."""
+        self._check_idle()
+        if index <= self.log.snapshot.index:
+            return
+        if index > self.log.applied:
+            raise ValueError(f"cannot compact to {index}: only {self.log.applied} applied")
+        term = self.log.term(index)
+        assert term is not None
+        snap = Snapshot(index, term, bytes(snapshot_data))
+        self.log.compact(snap)
+        self._pending_compact = snap
+        _log.debug("%s compacted log to %d", self._prefix, index)
+
+    def transfer_leadership(self, to: int) -> None:
+        """Hand leadership to voter `to`: bring it up to date, then send it TimeoutNow.
+        Proposals are dropped until the transfer ends (success, or one election timeout)."""
+        self._check_idle()
+        if self.role is not Role.LEADER:
+            raise NotLeader(self.leader_id, self.term)
+        if to not in self.voters:
+            raise ValueError(f"node {to} is not a voter")
+        if to == self.id:
+            return
+        _log.info("%s transferring leadership to %s", self._prefix, to)
+        self.lead_transferee = to
+        self.election_elapsed = 0
+        pr = self.progress[to]
+        if pr.match == self.log.last_index:
+            self._send(TimeoutNow(to, self.id, self.term))
+        else:
+            self._send_append(pr)
+
+    def add_observer(self, node_id: int) -> None:
+        """Start replicating to a non-voting observer (call on every node, or at least the
+        leader; a new leader learns observers from its constructor/calls only)."""
+        self._check_idle()
+        if node_id in self.voters or node_id in self.observers:
+            return
+        self.observers.add(node_id)
+        if self.role is Role.LEADER:
+            self.progress[node_id] = Progress(
+                node_id, False, self.log.last_index + 1, self.max_inflight
+            )
+
+    def remove_observer(self, node_id: int) -> None:
+        self._check_idle()
+        self.observers.discard(node_id)
+        if node_id not in self.voters:
+            self.progress.pop(node_id, None)
+
+    # ------------------------------------------------------------------ public: outputs
+    def soft_state(self) -> SoftState:
+        return SoftState(self.role, self.leader_id, self.term)
+
+    def hard_state(self) -> HardState:
+        return HardState(self.term, self.vote, self.log.committed)
+
+    def has_ready(self) -> bool:
+        return bool(
+            self._msgs
+            or self.log.stable_index < self.log.last_index
+            or self.log.committed > self.log.applied
+            or self._pending_install is not None
+            or self._pending_compact is not None
+            or self.hard_state() != self._prev_hard
+            or self.soft_state() != self._prev_soft
+        )
+
+    def ready(self) -> Ready:
+        """Collect pending work. Must be followed by `advance(ready)` before any other call."""
+        self._check_idle()
+        hs = self.hard_state()
+        ss = self.soft_state()
+        rd = Ready(
+            soft_state=ss if ss != self._prev_soft else None,
+            hard_state=hs if hs != self._prev_hard else None,
+            snapshot_to_install=self._pending_install,
+            snapshot_to_persist=self._pending_compact,
+            entries_to_persist=self.log.unstable_entries(),
+            messages=self._msgs,
+            committed_entries=self.log.next_committed(self.max_committed_per_ready),
+        )
+        self._msgs = []
+        self._outstanding = rd
+        return rd
+
+    def advance(self, rd: Ready) -> None:
+        """The driver persisted, sent and applied `rd`."""
+        if rd is not self._outstanding:
+            raise RuntimeError(f"{self._prefix} advance() of a Ready that is not outstanding")
+        self._outstanding = None
+        if rd.entries_to_persist:
+            self.log.stable_index = rd.entries_to_persist[-1].index
+        if rd.hard_state is not None:
+            self._prev_hard = rd.hard_state
+        if rd.soft_state is not None:
+            self._prev_soft = rd.soft_state
+        if rd.committed_entries:
+            self.log.applied = rd.committed_entries[-1].index
+        self._pending_install = None
+        self._pending_compact = None
+
+    # ------------------------------------------------------------------ public: reading
+    @property
+    def commit_index(self) -> int:
+        return self.log.committed
+
+    @property
+    def applied_index(self) -> int:
+        return self.log.applied
+
+    @property
+    def last_index(self) -> int:
+        return self.log.last_index
+
+    @property
+    def snapshot(self) -> Snapshot:
+        """The latest snapshot (index 0 when none), e.g. to serve a fetch below the log start."""
+        return self.log.snapshot
+
+    def committed_entries_from(self, index: int, max_entries: int) -> list[Entry]:
+        """Committed entries starting at `index` (for observers fetching the log). Raises
+        LogCompacted when `index` is at or below the snapshot: serve `snapshot` first."""
+        if index <= self.log.snapshot.index:
+            raise LogCompacted(self.log.snapshot.index)
+        return self.log.slice(index, self.log.committed + 1, max_entries)
+
+    def entry_term(self, index: int) -> int | None:
+        return self.log.term(index)
+
+    def describe_quorum(self) -> QuorumState:
+        voters: list[ReplicaState] = []
+        observers: list[ReplicaState] = []
+        if self.role is Role.LEADER:
+            for v in sorted(self.voters):
+                if v == self.id:
+                    voters.append(ReplicaState(v, self.log.last_index, self.ticks))
+                else:
+                    pr = self.progress[v]
+                    voters.append(ReplicaState(v, pr.match, pr.last_contact_tick))
+            for o in sorted(self.observers):
+                pr = self.progress[o]
+                observers.append(ReplicaState(o, pr.match, pr.last_contact_tick))
+        return QuorumState(
+            node_id=self.id,
+            role=self.role,
+            leader_id=self.leader_id,
+            term=self.term,
+            commit_index=self.log.committed,
+            high_watermark=self.log.committed,
+            now_tick=self.ticks,
+            voters=tuple(voters),
+            observers=tuple(observers),
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"RaftNode({self.id} {self.role.value} term={self.term} vote={self.vote}"
+            f" leader={self.leader_id} last={self.log.last_index} commit={self.log.committed}"
+            f" applied={self.log.applied})"
+        )
+
+    # ------------------------------------------------------------------ roles
+    def _become_follower(self, term: int, leader: int | None) -> None:
+        if term != self.term:
+            self.term = term
+            self.vote = None
+        old = self.role
+        self.role = Role.FOLLOWER if self.is_voter else Role.OBSERVER
+        self.leader_id = leader
+        self._reset()
+        if old is Role.LEADER:
+            _log.info("%s stepped down in term %d (leader=%s)", self._prefix, term, leader)
+
+    def _become_pre_candidate(self) -> None:
+        self.role = Role.PRE_CANDIDATE
+        self.leader_id = None
+        self.votes = {}
+        self.lead_transferee = None
+        self.progress = {}
+
+    def _become_candidate(self) -> None:
+        self.term += 1
+        self.vote = self.id
+        self.role = Role.CANDIDATE
+        self.leader_id = None
+        self._reset()
+
+    def _become_leader(self) -> None:
+        self.role = Role.LEADER
+        self.leader_id = self.id
+        self._reset()
+        nxt = self.log.last_index + 1
+        for p in (self.voters | self.observers) - {self.id}:
+            self.progress[p] = Progress(p, p in self.voters, nxt, self.max_inflight)
+        _log.info("%s became leader in term %d", self._prefix, self.term)
+        self._append([(b"", EntryKind.NOOP)])
+
+    def _reset(self) -> None:
+        self.election_elapsed = 0
+        self.heartbeat_elapsed = 0
+        self._reset_election_timeout()
+        self.votes = {}
+        self.lead_transferee = None
+        self.progress = {}
+
+    def _reset_election_timeout(self) -> None:
+        self.randomized_timeout = self.election_timeout + self.rng.randint(
+            0, self.election_timeout - 1
+        )
+
+    def _in_lease(self) -> bool:
+        return (
+            self.check_quorum
+            and self.leader_id is not None
+            and self.election_elapsed < self.election_timeout
+        )
+
+    # ------------------------------------------------------------------ ticks
+    def _tick_election(self) -> None:
+        self.election_elapsed += 1
+        if self.is_voter and self.election_elapsed >= self.randomized_timeout:
+            self.election_elapsed = 0
+            self._campaign(transfer=False)
+
+    def _tick_leader(self) -> None:
+        self.heartbeat_elapsed += 1
+        self.election_elapsed += 1
+        if self.election_elapsed >= self.election_timeout:
+            self.election_elapsed = 0
+            if self.check_quorum:
+                active = 1 + sum(
+                    1 for pr in self.progress.values() if pr.is_voter and pr.recent_active
+                )
+                if active < self._quorum():
+                    _log.info("%s lost contact with a quorum: stepping down", self._prefix)
+                    self._become_follower(self.term, None)
+                    return
+                for pr in self.progress.values():
+                    pr.recent_active = False
+            if self.lead_transferee is not None:
+                _log.info(
+                    "%s leadership transfer to %s timed out", self._prefix, self.lead_transferee
+                )
+                self.lead_transferee = None
+        if self.heartbeat_elapsed >= self.heartbeat_timeout:
+            self.heartbeat_elapsed = 0
+            for pr in self.progress.values():
+                c = min(pr.match, self.log.committed)
+                self._send(Heartbeat(pr.node_id, self.id, self.term, commit=c))
+
+    # ------------------------------------------------------------------ elections
+    def _quorum(self) -> int:
+        return len(self.voters) // 2 + 1
+
+    def _campaign(self, transfer: bool) -> None:
+        if self.pre_vote and not transfer:
+            self._become_pre_candidate()
+            term = self.term + 1
+        else:
+            self._become_candidate()
+            term = self.term
+        pre = self.role is Role.PRE_CANDIDATE
+        self.votes = {self.id: True}
+        if self._tally():
+            return
+        for v in sorted(self.voters - {self.id}):
+            self._send(
+                VoteRequest(
+                    v,
+                    self.id,
+                    term,
+                    last_log_index=self.log.last_index,
+                    last_log_term=self.log.last_term,
+                    pre_vote=pre,
+                    transfer=transfer,
+                )
+            )
+
+    def _tally(self) -> bool:
+        """Count votes; act on a decision. Returns True if the campaign is decided."""
+        granted = sum(1 for g in self.votes.values() if g)
+        if granted >= self._quorum():
+            if self.role is Role.PRE_CANDIDATE:
+                self._become_candidate_and_request()
+            else:
+                self._become_leader()
+            return True
+        if len(self.votes) - granted >= self._quorum():
+            self._become_follower(self.term, None)
+            return True
+        return False
+
+    def _become_candidate_and_request(self) -> None:
+        self._become_candidate()
+        self.votes = {self.id: True}
+        if self._tally():
+            return
+        for v in sorted(self.voters - {self.id}):
+            self._send(
+                VoteRequest(
+                    v,
+                    self.id,
+                    self.term,
+                    last_log_index=self.log.last_index,
+                    last_log_term=self.log.last_term,
+                )
+            )
+
+    def _handle_vote_request(self, m: VoteRequest) -> None:
+        can_vote = (
+            self.vote == m.from_
+            or (self.vote is None and self.leader_id is None)
+            or (m.pre_vote and m.term > self.term)
+        )
+        if can_vote and self.log.is_up_to_date(m.last_log_index, m.last_log_term):
+            if not m.pre_vote:
+                self.vote = m.from_
+                self.election_elapsed = 0
+            self._send(VoteResponse(m.from_, self.id, m.term, True, pre_vote=m.pre_vote))
+        else:
+            self._send(VoteResponse(m.from_, self.id, self.term, False, pre_vote=m.pre_vote))
+
+    def _handle_vote_response(self, m: VoteResponse) -> None:
+        if m.pre_vote:
+            if self.role is not Role.PRE_CANDIDATE:
+                return
+            if m.granted and m.term != self.term + 1:
+                return  # from an older pre-campaign
+        elif self.role is not Role.CANDIDATE:
+            return
+        self.votes.setdefault(m.from_, m.granted)
+        self._tally()
+
+    # ------------------------------------------------------------------ follower side
+    def _handle_append(self, m: AppendEntries) -> None:
+        if m.prev_index < self.log.committed:
+            self._send(AppendResponse(m.from_, self.id, self.term, match_index=self.log.committed))
+            return
+        if self.log.match_term(m.prev_index, m.prev_term):
+            last_new = self.log.maybe_append(m.prev_index, m.entries)
+            self.log.commit_to(min(m.commit, last_new))
+            self._send(AppendResponse(m.from_, self.id, self.term, match_index=last_new))
+            return
+        hint = self.log.conflict_hint(m.prev_index)
+        self._send(
+            AppendResponse(
+                m.from_,
+                self.id,
+                self.term,
+                success=False,
+                rejected_index=m.prev_index,
+                hint_index=hint,
+            )
+        )
+
+    def _handle_snapshot(self, m: InstallSnapshot) -> None:
+        s = m.snapshot
+        if s.index <= self.log.committed:
+            pass
+        elif self.log.match_term(s.index, s.term):
+            self.log.commit_to(s.index)
+        else:
+            _log.info("%s installing snapshot at %d (term %d)", self._prefix, s.index, s.term)
+            self.log.restore(s)
+            self._pending_install = s
+            self._pending_compact = None
+        self._send(AppendResponse(m.from_, self.id, self.term, match_index=self.log.committed))
+
+    # ------------------------------------------------------------------ leader side
+    def _append(self, items: list[tuple[bytes, EntryKind]]) -> None:
+        first = self.log.last_index + 1
+        self.log.append(
+            [Entry(first + i, self.term, data, kind) for i, (data, kind) in enumerate(items)]
+        )
+        self._maybe_commit()  # a single voter commits at once
+        self._bcast_append()
+
+    def _maybe_commit(self) -> bool:
+        matches = sorted(
+            (self.log.last_index if v == self.id else self.progress[v].match for v in self.voters),
+            reverse=True,
+        )
+        idx = matches[self._quorum() - 1]
+        if idx > self.log.committed and self.log.term(idx) == self.term:
+            return self.log.commit_to(idx)
+        return False
+
+    def _bcast_append(self) -> None:
+        for pr in self.progress.values():
+            if self._send_append(pr):
+                while self._send_append(pr, send_if_empty=False):
+                    pass  # pipeline up to max_inflight messages
+
+    def _send_append(self, pr: Progress, send_if_empty: bool = True) -> bool:
+        if pr.is_paused():
+            return False
+        prev = pr.next - 1
+        prev_term = self.log.term(prev)
+        if prev_term is None:
+            assert prev < self.log.snapshot.index, (pr, self.log.last_index)
+            snap = self.log.snapshot
+            _log.debug("%s sending snapshot %d to %s", self._prefix, snap.index, pr.node_id)
+            self._send(InstallSnapshot(pr.node_id, self.id, self.term, snapshot=snap))
+            pr.become_snapshot(snap.index, self.ticks)
+            return True
+        entries = self.log.slice(pr.next, self.log.last_index + 1, self.max_entries_per_msg)
+        if not entries and not send_if_empty:
+            return False
+        self._send(
+            AppendEntries(
+                pr.node_id,
+                self.id,
+                self.term,
+                prev_index=prev,
+                prev_term=prev_term,
+                entries=tuple(entries),
+                commit=self.log.committed,
+            )
+        )
+        pr.sent_entries(entries[-1].index if entries else prev)
+        return True
+
+    def _handle_append_response(self, m: AppendResponse) -> None:
+        pr = self.progress.get(m.from_)
+        if pr is None:
+            return
+        pr.recent_active = True
+        pr.last_contact_tick = self.ticks
+        if not m.success:
+            if pr.maybe_decrease(m.rejected_index, m.hint_index):
+                self._send_append(pr)
+            return
+        if not pr.maybe_update(m.match_index):
+            return
+        if pr.state is ProgressState.PROBE:
+            pr.become_replicate()
+        elif pr.state is ProgressState.SNAPSHOT and pr.match >= pr.pending_snapshot:
+            pr.become_replicate()
+        if self._maybe_commit():
+            self._bcast_append()
+        while self._send_append(pr, send_if_empty=False):
+            pass
+        if m.from_ == self.lead_transferee and pr.match == self.log.last_index:
+            _log.info("%s transferee %s is up to date: TimeoutNow", self._prefix, m.from_)
+            self._send(TimeoutNow(m.from_, self.id, self.term))
+
+    def _handle_heartbeat_response(self, m: HeartbeatResponse) -> None:
+        pr = self.progress.get(m.from_)
+        if pr is None:
+            return
+        pr.recent_active = True
+        pr.last_contact_tick = self.ticks
+        if pr.state is ProgressState.PROBE:
+            pr.paused = False
+        elif pr.state is ProgressState.REPLICATE and len(pr.inflight) >= pr.max_inflight:
+            pr.inflight.popleft()
+        elif (
+            pr.state is ProgressState.SNAPSHOT
+            and self.ticks - pr.snapshot_sent_tick >= self.election_timeout
+        ):
+            pr.become_probe()  # the snapshot (or its answer) was probably lost: retry
+        if pr.match < self.log.last_index:
+            self._send_append(pr)
+
+    # ------------------------------------------------------------------ plumbing
+    def _send(self, m: Message) -> None:
+        self._msgs.append(m)
+
+    def _check_idle(self) -> None:
+        if self._outstanding is not None:
+            raise RuntimeError(f"{self._prefix} call between ready() and advance()")
