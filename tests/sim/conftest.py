@@ -1,0 +1,21 @@
+"""Options for the Raft simulation: `--seed N` replays one seed exactly (of every simulation
+test), `GREGOR_SIM_SEEDS` sets how many seeds a CI run covers (default 2000)."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--seed",
+        action="store",
+        type=int,
+        default=None,
+        help="Raft simulation: run only this seed (replays a failure exactly)",
+    )
+
+
+@pytest.fixture
+def sim_seed(request: pytest.FixtureRequest) -> int | None:
+    return request.config.getoption("--seed")
