@@ -54,6 +54,8 @@ class SimConfig:
     propose_every_ms: int = 25
     max_entries_per_msg: int = 4
     max_inflight: int = 4
+    pre_vote: bool = True
+    check_quorum: bool = True
 
 
 @dataclass
@@ -234,6 +236,8 @@ class Simulation:
             heartbeat_ticks=self.cfg.heartbeat_ticks,
             max_entries_per_msg=self.cfg.max_entries_per_msg,
             max_inflight=self.cfg.max_inflight,
+            pre_vote=self.cfg.pre_vote,
+            check_quorum=self.cfg.check_quorum,
         )
         n.busy = False
         n.inbox.clear()
