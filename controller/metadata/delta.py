@@ -1,0 +1,267 @@
+"""MetadataDelta: replay records onto an image, producing a new image and what changed.
+
+    delta = MetadataDelta(image)
+    for offset, rec in committed: delta.replay(rec, offset)
+    new_image = delta.apply()
+    delta.created_topics, delta.deleted_topics, delta.changed_partitions, delta.leader_changed ...
+
+Replay is deterministic: the same records onto the same image always give the same image. A
+record that contradicts the image (a partition of an unknown topic, an unknown broker) is a
+broken invariant of the log and raises MetadataReplayError. Not thread-safe: one owner thread.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from types import MappingProxyType
+from typing import Any
+
+from controller.metadata.image import (
+    BrokerRegistration,
+    MetadataImage,
+    PartitionRegistration,
+    TopicImage,
+)
+from controller.metadata.records import (
+    RESOURCE_TOPIC,
+    Config,
+    FenceBroker,
+    NoOp,
+    Partition,
+    PartitionChange,
+    ProducerIds,
+    RegisterBroker,
+    RemoveTopic,
+    Topic,
+    UnfenceBroker,
+    UnregisterBroker,
+)
+
+
+class MetadataReplayError(ValueError):
+    """A record cannot apply to the image (the metadata log broke an invariant)."""
+
+
+class MetadataDelta:
+    def __init__(self, image: MetadataImage) -> None:
+        self.image = image
+        self.offset = image.offset
+        self._brokers: dict[int, BrokerRegistration] | None = None
+        self._topics: dict[bytes, TopicImage] | None = None  # by id
+        self._parts: dict[bytes, dict[int, PartitionRegistration]] = {}  # touched topics
+        self._configs: dict[tuple[int, str], dict[str, str]] | None = None
+        self._next_producer_id = image.next_producer_id
+        # -- what changed (public, read after replaying) --
+        self.created_topics: dict[str, bytes] = {}  # name -> topic id
+        self.deleted_topics: dict[str, bytes] = {}  # name -> topic id
+        # (topic name, partition) -> new registration
+        self.changed_partitions: dict[tuple[str, int], PartitionRegistration] = {}
+        self.leader_changed: set[tuple[str, int]] = set()  # new partitions included
+        self.changed_brokers: set[int] = set()
+        self.changed_configs: set[tuple[int, str]] = set()
+        self.records_replayed = 0
+
+    # -- replay --------------------------------------------------------------------------------
+    def replay(self, rec: Any, offset: int) -> None:
+        if offset <= self.offset:
+            raise MetadataReplayError(f"offset {offset} not after {self.offset}")
+        handler = _HANDLERS.get(type(rec))
+        if handler is None:
+            raise MetadataReplayError(f"not a metadata record: {rec!r}")
+        handler(self, rec)
+        self.offset = offset
+        self.records_replayed += 1
+
+    def replay_all(self, records: Iterable[tuple[int, Any]]) -> None:
+        for offset, rec in records:
+            self.replay(rec, offset)
+
+    # -- result --------------------------------------------------------------------------------
+    def apply(self) -> MetadataImage:
+        """The image after every replayed record. May be called more than once."""
+        img = self.image
+        brokers = img.brokers if self._brokers is None else MappingProxyType(dict(self._brokers))
+        if self._topics is None and not self._parts:
+            topics, by_id = img.topics, img.topics_by_id
+        else:
+            src = self._topics if self._topics is not None else dict(img.topics_by_id)
+            new_by_id: dict[bytes, TopicImage] = {}
+            for tid, t in src.items():
+                parts = self._parts.get(tid)
+                if parts is not None:
+                    t = TopicImage(t.name, tid, MappingProxyType(dict(parts)))
+                new_by_id[tid] = t
+            by_id = MappingProxyType(new_by_id)
+            topics = MappingProxyType({t.name: t for t in new_by_id.values()})
+        if self._configs is None:
+            configs = img.configs
+        else:
+            configs = MappingProxyType(
+                {k: MappingProxyType(dict(v)) for k, v in self._configs.items() if v}
+            )
+        return MetadataImage(
+            offset=self.offset,
+            brokers=brokers,
+            topics=topics,
+            topics_by_id=by_id,
+            configs=configs,
+            next_producer_id=self._next_producer_id,
+        )
+
+    # -- working copies ------------------------------------------------------------------------
+    def _w_brokers(self) -> dict[int, BrokerRegistration]:
+        if self._brokers is None:
+            self._brokers = dict(self.image.brokers)
+        return self._brokers
+
+    def _w_topics(self) -> dict[bytes, TopicImage]:
+        if self._topics is None:
+            self._topics = dict(self.image.topics_by_id)
+        return self._topics
+
+    def _w_parts(self, topic_id: bytes) -> dict[int, PartitionRegistration]:
+        parts = self._parts.get(topic_id)
+        if parts is None:
+            t = self._w_topics().get(topic_id)
+            if t is None:
+                raise MetadataReplayError(f"unknown topic id {topic_id.hex()}")
+            parts = self._parts[topic_id] = dict(t.partitions)
+        return parts
+
+    def _w_configs(self) -> dict[tuple[int, str], dict[str, str]]:
+        if self._configs is None:
+            self._configs = {k: dict(v) for k, v in self.image.configs.items()}
+        return self._configs
+
+    def _broker(self, broker_id: int) -> BrokerRegistration:
+        b = self._w_brokers().get(broker_id)
+        if b is None:
+            raise MetadataReplayError(f"unknown broker {broker_id}")
+        return b
+
+    def _topic_name(self, topic_id: bytes) -> str:
+        t = self._w_topics().get(topic_id)
+        if t is None:
+            raise MetadataReplayError(f"unknown topic id {topic_id.hex()}")
+        return t.name
+
+    # -- record handlers -----------------------------------------------------------------------
+    def _register_broker(self, r: RegisterBroker) -> None:
+        self._w_brokers()[r.broker_id] = BrokerRegistration(
+            r.broker_id, r.broker_epoch, r.host, r.port, r.rack, r.incarnation_id, r.fenced
+        )
+        self.changed_brokers.add(r.broker_id)
+
+    def _set_fenced(self, broker_id: int, epoch: int, fenced: bool) -> None:
+        b = self._broker(broker_id)
+        if b.broker_epoch != epoch:
+            raise MetadataReplayError(
+                f"broker {broker_id}: epoch {epoch} does not match {b.broker_epoch}"
+            )
+        self._w_brokers()[broker_id] = dataclasses.replace(b, fenced=fenced)
+        self.changed_brokers.add(broker_id)
+
+    def _fence(self, r: FenceBroker) -> None:
+        self._set_fenced(r.broker_id, r.broker_epoch, True)
+
+    def _unfence(self, r: UnfenceBroker) -> None:
+        self._set_fenced(r.broker_id, r.broker_epoch, False)
+
+    def _unregister(self, r: UnregisterBroker) -> None:
+        self._broker(r.broker_id)
+        del self._w_brokers()[r.broker_id]
+        self.changed_brokers.add(r.broker_id)
+
+    def _topic(self, r: Topic) -> None:
+        topics = self._w_topics()
+        if r.topic_id in topics or any(t.name == r.name for t in topics.values()):
+            raise MetadataReplayError(f"topic {r.name} / {r.topic_id.hex()} exists")
+        topics[r.topic_id] = TopicImage(r.name, r.topic_id)
+        self._parts[r.topic_id] = {}
+        self.created_topics[r.name] = r.topic_id
+
+    def _partition(self, r: Partition) -> None:
+        parts = self._w_parts(r.topic_id)
+        reg = PartitionRegistration(
+            tuple(r.replicas), tuple(r.isr), r.leader, r.leader_epoch, r.partition_epoch
+        )
+        parts[r.partition] = reg
+        key = (self._topic_name(r.topic_id), r.partition)
+        self.changed_partitions[key] = reg
+        self.leader_changed.add(key)
+
+    def _partition_change(self, r: PartitionChange) -> None:
+        parts = self._w_parts(r.topic_id)
+        old = parts.get(r.partition)
+        if old is None:
+            raise MetadataReplayError(f"unknown partition {r.topic_id.hex()}-{r.partition}")
+        reg = PartitionRegistration(
+            replicas=old.replicas if r.replicas is None else tuple(r.replicas),
+            isr=old.isr if r.isr is None else tuple(r.isr),
+            leader=old.leader if r.leader is None else r.leader,
+            leader_epoch=old.leader_epoch + (0 if r.leader is None else 1),
+            partition_epoch=old.partition_epoch + 1,
+        )
+        parts[r.partition] = reg
+        key = (self._topic_name(r.topic_id), r.partition)
+        self.changed_partitions[key] = reg
+        if r.leader is not None:
+            self.leader_changed.add(key)
+
+    def _config(self, r: Config) -> None:
+        configs = self._w_configs()
+        key = (r.resource_type, r.resource_name)
+        if r.value is None:
+            cur = configs.get(key)
+            if cur is not None:
+                cur.pop(r.name, None)
+        else:
+            configs.setdefault(key, {})[r.name] = r.value
+        self.changed_configs.add(key)
+
+    def _remove_topic(self, r: RemoveTopic) -> None:
+        topics = self._w_topics()
+        t = topics.pop(r.topic_id, None)
+        if t is None:
+            raise MetadataReplayError(f"unknown topic id {r.topic_id.hex()}")
+        self._parts.pop(r.topic_id, None)
+        if self.created_topics.pop(t.name, None) is None:
+            self.deleted_topics[t.name] = r.topic_id
+        for key in [k for k in self.changed_partitions if k[0] == t.name]:
+            del self.changed_partitions[key]
+            self.leader_changed.discard(key)
+        ckey = (RESOURCE_TOPIC, t.name)
+        if ckey in self._w_configs():
+            del self._w_configs()[ckey]
+            self.changed_configs.add(ckey)
+
+    def _producer_ids(self, r: ProducerIds) -> None:
+        self._next_producer_id = r.next_producer_id
+
+    def _noop(self, r: NoOp) -> None:
+        pass
+
+
+_HANDLERS = {
+    RegisterBroker: MetadataDelta._register_broker,
+    FenceBroker: MetadataDelta._fence,
+    UnfenceBroker: MetadataDelta._unfence,
+    UnregisterBroker: MetadataDelta._unregister,
+    Topic: MetadataDelta._topic,
+    Partition: MetadataDelta._partition,
+    PartitionChange: MetadataDelta._partition_change,
+    Config: MetadataDelta._config,
+    RemoveTopic: MetadataDelta._remove_topic,
+    ProducerIds: MetadataDelta._producer_ids,
+    NoOp: MetadataDelta._noop,
+}
+
+
+def replay(
+    image: MetadataImage, records: Iterable[tuple[int, Any]]
+) -> tuple[MetadataImage, MetadataDelta]:
+    """Replay (offset, record) pairs onto `image`; returns (new image, delta)."""
+    delta = MetadataDelta(image)
+    delta.replay_all(records)
+    return delta.apply(), delta

@@ -1,0 +1,123 @@
+"""MetadataImage: an immutable view of the cluster metadata at one log offset.
+
+An image is never changed in place; `MetadataDelta` (delta.py) replays records onto an image and
+builds a new one, sharing every untouched part. All maps are read-only (MappingProxyType).
+Images compare equal when they hold the same state and offset. Any thread may read an image.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, ClassVar
+
+from controller.metadata.records import NO_LEADER, RESOURCE_TOPIC
+
+_EMPTY: Mapping[Any, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class BrokerRegistration:
+    broker_id: int
+    broker_epoch: int
+    host: str
+    port: int
+    rack: str | None
+    incarnation_id: str
+    fenced: bool
+
+
+@dataclass(frozen=True)
+class PartitionRegistration:
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+
+    @property
+    def online(self) -> bool:
+        return self.leader != NO_LEADER
+
+
+@dataclass(frozen=True)
+class TopicImage:
+    name: str
+    topic_id: bytes
+    partitions: Mapping[int, PartitionRegistration] = field(default_factory=lambda: _EMPTY)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TopicImage):
+            return NotImplemented
+        return (
+            self.name == other.name
+            and self.topic_id == other.topic_id
+            and dict(self.partitions) == dict(other.partitions)
+        )
+
+    def __hash__(self) -> int:
+        return hash(self.topic_id)
+
+
+@dataclass(frozen=True, eq=False)
+class MetadataImage:
+    """Cluster metadata after applying every record up to and including `offset` (-1: none)."""
+
+    offset: int = -1
+    brokers: Mapping[int, BrokerRegistration] = field(default_factory=lambda: _EMPTY)
+    topics: Mapping[str, TopicImage] = field(default_factory=lambda: _EMPTY)  # by name
+    topics_by_id: Mapping[bytes, TopicImage] = field(default_factory=lambda: _EMPTY)
+    # (resource_type, resource_name) -> {config name: value}
+    configs: Mapping[tuple[int, str], Mapping[str, str]] = field(default_factory=lambda: _EMPTY)
+    next_producer_id: int = 0
+
+    EMPTY: ClassVar[MetadataImage]  # the image before any record, set below
+
+    # -- queries -------------------------------------------------------------------------------
+    def partition(self, topic: str, partition: int) -> PartitionRegistration | None:
+        t = self.topics.get(topic)
+        return None if t is None else t.partitions.get(partition)
+
+    def live_brokers(self) -> list[int]:
+        """Ids of registered, unfenced brokers, ascending."""
+        return sorted(b.broker_id for b in self.brokers.values() if not b.fenced)
+
+    def topic_config(self, topic: str) -> Mapping[str, str]:
+        return self.configs.get((RESOURCE_TOPIC, topic), _EMPTY)
+
+    def config_for(self, resource_type: int, resource_name: str) -> Mapping[str, str]:
+        return self.configs.get((resource_type, resource_name), _EMPTY)
+
+    def partitions_led_by(self, broker_id: int) -> list[tuple[str, int]]:
+        return [
+            (t.name, p)
+            for t in self.topics.values()
+            for p, reg in t.partitions.items()
+            if reg.leader == broker_id
+        ]
+
+    # -- comparison ----------------------------------------------------------------------------
+    def _key(self) -> tuple:
+        return (
+            self.offset,
+            dict(self.brokers),
+            dict(self.topics),
+            {k: dict(v) for k, v in self.configs.items()},
+            self.next_producer_id,
+        )
+
+    def same_state(self, other: MetadataImage) -> bool:
+        """Equal apart from the offset."""
+        return self._key()[1:] == other._key()[1:]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, MetadataImage):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash((self.offset, len(self.brokers), len(self.topics)))
+
+
+MetadataImage.EMPTY = MetadataImage()

@@ -1,0 +1,219 @@
+"""Metadata records: the entries of the replicated metadata log.
+
+Wire/disk layout of one encoded record (msgpack):
+
+    [type: int, version: int, fields: map<str, value>]
+
+`type` is the record's `TYPE` tag below (never renumber or reuse one); `version` is the record's
+`VERSION`. Fields are the dataclass fields by name; a decoder ignores unknown fields (a newer writer)
+and fills missing ones with their defaults (an older writer). Topic ids are 16 raw bytes (a UUID).
+Replica lists travel as msgpack arrays and are tuples in memory.
+
+Pure data: no I/O. Any thread may call these functions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import msgpack
+
+from client.errors import CorruptRecordError
+
+NO_LEADER = -1
+
+# resource_type values for Config records (Kafka's ConfigResource.Type numbers)
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+
+
+@dataclass(frozen=True)
+class RegisterBroker:
+    """A broker registered (or re-registered) with a new epoch; starts fenced unless told."""
+
+    TYPE: ClassVar[int] = 0
+    VERSION: ClassVar[int] = 0
+    broker_id: int
+    broker_epoch: int
+    host: str
+    port: int
+    rack: str | None = None
+    incarnation_id: str = ""
+    fenced: bool = True
+
+
+@dataclass(frozen=True)
+class FenceBroker:
+    TYPE: ClassVar[int] = 1
+    VERSION: ClassVar[int] = 0
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True)
+class UnfenceBroker:
+    TYPE: ClassVar[int] = 2
+    VERSION: ClassVar[int] = 0
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True)
+class UnregisterBroker:
+    TYPE: ClassVar[int] = 3
+    VERSION: ClassVar[int] = 0
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True)
+class Topic:
+    TYPE: ClassVar[int] = 4
+    VERSION: ClassVar[int] = 0
+    name: str
+    topic_id: bytes
+
+
+@dataclass(frozen=True)
+class Partition:
+    """Full state of one partition (creation, and in snapshots)."""
+
+    TYPE: ClassVar[int] = 5
+    VERSION: ClassVar[int] = 0
+    topic_id: bytes
+    partition: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+
+
+@dataclass(frozen=True)
+class PartitionChange:
+    """The fields of a partition that changed; None = unchanged.
+
+    Replay bumps `partition_epoch` by one for every change, and `leader_epoch` by one when
+    `leader` is set (Kafka's PartitionChangeRecord semantics). `leader` NO_LEADER (-1) = offline.
+    """
+
+    TYPE: ClassVar[int] = 6
+    VERSION: ClassVar[int] = 0
+    topic_id: bytes
+    partition: int
+    leader: int | None = None
+    isr: tuple[int, ...] | None = None
+    replicas: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Config:
+    """Set (value str) or delete (value None) one config of a resource."""
+
+    TYPE: ClassVar[int] = 7
+    VERSION: ClassVar[int] = 0
+    resource_type: int
+    resource_name: str
+    name: str
+    value: str | None
+
+
+@dataclass(frozen=True)
+class RemoveTopic:
+    TYPE: ClassVar[int] = 8
+    VERSION: ClassVar[int] = 0
+    topic_id: bytes
+
+
+@dataclass(frozen=True)
+class ProducerIds:
+    """A block of producer ids handed to a broker; `next_producer_id` is the first id not yet given."""
+
+    TYPE: ClassVar[int] = 9
+    VERSION: ClassVar[int] = 0
+    broker_id: int
+    broker_epoch: int
+    next_producer_id: int
+
+
+@dataclass(frozen=True)
+class NoOp:
+    """Written by a new active controller to commit its term; changes nothing."""
+
+    TYPE: ClassVar[int] = 10
+    VERSION: ClassVar[int] = 0
+
+
+MetadataRecord = (
+    RegisterBroker
+    | FenceBroker
+    | UnfenceBroker
+    | UnregisterBroker
+    | Topic
+    | Partition
+    | PartitionChange
+    | Config
+    | RemoveTopic
+    | ProducerIds
+    | NoOp
+)
+
+RECORD_TYPES: dict[int, type] = {
+    cls.TYPE: cls
+    for cls in (
+        RegisterBroker,
+        FenceBroker,
+        UnfenceBroker,
+        UnregisterBroker,
+        Topic,
+        Partition,
+        PartitionChange,
+        Config,
+        RemoveTopic,
+        ProducerIds,
+        NoOp,
+    )
+}
+
+_TUPLE_FIELDS = {"replicas", "isr"}
+_FIELDS: dict[type, tuple[dataclasses.Field, ...]] = {
+    cls: dataclasses.fields(cls) for cls in RECORD_TYPES.values()
+}
+
+
+def encode_record(rec: Any) -> bytes:
+    """Encode one metadata record to bytes."""
+    cls = type(rec)
+    if RECORD_TYPES.get(getattr(cls, "TYPE", None)) is not cls:  # type: ignore[arg-type]
+        raise TypeError(f"not a metadata record: {rec!r}")
+    fields = {f.name: getattr(rec, f.name) for f in _FIELDS[cls]}
+    return msgpack.packb([cls.TYPE, cls.VERSION, fields], use_bin_type=True)
+
+
+def decode_record(data: bytes) -> Any:
+    """Decode bytes from `encode_record`; raises CorruptRecordError on anything malformed."""
+    try:
+        obj = msgpack.unpackb(data, raw=False, strict_map_key=True)
+    except Exception as e:  # msgpack raises several unrelated exception types
+        raise CorruptRecordError(f"metadata record is not msgpack: {e}") from e
+    if not (isinstance(obj, list) and len(obj) == 3 and isinstance(obj[2], dict)):
+        raise CorruptRecordError("metadata record is not [type, version, fields]")
+    type_, _version, raw = obj
+    cls = RECORD_TYPES.get(type_) if isinstance(type_, int) else None
+    if cls is None:
+        raise CorruptRecordError(f"unknown metadata record type {type_!r}")
+    kwargs = {}
+    for f in _FIELDS[cls]:
+        if f.name in raw:
+            v = raw[f.name]
+            if f.name in _TUPLE_FIELDS and v is not None:
+                if not isinstance(v, list):
+                    raise CorruptRecordError(f"{cls.__name__}.{f.name}: expected a list")
+                v = tuple(v)
+            kwargs[f.name] = v
+    try:
+        return cls(**kwargs)
+    except TypeError as e:
+        raise CorruptRecordError(f"{cls.__name__}: {e}") from e
