@@ -1,0 +1,13 @@
+"""The quorum controller: topic/broker/ISR logic over a MetadataLog (local file or Raft)."""
+
+from controller.quorum.controller import ControllerSettings, QuorumController
+from controller.quorum.log import LocalMetadataLog, MetadataLog
+from controller.quorum.runner import ControllerThread
+
+__all__ = [
+    "ControllerSettings",
+    "ControllerThread",
+    "LocalMetadataLog",
+    "MetadataLog",
+    "QuorumController",
+]

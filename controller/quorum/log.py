@@ -1,0 +1,269 @@
+"""MetadataLog: the interface the QuorumController writes to, and LocalMetadataLog.
+
+Offsets start at 0; -1 means "none". `append(records)` returns the offset of the last record
+appended. Only committed records are visible to `read()` and to listeners; a listener is called
+with `[(offset, bytes), ...]` in offset order, once per commit, on the thread that committed
+(LocalMetadataLog: the thread that called append, right after the fsync). Listeners must be quick
+and must not block; they may read the log.
+
+LocalMetadataLog(dir) is the single-node log: every append is fsynced and committed at once.
+Files in `dir`:
+
+    metadata.log                 a sequence of entries:
+        length u32 BE            (bytes after this field: 4 + 8 + len(payload))
+        crc    u32 BE            CRC-32C of offset + payload
+        offset i64 BE
+        payload                  one encoded metadata record
+    snapshot-<offset:020d>.bin   the newest snapshot (bytes from the caller), written atomically
+
+On open, the newest readable snapshot is taken, the log is scanned, and a torn or corrupt tail
+(short header, bad CRC, absurd length, non-contiguous offset) is truncated and logged. After
+`write_snapshot(offset, data)` records up to `offset` are dropped from the log (rewritten
+atomically) and `read()` of an offset below `log_start_offset()` raises OffsetOutOfRangeError
+(load the snapshot instead). Thread-safe: any thread may call any method.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+
+from client.errors import OffsetOutOfRangeError, StorageError
+from client.records.crc import crc32c
+
+_log = logging.getLogger(__name__)
+
+Listener = Callable[[list[tuple[int, bytes]]], None]
+
+_HDR = struct.Struct(">IIq")  # length, crc, offset
+_MAX_RECORD = 64 * 1024 * 1024
+LOG_FILE = "metadata.log"
+
+
+class MetadataLog(ABC):
+    """Where the controller's metadata records go. See the module docstring for the rules."""
+
+    @abstractmethod
+    def append(self, records: list[bytes]) -> int:
+        """Append records; returns the last offset. Raises NotControllerError if not leader."""
+
+    @abstractmethod
+    def committed_offset(self) -> int:
+        """Offset of the last committed record (-1: none)."""
+
+    @abstractmethod
+    def end_offset(self) -> int:
+        """Offset of the last appended record, committed or not (-1: none)."""
+
+    @abstractmethod
+    def read(self, from_offset: int, max_records: int = 10_000) -> list[tuple[int, bytes]]:
+        """Committed records with offset >= from_offset, up to max_records."""
+
+    @abstractmethod
+    def add_listener(self, listener: Listener) -> None: ...
+
+    @abstractmethod
+    def remove_listener(self, listener: Listener) -> None: ...
+
+    @abstractmethod
+    def log_start_offset(self) -> int:
+        """First offset `read` can return; records below it live only in the snapshot."""
+
+    @abstractmethod
+    def latest_snapshot(self) -> tuple[int, bytes] | None:
+        """(offset, bytes) of the newest snapshot, or None."""
+
+    @abstractmethod
+    def write_snapshot(self, offset: int, data: bytes) -> None:
+        """Store a snapshot of the state through `offset` (committed) and drop older records."""
+
+    def is_leader(self) -> bool:
+        """True when append() is allowed (always for the local log)."""
+        return True
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        pass
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _encode_entry(offset: int, payload: bytes) -> bytes:
+    body = struct.pack(">q", offset) + payload
+    return _HDR.pack(4 + len(body), crc32c(body), offset) + payload
+
+
+class LocalMetadataLog(MetadataLog):
+    def __init__(self, directory: str, max_records_in_memory: int = 1_000_000) -> None:
+        self._dir = directory
+        self._lock = threading.RLock()
+        self._listeners: list[Listener] = []
+        self._max_records = max_records_in_memory
+        os.makedirs(directory, exist_ok=True)
+        self._snapshot: tuple[int, bytes] | None = self._load_snapshot()
+        self._start = self._snapshot[0] + 1 if self._snapshot else 0
+        self._entries: list[tuple[int, bytes]] = []
+        self._path = os.path.join(directory, LOG_FILE)
+        self._recover()
+        self._f = open(self._path, "ab")  # noqa: SIM115 - owned until close()
+        self._closed = False
+
+    # -- recovery ------------------------------------------------------------------------------
+    def _load_snapshot(self) -> tuple[int, bytes] | None:
+        names = sorted(
+            (n for n in os.listdir(self._dir) if n.startswith("snapshot-") and n.endswith(".bin")),
+            reverse=True,
+        )
+        for n in names:
+            try:
+                offset = int(n[len("snapshot-") : -len(".bin")])
+                with open(os.path.join(self._dir, n), "rb") as f:
+                    return offset, f.read()
+            except (ValueError, OSError) as e:
+                _log.warning("skipping unreadable metadata snapshot %s: %s", n, e)
+        return None
+
+    def _recover(self) -> None:
+        if not os.path.exists(self._path):
+            return
+        with open(self._path, "rb") as f:
+            data = f.read()
+        pos = 0
+        expected = None
+        while pos < len(data):
+            if len(data) - pos < _HDR.size:
+                break
+            length, crc, offset = _HDR.unpack_from(data, pos)
+            end = pos + 4 + length
+            if length < 12 or length > _MAX_RECORD or end > len(data):
+                break
+            body = data[pos + 8 : end]
+            if crc32c(body) != crc:
+                break
+            if expected is not None and offset != expected:
+                break
+            expected = offset + 1
+            if offset >= self._start:
+                self._entries.append((offset, bytes(data[pos + 16 : end])))
+            pos = end
+        if pos < len(data):
+            _log.warning(
+                "metadata log %s: torn or corrupt tail at byte %d of %d, truncating",
+                self._path,
+                pos,
+                len(data),
+            )
+            with open(self._path, "r+b") as f:
+                f.truncate(pos)
+                f.flush()
+                os.fsync(f.fileno())
+        if self._entries and self._entries[0][0] != self._start:
+            if self._entries[0][0] < self._start or self._snapshot is not None:
+                raise StorageError(
+                    f"metadata log {self._path}: first offset {self._entries[0][0]} "
+                    f"does not follow snapshot start {self._start}"
+                )
+            self._start = self._entries[0][0]
+
+    # -- MetadataLog -----------------------------------------------------------------------------
+    def append(self, records: list[bytes]) -> int:
+        if not records:
+            return self.end_offset()
+        with self._lock:
+            if self._closed:
+                raise StorageError("metadata log is closed")
+            if len(self._entries) + len(records) > self._max_records:
+                raise StorageError(
+                    f"metadata log holds {len(self._entries)} records in memory; take a snapshot"
+                )
+            first = self.end_offset() + 1
+            batch = [(first + i, bytes(r)) for i, r in enumerate(records)]
+            buf = b"".join(_encode_entry(o, p) for o, p in batch)
+            try:
+                self._f.write(buf)
+                self._f.flush()
+                os.fsync(self._f.fileno())
+            except OSError as e:
+                raise StorageError(f"metadata log {self._path}: {e}") from e
+            self._entries.extend(batch)
+            for listener in list(self._listeners):
+                listener(batch)
+            return batch[-1][0]
+
+    def committed_offset(self) -> int:
+        return self.end_offset()
+
+    def end_offset(self) -> int:
+        with self._lock:
+            return self._entries[-1][0] if self._entries else self._start - 1
+
+    def read(self, from_offset: int, max_records: int = 10_000) -> list[tuple[int, bytes]]:
+        with self._lock:
+            if from_offset < self._start:
+                raise OffsetOutOfRangeError(
+                    f"offset {from_offset} is below the log start {self._start}; load the snapshot"
+                )
+            i = from_offset - self._start
+            return self._entries[i : i + max_records]
+
+    def add_listener(self, listener: Listener) -> None:
+        with self._lock:
+            self._listeners.append(listener)
+
+    def remove_listener(self, listener: Listener) -> None:
+        with self._lock:
+            self._listeners.remove(listener)
+
+    def log_start_offset(self) -> int:
+        with self._lock:
+            return self._start
+
+    def latest_snapshot(self) -> tuple[int, bytes] | None:
+        with self._lock:
+            return self._snapshot
+
+    def write_snapshot(self, offset: int, data: bytes) -> None:
+        with self._lock:
+            if offset > self.end_offset():
+                raise ValueError(f"snapshot offset {offset} beyond log end {self.end_offset()}")
+            if self._snapshot and offset <= self._snapshot[0]:
+                return
+            name = os.path.join(self._dir, f"snapshot-{offset:020d}.bin")
+            tmp = name + ".tmp"
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, name)
+            # Rewrite the log without the records the snapshot covers.
+            keep = [(o, p) for o, p in self._entries if o > offset]
+            tmp_log = self._path + ".tmp"
+            with open(tmp_log, "wb") as f:
+                f.write(b"".join(_encode_entry(o, p) for o, p in keep))
+                f.flush()
+                os.fsync(f.fileno())
+            self._f.close()
+            os.replace(tmp_log, self._path)
+            _fsync_dir(self._dir)
+            self._f = open(self._path, "ab")  # noqa: SIM115
+            old = self._snapshot
+            self._snapshot = (offset, data)
+            self._entries = keep
+            self._start = offset + 1
+            if old is not None:
+                os.unlink(os.path.join(self._dir, f"snapshot-{old[0]:020d}.bin"))
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._f.close()

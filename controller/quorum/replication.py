@@ -1,0 +1,87 @@
+"""Leader election and ISR changes as pure functions of a MetadataImage.
+
+Each returns the PartitionChange records to write; the QuorumController writes them. Leaders
+come from the ISR only (in replica order, so the preferred replica wins), unless unclean leader
+election is enabled for the topic, in which case any live replica may lead with ISR = [it].
+When the last ISR member is fenced it stays in the ISR (it holds the committed data) and the
+partition goes offline (leader -1) until it or, uncleanly, another replica returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from controller.metadata.image import MetadataImage, PartitionRegistration
+from controller.metadata.records import NO_LEADER, PartitionChange
+
+
+def choose_leader(
+    reg: PartitionRegistration, isr: tuple[int, ...], live: set[int], unclean: bool
+) -> tuple[int, tuple[int, ...]]:
+    """(leader, isr) for a partition that needs a leader chosen among `live` brokers."""
+    for r in reg.replicas:
+        if r in isr and r in live:
+            return r, isr
+    if unclean:
+        for r in reg.replicas:
+            if r in live:
+                return r, (r,)
+    return NO_LEADER, isr
+
+
+def _change(
+    topic_id: bytes, p: int, reg: PartitionRegistration, leader: int, isr: tuple[int, ...]
+) -> PartitionChange | None:
+    if leader == reg.leader and isr == reg.isr:
+        return None
+    return PartitionChange(
+        topic_id,
+        p,
+        leader=None if leader == reg.leader else leader,
+        isr=None if isr == reg.isr else isr,
+    )
+
+
+def remove_broker_changes(
+    image: MetadataImage, broker_id: int, live: set[int], unclean_for: Callable[[str], bool]
+) -> list[PartitionChange]:
+    """Take `broker_id` out of every ISR and leadership (fencing, controlled shutdown).
+
+    `live` are the brokers that may lead afterwards (without broker_id).
+    """
+    out: list[PartitionChange] = []
+    for t in image.topics.values():
+        for p, reg in t.partitions.items():
+            if broker_id not in reg.isr and reg.leader != broker_id:
+                continue
+            isr = tuple(b for b in reg.isr if b != broker_id) or reg.isr
+            leader = reg.leader
+            if leader == broker_id or leader == NO_LEADER:
+                leader, isr = choose_leader(reg, isr, live - {broker_id}, unclean_for(t.name))
+            ch = _change(t.topic_id, p, reg, leader, isr)
+            if ch is not None:
+                out.append(ch)
+    return out
+
+
+def elect_offline_changes(
+    image: MetadataImage,
+    live: set[int],
+    unclean_for: Callable[[str], bool],
+    only_topics: Iterable[str] | None = None,
+) -> list[PartitionChange]:
+    """Elect leaders for offline partitions (leader -1) now that `live` brokers can lead."""
+    names = image.topics.keys() if only_topics is None else only_topics
+    out: list[PartitionChange] = []
+    for name in names:
+        t = image.topics.get(name)
+        if t is None:
+            continue
+        for p, reg in t.partitions.items():
+            if reg.leader != NO_LEADER:
+                continue
+            leader, isr = choose_leader(reg, reg.isr, live, unclean_for(t.name))
+            ch = _change(t.topic_id, p, reg, leader, isr)
+            if ch is not None:
+                out.append(ch)
+    return out

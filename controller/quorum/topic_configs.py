@@ -1,0 +1,71 @@
+"""Topic-level config keys the controller accepts in CreateTopics (Kafka's names) and their checks.
+
+`validate_topic_config(name, value) -> str | None` returns an error message or None. Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+
+def _int(lo: int, hi: int = 2**63 - 1) -> Callable[[str], str | None]:
+    def check(v: str) -> str | None:
+        try:
+            n = int(v)
+        except ValueError:
+            return f"expected an integer, got {v!r}"
+        return None if lo <= n <= hi else f"{n} out of range [{lo}, {hi}]"
+
+    return check
+
+
+def _choice(*opts: str, multi: bool = False) -> Callable[[str], str | None]:
+    def check(v: str) -> str | None:
+        parts = [p.strip() for p in v.split(",")] if multi else [v]
+        bad = [p for p in parts if p not in opts]
+        return f"{v!r} not one of {list(opts)}" if bad or not parts else None
+
+    return check
+
+
+_BOOL = _choice("true", "false")
+
+TOPIC_CONFIGS: dict[str, Callable[[str], str | None]] = {
+    "cleanup.policy": _choice("delete", "compact", multi=True),
+    "compression.type": _choice("producer", "uncompressed", "none", "gzip", "lz4", "zstd"),
+    "delete.retention.ms": _int(0),
+    "file.delete.delay.ms": _int(0),
+    "flush.messages": _int(1),
+    "flush.ms": _int(0),
+    "index.interval.bytes": _int(0),
+    "max.compaction.lag.ms": _int(1),
+    "max.message.bytes": _int(0),
+    "message.timestamp.type": _choice("CreateTime", "LogAppendTime"),
+    "min.cleanable.dirty.ratio": lambda v: (
+        None if _is_ratio(v) else f"expected a number in [0, 1], got {v!r}"
+    ),
+    "min.compaction.lag.ms": _int(0),
+    "min.insync.replicas": _int(1),
+    "retention.bytes": _int(-1),
+    "retention.ms": _int(-1),
+    "segment.bytes": _int(14),
+    "segment.index.bytes": _int(4),
+    "segment.ms": _int(1),
+    "unclean.leader.election.enable": _BOOL,
+}
+
+
+def _is_ratio(v: str) -> bool:
+    try:
+        return 0.0 <= float(v) <= 1.0
+    except ValueError:
+        return False
+
+
+def validate_topic_config(name: str, value: str | None) -> str | None:
+    check = TOPIC_CONFIGS.get(name)
+    if check is None:
+        return f"unknown topic config {name!r}"
+    if value is None:
+        return None
+    return check(value)

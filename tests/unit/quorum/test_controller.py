@@ -1,0 +1,362 @@
+"""QuorumController on a real LocalMetadataLog with a fake clock."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from client.errors import ErrorCode
+from controller.metadata import NO_LEADER
+from controller.quorum import ControllerSettings, LocalMetadataLog, QuorumController
+
+E = ErrorCode
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, ms: float) -> None:
+        self.now += ms
+
+
+@pytest.fixture
+def env(tmp_path):
+    clock = FakeClock()
+    log = LocalMetadataLog(str(tmp_path / "meta"))
+    settings = ControllerSettings(broker_session_timeout_ms=1000)
+    c = QuorumController(log, settings, clock, random.Random(1))
+    yield c, clock, log
+    log.close()
+
+
+def up(c, *ids, racks=None):
+    epochs = {}
+    for b in ids:
+        r = c.register_broker(b, "127.0.0.1", 9000 + b, (racks or {}).get(b), f"inc-{b}")
+        assert r["error_code"] == 0
+        epochs[b] = r["broker_epoch"]
+        hb = c.broker_heartbeat(b, epochs[b], c.last_written_offset)
+        assert hb["error_code"] == 0 and not hb["is_fenced"], hb
+    return epochs
+
+
+def beat(c, epochs, *ids):
+    for b in ids:
+        assert c.broker_heartbeat(b, epochs[b], c.last_written_offset)["error_code"] == 0
+
+
+def topic(name, n=-1, rf=-1, configs=None, assignments=None):
+    return {
+        "name": name,
+        "num_partitions": n,
+        "replication_factor": rf,
+        "assignments": assignments or [],
+        "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()],
+    }
+
+
+def test_create_topics_places_and_elects(env):
+    c, _, _ = env
+    up(c, 1, 2, 3)
+    [res] = c.create_topics([topic("orders", 6, 3)])
+    assert res == {
+        "name": "orders",
+        "error_code": 0,
+        "error_message": None,
+        "num_partitions": 6,
+        "replication_factor": 3,
+    }
+    t = c.image.topics["orders"]
+    assert len(t.topic_id) == 16 and sorted(t.partitions) == list(range(6))
+    leaders = [p.leader for p in t.partitions.values()]
+    assert sorted(leaders) == [1, 1, 2, 2, 3, 3]
+    for p in t.partitions.values():
+        assert p.isr == p.replicas and p.leader == p.replicas[0]
+        assert (p.leader_epoch, p.partition_epoch) == (0, 0)
+    [d] = c.create_topics([topic("d")])
+    assert (d["num_partitions"], d["replication_factor"]) == (1, 1)
+
+
+def test_create_topics_errors(env):
+    c, _, log = env
+    up(c, 1, 2)
+    c.create_topics([topic("exists", 1, 1)])
+    end = log.end_offset()
+    results = c.create_topics(
+        [
+            topic("exists", 1, 1),
+            topic("bad name!", 1, 1),
+            topic("", 1, 1),
+            topic("x" * 250, 1, 1),
+            topic("rf", 1, 3),
+            topic("np", 0, 1),
+            topic("cfg", 1, 1, {"retention.ms": "soon"}),
+            topic("cfg2", 1, 1, {"no.such.key": "1"}),
+            topic("dup", 1, 1),
+            topic("dup", 1, 1),
+            topic("manual-bad", 2, -1, assignments=[{"partition": 0, "broker_ids": [1]}]),
+            topic("manual-unknown", assignments=[{"partition": 0, "broker_ids": [9]}]),
+        ]
+    )
+    codes = [r["error_code"] for r in results]
+    assert codes == [
+        E.TOPIC_ALREADY_EXISTS,
+        E.INVALID_TOPIC_EXCEPTION,
+        E.INVALID_TOPIC_EXCEPTION,
+        E.INVALID_TOPIC_EXCEPTION,
+        E.INVALID_REPLICATION_FACTOR,
+        E.INVALID_PARTITIONS,
+        E.INVALID_CONFIG,
+        E.INVALID_CONFIG,
+        E.INVALID_REQUEST,
+        E.INVALID_REQUEST,
+        E.INVALID_REQUEST,
+        E.INVALID_REPLICA_ASSIGNMENT,
+    ]
+    assert all(r["error_message"] for r in results)
+    assert log.end_offset() == end, "nothing written for failed topics"
+    assert c.create_topics([topic("v", 3, 2)], validate_only=True)[0]["error_code"] == 0
+    assert "v" not in c.image.topics and log.end_offset() == end
+
+
+def test_manual_assignment_and_configs(env):
+    c, _, _ = env
+    up(c, 1, 2, 3)
+    [r] = c.create_topics(
+        [
+            topic(
+                "m",
+                assignments=[
+                    {"partition": 0, "broker_ids": [3, 1]},
+                    {"partition": 1, "broker_ids": [2, 3]},
+                ],
+                configs={"cleanup.policy": "compact", "min.insync.replicas": "2"},
+            )
+        ]
+    )
+    assert (r["error_code"], r["num_partitions"], r["replication_factor"]) == (0, 2, 2)
+    assert c.image.partition("m", 0).replicas == (3, 1) and c.image.partition("m", 0).leader == 3
+    assert dict(c.image.topic_config("m")) == {
+        "cleanup.policy": "compact",
+        "min.insync.replicas": "2",
+    }
+
+
+def test_rf_counts_only_live_brokers(env):
+    c, clock, _ = env
+    e = up(c, 1, 2, 3)
+    clock.advance(600)
+    beat(c, e, 1, 2)
+    clock.advance(600)
+    assert c.check_sessions() == [3]
+    assert c.create_topics([topic("t", 1, 3)])[0]["error_code"] == E.INVALID_REPLICATION_FACTOR
+    assert c.create_topics([topic("t", 4, 2)])[0]["error_code"] == 0
+    assert all(3 not in p.replicas for p in c.image.topics["t"].partitions.values())
+
+
+def test_delete_topics_and_create_partitions(env):
+    c, _, _ = env
+    up(c, 1, 2, 3)
+    c.create_topics([topic("a", 2, 2), topic("b", 1, 1)])
+    res = c.delete_topics(["a", "nope"])
+    assert [r["error_code"] for r in res] == [0, E.UNKNOWN_TOPIC_OR_PARTITION]
+    assert "a" not in c.image.topics
+    res = c.create_partitions(
+        [
+            {"name": "b", "count": 4, "assignments": None},
+            {"name": "b2", "count": 2, "assignments": None},
+        ]
+    )
+    assert [r["error_code"] for r in res] == [0, E.UNKNOWN_TOPIC_OR_PARTITION]
+    assert sorted(c.image.topics["b"].partitions) == [0, 1, 2, 3]
+    assert c.create_partitions([{"name": "b", "count": 4}])[0]["error_code"] == E.INVALID_PARTITIONS
+    res = c.create_partitions([{"name": "b", "count": 5, "assignments": [[2]]}])
+    assert res[0]["error_code"] == 0 and c.image.partition("b", 4).replicas == (2,)
+
+
+def test_registration_heartbeat_and_unfence_when_caught_up(env):
+    c, clock, _ = env
+    r = c.register_broker(1, "h", 1, None, "inc")
+    epoch = r["broker_epoch"]
+    assert c.image.brokers[1].fenced
+    hb = c.broker_heartbeat(1, epoch, current_metadata_offset=-1)
+    assert hb == {
+        "error_code": 0,
+        "is_caught_up": False,
+        "is_fenced": True,
+        "should_shut_down": False,
+    }
+    hb = c.broker_heartbeat(1, epoch, c.last_written_offset)
+    assert hb["is_caught_up"] and not hb["is_fenced"] and not c.image.brokers[1].fenced
+    assert c.broker_heartbeat(1, epoch + 100, 0)["error_code"] == E.STALE_BROKER_EPOCH
+    assert c.broker_heartbeat(7, 0, 0)["error_code"] == E.BROKER_ID_NOT_REGISTERED
+    # another incarnation while the session is alive is refused; after expiry it is accepted
+    assert (
+        c.register_broker(1, "h", 1, None, "other")["error_code"] == E.DUPLICATE_BROKER_REGISTRATION
+    )
+    clock.advance(1000)
+    r2 = c.register_broker(1, "h", 1, None, "other")
+    assert r2["error_code"] == 0 and r2["broker_epoch"] > epoch and c.image.brokers[1].fenced
+
+
+def test_session_expiry_fences_and_moves_leaders(env):
+    c, clock, _ = env
+    e = up(c, 1, 2, 3)
+    c.create_topics([topic("t", 3, 2), topic("solo", 3, 1)])
+    led_by_1 = [p for p, reg in c.image.topics["t"].partitions.items() if reg.leader == 1]
+    assert led_by_1
+    clock.advance(999)
+    assert c.check_sessions() == []
+    beat(c, e, 2, 3)
+    clock.advance(1)
+    assert c.check_sessions() == [1]
+    assert c.image.brokers[1].fenced
+    for p, reg in c.image.topics["t"].partitions.items():
+        assert 1 not in reg.isr and reg.leader != 1
+        if p in led_by_1:
+            assert reg.leader_epoch == 1 and reg.leader in reg.replicas
+    for reg in c.image.topics["solo"].partitions.values():
+        if reg.replicas == (1,):
+            assert reg.leader == NO_LEADER and reg.isr == (1,), "last ISR member stays in the ISR"
+    # broker 1 comes back: re-registers, catches up, offline partitions get it back as leader
+    r = c.register_broker(1, "h", 1, None, "inc-1b")
+    hb = c.broker_heartbeat(1, r["broker_epoch"], c.last_written_offset)
+    assert not hb["is_fenced"]
+    for reg in c.image.topics["solo"].partitions.values():
+        assert reg.leader != NO_LEADER
+
+
+def test_unclean_leader_election(env):
+    c, clock, _ = env
+    e = up(c, 1, 2)
+    c.create_topics(
+        [
+            topic(
+                "u",
+                assignments=[{"partition": 0, "broker_ids": [1, 2]}],
+                configs={"unclean.leader.election.enable": "true"},
+            ),
+            topic("c", assignments=[{"partition": 0, "broker_ids": [1, 2]}]),
+        ]
+    )
+    for name in ("u", "c"):
+        reg = c.image.partition(name, 0)
+        c.alter_partition(
+            1,
+            e[1],
+            [
+                {
+                    "name": name,
+                    "partitions": [
+                        {
+                            "partition": 0,
+                            "leader_epoch": reg.leader_epoch,
+                            "new_isr": [1],
+                            "partition_epoch": reg.partition_epoch,
+                        }
+                    ],
+                }
+            ],
+        )
+    clock.advance(600)
+    beat(c, e, 2)
+    clock.advance(600)
+    assert c.check_sessions() == [1]
+    assert c.image.partition("u", 0).leader == 2 and c.image.partition("u", 0).isr == (2,)
+    assert c.image.partition("c", 0).leader == NO_LEADER and c.image.partition("c", 0).isr == (1,)
+
+
+def test_alter_partition(env):
+    c, _, _ = env
+    e = up(c, 1, 2, 3)
+    c.create_topics([topic("t", assignments=[{"partition": 0, "broker_ids": [1, 2, 3]}])])
+
+    def req(isr, leader_epoch=0, partition_epoch=0, name="t", p=0):
+        return [
+            {
+                "name": name,
+                "partitions": [
+                    {
+                        "partition": p,
+                        "leader_epoch": leader_epoch,
+                        "new_isr": isr,
+                        "partition_epoch": partition_epoch,
+                    }
+                ],
+            }
+        ]
+
+    resp = c.alter_partition(1, e[1], req([1, 2]))
+    part = resp["topics"][0]["partitions"][0]
+    assert resp["error_code"] == 0 and part["error_code"] == 0
+    assert (part["isr"], part["partition_epoch"], part["leader_epoch"], part["leader_id"]) == (
+        [1, 2],
+        1,
+        0,
+        1,
+    )
+    # stale partition epoch (the retried old request) is refused
+    part = c.alter_partition(1, e[1], req([1]))["topics"][0]["partitions"][0]
+    assert part["error_code"] == E.INVALID_UPDATE_VERSION and part["partition_epoch"] == 1
+    part = c.alter_partition(1, e[1], req([1], leader_epoch=5, partition_epoch=1))["topics"][0][
+        "partitions"
+    ][0]
+    assert part["error_code"] == E.FENCED_LEADER_EPOCH
+    part = c.alter_partition(2, e[2], req([2], partition_epoch=1))["topics"][0]["partitions"][0]
+    assert part["error_code"] == E.NOT_LEADER_OR_FOLLOWER
+    part = c.alter_partition(1, e[1], req([2, 3], partition_epoch=1))["topics"][0]["partitions"][0]
+    assert part["error_code"] == E.INVALID_REQUEST, "ISR must contain the leader"
+    part = c.alter_partition(1, e[1], req([1], name="zz"))["topics"][0]["partitions"][0]
+    assert part["error_code"] == E.UNKNOWN_TOPIC_OR_PARTITION
+    assert c.alter_partition(1, 12345, req([1]))["error_code"] == E.STALE_BROKER_EPOCH
+    part = c.alter_partition(1, e[1], req([1, 2, 3], partition_epoch=1))["topics"][0]["partitions"][
+        0
+    ]
+    assert part["error_code"] == 0 and part["isr"] == [1, 2, 3] and part["partition_epoch"] == 2
+
+
+def test_controlled_shutdown(env):
+    c, _, _ = env
+    e = up(c, 1, 2, 3)
+    c.create_topics([topic("t", 6, 2)])
+    assert c.image.partitions_led_by(1)
+    hb = c.broker_heartbeat(1, e[1], c.last_written_offset, want_shutdown=True)
+    assert hb["should_shut_down"] and hb["is_fenced"]
+    assert not c.image.partitions_led_by(1)
+    assert all(1 not in r.isr for r in c.image.topics["t"].partitions.values())
+    assert c.create_topics([topic("n", 3, 2)])[0]["error_code"] == 0
+    assert all(1 not in r.replicas for r in c.image.topics["n"].partitions.values())
+
+
+def test_restart_restores_state_and_snapshots(env, tmp_path):
+    c, clock, log = env
+    up(c, 1, 2)
+    c.create_topics([topic("a", 2, 2)])
+    image = c.image
+    log.close()
+    log2 = LocalMetadataLog(str(tmp_path / "meta"))
+    c2 = QuorumController(log2, ControllerSettings(), clock, random.Random(2))
+    assert c2.image == image
+    from controller.metadata import snapshot_bytes
+
+    log2.write_snapshot(c2.image.offset, snapshot_bytes(c2.image))
+    c2.create_topics([topic("b", 1, 1)])
+    log2.close()
+    log3 = LocalMetadataLog(str(tmp_path / "meta"))
+    c3 = QuorumController(log3, ControllerSettings(), clock, random.Random(3))
+    assert c3.image == c2.image and "b" in c3.image.topics
+    log3.close()
+
+
+def test_producer_id_blocks(env):
+    c, _, _ = env
+    e = up(c, 1)
+    a = c.allocate_producer_ids(1, e[1])
+    b = c.allocate_producer_ids(1, e[1])
+    assert (a["producer_id_start"], b["producer_id_start"]) == (0, a["producer_id_len"])
+    assert c.allocate_producer_ids(1, -5)["error_code"] == E.STALE_BROKER_EPOCH
