@@ -1,0 +1,202 @@
+"""Controller APIs: Raft transport, metadata fetch, quorum description, broker lifecycle, ISR.
+
+RaftMessage (1000) carries one Raft message (controller/raft/messages.py `to_dict()`, msgpack
+encoded into `payload`); the receiver answers `{error_code}` at once and any Raft reply travels
+as its own RaftMessage on the receiver's outbound connection. MetadataFetch (1001) lets a broker
+or tool read committed metadata records (controller/metadata/records.py encoding) from an offset.
+Declared by H-meta (docs/metadata.md).
+"""
+
+from __future__ import annotations
+
+from client.protocol.api_keys import ApiKey
+from client.protocol.schema import (
+    BOOL,
+    BYTES,
+    INT16,
+    INT32,
+    INT64,
+    STRING,
+    ApiSpec,
+    Array,
+    Field,
+    Nullable,
+    Struct,
+    register,
+)
+
+RAFT_MESSAGE = register(
+    ApiSpec(
+        key=ApiKey.RAFT_MESSAGE,
+        name="RaftMessage",
+        internal=True,
+        doc="One Raft message between controllers (vote, append, heartbeat, snapshot, ...).",
+        request=Struct(
+            Field("cluster_id", Nullable(STRING), default=None),
+            Field("payload", BYTES, doc="msgpack of Message.to_dict()"),
+        ),
+        response=Struct(Field("error_code", INT16)),
+    )
+)
+
+METADATA_FETCH = register(
+    ApiSpec(
+        key=ApiKey.METADATA_FETCH,
+        name="MetadataFetch",
+        internal=True,
+        doc="Committed metadata records from `from_offset`; OFFSET_OUT_OF_RANGE below the log "
+        "start (then the snapshot is returned in `snapshot`).",
+        request=Struct(
+            Field("from_offset", INT64),
+            Field("max_records", INT32, default=10_000),
+            Field("include_snapshot", BOOL, default=True),
+        ),
+        response=Struct(
+            Field("error_code", INT16),
+            Field("leader_id", INT32, default=-1),
+            Field("high_watermark", INT64, default=0, doc="exclusive end of committed offsets"),
+            Field(
+                "records",
+                Array(
+                    Struct(Field("offset", INT64), Field("record", BYTES), name="MetadataRecord")
+                ),
+                default=list,
+            ),
+            Field("snapshot_offset", INT64, default=-1),
+            Field("snapshot", Nullable(BYTES), default=None),
+        ),
+    )
+)
+
+_REPLICA = Struct(
+    Field("replica_id", INT32),
+    Field("log_end_offset", INT64),
+    Field(
+        "last_contact_ms",
+        INT64,
+        default=-1,
+        doc="ms since the leader last heard from it; -1 unknown",
+    ),
+    name="QuorumReplica",
+)
+
+DESCRIBE_QUORUM = register(
+    ApiSpec(
+        key=ApiKey.DESCRIBE_QUORUM,
+        name="DescribeQuorum",
+        doc="The metadata quorum as this controller sees it; replica lists are filled on the leader.",
+        request=Struct(),
+        response=Struct(
+            Field("error_code", INT16),
+            Field("node_id", INT32),
+            Field("role", STRING),
+            Field("leader_id", INT32),
+            Field("leader_epoch", INT64, doc="the Raft term"),
+            Field("high_watermark", INT64),
+            Field("leader_endpoint", Nullable(STRING), default=None),
+            Field("voters", Array(_REPLICA), default=list),
+            Field("observers", Array(_REPLICA), default=list),
+        ),
+    )
+)
+
+BROKER_REGISTRATION = register(
+    ApiSpec(
+        key=ApiKey.BROKER_REGISTRATION,
+        name="BrokerRegistration",
+        internal=True,
+        doc="A broker registers with the active controller; it starts fenced.",
+        request=Struct(
+            Field("broker_id", INT32),
+            Field("cluster_id", Nullable(STRING), default=None),
+            Field("incarnation_id", STRING, default=""),
+            Field("host", STRING),
+            Field("port", INT32),
+            Field("rack", Nullable(STRING), default=None),
+        ),
+        response=Struct(Field("error_code", INT16), Field("broker_epoch", INT64, default=-1)),
+    )
+)
+
+BROKER_HEARTBEAT = register(
+    ApiSpec(
+        key=ApiKey.BROKER_HEARTBEAT,
+        name="BrokerHeartbeat",
+        internal=True,
+        doc="Liveness, catch-up and controlled shutdown of a registered broker.",
+        request=Struct(
+            Field("broker_id", INT32),
+            Field("broker_epoch", INT64),
+            Field("current_metadata_offset", INT64),
+            Field("want_fence", BOOL, default=False),
+            Field("want_shutdown", BOOL, default=False),
+        ),
+        response=Struct(
+            Field("error_code", INT16),
+            Field("is_caught_up", BOOL, default=False),
+            Field("is_fenced", BOOL, default=True),
+            Field("should_shut_down", BOOL, default=False),
+        ),
+    )
+)
+
+ALTER_PARTITION = register(
+    ApiSpec(
+        key=ApiKey.ALTER_PARTITION,
+        name="AlterPartition",
+        internal=True,
+        doc="A partition leader asks the controller to change the ISR (guarded by partition epoch).",
+        request=Struct(
+            Field("broker_id", INT32),
+            Field("broker_epoch", INT64),
+            Field(
+                "topics",
+                Array(
+                    Struct(
+                        Field("name", STRING),
+                        Field(
+                            "partitions",
+                            Array(
+                                Struct(
+                                    Field("partition", INT32),
+                                    Field("leader_epoch", INT32),
+                                    Field("new_isr", Array(INT32)),
+                                    Field("partition_epoch", INT32),
+                                    name="AlterPartitionRequestPartition",
+                                )
+                            ),
+                        ),
+                        name="AlterPartitionRequestTopic",
+                    )
+                ),
+            ),
+        ),
+        response=Struct(
+            Field("error_code", INT16),
+            Field(
+                "topics",
+                Array(
+                    Struct(
+                        Field("name", STRING),
+                        Field(
+                            "partitions",
+                            Array(
+                                Struct(
+                                    Field("partition", INT32),
+                                    Field("error_code", INT16),
+                                    Field("leader_id", INT32),
+                                    Field("leader_epoch", INT32),
+                                    Field("isr", Array(INT32)),
+                                    Field("partition_epoch", INT32),
+                                    name="AlterPartitionResponsePartition",
+                                )
+                            ),
+                        ),
+                        name="AlterPartitionResponseTopic",
+                    )
+                ),
+                default=list,
+            ),
+        ),
+    )
+)
