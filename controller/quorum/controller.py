@@ -166,6 +166,12 @@ class QuorumController:
         self.last_written_offset = last
         return last
 
+    def _check_active(self) -> None:
+        if not self.log.is_leader():
+            raise NotControllerError(
+                f"controller {self.settings.node_id} is not the active controller"
+            )
+
     def _live(self) -> set[int]:
         return {b for b in self.image.live_brokers() if b not in self._shutting_down}
 
@@ -186,6 +192,7 @@ class QuorumController:
 
     def create_topics(self, requests: list[dict], validate_only: bool = False) -> list[dict]:
         """CreateTopics: one result per request, in order. See the module docstring."""
+        self._check_active()
         names = [r.get("name") for r in requests]
         results: list[dict] = []
         records: list[Any] = []
@@ -296,6 +303,7 @@ class QuorumController:
 
     def delete_topics(self, names: list[str]) -> list[dict]:
         """DeleteTopics: [{name, error_code, error_message}] in request order."""
+        self._check_active()
         results, records, seen = [], [], set()
         for name in names:
             t = self.image.topics.get(name)
@@ -319,6 +327,7 @@ class QuorumController:
     def create_partitions(self, topics: list[dict], validate_only: bool = False) -> list[dict]:
         """CreatePartitions: topics [{name, count, assignments: [[broker ids]] | None}] →
         [{name, error_code, error_message}]."""
+        self._check_active()
         results, records = [], []
         brokers = {b: self.image.brokers[b].rack for b in self._live()}
         for req in topics:
@@ -370,6 +379,7 @@ class QuorumController:
         incarnation_id: str = "",
     ) -> dict:
         """BrokerRegistration → {error_code, broker_epoch}. The broker starts fenced."""
+        self._check_active()
         now = self.clock()
         old = self.image.brokers.get(broker_id)
         if (
@@ -428,6 +438,7 @@ class QuorumController:
         want_shutdown: bool = False,
     ) -> dict:
         """BrokerHeartbeat → {error_code, is_caught_up, is_fenced, should_shut_down}."""
+        self._check_active()
         b = self.image.brokers.get(broker_id)
         resp = {
             "error_code": 0,
@@ -497,6 +508,7 @@ class QuorumController:
 
     def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> dict:
         """AllocateProducerIds → {error_code, producer_id_start, producer_id_len}."""
+        self._check_active()
         b = self.image.brokers.get(broker_id)
         if b is None or b.broker_epoch != broker_epoch:
             return {
@@ -514,6 +526,7 @@ class QuorumController:
         """AlterPartition: topics [{name, partitions: [{partition, leader_epoch, new_isr,
         partition_epoch}]}] → {error_code, topics: [{name, partitions: [{partition, error_code,
         leader_id, leader_epoch, isr, partition_epoch}]}]}."""
+        self._check_active()
         b = self.image.brokers.get(broker_id)
         if b is None or b.broker_epoch != broker_epoch:
             return {"error_code": int(ErrorCode.STALE_BROKER_EPOCH), "topics": []}

@@ -162,6 +162,13 @@ class ControllerThread:
                 keep.append((offset, fut, result))
         self._waiting = keep
 
+    def fail_waiting(self, exc: BaseException | None = None) -> None:
+        """Fail every call still waiting for its commit (leadership lost). Loop thread only."""
+        exc = exc or error_for_code(ErrorCode.NOT_CONTROLLER)("leadership lost before commit")
+        waiting, self._waiting = self._waiting, []
+        for _, fut, _ in waiting:
+            self._settle(fut, exc=exc)
+
     def _tick(self) -> None:
         try:
             if self.controller.log.is_leader():

@@ -1,0 +1,202 @@
+"""ControllerProcess: one voter of the Raft metadata quorum, as run by `gregor controller`.
+
+Wiring (all on the ControllerThread's event loop): RaftStorage + RaftNode inside a
+RaftMetadataLog, a QuorumController over it, a PeerTransport to the other voters, and a
+ControllerServer on this voter's address from `controller.quorum.voters`. When this node becomes
+the active controller the QuorumController reloads its image from the committed log; when it
+loses leadership, calls waiting for a commit fail with NOT_CONTROLLER.
+
+Config (snake_case attributes): node_id, controller_quorum_voters, metadata_log_dir,
+controller_quorum_election_timeout_ms (ticks of 50 ms), broker_session_timeout_ms, plus the
+QuorumController's keys. `start()` / `stop()` from any thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import os
+import random
+from typing import Any
+
+import msgpack
+
+from client.errors import ErrorCode, OffsetOutOfRangeError
+from client.protocol.api_keys import ApiKey
+from controller.quorum.controller import QuorumController
+from controller.quorum.network import ControllerServer, PeerTransport, parse_voters
+from controller.quorum.raft_log import RaftMetadataLog
+from controller.quorum.runner import ControllerThread
+
+_log = logging.getLogger(__name__)
+
+TICK_MS = 50
+
+
+class ControllerProcess:
+    def __init__(self, config: Any) -> None:
+        self.config = config
+        self.node_id = int(config.node_id)
+        self.voters = parse_voters(config.controller_quorum_voters)
+        if self.node_id not in self.voters:
+            raise ValueError(f"node.id {self.node_id} is not in controller.quorum.voters")
+        self.host, self.port = self.voters[self.node_id]
+        self.data_dir = os.path.abspath(config.metadata_log_dir)
+        election_ms = int(getattr(config, "controller_quorum_election_timeout_ms", 1000) or 1000)
+        self._election_ticks = max(2, election_ms // TICK_MS)
+        self.log: RaftMetadataLog | None = None
+        self.controller: QuorumController | None = None
+        self.runner: ControllerThread | None = None
+        self.transport: PeerTransport | None = None
+        self.server: ControllerServer | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def start(self) -> tuple[str, int]:
+        os.makedirs(self.data_dir, exist_ok=True)
+        holder: dict[str, PeerTransport] = {}
+        self.log = RaftMetadataLog(
+            self.node_id,
+            sorted(self.voters),
+            os.path.join(self.data_dir, "raft"),
+            send=lambda to, m: holder["t"].send(to, m),
+            tick_ms=TICK_MS,
+            election_timeout_ticks=self._election_ticks,
+            rng=random.Random(),
+        )
+        self.controller = QuorumController(self.log, self.config, rng=random.Random())
+        self.runner = ControllerThread(self.controller, name=f"controller-{self.node_id}")
+        self.runner.start()
+        loop = self.runner.loop
+        self.transport = holder["t"] = PeerTransport(self.node_id, self.voters, loop)
+        self.log.on_activate.append(self.controller.load)
+        self.log.on_deactivate.append(self.runner.fail_waiting)
+        self.server = ControllerServer(self.host, self.port, self._handlers(), self.node_id)
+
+        async def setup() -> tuple[str, int]:
+            assert self.log is not None and self.transport is not None and self.server is not None
+            addr = await self.server.start()
+            self.transport.start()
+            self.log.start(loop)
+            return addr
+
+        return asyncio.run_coroutine_threadsafe(setup(), loop).result(10)
+
+    def stop(self) -> None:
+        if self.runner is None:
+            return
+        loop = self.runner.loop
+
+        async def teardown() -> None:
+            assert self.server is not None and self.transport is not None and self.log is not None
+            await self.server.stop()
+            await self.transport.stop()
+            self.log.close()
+
+        try:
+            asyncio.run_coroutine_threadsafe(teardown(), loop).result(10)
+        except (concurrent.futures.TimeoutError, RuntimeError):
+            _log.exception("[controller=%d] teardown failed", self.node_id)
+        self.runner.stop()
+        self.runner = None
+
+    # -- handlers (on the controller loop) -----------------------------------------------------
+    def _handlers(self) -> dict[int, Any]:
+        return {
+            ApiKey.RAFT_MESSAGE: self._raft_message,
+            ApiKey.DESCRIBE_QUORUM: self._describe_quorum,
+            ApiKey.METADATA_FETCH: self._metadata_fetch,
+            ApiKey.BROKER_REGISTRATION: self._broker_registration,
+            ApiKey.BROKER_HEARTBEAT: self._broker_heartbeat,
+            ApiKey.ALTER_PARTITION: self._alter_partition,
+        }
+
+    def _raft_message(self, body: dict) -> dict:
+        assert self.log is not None
+        try:
+            msg = msgpack.unpackb(body["payload"], raw=False, strict_map_key=False)
+            if not isinstance(msg, dict):
+                raise ValueError("raft payload is not a map")
+            self.log.receive(msg)
+        except ValueError as e:
+            _log.warning("[controller=%d] bad raft message: %s", self.node_id, e)
+            return {"error_code": int(ErrorCode.INVALID_REQUEST)}
+        return {"error_code": 0}
+
+    def _leader_endpoint(self) -> str | None:
+        assert self.log is not None
+        lid = self.log.node.leader_id
+        if lid is None or lid not in self.voters:
+            return None
+        h, p = self.voters[lid]
+        return f"{h}:{p}"
+
+    def _describe_quorum(self, body: dict) -> dict:
+        assert self.log is not None
+        q = self.log.node.describe_quorum()
+
+        def rep(r: Any) -> dict:
+            contact = (
+                -1 if r.last_contact_tick is None else (q.now_tick - r.last_contact_tick) * TICK_MS
+            )
+            return {
+                "replica_id": r.node_id,
+                "log_end_offset": r.match_index,
+                "last_contact_ms": contact,
+            }
+
+        return {
+            "error_code": 0,
+            "node_id": q.node_id,
+            "role": q.role.value,
+            "leader_id": -1 if q.leader_id is None else q.leader_id,
+            "leader_epoch": q.term,
+            "high_watermark": q.high_watermark,
+            "leader_endpoint": self._leader_endpoint(),
+            "voters": [rep(r) for r in q.voters],
+            "observers": [rep(r) for r in q.observers],
+        }
+
+    def _metadata_fetch(self, body: dict) -> dict:
+        assert self.log is not None
+        leader = self.log.node.leader_id
+        resp: dict[str, Any] = {
+            "error_code": 0,
+            "leader_id": -1 if leader is None else leader,
+            "high_watermark": self.log.committed_offset() + 1,
+            "records": [],
+            "snapshot_offset": -1,
+            "snapshot": None,
+        }
+        try:
+            recs = self.log.read(body["from_offset"], body["max_records"])
+        except OffsetOutOfRangeError:
+            resp["error_code"] = int(ErrorCode.OFFSET_OUT_OF_RANGE)
+            snap = self.log.latest_snapshot()
+            if snap is not None and body["include_snapshot"]:
+                resp["snapshot_offset"], resp["snapshot"] = snap
+            return resp
+        resp["records"] = [{"offset": o, "record": d} for o, d in recs]
+        return resp
+
+    async def _call(self, method: str, *args: Any) -> dict:
+        assert self.runner is not None
+        return await asyncio.wrap_future(self.runner.submit(method, *args))
+
+    async def _broker_registration(self, b: dict) -> dict:
+        return await self._call(
+            "register_broker", b["broker_id"], b["host"], b["port"], b["rack"], b["incarnation_id"]
+        )
+
+    async def _broker_heartbeat(self, b: dict) -> dict:
+        return await self._call(
+            "broker_heartbeat",
+            b["broker_id"],
+            b["broker_epoch"],
+            b["current_metadata_offset"],
+            b["want_fence"],
+            b["want_shutdown"],
+        )
+
+    async def _alter_partition(self, b: dict) -> dict:
+        return await self._call("alter_partition", b["broker_id"], b["broker_epoch"], b["topics"])

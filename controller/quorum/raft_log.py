@@ -1,0 +1,229 @@
+"""RaftMetadataLog: the MetadataLog of a controller quorum, driving a RaftNode on an event loop.
+
+The driver follows docs/raft.md's order for every Ready: persist (RaftStorage, fsync) → send
+(`send(to, message_dict)`, fire and forget) → apply (committed entries; NOOPs skipped) → advance.
+A metadata record's offset is its Raft index - 1, so NOOP entries leave gaps in the offsets.
+
+Leadership: `is_leader()` is true once this node leads AND has applied the NOOP of its term (so
+every earlier entry is committed and applied); then `on_activate` callbacks run (the controller
+reloads its image). Losing leadership runs `on_deactivate` callbacks (fail pending calls).
+
+Threading: everything except `committed_offset()` must run on the owning event loop's thread
+(the controller thread). fsync happens inline on that thread: metadata writes are small and rare.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable
+from typing import Any
+
+from client.errors import NotControllerError, OffsetOutOfRangeError
+from controller.quorum.log import Listener, MetadataLog
+from controller.raft.core import RaftNode
+from controller.raft.errors import LogCompacted, NotLeader, ProposalDropped
+from controller.raft.messages import EntryKind, message_from_dict
+from controller.raft.state import Role
+from controller.raft.storage import RaftStorage
+
+_log = logging.getLogger(__name__)
+
+Send = Callable[[int, dict], None]
+
+
+class RaftMetadataLog(MetadataLog):
+    def __init__(
+        self,
+        node_id: int,
+        voters: list[int],
+        directory: str,
+        send: Send,
+        *,
+        tick_ms: int = 50,
+        election_timeout_ticks: int = 10,
+        rng: Any = None,
+        max_inbox: int = 10_000,
+    ) -> None:
+        self.node_id = node_id
+        self.tick_ms = tick_ms
+        self._send = send
+        self.storage = RaftStorage(directory)
+        state = self.storage.load()
+        self.node = RaftNode(
+            node_id,
+            voters,
+            storage_state=state,
+            rng=rng or random.Random(),
+            election_timeout_ticks=election_timeout_ticks,
+            heartbeat_ticks=1,
+        )
+        self._listeners: list[Listener] = []
+        self.on_activate: list[Callable[[], None]] = []
+        self.on_deactivate: list[Callable[[], None]] = []
+        self._active = False
+        self._noop_index: int | None = None  # index of this term's NOOP while leader
+        self._applied = self.node.snapshot.index  # state machine position (Raft index)
+        self._committed_offset = self._applied - 1
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._closed = False
+        self.max_inbox = max_inbox
+        _log.info(
+            "[controller=%d] raft log loaded: term %d, last index %d, snapshot %d",
+            node_id,
+            self.node.term,
+            self.node.last_index,
+            self.node.snapshot.index,
+        )
+
+    # -- driver --------------------------------------------------------------------------------
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Start ticking on `loop` (call on that loop's thread)."""
+        self._loop = loop
+        self._timer = loop.call_later(self.tick_ms / 1000.0, self._tick)
+
+    def _tick(self) -> None:
+        if self._closed:
+            return
+        try:
+            self.node.tick()
+            self._drain()
+        except Exception:
+            _log.exception("[controller=%d] raft tick failed", self.node_id)
+        assert self._loop is not None
+        self._timer = self._loop.call_later(self.tick_ms / 1000.0, self._tick)
+
+    def receive(self, message: dict) -> None:
+        """A Raft message from the network (on the loop thread). ValueError if malformed."""
+        if self._closed:
+            return
+        self.node.step(message_from_dict(message))
+        self._drain()
+
+    def _drain(self) -> None:
+        node = self.node
+        while node.has_ready():
+            rd = node.ready()
+            self.storage.persist(rd)
+            for m in rd.messages:
+                try:
+                    self._send(m.to, m.to_dict())
+                except Exception:  # a send failure is a lost message; Raft retries
+                    _log.exception("[controller=%d] send to %d failed", self.node_id, m.to)
+            if rd.soft_state is not None:
+                self._on_soft_state(rd.soft_state.role)
+            if rd.snapshot_to_install is not None:
+                self._applied = rd.snapshot_to_install.index
+                self._committed_offset = self._applied - 1
+                _log.info(
+                    "[controller=%d] installed snapshot at index %d", self.node_id, self._applied
+                )
+            batch = []
+            for e in rd.committed_entries:
+                if e.kind is EntryKind.NORMAL:
+                    batch.append((e.index - 1, e.data))
+                self._applied = e.index
+            node.advance(rd)
+            if rd.committed_entries:
+                self._committed_offset = self._applied - 1
+                if batch:
+                    for listener in list(self._listeners):
+                        listener(batch)
+            self._maybe_activate()
+
+    def _on_soft_state(self, role: Role) -> None:
+        if role is Role.LEADER:
+            self._noop_index = self.node.last_index  # the NOOP appended on becoming leader
+            _log.info("[controller=%d] became raft leader in term %d", self.node_id, self.node.term)
+        else:
+            self._noop_index = None
+            if self._active:
+                self._active = False
+                _log.info(
+                    "[controller=%d] no longer the active controller (%s, term %d)",
+                    self.node_id,
+                    role.value,
+                    self.node.term,
+                )
+                for cb in list(self.on_deactivate):
+                    cb()
+
+    def _maybe_activate(self) -> None:
+        if (
+            not self._active
+            and self._noop_index is not None
+            and self.node.role is Role.LEADER
+            and self._applied >= self._noop_index
+        ):
+            self._active = True
+            _log.info(
+                "[controller=%d] active controller in term %d (committed offset %d)",
+                self.node_id,
+                self.node.term,
+                self._committed_offset,
+            )
+            for cb in list(self.on_activate):
+                cb()
+
+    # -- MetadataLog ---------------------------------------------------------------------------
+    def is_leader(self) -> bool:
+        return self._active
+
+    def append(self, records: list[bytes]) -> int:
+        if not self._active:
+            raise NotControllerError(
+                f"controller {self.node_id} is not active (leader {self.node.leader_id})"
+            )
+        try:
+            index = self.node.propose(list(records))
+        except (NotLeader, ProposalDropped) as e:
+            raise NotControllerError(str(e)) from e
+        self._drain()
+        return index - 1
+
+    def committed_offset(self) -> int:
+        return self._committed_offset
+
+    def end_offset(self) -> int:
+        return self.node.last_index - 1
+
+    def read(self, from_offset: int, max_records: int = 10_000) -> list[tuple[int, bytes]]:
+        start = max(from_offset, 0) + 1
+        try:
+            entries = self.node.committed_entries_from(start, max_records)
+        except LogCompacted as e:
+            raise OffsetOutOfRangeError(
+                f"offset {from_offset} is compacted into the snapshot at {e.snapshot_index - 1}"
+            ) from e
+        return [
+            (e.index - 1, e.data)
+            for e in entries
+            if e.kind is EntryKind.NORMAL and e.index <= self._applied
+        ]
+
+    def add_listener(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: Listener) -> None:
+        self._listeners.remove(listener)
+
+    def log_start_offset(self) -> int:
+        return self.node.snapshot.index
+
+    def latest_snapshot(self) -> tuple[int, bytes] | None:
+        s = self.node.snapshot
+        return (s.index - 1, s.data) if s.index > 0 else None
+
+    def write_snapshot(self, offset: int, data: bytes) -> None:
+        self.node.compact(offset + 1, data)
+        self._drain()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+        self.storage.close()
