@@ -1,0 +1,263 @@
+"""Admin APIs: Metadata (3), CreateTopics (19), DeleteTopics (20), DescribeConfigs (32),
+DescribeCluster (60).
+
+Topic and cluster changes go to the active controller through whichever broker receives them;
+answers carry one `error_code` (and optional `error_message`) per topic or resource.
+"""
+
+from __future__ import annotations
+
+from client.protocol.api_keys import ApiKey
+from client.protocol.apis.data import THROTTLE
+from client.protocol.schema import (
+    BOOL,
+    INT8,
+    INT16,
+    INT32,
+    STRING,
+    ApiSpec,
+    Array,
+    Field,
+    Nullable,
+    Struct,
+    register,
+)
+
+ERROR_MESSAGE = Field("error_message", Nullable(STRING), default=None)
+
+METADATA = register(
+    ApiSpec(
+        key=ApiKey.METADATA,
+        name="Metadata",
+        doc="Brokers, the controller, and topics with their partitions' leaders, replicas and "
+        "ISR. `topics` nil asks for every topic; an unknown topic comes back with "
+        "UNKNOWN_TOPIC_OR_PARTITION (or is created when both the request and the broker's "
+        "auto.create.topics.enable allow it).",
+        request=Struct(
+            Field(
+                "topics",
+                Nullable(Array(Struct(Field("name", STRING), name="MetadataRequestTopic"))),
+                default=None,
+                doc="nil = all topics",
+            ),
+            Field("allow_auto_topic_creation", BOOL, default=False),
+        ),
+        response=Struct(
+            Field(
+                "brokers",
+                Array(
+                    Struct(
+                        Field("node_id", INT32),
+                        Field("host", STRING),
+                        Field("port", INT32),
+                        Field("rack", Nullable(STRING), default=None),
+                        name="MetadataBroker",
+                    )
+                ),
+            ),
+            Field("cluster_id", Nullable(STRING), default=None),
+            Field("controller_id", INT32, default=-1),
+            Field(
+                "topics",
+                Array(
+                    Struct(
+                        Field("error_code", INT16),
+                        Field("name", STRING),
+                        Field("is_internal", BOOL, default=False),
+                        Field(
+                            "partitions",
+                            Array(
+                                Struct(
+                                    Field("error_code", INT16),
+                                    Field("partition", INT32),
+                                    Field("leader_id", INT32, doc="-1 when offline"),
+                                    Field("leader_epoch", INT32, default=-1),
+                                    Field("replica_nodes", Array(INT32)),
+                                    Field("isr_nodes", Array(INT32)),
+                                    Field("offline_replicas", Array(INT32), default=list),
+                                    name="MetadataPartition",
+                                )
+                            ),
+                            default=list,
+                        ),
+                        name="MetadataTopic",
+                    )
+                ),
+            ),
+            THROTTLE,
+        ),
+    )
+)
+
+CREATE_TOPICS = register(
+    ApiSpec(
+        key=ApiKey.CREATE_TOPICS,
+        name="CreateTopics",
+        doc="Create topics through the controller. -1 partitions / replication factor take the "
+        "broker defaults (num.partitions, default.replication.factor); explicit `assignments` "
+        "replace both. `validate_only` checks without creating.",
+        request=Struct(
+            Field(
+                "topics",
+                Array(
+                    Struct(
+                        Field("name", STRING),
+                        Field("num_partitions", INT32, default=-1),
+                        Field("replication_factor", INT16, default=-1),
+                        Field(
+                            "assignments",
+                            Array(
+                                Struct(
+                                    Field("partition", INT32),
+                                    Field("broker_ids", Array(INT32)),
+                                    name="CreatableReplicaAssignment",
+                                )
+                            ),
+                            default=list,
+                        ),
+                        Field(
+                            "configs",
+                            Array(
+                                Struct(
+                                    Field("name", STRING),
+                                    Field("value", Nullable(STRING)),
+                                    name="CreatableTopicConfig",
+                                )
+                            ),
+                            default=list,
+                        ),
+                        name="CreatableTopic",
+                    )
+                ),
+            ),
+            Field("timeout_ms", INT32, default=30_000),
+            Field("validate_only", BOOL, default=False),
+        ),
+        response=Struct(
+            Field(
+                "topics",
+                Array(
+                    Struct(
+                        Field("name", STRING),
+                        Field("error_code", INT16),
+                        ERROR_MESSAGE,
+                        Field("num_partitions", INT32, default=-1),
+                        Field("replication_factor", INT16, default=-1),
+                        name="CreatableTopicResult",
+                    )
+                ),
+            ),
+            THROTTLE,
+        ),
+    )
+)
+
+DELETE_TOPICS = register(
+    ApiSpec(
+        key=ApiKey.DELETE_TOPICS,
+        name="DeleteTopics",
+        doc="Delete topics through the controller; their partitions' data is removed by the "
+        "brokers once the deletion is committed.",
+        request=Struct(
+            Field("topic_names", Array(STRING)),
+            Field("timeout_ms", INT32, default=30_000),
+        ),
+        response=Struct(
+            Field(
+                "responses",
+                Array(
+                    Struct(
+                        Field("name", STRING),
+                        Field("error_code", INT16),
+                        ERROR_MESSAGE,
+                        name="DeletableTopicResult",
+                    )
+                ),
+            ),
+            THROTTLE,
+        ),
+    )
+)
+
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+
+DESCRIBE_CONFIGS = register(
+    ApiSpec(
+        key=ApiKey.DESCRIBE_CONFIGS,
+        name="DescribeConfigs",
+        doc="Effective configuration of topics (resource_type 2) or brokers (4); "
+        "`configuration_keys` nil lists every key.",
+        request=Struct(
+            Field(
+                "resources",
+                Array(
+                    Struct(
+                        Field("resource_type", INT8, doc="2 topic, 4 broker"),
+                        Field("resource_name", STRING, doc="topic name or broker id"),
+                        Field("configuration_keys", Nullable(Array(STRING)), default=None),
+                        name="DescribeConfigsResource",
+                    )
+                ),
+            ),
+        ),
+        response=Struct(
+            Field(
+                "results",
+                Array(
+                    Struct(
+                        Field("error_code", INT16),
+                        ERROR_MESSAGE,
+                        Field("resource_type", INT8),
+                        Field("resource_name", STRING),
+                        Field(
+                            "configs",
+                            Array(
+                                Struct(
+                                    Field("name", STRING),
+                                    Field("value", Nullable(STRING)),
+                                    Field("read_only", BOOL, default=False),
+                                    Field("is_default", BOOL, default=False),
+                                    Field("is_sensitive", BOOL, default=False),
+                                    name="DescribeConfigsResourceResult",
+                                )
+                            ),
+                            default=list,
+                        ),
+                        name="DescribeConfigsResult",
+                    )
+                ),
+            ),
+            THROTTLE,
+        ),
+    )
+)
+
+DESCRIBE_CLUSTER = register(
+    ApiSpec(
+        key=ApiKey.DESCRIBE_CLUSTER,
+        name="DescribeCluster",
+        doc="The cluster id, the active controller and the live (unfenced) brokers.",
+        request=Struct(),
+        response=Struct(
+            Field("error_code", INT16),
+            ERROR_MESSAGE,
+            Field("cluster_id", STRING, default=""),
+            Field("controller_id", INT32, default=-1),
+            Field(
+                "brokers",
+                Array(
+                    Struct(
+                        Field("broker_id", INT32),
+                        Field("host", STRING),
+                        Field("port", INT32),
+                        Field("rack", Nullable(STRING), default=None),
+                        name="DescribeClusterBroker",
+                    )
+                ),
+                default=list,
+            ),
+            THROTTLE,
+        ),
+    )
+)

@@ -1,0 +1,186 @@
+"""Data-path APIs: Produce (0), Fetch (1), ListOffsets (2).
+
+Topic/partition nesting follows Kafka: a request carries `topics: [{name, partitions: [{partition,
+...}]}]` and the response mirrors it with a per-partition `error_code`. Record batches travel as
+msgpack `bin` in `records` (client/records layout) and are never re-encoded by the broker.
+"""
+
+from __future__ import annotations
+
+from client.protocol.api_keys import ApiKey
+from client.protocol.schema import (
+    BYTES,
+    INT8,
+    INT16,
+    INT32,
+    INT64,
+    STRING,
+    ApiSpec,
+    Array,
+    Field,
+    Nullable,
+    Struct,
+    register,
+)
+
+DEFAULT_FETCH_MAX_BYTES = 50 * 1024 * 1024
+DEFAULT_PARTITION_MAX_BYTES = 1024 * 1024
+
+
+def topics(partition: Struct, prefix: str) -> Array:
+    """`[{name, partitions: [partition]}]`: the nesting every data-path API shares."""
+    return Array(
+        Struct(
+            Field("name", STRING, doc="topic name"),
+            Field("partitions", Array(partition)),
+            name=f"{prefix}Topic",
+        )
+    )
+
+
+THROTTLE = Field("throttle_time_ms", INT32, default=0, doc="always 0 (no quotas yet)")
+
+PRODUCE = register(
+    ApiSpec(
+        key=ApiKey.PRODUCE,
+        name="Produce",
+        doc="Append record batches to partition leaders. With acks=0 the broker sends no "
+        "response at all; acks=1 answers once the leader appended; acks=-1 (all) once the ISR "
+        "has the batch and it is flushed per the topic's flush policy.",
+        request=Struct(
+            Field("transactional_id", Nullable(STRING), default=None),
+            Field("acks", INT16, default=-1, doc="-1 all in-sync replicas, 0 none, 1 leader"),
+            Field("timeout_ms", INT32, default=30_000, doc="how long to wait for acks"),
+            Field(
+                "topics",
+                topics(
+                    Struct(
+                        Field("partition", INT32),
+                        Field("records", BYTES, doc="one or more record batches"),
+                        name="ProducePartition",
+                    ),
+                    "Produce",
+                ),
+            ),
+        ),
+        response=Struct(
+            Field(
+                "topics",
+                topics(
+                    Struct(
+                        Field("partition", INT32),
+                        Field("error_code", INT16),
+                        Field("error_message", Nullable(STRING), default=None),
+                        Field("base_offset", INT64, default=-1, doc="offset of the first record"),
+                        Field("log_append_time_ms", INT64, default=-1, doc="-1 = CreateTime"),
+                        Field("log_start_offset", INT64, default=-1),
+                        name="ProducePartitionResponse",
+                    ),
+                    "ProduceResponse",
+                ),
+            ),
+            THROTTLE,
+        ),
+    )
+)
+
+FETCH = register(
+    ApiSpec(
+        key=ApiKey.FETCH,
+        name="Fetch",
+        doc="Read record batches from `fetch_offset`. The broker waits up to `max_wait_ms` for "
+        "`min_bytes`; consumers (replica_id -1) see only offsets below the high watermark. A "
+        "partition's `records` may end with a partial batch, which the reader drops.",
+        request=Struct(
+            Field("replica_id", INT32, default=-1, doc="-1 for consumers, broker id for followers"),
+            Field("max_wait_ms", INT32, default=500),
+            Field("min_bytes", INT32, default=1),
+            Field("max_bytes", INT32, default=DEFAULT_FETCH_MAX_BYTES),
+            Field("isolation_level", INT8, default=0, doc="0 read_uncommitted, 1 read_committed"),
+            Field("session_id", INT32, default=0),
+            Field("session_epoch", INT32, default=-1),
+            Field(
+                "topics",
+                topics(
+                    Struct(
+                        Field("partition", INT32),
+                        Field("fetch_offset", INT64),
+                        Field("partition_max_bytes", INT32, default=DEFAULT_PARTITION_MAX_BYTES),
+                        Field("current_leader_epoch", INT32, default=-1),
+                        Field("last_fetched_epoch", INT32, default=-1),
+                        Field("log_start_offset", INT64, default=-1, doc="followers only"),
+                        name="FetchPartition",
+                    ),
+                    "Fetch",
+                ),
+            ),
+        ),
+        response=Struct(
+            Field("error_code", INT16, default=0, doc="whole-request error"),
+            Field("session_id", INT32, default=0),
+            Field(
+                "topics",
+                topics(
+                    Struct(
+                        Field("partition", INT32),
+                        Field("error_code", INT16),
+                        Field("high_watermark", INT64, default=-1),
+                        Field("last_stable_offset", INT64, default=-1),
+                        Field("log_start_offset", INT64, default=-1),
+                        Field("records", BYTES, default=b"", doc="record batches, maybe partial"),
+                        name="FetchPartitionResponse",
+                    ),
+                    "FetchResponse",
+                ),
+                default=list,
+            ),
+            THROTTLE,
+        ),
+    )
+)
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+
+LIST_OFFSETS = register(
+    ApiSpec(
+        key=ApiKey.LIST_OFFSETS,
+        name="ListOffsets",
+        doc="Offsets by time: timestamp -2 gives the log start offset, -1 the high watermark "
+        "(the end), otherwise the first offset whose timestamp is >= the given ms (offset -1 "
+        "when there is none).",
+        request=Struct(
+            Field("replica_id", INT32, default=-1),
+            Field("isolation_level", INT8, default=0),
+            Field(
+                "topics",
+                topics(
+                    Struct(
+                        Field("partition", INT32),
+                        Field("timestamp", INT64, doc="-2 earliest, -1 latest, else ms"),
+                        Field("current_leader_epoch", INT32, default=-1),
+                        name="ListOffsetsPartition",
+                    ),
+                    "ListOffsets",
+                ),
+            ),
+        ),
+        response=Struct(
+            Field(
+                "topics",
+                topics(
+                    Struct(
+                        Field("partition", INT32),
+                        Field("error_code", INT16),
+                        Field("timestamp", INT64, default=-1),
+                        Field("offset", INT64, default=-1),
+                        Field("leader_epoch", INT32, default=-1),
+                        name="ListOffsetsPartitionResponse",
+                    ),
+                    "ListOffsetsResponse",
+                ),
+            ),
+            THROTTLE,
+        ),
+    )
+)
