@@ -1,0 +1,43 @@
+"""LogConfig: the typed settings of one partition log (snake_case, units last).
+
+The broker maps its config registry (`log.segment.bytes` ...) and topic overrides onto this
+dataclass; broker/log never reads the registry itself. Immutable; safe to share between threads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from client.errors import ConfigError
+
+MAX_SEGMENT_BYTES = (1 << 31) - 1  # positions in the offset index are uint32
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    segment_bytes: int = 1 << 30
+    segment_ms: int = 7 * 24 * 3600 * 1000
+    index_interval_bytes: int = 4096
+    index_size_max_bytes: int = 10 * 1024 * 1024
+    retention_ms: int = 7 * 24 * 3600 * 1000  # -1: unlimited
+    retention_bytes: int = -1  # -1: unlimited
+    flush_on_ack: bool = True  # acks wait for fsync (group commit); False: Kafka's behaviour
+    flush_messages: int = (1 << 63) - 1  # with flush_on_ack=False: flush after this many records
+    flush_ms: int = (1 << 63) - 1  # with flush_on_ack=False: flush after this many ms
+    max_message_bytes: int = 1024 * 1024 + 12  # largest batch accepted by append_as_leader
+
+    def __post_init__(self) -> None:
+        if not 14 + 61 <= self.segment_bytes <= MAX_SEGMENT_BYTES:
+            raise ConfigError(
+                f"segment_bytes={self.segment_bytes}: expected 75..{MAX_SEGMENT_BYTES}"
+            )
+        if self.segment_ms < 1:
+            raise ConfigError(f"segment_ms={self.segment_ms}: expected >= 1")
+        if self.index_interval_bytes < 0:
+            raise ConfigError(f"index_interval_bytes={self.index_interval_bytes}: expected >= 0")
+        if self.index_size_max_bytes < 12:
+            raise ConfigError(
+                f"index_size_max_bytes={self.index_size_max_bytes}: expected >= 12 (one entry)"
+            )
+        if self.max_message_bytes < 61:
+            raise ConfigError(f"max_message_bytes={self.max_message_bytes}: expected >= 61")

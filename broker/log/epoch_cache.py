@@ -1,0 +1,102 @@
+"""Leader-epoch cache: epoch -> first offset written in that epoch (KIP-101 / KIP-279).
+
+Persisted as `leader-epoch-checkpoint` in the partition directory (format in checkpoint.py),
+rewritten atomically on every change (changes happen once per leader change, truncation or log
+start advance, never per append). Called with the owning Log's lock held.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from .checkpoint import read_epochs, write_epochs
+
+_log = logging.getLogger(__name__)
+
+UNDEFINED_EPOCH = -1
+UNDEFINED_OFFSET = -1
+CHECKPOINT_NAME = "leader-epoch-checkpoint"
+
+
+class LeaderEpochCache:
+    def __init__(self, directory: Path) -> None:
+        self.path = directory / CHECKPOINT_NAME
+        self._entries: list[tuple[int, int]] = read_epochs(self.path)
+
+    @property
+    def entries(self) -> list[tuple[int, int]]:
+        return list(self._entries)
+
+    @property
+    def latest_epoch(self) -> int:
+        return self._entries[-1][0] if self._entries else UNDEFINED_EPOCH
+
+    def epoch_for_offset(self, offset: int) -> int:
+        """The epoch whose range holds `offset` (UNDEFINED_EPOCH if before every entry)."""
+        epoch = UNDEFINED_EPOCH
+        for e, start in self._entries:
+            if start > offset:
+                break
+            epoch = e
+        return epoch
+
+    def assign(self, epoch: int, start_offset: int) -> None:
+        """Record that `epoch` starts at `start_offset` (ignored unless it is a newer epoch)."""
+        if epoch < 0 or epoch <= self.latest_epoch:
+            return
+        # a newer epoch cannot start before an older one's start: drop such stale entries
+        while self._entries and self._entries[-1][1] >= start_offset:
+            dropped = self._entries.pop()
+            _log.info(
+                "%s: epoch %d superseded by %d at %d",
+                self.path.parent.name,
+                dropped[0],
+                epoch,
+                start_offset,
+            )
+        self._entries.append((epoch, start_offset))
+        self._persist()
+
+    def end_offset_for_epoch(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """(largest epoch <= `epoch`, end offset of that epoch) per KIP-279: the start offset of
+        the first later epoch, or the log end offset when `epoch` is the latest. Returns
+        (UNDEFINED_EPOCH, UNDEFINED_OFFSET) when `epoch` precedes every cached epoch."""
+        if not self._entries or epoch < self._entries[0][0]:
+            return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+        if epoch >= self.latest_epoch:
+            return self.latest_epoch, log_end_offset
+        found = UNDEFINED_EPOCH
+        for e, start in self._entries:
+            if e > epoch:
+                return found, start
+            found = e
+        raise AssertionError("unreachable: epoch below latest has a successor")
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """Drop entries starting at or after `end_offset` (follower truncation)."""
+        keep = [(e, o) for e, o in self._entries if o < end_offset]
+        if keep != self._entries:
+            self._entries = keep
+            self._persist()
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """Drop entries wholly below `start_offset`; the one spanning it now starts there."""
+        entries = self._entries
+        i = 0
+        while i + 1 < len(entries) and entries[i + 1][1] <= start_offset:
+            i += 1
+        keep = entries[i:]
+        if keep and keep[0][1] < start_offset:
+            keep[0] = (keep[0][0], start_offset)
+        if keep != entries:
+            self._entries = keep
+            self._persist()
+
+    def clear(self) -> None:
+        if self._entries:
+            self._entries = []
+            self._persist()
+
+    def _persist(self) -> None:
+        write_epochs(self.path, self._entries)

@@ -1,0 +1,183 @@
+"""Sparse per-segment indexes: `<base_offset:020d>.index` and `<base_offset:020d>.timeindex`.
+
+Offset index, 8-byte entries, big-endian, appended in offset order:
+
+    off  size  field
+    0    4     relative_offset  uint32   batch base_offset - segment base_offset
+    4    4     position         uint32   byte position of that batch in the .log file
+
+Time index, 12-byte entries, big-endian, appended in timestamp order:
+
+    off  size  field
+    0    8     timestamp        int64    largest max_timestamp of the segment up to this batch
+    8    4     relative_offset  uint32   base_offset - segment base_offset of that batch
+
+An offset-index entry is added for a batch when more than `index_interval_bytes` were appended
+since the previous entry; a time-index entry is added at the same moment when the segment's
+largest timestamp grew. Both files are plain append-only files (written with os.write) mirrored
+in memory as lists, so a lookup is a bisect. They are derived data: a missing, short or
+inconsistent file is rebuilt from the segment (see Segment.rebuild_indexes).
+
+Thread safety: callers (LogSegment, under the Log's lock) serialise every call.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import struct
+from pathlib import Path
+
+from client.errors import StorageError
+
+OFFSET_ENTRY = struct.Struct(">II")
+TIME_ENTRY = struct.Struct(">qI")
+
+
+class _IndexFile:
+    entry: struct.Struct
+
+    def __init__(self, path: Path, base_offset: int, max_bytes: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.max_entries = max(1, max_bytes // self.entry.size)
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._keys: list[int] = []
+        self._values: list[int] = []
+
+    def _load(self) -> bool:
+        """Read the file into memory; False (and empty) if its length is not whole entries."""
+        size = os.fstat(self.fd).st_size
+        if size % self.entry.size:
+            return False
+        data = os.pread(self.fd, size, 0) if size else b""
+        if len(data) != size:
+            return False
+        keys, values = self._keys, self._values
+        for a, b in self.entry.iter_unpack(data):
+            keys.append(a)
+            values.append(b)
+        return True
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    @property
+    def is_full(self) -> bool:
+        return len(self._keys) >= self.max_entries
+
+    def _append_raw(self, a: int, b: int) -> None:
+        data = self.entry.pack(a, b)
+        pos = len(self._keys) * self.entry.size
+        written = os.pwrite(self.fd, data, pos)
+        if written != len(data):  # a short write of 8-12 bytes: roll back, report
+            os.ftruncate(self.fd, pos)
+            raise StorageError(f"{self.path}: short index write ({written} of {len(data)})")
+        self._keys.append(a)
+        self._values.append(b)
+
+    def _truncate_entries(self, count: int) -> None:
+        if count < len(self._keys):
+            del self._keys[count:]
+            del self._values[count:]
+        os.ftruncate(self.fd, count * self.entry.size)
+
+    def reset(self) -> None:
+        """Drop every entry (before a rebuild)."""
+        self._truncate_entries(0)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def delete(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+
+class OffsetIndex(_IndexFile):
+    """relative offset -> file position. keys: relative offsets, values: positions."""
+
+    entry = OFFSET_ENTRY
+
+    def load(self, segment_size: int) -> bool:
+        """Load and sanity-check against the segment size; False when it must be rebuilt."""
+        if not self._load():
+            return False
+        keys, values = self._keys, self._values
+        for i in range(1, len(keys)):
+            if keys[i] <= keys[i - 1] or values[i] <= values[i - 1]:
+                return False
+        return not values or values[-1] < segment_size
+
+    def append(self, offset: int, position: int) -> None:
+        rel = offset - self.base_offset
+        assert not self._keys or rel > self._keys[-1], (offset, self._keys[-1:])
+        self._append_raw(rel, position)
+
+    def lookup(self, offset: int) -> tuple[int, int]:
+        """(offset, position) of the last entry with offset <= `offset`, else (base, 0)."""
+        i = bisect.bisect_right(self._keys, offset - self.base_offset) - 1
+        if i < 0:
+            return self.base_offset, 0
+        return self.base_offset + self._keys[i], self._values[i]
+
+    def floor_position(self, position: int) -> tuple[int, int]:
+        """(offset, position) of the last entry with position <= `position`, else (base, 0)."""
+        i = bisect.bisect_right(self._values, position) - 1
+        if i < 0:
+            return self.base_offset, 0
+        return self.base_offset + self._keys[i], self._values[i]
+
+    def last_entry(self) -> tuple[int, int]:
+        if not self._keys:
+            return self.base_offset, 0
+        return self.base_offset + self._keys[-1], self._values[-1]
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop entries for offsets >= `offset`."""
+        self._truncate_entries(bisect.bisect_left(self._keys, offset - self.base_offset))
+
+
+class TimeIndex(_IndexFile):
+    """max timestamp so far -> relative offset. keys: timestamps, values: relative offsets."""
+
+    entry = TIME_ENTRY
+
+    def load(self, next_offset: int) -> bool:
+        """Load and sanity-check against the segment's next offset; False when it must be rebuilt."""
+        if not self._load():
+            return False
+        keys, values = self._keys, self._values
+        for i in range(1, len(keys)):
+            if keys[i] <= keys[i - 1] or values[i] <= values[i - 1]:
+                return False
+        return not values or self.base_offset + values[-1] < next_offset
+
+    @property
+    def last_timestamp(self) -> int:
+        return self._keys[-1] if self._keys else -1
+
+    def maybe_append(self, timestamp: int, offset: int) -> None:
+        """Add (timestamp, offset) if `timestamp` exceeds the last entry's."""
+        if self._keys and timestamp <= self._keys[-1]:
+            return
+        rel = offset - self.base_offset
+        if self._values and rel <= self._values[-1]:
+            return
+        self._append_raw(timestamp, rel)
+
+    def lookup_before(self, timestamp: int) -> int:
+        """Offset of the last entry whose timestamp < `timestamp` (every batch up to and
+        including it is older than `timestamp`), else the segment base offset."""
+        i = bisect.bisect_left(self._keys, timestamp) - 1
+        if i < 0:
+            return self.base_offset
+        return self.base_offset + self._values[i]
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop entries for offsets >= `offset`."""
+        rel = offset - self.base_offset
+        keep = bisect.bisect_left(self._values, rel)
+        self._truncate_entries(keep)

@@ -1,0 +1,568 @@
+"""Log: one partition replica's append-only sequence of segments on disk.
+
+Directory `<log_dir>/<topic>-<partition>/` holds `<base_offset:020d>.log|.index|.timeindex`
+segments (formats in segment.py and index.py) and `leader-epoch-checkpoint` (epoch_cache.py).
+The log start offset is persisted by the LogManager in the log-dir root checkpoint
+(`on_log_start_offset_changed` tells it when to write).
+
+Threads: every public method may be called from any thread (I/O workers, the replica fetcher,
+the flusher); never from an event loop (they do file I/O). `_lock` serialises appends, reads,
+truncation and retention; `flush()` holds it only to collect what to fsync, and fsyncs dup'ed
+fds outside it, so appends go on during a group commit. `_flush_lock` serialises flushes.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from client.errors import (
+    CorruptRecordError,
+    MessageTooLargeError,
+    OffsetOutOfRangeError,
+    StorageError,
+)
+from client.records.header import set_base_offset, set_partition_leader_epoch, validate
+
+from .checkpoint import fsync_dir
+from .config import LogConfig
+from .epoch_cache import LeaderEpochCache
+from .recovery import load_segments
+from .segment import LogSegment
+
+_log = logging.getLogger(__name__)
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+_MAX_RELATIVE = (1 << 32) - 1
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class UnexpectedAppendOffsetError(OffsetOutOfRangeError):  # type: ignore[misc, valid-type]
+    """append_as_follower got batches that do not continue the log end offset."""
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    batch_count: int
+    record_count: int
+    size_bytes: int
+    log_start_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    data: bytes  # whole batches; b"" when nothing is available
+    first_offset: int  # base offset of the first batch (may be < the requested offset)
+    next_offset: int  # offset after the last returned batch (= requested offset when empty)
+    log_start_offset: int
+    end_offset: int  # log end offset when the read ran
+
+
+@dataclass(frozen=True, slots=True)
+class TimestampOffset:
+    timestamp: int
+    offset: int
+    leader_epoch: int
+
+
+class Log:
+    """A partition log. Opening runs recovery (see recovery.py) when `clean` is False."""
+
+    def __init__(
+        self,
+        directory: Path | str,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        clock: Callable[[], int] = _now_ms,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int | None = None,
+        clean: bool = True,
+        on_storage_error: Callable[[Log, OSError], None] | None = None,
+        on_log_start_offset_changed: Callable[[Log], None] | None = None,
+    ) -> None:
+        self.directory = Path(directory)
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        self._clock = clock
+        self._on_storage_error = on_storage_error
+        self._on_lso_changed = on_log_start_offset_changed
+        self._lock = threading.Lock()
+        self._flush_lock = threading.Lock()
+        self._offline = False
+        self._generation = 0  # bumped by truncation: a flush that spans it does not count
+        self._dir_dirty = False
+        self._dirty: dict[int, LogSegment] = {}
+        self._prefix = f"[{topic}-{partition}]"
+        self.directory.mkdir(parents=True, exist_ok=True)
+        now = clock()
+        self._segments: list[LogSegment] = load_segments(
+            self.directory, config, now, recovery_point, clean, self._prefix
+        )
+        if not self._segments:
+            start = log_start_offset or 0
+            self._segments.append(LogSegment(self.directory, start, config, now))
+            self._dir_dirty = True
+        self._bases = [s.base_offset for s in self._segments]
+        self.epoch_cache = LeaderEpochCache(self.directory)
+        lso = max(log_start_offset or 0, self._segments[0].base_offset)
+        if lso > self._end():
+            _log.warning(
+                "%s log start offset %d beyond end %d: starting afresh",
+                self._prefix,
+                lso,
+                self._end(),
+            )
+            self._truncate_fully_locked(lso)
+        self._log_start_offset = lso
+        self.epoch_cache.truncate_from_end(self._end())
+        self.epoch_cache.truncate_from_start(lso)
+        if not clean:  # whatever recovery kept is on disk now; make it durable
+            for seg in self._segments:
+                self._dirty[seg.base_offset] = seg
+            self._dir_dirty = True
+        self._flushed = self._end() if clean else lso
+        if not clean:
+            self.flush()
+        self._last_flush_ms = now
+
+    # -- state ---------------------------------------------------------------------------------
+
+    def _end(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def flushed_offset(self) -> int:
+        return self._flushed
+
+    @property
+    def offline(self) -> bool:
+        return self._offline
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def segment_base_offsets(self) -> list[int]:
+        return list(self._bases)
+
+    @property
+    def latest_epoch(self) -> int:
+        return self.epoch_cache.latest_epoch
+
+    def mark_offline(self) -> None:
+        """Refuse appends from now on (its log directory failed). Any thread."""
+        self._offline = True
+
+    def _fail(self, exc: OSError) -> StorageError:
+        self._offline = True
+        if self._on_storage_error is not None:
+            self._on_storage_error(self, exc)
+        if isinstance(exc, StorageError):
+            return exc
+        return StorageError(exc.errno, f"{self._prefix} {exc}")
+
+    def _check_online(self) -> None:
+        if self._offline:
+            raise StorageError(f"{self._prefix} log directory {self.directory.parent} is offline")
+
+    # -- appends -------------------------------------------------------------------------------
+
+    def _validate(self, buf: bytearray | memoryview, check_size: bool) -> list[tuple]:
+        if not len(buf):
+            raise CorruptRecordError(f"{self._prefix} empty records")
+        headers = []
+        pos, n = 0, len(buf)
+        max_bytes = self.config.max_message_bytes
+        while pos < n:
+            h = validate(buf, pos, True)
+            if check_size and h.size > max_bytes:
+                raise MessageTooLargeError(
+                    f"batch of {h.size} bytes exceeds max.message.bytes {max_bytes}"
+                )
+            headers.append((pos, h))
+            pos += h.size
+        return headers
+
+    def append_as_leader(
+        self, records: bytes | bytearray | memoryview, leader_epoch: int
+    ) -> AppendInfo:
+        """Validate every batch of `records` (CRC included), assign offsets from the log end by
+        rewriting base_offset and partition_leader_epoch in place, and write them in one call.
+        Raises CorruptRecordError, MessageTooLargeError, StorageError."""
+        buf = bytearray(records)
+        headers = self._validate(buf, True)
+        with self._lock:
+            self._check_online()
+            first = offset = self._end()
+            batches = []
+            max_ts = -1
+            records_n = 0
+            for pos, h in headers:
+                set_base_offset(buf, offset, pos)
+                set_partition_leader_epoch(buf, leader_epoch, pos)
+                batches.append((offset, pos, h.size, h.max_timestamp))
+                offset += h.last_offset_delta + 1
+                records_n += h.record_count
+                if h.max_timestamp > max_ts:
+                    max_ts = h.max_timestamp
+            if leader_epoch > self.epoch_cache.latest_epoch:
+                self._guard(self.epoch_cache.assign, leader_epoch, first)
+            self._write(buf, batches, first, offset)
+            return AppendInfo(
+                first, offset - 1, max_ts, len(batches), records_n, len(buf), self._log_start_offset
+            )
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo:
+        """Append batches fetched from the leader, keeping their offsets and epochs. Each batch
+        must start where the previous ended, the first at the log end offset
+        (UnexpectedAppendOffsetError otherwise)."""
+        view = memoryview(records)
+        headers = self._validate(view, False)
+        with self._lock:
+            self._check_online()
+            first = expected = self._end()
+            batches = []
+            max_ts = -1
+            records_n = 0
+            for pos, h in headers:
+                if h.base_offset != expected:
+                    raise UnexpectedAppendOffsetError(
+                        f"{self._prefix} batch at {h.base_offset}, expected {expected}"
+                    )
+                if h.partition_leader_epoch > self.epoch_cache.latest_epoch:
+                    self._guard(self.epoch_cache.assign, h.partition_leader_epoch, h.base_offset)
+                batches.append((h.base_offset, pos, h.size, h.max_timestamp))
+                expected = h.next_offset
+                records_n += h.record_count
+                if h.max_timestamp > max_ts:
+                    max_ts = h.max_timestamp
+            self._write(view, batches, first, expected)
+            return AppendInfo(
+                first,
+                expected - 1,
+                max_ts,
+                len(batches),
+                records_n,
+                len(view),
+                self._log_start_offset,
+            )
+
+    def _guard(self, fn: Callable, *args) -> object:
+        try:
+            return fn(*args)
+        except OSError as exc:
+            raise self._fail(exc) from exc
+
+    def _write(
+        self, data, batches: list[tuple[int, int, int, int]], first: int, next_offset: int
+    ) -> None:
+        seg = self._segments[-1]
+        cfg = self.config
+        if seg.size > 0 and (
+            seg.size + len(data) > cfg.segment_bytes
+            or self._clock() - seg.created_ms >= cfg.segment_ms
+            or seg.index_full
+            or next_offset - 1 - seg.base_offset > _MAX_RELATIVE
+        ):
+            seg = self._guard(self._roll_locked)
+        try:
+            seg.append(data, batches, next_offset)
+        except OSError as exc:
+            raise self._fail(exc) from exc
+        self._dirty[seg.base_offset] = seg
+
+    def _roll_locked(self) -> LogSegment:
+        old = self._segments[-1]
+        seg = LogSegment(self.directory, old.next_offset, self.config, self._clock())
+        self._segments.append(seg)
+        self._bases.append(seg.base_offset)
+        self._dir_dirty = True
+        _log.info(
+            "%s rolled segment %d (previous %d: %d bytes)",
+            self._prefix,
+            seg.base_offset,
+            old.base_offset,
+            old.size,
+        )
+        return seg
+
+    def roll(self) -> None:
+        """Start a new active segment now (no-op if the active one is empty)."""
+        with self._lock:
+            self._check_online()
+            if self._segments[-1].size > 0:
+                self._guard(self._roll_locked)
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int, max_offset: int | None = None) -> ReadResult:
+        """Whole batches from the one holding `offset`: up to `max_bytes`, but the first batch
+        whole even when larger; none whose base offset >= `max_offset` (the high watermark for
+        consumers). Raises OffsetOutOfRangeError below the log start or above the end."""
+        with self._lock:
+            end = self._end()
+            lso = self._log_start_offset
+            if offset < lso or offset > end:
+                raise OffsetOutOfRangeError(
+                    f"{self._prefix} offset {offset} outside [{lso}, {end}]"
+                )
+            empty = ReadResult(b"", offset, offset, lso, end)
+            if offset == end or (max_offset is not None and offset >= max_offset):
+                return empty
+            segments = self._segments
+            i = max(0, bisect.bisect_right(self._bases, offset) - 1)
+            while i < len(segments):
+                seg = segments[i]
+                found = seg.find(offset)
+                if found is not None:
+                    break
+                i += 1
+            else:
+                return empty
+            pos, h = found
+            if max_offset is not None and h.base_offset >= max_offset:
+                return empty
+            end_pos = seg.end_position(pos, h.size, max_bytes, max_offset)
+            try:
+                data = seg.read(pos, end_pos)
+            except OSError as exc:
+                raise StorageError(exc.errno, f"{self._prefix} read failed: {exc}") from exc
+            next_offset = (
+                seg.next_offset if end_pos >= seg.size else seg.header_at(end_pos).base_offset
+            )
+            return ReadResult(data, h.base_offset, next_offset, lso, end)
+
+    def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
+        """The first batch whose max timestamp >= `timestamp` (its base offset, clamped to the
+        log start), or None. -2 gives the log start offset, -1 the log end offset. The answer
+        has batch granularity: records are never decoded."""
+        with self._lock:
+            if timestamp == EARLIEST_TIMESTAMP:
+                lso = self._log_start_offset
+                return TimestampOffset(-1, lso, self.epoch_cache.epoch_for_offset(lso))
+            if timestamp == LATEST_TIMESTAMP:
+                return TimestampOffset(-1, self._end(), self.epoch_cache.latest_epoch)
+            lso = self._log_start_offset
+            for seg in self._segments:
+                if seg.largest_timestamp < timestamp or seg.next_offset <= lso:
+                    continue
+                start = max(seg.time_index.lookup_before(timestamp), lso)
+                found = seg.find(start)
+                if found is None:
+                    continue
+                pos, h = found
+                while True:
+                    if h.max_timestamp >= timestamp:
+                        offset = max(h.base_offset, lso)
+                        return TimestampOffset(
+                            h.max_timestamp, offset, self.epoch_cache.epoch_for_offset(offset)
+                        )
+                    pos += h.size
+                    if pos >= seg.size:
+                        break
+                    h = seg.header_at(pos)
+            return None
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(largest epoch <= `epoch`, its end offset), KIP-101/279; (-1, -1) if unknown."""
+        with self._lock:
+            return self.epoch_cache.end_offset_for_epoch(epoch, self._end())
+
+    # -- truncation and retention --------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every batch whose last offset >= `offset` (follower truncation). A batch that
+        straddles `offset` goes whole, so the end offset may land below `offset`."""
+        with self._lock:
+            if offset >= self._end():
+                return
+            _log.info("%s truncating to %d (end %d)", self._prefix, offset, self._end())
+            if offset <= self._segments[0].base_offset or offset < self._log_start_offset:
+                self._truncate_fully_locked(offset)
+                return
+            try:
+                while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
+                    self._delete_segment_locked(self._segments.pop())
+                    self._bases.pop()
+                seg = self._segments[-1]
+                seg.truncate_to(offset)
+                self._dirty[seg.base_offset] = seg
+                self._after_truncation_locked()
+            except OSError as exc:
+                raise self._fail(exc) from exc
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and restart the log, empty, at `offset`."""
+        with self._lock:
+            self._truncate_fully_locked(offset)
+
+    def _truncate_fully_locked(self, offset: int) -> None:
+        _log.info("%s truncating fully, new start offset %d", self._prefix, offset)
+        try:
+            for seg in self._segments:
+                self._delete_segment_locked(seg)
+            seg = LogSegment(self.directory, offset, self.config, self._clock())
+            self._segments = [seg]
+            self._bases = [offset]
+            self._dirty = {offset: seg}
+            self._log_start_offset = offset
+            if hasattr(self, "epoch_cache"):
+                self.epoch_cache.clear()
+            self._after_truncation_locked()
+        except OSError as exc:
+            raise self._fail(exc) from exc
+        if self._on_lso_changed is not None and hasattr(self, "_flushed"):
+            self._on_lso_changed(self)
+
+    def _after_truncation_locked(self) -> None:
+        self._generation += 1
+        end = self._end()
+        if hasattr(self, "_flushed"):
+            self._flushed = min(self._flushed, end)
+            self.epoch_cache.truncate_from_end(end)
+
+    def _delete_segment_locked(self, seg: LogSegment) -> None:
+        self._dirty.pop(seg.base_offset, None)
+        seg.delete()
+        self._dir_dirty = True
+
+    def delete_old_segments(self, high_watermark: int | None = None) -> int:
+        """Retention: delete the oldest non-active segments whose largest timestamp is older than
+        retention_ms, then while the log exceeds retention_bytes; only segments wholly below
+        `high_watermark` when given. Returns the number of segments deleted."""
+        now = self._clock()
+        cfg = self.config
+        with self._lock:
+            deleted = 0
+            total = sum(s.size for s in self._segments)
+            while len(self._segments) > 1:
+                seg = self._segments[0]
+                if high_watermark is not None and seg.next_offset > high_watermark:
+                    break
+                expired = cfg.retention_ms >= 0 and now - seg.largest_timestamp > cfg.retention_ms
+                too_big = cfg.retention_bytes >= 0 and total - seg.size >= cfg.retention_bytes
+                if not (expired or too_big):
+                    break
+                _log.info(
+                    "%s retention deletes segment %d (%s)",
+                    self._prefix,
+                    seg.base_offset,
+                    "retention_ms" if expired else "retention_bytes",
+                )
+                self._segments.pop(0)
+                self._bases.pop(0)
+                total -= seg.size
+                self._guard(self._delete_segment_locked, seg)
+                deleted += 1
+            if deleted:
+                self._advance_start_locked(self._segments[0].base_offset)
+        if deleted and self._on_lso_changed is not None:
+            self._on_lso_changed(self)
+        return deleted
+
+    def delete_records_before(self, offset: int) -> int:
+        """Advance the log start offset to `offset` (DeleteRecords) and delete the segments now
+        wholly below it (never the active one). Returns the new log start offset."""
+        with self._lock:
+            if offset > self._end():
+                raise OffsetOutOfRangeError(
+                    f"{self._prefix} offset {offset} above end {self._end()}"
+                )
+            if offset <= self._log_start_offset:
+                return self._log_start_offset
+            while len(self._segments) > 1 and self._segments[1].base_offset <= offset:
+                self._bases.pop(0)
+                self._guard(self._delete_segment_locked, self._segments.pop(0))
+            self._advance_start_locked(offset)
+        if self._on_lso_changed is not None:
+            self._on_lso_changed(self)
+        return offset
+
+    def _advance_start_locked(self, offset: int) -> None:
+        if offset > self._log_start_offset:
+            self._log_start_offset = offset
+            self._guard(self.epoch_cache.truncate_from_start, offset)
+
+    # -- durability ----------------------------------------------------------------------------
+
+    def should_flush(self) -> bool:
+        """Whether unflushed data should be fsynced now under this log's flush policy."""
+        unflushed = self._end() - self._flushed
+        if unflushed <= 0 and not self._dirty:
+            return False
+        cfg = self.config
+        return (
+            cfg.flush_on_ack
+            or unflushed >= cfg.flush_messages
+            or self._clock() - self._last_flush_ms >= cfg.flush_ms
+        )
+
+    def flush(self) -> int:
+        """fsync data and indexes of every segment written since the last flush, and the
+        directory when files were created or removed. Returns the new flushed offset: the end
+        offset seen when the flush started (appends racing with the fsync wait for the next
+        round). Raises StorageError (and marks the log offline) when an fsync fails."""
+        with self._flush_lock:
+            with self._lock:
+                target = self._end()
+                generation = self._generation
+                if target <= self._flushed and not self._dirty and not self._dir_dirty:
+                    return self._flushed
+                segments = list(self._dirty.values())
+                self._dirty.clear()
+                fds = []
+                try:
+                    for seg in segments:
+                        fds.extend(os.dup(fd) for fd in seg.fds())
+                except OSError as exc:
+                    for fd in fds:
+                        os.close(fd)
+                    raise self._fail(exc) from exc
+                dir_dirty, self._dir_dirty = self._dir_dirty, False
+            try:
+                for fd in fds:
+                    os.fdatasync(fd)
+                if dir_dirty:
+                    fsync_dir(self.directory)
+            except OSError as exc:
+                raise self._fail(exc) from exc
+            finally:
+                for fd in fds:
+                    os.close(fd)
+            with self._lock:
+                if generation == self._generation and target > self._flushed:
+                    self._flushed = target
+                self._last_flush_ms = self._clock()
+                return self._flushed
+
+    def close(self) -> None:
+        """Close every fd (no flush: call flush() first for a clean close)."""
+        with self._lock:
+            for seg in self._segments:
+                seg.close()
+            self._offline = True

@@ -1,0 +1,317 @@
+"""One log segment: `<base_offset:020d>.log` plus its offset and time indexes.
+
+The .log file is a plain concatenation of record batches exactly as on the wire (DESIGN.md §4;
+layout in client/records/header.py): no per-file header, no padding. Its name is the offset of its
+first batch. `size` counts only whole batches that were written completely; a failed or short
+append is rolled back with ftruncate, so every byte below `size` belongs to a whole batch.
+
+Reads use os.pread on the fd kept open for the segment's life. All methods are called with the
+owning Log's lock held (I/O worker threads, the flusher for fsync on a dup'ed fd, recovery at
+start-up).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from client.errors import CorruptRecordError, StorageError
+from client.records.header import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    BatchHeader,
+    parse_header,
+    peek_size,
+    validate,
+)
+
+from .config import LogConfig
+from .index import OffsetIndex, TimeIndex
+
+_log = logging.getLogger(__name__)
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIMEINDEX_SUFFIX = ".timeindex"
+# batches above this are never valid on disk (the offset index positions are uint32)
+_MAX_BATCH = 1 << 31
+
+
+def segment_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+class LogSegment:
+    """A .log file with its indexes. `next_offset` is one past the last offset it holds."""
+
+    def __init__(self, directory: Path, base_offset: int, config: LogConfig, now_ms: int) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.path = directory / segment_name(base_offset, LOG_SUFFIX)
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.index = OffsetIndex(
+                directory / segment_name(base_offset, INDEX_SUFFIX),
+                base_offset,
+                config.index_size_max_bytes,
+            )
+            self.time_index = TimeIndex(
+                directory / segment_name(base_offset, TIMEINDEX_SUFFIX),
+                base_offset,
+                config.index_size_max_bytes,
+            )
+        except OSError:
+            os.close(self.fd)
+            raise
+        self.index_interval_bytes = config.index_interval_bytes
+        self.size = os.fstat(self.fd).st_size
+        self.next_offset = base_offset
+        self.largest_timestamp = -1
+        self.bytes_since_index = 0
+        self.created_ms = now_ms
+
+    # -- opening -----------------------------------------------------------------------------
+
+    def load_clean(self) -> bool:
+        """Open after a clean shutdown (or below the recovery point): sanity-check the indexes
+        and find the tail from the last index entry. Returns False if the segment must be
+        recovered (indexes missing/corrupt, or its tail does not end on a whole batch)."""
+        if not self.index.load(self.size):
+            _log.warning("%s: offset index corrupt or inconsistent, rebuilding", self.index.path)
+            return False
+        offset, pos = self.index.last_entry()
+        try:
+            self._walk_tail(pos)
+        except CorruptRecordError as exc:
+            _log.warning("%s: tail does not end on a whole batch (%s), recovering", self.path, exc)
+            return False
+        if not self.time_index.load(self.next_offset):
+            _log.warning("%s: time index corrupt or inconsistent, rebuilding", self.time_index.path)
+            self.rebuild_indexes()
+        self.largest_timestamp = max(self.largest_timestamp, self.time_index.last_timestamp)
+        return True
+
+    def _walk_tail(self, pos: int) -> None:
+        """Walk headers from `pos` (a batch start) to the end; sets next_offset, timestamps."""
+        self.largest_timestamp = max(self.largest_timestamp, self.time_index.last_timestamp)
+        self.bytes_since_index = 0
+        while pos < self.size:
+            h = self.header_at(pos)
+            self.next_offset = h.next_offset
+            self.largest_timestamp = max(self.largest_timestamp, h.max_timestamp)
+            pos += h.size
+            self.bytes_since_index += h.size
+        if pos != self.size:
+            raise CorruptRecordError(f"last batch ends at {pos}, file size {self.size}")
+
+    def recover(self) -> tuple[int, str | None]:
+        """Validate every batch (lengths, magic, counts, CRC), rebuild both indexes and truncate
+        at the first invalid or torn batch. Returns (bytes truncated, reason or None)."""
+        self.index.reset()
+        self.time_index.reset()
+        self.next_offset = self.base_offset
+        self.largest_timestamp = -1
+        self.bytes_since_index = 0
+        valid_end = 0
+        reason = None
+        try:
+            for pos, h in self._scan(check_crc=True):
+                if h.base_offset < self.next_offset and valid_end > 0:
+                    raise CorruptRecordError(
+                        f"offset {h.base_offset} at position {pos} goes backwards "
+                        f"(expected >= {self.next_offset})"
+                    )
+                self._index_batch(h.base_offset, pos, h.size, h.max_timestamp)
+                self.next_offset = h.next_offset
+                valid_end = pos + h.size
+        except CorruptRecordError as exc:
+            reason = str(exc)
+        truncated = self.size - valid_end
+        if truncated:
+            if reason is None:
+                reason = f"torn batch at position {valid_end}"
+            os.ftruncate(self.fd, valid_end)
+            self.size = valid_end
+        return truncated, reason
+
+    def rebuild_indexes(self) -> None:
+        """Rebuild both indexes from the batch headers (no CRC check: below the recovery point)."""
+        self.index.reset()
+        self.time_index.reset()
+        self.bytes_since_index = 0
+        self.largest_timestamp = -1
+        self.next_offset = self.base_offset
+        for pos, h in self._scan(check_crc=False):
+            self._index_batch(h.base_offset, pos, h.size, h.max_timestamp)
+            self.next_offset = h.next_offset
+
+    def _scan(self, check_crc: bool) -> Iterator[tuple[int, BatchHeader]]:
+        """Yield (position, header) of each batch from position 0; raises CorruptRecordError at
+        the first invalid batch (a torn tail included)."""
+        pos = 0
+        while pos < self.size:
+            size = peek_size(self.header_bytes(pos, LOG_OVERHEAD))
+            if size is None or size < HEADER_SIZE or size > _MAX_BATCH:
+                raise CorruptRecordError(f"bad or torn batch length {size} at position {pos}")
+            if pos + size > self.size:
+                raise CorruptRecordError(
+                    f"torn batch at position {pos}: needs {size} bytes, {self.size - pos} present"
+                )
+            if check_crc:
+                h = validate(os.pread(self.fd, size, pos), 0, check_crc=True)
+            else:
+                h = parse_header(self.header_bytes(pos, HEADER_SIZE))
+                if h.magic != MAGIC:
+                    raise CorruptRecordError(f"bad magic {h.magic} at position {pos}")
+            yield pos, h
+            pos += size
+
+    # -- appending ---------------------------------------------------------------------------
+
+    def _index_batch(self, base_offset: int, pos: int, size: int, max_ts: int) -> None:
+        if self.bytes_since_index > self.index_interval_bytes:
+            self.index.append(base_offset, pos)
+            if max_ts > self.largest_timestamp:
+                self.largest_timestamp = max_ts
+            self.time_index.maybe_append(self.largest_timestamp, base_offset)
+            self.bytes_since_index = 0
+        elif max_ts > self.largest_timestamp:
+            self.largest_timestamp = max_ts
+        self.bytes_since_index += size
+
+    def append(
+        self,
+        data: bytes | bytearray | memoryview,
+        batches: list[tuple[int, int, int, int]],
+        next_offset: int,
+    ) -> None:
+        """Write whole batches at the end. `batches`: (base_offset, position in data, size,
+        max_timestamp) for each batch of `data`. On any OSError the file is cut back to its
+        previous size and StorageError is raised; a short write is continued until complete."""
+        start = self.size
+        view = memoryview(data)
+        pos = start
+        try:
+            while view:
+                written = os.pwrite(self.fd, view, pos)
+                if written <= 0:
+                    raise OSError(errno.EIO, f"pwrite wrote {written} bytes")
+                pos += written
+                view = view[written:]
+            for base_offset, rel, size, max_ts in batches:
+                self._index_batch(base_offset, start + rel, size, max_ts)
+        except OSError as exc:
+            self._rollback(start, next_offset_before=self.next_offset)
+            raise StorageError(exc.errno, f"{self.path}: append failed: {exc}") from exc
+        self.size = pos
+        self.next_offset = next_offset
+
+    def _rollback(self, size: int, next_offset_before: int) -> None:
+        try:
+            os.ftruncate(self.fd, size)
+            self.index.truncate_to(next_offset_before)
+            self.time_index.truncate_to(next_offset_before)
+        except OSError as exc:
+            _log.error("%s: rollback to %d bytes failed: %s", self.path, size, exc)
+
+    @property
+    def index_full(self) -> bool:
+        return self.index.is_full or self.time_index.is_full
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def header_bytes(self, pos: int, n: int) -> bytes:
+        return os.pread(self.fd, n, pos)
+
+    def header_at(self, pos: int) -> BatchHeader:
+        data = os.pread(self.fd, HEADER_SIZE, pos)
+        h = parse_header(data)
+        if h.batch_length < HEADER_SIZE - LOG_OVERHEAD or pos + h.size > self.size:
+            raise CorruptRecordError(f"{self.path}: bad batch length {h.batch_length} at {pos}")
+        return h
+
+    def find(self, offset: int) -> tuple[int, BatchHeader] | None:
+        """(position, header) of the first batch whose last offset >= `offset`, or None."""
+        if offset >= self.next_offset:
+            return None
+        _, pos = self.index.lookup(offset)
+        size = self.size
+        while pos < size:
+            h = self.header_at(pos)
+            if h.base_offset + h.last_offset_delta >= offset:
+                return pos, h
+            pos += h.size
+        return None
+
+    def end_position(
+        self, start: int, first_size: int, max_bytes: int, max_offset: int | None
+    ) -> int:
+        """End of the whole batches to return from `start` (a batch start): at most `max_bytes`
+        but never less than the first batch; none with base_offset >= max_offset."""
+        limit = self.size
+        if max_offset is not None and max_offset < self.next_offset:
+            found = self.find(max_offset)
+            if found is not None:
+                pos, h = found
+                limit = pos if h.base_offset >= max_offset else pos + h.size
+        if limit <= start:
+            return start
+        if limit - start <= max_bytes:
+            return limit
+        target = start + max_bytes
+        _, pos = self.index.floor_position(target)
+        if pos < start:
+            pos = start
+        while pos < limit:
+            n = peek_size(self.header_bytes(pos, LOG_OVERHEAD))
+            assert n is not None and n >= HEADER_SIZE, (self.path, pos, n)
+            if pos + n > target:
+                break
+            pos += n
+        return max(pos, start + first_size)
+
+    def read(self, start: int, end: int) -> bytes:
+        data = os.pread(self.fd, end - start, start)
+        if len(data) != end - start:
+            raise StorageError(errno.EIO, f"{self.path}: short read at {start}")
+        return data
+
+    # -- truncation and lifecycle ------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop every batch whose last offset >= `offset`. Returns bytes removed."""
+        found = self.find(offset)
+        if found is None:
+            return 0
+        pos, h = found
+        removed = self.size - pos
+        os.ftruncate(self.fd, pos)
+        self.size = pos
+        self.index.truncate_to(h.base_offset)
+        self.time_index.truncate_to(h.base_offset)
+        self.next_offset = self.base_offset
+        self.largest_timestamp = -1
+        _, last_pos = self.index.last_entry()
+        self._walk_tail(last_pos)
+        if self.size == 0:
+            self.next_offset = self.base_offset
+        return removed
+
+    def fds(self) -> list[int]:
+        return [self.fd, self.index.fd, self.time_index.fd]
+
+    def close(self) -> None:
+        self.index.close()
+        self.time_index.close()
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def delete(self) -> None:
+        self.close()
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX):
+            (self.directory / segment_name(self.base_offset, suffix)).unlink(missing_ok=True)
