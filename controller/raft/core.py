@@ -21,6 +21,7 @@ import logging
 from collections.abc import Iterable
 
 from controller.raft.errors import LogCompacted, NotLeader, ProposalDropped
+from controller.raft.leader import LeaderMixin
 from controller.raft.log import RaftLog
 from controller.raft.messages import (
     AppendEntries,
@@ -37,7 +38,7 @@ from controller.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
-from controller.raft.progress import Progress, ProgressState
+from controller.raft.progress import Progress
 from controller.raft.state import (
     QuorumState,
     Ready,
@@ -53,7 +54,7 @@ _log = logging.getLogger(__name__)
 _FROM_LEADER = (AppendEntries, Heartbeat, InstallSnapshot)
 
 
-class RaftNode:
+class RaftNode(LeaderMixin):
     def __init__(
         self,
         node_id: int,
@@ -423,32 +424,6 @@ class RaftNode:
             self.election_elapsed = 0
             self._campaign(transfer=False)
 
-    def _tick_leader(self) -> None:
-        self.heartbeat_elapsed += 1
-        self.election_elapsed += 1
-        if self.election_elapsed >= self.election_timeout:
-            self.election_elapsed = 0
-            if self.check_quorum:
-                active = 1 + sum(
-                    1 for pr in self.progress.values() if pr.is_voter and pr.recent_active
-                )
-                if active < self._quorum():
-                    _log.info("%s lost contact with a quorum: stepping down", self._prefix)
-                    self._become_follower(self.term, None)
-                    return
-                for pr in self.progress.values():
-                    pr.recent_active = False
-            if self.lead_transferee is not None:
-                _log.info(
-                    "%s leadership transfer to %s timed out", self._prefix, self.lead_transferee
-                )
-                self.lead_transferee = None
-        if self.heartbeat_elapsed >= self.heartbeat_timeout:
-            self.heartbeat_elapsed = 0
-            for pr in self.progress.values():
-                c = min(pr.match, self.log.committed)
-                self._send(Heartbeat(pr.node_id, self.id, self.term, commit=c))
-
     # ------------------------------------------------------------------ elections
     def _quorum(self) -> int:
         return len(self.voters) // 2 + 1
@@ -566,102 +541,6 @@ class RaftNode:
             self._pending_install = s
             self._pending_compact = None
         self._send(AppendResponse(m.from_, self.id, self.term, match_index=self.log.committed))
-
-    # ------------------------------------------------------------------ leader side
-    def _append(self, items: list[tuple[bytes, EntryKind]]) -> None:
-        first = self.log.last_index + 1
-        self.log.append(
-            [Entry(first + i, self.term, data, kind) for i, (data, kind) in enumerate(items)]
-        )
-        self._maybe_commit()  # a single voter commits at once
-        self._bcast_append()
-
-    def _maybe_commit(self) -> bool:
-        matches = sorted(
-            (self.log.last_index if v == self.id else self.progress[v].match for v in self.voters),
-            reverse=True,
-        )
-        idx = matches[self._quorum() - 1]
-        if idx > self.log.committed and self.log.term(idx) == self.term:
-            return self.log.commit_to(idx)
-        return False
-
-    def _bcast_append(self) -> None:
-        for pr in self.progress.values():
-            if self._send_append(pr):
-                while self._send_append(pr, send_if_empty=False):
-                    pass  # pipeline up to max_inflight messages
-
-    def _send_append(self, pr: Progress, send_if_empty: bool = True) -> bool:
-        if pr.is_paused():
-            return False
-        prev = pr.next - 1
-        prev_term = self.log.term(prev)
-        if prev_term is None:
-            assert prev < self.log.snapshot.index, (pr, self.log.last_index)
-            snap = self.log.snapshot
-            _log.debug("%s sending snapshot %d to %s", self._prefix, snap.index, pr.node_id)
-            self._send(InstallSnapshot(pr.node_id, self.id, self.term, snapshot=snap))
-            pr.become_snapshot(snap.index, self.ticks)
-            return True
-        entries = self.log.slice(pr.next, self.log.last_index + 1, self.max_entries_per_msg)
-        if not entries and not send_if_empty:
-            return False
-        self._send(
-            AppendEntries(
-                pr.node_id,
-                self.id,
-                self.term,
-                prev_index=prev,
-                prev_term=prev_term,
-                entries=tuple(entries),
-                commit=self.log.committed,
-            )
-        )
-        pr.sent_entries(entries[-1].index if entries else prev)
-        return True
-
-    def _handle_append_response(self, m: AppendResponse) -> None:
-        pr = self.progress.get(m.from_)
-        if pr is None:
-            return
-        pr.recent_active = True
-        pr.last_contact_tick = self.ticks
-        if not m.success:
-            if pr.maybe_decrease(m.rejected_index, m.hint_index):
-                self._send_append(pr)
-            return
-        if not pr.maybe_update(m.match_index):
-            return
-        if pr.state is ProgressState.PROBE:
-            pr.become_replicate()
-        elif pr.state is ProgressState.SNAPSHOT and pr.match >= pr.pending_snapshot:
-            pr.become_replicate()
-        if self._maybe_commit():
-            self._bcast_append()
-        while self._send_append(pr, send_if_empty=False):
-            pass
-        if m.from_ == self.lead_transferee and pr.match == self.log.last_index:
-            _log.info("%s transferee %s is up to date: TimeoutNow", self._prefix, m.from_)
-            self._send(TimeoutNow(m.from_, self.id, self.term))
-
-    def _handle_heartbeat_response(self, m: HeartbeatResponse) -> None:
-        pr = self.progress.get(m.from_)
-        if pr is None:
-            return
-        pr.recent_active = True
-        pr.last_contact_tick = self.ticks
-        if pr.state is ProgressState.PROBE:
-            pr.paused = False
-        elif pr.state is ProgressState.REPLICATE and len(pr.inflight) >= pr.max_inflight:
-            pr.inflight.popleft()
-        elif (
-            pr.state is ProgressState.SNAPSHOT
-            and self.ticks - pr.snapshot_sent_tick >= self.election_timeout
-        ):
-            pr.become_probe()  # the snapshot (or its answer) was probably lost: retry
-        if pr.match < self.log.last_index:
-            self._send_append(pr)
 
     # ------------------------------------------------------------------ plumbing
     def _send(self, m: Message) -> None:

@@ -41,7 +41,9 @@ from __future__ import annotations
 import logging
 import os
 import struct
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 from client.errors import StorageError
 from client.records.crc import crc32c
@@ -100,7 +102,7 @@ class RaftStorage:
         self.segments: list[_Segment] = []
         self.hard_state = HardState()
         self.snapshot = Snapshot()
-        self._active = None  # open file object of the last segment
+        self._active: BinaryIO | None = None  # open file object of the last segment
         self._loaded = False
         self._prefix = f"[raft-storage {self.dir}]"
 
@@ -242,11 +244,11 @@ class RaftStorage:
                 old.unlink()
         self.snapshot = snap
 
-    def _drop_segments(self, doomed: object) -> None:
+    def _drop_segments(self, doomed: Callable[[_Segment], bool]) -> None:
         keep: list[_Segment] = []
         dropped = False
         for seg in self.segments:
-            if doomed(seg):  # type: ignore[operator]
+            if doomed(seg):
                 if self._active is not None and seg is self.segments[-1]:
                     self._active.close()
                     self._active = None

@@ -56,6 +56,8 @@ class SimConfig:
     max_inflight: int = 4
     pre_vote: bool = True
     check_quorum: bool = True
+    new_leader_crash_p: float = 0.2
+    restart_max_ms: int = 400
 
 
 @dataclass
@@ -357,22 +359,20 @@ class Simulation:
         r = self.rng
         ids = list(self.nodes)
         kind = r.choice(
-            ["crash", "isolate", "oneway", "split", "heal", "snapshot", "snapshot", "transfer"]
+            ["crash", "crash_leader", "isolate", "isolate_leader", "oneway", "split", "heal"]
+            + ["snapshot", "snapshot", "transfer"]
         )
         self.trace.append(f"t={self.now} FAULT {kind}")
+        target: int | None = None
+        if kind.endswith("_leader"):
+            # Faults aimed at the leader reach the rare interleavings (VOPR-style targeting).
+            leaders = [n.id for n in self.nodes.values() if n.raft and n.raft.role is Role.LEADER]
+            kind = kind.split("_")[0] if leaders else "none"
+            target = r.choice(leaders) if leaders else None
         if kind == "crash":
-            i = r.choice(ids)
-            n = self.nodes[i]
-            if n.raft is not None:
-                n.raft = None
-                n.incarnation += 1
-                n.store.sync(r.randint(0, len(n.store.pending)))
-                n.busy = False
-                n.inbox.clear()
-                self.trace.append(f"t={self.now} crash {i}")
-                self.at(self.now + r.randint(20, 400), "restart", i)
+            self._ev_crash(target if target is not None else r.choice(ids))
         elif kind == "isolate":
-            i = r.choice(ids)
+            i = target if target is not None else r.choice(ids)
             self.cut |= {(i, j) for j in ids if j != i} | {(j, i) for j in ids if j != i}
         elif kind == "oneway":
             a, b = r.sample(ids, 2)
@@ -398,6 +398,20 @@ class Simulation:
                     self._kick(n.id)
                     break
         self.at(self.now + r.randint(1, 2 * self.cfg.fault_every_ms), "fault")
+
+    def _ev_crash(self, i: int) -> None:
+        """Crash node i: it loses its in-memory state and all but a random prefix of the
+        writes not yet synced; it restarts 5 to `restart_max_ms` ms later."""
+        n = self.nodes[i]
+        if n.raft is None or not self.faults_on:
+            return
+        n.raft = None
+        n.incarnation += 1
+        n.store.sync(self.rng.randint(0, len(n.store.pending)))
+        n.busy = False
+        n.inbox.clear()
+        self.trace.append(f"t={self.now} crash {i}")
+        self.at(self.now + self.rng.randint(5, self.cfg.restart_max_ms), "restart", i)
 
     def _ev_restart(self, i: int) -> None:
         if self.nodes[i].raft is None:
@@ -435,6 +449,11 @@ class Simulation:
             # Leader completeness: entries committed in earlier terms are in this leader's log.
             if raft.term not in self.completeness_checked:
                 self.completeness_checked.add(raft.term)
+                if self.faults_on and self.rng.random() < self.cfg.new_leader_crash_p:
+                    # crash a new leader before (or while) its first entries replicate
+                    self.at(
+                        self.now + self.rng.randint(0, 2 * self.cfg.max_delay_ms), "crash", n.id
+                    )
                 check = range(raft.snapshot.index + 1, self.max_committed + 1)
             else:
                 check = range(self.max_committed, self.max_committed + 1)
