@@ -32,6 +32,7 @@ INTERIM_DEFAULTS: dict[str, Any] = {
     "metadata.log.dir": "gregor-data/controller",
     "controller.quorum.election.timeout.ms": 1000,
     "broker.session.timeout.ms": 9000,
+    "metadata.log.max.records.between.snapshots": 10_000,
     "num.partitions": 1,
     "default.replication.factor": 1,
     "unclean.leader.election.enable": False,

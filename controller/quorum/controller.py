@@ -124,20 +124,23 @@ class QuorumController:
         self.load()
 
     # -- state ---------------------------------------------------------------------------------
-    def load(self) -> None:
-        """(Re)build self.image from the committed log: on start and on becoming active."""
-        snap = self.log.latest_snapshot()
-        image = load_snapshot(snap[1]) if snap else MetadataImage.EMPTY
-        delta = MetadataDelta(image)
-        offset = image.offset + 1
-        while True:
-            batch = self.log.read(offset)
-            if not batch:
-                break
-            for off, data in batch:
-                delta.replay(decode_record(data), off)
-            offset = batch[-1][0] + 1
-        self.image = delta.apply()
+    def load(self, image: MetadataImage | None = None) -> None:
+        """(Re)build self.image from the committed log — on start and on becoming active — or
+        take `image` when the caller already holds the committed image (MetadataLoader)."""
+        if image is None:
+            snap = self.log.latest_snapshot()
+            image = load_snapshot(snap[1]) if snap else MetadataImage.EMPTY
+            delta = MetadataDelta(image)
+            offset = image.offset + 1
+            while True:
+                batch = self.log.read(offset)
+                if not batch:
+                    break
+                for off, data in batch:
+                    delta.replay(decode_record(data), off)
+                offset = batch[-1][0] + 1
+            image = delta.apply()
+        self.image = image
         self.last_written_offset = self.image.offset
         now = self.clock()
         self._last_heartbeat_ms = {b: now for b in self.image.brokers}

@@ -4,7 +4,9 @@ Offsets start at 0; -1 means "none". `append(records)` returns the offset of the
 appended. Only committed records are visible to `read()` and to listeners; a listener is called
 with `[(offset, bytes), ...]` in offset order, once per commit, on the thread that committed
 (LocalMetadataLog: the thread that called append, right after the fsync). Listeners must be quick
-and must not block; they may read the log.
+and must not block; they may read the log. An EMPTY list means the log was reset to a newer
+snapshot (a Raft follower installed one): re-read from your position, and on
+OffsetOutOfRangeError reload from `latest_snapshot()` (MetadataLoader does all of this).
 
 LocalMetadataLog(dir) is the single-node log: every append is fsynced and committed at once.
 Files in `dir`:

@@ -155,7 +155,7 @@ class ControllerServer:
         self.handlers = handlers
         self.node_id = node_id
         self._server: asyncio.base_events.Server | None = None
-        self._conns: set[asyncio.Task] = set()
+        self._conns: dict[asyncio.Task, asyncio.StreamWriter] = {}
 
     async def start(self) -> tuple[str, int]:
         self._server = await asyncio.start_server(
@@ -168,11 +168,12 @@ class ControllerServer:
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
-        for t in list(self._conns):
-            t.cancel()
-        for t in list(self._conns):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
+        # Closing the transports ends each handler's read loop (cancelling a handler task
+        # makes asyncio's stream protocol log a spurious error on 3.11).
+        for w in list(self._conns.values()):
+            w.close()
+        if self._conns:
+            await asyncio.wait(list(self._conns), timeout=5)
 
     def api_versions(self) -> list[dict]:
         keys = sorted(set(self.handlers) | {ApiKey.API_VERSIONS})
@@ -189,7 +190,7 @@ class ControllerServer:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
-        self._conns.add(task)
+        self._conns[task] = writer
         decoder = FrameDecoder(MAX_FRAME)
         peer = writer.get_extra_info("peername")
         try:
@@ -207,7 +208,7 @@ class ControllerServer:
         except (ConnectionError, OSError):
             pass
         finally:
-            self._conns.discard(task)
+            self._conns.pop(task, None)
             writer.close()
 
     async def _dispatch(self, api_key: int, version: int, body: dict) -> dict:

@@ -7,8 +7,10 @@ the active controller the QuorumController reloads its image from the committed 
 loses leadership, calls waiting for a commit fail with NOT_CONTROLLER.
 
 Config (snake_case attributes): node_id, controller_quorum_voters, metadata_log_dir,
-controller_quorum_election_timeout_ms (ticks of 50 ms), broker_session_timeout_ms, plus the
-QuorumController's keys. `start()` / `stop()` from any thread.
+controller_quorum_election_timeout_ms (ticks of 50 ms),
+metadata_log_max_records_between_snapshots (a MetadataLoader follows the committed log and
+compacts the Raft log into a metadata snapshot after that many records; 0 = never),
+broker_session_timeout_ms, plus the QuorumController's keys. `start()` / `stop()` from any thread.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import msgpack
 from client.errors import ErrorCode, OffsetOutOfRangeError
 from client.protocol.api_keys import ApiKey
 from controller.quorum.controller import QuorumController
+from controller.quorum.loader import MetadataLoader
 from controller.quorum.network import ControllerServer, PeerTransport, parse_voters
 from controller.quorum.raft_log import RaftMetadataLog
 from controller.quorum.runner import ControllerThread
@@ -45,11 +48,15 @@ class ControllerProcess:
         self.data_dir = os.path.abspath(config.metadata_log_dir)
         election_ms = int(getattr(config, "controller_quorum_election_timeout_ms", 1000) or 1000)
         self._election_ticks = max(2, election_ms // TICK_MS)
+        self._snapshot_every = int(
+            getattr(config, "metadata_log_max_records_between_snapshots", 10_000) or 0
+        )
         self.log: RaftMetadataLog | None = None
         self.controller: QuorumController | None = None
         self.runner: ControllerThread | None = None
         self.transport: PeerTransport | None = None
         self.server: ControllerServer | None = None
+        self.loader: MetadataLoader | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self) -> tuple[str, int]:
@@ -69,12 +76,14 @@ class ControllerProcess:
         self.runner.start()
         loop = self.runner.loop
         self.transport = holder["t"] = PeerTransport(self.node_id, self.voters, loop)
-        self.log.on_activate.append(self.controller.load)
+        self.loader = MetadataLoader(self.log, snapshot_every_records=self._snapshot_every)
+        self.log.on_activate.append(lambda: self.controller.load(self.loader.image))
         self.log.on_deactivate.append(self.runner.fail_waiting)
         self.server = ControllerServer(self.host, self.port, self._handlers(), self.node_id)
 
         async def setup() -> tuple[str, int]:
             assert self.log is not None and self.transport is not None and self.server is not None
+            self.loader.start()
             addr = await self.server.start()
             self.transport.start()
             self.log.start(loop)

@@ -120,6 +120,7 @@ class RaftMetadataLog(MetadataLog):
                 _log.info(
                     "[controller=%d] installed snapshot at index %d", self.node_id, self._applied
                 )
+            installed = rd.snapshot_to_install is not None
             batch = []
             for e in rd.committed_entries:
                 if e.kind is EntryKind.NORMAL:
@@ -128,9 +129,10 @@ class RaftMetadataLog(MetadataLog):
             node.advance(rd)
             if rd.committed_entries:
                 self._committed_offset = self._applied - 1
-                if batch:
-                    for listener in list(self._listeners):
-                        listener(batch)
+            if batch or installed:
+                # an empty batch means "reset to the snapshot": listeners re-read the log
+                for listener in list(self._listeners):
+                    listener(batch)
             self._maybe_activate()
 
     def _on_soft_state(self, role: Role) -> None:
@@ -190,18 +192,24 @@ class RaftMetadataLog(MetadataLog):
         return self.node.last_index - 1
 
     def read(self, from_offset: int, max_records: int = 10_000) -> list[tuple[int, bytes]]:
-        start = max(from_offset, 0) + 1
-        try:
-            entries = self.node.committed_entries_from(start, max_records)
-        except LogCompacted as e:
-            raise OffsetOutOfRangeError(
-                f"offset {from_offset} is compacted into the snapshot at {e.snapshot_index - 1}"
-            ) from e
-        return [
-            (e.index - 1, e.data)
-            for e in entries
-            if e.kind is EntryKind.NORMAL and e.index <= self._applied
-        ]
+        index = max(from_offset, 0) + 1
+        out: list[tuple[int, bytes]] = []
+        while not out and index <= self._applied:
+            try:
+                entries = self.node.committed_entries_from(index, max_records)
+            except LogCompacted as e:
+                raise OffsetOutOfRangeError(
+                    f"offset {from_offset} is compacted into the snapshot at {e.snapshot_index - 1}"
+                ) from e
+            if not entries:
+                break
+            out = [
+                (e.index - 1, e.data)
+                for e in entries
+                if e.kind is EntryKind.NORMAL and e.index <= self._applied
+            ]
+            index = entries[-1].index + 1  # a batch of only NOOPs: read on
+        return out
 
     def add_listener(self, listener: Listener) -> None:
         self._listeners.append(listener)

@@ -17,7 +17,7 @@ import pytest
 from helpers import gregor_command, wait_until
 
 from client.protocol.api_keys import ApiKey
-from controller.metadata import RegisterBroker, decode_record
+from controller.metadata import MetadataImage, decode_record, load_snapshot, replay
 from controller.quorum.network import request
 
 pytestmark = pytest.mark.slow
@@ -46,6 +46,7 @@ class Quorum:
                 f'node.id: {n}\ncontroller.quorum.voters: "{voters}"\n'
                 f"metadata.log.dir: {tmp / f'data-{n}'}\n"
                 "controller.quorum.election.timeout.ms: 500\n"
+                "metadata.log.max.records.between.snapshots: 2\n"
             )
             self.configs[n] = cfg
         self.procs: dict[int, subprocess.Popen] = {}
@@ -88,6 +89,14 @@ class Quorum:
         agree = sum(1 for v in views.values() if v and v["leader_id"] == lid)
         return lid if agree >= 2 else None
 
+    def wait_leader(self, timeout: float, msg: str) -> int:
+        try:
+            return wait_until(self.leader, timeout, msg)
+        except AssertionError as e:
+            views = {n: self.describe(n) for n in self.procs}
+            logs = {n: (self.tmp / f"stderr-{n}.log").read_text()[-3000:] for n in self.procs}
+            raise AssertionError(f"{e}\nviews: {views}\nstderr: {logs}") from None
+
     def call(self, api_key: int, body: dict) -> dict:
         """Send to whichever node is the active controller (retry on NOT_CONTROLLER)."""
 
@@ -103,18 +112,32 @@ class Quorum:
 
         return wait_until(attempt, 10, f"api {api_key} answered by the active controller")
 
-    def registrations(self, n: int) -> dict[int, int]:
-        """broker id -> epoch from node n's committed metadata log."""
-        resp = request(
-            "127.0.0.1", self.ports[n], ApiKey.METADATA_FETCH, {"from_offset": 0}, timeout=2.0
-        )
+    def image(self, n: int) -> MetadataImage:
+        """Node n's committed metadata: its snapshot (if the log was compacted) + records."""
+
+        def fetch(offset: int) -> dict:
+            return request(
+                "127.0.0.1",
+                self.ports[n],
+                ApiKey.METADATA_FETCH,
+                {"from_offset": offset},
+                timeout=2.0,
+            )
+
+        resp = fetch(0)
+        image = MetadataImage.EMPTY
+        if resp["error_code"] == 1:  # OFFSET_OUT_OF_RANGE: start from the snapshot
+            image = load_snapshot(resp["snapshot"])
+            resp = fetch(resp["snapshot_offset"] + 1)
         assert resp["error_code"] == 0, resp
-        out = {}
-        for r in resp["records"]:
-            rec = decode_record(r["record"])
-            if isinstance(rec, RegisterBroker):
-                out[rec.broker_id] = rec.broker_epoch
-        return out
+        image, _ = replay(
+            image, [(r["offset"], decode_record(r["record"])) for r in resp["records"]]
+        )
+        return image
+
+    def registrations(self, n: int) -> dict[int, int]:
+        """broker id -> epoch in node n's committed metadata."""
+        return {b.broker_id: b.broker_epoch for b in self.image(n).brokers.values()}
 
     def register(self, broker_id: int) -> int:
         resp = self.call(
@@ -143,15 +166,17 @@ def test_election_failover_and_restart(quorum):
     for n in (1, 2, 3):
         q.start(n)
     t0 = time.monotonic()
-    first = wait_until(q.leader, 5, "a leader")
+    first = q.wait_leader(5, "a leader")
     assert time.monotonic() - t0 < 2.0, "leader elected within 2 s of start"
 
     epochs = {b: q.register(b) for b in (101, 102, 103)}
     assert q.registrations(first) == epochs
+    snap = request("127.0.0.1", q.ports[first], ApiKey.METADATA_FETCH, {"from_offset": 0})
+    assert snap["error_code"] == 1 and snap["snapshot_offset"] >= 1, "the log was compacted"
 
     q.kill(first)
     t1 = time.monotonic()
-    second = wait_until(q.leader, 5, "a new leader after SIGKILL")
+    second = q.wait_leader(5, "a new leader after SIGKILL")
     took = time.monotonic() - t1
     print(f"failover took {took:.2f}s")
     assert second != first and took < 2.0, f"new leader within 2 s (took {took:.2f}s)"
@@ -165,7 +190,7 @@ def test_election_failover_and_restart(quorum):
     q.stop_all()
     for n in (1, 2, 3):
         q.start(n)
-    wait_until(q.leader, 5, "a leader after restarting all three")
+    q.wait_leader(5, "a leader after restarting all three")
     for n in (1, 2, 3):
         wait_until(lambda n=n: q.registrations(n) == epochs, 5, f"state restored on node {n}")
     # and the restored controller keeps serving
@@ -176,7 +201,7 @@ def test_quorum_describe_cli(quorum):
     q = quorum
     for n in (1, 2, 3):
         q.start(n)
-    lid = wait_until(q.leader, 5, "a leader")
+    lid = q.wait_leader(5, "a leader")
     out = subprocess.run(
         [
             *gregor_command(),

@@ -1,0 +1,104 @@
+"""MetadataLoader: follows a MetadataLog's committed records into a MetadataImage.
+
+    loader = MetadataLoader(metadata_log, snapshot_every_records=0)
+    loader.subscribe(lambda image, delta: ...)     # delta None = reloaded from a snapshot
+    loader.start()                                 # loads snapshot + committed records, then follows
+    loader.image                                   # the latest committed image (any thread)
+
+On every commit notification the loader reads the log from `image.offset + 1` (so it never
+misses records, whatever the notifying thread saw), replays them into a MetadataDelta, publishes
+the new image, and calls subscribers in order with (image, delta). When the log was compacted
+past the image (a follower installed a snapshot) it reloads from the snapshot and calls
+subscribers with delta None. With `snapshot_every_records` > 0 it asks the log to store a
+snapshot of the image after that many records (the log then drops the records it covers).
+
+Threading: callbacks run on the thread that committed (LocalMetadataLog: the appender;
+RaftMetadataLog: the controller loop) under the loader's lock, so subscribers see images in
+order; they must be quick and must not block. `image` may be read from any thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from client.errors import OffsetOutOfRangeError
+from controller.metadata.delta import MetadataDelta
+from controller.metadata.image import MetadataImage
+from controller.metadata.records import decode_record
+from controller.metadata.snapshot import load_snapshot, snapshot_bytes
+from controller.quorum.log import MetadataLog
+
+_log = logging.getLogger(__name__)
+
+Subscriber = Callable[[MetadataImage, MetadataDelta | None], None]
+
+
+class MetadataLoader:
+    def __init__(
+        self, metadata_log: MetadataLog, snapshot_every_records: int = 0, read_batch: int = 10_000
+    ) -> None:
+        self.log = metadata_log
+        self.snapshot_every_records = snapshot_every_records
+        self.read_batch = read_batch
+        self.image = MetadataImage.EMPTY
+        self._lock = threading.RLock()
+        self._subscribers: list[Subscriber] = []
+        self._since_snapshot = 0
+        self._started = False
+
+    def subscribe(self, cb: Subscriber) -> None:
+        with self._lock:
+            self._subscribers.append(cb)
+
+    def start(self) -> MetadataImage:
+        """Load what is committed now and follow further commits; returns the image."""
+        with self._lock:
+            if not self._started:
+                self._started = True
+                self.log.add_listener(self._on_commit)
+                self._catch_up()
+            return self.image
+
+    def stop(self) -> None:
+        with self._lock:
+            if self._started:
+                self._started = False
+                self.log.remove_listener(self._on_commit)
+
+    def _on_commit(self, _records: list[tuple[int, bytes]]) -> None:
+        with self._lock:
+            if self._started:
+                self._catch_up()
+
+    def _reload_from_snapshot(self) -> None:
+        snap = self.log.latest_snapshot()
+        self.image = load_snapshot(snap[1]) if snap else MetadataImage.EMPTY
+        self._since_snapshot = 0
+        _log.info("metadata image reloaded from snapshot at offset %d", self.image.offset)
+        for cb in list(self._subscribers):
+            cb(self.image, None)
+
+    def _catch_up(self) -> None:
+        if self.image.offset < 0 and self.log.log_start_offset() > 0:
+            self._reload_from_snapshot()
+        while True:
+            try:
+                batch = self.log.read(self.image.offset + 1, self.read_batch)
+            except OffsetOutOfRangeError:
+                self._reload_from_snapshot()
+                continue
+            if not batch:
+                return
+            delta = MetadataDelta(self.image)
+            for offset, data in batch:
+                delta.replay(decode_record(data), offset)
+            self.image = delta.apply()
+            for cb in list(self._subscribers):
+                cb(self.image, delta)
+            self._since_snapshot += len(batch)
+            if self.snapshot_every_records and self._since_snapshot >= self.snapshot_every_records:
+                self._since_snapshot = 0
+                self.log.write_snapshot(self.image.offset, snapshot_bytes(self.image))
+                _log.info("metadata snapshot written at offset %d", self.image.offset)
