@@ -6,12 +6,16 @@ See docs/storage.md for the on-disk layout and durability semantics.
 """
 
 from .config import LogConfig
+from .flusher import Flusher
 from .log import AppendInfo, Log, ReadResult, TimestampOffset, UnexpectedAppendOffsetError
+from .manager import LogManager
 
 __all__ = [
     "AppendInfo",
+    "Flusher",
     "Log",
     "LogConfig",
+    "LogManager",
     "ReadResult",
     "TimestampOffset",
     "UnexpectedAppendOffsetError",

@@ -105,6 +105,7 @@ class Log:
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self._offline = False
+        self._closed = False
         self._generation = 0  # bumped by truncation: a flush that spans it does not count
         self._dir_dirty = False
         self._dirty: dict[int, LogSegment] = {}
@@ -187,6 +188,8 @@ class Log:
         return StorageError(exc.errno, f"{self._prefix} {exc}")
 
     def _check_online(self) -> None:
+        if self._closed:
+            raise StorageError(f"{self._prefix} log is closed")
         if self._offline:
             raise StorageError(f"{self._prefix} log directory {self.directory.parent} is offline")
 
@@ -565,4 +568,4 @@ class Log:
         with self._lock:
             for seg in self._segments:
                 seg.close()
-            self._offline = True
+            self._closed = True

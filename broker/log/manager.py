@@ -1,0 +1,355 @@
+"""LogManager: every partition log of this broker, across its log directories.
+
+Layout of each log dir (docs/storage.md):
+
+    <log_dir>/<topic>-<partition>/          one Log per partition replica
+    <log_dir>/recovery-point-offset-checkpoint
+    <log_dir>/replication-offset-checkpoint  high watermarks
+    <log_dir>/log-start-offset-checkpoint
+    <log_dir>/.gregor_clean_shutdown        present only between a clean close() and the next open
+
+Checkpoints are written atomically (checkpoint.py). At start-up every log is opened; without the
+clean-shutdown marker, logs recover from their recovery point. An OSError in a directory marks it
+offline: its logs refuse appends, other directories keep working.
+
+Threads: all methods are thread-safe (a manager lock guards the maps and the checkpoint files);
+call them from I/O workers or the broker's lifecycle thread, never from an event loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from client.errors import StorageError
+
+from .checkpoint import fsync_dir, read_offsets, write_offsets
+from .config import LogConfig
+from .flusher import Flusher, OnFlushed
+from .log import Log
+
+_log = logging.getLogger(__name__)
+
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+CLEAN_SHUTDOWN_MARKER = ".gregor_clean_shutdown"
+
+TopicPartition = tuple[str, int]
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def parse_partition_dir(name: str) -> TopicPartition | None:
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        return None
+    return topic, int(partition)
+
+
+class LogManager:
+    def __init__(
+        self,
+        log_dirs: Iterable[Path | str],
+        config: LogConfig,
+        clock: Callable[[], int] = _now_ms,
+        *,
+        topic_config: Callable[[str], LogConfig] | None = None,
+    ) -> None:
+        """Open every log of `log_dirs`. `clock()` returns wall-clock milliseconds;
+        `topic_config(topic)` gives a topic's LogConfig (default: `config` for all)."""
+        self.log_dirs = [Path(d).resolve() for d in log_dirs]
+        if not self.log_dirs:
+            raise ValueError("LogManager needs at least one log dir")
+        self.config = config
+        self._clock = clock
+        self._topic_config = topic_config or (lambda topic: config)
+        self._lock = threading.RLock()
+        self._logs: dict[TopicPartition, Log] = {}
+        self._offline: set[Path] = set()
+        self._flushers: dict[Path, Flusher] = {}
+        self._closed = False
+        for log_dir in self.log_dirs:
+            try:
+                self._open_dir(log_dir)
+            except OSError as exc:
+                _log.error("log dir %s failed at start-up, marking it offline: %s", log_dir, exc)
+                self._offline.add(log_dir)
+
+    # -- start-up ------------------------------------------------------------------------------
+
+    def _open_dir(self, log_dir: Path) -> None:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        marker = log_dir / CLEAN_SHUTDOWN_MARKER
+        clean = marker.exists()
+        recovery_points = read_offsets(log_dir / RECOVERY_POINT_CHECKPOINT)
+        start_offsets = read_offsets(log_dir / LOG_START_OFFSET_CHECKPOINT)
+        _log.info("opening log dir %s (%s shutdown)", log_dir, "clean" if clean else "UNCLEAN")
+        for entry in sorted(log_dir.iterdir()):
+            tp = parse_partition_dir(entry.name) if entry.is_dir() else None
+            if tp is None:
+                if entry.is_dir() and entry.name.endswith("-delete"):
+                    shutil.rmtree(entry)
+                continue
+            if tp in self._logs:
+                raise StorageError(f"partition {tp[0]}-{tp[1]} found in two log dirs: {entry}")
+            self._logs[tp] = self._new_log(
+                entry, tp, clean, recovery_points.get(tp, 0), start_offsets.get(tp)
+            )
+        if clean:
+            marker.unlink()
+            fsync_dir(log_dir)
+
+    def _new_log(
+        self, directory: Path, tp: TopicPartition, clean: bool, recovery_point: int, lso: int | None
+    ) -> Log:
+        return Log(
+            directory,
+            tp[0],
+            tp[1],
+            self._topic_config(tp[0]),
+            self._clock,
+            recovery_point=recovery_point,
+            log_start_offset=lso,
+            clean=clean,
+            on_storage_error=self._on_storage_error,
+            on_log_start_offset_changed=self._on_log_start_offset_changed,
+        )
+
+    # -- logs ----------------------------------------------------------------------------------
+
+    def get(self, topic: str, partition: int) -> Log | None:
+        with self._lock:
+            return self._logs.get((topic, partition))
+
+    def logs(self) -> dict[TopicPartition, Log]:
+        with self._lock:
+            return dict(self._logs)
+
+    def get_or_create(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
+        """The log of (topic, partition), created empty in the online dir with the fewest logs.
+        Raises StorageError when every log dir is offline."""
+        tp = (topic, partition)
+        with self._lock:
+            log = self._logs.get(tp)
+            if log is not None:
+                return log
+            online = [d for d in self.log_dirs if d not in self._offline]
+            if not online:
+                raise StorageError("every log dir is offline")
+            counts = {d: 0 for d in online}
+            for other in self._logs.values():
+                parent = other.directory.parent
+                if parent in counts:
+                    counts[parent] += 1
+            log_dir = min(online, key=lambda d: counts[d])
+            directory = log_dir / f"{topic}-{partition}"
+            try:
+                directory.mkdir()
+                fsync_dir(log_dir)
+                log = Log(
+                    directory,
+                    topic,
+                    partition,
+                    config or self._topic_config(topic),
+                    self._clock,
+                    on_storage_error=self._on_storage_error,
+                    on_log_start_offset_changed=self._on_log_start_offset_changed,
+                )
+            except OSError as exc:
+                self._mark_offline(log_dir, exc)
+                raise StorageError(exc.errno, f"creating {directory}: {exc}") from exc
+            self._logs[tp] = log
+            _log.info("created log %s-%d in %s", topic, partition, log_dir)
+            return log
+
+    def delete(self, topic: str, partition: int) -> bool:
+        """Close and remove the log's directory (renamed to *-delete first, then removed)."""
+        with self._lock:
+            log = self._logs.pop((topic, partition), None)
+            if log is None:
+                return False
+            log.close()
+            log_dir = log.directory.parent
+            doomed = log_dir / f"{log.directory.name}.{uuid.uuid4().hex}-delete"
+            try:
+                os.rename(log.directory, doomed)
+                fsync_dir(log_dir)
+                shutil.rmtree(doomed)
+            except OSError as exc:
+                self._mark_offline(log_dir, exc)
+                raise StorageError(exc.errno, f"deleting {log.directory}: {exc}") from exc
+            self._write_dir_checkpoints(log_dir)
+            _log.info("deleted log %s-%d", topic, partition)
+            return True
+
+    # -- offline directories -------------------------------------------------------------------
+
+    def offline_dirs(self) -> list[Path]:
+        with self._lock:
+            return sorted(self._offline)
+
+    def is_offline(self, log: Log) -> bool:
+        return log.directory.parent in self._offline
+
+    def _on_storage_error(self, log: Log, exc: OSError) -> None:
+        self._mark_offline(log.directory.parent, exc)
+
+    def _mark_offline(self, log_dir: Path, exc: OSError) -> None:
+        with self._lock:
+            if log_dir in self._offline:
+                return
+            self._offline.add(log_dir)
+            affected = [log for log in self._logs.values() if log.directory.parent == log_dir]
+            for log in affected:
+                log.mark_offline()
+        _log.error("log dir %s is OFFLINE (%d logs): %s", log_dir, len(affected), exc)
+
+    # -- checkpoints ---------------------------------------------------------------------------
+
+    def _logs_in(self, log_dir: Path) -> dict[TopicPartition, Log]:
+        return {tp: log for tp, log in self._logs.items() if log.directory.parent == log_dir}
+
+    def _write(self, log_dir: Path, name: str, offsets: dict[TopicPartition, int]) -> None:
+        try:
+            write_offsets(log_dir / name, offsets)
+        except OSError as exc:
+            self._mark_offline(log_dir, exc)
+            raise StorageError(exc.errno, f"writing {log_dir / name}: {exc}") from exc
+
+    def _write_dir_checkpoints(self, log_dir: Path) -> None:
+        logs = self._logs_in(log_dir)
+        self._write(
+            log_dir, RECOVERY_POINT_CHECKPOINT, {tp: log.flushed_offset for tp, log in logs.items()}
+        )
+        self._write(
+            log_dir,
+            LOG_START_OFFSET_CHECKPOINT,
+            {tp: log.log_start_offset for tp, log in logs.items()},
+        )
+
+    def _on_log_start_offset_changed(self, log: Log) -> None:
+        log_dir = log.directory.parent
+        with self._lock:
+            if log_dir in self._offline:
+                return
+            logs = self._logs_in(log_dir)
+            logs[(log.topic, log.partition)] = log
+            self._write(
+                log_dir,
+                LOG_START_OFFSET_CHECKPOINT,
+                {tp: lg.log_start_offset for tp, lg in logs.items()},
+            )
+
+    def checkpoint_recovery_points(self) -> None:
+        """Write each online dir's recovery points (= flushed offsets) and log start offsets.
+        Call periodically; a stale recovery point only makes recovery scan more."""
+        with self._lock:
+            for log_dir in self.log_dirs:
+                if log_dir not in self._offline:
+                    self._write_dir_checkpoints(log_dir)
+
+    def checkpoint_high_watermarks(self, high_watermarks: dict[TopicPartition, int]) -> None:
+        """Persist high watermarks, each in the dir holding its log (others are ignored)."""
+        with self._lock:
+            per_dir: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self.log_dirs}
+            for tp, hw in high_watermarks.items():
+                log = self._logs.get(tp)
+                if log is not None:
+                    per_dir[log.directory.parent][tp] = hw
+            for log_dir, offsets in per_dir.items():
+                if log_dir not in self._offline:
+                    self._write(log_dir, HIGH_WATERMARK_CHECKPOINT, offsets)
+
+    def read_high_watermarks(self) -> dict[TopicPartition, int]:
+        """High watermarks from every online dir's replication-offset-checkpoint."""
+        out: dict[TopicPartition, int] = {}
+        with self._lock:
+            for log_dir in self.log_dirs:
+                if log_dir not in self._offline:
+                    out.update(read_offsets(log_dir / HIGH_WATERMARK_CHECKPOINT))
+        return out
+
+    # -- periodic tasks ------------------------------------------------------------------------
+
+    def run_retention(self, high_watermarks: dict[TopicPartition, int] | None = None) -> int:
+        """Apply retention to every online log (segments wholly below its high watermark when
+        given). Returns segments deleted. Call periodically (log.retention.check.interval.ms)."""
+        deleted = 0
+        for tp, log in self.logs().items():
+            if log.offline:
+                continue
+            hw = None if high_watermarks is None else high_watermarks.get(tp, log.log_start_offset)
+            try:
+                deleted += log.delete_old_segments(hw)
+            except StorageError as exc:
+                _log.error("[%s-%d] retention failed: %s", tp[0], tp[1], exc)
+        return deleted
+
+    def flush_due(self) -> None:
+        """With flush_on_ack=False: request flushes for logs due under flush_messages/flush_ms."""
+        for log in self.logs().values():
+            if not log.offline and log.should_flush():
+                self.request_flush(log)
+
+    # -- group commit --------------------------------------------------------------------------
+
+    def start_flushers(self, on_flushed: OnFlushed | None = None) -> None:
+        """Start one Flusher thread per log dir; stopped by close()."""
+        with self._lock:
+            for log_dir in self.log_dirs:
+                if log_dir not in self._flushers:
+                    self._flushers[log_dir] = Flusher(log_dir.name, on_flushed).start()
+
+    def flusher_for(self, log: Log) -> Flusher:
+        return self._flushers[log.directory.parent]
+
+    def request_flush(self, log: Log) -> None:
+        """Wake the flusher of the log's dir (start_flushers first)."""
+        self._flushers[log.directory.parent].request_flush(log)
+
+    def close(self, clean: bool = True) -> None:
+        """Stop flushers; with `clean`, flush every online log, write checkpoints and the
+        clean-shutdown marker. `clean=False` only closes files (crash simulation in tests)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            flushers, self._flushers = list(self._flushers.values()), {}
+        for flusher in flushers:
+            flusher.stop()
+        with self._lock:
+            if clean:
+                for log in self._logs.values():
+                    if log.directory.parent not in self._offline:
+                        try:
+                            log.flush()
+                        except StorageError as exc:
+                            _log.error(
+                                "[%s-%d] flush at close failed: %s", log.topic, log.partition, exc
+                            )
+            for log_dir in self.log_dirs if clean else []:
+                if log_dir in self._offline:
+                    continue
+                try:
+                    self._write_dir_checkpoints(log_dir)
+                except StorageError:
+                    continue
+            for log in self._logs.values():
+                log.close()
+            for log_dir in self.log_dirs if clean else []:
+                if log_dir in self._offline:
+                    continue
+                try:
+                    (log_dir / CLEAN_SHUTDOWN_MARKER).touch()
+                    fsync_dir(log_dir)
+                except OSError as exc:
+                    _log.error("log dir %s: clean-shutdown marker not written: %s", log_dir, exc)

@@ -1,0 +1,240 @@
+"""Unit tests of broker.log.Log: offsets, reads, follower appends, epochs, truncation, retention."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import make_batch
+
+from broker.log import Log, LogConfig, UnexpectedAppendOffsetError
+from client.errors import (
+    CorruptRecordError,
+    MessageTooLargeError,
+    OffsetOutOfRangeError,
+    StorageError,
+)
+from client.records.header import iter_headers, validate
+
+
+class FakeClock:
+    def __init__(self, now: int = 1_000_000) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def batches(data: bytes):
+    return [h for _, h in iter_headers(data, check_crc=True)]
+
+
+@pytest.fixture
+def clock():
+    return FakeClock()
+
+
+def open_log(path, clock, **cfg):
+    cfg.setdefault("index_interval_bytes", 64)
+    return Log(path / "t-0", "t", 0, LogConfig(**cfg), clock)
+
+
+def test_leader_append_assigns_offsets_and_epoch_in_place(tmp_path, clock):
+    log = open_log(tmp_path, clock)
+    two = make_batch([b"a", b"b"], base_offset=777) + make_batch([b"c"], base_offset=5)
+    info = log.append_as_leader(two, leader_epoch=3)
+    assert (info.first_offset, info.last_offset, info.batch_count, info.record_count) == (
+        0,
+        2,
+        2,
+        3,
+    )
+    info = log.append_as_leader(memoryview(make_batch([b"d"] * 4)), leader_epoch=3)
+    assert (info.first_offset, info.last_offset) == (3, 6)
+    r = log.read(0, 1 << 20)
+    hs = batches(r.data)  # CRCs still valid after the rewrite
+    assert [(h.base_offset, h.last_offset, h.partition_leader_epoch) for h in hs] == [
+        (0, 1, 3),
+        (2, 2, 3),
+        (3, 6, 3),
+    ]
+    assert (r.first_offset, r.next_offset, r.end_offset) == (0, 7, 7)
+    assert log.epoch_cache.entries == [(3, 0)]
+
+
+def test_corrupt_or_oversized_batches_are_refused_whole(tmp_path, clock):
+    log = open_log(tmp_path, clock, max_message_bytes=200)
+    good = make_batch([b"x"])
+    bad = bytearray(good)
+    bad[-1] ^= 0xFF
+    with pytest.raises(CorruptRecordError, match="CRC"):
+        log.append_as_leader(good + bytes(bad), 0)
+    with pytest.raises(CorruptRecordError):
+        log.append_as_leader(good[:-3], 0)
+    with pytest.raises(CorruptRecordError):
+        log.append_as_leader(b"", 0)
+    with pytest.raises(MessageTooLargeError):
+        log.append_as_leader(make_batch([b"y" * 300]), 0)
+    assert log.end_offset == 0 and log.size_bytes == 0
+
+
+def test_read_returns_whole_batches_first_one_even_if_too_big(tmp_path, clock):
+    log = open_log(tmp_path, clock)
+    sizes = []
+    for i in range(20):
+        b = make_batch([bytes([i]) * (10 + 40 * (i % 3))] * 2)
+        sizes.append(len(b))
+        log.append_as_leader(b, 0)
+    r = log.read(5, 1)  # offset 5 is in batch 2 (offsets 4-5): returned whole
+    assert [h.base_offset for h in batches(r.data)] == [4] and r.next_offset == 6
+    r = log.read(4, sizes[2] + sizes[3] + sizes[4] - 1)
+    assert [h.base_offset for h in batches(r.data)] == [4, 6] and len(r.data) == sizes[2] + sizes[3]
+    r = log.read(0, 1 << 20, max_offset=9)  # batch 8-9 starts below max_offset: included
+    assert r.next_offset == 10 and batches(r.data)[-1].base_offset == 8
+    r = log.read(0, 1 << 20, max_offset=8)
+    assert r.next_offset == 8
+    assert log.read(40, 100).data == b""
+    assert log.read(3, 100, max_offset=3).data == b""
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(41, 100)
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(-1, 100)
+
+
+def test_reads_cross_rolled_segments(tmp_path, clock):
+    log = open_log(tmp_path, clock, segment_bytes=500)
+    for i in range(30):
+        log.append_as_leader(make_batch([b"v" * 50], timestamp=i), 0)
+    assert len(log.segment_base_offsets) > 3
+    offset, seen = 0, []
+    while offset < log.end_offset:
+        r = log.read(offset, 300)
+        seen += [h.base_offset for h in batches(r.data)]
+        offset = r.next_offset
+    assert seen == list(range(30))
+
+
+def test_segment_ms_and_index_full_roll(tmp_path, clock):
+    log = open_log(
+        tmp_path, clock, segment_ms=1000, index_interval_bytes=0, index_size_max_bytes=24
+    )
+    for _ in range(3):
+        log.append_as_leader(make_batch([b"a"]), 0)
+    clock.now += 1000
+    log.append_as_leader(make_batch([b"a"]), 0)
+    assert len(log.segment_base_offsets) >= 2
+    for _ in range(10):
+        log.append_as_leader(make_batch([b"a"]), 0)
+    assert len(log.segment_base_offsets) >= 4  # two 12-byte time-index entries per segment
+
+
+def test_follower_append_keeps_offsets_and_requires_contiguity(tmp_path, clock):
+    log = open_log(tmp_path, clock)
+    log.append_as_follower(
+        make_batch([b"a", b"b"], base_offset=0, epoch=1)
+        + make_batch([b"c"], base_offset=2, epoch=2)
+    )
+    assert log.end_offset == 3
+    assert log.epoch_cache.entries == [(1, 0), (2, 2)]
+    with pytest.raises(UnexpectedAppendOffsetError):
+        log.append_as_follower(make_batch([b"x"], base_offset=4, epoch=2))
+    with pytest.raises(UnexpectedAppendOffsetError):
+        log.append_as_follower(
+            make_batch([b"x"], base_offset=3) + make_batch([b"y"], base_offset=5)
+        )
+    assert log.end_offset == 3
+
+
+def test_end_offset_for_epoch_kip101(tmp_path, clock):
+    log = open_log(tmp_path, clock)
+    assert log.end_offset_for_epoch(0) == (-1, -1)
+    for epoch, n in ((1, 3), (2, 2), (4, 5)):
+        for _ in range(n):
+            log.append_as_leader(make_batch([b"x"]), epoch)
+    assert log.end_offset_for_epoch(0) == (-1, -1)
+    assert log.end_offset_for_epoch(1) == (1, 3)
+    assert log.end_offset_for_epoch(2) == (2, 5)
+    assert log.end_offset_for_epoch(3) == (2, 5)
+    assert log.end_offset_for_epoch(4) == (4, 10)
+    assert log.end_offset_for_epoch(9) == (4, 10)
+    log.truncate_to(4)
+    assert log.end_offset == 4 and log.epoch_cache.entries == [(1, 0), (2, 3)]
+    log.close()
+    reopened = open_log(tmp_path, clock)
+    assert reopened.epoch_cache.entries == [(1, 0), (2, 3)]
+
+
+def test_truncate_drops_straddling_batch_and_later_segments(tmp_path, clock):
+    log = open_log(tmp_path, clock, segment_bytes=400)
+    for _ in range(20):
+        log.append_as_leader(make_batch([b"v" * 40] * 2), 0)
+    nseg = len(log.segment_base_offsets)
+    log.truncate_to(13)  # batch 12-13 straddles: it goes whole
+    assert log.end_offset == 12 and len(log.segment_base_offsets) < nseg
+    assert batches(log.read(10, 1 << 20).data)[-1].base_offset == 10
+    log.append_as_leader(make_batch([b"new"]), 1)
+    assert log.end_offset == 13
+    log.truncate_to(0)
+    assert log.end_offset == 0 and log.segment_base_offsets == [0] and log.read(0, 100).data == b""
+
+
+def test_offset_for_timestamp(tmp_path, clock):
+    log = open_log(tmp_path, clock, segment_bytes=600)
+    for i in range(40):
+        log.append_as_leader(make_batch([b"v" * 30], timestamp=1000 + 10 * i), 0)
+    assert log.offset_for_timestamp(1000).offset == 0
+    assert log.offset_for_timestamp(1001).offset == 1
+    assert log.offset_for_timestamp(1250).offset == 25
+    assert log.offset_for_timestamp(1390).offset == 39
+    assert log.offset_for_timestamp(1391) is None
+    assert log.offset_for_timestamp(-2).offset == 0
+    assert log.offset_for_timestamp(-1).offset == 40
+
+
+def test_retention_by_bytes_and_time_never_active(tmp_path, clock):
+    log = open_log(tmp_path, clock, segment_bytes=300, retention_bytes=700)
+    for i in range(30):
+        log.append_as_leader(make_batch([b"v" * 40], timestamp=clock.now - 10_000 + i), 0)
+    deleted = log.delete_old_segments()
+    assert deleted > 0 and log.size_bytes <= 700 + 300
+    assert log.log_start_offset == log.segment_base_offsets[0]
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(0, 100)
+    log2 = Log(tmp_path / "t-1", "t", 1, LogConfig(segment_bytes=300, retention_ms=5000), clock)
+    for i in range(10):
+        log2.append_as_leader(make_batch([b"v" * 40], timestamp=clock.now - 10_000), 0)
+    log2.delete_old_segments(high_watermark=3)
+    assert log2.log_start_offset <= 3
+    log2.delete_old_segments()
+    assert len(log2.segment_base_offsets) == 1 and log2.end_offset == 10
+
+
+def test_delete_records_before(tmp_path, clock):
+    log = open_log(tmp_path, clock, segment_bytes=300)
+    for _ in range(20):
+        log.append_as_leader(make_batch([b"v" * 40]), 0)
+    assert log.delete_records_before(7) == 7
+    assert log.log_start_offset == 7 and log.segment_base_offsets[0] <= 7
+    assert batches(log.read(7, 10).data)[0].last_offset >= 7
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(6, 10)
+    with pytest.raises(OffsetOutOfRangeError):
+        log.delete_records_before(21)
+
+
+def test_flush_tracks_flushed_offset(tmp_path, clock):
+    log = open_log(tmp_path, clock, segment_bytes=300)
+    assert log.flushed_offset == 0
+    for _ in range(10):
+        log.append_as_leader(make_batch([b"v" * 40]), 0)
+    assert log.should_flush() and log.flushed_offset == 0
+    assert log.flush() == 10 and log.flushed_offset == 10 and not log.should_flush()
+    log.truncate_to(5)
+    assert log.flushed_offset == 5
+
+
+def test_offline_log_refuses_appends_but_reads(tmp_path, clock):
+    log = open_log(tmp_path, clock)
+    log.append_as_leader(make_batch([b"x"]), 0)
+    log.mark_offline()
+    with pytest.raises(StorageError):
+        log.append_as_leader(make_batch([b"y"]), 0)
+    assert validate(log.read(0, 100).data).base_offset == 0

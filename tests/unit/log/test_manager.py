@@ -1,0 +1,125 @@
+"""LogManager (dirs, checkpoints, clean marker, delete, retention) and Flusher (group commit)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from conftest import make_batch
+from helpers import wait_until
+
+from broker.log import Flusher, Log, LogConfig, LogManager
+from broker.log.checkpoint import read_offsets
+from broker.log.manager import (
+    CLEAN_SHUTDOWN_MARKER,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+)
+
+CFG = LogConfig(segment_bytes=400, index_interval_bytes=64)
+
+
+def fill(log: Log, n: int, size: int = 40) -> None:
+    for _ in range(n):
+        log.append_as_leader(make_batch([b"v" * size]), 0)
+
+
+def test_layout_checkpoints_and_clean_marker(tmp_path):
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    mgr = LogManager(dirs, CFG)
+    logs = [mgr.get_or_create("orders", p) for p in range(4)]
+    assert {log.directory.parent.name for log in logs} == {"a", "b"}  # spread across dirs
+    assert mgr.get_or_create("orders", 0) is logs[0] and mgr.get("orders", 9) is None
+    for log in logs:
+        fill(log, 10)
+    logs[1].delete_records_before(4)
+    mgr.checkpoint_high_watermarks({("orders", p): 7 + p for p in range(4)})
+    mgr.close()
+    for d in dirs:
+        assert (d / CLEAN_SHUTDOWN_MARKER).exists()
+        rp = read_offsets(d / RECOVERY_POINT_CHECKPOINT)
+        assert rp and all(v == 10 for v in rp.values())
+    lso_dir = logs[1].directory.parent
+    assert read_offsets(lso_dir / LOG_START_OFFSET_CHECKPOINT)[("orders", 1)] == 4
+
+    mgr = LogManager(dirs, CFG)
+    assert not any((d / CLEAN_SHUTDOWN_MARKER).exists() for d in dirs)
+    assert sorted(mgr.logs()) == [("orders", p) for p in range(4)]
+    assert mgr.get("orders", 1).log_start_offset == 4
+    assert all(log.end_offset == 10 for log in mgr.logs().values())
+    assert mgr.read_high_watermarks() == {("orders", p): 7 + p for p in range(4)}
+    assert mgr.delete("orders", 2) and mgr.get("orders", 2) is None
+    assert not any((d / "orders-2").exists() for d in dirs)
+    mgr.close()
+    mgr = LogManager(dirs, CFG)
+    assert sorted(mgr.logs()) == [("orders", 0), ("orders", 1), ("orders", 3)]
+    mgr.close()
+
+
+def test_unclean_close_reopens_with_data(tmp_path):
+    mgr = LogManager([tmp_path], CFG)
+    log = mgr.get_or_create("t", 0)
+    fill(log, 25)
+    mgr.close(clean=False)
+    assert not (tmp_path / CLEAN_SHUTDOWN_MARKER).exists()
+    mgr = LogManager([tmp_path], CFG)
+    assert mgr.get("t", 0).end_offset == 25 and mgr.get("t", 0).flushed_offset == 25
+    mgr.close()
+
+
+def test_retention_task(tmp_path):
+    now = [10_000_000]
+    mgr = LogManager(
+        [tmp_path], LogConfig(segment_bytes=300, retention_ms=1000), clock=lambda: now[0]
+    )
+    log = mgr.get_or_create("t", 0)
+    for _ in range(20):
+        log.append_as_leader(make_batch([b"v" * 40], timestamp=now[0]), 0)
+    assert mgr.run_retention() == 0
+    now[0] += 5000
+    assert mgr.run_retention({("t", 0): 10}) > 0
+    assert 0 < log.log_start_offset <= 10
+    assert read_offsets(tmp_path / LOG_START_OFFSET_CHECKPOINT)[("t", 0)] == log.log_start_offset
+    mgr.close()
+
+
+def test_flusher_group_commit_reports_flushed_offsets(tmp_path):
+    mgr = LogManager([tmp_path], CFG)
+    reported: dict[tuple[str, int], int] = {}
+    lock = threading.Lock()
+
+    def on_flushed(topic, partition, offset):
+        with lock:
+            assert offset > reported.get((topic, partition), 0)
+            reported[(topic, partition)] = offset
+
+    mgr.start_flushers(on_flushed)
+    logs = [mgr.get_or_create("t", p) for p in range(3)]
+
+    def writer(log):
+        for _ in range(200):
+            log.append_as_leader(make_batch([b"x" * 30]), 0)
+            mgr.request_flush(log)
+
+    threads = [threading.Thread(target=writer, args=(log,)) for log in logs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wait_until(lambda: all(reported.get(("t", p)) == 200 for p in range(3)), 10, "all flushed")
+    flusher = mgr.flusher_for(logs[0])
+    assert flusher.rounds < 600  # one fsync covered several appends
+    mgr.close()
+    assert all(log.flushed_offset == 200 for log in logs)
+
+
+def test_flusher_stop_drains_and_joins(tmp_path):
+    log = Log(tmp_path / "t-0", "t", 0, CFG)
+    seen = []
+    flusher = Flusher("x", lambda t, p, o: seen.append(o)).start()
+    fill(log, 5)
+    flusher.request_flush(log)
+    flusher.stop()
+    assert log.flushed_offset == 5 and seen == [5]
+    with pytest.raises(OSError):
+        flusher.request_flush(log)
