@@ -26,6 +26,7 @@ import msgpack
 
 from client.errors import ErrorCode, OffsetOutOfRangeError
 from client.protocol.api_keys import ApiKey
+from client.protocol.schema import API_SPECS
 from controller.quorum.controller import QuorumController
 from controller.quorum.loader import MetadataLoader
 from controller.quorum.network import ControllerServer, PeerTransport, parse_voters
@@ -111,7 +112,7 @@ class ControllerProcess:
 
     # -- handlers (on the controller loop) -----------------------------------------------------
     def _handlers(self) -> dict[int, Any]:
-        return {
+        handlers: dict[int, Any] = {
             ApiKey.RAFT_MESSAGE: self._raft_message,
             ApiKey.DESCRIBE_QUORUM: self._describe_quorum,
             ApiKey.METADATA_FETCH: self._metadata_fetch,
@@ -119,6 +120,14 @@ class ControllerProcess:
             ApiKey.BROKER_HEARTBEAT: self._broker_heartbeat,
             ApiKey.ALTER_PARTITION: self._alter_partition,
         }
+        # Admin APIs forwarded by brokers; served once their schemas (H-client) are registered.
+        optional = {
+            ApiKey.CREATE_TOPICS: self._create_topics,
+            ApiKey.DELETE_TOPICS: self._delete_topics,
+            ApiKey.CREATE_PARTITIONS: self._create_partitions,
+        }
+        handlers.update({k: v for k, v in optional.items() if k in API_SPECS})
+        return handlers
 
     def _raft_message(self, body: dict) -> dict:
         assert self.log is not None
@@ -206,6 +215,30 @@ class ControllerProcess:
             b["want_fence"],
             b["want_shutdown"],
         )
+
+    async def _create_topics(self, b: dict) -> dict:
+        topics = await self._call("create_topics", b["topics"], b.get("validate_only", False))
+        return {"topics": topics, "throttle_time_ms": 0}
+
+    async def _delete_topics(self, b: dict) -> dict:
+        return {
+            "responses": await self._call("delete_topics", b["topic_names"]),
+            "throttle_time_ms": 0,
+        }
+
+    async def _create_partitions(self, b: dict) -> dict:
+        topics = [
+            {
+                "name": t["name"],
+                "count": t["count"],
+                "assignments": [a["broker_ids"] for a in t["assignments"]]
+                if t.get("assignments")
+                else None,
+            }
+            for t in b["topics"]
+        ]
+        results = await self._call("create_partitions", topics, b.get("validate_only", False))
+        return {"results": results, "throttle_time_ms": 0}
 
     async def _alter_partition(self, b: dict) -> dict:
         return await self._call("alter_partition", b["broker_id"], b["broker_epoch"], b["topics"])

@@ -1,0 +1,431 @@
+"""Talking to a remote controller quorum (brokers in a multi-process cluster, tools).
+
+`RemoteController(voters)` has the ControllerThread interface — `submit(method, ...)` and the
+shortcuts return concurrent.futures.Future with the same result shapes as QuorumController's
+methods — but sends each call to the active controller over the native protocol, following
+NOT_CONTROLLER to the new leader until `request_timeout_ms`. At most `max_pending` calls in flight.
+
+`RemoteMetadataLog(voters)` is a read-only MetadataLog (an observer): a background thread polls
+MetadataFetch (1001) from the leader every `poll_interval_ms` when idle, keeps the committed
+records in memory, and calls listeners like any MetadataLog (an empty batch = reset to the
+snapshot it fetched because its position was compacted away). `append` raises NOT_CONTROLLER.
+
+Threading: both are thread-safe; each owns its threads and stops them in `close()`.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import threading
+import time
+from typing import Any
+
+from client.errors import (
+    ErrorCode,
+    GregorTimeoutError,
+    NotControllerError,
+    OffsetOutOfRangeError,
+    error_for_code,
+)
+from client.protocol.api_keys import ApiKey
+from controller.quorum.log import Listener, MetadataLog
+from controller.quorum.network import parse_voters, request
+
+_log = logging.getLogger(__name__)
+
+ThrottlingQuotaExceededError = error_for_code(ErrorCode.THROTTLING_QUOTA_EXCEEDED)
+
+
+def _voters(voters: str | dict[int, tuple[str, int]]) -> dict[int, tuple[str, int]]:
+    return parse_voters(voters) if isinstance(voters, str) else dict(voters)
+
+
+class _LeaderTracker:
+    """Which voter to ask: the last known leader, else each voter in turn."""
+
+    def __init__(self, voters: dict[int, tuple[str, int]]) -> None:
+        self.voters = voters
+        self.leader: int | None = None
+        self._next = 0
+        self._lock = threading.Lock()
+
+    def target(self) -> tuple[int, tuple[str, int]]:
+        with self._lock:
+            if self.leader in self.voters:
+                return self.leader, self.voters[self.leader]  # type: ignore[index]
+            ids = sorted(self.voters)
+            nid = ids[self._next % len(ids)]
+            self._next += 1
+            return nid, self.voters[nid]
+
+    def set_leader(self, leader: int | None) -> None:
+        with self._lock:
+            self.leader = leader if leader in self.voters else None
+
+    def failed(self, nid: int) -> None:
+        with self._lock:
+            if self.leader == nid:
+                self.leader = None
+
+
+class RemoteController:
+    def __init__(
+        self,
+        voters: str | dict[int, tuple[str, int]],
+        request_timeout_ms: int = 30_000,
+        max_pending: int = 1000,
+        threads: int = 2,
+        client_id: str = "gregor-broker",
+        retry_backoff_ms: int = 50,
+    ) -> None:
+        self.tracker = _LeaderTracker(_voters(voters))
+        self.request_timeout_s = request_timeout_ms / 1000.0
+        self.retry_backoff_s = retry_backoff_ms / 1000.0
+        self.max_pending = max_pending
+        self.client_id = client_id
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            threads, thread_name_prefix="remote-controller"
+        )
+        self._pending = 0
+        self._lock = threading.Lock()
+        self._closed = False
+
+    # -- calls ---------------------------------------------------------------------------------
+    def submit(self, method: str, *args: Any, **kwargs: Any) -> concurrent.futures.Future:
+        build = _CALLS.get(method)
+        if build is None:
+            raise AttributeError(f"RemoteController has no method {method!r}")
+        api_key, body, unwrap = build(*args, **kwargs)
+        with self._lock:
+            if self._closed:
+                raise NotControllerError("remote controller client closed")
+            if self._pending >= self.max_pending:
+                raise ThrottlingQuotaExceededError(f"{self._pending} controller calls pending")
+            self._pending += 1
+        fut = self._pool.submit(self._run, api_key, body, unwrap)
+        fut.add_done_callback(self._release)
+        return fut
+
+    def call(self, method: str, *args: Any, timeout: float | None = None, **kwargs: Any) -> Any:
+        return self.submit(method, *args, **kwargs).result(timeout)
+
+    def _release(self, _fut: concurrent.futures.Future) -> None:
+        with self._lock:
+            self._pending -= 1
+
+    def _run(self, api_key: int, body: dict, unwrap: Any) -> Any:
+        deadline = time.monotonic() + self.request_timeout_s
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            nid, (host, port) = self.tracker.target()
+            try:
+                resp = request(
+                    host,
+                    port,
+                    api_key,
+                    body,
+                    timeout=max(0.1, deadline - time.monotonic()),
+                    client_id=self.client_id,
+                )
+            except OSError as e:
+                last = e
+                self.tracker.failed(nid)
+                time.sleep(self.retry_backoff_s)
+                continue
+            if resp.get("error_code") == ErrorCode.NOT_CONTROLLER:
+                self.tracker.failed(nid)
+                self._find_leader()
+                time.sleep(self.retry_backoff_s)
+                continue
+            self.tracker.set_leader(nid)
+            return unwrap(resp)
+        raise GregorTimeoutError(
+            f"no active controller answered within {self.request_timeout_s}s: {last}"
+        )
+
+    def _find_leader(self) -> None:
+        for _nid, (host, port) in sorted(self.tracker.voters.items()):
+            try:
+                d = request(
+                    host, port, ApiKey.DESCRIBE_QUORUM, {}, timeout=1.0, client_id=self.client_id
+                )
+            except OSError:
+                continue
+            if d.get("leader_id", -1) >= 0:
+                self.tracker.set_leader(d["leader_id"])
+                return
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    # -- shortcuts (same arguments as QuorumController's methods) -------------------------------
+    def create_topics(self, *a: Any, **k: Any) -> concurrent.futures.Future:
+        return self.submit("create_topics", *a, **k)
+
+    def delete_topics(self, *a: Any, **k: Any) -> concurrent.futures.Future:
+        return self.submit("delete_topics", *a, **k)
+
+    def create_partitions(self, *a: Any, **k: Any) -> concurrent.futures.Future:
+        return self.submit("create_partitions", *a, **k)
+
+    def register_broker(self, *a: Any, **k: Any) -> concurrent.futures.Future:
+        return self.submit("register_broker", *a, **k)
+
+    def broker_heartbeat(self, *a: Any, **k: Any) -> concurrent.futures.Future:
+        return self.submit("broker_heartbeat", *a, **k)
+
+    def alter_partition(self, *a: Any, **k: Any) -> concurrent.futures.Future:
+        return self.submit("alter_partition", *a, **k)
+
+
+def _same(resp: dict) -> dict:
+    return resp
+
+
+def _register(
+    broker_id: int, host: str, port: int, rack: str | None = None, incarnation_id: str = ""
+) -> tuple:
+    return (
+        ApiKey.BROKER_REGISTRATION,
+        {
+            "broker_id": broker_id,
+            "host": host,
+            "port": port,
+            "rack": rack,
+            "incarnation_id": incarnation_id,
+        },
+        lambda r: {"error_code": r["error_code"], "broker_epoch": r.get("broker_epoch", -1)},
+    )
+
+
+def _heartbeat(
+    broker_id: int,
+    broker_epoch: int,
+    current_metadata_offset: int,
+    want_fence: bool = False,
+    want_shutdown: bool = False,
+) -> tuple:
+    return (
+        ApiKey.BROKER_HEARTBEAT,
+        {
+            "broker_id": broker_id,
+            "broker_epoch": broker_epoch,
+            "current_metadata_offset": current_metadata_offset,
+            "want_fence": want_fence,
+            "want_shutdown": want_shutdown,
+        },
+        lambda r: {
+            k: r.get(k, d)
+            for k, d in (
+                ("error_code", 0),
+                ("is_caught_up", False),
+                ("is_fenced", True),
+                ("should_shut_down", False),
+            )
+        },
+    )
+
+
+def _alter(broker_id: int, broker_epoch: int, topics: list[dict]) -> tuple:
+    return (
+        ApiKey.ALTER_PARTITION,
+        {"broker_id": broker_id, "broker_epoch": broker_epoch, "topics": topics},
+        _same,
+    )
+
+
+def _create_topics(
+    requests: list[dict], validate_only: bool = False, timeout_ms: int = 30_000
+) -> tuple:
+    return (
+        ApiKey.CREATE_TOPICS,
+        {"topics": requests, "timeout_ms": timeout_ms, "validate_only": validate_only},
+        lambda r: r["topics"],
+    )
+
+
+def _delete_topics(names: list[str], timeout_ms: int = 30_000) -> tuple:
+    return (
+        ApiKey.DELETE_TOPICS,
+        {"topic_names": names, "timeout_ms": timeout_ms},
+        lambda r: r["responses"],
+    )
+
+
+def _create_partitions(
+    topics: list[dict], validate_only: bool = False, timeout_ms: int = 30_000
+) -> tuple:
+    wire = [
+        {
+            "name": t["name"],
+            "count": t["count"],
+            "assignments": None
+            if not t.get("assignments")
+            else [{"broker_ids": list(a)} for a in t["assignments"]],
+        }
+        for t in topics
+    ]
+    return (
+        ApiKey.CREATE_PARTITIONS,
+        {"topics": wire, "timeout_ms": timeout_ms, "validate_only": validate_only},
+        lambda r: r["results"],
+    )
+
+
+_CALLS: dict[str, Any] = {
+    "register_broker": _register,
+    "broker_heartbeat": _heartbeat,
+    "alter_partition": _alter,
+    "create_topics": _create_topics,
+    "delete_topics": _delete_topics,
+    "create_partitions": _create_partitions,
+}
+
+
+class RemoteMetadataLog(MetadataLog):
+    def __init__(
+        self,
+        voters: str | dict[int, tuple[str, int]],
+        poll_interval_ms: int = 50,
+        max_records: int = 10_000,
+        max_records_in_memory: int = 1_000_000,
+        client_id: str = "gregor-observer",
+    ) -> None:
+        self.tracker = _LeaderTracker(_voters(voters))
+        self.poll_interval_s = poll_interval_ms / 1000.0
+        self.max_records = max_records
+        self.max_records_in_memory = max_records_in_memory
+        self.client_id = client_id
+        self._lock = threading.RLock()
+        self._listeners: list[Listener] = []
+        self._entries: list[tuple[int, bytes]] = []
+        self._start = 0
+        self._committed = -1
+        self._snapshot: tuple[int, bytes] | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="metadata-fetcher", daemon=True)
+        self.fetches = 0
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(10)
+
+    # -- fetcher thread ------------------------------------------------------------------------
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                got = self._fetch_once()
+            except Exception:
+                _log.exception("metadata fetch failed")
+                got = 0
+            if not got:
+                self._stop.wait(self.poll_interval_s)
+
+    def _fetch_once(self) -> int:
+        nid, (host, port) = self.tracker.target()
+        with self._lock:
+            position = self._entries[-1][0] + 1 if self._entries else self._start
+            position = max(position, self._committed + 1)
+        try:
+            resp = request(
+                host,
+                port,
+                ApiKey.METADATA_FETCH,
+                {"from_offset": position, "max_records": self.max_records},
+                timeout=5.0,
+                client_id=self.client_id,
+            )
+        except OSError:
+            self.tracker.failed(nid)
+            return 0
+        self.fetches += 1
+        leader = resp.get("leader_id", -1)
+        if leader != nid:
+            self.tracker.set_leader(leader if leader >= 0 else None)
+            if leader >= 0:
+                return 1  # ask the leader straight away
+        code = resp.get("error_code", 0)
+        if code == ErrorCode.OFFSET_OUT_OF_RANGE and resp.get("snapshot") is not None:
+            with self._lock:
+                off = resp["snapshot_offset"]
+                self._snapshot = (off, resp["snapshot"])
+                self._entries = [e for e in self._entries if e[0] > off]
+                self._start = off + 1
+                self._committed = max(self._committed, off)
+                for cb in list(self._listeners):
+                    cb([])
+            return 1
+        if code != 0:
+            _log.warning("MetadataFetch from controller %d: error %d", nid, code)
+            return 0
+        records = [(r["offset"], r["record"]) for r in resp["records"]]
+        with self._lock:
+            if records:
+                if len(self._entries) + len(records) > self.max_records_in_memory:
+                    raise RuntimeError("observer metadata log is full; take a snapshot (loader)")
+                self._entries.extend(records)
+                self._committed = records[-1][0]
+            if len(records) < self.max_records:
+                self._committed = max(self._committed, resp["high_watermark"] - 1)
+            if records:
+                for cb in list(self._listeners):
+                    cb(records)
+        return len(records)
+
+    # -- MetadataLog ---------------------------------------------------------------------------
+    def is_leader(self) -> bool:
+        return False
+
+    def append(self, records: list[bytes]) -> int:
+        raise NotControllerError("a metadata observer cannot append")
+
+    def committed_offset(self) -> int:
+        with self._lock:
+            return self._committed
+
+    def end_offset(self) -> int:
+        return self.committed_offset()
+
+    def read(self, from_offset: int, max_records: int = 10_000) -> list[tuple[int, bytes]]:
+        with self._lock:
+            if from_offset < self._start:
+                raise OffsetOutOfRangeError(f"offset {from_offset} below log start {self._start}")
+            lo, hi = 0, len(self._entries)
+            while lo < hi:  # first entry with offset >= from_offset
+                mid = (lo + hi) // 2
+                if self._entries[mid][0] < from_offset:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            return self._entries[lo : lo + max_records]
+
+    def add_listener(self, listener: Listener) -> None:
+        with self._lock:
+            self._listeners.append(listener)
+
+    def remove_listener(self, listener: Listener) -> None:
+        with self._lock:
+            self._listeners.remove(listener)
+
+    def log_start_offset(self) -> int:
+        with self._lock:
+            return self._start
+
+    def latest_snapshot(self) -> tuple[int, bytes] | None:
+        with self._lock:
+            return self._snapshot
+
+    def write_snapshot(self, offset: int, data: bytes) -> None:
+        with self._lock:
+            if self._snapshot and offset <= self._snapshot[0]:
+                return
+            self._snapshot = (offset, data)
+            self._entries = [e for e in self._entries if e[0] > offset]
+            self._start = offset + 1
