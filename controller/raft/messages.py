@@ -27,6 +27,24 @@ from enum import IntEnum
 from typing import Any, ClassVar
 
 
+def _int(v: Any) -> int:
+    if type(v) is not int or v < -(1 << 63) or v >= 1 << 64:
+        raise TypeError(f"expected an integer, got {v!r:.50}")
+    return v
+
+
+def _bytes(v: Any) -> bytes:
+    if not isinstance(v, bytes | bytearray | memoryview):
+        raise TypeError(f"expected bytes, got {type(v).__name__}")
+    return bytes(v)
+
+
+def _bool(v: Any) -> bool:
+    if type(v) is not bool:
+        raise TypeError(f"expected a bool, got {v!r:.50}")
+    return v
+
+
 class EntryKind(IntEnum):
     NORMAL = 0
     """Client data, handed to the state machine."""
@@ -46,7 +64,7 @@ class Entry:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Entry:
-        return cls(int(d["index"]), int(d["term"]), bytes(d["data"]), EntryKind(d["kind"]))
+        return cls(_int(d["index"]), _int(d["term"]), _bytes(d["data"]), EntryKind(_int(d["kind"])))
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +80,7 @@ class Snapshot:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Snapshot:
-        return cls(int(d["index"]), int(d["term"]), bytes(d["data"]))
+        return cls(_int(d["index"]), _int(d["term"]), _bytes(d["data"]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +98,7 @@ class HardState:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> HardState:
         vote = d.get("vote")
-        return cls(int(d["term"]), None if vote is None else int(vote), int(d.get("commit", 0)))
+        return cls(_int(d["term"]), None if vote is None else _int(vote), _int(d.get("commit", 0)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,22 +208,29 @@ MESSAGE_TYPES: dict[str, type[Message]] = {
 
 
 def message_from_dict(d: dict[str, Any]) -> Message:
-    """Inverse of `Message.to_dict()`; raises ValueError on an unknown type or missing field."""
+    """Inverse of `Message.to_dict()`. Raises ValueError on an unknown type, a missing field or a
+    value of the wrong type (a transport may hand it anything)."""
     try:
         cls = MESSAGE_TYPES[d["type"]]
-        kwargs: dict[str, Any] = {"to": int(d["to"]), "from_": int(d["from"])}
+        kwargs: dict[str, Any] = {"to": _int(d["to"]), "from_": _int(d["from"])}
         for f in fields(cls):
             name = f.name
             if name in ("to", "from_") or name not in d:
                 continue
             value = d[name]
             if name == "entries":
+                if not isinstance(value, list | tuple):
+                    raise TypeError("entries must be a list")
                 value = tuple(Entry.from_dict(e) for e in value)
             elif name == "snapshot":
                 value = Snapshot.from_dict(value)
+            elif f.type == "bool":
+                value = _bool(value)
+            else:
+                value = _int(value)
             kwargs[name] = value
         if "term" not in kwargs:
             raise KeyError("term")
         return cls(**kwargs)
-    except (KeyError, TypeError, AttributeError) as e:
+    except (KeyError, TypeError, AttributeError, ValueError) as e:
         raise ValueError(f"malformed raft message {d!r:.200}: {e!r}") from e

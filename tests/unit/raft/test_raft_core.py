@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import random
 
+import msgpack
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from raft_harness import Cluster
 
 from controller.raft.core import RaftNode
 from controller.raft.errors import LogCompacted, NotLeader, ProposalDropped
 from controller.raft.messages import (
+    MESSAGE_TYPES,
     AppendEntries,
     AppendResponse,
     Entry,
@@ -201,3 +205,46 @@ def test_messages_round_trip_through_dicts() -> None:
         message_from_dict({"type": "nope", "to": 1, "from": 2, "term": 3})
     with pytest.raises(ValueError):
         message_from_dict({"type": "heartbeat", "to": 1})
+
+
+_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.binary(max_size=8),
+    st.text(max_size=5),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sampled_from(sorted(MESSAGE_TYPES)),
+    st.dictionaries(
+        st.sampled_from(
+            ["to", "from", "term", "entries", "snapshot", "commit", "granted", "prev_index"]
+        ),
+        st.one_of(_scalars, st.lists(st.dictionaries(st.text(max_size=5), _scalars), max_size=2)),
+    ),
+)
+def test_garbage_message_dicts_raise_value_error_only(kind: str, d: dict) -> None:
+    d = {**d, "type": kind}
+    try:
+        m = message_from_dict(d)
+    except ValueError:
+        return
+    assert message_from_dict(m.to_dict()) == m
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(1, 2**40), st.integers(0, 2**40), st.binary(max_size=20)),
+        max_size=4,
+    ),
+    st.integers(0, 2**40),
+)
+def test_append_entries_survive_msgpack(items: list, commit: int) -> None:
+    entries = tuple(Entry(i, t, d) for i, t, d in items)
+    m = AppendEntries(1, 2, 3, prev_index=4, prev_term=2, entries=entries, commit=commit)
+    wire = msgpack.packb(m.to_dict(), use_bin_type=True)
+    assert message_from_dict(msgpack.unpackb(wire, raw=False)) == m
