@@ -18,4 +18,4 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.fixture
 def sim_seed(request: pytest.FixtureRequest) -> int | None:
-    return request.config.getoption("--seed")
+    return request.config.getoption("--seed", default=None)
