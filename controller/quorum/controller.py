@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import random
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,11 +29,9 @@ from client.errors import (
     InvalidConfigError,
     InvalidPartitionsError,
     InvalidRequestError,
-    InvalidTopicError,
     NotControllerError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
-    error_for_code,
 )
 from controller.metadata.delta import MetadataDelta
 from controller.metadata.image import MetadataImage
@@ -57,15 +54,20 @@ from controller.metadata.records import (
 )
 from controller.metadata.snapshot import load_snapshot
 from controller.quorum.log import MetadataLog
-from controller.quorum.replication import elect_offline_changes, remove_broker_changes
+from controller.quorum.replication import (
+    elect_offline_changes,
+    preferred_leader_changes,
+    remove_broker_changes,
+)
 from controller.quorum.topic_configs import validate_topic_config
+from controller.quorum.validation import (
+    InvalidReplicaAssignmentError,
+    check_assignment,
+    check_topic_name,
+    config_change_records,
+)
 
 _log = logging.getLogger(__name__)
-
-InvalidReplicaAssignmentError = error_for_code(ErrorCode.INVALID_REPLICA_ASSIGNMENT)
-
-_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
-MAX_TOPIC_NAME = 249
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,8 @@ class ControllerSettings:
     default_replication_factor: int = 1
     unclean_leader_election_enable: bool = False
     producer_id_block_size: int = 1000
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_ms: int = 300_000
     max_partitions_per_request: int = 100_000
 
     @classmethod
@@ -121,6 +125,7 @@ class QuorumController:
         self._last_heartbeat_ms: dict[int, float] = {}
         self._registered_at: dict[int, int] = {}  # broker id -> offset of its registration
         self._shutting_down: set[int] = set()
+        self._next_rebalance_ms = self.clock() + self.settings.leader_imbalance_check_interval_ms
         self.load()
 
     # -- state ---------------------------------------------------------------------------------
@@ -233,17 +238,9 @@ class QuorumController:
             )
         return results
 
-    def _check_topic_name(self, name: Any) -> None:
-        if not isinstance(name, str) or not name or name in (".", ".."):
-            raise InvalidTopicError(f"illegal topic name {name!r}")
-        if len(name) > MAX_TOPIC_NAME:
-            raise InvalidTopicError(f"topic name longer than {MAX_TOPIC_NAME} characters")
-        if not _LEGAL_TOPIC.match(name):
-            raise InvalidTopicError(f"topic name {name!r} has characters outside [a-zA-Z0-9._-]")
-
     def _topic_records(self, req: dict, brokers: dict[int, str | None]) -> tuple[list, int, int]:
         name = req.get("name")
-        self._check_topic_name(name)
+        check_topic_name(name)
         if name in self.image.topics:
             raise TopicAlreadyExistsError(f"topic {name!r} already exists")
         nparts = req.get("num_partitions", -1)
@@ -262,7 +259,7 @@ class QuorumController:
             by_p = {a["partition"]: list(a["broker_ids"]) for a in assignments}
             if sorted(by_p) != list(range(len(by_p))):
                 raise InvalidReplicaAssignmentError("partitions must be numbered 0..n-1")
-            placement = self._check_assignment(by_p, brokers)
+            placement = check_assignment(self.image, by_p)
             nparts, rf = len(by_p), len(placement[0])
         else:
             if nparts == -1:
@@ -287,22 +284,6 @@ class QuorumController:
             Config(RESOURCE_TOPIC, name, k, v) for k, v in sorted(configs.items()) if v is not None
         )
         return recs, nparts, rf
-
-    def _check_assignment(
-        self, by_p: dict[int, list[int]], brokers: dict[int, str | None]
-    ) -> dict[int, list[int]]:
-        rfs = {len(v) for v in by_p.values()}
-        if len(rfs) != 1 or 0 in rfs:
-            raise InvalidReplicaAssignmentError(
-                "every partition needs the same, non-zero number of replicas"
-            )
-        for p, ids in by_p.items():
-            if len(set(ids)) != len(ids):
-                raise InvalidReplicaAssignmentError(f"partition {p}: duplicate broker ids {ids}")
-            unknown = [b for b in ids if b not in self.image.brokers]
-            if unknown:
-                raise InvalidReplicaAssignmentError(f"partition {p}: unknown brokers {unknown}")
-        return by_p
 
     def delete_topics(self, names: list[str]) -> list[dict]:
         """DeleteTopics: [{name, error_code, error_message}] in request order."""
@@ -349,7 +330,7 @@ class QuorumController:
                     if len(assignments) != count - cur:
                         raise InvalidReplicaAssignmentError(f"expected {count - cur} assignments")
                     by_p = {cur + i: list(a) for i, a in enumerate(assignments)}
-                    self._check_assignment(by_p, brokers)
+                    check_assignment(self.image, by_p)
                     if any(len(v) != rf for v in by_p.values()):
                         raise InvalidReplicaAssignmentError(f"replication factor must stay {rf}")
                     placement = by_p
@@ -523,6 +504,75 @@ class QuorumController:
         size = self.settings.producer_id_block_size
         self._write([ProducerIds(broker_id, broker_epoch, start + size)])
         return {"error_code": 0, "producer_id_start": start, "producer_id_len": size}
+
+    def tick(self) -> None:
+        """Periodic work (ControllerThread calls it): session expiry, and preferred-leader
+        rebalancing every leader.imbalance.check.interval.ms when enabled."""
+        self.check_sessions()
+        now = self.clock()
+        if self.settings.auto_leader_rebalance_enable and now >= self._next_rebalance_ms:
+            self._next_rebalance_ms = now + self.settings.leader_imbalance_check_interval_ms
+            self.elect_preferred_leaders()
+
+    def elect_preferred_leaders(
+        self, partitions: list[tuple[str, int]] | None = None
+    ) -> list[dict]:
+        """ElectLeaders (preferred): [{topic, partition, error_code, error_message}] for the
+        requested partitions (all when None: only the ones that moved are reported)."""
+        self._check_active()
+        live = self._live()
+        only = None if partitions is None else set(partitions)
+        changes = preferred_leader_changes(self.image, live, only)
+        self._write(changes)
+        moved = {(self.image.topics_by_id[c.topic_id].name, c.partition) for c in changes}
+        results = []
+        for topic, p in partitions if partitions is not None else sorted(moved):
+            reg = self.image.partition(topic, p)
+            if reg is None:
+                code, msg = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "unknown partition"
+            elif (topic, p) in moved:
+                code, msg = ErrorCode.NONE, None
+            elif reg.leader == reg.replicas[0]:
+                code, msg = ErrorCode.ELECTION_NOT_NEEDED, "the preferred replica already leads"
+            else:
+                code, msg = (
+                    ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+                    "preferred replica not live or not in ISR",
+                )
+            results.append(
+                {"topic": topic, "partition": p, "error_code": int(code), "error_message": msg}
+            )
+        if changes:
+            _log.info(
+                "[controller=%d] preferred leaders elected for %d partitions",
+                self.settings.node_id,
+                len(changes),
+            )
+        return results
+
+    def incremental_alter_configs(
+        self, resources: list[dict], validate_only: bool = False
+    ) -> list[dict]:
+        """IncrementalAlterConfigs: resources [{resource_type (2 topic, 4 broker), resource_name,
+        configs: [{name, config_operation (0 set, 1 delete), value}]}] →
+        [{resource_type, resource_name, error_code, error_message}]."""
+        self._check_active()
+        results, records = [], []
+        for res in resources:
+            out = {
+                "resource_type": res.get("resource_type"),
+                "resource_name": res.get("resource_name"),
+                "error_code": 0,
+                "error_message": None,
+            }
+            try:
+                records += config_change_records(self.image, res)
+            except BrokerResponseError as e:
+                out.update(error_code=int(e.code), error_message=e.message)
+            results.append(out)
+        if records and not validate_only:
+            self._write(records)
+        return results
 
     # -- ISR -----------------------------------------------------------------------------------
     def alter_partition(self, broker_id: int, broker_epoch: int, topics: list[dict]) -> dict:

@@ -85,3 +85,18 @@ def elect_offline_changes(
             if ch is not None:
                 out.append(ch)
     return out
+
+
+def preferred_leader_changes(
+    image: MetadataImage, live: set[int], only: set[tuple[str, int]] | None = None
+) -> list[PartitionChange]:
+    """Move leadership back to the preferred (first) replica where it is live and in the ISR."""
+    out: list[PartitionChange] = []
+    for t in image.topics.values():
+        for p, reg in t.partitions.items():
+            if only is not None and (t.name, p) not in only:
+                continue
+            preferred = reg.replicas[0]
+            if reg.leader != preferred and preferred in live and preferred in reg.isr:
+                out.append(PartitionChange(t.topic_id, p, leader=preferred))
+    return out

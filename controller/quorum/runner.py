@@ -4,7 +4,7 @@ Other threads call `submit(method, *args, **kwargs)` (or the named shortcuts) an
 concurrent.futures.Future. The call runs on the controller thread; the future resolves with the
 method's result once every record it wrote is committed (`metadata_log.committed_offset() >=
 controller.last_written_offset`), or with its exception (NotControllerError when this node is not
-the active controller). A periodic tick fences brokers whose session expired.
+the active controller). A periodic tick runs `controller.tick()` (session expiry, preferred-leader rebalancing).
 
 At most `max_pending` calls may be queued or waiting for commit; beyond that `submit` raises
 ThrottlingQuotaExceededError at once (back-pressure, never unbounded memory).
@@ -172,7 +172,7 @@ class ControllerThread:
     def _tick(self) -> None:
         try:
             if self.controller.log.is_leader():
-                self.controller.check_sessions()
+                self.controller.tick()
         except Exception:
             _log.exception("controller tick failed")
         self._tick_handle = self.loop.call_later(self.tick_interval_s, self._tick)
@@ -195,6 +195,12 @@ class ControllerThread:
 
     def alter_partition(self, *a: Any, **k: Any) -> concurrent.futures.Future:
         return self.submit("alter_partition", *a, **k)
+
+    def elect_preferred_leaders(self, *a: Any, **k: Any) -> concurrent.futures.Future:
+        return self.submit("elect_preferred_leaders", *a, **k)
+
+    def incremental_alter_configs(self, *a: Any, **k: Any) -> concurrent.futures.Future:
+        return self.submit("incremental_alter_configs", *a, **k)
 
     def allocate_producer_ids(self, *a: Any, **k: Any) -> concurrent.futures.Future:
         return self.submit("allocate_producer_ids", *a, **k)

@@ -360,3 +360,146 @@ def test_producer_id_blocks(env):
     b = c.allocate_producer_ids(1, e[1])
     assert (a["producer_id_start"], b["producer_id_start"]) == (0, a["producer_id_len"])
     assert c.allocate_producer_ids(1, -5)["error_code"] == E.STALE_BROKER_EPOCH
+
+
+def test_preferred_leader_election_and_auto_rebalance(tmp_path):
+    clock = FakeClock()
+    log = LocalMetadataLog(str(tmp_path))
+    c = QuorumController(
+        log,
+        ControllerSettings(broker_session_timeout_ms=1000, leader_imbalance_check_interval_ms=5000),
+        clock,
+        random.Random(1),
+    )
+    e = up(c, 1, 2)
+    c.create_topics(
+        [
+            topic(
+                "p",
+                assignments=[
+                    {"partition": 0, "broker_ids": [1, 2]},
+                    {"partition": 1, "broker_ids": [2, 1]},
+                ],
+            )
+        ]
+    )
+    # broker 1 restarts: leadership of p-0 moves to 2; once back and in the ISR again it is
+    # not the leader until a preferred election
+    assert c.broker_heartbeat(1, e[1], c.last_written_offset, want_shutdown=True)[
+        "should_shut_down"
+    ]
+    r = c.register_broker(1, "h", 1, None, "again")
+    assert r["error_code"] == 0
+    e[1] = r["broker_epoch"]
+    c.broker_heartbeat(1, e[1], c.last_written_offset)
+    assert c.image.partition("p", 0).leader == 2
+    res = c.elect_preferred_leaders([("p", 0)])
+    assert res[0]["error_code"] == E.PREFERRED_LEADER_NOT_AVAILABLE, "1 is not in the ISR yet"
+    reg = c.image.partition("p", 0)
+    c.alter_partition(
+        2,
+        e[2],
+        [
+            {
+                "name": "p",
+                "partitions": [
+                    {
+                        "partition": 0,
+                        "leader_epoch": reg.leader_epoch,
+                        "new_isr": [2, 1],
+                        "partition_epoch": reg.partition_epoch,
+                    }
+                ],
+            }
+        ],
+    )
+    res = c.elect_preferred_leaders([("p", 0), ("p", 1), ("zz", 0)])
+    assert [r["error_code"] for r in res] == [
+        0,
+        E.ELECTION_NOT_NEEDED,
+        E.UNKNOWN_TOPIC_OR_PARTITION,
+    ]
+    assert c.image.partition("p", 0).leader == 1
+    # the periodic rebalance does the same on its own
+    c.broker_heartbeat(1, e[1], c.last_written_offset, want_shutdown=True)
+    r = c.register_broker(1, "h", 1, None, "third")
+    c.broker_heartbeat(1, r["broker_epoch"], c.last_written_offset)
+    reg = c.image.partition("p", 0)
+    assert reg.leader == 2
+    c.alter_partition(
+        2,
+        e[2],
+        [
+            {
+                "name": "p",
+                "partitions": [
+                    {
+                        "partition": 0,
+                        "leader_epoch": reg.leader_epoch,
+                        "new_isr": [2, 1],
+                        "partition_epoch": reg.partition_epoch,
+                    }
+                ],
+            }
+        ],
+    )
+    c.broker_heartbeat(2, e[2], c.last_written_offset)
+    clock.advance(5000)
+    c.broker_heartbeat(1, r["broker_epoch"], c.last_written_offset)
+    c.broker_heartbeat(2, e[2], c.last_written_offset)
+    c.tick()
+    assert c.image.partition("p", 0).leader == 1
+    log.close()
+
+
+def test_incremental_alter_configs(env):
+    c, _, _ = env
+    up(c, 1)
+    c.create_topics([topic("t", 1, 1, {"retention.ms": "100"})])
+    res = c.incremental_alter_configs(
+        [
+            {
+                "resource_type": 2,
+                "resource_name": "t",
+                "configs": [
+                    {"name": "retention.ms", "config_operation": 1, "value": None},
+                    {"name": "cleanup.policy", "config_operation": 0, "value": "compact"},
+                ],
+            },
+            {"resource_type": 2, "resource_name": "nope", "configs": []},
+            {
+                "resource_type": 2,
+                "resource_name": "t",
+                "configs": [{"name": "segment.bytes", "config_operation": 0, "value": "tiny"}],
+            },
+            {
+                "resource_type": 4,
+                "resource_name": "1",
+                "configs": [{"name": "log.retention.ms", "config_operation": 0, "value": "5"}],
+            },
+            {"resource_type": 9, "resource_name": "x", "configs": []},
+        ]
+    )
+    assert [r["error_code"] for r in res] == [
+        0,
+        E.UNKNOWN_TOPIC_OR_PARTITION,
+        E.INVALID_CONFIG,
+        0,
+        E.INVALID_REQUEST,
+    ]
+    assert dict(c.image.topic_config("t")) == {"cleanup.policy": "compact"}
+    assert dict(c.image.config_for(4, "1")) == {"log.retention.ms": "5"}
+    assert (
+        c.incremental_alter_configs(
+            [
+                {
+                    "resource_type": 2,
+                    "resource_name": "t",
+                    "configs": [{"name": "retention.ms", "config_operation": 0, "value": "9"}],
+                }
+            ],
+            validate_only=True,
+        )[0]["error_code"]
+        == 0
+    )
+    assert "retention.ms" not in c.image.topic_config("t")

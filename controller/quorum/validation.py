@@ -1,0 +1,79 @@
+"""Request validation shared by the controller's operations: topic names, manual replica
+assignments, and config changes (IncrementalAlterConfigs). Pure functions; they raise the
+BrokerResponseError whose code the response carries.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from client.errors import ErrorCode, InvalidConfigError, InvalidTopicError, error_for_code
+from controller.metadata.image import MetadataImage
+from controller.metadata.records import RESOURCE_BROKER, RESOURCE_TOPIC, Config
+from controller.quorum.topic_configs import validate_topic_config
+
+InvalidReplicaAssignmentError = error_for_code(ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+UnknownTopicOrPartitionError = error_for_code(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+InvalidRequestError = error_for_code(ErrorCode.INVALID_REQUEST)
+
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+MAX_TOPIC_NAME = 249
+
+# IncrementalAlterConfigs operations (Kafka's AlterConfigOp.OpType numbers)
+OP_SET, OP_DELETE = 0, 1
+
+
+def check_topic_name(name: Any) -> None:
+    if not isinstance(name, str) or not name or name in (".", ".."):
+        raise InvalidTopicError(f"illegal topic name {name!r}")
+    if len(name) > MAX_TOPIC_NAME:
+        raise InvalidTopicError(f"topic name longer than {MAX_TOPIC_NAME} characters")
+    if not _LEGAL_TOPIC.match(name):
+        raise InvalidTopicError(f"topic name {name!r} has characters outside [a-zA-Z0-9._-]")
+
+
+def check_assignment(image: MetadataImage, by_p: dict[int, list[int]]) -> dict[int, list[int]]:
+    """Manual assignments: equal non-zero sizes, distinct and registered brokers."""
+    rfs = {len(v) for v in by_p.values()}
+    if len(rfs) != 1 or 0 in rfs:
+        raise InvalidReplicaAssignmentError(
+            "every partition needs the same, non-zero number of replicas"
+        )
+    for p, ids in by_p.items():
+        if len(set(ids)) != len(ids):
+            raise InvalidReplicaAssignmentError(f"partition {p}: duplicate broker ids {ids}")
+        unknown = [b for b in ids if b not in image.brokers]
+        if unknown:
+            raise InvalidReplicaAssignmentError(f"partition {p}: unknown brokers {unknown}")
+    return by_p
+
+
+def config_change_records(image: MetadataImage, resource: dict) -> list[Config]:
+    """Config records for one IncrementalAlterConfigs resource
+    `{resource_type, resource_name, configs: [{name, config_operation (0 set, 1 delete), value}]}`.
+    Topic keys are validated against topic_configs; broker resources accept any dotted key."""
+    rtype, rname = resource.get("resource_type"), resource.get("resource_name")
+    if rtype == RESOURCE_TOPIC:
+        if rname not in image.topics:
+            raise UnknownTopicOrPartitionError(f"unknown topic {rname!r}")
+    elif rtype == RESOURCE_BROKER:
+        if rname != "" and not (str(rname).isdigit() and int(rname) in image.brokers):
+            raise InvalidRequestError(f"unknown broker {rname!r}")
+    else:
+        raise InvalidRequestError(f"unsupported resource type {rtype!r}")
+    out = []
+    for c in resource.get("configs") or []:
+        name, op, value = c.get("name"), c.get("config_operation", OP_SET), c.get("value")
+        if op not in (OP_SET, OP_DELETE):
+            raise InvalidRequestError(f"{name}: unsupported config operation {op!r}")
+        if op == OP_SET and value is None:
+            raise InvalidConfigError(f"{name}: a value is required to set it")
+        if rtype == RESOURCE_TOPIC:
+            err = validate_topic_config(name, None if op == OP_DELETE else value)
+            if err:
+                raise InvalidConfigError(f"{name}: {err}")
+        elif not isinstance(name, str) or not name:
+            raise InvalidConfigError(f"bad config name {name!r}")
+        out.append(Config(rtype, rname, name, None if op == OP_DELETE else str(value)))
+    return out
