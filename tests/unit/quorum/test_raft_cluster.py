@@ -124,11 +124,14 @@ class Quorum:
                 timeout=2.0,
             )
 
-        resp = fetch(0)
-        image = MetadataImage.EMPTY
-        if resp["error_code"] == 1:  # OFFSET_OUT_OF_RANGE: start from the snapshot
-            image = load_snapshot(resp["snapshot"])
-            resp = fetch(resp["snapshot_offset"] + 1)
+        for _ in range(10):  # the node may compact again between the two fetches: start over
+            resp = fetch(0)
+            image = MetadataImage.EMPTY
+            if resp["error_code"] == 1:  # OFFSET_OUT_OF_RANGE: start from the snapshot
+                image = load_snapshot(resp["snapshot"])
+                resp = fetch(resp["snapshot_offset"] + 1)
+            if resp["error_code"] == 0:
+                break
         assert resp["error_code"] == 0, resp
         image, _ = replay(
             image, [(r["offset"], decode_record(r["record"])) for r in resp["records"]]
