@@ -125,9 +125,16 @@ def run_controller(args: argparse.Namespace) -> int:
             print(f"gregor controller: --override expects KEY=VALUE, got {item!r}", file=sys.stderr)
             return 2
         overrides[k.strip()] = v
+    stop = threading.Event()
+    fatal: list[BaseException] = []
+
+    def on_fatal(exc: BaseException) -> None:
+        fatal.append(exc)
+        stop.set()
+
     try:
         cfg = _load_config(args.config, overrides)
-        proc = ControllerProcess(cfg)
+        proc = ControllerProcess(cfg, on_fatal=on_fatal)
     except (ConfigError, ValueError) as exc:
         print(f"gregor controller: invalid configuration: {exc}", file=sys.stderr, flush=True)
         return 2
@@ -139,7 +146,6 @@ def run_controller(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s [%(threadName)s] %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     try:
@@ -156,6 +162,13 @@ def run_controller(args: argparse.Namespace) -> int:
     while not stop.wait(1.0):
         pass
     proc.stop()
+    if fatal:
+        print(
+            f"gregor controller: stopped after a storage failure: {fatal[0]}",
+            file=sys.stderr,
+            flush=True,
+        )
+        return 1
     return 0
 
 

@@ -39,8 +39,11 @@ TICK_MS = 50
 
 
 class ControllerProcess:
-    def __init__(self, config: Any) -> None:
+    def __init__(self, config: Any, on_fatal: Any = None) -> None:
+        """`on_fatal(exc)` is called (on the controller thread) when the Raft storage fails; the
+        voter has stopped taking part and the owner should exit."""
         self.config = config
+        self.on_fatal = on_fatal
         self.node_id = int(config.node_id)
         self.voters = parse_voters(config.controller_quorum_voters)
         if self.node_id not in self.voters:
@@ -71,6 +74,7 @@ class ControllerProcess:
             tick_ms=TICK_MS,
             election_timeout_ticks=self._election_ticks,
             rng=random.Random(),
+            on_fatal=self.on_fatal,
         )
         self.controller = QuorumController(self.log, self.config, rng=random.Random())
         self.runner = ControllerThread(self.controller, name=f"controller-{self.node_id}")

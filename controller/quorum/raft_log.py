@@ -44,7 +44,7 @@ class RaftMetadataLog(MetadataLog):
         tick_ms: int = 50,
         election_timeout_ticks: int = 10,
         rng: Any = None,
-        max_inbox: int = 10_000,
+        on_fatal: Callable[[BaseException], None] | None = None,
     ) -> None:
         self.node_id = node_id
         self.tick_ms = tick_ms
@@ -69,7 +69,8 @@ class RaftMetadataLog(MetadataLog):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._closed = False
-        self.max_inbox = max_inbox
+        self.on_fatal = on_fatal
+        self.failed: BaseException | None = None
         _log.info(
             "[controller=%d] raft log loaded: term %d, last index %d, snapshot %d",
             node_id,
@@ -106,7 +107,11 @@ class RaftMetadataLog(MetadataLog):
         node = self.node
         while node.has_ready():
             rd = node.ready()
-            self.storage.persist(rd)
+            try:
+                self.storage.persist(rd)
+            except Exception as e:  # fsync/write failed: this voter can promise nothing any more
+                self._fail(e)
+                raise NotControllerError(f"controller {self.node_id} storage failed: {e}") from e
             for m in rd.messages:
                 try:
                     self._send(m.to, m.to_dict())
@@ -134,6 +139,18 @@ class RaftMetadataLog(MetadataLog):
                 for listener in list(self._listeners):
                     listener(batch)
             self._maybe_activate()
+
+    def _fail(self, exc: BaseException) -> None:
+        """Storage failed: stop taking part (as Kafka halts), tell the owner via on_fatal."""
+        _log.critical("[controller=%d] raft storage failed, stopping: %s", self.node_id, exc)
+        self.failed = exc
+        was_active, self._active = self._active, False
+        self.close()
+        if was_active:
+            for cb in list(self.on_deactivate):
+                cb()
+        if self.on_fatal is not None:
+            self.on_fatal(exc)
 
     def _on_soft_state(self, role: Role) -> None:
         if role is Role.LEADER:
@@ -174,7 +191,7 @@ class RaftMetadataLog(MetadataLog):
         return self._active
 
     def append(self, records: list[bytes]) -> int:
-        if not self._active:
+        if not self._active or self._closed:
             raise NotControllerError(
                 f"controller {self.node_id} is not active (leader {self.node.leader_id})"
             )
@@ -234,4 +251,7 @@ class RaftMetadataLog(MetadataLog):
         self._closed = True
         if self._timer is not None:
             self._timer.cancel()
-        self.storage.close()
+        try:
+            self.storage.close()
+        except OSError as e:
+            _log.warning("[controller=%d] closing raft storage: %s", self.node_id, e)
