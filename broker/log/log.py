@@ -131,7 +131,8 @@ class Log:
             )
             self._truncate_fully_locked(lso)
         self._log_start_offset = lso
-        self.epoch_cache.truncate_from_end(self._end())
+        # entries past the end are stale (an entry may start exactly at the end: kept)
+        self.epoch_cache.truncate_from_end(self._end() + 1)
         self.epoch_cache.truncate_from_start(lso)
         if not clean:  # whatever recovery kept is on disk now; make it durable
             for seg in self._segments:
@@ -415,9 +416,12 @@ class Log:
                 seg = self._segments[-1]
                 seg.truncate_to(offset)
                 self._dirty[seg.base_offset] = seg
+                lso_before = self._log_start_offset
                 self._after_truncation_locked()
             except OSError as exc:
                 raise self._fail(exc) from exc
+            if self._log_start_offset != lso_before and self._on_lso_changed is not None:
+                self._on_lso_changed(self)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and restart the log, empty, at `offset`."""
@@ -445,6 +449,8 @@ class Log:
     def _after_truncation_locked(self) -> None:
         self._generation += 1
         end = self._end()
+        if end < self._log_start_offset:  # a batch straddling the start offset went whole
+            self._log_start_offset = end
         if hasattr(self, "_flushed"):
             self._flushed = min(self._flushed, end)
             self.epoch_cache.truncate_from_end(end)

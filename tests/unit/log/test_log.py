@@ -199,7 +199,7 @@ def test_retention_by_bytes_and_time_never_active(tmp_path, clock):
     with pytest.raises(OffsetOutOfRangeError):
         log.read(0, 100)
     log2 = Log(tmp_path / "t-1", "t", 1, LogConfig(segment_bytes=300, retention_ms=5000), clock)
-    for i in range(10):
+    for _ in range(10):
         log2.append_as_leader(make_batch([b"v" * 40], timestamp=clock.now - 10_000), 0)
     log2.delete_old_segments(high_watermark=3)
     assert log2.log_start_offset <= 3
