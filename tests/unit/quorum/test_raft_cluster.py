@@ -19,6 +19,7 @@ from helpers import gregor_command, wait_until
 from client.protocol.api_keys import ApiKey
 from controller.metadata import MetadataImage, decode_record, load_snapshot, replay
 from controller.quorum.network import request
+from controller.quorum.remote import RemoteController
 
 pytestmark = pytest.mark.slow
 
@@ -185,7 +186,16 @@ def test_election_failover_and_restart(quorum):
     assert second != first and took < 2.0, f"new leader within 2 s (took {took:.2f}s)"
     # every committed registration survived on the new leader
     wait_until(lambda: q.registrations(second) == epochs, 5, "committed records on the new leader")
-    epochs[104] = q.register(104)
+    # a RemoteController that still points at the dead leader finds the new one by itself
+    voters = ",".join(f"{n}@127.0.0.1:{p}" for n, p in q.ports.items())
+    rc = RemoteController(voters, request_timeout_ms=10_000)
+    rc.tracker.set_leader(first)
+    try:
+        reg = rc.register_broker(104, "127.0.0.1", 9104, None, "i104").result(15)
+    finally:
+        rc.close()
+    assert reg["error_code"] == 0
+    epochs[104] = reg["broker_epoch"]
 
     q.start(first)  # the old leader rejoins as a follower and catches up
     wait_until(lambda: q.registrations(first) == epochs, 5, "old leader caught up")
