@@ -41,9 +41,24 @@ class _IndexFile:
         self.path = path
         self.base_offset = base_offset
         self.max_entries = max(1, max_bytes // self.entry.size)
-        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         self._keys: list[int] = []
         self._values: list[int] = []
+
+    @property
+    def fd(self) -> int:
+        """The file's fd, reopened on demand after release()."""
+        if self._fd < 0:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        return self._fd
+
+    def release(self) -> None:
+        """Close the fd of an index that is no longer written (entries stay in memory)."""
+        self.close()
+
+    def sync_fd(self) -> int:
+        """A new fd on the file for fsync outside the Log's lock (caller closes it)."""
+        return os.dup(self._fd) if self._fd >= 0 else os.open(self.path, os.O_RDONLY)
 
     def _load(self) -> bool:
         """Read the file into memory; False (and empty) if its length is not whole entries."""
@@ -87,9 +102,9 @@ class _IndexFile:
         self._truncate_entries(0)
 
     def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
     def delete(self) -> None:
         self.close()

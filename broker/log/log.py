@@ -306,6 +306,7 @@ class Log:
         self._segments.append(seg)
         self._bases.append(seg.base_offset)
         self._dir_dirty = True
+        old.release_index_fds()
         _log.info(
             "%s rolled segment %d (previous %d: %d bytes)",
             self._prefix,
@@ -547,7 +548,7 @@ class Log:
                 fds = []
                 try:
                     for seg in segments:
-                        fds.extend(os.dup(fd) for fd in seg.fds())
+                        fds.extend(seg.sync_fds())
                 except OSError as exc:
                     for fd in fds:
                         os.close(fd)

@@ -68,4 +68,6 @@ def load_segments(
                 for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX):
                     (directory / segment_name(later, suffix)).unlink(missing_ok=True)
             break
+    for seg in segments[:-1]:
+        seg.release_index_fds()
     return segments

@@ -301,8 +301,22 @@ class LogSegment:
             self.next_offset = self.base_offset
         return removed
 
-    def fds(self) -> list[int]:
-        return [self.fd, self.index.fd, self.time_index.fd]
+    def sync_fds(self) -> list[int]:
+        """New fds on the .log and index files, to fsync outside the Log's lock."""
+        fds = [os.dup(self.fd)]
+        try:
+            fds.append(self.index.sync_fd())
+            fds.append(self.time_index.sync_fd())
+        except OSError:
+            for fd in fds:
+                os.close(fd)
+            raise
+        return fds
+
+    def release_index_fds(self) -> None:
+        """Close the index fds of a segment that is no longer active (saves fds)."""
+        self.index.release()
+        self.time_index.release()
 
     def close(self) -> None:
         self.index.close()
