@@ -190,16 +190,48 @@ class LocalMetadataLog(MetadataLog):
             first = self.end_offset() + 1
             batch = [(first + i, bytes(r)) for i, r in enumerate(records)]
             buf = b"".join(_encode_entry(o, p) for o, p in batch)
+            size = self._f.tell()
             try:
                 self._f.write(buf)
                 self._f.flush()
                 os.fsync(self._f.fileno())
             except OSError as e:
+                self._undo_partial_write(size, e)
                 raise StorageError(f"metadata log {self._path}: {e}") from e
             self._entries.extend(batch)
             for listener in list(self._listeners):
                 listener(batch)
             return batch[-1][0]
+
+    def _undo_partial_write(self, size: int, cause: OSError) -> None:
+        """A failed append (ENOSPC, EIO, a short write) may have left part of the batch in the
+        file; later appends must not land after it (recovery would cut them off). Cut the file
+        back to `size`, or stop accepting appends when even that fails."""
+        try:
+            self._f.close()
+        except OSError:
+            pass  # the buffered bytes that could not be written are what we are discarding
+        try:
+            with open(self._path, "r+b") as f:
+                f.truncate(size)
+                f.flush()
+                os.fsync(f.fileno())
+            self._f = open(self._path, "ab")  # noqa: SIM115
+        except OSError as e:
+            _log.critical(
+                "metadata log %s: cannot undo a failed append (%s; first %s); closing",
+                self._path,
+                e,
+                cause,
+            )
+            self._closed = True
+            return
+        _log.error(
+            "metadata log %s: append failed (%s); file cut back to %d bytes",
+            self._path,
+            cause,
+            size,
+        )
 
     def committed_offset(self) -> int:
         return self.end_offset()
@@ -269,3 +301,8 @@ class LocalMetadataLog(MetadataLog):
             if not self._closed:
                 self._closed = True
                 self._f.close()
+            elif not self._f.closed:
+                try:
+                    self._f.close()
+                except OSError as e:
+                    _log.warning("metadata log %s: close: %s", self._path, e)
