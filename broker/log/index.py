@@ -41,6 +41,7 @@ class _IndexFile:
         self.path = path
         self.base_offset = base_offset
         self.max_entries = max(1, max_bytes // self.entry.size)
+        self.existed = path.exists()
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         self._keys: list[int] = []
         self._values: list[int] = []

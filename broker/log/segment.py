@@ -85,21 +85,29 @@ class LogSegment:
             return False
         offset, pos = self.index.last_entry()
         try:
-            self._walk_tail(pos)
+            sparse_ok = self._walk_tail(pos)
         except CorruptRecordError as exc:
             _log.warning("%s: tail does not end on a whole batch (%s), recovering", self.path, exc)
             return False
+        if not sparse_ok or (self.size and not self.index.existed):
+            _log.warning("%s: offset index missing or incomplete, rebuilding", self.index.path)
+            self.rebuild_indexes()
+            return True
         if not self.time_index.load(self.next_offset):
             _log.warning("%s: time index corrupt or inconsistent, rebuilding", self.time_index.path)
             self.rebuild_indexes()
         self.largest_timestamp = max(self.largest_timestamp, self.time_index.last_timestamp)
         return True
 
-    def _walk_tail(self, pos: int) -> None:
-        """Walk headers from `pos` (a batch start) to the end; sets next_offset, timestamps."""
+    def _walk_tail(self, pos: int) -> bool:
+        """Walk headers from `pos` (a batch start) to the end; sets next_offset, timestamps.
+        Returns False if the index misses an entry it should have (sparse-interval rule)."""
         self.largest_timestamp = max(self.largest_timestamp, self.time_index.last_timestamp)
         self.bytes_since_index = 0
+        sparse_ok = True
         while pos < self.size:
+            if self.bytes_since_index > self.index_interval_bytes:
+                sparse_ok = False
             h = self.header_at(pos)
             self.next_offset = h.next_offset
             self.largest_timestamp = max(self.largest_timestamp, h.max_timestamp)
@@ -107,6 +115,7 @@ class LogSegment:
             self.bytes_since_index += h.size
         if pos != self.size:
             raise CorruptRecordError(f"last batch ends at {pos}, file size {self.size}")
+        return sparse_ok
 
     def recover(self) -> tuple[int, str | None]:
         """Validate every batch (lengths, magic, counts, CRC), rebuild both indexes and truncate
