@@ -1,0 +1,52 @@
+"""Gregor client library (DESIGN.md section 10).
+
+    from client import Producer, Consumer, Admin, TopicPartition   # blocking facade
+    from client.aio import Producer, Consumer, Admin                # asyncio core
+
+Also owns what every process shares: protocol, records, config definitions and errors.
+The client classes are imported lazily, so `import client.errors` (as brokers do) does not
+load the client library.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "Admin",
+    "ClusterDescription",
+    "ConsumerRecord",
+    "Consumer",
+    "PartitionDescription",
+    "Producer",
+    "RecordMetadata",
+    "TopicDescription",
+    "TopicPartition",
+    "errors",
+]
+
+_SYNC = {"Producer", "Consumer", "Admin"}
+_TYPES = {
+    "TopicPartition",
+    "RecordMetadata",
+    "ConsumerRecord",
+    "TopicDescription",
+    "PartitionDescription",
+    "ClusterDescription",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SYNC:
+        from client import sync
+
+        return getattr(sync, name)
+    if name in _TYPES:
+        from client.aio import types
+
+        return getattr(types, name)
+    if name == "errors":
+        import client.errors
+
+        return client.errors
+    raise AttributeError(f"module 'client' has no attribute {name!r}")

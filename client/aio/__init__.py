@@ -1,0 +1,35 @@
+"""Asyncio core of the Gregor client (DESIGN.md section 10; aiokafka's shape).
+
+    from client.aio import Producer, Consumer, Admin
+
+Every object is owned by the event loop it is started on. The synchronous facade in
+`client.sync` runs these on a background loop thread per client object.
+"""
+
+from client.aio.admin import Admin
+from client.aio.consumer import Consumer
+from client.aio.producer import Producer
+from client.aio.types import (
+    BrokerDescription,
+    ClusterDescription,
+    ConfigEntry,
+    ConsumerRecord,
+    PartitionDescription,
+    RecordMetadata,
+    TopicDescription,
+    TopicPartition,
+)
+
+__all__ = [
+    "Admin",
+    "Consumer",
+    "BrokerDescription",
+    "ClusterDescription",
+    "ConfigEntry",
+    "ConsumerRecord",
+    "PartitionDescription",
+    "Producer",
+    "RecordMetadata",
+    "TopicDescription",
+    "TopicPartition",
+]

@@ -1,0 +1,308 @@
+"""Per-partition record accumulator: the producer's bounded buffer between send() and the sender.
+
+    send() / send_many()  ──append──>  {tp: deque[ProducerBatch]}  ──drain──>  sender task
+    (any thread, under `lock`)          head batch ready when full,     (event loop thread)
+                                        lingered, flushing or closing
+
+A batch holds entries `(timestamp_ms, key, value, headers)` until the sender drains it; it is
+encoded once (client.records) and the same bytes are resent on retry. A partition with a
+request in flight is *muted*: nothing else is drained for it until the answer, so retries keep
+per-partition order. Bytes buffered are bounded by buffer.memory; a record that does not fit
+makes try_append return False and the caller waits on the loop for space.
+
+Thread-safety: try_append/append_bulk may run on any thread (they take `lock`); everything
+else runs on the event loop thread.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from client.aio.types import TopicPartition
+
+RECORD_OVERHEAD = 16  # rough per-record bytes beyond key and value (msgpack framing, deltas)
+
+
+class ProducerBatch:
+    """Records for one partition, sent and acknowledged together."""
+
+    __slots__ = (
+        "tp",
+        "entries",
+        "size",
+        "created",
+        "deadline",
+        "futures",
+        "bulks",
+        "attempts",
+        "payload",
+        "retry_at",
+        "done_waiters",
+        "full",
+    )
+
+    def __init__(self, tp: TopicPartition, now: float, delivery_timeout: float) -> None:
+        self.tp = tp
+        self.entries: list[tuple] = []
+        self.size = 0
+        self.created = now
+        self.deadline = now + delivery_timeout
+        self.futures: list[tuple[int, Any]] = []  # (index in entries, future)
+        self.bulks: dict[Any, int] = {}  # BulkResult -> records of it in this batch
+        self.attempts = 0
+        self.payload: bytes | None = None
+        self.retry_at = 0.0
+        self.done_waiters: list[Any] = []
+        self.full = False
+
+    def __repr__(self) -> str:
+        return f"<ProducerBatch {self.tp.topic}-{self.tp.partition} n={len(self.entries)} size={self.size}>"
+
+
+class BulkResult:
+    """One future for a send_many() call: resolves to the record count when every batch holding
+    its records is acknowledged, or to the first error. Thread-safe."""
+
+    __slots__ = ("future", "count", "_pending", "_sealed", "_error", "_lock")
+
+    def __init__(self, future: Any) -> None:
+        self.future = future
+        self.count = 0
+        self._pending = 0
+        self._sealed = False
+        self._error: BaseException | None = None
+        self._lock = threading.Lock()
+
+    def add_batch(self) -> None:
+        with self._lock:
+            self._pending += 1
+
+    def batch_done(self, error: BaseException | None) -> None:
+        with self._lock:
+            self._pending -= 1
+            if error is not None and self._error is None:
+                self._error = error
+            ready = self._sealed and self._pending == 0
+        if ready:
+            self._resolve()
+
+    def seal(self) -> None:
+        with self._lock:
+            self._sealed = True
+            ready = self._pending == 0
+        if ready:
+            self._resolve()
+
+    def _resolve(self) -> None:
+        f = self.future
+        if f.done():
+            return
+        if self._error is not None:
+            f.set_exception(self._error)
+        else:
+            f.set_result(self.count)
+
+
+class RecordAccumulator:
+    def __init__(
+        self,
+        *,
+        batch_size: int,
+        linger_ms: float,
+        buffer_memory: int,
+        max_request_size: int,
+        delivery_timeout_ms: int,
+        wake: Callable[[], None],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.batch_size = batch_size
+        self.linger = linger_ms / 1000
+        self.buffer_memory = buffer_memory
+        self.max_request_size = max_request_size
+        self.delivery_timeout = delivery_timeout_ms / 1000
+        self.lock = threading.Lock()
+        self._wake = wake
+        self._clock = clock
+        self.batches: dict[TopicPartition, collections.deque[ProducerBatch]] = {}
+        self.buffered = 0  # bytes appended and not yet acknowledged/failed
+        self.incomplete: set[ProducerBatch] = set()
+        self.closed = False
+
+    # -- any thread ------------------------------------------------------------------------------
+
+    def try_append(
+        self,
+        tp: TopicPartition,
+        ts: int,
+        key: Any,
+        value: Any,
+        headers: Any,
+        size: int,
+        future: Any,
+    ) -> tuple[bool, bool]:
+        """Append one record; returns (appended, batch_became_full). Not appended when the
+        buffer is full (the caller waits for space)."""
+        with self.lock:
+            if self.buffered + size > self.buffer_memory and self.buffered > 0:
+                return False, False
+            dq = self.batches.get(tp)
+            if dq is None:
+                dq = self.batches[tp] = collections.deque()
+            batch = dq[-1] if dq else None
+            wake = False
+            if (
+                batch is None
+                or batch.full
+                or (batch.size + size > self.batch_size and batch.entries)
+            ):
+                if batch is not None:
+                    batch.full = True
+                batch = self._new_batch(tp, dq)
+                wake = True
+            if future is not None:
+                batch.futures.append((len(batch.entries), future))
+            batch.entries.append((ts, key, value, headers))
+            batch.size += size
+            self.buffered += size
+            full = batch.size >= self.batch_size
+            if full:
+                batch.full = True
+                wake = True
+        if wake:
+            self._wake()
+        return True, full
+
+    def append_bulk(
+        self, tp: TopicPartition, ts: int, items: list, bulk: BulkResult, keyed: bool
+    ) -> int:
+        """Append many records to `tp` (values, or (key, value) pairs when keyed) without
+        per-record futures; ignores buffer.memory (the caller waits for space first).
+        Returns how many batches it filled, so the caller can move a sticky partition."""
+        bs = self.batch_size
+        ovh = RECORD_OVERHEAD
+        filled = 0
+        with self.lock:
+            dq = self.batches.get(tp)
+            if dq is None:
+                dq = self.batches[tp] = collections.deque()
+            batch = dq[-1] if dq and not dq[-1].full else None
+            if batch is None:
+                batch = self._new_batch(tp, dq)
+            entries = batch.entries
+            size = base = batch.size
+            start = len(entries)
+            append = entries.append
+            for item in items:
+                if keyed:
+                    key, value = item
+                    size += ovh + (len(value) if value is not None else 0)
+                    size += len(key) if key is not None else 0
+                else:
+                    key, value = None, item
+                    size += ovh + (len(item) if item is not None else 0)
+                append((ts, key, value, None))
+                if size >= bs:
+                    self._close_bulk_part(batch, bulk, size, base, start)
+                    batch.full = True
+                    filled += 1
+                    batch = self._new_batch(tp, dq)
+                    entries = batch.entries
+                    append = entries.append
+                    size = base = start = 0
+            if len(entries) > start:
+                self._close_bulk_part(batch, bulk, size, base, start)
+            elif not entries:
+                dq.pop()
+                self.incomplete.discard(batch)
+        self._wake()
+        return filled
+
+    def _new_batch(self, tp: TopicPartition, dq: collections.deque) -> ProducerBatch:
+        batch = ProducerBatch(tp, self._clock(), self.delivery_timeout)
+        dq.append(batch)
+        self.incomplete.add(batch)
+        return batch
+
+    def _close_bulk_part(
+        self, batch: ProducerBatch, bulk: BulkResult, size: int, base: int, start: int
+    ) -> None:
+        self.buffered += size - base
+        batch.size = size
+        n = len(batch.entries) - start
+        if bulk not in batch.bulks:
+            bulk.add_batch()
+            batch.bulks[bulk] = 0
+        batch.bulks[bulk] += n
+        bulk.count += n
+
+    # -- event loop thread -----------------------------------------------------------------------
+
+    def drain(
+        self, now: float, muted: set[TopicPartition], force: bool
+    ) -> tuple[dict[TopicPartition, list[ProducerBatch]], list[ProducerBatch], float | None]:
+        """Take the ready batches of every unmuted partition (up to max.request.size each).
+
+        Returns (ready by partition, expired batches, when to look again or None). A batch is
+        ready when full, lingered, being retried, or when `force` (flush/close) is set. Taken
+        batches are closed to further appends.
+        """
+        ready: dict[TopicPartition, list[ProducerBatch]] = {}
+        expired: list[ProducerBatch] = []
+        next_at: float | None = None
+        linger = self.linger
+        limit = self.max_request_size
+        force = force or self.closed
+        with self.lock:
+            for tp, dq in self.batches.items():
+                if not dq or tp in muted:
+                    continue
+                while dq and dq[0].deadline <= now:
+                    expired.append(dq.popleft())
+                taken: list[ProducerBatch] = []
+                total = 0
+                while dq:
+                    b = dq[0]
+                    if b.retry_at > now:
+                        next_at = b.retry_at if next_at is None else min(next_at, b.retry_at)
+                        break
+                    if not (force or b.full or b.attempts or now - b.created >= linger):
+                        due = b.created + linger
+                        next_at = due if next_at is None else min(next_at, due)
+                        break
+                    if taken and total + b.size > limit:
+                        break
+                    b.full = True
+                    taken.append(dq.popleft())
+                    total += b.size
+                if taken:
+                    ready[tp] = taken
+        return ready, expired, next_at
+
+    def reenqueue(self, batches: list[ProducerBatch], retry_at: float) -> None:
+        """Put batches back at the head of their partition (original order) for a retry."""
+        with self.lock:
+            for b in reversed(batches):
+                b.retry_at = retry_at
+                self.batches[b.tp].appendleft(b)
+
+    def release(self, batch: ProducerBatch) -> None:
+        """The batch is finished (acknowledged or failed): free its bytes."""
+        with self.lock:
+            self.buffered -= batch.size
+            self.incomplete.discard(batch)
+
+    def take_all(self) -> list[ProducerBatch]:
+        """Remove every queued batch (for an aborting close)."""
+        with self.lock:
+            out = [b for dq in self.batches.values() for b in dq]
+            for dq in self.batches.values():
+                dq.clear()
+            return out
+
+    def has_queued(self) -> bool:
+        with self.lock:
+            return any(self.batches.values())

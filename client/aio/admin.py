@@ -1,0 +1,234 @@
+"""Asyncio Admin: topics, cluster description, offsets, configs.
+
+Topic changes are sent to any broker (which forwards them to the active controller).
+`create_topic` and `delete_topic` then wait until that broker's metadata shows the change,
+so a producer created next finds the topic.
+
+Loop-owned: every method runs on the admin's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from client.aio.cluster import ClusterClient
+from client.aio.config import resolve_config
+from client.aio.fetcher import Fetcher
+from client.aio.types import (
+    BrokerDescription,
+    ClusterDescription,
+    ConfigEntry,
+    PartitionDescription,
+    TopicDescription,
+    TopicPartition,
+)
+from client.errors import (
+    ClientClosedError,
+    GregorTimeoutError,
+    UnknownTopicOrPartitionError,
+    error_for_code,
+)
+from client.protocol import ApiKey
+from client.protocol.apis.admin import RESOURCE_BROKER, RESOURCE_TOPIC
+
+
+class Admin:
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        self.config = cfg = resolve_config("admin", config, kwargs)
+        self._cluster = ClusterClient(cfg)
+        # ListOffsets goes through the same code path as the consumer's.
+        offsets_cfg = resolve_config(
+            "consumer",
+            None,
+            {
+                "bootstrap_servers": cfg.bootstrap_servers,
+                "request_timeout_ms": cfg.request_timeout_ms,
+                "client_id": cfg.client_id,
+            },
+        )
+        self._offsets = Fetcher(offsets_cfg, self._cluster)
+        self._closed = False
+
+    async def start(self) -> None:
+        self._check_open()
+
+    async def __aenter__(self) -> Admin:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            await self._cluster.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClientClosedError("admin client is closed")
+
+    def _timeout(self, timeout_ms: int | None) -> int:
+        return self.config.request_timeout_ms if timeout_ms is None else timeout_ms
+
+    # -- topics --------------------------------------------------------------------------------
+
+    async def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        replication_factor: int = 1,
+        config: Mapping[str, str] | None = None,
+        *,
+        timeout_ms: int | None = None,
+        validate_only: bool = False,
+    ) -> None:
+        """Create `name`; raises TopicAlreadyExistsError, InvalidPartitionsError, ..."""
+        self._check_open()
+        timeout = self._timeout(timeout_ms)
+        body = {
+            "topics": [
+                {
+                    "name": name,
+                    "num_partitions": partitions,
+                    "replication_factor": replication_factor,
+                    "assignments": [],
+                    "configs": [
+                        {"name": k, "value": None if v is None else str(v)}
+                        for k, v in (config or {}).items()
+                    ],
+                }
+            ],
+            "timeout_ms": timeout,
+            "validate_only": validate_only,
+        }
+        resp = await self._cluster.send_any(ApiKey.CREATE_TOPICS, body, timeout_ms=timeout + 5000)
+        for t in resp["topics"]:
+            if t["error_code"]:
+                raise error_for_code(t["error_code"])(t["error_message"] or f"topic {t['name']!r}")
+        if not validate_only:
+            await self._wait_metadata(name, present=True, timeout_ms=timeout)
+
+    async def delete_topic(self, name: str, *, timeout_ms: int | None = None) -> None:
+        self._check_open()
+        timeout = self._timeout(timeout_ms)
+        resp = await self._cluster.send_any(
+            ApiKey.DELETE_TOPICS,
+            {"topic_names": [name], "timeout_ms": timeout},
+            timeout_ms=timeout + 5000,
+        )
+        for t in resp["responses"]:
+            if t["error_code"]:
+                raise error_for_code(t["error_code"])(t["error_message"] or f"topic {t['name']!r}")
+        await self._wait_metadata(name, present=False, timeout_ms=timeout)
+
+    async def _wait_metadata(self, name: str, present: bool, timeout_ms: int) -> None:
+        deadline = time.monotonic() + timeout_ms / 1000
+        delay = 0.005
+        while True:
+            md = await self._cluster.refresh([name])
+            parts = md.topics.get(name)
+            ok = (
+                (parts is not None and all(p.leader >= 0 for p in parts))
+                if present
+                else parts is None
+            )
+            if ok:
+                if not present:
+                    self._cluster._topics.discard(name)
+                return
+            if time.monotonic() > deadline:
+                state = "appear" if present else "disappear"
+                raise GregorTimeoutError(
+                    f"topic {name!r} did not {state} in metadata within {timeout_ms} ms"
+                )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.1)
+
+    async def list_topics(self) -> list[str]:
+        self._check_open()
+        md = await self._cluster.refresh(all_topics=True)
+        return sorted(md.topics)
+
+    async def describe_topic(self, name: str) -> TopicDescription:
+        self._check_open()
+        md = await self._cluster.refresh([name])
+        parts = md.topics.get(name)
+        if parts is None:
+            code = md.topic_errors.get(name)
+            if code:
+                raise error_for_code(code)(f"topic {name!r}")
+            raise UnknownTopicOrPartitionError(f"topic {name!r}")
+        tps = [TopicPartition(name, p.partition) for p in parts if p.leader >= 0]
+        start = await self._offsets.list_offsets({tp: -2 for tp in tps}) if tps else {}
+        end = await self._offsets.list_offsets({tp: -1 for tp in tps}) if tps else {}
+        return TopicDescription(
+            name,
+            [
+                PartitionDescription(
+                    p.partition,
+                    p.leader,
+                    list(p.replicas),
+                    list(p.isr),
+                    start.get(TopicPartition(name, p.partition), (-1, -1))[0],
+                    end.get(TopicPartition(name, p.partition), (-1, -1))[0],
+                )
+                for p in parts
+            ],
+        )
+
+    async def describe_cluster(self) -> ClusterDescription:
+        self._check_open()
+        resp = await self._cluster.send_any(ApiKey.DESCRIBE_CLUSTER, {})
+        if resp["error_code"]:
+            raise error_for_code(resp["error_code"])(resp["error_message"] or "DescribeCluster")
+        return ClusterDescription(
+            resp["cluster_id"],
+            resp["controller_id"],
+            [
+                BrokerDescription(b["broker_id"], b["host"], b["port"], b["rack"])
+                for b in resp["brokers"]
+            ],
+        )
+
+    async def list_offsets(self, query: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """{tp: -2 (earliest) | -1 (latest = high watermark) | timestamp ms} -> {tp: offset}
+        (-1 when no record has a timestamp >= the one asked)."""
+        self._check_open()
+        got = await self._offsets.list_offsets(
+            {TopicPartition(*tp): ts for tp, ts in query.items()}
+        )
+        return {tp: off for tp, (off, _ts) in got.items()}
+
+    async def describe_configs(
+        self,
+        topics: Iterable[str] = (),
+        brokers: Iterable[int] = (),
+        keys: Iterable[str] | None = None,
+    ) -> dict[tuple[str, str], dict[str, ConfigEntry]]:
+        """{("topic", name) | ("broker", id): {key: ConfigEntry}}."""
+        self._check_open()
+        ks = None if keys is None else list(keys)
+        resources = [
+            {"resource_type": RESOURCE_TOPIC, "resource_name": t, "configuration_keys": ks}
+            for t in topics
+        ]
+        resources += [
+            {"resource_type": RESOURCE_BROKER, "resource_name": str(b), "configuration_keys": ks}
+            for b in brokers
+        ]
+        resp = await self._cluster.send_any(ApiKey.DESCRIBE_CONFIGS, {"resources": resources})
+        out: dict[tuple[str, str], dict[str, ConfigEntry]] = {}
+        for r in resp["results"]:
+            if r["error_code"]:
+                raise error_for_code(r["error_code"])(r["error_message"] or r["resource_name"])
+            kind = "topic" if r["resource_type"] == RESOURCE_TOPIC else "broker"
+            out[(kind, r["resource_name"])] = {
+                c["name"]: ConfigEntry(
+                    c["name"], c["value"], c["read_only"], c["is_default"], c["is_sensitive"]
+                )
+                for c in r["configs"]
+            }
+        return out

@@ -1,0 +1,366 @@
+"""Cluster metadata cache and the connection manager every client object owns.
+
+`ClusterMetadata` is an immutable snapshot (brokers, topics -> partitions -> leader); it is
+replaced as a whole on refresh, so readers on other threads (the sync facade's fast path) may
+read `ClusterClient.metadata` without a lock.
+
+`ClusterClient` keeps one `BrokerConnection` per broker node (plus bootstrap connections),
+refreshes metadata on demand (coalescing concurrent refreshes), when it is older than
+metadata.max.age.ms, and when callers report NOT_LEADER_OR_FOLLOWER /
+UNKNOWN_TOPIC_OR_PARTITION (`request_update()`). Loop-owned: call it on its event loop only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from client.aio.connection import BrokerConnection
+from client.aio.types import BrokerDescription, TopicPartition
+from client.errors import (
+    BrokerResponseError,
+    ClientClosedError,
+    ConnectionFailedError,
+    GregorError,
+    GregorTimeoutError,
+    LocalError,
+)
+from client.protocol import ApiKey
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    partition: int
+    leader: int  # -1 when offline
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    error_code: int = 0
+
+
+@dataclass(frozen=True)
+class ClusterMetadata:
+    brokers: dict[int, BrokerDescription] = field(default_factory=dict)
+    topics: dict[str, tuple[PartitionInfo, ...]] = field(default_factory=dict)
+    topic_errors: dict[str, int] = field(default_factory=dict)
+    cluster_id: str | None = None
+    controller_id: int = -1
+    updated_at: float = 0.0  # time.monotonic() of the refresh; 0 = never
+
+    @classmethod
+    def from_response(
+        cls, body: dict, previous: ClusterMetadata | None, full: bool
+    ) -> ClusterMetadata:
+        """Merge a Metadata response into `previous` (replacing it when `full`)."""
+        brokers = {
+            b["node_id"]: BrokerDescription(b["node_id"], b["host"], b["port"], b["rack"])
+            for b in body["brokers"]
+        }
+        topics = {} if full or previous is None else dict(previous.topics)
+        errors = {} if full or previous is None else dict(previous.topic_errors)
+        for t in body["topics"]:
+            name = t["name"]
+            if t["error_code"] != 0:
+                errors[name] = t["error_code"]
+                topics.pop(name, None)
+                continue
+            errors.pop(name, None)
+            topics[name] = tuple(
+                sorted(
+                    (
+                        PartitionInfo(
+                            p["partition"],
+                            p["leader_id"],
+                            p["leader_epoch"],
+                            tuple(p["replica_nodes"]),
+                            tuple(p["isr_nodes"]),
+                            p["error_code"],
+                        )
+                        for p in t["partitions"]
+                    ),
+                    key=lambda p: p.partition,
+                )
+            )
+        return cls(
+            brokers, topics, errors, body["cluster_id"], body["controller_id"], time.monotonic()
+        )
+
+    def partitions_for(self, topic: str) -> list[int] | None:
+        parts = self.topics.get(topic)
+        return None if parts is None else [p.partition for p in parts]
+
+    def num_partitions(self, topic: str) -> int:
+        parts = self.topics.get(topic)
+        return 0 if parts is None else len(parts)
+
+    def available_partitions(self, topic: str) -> list[int]:
+        return [p.partition for p in self.topics.get(topic, ()) if p.leader >= 0]
+
+    def leader_for(self, tp: TopicPartition) -> int:
+        parts = self.topics.get(tp.topic)
+        if parts is None or not 0 <= tp.partition < len(parts):
+            return -1
+        p = parts[tp.partition]
+        return p.leader if p.partition == tp.partition else -1
+
+
+def _retrieve(task: asyncio.Task) -> None:
+    """Mark a shared task's exception as seen: every waiter gets it through shield()."""
+    if not task.cancelled():
+        task.exception()
+
+
+class ClusterClient:
+    """Connections and metadata for one client object. Loop-owned."""
+
+    def __init__(self, config: Any) -> None:
+        self.config = config
+        self.metadata = ClusterMetadata()
+        self._conns: dict[int, BrokerConnection] = {}
+        self._connecting: dict[int, asyncio.Task] = {}
+        self._bootstrap = list(config.bootstrap_servers)
+        self._bootstrap_conn: BrokerConnection | None = None
+        self._refresh_task: asyncio.Task | None = None
+        self._need_update = True
+        self._topics: set[str] = set()  # topics this client cares about (None = all)
+        self._all_topics = False
+        self._closed = False
+        self._backoff_until: dict[int, float] = {}
+        self._failures: dict[int, int] = {}
+
+    # -- topics of interest ----------------------------------------------------------------------
+
+    def add_topics(self, topics: Iterable[str]) -> bool:
+        """Track `topics`; True if any is new (metadata needs a refresh)."""
+        new = set(topics) - self._topics
+        if new:
+            self._topics |= new
+            self._need_update = True
+        return bool(new)
+
+    def request_update(self) -> None:
+        """Ask for a refresh before the next use (after NOT_LEADER / UNKNOWN_TOPIC errors)."""
+        self._need_update = True
+
+    @property
+    def stale(self) -> bool:
+        age_ms = (time.monotonic() - self.metadata.updated_at) * 1000
+        return self._need_update or age_ms > self.config.metadata_max_age_ms
+
+    # -- metadata ------------------------------------------------------------------------------
+
+    async def refresh(
+        self, topics: Iterable[str] | None = None, *, all_topics: bool = False
+    ) -> ClusterMetadata:
+        """Fetch metadata now (joining a refresh already in flight for the same question)."""
+        self._check_open()
+        if topics is not None:
+            self.add_topics(topics)
+        if all_topics:
+            return await self._fetch_metadata(None)
+        task = self._refresh_task
+        if task is None or task.done():
+            task = self._refresh_task = asyncio.ensure_future(
+                self._fetch_metadata(sorted(self._topics))
+            )
+            task.add_done_callback(_retrieve)
+        return await asyncio.shield(task)
+
+    async def maybe_refresh(self) -> ClusterMetadata:
+        if self.stale:
+            return await self.refresh()
+        return self.metadata
+
+    async def _fetch_metadata(self, topics: list[str] | None) -> ClusterMetadata:
+        self._need_update = False
+        req = {
+            "topics": None if topics is None else [{"name": t} for t in topics],
+            "allow_auto_topic_creation": False,
+        }
+        try:
+            body = await self.send_any(ApiKey.METADATA, req)
+        except BaseException:
+            self._need_update = True
+            raise
+        md = ClusterMetadata.from_response(
+            body, self.metadata, full=topics is None or not self.metadata.updated_at
+        )
+        self.metadata = md
+        self._drop_departed(md)
+        log.debug("metadata: %d brokers, %d topics", len(md.brokers), len(md.topics))
+        return md
+
+    def _drop_departed(self, md: ClusterMetadata) -> None:
+        for node_id in list(self._conns):
+            b = md.brokers.get(node_id)
+            conn = self._conns[node_id]
+            if b is None or (b.host, b.port) != (conn.host, conn.port):
+                self._conns.pop(node_id).close()
+
+    async def wait_for_partitions(self, topic: str, timeout_ms: float) -> ClusterMetadata:
+        """Metadata with `topic` known (refreshing with back-off); raises the topic's error or
+        GregorTimeoutError after `timeout_ms`."""
+        self.add_topics([topic])
+        deadline = time.monotonic() + timeout_ms / 1000
+        backoff = self.config.retry_backoff_ms / 1000
+        last: Exception | None = None
+        while True:
+            md = self.metadata
+            if topic in md.topics and not self._need_update:
+                return md
+            try:
+                md = await self.refresh()
+                if topic in md.topics:
+                    return md
+                code = md.topic_errors.get(topic)
+                if code is not None:
+                    from client.errors import error_for_code
+
+                    last = error_for_code(code)(f"topic {topic!r}")
+                    if not last.retriable:
+                        raise last
+            except (BrokerResponseError, LocalError) as exc:
+                if not exc.retriable:
+                    raise
+                last = exc
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                msg = f"topic {topic!r} not in metadata after {timeout_ms:.0f} ms"
+                if last is not None:
+                    msg += f" (last error: {last})"
+                raise GregorTimeoutError(msg)
+            await asyncio.sleep(min(backoff, remaining))
+            backoff = min(backoff * 2, 1.0)
+
+    # -- connections ---------------------------------------------------------------------------
+
+    async def connection(self, node_id: int) -> BrokerConnection:
+        """The connection to broker `node_id`, opening it if needed."""
+        self._check_open()
+        conn = self._conns.get(node_id)
+        if conn is not None and conn.connected:
+            return conn
+        task = self._connecting.get(node_id)
+        if task is None:
+            b = self.metadata.brokers.get(node_id)
+            if b is None:
+                raise ConnectionFailedError(f"broker {node_id} is not in the cluster metadata")
+            task = asyncio.ensure_future(self._open(node_id, b.host, b.port))
+            self._connecting[node_id] = task
+            task.add_done_callback(lambda _t, n=node_id: self._connecting.pop(n, None))
+            task.add_done_callback(_retrieve)
+        return await asyncio.shield(task)
+
+    async def _open(self, node_id: int, host: str, port: int) -> BrokerConnection:
+        wait = self._backoff_until.get(node_id, 0) - time.monotonic()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        conn = BrokerConnection(
+            host,
+            port,
+            node_id=node_id,
+            client_id=self.config.client_id,
+            max_in_flight=self.config.max_in_flight_requests_per_connection,
+            request_timeout_ms=self.config.request_timeout_ms,
+            connect_timeout_ms=self.config.socket_connection_setup_timeout_ms,
+            max_frame_bytes=self.config.max_response_bytes,
+        )
+        try:
+            await conn.connect()
+        except GregorError:
+            n = self._failures[node_id] = self._failures.get(node_id, 0) + 1
+            delay = min(
+                self.config.reconnect_backoff_ms * 2 ** (n - 1),
+                self.config.reconnect_backoff_max_ms,
+            )
+            self._backoff_until[node_id] = time.monotonic() + delay / 1000
+            self.request_update()
+            raise
+        self._failures.pop(node_id, None)
+        self._backoff_until.pop(node_id, None)
+        if self._closed:
+            conn.close()
+            raise ClientClosedError("client closed")
+        old = self._conns.get(node_id)
+        if old is not None:
+            old.close()
+        self._conns[node_id] = conn
+        return conn
+
+    async def any_connection(self) -> BrokerConnection:
+        """A connection to some broker: a live one if any, else each known/bootstrap address."""
+        self._check_open()
+        for conn in self._conns.values():
+            if conn.connected:
+                return conn
+        if self._bootstrap_conn is not None and self._bootstrap_conn.connected:
+            return self._bootstrap_conn
+        errors = []
+        for node_id in list(self.metadata.brokers):
+            try:
+                return await self.connection(node_id)
+            except ConnectionFailedError as exc:
+                errors.append(str(exc))
+        for host, port in self._bootstrap:
+            conn = BrokerConnection(
+                host,
+                port,
+                client_id=self.config.client_id,
+                max_in_flight=self.config.max_in_flight_requests_per_connection,
+                request_timeout_ms=self.config.request_timeout_ms,
+                connect_timeout_ms=self.config.socket_connection_setup_timeout_ms,
+                max_frame_bytes=self.config.max_response_bytes,
+            )
+            try:
+                await conn.connect()
+            except ConnectionFailedError as exc:
+                errors.append(str(exc))
+                continue
+            if self._closed:
+                conn.close()
+                raise ClientClosedError("client closed")
+            if self._bootstrap_conn is not None:
+                self._bootstrap_conn.close()
+            self._bootstrap_conn = conn
+            return conn
+        raise ConnectionFailedError("no broker reachable: " + "; ".join(errors))
+
+    async def send_any(self, api_key: int, body: dict, timeout_ms: int | None = None) -> dict:
+        conn = await self.any_connection()
+        return await conn.request(api_key, body, timeout_ms=timeout_ms)  # type: ignore[return-value]
+
+    async def send(
+        self,
+        node_id: int,
+        api_key: int,
+        body: dict,
+        timeout_ms: int | None = None,
+        expect_response: bool = True,
+    ) -> dict | None:
+        conn = await self.connection(node_id)
+        return await conn.request(
+            api_key, body, timeout_ms=timeout_ms, expect_response=expect_response
+        )
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClientClosedError("client is closed")
+
+    async def close(self) -> None:
+        self._closed = True
+        for task in list(self._connecting.values()):
+            task.cancel()
+        if self._refresh_task is not None and not self._refresh_task.done():
+            self._refresh_task.cancel()
+        for conn in self._conns.values():
+            conn.close()
+        self._conns.clear()
+        if self._bootstrap_conn is not None:
+            self._bootstrap_conn.close()
+            self._bootstrap_conn = None

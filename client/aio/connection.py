@@ -1,0 +1,292 @@
+"""One TCP connection to one broker: ApiVersions first, correlation ids, pipelining.
+
+    request(api_key, body) ──> [frame] ──socket──> broker
+              ^                                       |
+              └── future <── in-flight deque (FIFO) <─┘  responses arrive in request order
+
+At most `max_in_flight` requests wait for responses; further callers wait for a slot. A request
+that gets no answer within its timeout fails with GregorTimeoutError and closes the connection
+(the responses behind it could no longer be matched), failing every other in-flight request
+with ConnectionFailedError naming the address. Produce with acks=0 expects no response.
+
+Owned by the event loop that opened it: every method must be called on that loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+from typing import Any
+
+from client.errors import (
+    ClientClosedError,
+    ConnectionFailedError,
+    GregorTimeoutError,
+    InvalidRequestError,
+    UnsupportedVersionError,
+    error_for_code,
+)
+from client.protocol import API_SPECS, ApiKey, FrameDecoder, decode_response, encode_request
+
+log = logging.getLogger(__name__)
+
+
+class _Protocol(asyncio.Protocol):
+    """Feeds bytes to the owning connection; tracks write pausing for back-pressure."""
+
+    def __init__(self, conn: BrokerConnection) -> None:
+        self._conn = conn
+        self.paused = False
+        self.drain_waiter: asyncio.Future | None = None
+
+    def data_received(self, data: bytes) -> None:
+        self._conn._on_data(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._conn._on_lost(exc)
+        self._wake_drain()
+
+    def pause_writing(self) -> None:
+        self.paused = True
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        self._wake_drain()
+
+    def _wake_drain(self) -> None:
+        w, self.drain_waiter = self.drain_waiter, None
+        if w is not None and not w.done():
+            w.set_result(None)
+
+
+class BrokerConnection:
+    """A connection to `host:port` (broker `node_id`, -1 for a bootstrap address)."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        node_id: int = -1,
+        client_id: str | None = None,
+        max_in_flight: int = 5,
+        request_timeout_ms: int = 30_000,
+        connect_timeout_ms: int = 10_000,
+        max_frame_bytes: int = 100 * 1024 * 1024,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.node_id = node_id
+        self.client_id = client_id
+        self.request_timeout_ms = request_timeout_ms
+        self.connect_timeout_ms = connect_timeout_ms
+        self.api_versions: dict[int, tuple[int, int]] = {}
+        self._max_in_flight = max_in_flight
+        self._slots = asyncio.Semaphore(max_in_flight)
+        self._decoder = FrameDecoder(max_frame_bytes)
+        self._in_flight: collections.deque[tuple[int, int, int, asyncio.Future, Any]] = (
+            collections.deque()
+        )
+        self._next_corr = 0
+        self._transport: asyncio.Transport | None = None
+        self._protocol: _Protocol | None = None
+        self._closed_exc: Exception | None = None
+        self._connected = False
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def __repr__(self) -> str:
+        return f"<BrokerConnection node={self.node_id} {self.address} in_flight={len(self._in_flight)}>"
+
+    @property
+    def connected(self) -> bool:
+        return self._connected and self._closed_exc is None
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._in_flight)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def connect(self) -> None:
+        """Open the socket and exchange ApiVersions. Raises ConnectionFailedError."""
+        loop = asyncio.get_running_loop()
+        try:
+            self._transport, self._protocol = await asyncio.wait_for(
+                loop.create_connection(lambda: _Protocol(self), self.host, self.port),
+                self.connect_timeout_ms / 1000,
+            )
+        except OSError as exc:  # includes TimeoutError
+            reason = str(exc) or type(exc).__name__
+            raise ConnectionFailedError(f"cannot connect to {self.address}: {reason}") from exc
+        sock = self._transport.get_extra_info("socket")
+        if sock is not None:
+            import socket
+
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._connected = True
+        body = await self.request(ApiKey.API_VERSIONS, {}, version=0)
+        if body["error_code"] not in (0, 35):
+            self.close()
+            raise error_for_code(body["error_code"])(f"ApiVersions from {self.address}")
+        self.api_versions = {
+            a["api_key"]: (a["min_version"], a["max_version"]) for a in body["api_keys"]
+        }
+        log.debug(
+            "connected to %s (node %s), %d APIs", self.address, self.node_id, len(self.api_versions)
+        )
+
+    def close(self, exc: Exception | None = None) -> None:
+        """Close the socket and fail every in-flight request (idempotent)."""
+        if self._closed_exc is None:
+            self._closed_exc = exc or ClientClosedError(f"connection to {self.address} closed")
+        if self._transport is not None:
+            self._transport.close()
+            self._transport = None
+        self._fail_all(self._closed_exc)
+
+    # -- requests ------------------------------------------------------------------------------
+
+    def version_for(self, api_key: int) -> int:
+        spec = API_SPECS[api_key]
+        if api_key == ApiKey.API_VERSIONS:
+            return 0
+        theirs = self.api_versions.get(api_key)
+        if theirs is None:
+            raise UnsupportedVersionError(
+                f"broker at {self.address} does not support {spec.name} (api key {api_key})"
+            )
+        lo, hi = max(theirs[0], spec.min_version), min(theirs[1], spec.max_version)
+        if lo > hi:
+            raise UnsupportedVersionError(
+                f"broker at {self.address} supports {spec.name} v{theirs[0]}-{theirs[1]}, "
+                f"client v{spec.min_version}-{spec.max_version}"
+            )
+        return hi
+
+    async def request(
+        self,
+        api_key: int,
+        body: dict,
+        *,
+        version: int | None = None,
+        timeout_ms: int | None = None,
+        expect_response: bool = True,
+    ) -> dict | None:
+        """Send one request and wait for its (schema-checked) response body.
+
+        A response that is only `{"error_code": N}` (a whole-request error, e.g. unsupported
+        version) raises the exception for N. Returns None when expect_response is False.
+        """
+        if self._closed_exc is not None:
+            raise self._raise_closed()
+        if version is None:
+            version = self.version_for(api_key)
+        await self._slots.acquire()
+        try:
+            if self._closed_exc is not None:
+                raise self._raise_closed()
+            corr = self._next_corr
+            self._next_corr = (corr + 1) & 0x7FFFFFFF
+            frame = encode_request(api_key, version, corr, self.client_id, body)
+            transport = self._transport
+            assert transport is not None
+            if not expect_response:
+                transport.write(frame)
+                await self._drain()
+                return None
+            fut = asyncio.get_running_loop().create_future()
+            timeout = (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
+            timer = asyncio.get_running_loop().call_later(timeout, self._on_timeout, corr, timeout)
+            self._in_flight.append((corr, api_key, version, fut, timer))
+            transport.write(frame)
+            if self._protocol is not None and self._protocol.paused:
+                await self._drain()
+        except BaseException:
+            self._slots.release()
+            raise
+        try:
+            raw = await fut
+        finally:
+            self._slots.release()
+        return self._check(api_key, version, raw)
+
+    async def _drain(self) -> None:
+        p = self._protocol
+        if p is None or not p.paused:
+            return
+        if p.drain_waiter is None or p.drain_waiter.done():
+            p.drain_waiter = asyncio.get_running_loop().create_future()
+        await p.drain_waiter
+        if self._closed_exc is not None:
+            raise self._raise_closed()
+
+    def _check(self, api_key: int, version: int, raw: dict) -> dict:
+        spec = API_SPECS[api_key]
+        try:
+            return spec.check_response(raw, version)
+        except InvalidRequestError as exc:
+            code = raw.get("error_code")
+            if type(code) is int and code != 0:
+                raise error_for_code(code)(f"{spec.name} to {self.address}") from None
+            raise InvalidRequestError(
+                f"malformed {spec.name} response from {self.address}: {exc}"
+            ) from None
+
+    def _raise_closed(self) -> Exception:
+        exc = self._closed_exc
+        if isinstance(exc, ConnectionFailedError | ClientClosedError):
+            return type(exc)(str(exc))
+        return ConnectionFailedError(f"connection to {self.address} closed: {exc}")
+
+    # -- protocol callbacks --------------------------------------------------------------------
+
+    def _on_data(self, data: bytes) -> None:
+        try:
+            payloads = self._decoder.feed(data)
+            for payload in payloads:
+                corr, body = decode_response(payload)
+                if not self._in_flight:
+                    raise InvalidRequestError(f"unexpected response (correlation id {corr})")
+                exp, _key, _ver, fut, timer = self._in_flight.popleft()
+                if corr != exp:
+                    raise InvalidRequestError(
+                        f"correlation id {corr} does not match the oldest request ({exp})"
+                    )
+                timer.cancel()
+                if not fut.done():
+                    fut.set_result(body)
+        except InvalidRequestError as exc:
+            log.warning("protocol error from %s: %s; closing", self.address, exc)
+            self.close(ConnectionFailedError(f"protocol error from {self.address}: {exc}"))
+
+    def _on_lost(self, exc: Exception | None) -> None:
+        self._transport = None
+        if self._closed_exc is None:
+            reason = f": {exc}" if exc else " by the broker"
+            self._closed_exc = ConnectionFailedError(f"connection to {self.address} lost{reason}")
+            log.info("connection to %s (node %s) lost%s", self.address, self.node_id, reason)
+        self._fail_all(self._closed_exc)
+
+    def _on_timeout(self, corr: int, timeout: float) -> None:
+        name = next(
+            (API_SPECS[k].name for c, k, _v, _f, _t in self._in_flight if c == corr), "request"
+        )
+        err = GregorTimeoutError(
+            f"{name} to {self.address} got no response within {timeout * 1000:.0f} ms"
+        )
+        for c, _k, _v, fut, _t in self._in_flight:
+            if c == corr and not fut.done():
+                fut.set_exception(err)
+        log.warning("%s; closing the connection", err)
+        self.close(ConnectionFailedError(f"connection to {self.address} closed after a timeout"))
+
+    def _fail_all(self, exc: Exception) -> None:
+        while self._in_flight:
+            _c, _k, _v, fut, timer = self._in_flight.popleft()
+            timer.cancel()
+            if not fut.done():
+                fut.set_exception(self._raise_closed() if exc is self._closed_exc else exc)

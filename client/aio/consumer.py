@@ -1,0 +1,248 @@
+"""Asyncio Consumer: assign/subscribe, poll with prefetching, seek, offsets, pause/resume.
+
+    c = Consumer(bootstrap_servers="localhost:9092", auto_offset_reset="earliest")
+    await c.start()
+    c.subscribe(["t"])                # no group yet: ALL partitions of the topics
+    records = await c.poll(timeout_ms=1000)
+
+Group membership comes in a later issue: `group_id` is accepted and stored, and `subscribe()`
+assigns every partition of the subscribed topics (growing with new partitions on metadata
+refresh) rather than a share of them; nothing is committed.
+
+Loop-owned: every method runs on the consumer's event loop (the sync facade hops there).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from client.aio.cluster import ClusterClient
+from client.aio.config import resolve_config
+from client.aio.fetcher import Fetcher
+from client.aio.types import ConsumerRecord, TopicPartition
+from client.errors import ClientClosedError, ConfigError, GregorError
+
+log = logging.getLogger(__name__)
+
+
+class Consumer:
+    def __init__(
+        self, *topics: str, config: Mapping[str, Any] | None = None, **kwargs: Any
+    ) -> None:
+        if topics and isinstance(topics[0], Mapping):
+            config, topics = topics[0], topics[1:]  # Consumer({"bootstrap.servers": ...})
+        self.config = cfg = resolve_config("consumer", config, kwargs)
+        self.group_id = cfg.group_id
+        self._cluster = ClusterClient(cfg)
+        self._fetcher = Fetcher(cfg, self._cluster)
+        self._subscription: list[str] | None = None
+        self._started = False
+        self._closed = False
+        if topics:
+            self.subscribe(list(topics))
+
+    async def start(self) -> None:
+        if self._closed:
+            raise ClientClosedError("consumer is closed")
+        if not self._started:
+            await self._cluster.refresh()
+            self._started = True
+
+    async def __aenter__(self) -> Consumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await self._fetcher.close()
+        await self._cluster.close()
+
+    # -- assignment ----------------------------------------------------------------------------
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        self._check_open()
+        tps = [TopicPartition(*tp) for tp in partitions]
+        self._subscription = None
+        self._cluster.add_topics({tp.topic for tp in tps})
+        self._fetcher.assign(tps)
+
+    def subscribe(self, topics: Iterable[str]) -> None:
+        """Subscribe to `topics`: without group coordination, every partition of each."""
+        self._check_open()
+        if isinstance(topics, str):
+            raise ConfigError("subscribe() takes a list of topic names")
+        self._subscription = list(topics)
+        self._cluster.add_topics(self._subscription)
+        self._fetcher.assign([])
+        self._cluster.request_update()
+
+    def unsubscribe(self) -> None:
+        self._subscription = None
+        self._fetcher.assign([])
+
+    def subscription(self) -> set[str]:
+        return set(self._subscription or ())
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self._fetcher.states)
+
+    async def _update_subscription(self) -> None:
+        if self._subscription is None:
+            return
+        md = await self._cluster.maybe_refresh()
+        want = [
+            TopicPartition(t, p) for t in self._subscription for p in (md.partitions_for(t) or [])
+        ]
+        if set(want) != set(self._fetcher.states):
+            self._fetcher.assign(want)
+
+    # -- polling -------------------------------------------------------------------------------
+
+    async def poll(
+        self, timeout_ms: int = 0, max_records: int | None = None
+    ) -> list[ConsumerRecord]:
+        """Records fetched since the last poll (up to max_poll_records), waiting up to
+        `timeout_ms` for some to arrive. Raises fetch errors (e.g. OffsetOutOfRangeError when
+        auto.offset.reset=none)."""
+        self._check_open()
+        await self.start()
+        limit = max_records or self.config.max_poll_records
+        deadline = time.monotonic() + timeout_ms / 1000
+        f = self._fetcher
+        while True:
+            f.raise_errors()
+            if self._subscription is not None or self._cluster.stale:
+                try:
+                    await self._update_subscription()
+                    if self._cluster.stale:
+                        await self._cluster.maybe_refresh()
+                except GregorError as exc:
+                    if not exc.retriable:
+                        raise
+                    log.info("metadata refresh failed: %s", exc)
+            await f.reset_positions()
+            out = f.drain(limit)
+            f.send_fetches()  # prefetch while the caller processes `out`
+            if out:
+                return out
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return out
+            f.wake.clear()
+            f.send_fetches()
+            try:
+                # Capped so back-offs and metadata changes are looked at again soon.
+                await asyncio.wait_for(f.wake.wait(), min(remaining, 0.1))
+            except TimeoutError:
+                pass
+
+    def __aiter__(self) -> Consumer:
+        return self
+
+    async def __anext__(self) -> ConsumerRecord:
+        if not hasattr(self, "_pending") or not self._pending:
+            self._pending: list[ConsumerRecord] = []
+            while not self._pending:
+                if self._closed:
+                    raise StopAsyncIteration
+                self._pending = (await self.poll(timeout_ms=1000))[::-1]
+        return self._pending.pop()
+
+    # -- positions -----------------------------------------------------------------------------
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        self._check_assigned(tp)
+        if offset < 0:
+            raise ConfigError(f"seek offset must be >= 0, got {offset}")
+        self._fetcher.seek(TopicPartition(*tp), offset)
+
+    async def seek_to_beginning(self, *tps: TopicPartition) -> None:
+        await self._seek_to(tps, -2)
+
+    async def seek_to_end(self, *tps: TopicPartition) -> None:
+        await self._seek_to(tps, -1)
+
+    async def _seek_to(self, tps: tuple, ts: int) -> None:
+        await self.start()
+        targets = [TopicPartition(*tp) for tp in tps] or list(self._fetcher.states)
+        for tp in targets:
+            self._check_assigned(tp)
+        got = await self._fetcher.list_offsets({tp: ts for tp in targets})
+        for tp, (offset, _ts) in got.items():
+            self._fetcher.seek(tp, offset)
+
+    async def position(self, tp: TopicPartition) -> int:
+        """The offset of the next record poll() returns for `tp` (resolving a reset if needed)."""
+        tp = TopicPartition(*tp)
+        self._check_assigned(tp)
+        await self.start()
+        await self._fetcher.reset_positions()
+        pos = self._fetcher.states[tp].position
+        assert pos is not None
+        return pos
+
+    async def beginning_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return await self._offsets(tps, -2)
+
+    async def end_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """The high watermark of each partition (the offset the next record will get)."""
+        return await self._offsets(tps, -1)
+
+    async def _offsets(self, tps: Iterable[TopicPartition], ts: int) -> dict[TopicPartition, int]:
+        await self.start()
+        got = await self._fetcher.list_offsets({TopicPartition(*tp): ts for tp in tps})
+        return {tp: off for tp, (off, _ts) in got.items()}
+
+    async def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, int | None]:
+        """The earliest offset whose timestamp is >= the given ms, or None past the end."""
+        await self.start()
+        for ts in timestamps.values():
+            if ts < 0:
+                raise ConfigError(f"offsets_for_times needs timestamps >= 0, got {ts}")
+        got = await self._fetcher.list_offsets(
+            {TopicPartition(*tp): ts for tp, ts in timestamps.items()}
+        )
+        return {tp: (off if off >= 0 else None) for tp, (off, _ts) in got.items()}
+
+    def pause(self, *tps: TopicPartition) -> None:
+        for tp in tps:
+            self._check_assigned(tp)
+            self._fetcher.pause(TopicPartition(*tp))
+
+    def resume(self, *tps: TopicPartition) -> None:
+        for tp in tps:
+            self._check_assigned(tp)
+            self._fetcher.resume(TopicPartition(*tp))
+
+    def paused(self) -> set[TopicPartition]:
+        return {tp for tp, st in self._fetcher.states.items() if st.paused}
+
+    async def topics(self) -> list[str]:
+        await self.start()
+        md = await self._cluster.refresh(all_topics=True)
+        return sorted(md.topics)
+
+    async def partitions_for_topic(self, topic: str) -> list[int]:
+        await self.start()
+        md = await self._cluster.wait_for_partitions(topic, self.config.request_timeout_ms)
+        return md.partitions_for(topic) or []
+
+    def _check_assigned(self, tp: TopicPartition) -> None:
+        self._check_open()
+        if TopicPartition(*tp) not in self._fetcher.states:
+            raise ConfigError(f"{tp[0]}-{tp[1]} is not assigned to this consumer")
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClientClosedError("consumer is closed")

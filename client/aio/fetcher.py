@@ -1,0 +1,394 @@
+"""The consumer's fetcher: pipelined Fetch requests per leader and a bounded buffer of
+fetched-but-unpolled records.
+
+    positions {tp: next offset to return}      fetch_offsets {tp: next offset to fetch}
+    poll() <── decoded records <── buffer (bytes bounded by fetch.buffer.bytes) <── Fetch per leader
+
+Prefetching: a new Fetch for a leader is issued as soon as its previous one is answered and
+the buffer has room, so the next records arrive while the user processes the current ones.
+The fetch offset runs ahead of the position; seek() and pause() drop buffered data of that
+partition (a generation counter discards answers of fetches sent before the seek).
+
+Loop-owned: every method runs on the consumer's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import time
+from typing import Any
+
+from client.aio.batches import decode
+from client.aio.cluster import ClusterClient
+from client.aio.types import ConsumerRecord, TopicPartition
+from client.errors import (
+    ErrorCode,
+    GregorError,
+    OffsetOutOfRangeError,
+    error_for_code,
+)
+from client.protocol import ApiKey
+
+log = logging.getLogger(__name__)
+
+_METADATA_ERRORS = frozenset(
+    {
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.KAFKA_STORAGE_ERROR,
+        ErrorCode.REPLICA_NOT_AVAILABLE,
+    }
+)
+
+
+class PartitionState:
+    __slots__ = (
+        "position",
+        "fetch_offset",
+        "paused",
+        "generation",
+        "high_watermark",
+        "log_start_offset",
+        "needs_reset",
+        "retry_at",
+    )
+
+    def __init__(self) -> None:
+        self.position: int | None = None
+        self.fetch_offset: int | None = None
+        self.paused = False
+        self.generation = 0
+        self.high_watermark = -1
+        self.log_start_offset = -1
+        self.needs_reset = True
+        self.retry_at = 0.0
+
+
+class Fetcher:
+    def __init__(self, config: Any, cluster: ClusterClient) -> None:
+        self.config = config
+        self.cluster = cluster
+        self.states: dict[TopicPartition, PartitionState] = {}
+        # Buffered chunks: (tp, generation, records list, next index)
+        self.buffer: collections.deque[list] = collections.deque()
+        self.buffered_bytes = 0
+        self.errors: list[BaseException] = []
+        self.wake = asyncio.Event()
+        self._in_flight: dict[int, asyncio.Task] = {}
+        self._closed = False
+        self._isolation = 1 if config.isolation_level == "read_committed" else 0
+
+    # -- assignment ----------------------------------------------------------------------------
+
+    def assign(self, tps: list[TopicPartition]) -> None:
+        new = {}
+        for tp in tps:
+            new[tp] = self.states.get(tp) or PartitionState()
+        self.states = new
+        self.buffer = collections.deque(c for c in self.buffer if c[0] in new)
+        self._recount()
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        st = self.states[tp]
+        st.position = st.fetch_offset = offset
+        st.needs_reset = False
+        self._drop(tp)
+
+    def request_reset(self, tp: TopicPartition) -> None:
+        st = self.states[tp]
+        st.needs_reset = True
+        st.position = st.fetch_offset = None
+        self._drop(tp)
+
+    def pause(self, tp: TopicPartition) -> None:
+        st = self.states[tp]
+        st.paused = True
+        self._drop(tp)
+
+    def resume(self, tp: TopicPartition) -> None:
+        self.states[tp].paused = False
+        self.wake.set()
+
+    def _drop(self, tp: TopicPartition) -> None:
+        st = self.states[tp]
+        st.generation += 1
+        if st.position is not None:
+            st.fetch_offset = st.position
+        self.buffer = collections.deque(c for c in self.buffer if c[0] != tp)
+        self._recount()
+        self.wake.set()
+
+    def _recount(self) -> None:
+        self.buffered_bytes = sum(c[4] for c in self.buffer)
+
+    # -- offsets -------------------------------------------------------------------------------
+
+    async def list_offsets(
+        self, query: dict[TopicPartition, int]
+    ) -> dict[TopicPartition, tuple[int, int]]:
+        """{tp: timestamp(-2|-1|ms)} -> {tp: (offset, timestamp)} from each partition's leader."""
+        out: dict[TopicPartition, tuple[int, int]] = {}
+        pending = dict(query)
+        deadline = time.monotonic() + self.config.request_timeout_ms / 1000
+        while pending:
+            md = await self.cluster.maybe_refresh()
+            by_node: dict[int, dict[str, list[dict]]] = {}
+            for tp, ts in pending.items():
+                leader = md.leader_for(tp)
+                if leader < 0:
+                    if tp.topic not in md.topics:
+                        await self.cluster.wait_for_partitions(
+                            tp.topic, max(1, (deadline - time.monotonic()) * 1000)
+                        )
+                        md = self.cluster.metadata
+                        leader = md.leader_for(tp)
+                    if leader < 0:
+                        self.cluster.request_update()
+                        continue
+                by_node.setdefault(leader, {}).setdefault(tp.topic, []).append(
+                    {"partition": tp.partition, "timestamp": ts}
+                )
+            retry: list[BaseException] = []
+            for node, topics in by_node.items():
+                body = {
+                    "replica_id": -1,
+                    "isolation_level": self._isolation,
+                    "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+                }
+                try:
+                    resp = await self.cluster.send(node, ApiKey.LIST_OFFSETS, body)
+                except GregorError as exc:
+                    if not exc.retriable:
+                        raise
+                    retry.append(exc)
+                    continue
+                for t in resp["topics"]:  # type: ignore[index]
+                    for p in t["partitions"]:
+                        tp = TopicPartition(t["name"], p["partition"])
+                        code = p["error_code"]
+                        if code:
+                            exc = error_for_code(code)(f"ListOffsets {tp.topic}-{tp.partition}")
+                            if not exc.retriable:
+                                raise exc
+                            retry.append(exc)
+                            self.cluster.request_update()
+                            continue
+                        out[tp] = (p["offset"], p["timestamp"])
+                        pending.pop(tp, None)
+            if pending:
+                if time.monotonic() > deadline:
+                    from client.errors import GregorTimeoutError
+
+                    raise GregorTimeoutError(
+                        f"ListOffsets for {sorted(pending)} timed out"
+                        + (f" (last error: {retry[-1]})" if retry else "")
+                    )
+                self.cluster.request_update()
+                await asyncio.sleep(self.config.retry_backoff_ms / 1000)
+        return out
+
+    async def reset_positions(self) -> None:
+        """Resolve unknown positions per auto.offset.reset."""
+        need = [tp for tp, st in self.states.items() if st.needs_reset]
+        if not need:
+            return
+        policy = self.config.auto_offset_reset
+        if policy == "none":
+            raise OffsetOutOfRangeError(
+                f"no position for {need[0].topic}-{need[0].partition} and auto.offset.reset=none"
+            )
+        ts = -2 if policy == "earliest" else -1
+        got = await self.list_offsets({tp: ts for tp in need})
+        for tp, (offset, _ts) in got.items():
+            st = self.states.get(tp)
+            if st is not None and st.needs_reset:
+                st.position = st.fetch_offset = offset
+                st.needs_reset = False
+
+    # -- fetching ------------------------------------------------------------------------------
+
+    def send_fetches(self) -> None:
+        """Issue a Fetch to every leader without one in flight, if the buffer has room."""
+        if self._closed or self.buffered_bytes >= self.config.fetch_buffer_bytes:
+            return
+        md = self.cluster.metadata
+        now = time.monotonic()
+        by_node: dict[int, list[tuple[TopicPartition, int, int]]] = {}
+        buffered_tps = {c[0] for c in self.buffer}
+        for tp, st in self.states.items():
+            if st.paused or st.fetch_offset is None or st.retry_at > now:
+                continue
+            if (
+                tp in buffered_tps
+                and self.buffered_bytes >= self.config.max_partition_fetch_bytes * 2
+            ):
+                continue
+            leader = md.leader_for(tp)
+            if leader < 0:
+                self.cluster.request_update()
+                continue
+            if leader in self._in_flight:
+                continue
+            by_node.setdefault(leader, []).append((tp, st.fetch_offset, st.generation))
+        for node, parts in by_node.items():
+            task = asyncio.ensure_future(self._fetch(node, parts))
+            self._in_flight[node] = task
+            task.add_done_callback(lambda _t, n=node: self._in_flight.pop(n, None))
+
+    async def _fetch(self, node: int, parts: list[tuple[TopicPartition, int, int]]) -> None:
+        cfg = self.config
+        topics: dict[str, list[dict]] = {}
+        for tp, offset, _gen in parts:
+            topics.setdefault(tp.topic, []).append(
+                {
+                    "partition": tp.partition,
+                    "fetch_offset": offset,
+                    "partition_max_bytes": cfg.max_partition_fetch_bytes,
+                }
+            )
+        body = {
+            "replica_id": -1,
+            "max_wait_ms": cfg.fetch_max_wait_ms,
+            "min_bytes": cfg.fetch_min_bytes,
+            "max_bytes": cfg.fetch_max_bytes,
+            "isolation_level": self._isolation,
+            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+        }
+        try:
+            resp = await self.cluster.send(
+                node, ApiKey.FETCH, body, timeout_ms=cfg.request_timeout_ms + cfg.fetch_max_wait_ms
+            )
+        except GregorError as exc:
+            if not exc.retriable:
+                self.errors.append(exc)
+            else:
+                log.info("fetch from broker %d failed: %s", node, exc)
+                self.cluster.request_update()
+                backoff = time.monotonic() + cfg.retry_backoff_ms / 1000
+                for tp, _o, _g in parts:
+                    st = self.states.get(tp)
+                    if st is not None:
+                        st.retry_at = backoff
+            self.wake.set()
+            return
+        assert resp is not None
+        if resp["error_code"]:
+            self.errors.append(error_for_code(resp["error_code"])(f"Fetch from broker {node}"))
+            self.wake.set()
+            return
+        sent = {tp: (offset, gen) for tp, offset, gen in parts}
+        for t in resp["topics"]:
+            for p in t["partitions"]:
+                tp = TopicPartition(t["name"], p["partition"])
+                self._on_partition(tp, p, sent.get(tp))
+        self.wake.set()
+
+    def _on_partition(self, tp: TopicPartition, p: dict, sent: tuple[int, int] | None) -> None:
+        st = self.states.get(tp)
+        if st is None or sent is None or st.generation != sent[1] or st.fetch_offset != sent[0]:
+            return  # unassigned, sought or paused since the fetch was sent
+        code = p["error_code"]
+        if code:
+            if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                if self.config.auto_offset_reset == "none":
+                    self.errors.append(
+                        OffsetOutOfRangeError(
+                            f"{tp.topic}-{tp.partition}: offset {sent[0]} out of range"
+                        )
+                    )
+                else:
+                    log.info(
+                        "%s-%d: offset %d out of range; resetting (%s)",
+                        tp.topic,
+                        tp.partition,
+                        sent[0],
+                        self.config.auto_offset_reset,
+                    )
+                    self.request_reset(tp)
+                return
+            if code in _METADATA_ERRORS:
+                self.cluster.request_update()
+            exc = error_for_code(code)(f"Fetch {tp.topic}-{tp.partition}")
+            if exc.retriable:
+                st.retry_at = time.monotonic() + self.config.retry_backoff_ms / 1000
+            else:
+                self.errors.append(exc)
+            return
+        st.high_watermark = p["high_watermark"]
+        st.log_start_offset = p["log_start_offset"]
+        data = p["records"]
+        if not data:
+            return
+        try:
+            records = decode(data, self.config.check_crcs)
+        except GregorError as exc:
+            self.errors.append(exc)
+            return
+        start = 0
+        offset = sent[0]
+        while start < len(records) and records[start][0] < offset:
+            start += 1  # a batch may begin before the requested offset
+        if start >= len(records):
+            if records:
+                st.fetch_offset = max(offset, records[-1][0] + 1)
+            return
+        st.fetch_offset = records[-1][0] + 1
+        self.buffer.append([tp, st.generation, records, start, len(data)])
+        self.buffered_bytes += len(data)
+
+    def drain(self, max_records: int) -> list[ConsumerRecord]:
+        """Up to `max_records` buffered records, advancing positions."""
+        out: list[ConsumerRecord] = []
+        kd = self.config.key_deserializer
+        vd = self.config.value_deserializer
+        while self.buffer and len(out) < max_records:
+            chunk = self.buffer[0]
+            tp, gen, records, idx, nbytes = chunk
+            st = self.states.get(tp)
+            if st is None or st.generation != gen or st.paused:
+                self.buffer.popleft()
+                self.buffered_bytes -= nbytes
+                continue
+            take = min(len(records) - idx, max_records - len(out))
+            topic, partition = tp
+            mk = ConsumerRecord
+            if kd is None and vd is None:
+                out.extend(
+                    [
+                        mk(topic, partition, o, ts, k, v, list(h) if h else [])
+                        for o, ts, k, v, h in records[idx : idx + take]
+                    ]
+                )
+            else:
+                for o, ts, k, v, h in records[idx : idx + take]:
+                    if kd is not None and k is not None:
+                        k = kd(k)
+                    if vd is not None and v is not None:
+                        v = vd(v)
+                    out.append(mk(topic, partition, o, ts, k, v, list(h) if h else []))
+            idx += take
+            st.position = records[idx - 1][0] + 1
+            if idx >= len(records):
+                self.buffer.popleft()
+                self.buffered_bytes -= nbytes
+            else:
+                chunk[3] = idx
+        return out
+
+    def raise_errors(self) -> None:
+        if self.errors:
+            exc = self.errors.pop(0)
+            self.errors.clear()
+            raise exc
+
+    async def close(self) -> None:
+        self._closed = True
+        tasks = list(self._in_flight.values())
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

@@ -1,0 +1,368 @@
+"""Asyncio Producer: partitioning, batching, delivery futures (aiokafka's shape).
+
+    p = Producer(bootstrap_servers="localhost:9092", linger_ms=5)
+    await p.start()                       # or `async with Producer(...) as p:`
+    fut = await p.send("t", b"v", key=b"k")   # queued; fut resolves to RecordMetadata
+    md = await fut
+    await p.send_many("t", [b"a", b"b"])  # bulk: one future for the whole call
+    await p.flush(); await p.close()
+
+`send()` returns once the record is in the accumulator (it waits for metadata of a new topic
+and for buffer space, up to max.block.ms). Keyed records go to murmur2(key) % partitions
+(Kafka's default partitioner); keyless ones stick to one partition until its batch fills.
+
+Thread-safety: coroutines run on the producer's loop. `_try_append` and `_bulk_nowait` are also
+safe from other threads (the sync facade's fast path); they never block.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from client.aio.accumulator import RECORD_OVERHEAD, BulkResult, RecordAccumulator
+from client.aio.cluster import ClusterClient
+from client.aio.config import resolve_config
+from client.aio.sender import Sender
+from client.aio.types import RecordMetadata, TopicPartition
+from client.errors import ClientClosedError, ConfigError, GregorTimeoutError, MessageTooLargeError
+from client.partitioner import StickyPartitioner, default_partition
+
+log = logging.getLogger(__name__)
+
+
+def _to_bytes(v: Any, what: str) -> bytes | None:
+    if v is None or type(v) is bytes:
+        return v
+    if isinstance(v, str):
+        return v.encode()
+    if isinstance(v, (bytearray, memoryview)):
+        return bytes(v)
+    raise TypeError(
+        f"{what} must be bytes, str or None (or set a {what}_serializer), got {type(v).__name__}"
+    )
+
+
+def _headers(headers: Any) -> list | None:
+    if not headers:
+        return None
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    return [(str(k), _to_bytes(v, "header value")) for k, v in items]
+
+
+class Producer:
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        self.config = cfg = resolve_config("producer", config, kwargs)
+        self._cluster = ClusterClient(cfg)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread = 0
+        self._wake_pending = False
+        self._acc = RecordAccumulator(
+            batch_size=cfg.batch_size,
+            linger_ms=cfg.linger_ms,
+            buffer_memory=cfg.buffer_memory,
+            max_request_size=cfg.max_request_size,
+            delivery_timeout_ms=cfg.delivery_timeout_ms,
+            wake=self._wake,
+        )
+        self._sticky = StickyPartitioner()
+        self._sender: Sender | None = None
+        self._started = False
+        self._closed = False
+        self._start_lock: asyncio.Lock | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect to a bootstrap broker and start the sender. Idempotent."""
+        if self._closed:
+            raise ClientClosedError("producer is closed")
+        if self._started:
+            return
+        if self._start_lock is None:
+            self._start_lock = asyncio.Lock()
+        async with self._start_lock:
+            if self._started:
+                return
+            self._loop = asyncio.get_running_loop()
+            self._loop_thread = threading.get_ident()
+            self._sender = Sender(self.config, self._cluster, self._acc)
+            await self._cluster.refresh()
+            self._sender.start()
+            self._started = True
+
+    async def __aenter__(self) -> Producer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    async def close(self, timeout: float | None = None) -> None:
+        """Deliver queued records (up to `timeout` seconds), fail the rest, disconnect."""
+        if self._closed:
+            return
+        self._closed = True
+        self._acc.closed = True
+        if self._sender is not None:
+            await self._sender.stop(timeout)
+        await self._cluster.close()
+
+    async def flush(self, timeout: float | None = None) -> None:
+        """Wait until every record sent before this call is acknowledged or failed."""
+        self._check_open()
+        if not self._started:
+            return
+        sender = self._sender
+        assert sender is not None
+        loop = asyncio.get_running_loop()
+        with self._acc.lock:
+            pending = list(self._acc.incomplete)
+            waiters = []
+            for b in pending:
+                w = loop.create_future()
+                b.done_waiters.append(w)
+                waiters.append(w)
+        if not waiters:
+            return
+        sender.flushing += 1
+        sender.wake_event.set()
+        try:
+            done, not_done = await asyncio.wait(waiters, timeout=timeout)
+            if not_done:
+                raise GregorTimeoutError(
+                    f"flush: {len(not_done)} batches still undelivered after {timeout} s"
+                )
+        finally:
+            sender.flushing -= 1
+
+    # -- sending -------------------------------------------------------------------------------
+
+    async def send(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        partition: int | None = None,
+        headers: Any = None,
+        timestamp_ms: int | None = None,
+    ) -> asyncio.Future:
+        """Queue one record; returns a future that resolves to its RecordMetadata."""
+        fut = asyncio.get_running_loop().create_future()
+        await self._send_into(fut, topic, value, key, partition, headers, timestamp_ms)
+        return fut
+
+    async def send_and_wait(
+        self, topic: str, value: Any = None, key: Any = None, **kw: Any
+    ) -> RecordMetadata:
+        return await (await self.send(topic, value, key, **kw))
+
+    async def _send_into(
+        self,
+        fut: Any,
+        topic: str,
+        value: Any,
+        key: Any,
+        partition: int | None,
+        headers: Any,
+        timestamp_ms: int | None,
+    ) -> None:
+        """Slow path shared with the sync facade: wait for metadata and buffer space."""
+        await self.start()
+        deadline = time.monotonic() + self.config.max_block_ms / 1000
+        rec = self._prepare(topic, value, key, headers, timestamp_ms)
+        while True:
+            status = self._try_append(topic, partition, rec, fut)
+            if status == "ok":
+                return
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise GregorTimeoutError(
+                    f"send to {topic!r} blocked for max.block.ms={self.config.max_block_ms} "
+                    f"({'no metadata' if status == 'metadata' else 'buffer full'})"
+                )
+            if status == "metadata":
+                await self._cluster.wait_for_partitions(topic, remaining * 1000)
+            else:
+                await self._wait_for_space(remaining)
+
+    async def _wait_for_space(self, timeout: float) -> None:
+        assert self._sender is not None
+        ev = self._sender.space_freed
+        ev.clear()
+        try:
+            await asyncio.wait_for(ev.wait(), timeout)
+        except TimeoutError:
+            pass
+
+    def _prepare(
+        self, topic: str, value: Any, key: Any, headers: Any, timestamp_ms: int | None
+    ) -> tuple:
+        cfg = self.config
+        if cfg.key_serializer is not None and key is not None:
+            key = cfg.key_serializer(key)
+        if cfg.value_serializer is not None and value is not None:
+            value = cfg.value_serializer(value)
+        key = _to_bytes(key, "key")
+        value = _to_bytes(value, "value")
+        hdrs = _headers(headers)
+        size = RECORD_OVERHEAD + (len(value) if value else 0) + (len(key) if key else 0)
+        if hdrs:
+            size += sum(len(k) + len(v or b"") + 4 for k, v in hdrs)
+        if size > cfg.max_request_size:
+            raise MessageTooLargeError(
+                f"record of {size} bytes exceeds max.request.size={cfg.max_request_size}"
+            )
+        ts = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
+        return ts, key, value, hdrs, size
+
+    def _try_append(self, topic: str, partition: int | None, rec: tuple, fut: Any) -> str:
+        """Fast path, any thread: 'ok', 'metadata' (topic unknown) or 'space' (buffer full)."""
+        self._check_open()
+        md = self._cluster.metadata
+        n = md.num_partitions(topic)
+        if n == 0:
+            return "metadata"
+        ts, key, value, hdrs, size = rec
+        sticky = False
+        if partition is None:
+            if key is not None:
+                partition = default_partition(key, n)
+            else:
+                with self._acc.lock:
+                    partition = self._sticky.partition(topic, n, md.available_partitions(topic))
+                sticky = True
+        elif not 0 <= partition < n:
+            raise ConfigError(f"partition {partition} out of range: {topic!r} has {n} partitions")
+        ok, full = self._acc.try_append(
+            TopicPartition(topic, partition), ts, key, value, hdrs, size, fut
+        )
+        if not ok:
+            return "space"
+        if full and sticky:
+            with self._acc.lock:
+                self._sticky.next_partition(topic, partition, n, md.available_partitions(topic))
+        return "ok"
+
+    async def send_many(
+        self, topic: str, values_or_pairs: Iterable[Any], partition: int | None = None
+    ) -> asyncio.Future:
+        """Queue many records without per-record futures. Items are values, or (key, value)
+        pairs. Returns one future: the number of records once all are acknowledged, or the
+        first error."""
+        fut = asyncio.get_running_loop().create_future()
+        await self._send_many_into(fut, topic, values_or_pairs, partition)
+        return fut
+
+    async def _send_many_into(
+        self, fut: Any, topic: str, values_or_pairs: Iterable[Any], partition: int | None
+    ) -> None:
+        await self.start()
+        items = values_or_pairs if isinstance(values_or_pairs, list) else list(values_or_pairs)
+        if self._cluster.metadata.num_partitions(topic) == 0:
+            await self._cluster.wait_for_partitions(topic, self.config.max_block_ms)
+        deadline = time.monotonic() + self.config.max_block_ms / 1000
+        while self._acc.buffered > 0 and self._acc.buffered >= self.config.buffer_memory:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise GregorTimeoutError("send_many blocked for max.block.ms (buffer full)")
+            await self._wait_for_space(remaining)
+        self._bulk_nowait(fut, topic, items, partition)
+
+    def _bulk_nowait(self, fut: Any, topic: str, items: list, partition: int | None) -> BulkResult:
+        """Append `items` (metadata for `topic` must be known). Any thread."""
+        self._check_open()
+        cfg = self.config
+        md = self._cluster.metadata
+        n = md.num_partitions(topic)
+        if n == 0:
+            raise GregorTimeoutError(f"no metadata for topic {topic!r}")
+        bulk = BulkResult(fut)
+        ts = int(time.time() * 1000)
+        keyed = bool(items) and isinstance(items[0], tuple)
+        if keyed:
+            items = [self._serialize_pair(kv) for kv in items]
+        elif cfg.value_serializer is not None or not all(type(v) is bytes for v in items):
+            items = [self._serialize_value(v) for v in items]
+        try:
+            if partition is not None:
+                if not 0 <= partition < n:
+                    raise ConfigError(
+                        f"partition {partition} out of range: {topic!r} has {n} partitions"
+                    )
+                self._acc.append_bulk(TopicPartition(topic, partition), ts, items, bulk, keyed)
+            elif keyed:
+                groups: dict[int, list] = {}
+                sticky_items: list = []
+                for kv in items:
+                    if kv[0] is None:
+                        sticky_items.append(kv)
+                    else:
+                        groups.setdefault(default_partition(kv[0], n), []).append(kv)
+                for p, group in groups.items():
+                    self._acc.append_bulk(TopicPartition(topic, p), ts, group, bulk, True)
+                if sticky_items:
+                    self._bulk_sticky(topic, n, md, ts, sticky_items, bulk, True)
+            else:
+                self._bulk_sticky(topic, n, md, ts, items, bulk, False)
+        finally:
+            bulk.seal()
+        return bulk
+
+    def _bulk_sticky(
+        self, topic: str, n: int, md: Any, ts: int, items: list, bulk: BulkResult, keyed: bool
+    ) -> None:
+        with self._acc.lock:
+            p = self._sticky.partition(topic, n, md.available_partitions(topic))
+        if self._acc.append_bulk(TopicPartition(topic, p), ts, items, bulk, keyed):
+            with self._acc.lock:
+                self._sticky.next_partition(topic, p, n, md.available_partitions(topic))
+
+    def _serialize_value(self, v: Any) -> bytes | None:
+        if self.config.value_serializer is not None and v is not None:
+            v = self.config.value_serializer(v)
+        return _to_bytes(v, "value")
+
+    def _serialize_pair(self, kv: Any) -> tuple:
+        cfg = self.config
+        k, v = kv
+        if cfg.key_serializer is not None and k is not None:
+            k = cfg.key_serializer(k)
+        if cfg.value_serializer is not None and v is not None:
+            v = cfg.value_serializer(v)
+        return _to_bytes(k, "key"), _to_bytes(v, "value")
+
+    # -- metadata ------------------------------------------------------------------------------
+
+    async def partitions_for(self, topic: str) -> list[int]:
+        """The partition ids of `topic` (waits for its metadata up to max.block.ms)."""
+        await self.start()
+        md = await self._cluster.wait_for_partitions(topic, self.config.max_block_ms)
+        return md.partitions_for(topic) or []
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClientClosedError("producer is closed")
+
+    def _wake(self) -> None:
+        """Wake the sender: directly on the loop thread, else via call_soon_threadsafe (once)."""
+        sender = self._sender
+        if sender is None:
+            return
+        if threading.get_ident() == self._loop_thread:
+            sender.wake_event.set()
+        elif not self._wake_pending:
+            self._wake_pending = True
+            assert self._loop is not None
+            self._loop.call_soon_threadsafe(self._wake_from_thread)
+
+    def _wake_from_thread(self) -> None:
+        self._wake_pending = False
+        if self._sender is not None:
+            self._sender.wake_event.set()

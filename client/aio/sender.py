@@ -1,0 +1,304 @@
+"""The producer's sender: one task on the event loop that drains ready batches from the
+accumulator, groups them by partition leader into Produce requests, and completes or retries
+them from the responses.
+
+    loop: clear wake-up -> refresh metadata if stale (background) -> drain ready batches ->
+          one Produce per leader (tasks; the connection bounds requests in flight) -> wait for a
+          wake-up (append, answer, flush, close) or the next linger/back-off deadline
+
+Retriable errors (NOT_LEADER_OR_FOLLOWER, timeouts, lost connections, ...) put the batches back
+at the head of their partition after retry.backoff.ms (with a metadata refresh for leader
+errors) until `retries` or delivery.timeout.ms run out; the partition stays muted while its
+request is in flight, so records of one partition are written in send order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from client.aio.accumulator import ProducerBatch, RecordAccumulator
+from client.aio.batches import encode
+from client.aio.cluster import ClusterClient
+from client.aio.types import RecordMetadata, TopicPartition
+from client.errors import (
+    ClientClosedError,
+    ErrorCode,
+    GregorError,
+    GregorTimeoutError,
+    error_for_code,
+)
+from client.protocol import ApiKey
+
+log = logging.getLogger(__name__)
+
+_METADATA_ERRORS = frozenset(
+    {
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.KAFKA_STORAGE_ERROR,
+    }
+)
+
+
+class Sender:
+    """Loop-owned. Started by Producer.start(), stopped by Producer.close()."""
+
+    def __init__(self, config: Any, cluster: ClusterClient, acc: RecordAccumulator) -> None:
+        self.config = config
+        self.cluster = cluster
+        self.acc = acc
+        self.wake_event = asyncio.Event()
+        self.muted: set[TopicPartition] = set()
+        self.flushing = 0
+        self.stopping = False
+        self.stopping_hard = False
+        self._task: asyncio.Task | None = None
+        self._requests: set[asyncio.Task] = set()
+        self._refresh: asyncio.Task | None = None
+        self.space_freed = asyncio.Event()
+        self.idle = asyncio.Event()
+
+    def start(self) -> None:
+        self._task = asyncio.ensure_future(self._run())
+
+    async def _run(self) -> None:
+        acc = self.acc
+        while True:
+            self.wake_event.clear()
+            now = time.monotonic()
+            if self.cluster.stale and (self._refresh is None or self._refresh.done()):
+                self._refresh = asyncio.ensure_future(self._refresh_metadata())
+            ready, expired, next_at = acc.drain(now, self.muted, self.flushing > 0 or self.stopping)
+            for b in expired:
+                self._finish(
+                    b,
+                    GregorTimeoutError(
+                        f"{b.tp.topic}-{b.tp.partition}: {len(b.entries)} records expired after "
+                        f"delivery.timeout.ms={self.config.delivery_timeout_ms}"
+                    ),
+                )
+            if ready:
+                next_at = self._dispatch(ready, now, next_at)
+            if not self._requests and not acc.has_queued():
+                self.idle.set()
+                if self.stopping:
+                    return
+            else:
+                self.idle.clear()
+            timeout = None if next_at is None else max(0.0, next_at - time.monotonic())
+            if timeout is None or timeout > 0:
+                try:
+                    await asyncio.wait_for(self.wake_event.wait(), timeout)
+                except TimeoutError:
+                    pass
+
+    async def _refresh_metadata(self) -> None:
+        try:
+            await self.cluster.refresh()
+        except GregorError as exc:
+            log.info("metadata refresh failed: %s", exc)
+            await asyncio.sleep(self.config.retry_backoff_ms / 1000)
+        finally:
+            self.wake_event.set()
+
+    def _dispatch(
+        self, ready: dict[TopicPartition, list[ProducerBatch]], now: float, next_at: float | None
+    ) -> float | None:
+        md = self.cluster.metadata
+        by_node: dict[int, list[tuple[TopicPartition, list[ProducerBatch]]]] = {}
+        backoff = now + self.config.retry_backoff_ms / 1000
+        for tp, batches in ready.items():
+            leader = md.leader_for(tp)
+            if leader < 0 or leader not in md.brokers:
+                self.cluster.request_update()
+                self.acc.reenqueue(batches, backoff)  # keep order; look again after back-off
+                next_at = backoff if next_at is None else min(next_at, backoff)
+                continue
+            by_node.setdefault(leader, []).append((tp, batches))
+        for node, parts in by_node.items():
+            for tp, _ in parts:
+                self.muted.add(tp)
+            task = asyncio.ensure_future(self._send(node, parts))
+            self._requests.add(task)
+            task.add_done_callback(self._requests.discard)
+        return next_at
+
+    async def _send(
+        self, node: int, parts: list[tuple[TopicPartition, list[ProducerBatch]]]
+    ) -> None:
+        cfg = self.config
+        topics: dict[str, list[dict]] = {}
+        try:
+            for tp, batches in parts:
+                for b in batches:
+                    if b.payload is None:
+                        b.payload = encode(b.entries, cfg.compression_type)
+                records = (
+                    batches[0].payload
+                    if len(batches) == 1
+                    else b"".join(b.payload for b in batches)  # type: ignore[misc]
+                )
+                topics.setdefault(tp.topic, []).append(
+                    {"partition": tp.partition, "records": records}
+                )
+        except GregorError as exc:  # e.g. MissingCodecError: not retriable
+            for tp, batches in parts:
+                self.muted.discard(tp)
+                for b in batches:
+                    self._finish(b, exc)
+            self.wake_event.set()
+            return
+        body = {
+            "transactional_id": None,
+            "acks": cfg.acks,
+            "timeout_ms": cfg.request_timeout_ms,
+            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+        }
+        try:
+            resp = await self.cluster.send(
+                node,
+                ApiKey.PRODUCE,
+                body,
+                timeout_ms=cfg.request_timeout_ms + 5000,
+                expect_response=cfg.acks != 0,
+            )
+        except asyncio.CancelledError:
+            err = ClientClosedError("producer closed before these records were acknowledged")
+            for tp, batches in parts:
+                self.muted.discard(tp)
+                for b in batches:
+                    self._finish(b, err)
+            raise
+        except GregorError as exc:
+            self.cluster.request_update()
+            for tp, batches in parts:
+                self._retry_or_fail(tp, batches, exc)
+            self.wake_event.set()
+            return
+        if resp is None:  # acks=0
+            for tp, batches in parts:
+                self.muted.discard(tp)
+                for b in batches:
+                    self._finish(b, None, -1, -1)
+            self.wake_event.set()
+            return
+        answered: dict[TopicPartition, dict] = {}
+        for t in resp["topics"]:
+            for p in t["partitions"]:
+                answered[TopicPartition(t["name"], p["partition"])] = p
+        for tp, batches in parts:
+            p = answered.get(tp)
+            if p is None:
+                self._retry_or_fail(
+                    tp,
+                    batches,
+                    error_for_code(ErrorCode.UNKNOWN_SERVER_ERROR)(
+                        f"Produce response from broker {node} lacks {tp.topic}-{tp.partition}"
+                    ),
+                )
+                continue
+            code = p["error_code"]
+            if code:
+                msg = f"{tp.topic}-{tp.partition}"
+                if p["error_message"]:
+                    msg += f": {p['error_message']}"
+                exc = error_for_code(code)(msg)
+                if code in _METADATA_ERRORS:
+                    self.cluster.request_update()
+                self._retry_or_fail(tp, batches, exc)
+                continue
+            self.muted.discard(tp)
+            offset = p["base_offset"]
+            append_time = p["log_append_time_ms"]
+            for b in batches:
+                self._finish(b, None, offset, append_time)
+                offset += len(b.entries)
+        self.wake_event.set()
+
+    def _retry_or_fail(
+        self, tp: TopicPartition, batches: list[ProducerBatch], exc: BaseException
+    ) -> None:
+        self.muted.discard(tp)
+        now = time.monotonic()
+        retriable = getattr(exc, "retriable", False) and not self.stopping_hard
+        keep: list[ProducerBatch] = []
+        for b in batches:
+            b.attempts += 1
+            if retriable and b.attempts <= self.config.retries and b.deadline > now:
+                keep.append(b)
+            else:
+                self._finish(b, exc)
+        if keep:
+            log.info(
+                "retrying %d batch(es) of %s-%d after %s (attempt %d)",
+                len(keep),
+                tp.topic,
+                tp.partition,
+                exc,
+                keep[0].attempts,
+            )
+            self.acc.reenqueue(keep, now + self.config.retry_backoff_ms / 1000)
+
+    def _finish(
+        self,
+        b: ProducerBatch,
+        error: BaseException | None,
+        base_offset: int = -1,
+        append_time: int = -1,
+    ) -> None:
+        """Resolve every future of the batch and free its buffer space."""
+        self.acc.release(b)
+        self.space_freed.set()
+        topic, partition = b.tp
+        if error is None:
+            entries = b.entries
+            for idx, fut in b.futures:
+                if not fut.done():
+                    ts = append_time if append_time != -1 else entries[idx][0]
+                    off = base_offset + idx if base_offset >= 0 else -1
+                    fut.set_result(RecordMetadata(topic, partition, off, ts))
+        else:
+            if not isinstance(error, ClientClosedError):
+                log.warning(
+                    "failed to deliver %d records to %s-%d: %s",
+                    len(b.entries),
+                    topic,
+                    partition,
+                    error,
+                )
+            for _idx, fut in b.futures:
+                if not fut.done():
+                    fut.set_exception(error)
+        for bulk in b.bulks:
+            bulk.batch_done(error)
+        for w in b.done_waiters:
+            if not w.done():
+                w.set_result(None)
+        b.entries = []  # free the records; payload too
+        b.payload = None
+
+    async def stop(self, timeout: float | None) -> None:
+        """Send what is queued (until `timeout`), then fail whatever is left."""
+        self.stopping = True
+        self.wake_event.set()
+        if self._task is None:
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(self._task), timeout)
+        except TimeoutError:
+            self.stopping_hard = True
+            self._task.cancel()
+            for task in list(self._requests):
+                task.cancel()
+            await asyncio.gather(self._task, *self._requests, return_exceptions=True)
+            err = ClientClosedError("producer closed before these records were delivered")
+            for b in self.acc.take_all():
+                self._finish(b, err)
+        if self._refresh is not None and not self._refresh.done():
+            self._refresh.cancel()
+            await asyncio.gather(self._refresh, return_exceptions=True)

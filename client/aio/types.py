@@ -1,0 +1,64 @@
+"""Value types shared by the async core and the sync facade (all immutable)."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+
+class RecordMetadata(NamedTuple):
+    """Where an acknowledged record landed. offset is -1 with acks=0 (no response)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+
+
+class ConsumerRecord(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]]
+
+
+class BrokerDescription(NamedTuple):
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+class PartitionDescription(NamedTuple):
+    partition: int
+    leader: int
+    replicas: list[int]
+    isr: list[int]
+    log_start_offset: int
+    high_watermark: int
+
+
+class TopicDescription(NamedTuple):
+    name: str
+    partitions: list[PartitionDescription]
+
+
+class ClusterDescription(NamedTuple):
+    cluster_id: str
+    controller_id: int
+    brokers: list[BrokerDescription]
+
+
+class ConfigEntry(NamedTuple):
+    name: str
+    value: str | None
+    read_only: bool
+    is_default: bool
+    is_sensitive: bool

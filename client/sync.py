@@ -1,0 +1,290 @@
+"""Synchronous facade: the asyncio core on one background event-loop thread per client object.
+
+    from client import Producer, Consumer, Admin
+    with Producer({"bootstrap.servers": "localhost:9092"}) as p:
+        p.send("t", b"v").result(10)        # a concurrent.futures.Future -> RecordMetadata
+
+Same names and arguments as `client.aio`; every coroutine becomes a blocking method.
+`Producer.send()` appends to the accumulator directly from the caller's thread when the
+topic's metadata is known and the buffer has room (no thread hop per record), else it waits on
+the loop. Consumer.poll() decodes on the loop thread and hands back a list.
+
+Any thread may call these methods; close() stops the loop thread (also on garbage collection).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+import weakref
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from client import aio
+from client.aio.types import ConsumerRecord, TopicPartition
+from client.errors import ClientClosedError
+
+try:
+    import uvloop
+
+    _new_loop = uvloop.new_event_loop
+except ImportError:  # pragma: no cover - uvloop is a dependency; plain asyncio works too
+    _new_loop = asyncio.new_event_loop
+
+
+class _LoopThread:
+    """One event loop running in a daemon thread until stop()."""
+
+    def __init__(self, name: str) -> None:
+        self.loop = _new_loop()
+        self._ready = threading.Event()
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self.thread.start()
+        self._ready.wait()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.call_soon(self._ready.set)
+        try:
+            self.loop.run_forever()
+        finally:
+            self.loop.close()
+
+    def run(self, coro: Any, timeout: float | None = None) -> Any:
+        if threading.get_ident() == self.thread.ident:
+            coro.close()
+            raise RuntimeError("blocking client call from its own loop thread (use client.aio)")
+        if not self.thread.is_alive():
+            coro.close()
+            raise ClientClosedError("client is closed")
+        fut = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return fut.result(timeout)
+        except concurrent.futures.TimeoutError:
+            fut.cancel()
+            raise
+
+    def stop(self) -> None:
+        if self.thread.is_alive():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            if threading.get_ident() != self.thread.ident:
+                self.thread.join(timeout=10)
+
+
+def _stop_loop(lt: _LoopThread) -> None:
+    lt.stop()
+
+
+class _SyncClient:
+    _core_cls: type
+    _role = "client"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._lt = _LoopThread(f"gregor-{self._role}")
+        self._finalizer = weakref.finalize(self, _stop_loop, self._lt)
+        try:
+            self._core = self._lt.run(self._make(args, kwargs))
+        except BaseException:
+            self._finalizer()
+            raise
+        self._closed = False
+
+    async def _make(self, args: tuple, kwargs: dict) -> Any:
+        return self._core_cls(*args, **kwargs)
+
+    def _run(self, coro: Any, timeout: float | None = None) -> Any:
+        return self._lt.run(coro, timeout)
+
+    @property
+    def config(self) -> Any:
+        return self._core.config
+
+    def close(self, timeout: float | None = None) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._run(self._core.close(timeout) if self._role == "producer" else self._core.close())
+        finally:
+            self._finalizer()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class Producer(_SyncClient):
+    """Blocking producer; `send()` returns a concurrent.futures.Future of RecordMetadata."""
+
+    _core_cls = aio.Producer
+    _role = "producer"
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(config, **kwargs)
+        self._run(self._core.start())
+
+    def send(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        partition: int | None = None,
+        headers: Any = None,
+        timestamp_ms: int | None = None,
+    ) -> concurrent.futures.Future:
+        core = self._core
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+        fut.set_running_or_notify_cancel()  # delivery cannot be cancelled once queued
+        rec = core._prepare(topic, value, key, headers, timestamp_ms)
+        if core._try_append(topic, partition, rec, fut) != "ok":
+            self._run(core._send_into(fut, topic, value, key, partition, headers, timestamp_ms))
+        return fut
+
+    def send_many(
+        self, topic: str, values_or_pairs: Iterable[Any], partition: int | None = None
+    ) -> concurrent.futures.Future:
+        """Queue many records (values or (key, value) pairs) with one future for the call,
+        resolving to the record count once all are acknowledged."""
+        core = self._core
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+        fut.set_running_or_notify_cancel()
+        items = values_or_pairs if isinstance(values_or_pairs, list) else list(values_or_pairs)
+        cfg = core.config
+        acc = core._acc
+        if core._cluster.metadata.num_partitions(topic) and (
+            acc.buffered == 0 or acc.buffered < cfg.buffer_memory
+        ):
+            core._bulk_nowait(fut, topic, items, partition)
+        else:
+            self._run(core._send_many_into(fut, topic, items, partition))
+        return fut
+
+    def flush(self, timeout: float | None = None) -> None:
+        self._run(self._core.flush(timeout))
+
+    def partitions_for(self, topic: str) -> list[int]:
+        return self._run(self._core.partitions_for(topic))
+
+
+class Consumer(_SyncClient):
+    """Blocking consumer; iteration yields ConsumerRecords (polling 1 s at a time)."""
+
+    _core_cls = aio.Consumer
+    _role = "consumer"
+
+    def __init__(self, *topics: Any, **kwargs: Any) -> None:
+        super().__init__(*topics, **kwargs)
+        self._pending: list[ConsumerRecord] = []
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        self._run(_call(self._core.assign, list(partitions)))
+
+    def subscribe(self, topics: Iterable[str]) -> None:
+        self._run(
+            _call(self._core.subscribe, list(topics) if not isinstance(topics, str) else topics)
+        )
+
+    def unsubscribe(self) -> None:
+        self._run(_call(self._core.unsubscribe))
+
+    def subscription(self) -> set[str]:
+        return self._core.subscription()
+
+    def assignment(self) -> set[TopicPartition]:
+        return self._run(_call(self._core.assignment))
+
+    def poll(self, timeout_ms: int = 0, max_records: int | None = None) -> list[ConsumerRecord]:
+        return self._run(self._core.poll(timeout_ms, max_records))
+
+    def __iter__(self) -> Iterator[ConsumerRecord]:
+        while not self._closed:
+            if not self._pending:
+                self._pending = self.poll(timeout_ms=1000)[::-1]
+                continue
+            yield self._pending.pop()
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        self._run(_call(self._core.seek, tp, offset))
+
+    def seek_to_beginning(self, *tps: TopicPartition) -> None:
+        self._run(self._core.seek_to_beginning(*tps))
+
+    def seek_to_end(self, *tps: TopicPartition) -> None:
+        self._run(self._core.seek_to_end(*tps))
+
+    def position(self, tp: TopicPartition) -> int:
+        return self._run(self._core.position(tp))
+
+    def beginning_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return self._run(self._core.beginning_offsets(list(tps)))
+
+    def end_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return self._run(self._core.end_offsets(list(tps)))
+
+    def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, int | None]:
+        return self._run(self._core.offsets_for_times(dict(timestamps)))
+
+    def pause(self, *tps: TopicPartition) -> None:
+        self._run(_call(self._core.pause, *tps))
+
+    def resume(self, *tps: TopicPartition) -> None:
+        self._run(_call(self._core.resume, *tps))
+
+    def paused(self) -> set[TopicPartition]:
+        return self._run(_call(self._core.paused))
+
+    def topics(self) -> list[str]:
+        return self._run(self._core.topics())
+
+    def partitions_for_topic(self, topic: str) -> list[int]:
+        return self._run(self._core.partitions_for_topic(topic))
+
+
+class Admin(_SyncClient):
+    """Blocking admin client."""
+
+    _core_cls = aio.Admin
+    _role = "admin"
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        replication_factor: int = 1,
+        config: Mapping[str, str] | None = None,
+        **kw: Any,
+    ) -> None:
+        self._run(self._core.create_topic(name, partitions, replication_factor, config, **kw))
+
+    def delete_topic(self, name: str, **kw: Any) -> None:
+        self._run(self._core.delete_topic(name, **kw))
+
+    def list_topics(self) -> list[str]:
+        return self._run(self._core.list_topics())
+
+    def describe_topic(self, name: str) -> aio.TopicDescription:
+        return self._run(self._core.describe_topic(name))
+
+    def describe_cluster(self) -> aio.ClusterDescription:
+        return self._run(self._core.describe_cluster())
+
+    def list_offsets(self, query: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        return self._run(self._core.list_offsets(dict(query)))
+
+    def describe_configs(
+        self,
+        topics: Iterable[str] = (),
+        brokers: Iterable[int] = (),
+        keys: Iterable[str] | None = None,
+    ) -> dict:
+        return self._run(self._core.describe_configs(list(topics), list(brokers), keys))
+
+
+async def _call(fn: Any, *args: Any) -> Any:
+    """Run a plain (loop-owned) method on the loop thread."""
+    return fn(*args)
