@@ -100,5 +100,9 @@ class MetadataLoader:
             self._since_snapshot += len(batch)
             if self.snapshot_every_records and self._since_snapshot >= self.snapshot_every_records:
                 self._since_snapshot = 0
-                self.log.write_snapshot(self.image.offset, snapshot_bytes(self.image))
-                _log.info("metadata snapshot written at offset %d", self.image.offset)
+                try:
+                    self.log.write_snapshot(self.image.offset, snapshot_bytes(self.image))
+                except OSError as e:  # a snapshot is an optimisation: retry after more records
+                    _log.error("metadata snapshot at offset %d failed: %s", self.image.offset, e)
+                else:
+                    _log.info("metadata snapshot written at offset %d", self.image.offset)

@@ -91,6 +91,15 @@ class MetadataLog(ABC):
         pass
 
 
+def notify_listeners(listeners: list[Listener], batch: list[tuple[int, bytes]]) -> None:
+    """Call each listener; a failing listener is logged and never fails the commit itself."""
+    for listener in list(listeners):
+        try:
+            listener(batch)
+        except Exception:
+            _log.exception("metadata log listener %r failed", listener)
+
+
 def _fsync_dir(path: str) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -199,8 +208,7 @@ class LocalMetadataLog(MetadataLog):
                 self._undo_partial_write(size, e)
                 raise StorageError(f"metadata log {self._path}: {e}") from e
             self._entries.extend(batch)
-            for listener in list(self._listeners):
-                listener(batch)
+            notify_listeners(self._listeners, batch)
             return batch[-1][0]
 
     def _undo_partial_write(self, size: int, cause: OSError) -> None:
@@ -286,9 +294,12 @@ class LocalMetadataLog(MetadataLog):
                 f.flush()
                 os.fsync(f.fileno())
             self._f.close()
-            os.replace(tmp_log, self._path)
-            _fsync_dir(self._dir)
-            self._f = open(self._path, "ab")  # noqa: SIM115
+            try:
+                os.replace(tmp_log, self._path)
+                _fsync_dir(self._dir)
+            finally:
+                # the old file if the rename failed (still valid: the snapshot covers a prefix)
+                self._f = open(self._path, "ab")  # noqa: SIM115
             old = self._snapshot
             self._snapshot = (offset, data)
             self._entries = keep

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from client.errors import NotControllerError, OffsetOutOfRangeError
-from controller.quorum.log import Listener, MetadataLog
+from controller.quorum.log import Listener, MetadataLog, notify_listeners
 from controller.raft.core import RaftNode
 from controller.raft.errors import LogCompacted, NotLeader, ProposalDropped
 from controller.raft.messages import EntryKind, message_from_dict
@@ -136,8 +136,7 @@ class RaftMetadataLog(MetadataLog):
                 self._committed_offset = self._applied - 1
             if batch or installed:
                 # an empty batch means "reset to the snapshot": listeners re-read the log
-                for listener in list(self._listeners):
-                    listener(batch)
+                notify_listeners(self._listeners, batch)
             self._maybe_activate()
 
     def _fail(self, exc: BaseException) -> None:

@@ -29,7 +29,7 @@ from client.errors import (
     error_for_code,
 )
 from client.protocol.api_keys import ApiKey
-from controller.quorum.log import Listener, MetadataLog
+from controller.quorum.log import Listener, MetadataLog, notify_listeners
 from controller.quorum.network import parse_voters, request
 
 _log = logging.getLogger(__name__)
@@ -359,8 +359,7 @@ class RemoteMetadataLog(MetadataLog):
                 self._entries = [e for e in self._entries if e[0] > off]
                 self._start = off + 1
                 self._committed = max(self._committed, off)
-                for cb in list(self._listeners):
-                    cb([])
+                notify_listeners(self._listeners, [])
             return 1
         if code != 0:
             _log.warning("MetadataFetch from controller %d: error %d", nid, code)
@@ -375,8 +374,7 @@ class RemoteMetadataLog(MetadataLog):
             if len(records) < self.max_records:
                 self._committed = max(self._committed, resp["high_watermark"] - 1)
             if records:
-                for cb in list(self._listeners):
-                    cb(records)
+                notify_listeners(self._listeners, records)
         return len(records)
 
     # -- MetadataLog ---------------------------------------------------------------------------
