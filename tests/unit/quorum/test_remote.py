@@ -11,6 +11,7 @@ from helpers import wait_until
 
 from client.errors import ErrorCode
 from client.protocol.api_keys import ApiKey
+from client.protocol.schema import API_SPECS
 from controller.quorum.loader import MetadataLoader
 from controller.quorum.network import request
 from controller.quorum.process import ControllerProcess
@@ -58,7 +59,18 @@ def test_remote_controller_and_observer(single):
             rc.broker_heartbeat(1, epoch + 99, 0).result(10)["error_code"]
             == ErrorCode.STALE_BROKER_EPOCH
         )
-        # topics through the controller thread directly (CreateTopics' schema belongs to H-client)
+        # CreateTopics / DeleteTopics are forwarded over the wire when their schemas exist
+        if ApiKey.CREATE_TOPICS in API_SPECS and ApiKey.DELETE_TOPICS in API_SPECS:
+            res = rc.create_topics(
+                [{"name": "w", "num_partitions": 1, "replication_factor": 1}]
+            ).result(10)
+            assert res[0]["name"] == "w" and res[0]["error_code"] == 0
+            dup = rc.create_topics(
+                [{"name": "w", "num_partitions": 1, "replication_factor": 1}]
+            ).result(10)
+            assert dup[0]["error_code"] == ErrorCode.TOPIC_ALREADY_EXISTS
+            gone = rc.delete_topics(["w", "nope"]).result(10)
+            assert [r["error_code"] for r in gone] == [0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
         res = proc.runner.create_topics(
             [{"name": "t", "num_partitions": 2, "replication_factor": 1}]
         ).result(10)
