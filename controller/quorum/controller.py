@@ -55,6 +55,7 @@ from controller.metadata.records import (
 from controller.metadata.snapshot import load_snapshot
 from controller.quorum.log import MetadataLog
 from controller.quorum.replication import (
+    check_isr_change,
     elect_offline_changes,
     preferred_leader_changes,
     remove_broker_changes,
@@ -584,7 +585,7 @@ class QuorumController:
         if b is None or b.broker_epoch != broker_epoch:
             return {"error_code": int(ErrorCode.STALE_BROKER_EPOCH), "topics": []}
         live = set(self.image.live_brokers())
-        out_topics, records, pending = [], [], []
+        out_topics, records, pending, seen = [], [], [], set()
         for treq in topics:
             name = treq.get("name")
             t = self.image.topics.get(name)
@@ -601,24 +602,16 @@ class QuorumController:
                     "partition_epoch": -1,
                 }
                 parts_out.append(res)
-                if reg is None:
+                if reg is None or t is None:
                     res["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                     continue
-                new_isr = tuple(preq.get("new_isr", ()))
-                if reg.leader != broker_id:
-                    res["error_code"] = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-                elif preq.get("leader_epoch") != reg.leader_epoch:
-                    res["error_code"] = int(ErrorCode.FENCED_LEADER_EPOCH)
-                elif preq.get("partition_epoch") != reg.partition_epoch:
-                    res["error_code"] = int(ErrorCode.INVALID_UPDATE_VERSION)
-                elif (
-                    broker_id not in new_isr
-                    or len(set(new_isr)) != len(new_isr)
-                    or any(r not in reg.replicas for r in new_isr)
-                    or any(r not in live and r not in reg.isr for r in new_isr)
-                ):
+                if (name, p) in seen:
                     res["error_code"] = int(ErrorCode.INVALID_REQUEST)
-                elif new_isr != reg.isr:
+                    continue
+                seen.add((name, p))
+                code, new_isr = check_isr_change(reg, broker_id, preq, live)
+                res["error_code"] = int(code)
+                if new_isr is not None:
                     records.append(PartitionChange(t.topic_id, p, isr=new_isr))
                 pending.append((name, p, res))
             out_topics.append({"name": name, "partitions": parts_out})

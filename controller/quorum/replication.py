@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from client.errors import ErrorCode
 from controller.metadata.image import MetadataImage, PartitionRegistration
 from controller.metadata.records import NO_LEADER, PartitionChange
 
@@ -100,3 +101,28 @@ def preferred_leader_changes(
             if reg.leader != preferred and preferred in live and preferred in reg.isr:
                 out.append(PartitionChange(t.topic_id, p, leader=preferred))
     return out
+
+
+def check_isr_change(
+    reg: PartitionRegistration, broker_id: int, request: dict, live: set[int]
+) -> tuple[int, tuple[int, ...] | None]:
+    """Validate one AlterPartition partition request from `broker_id` against the current
+    registration: (error code, new ISR when it differs from the current one, else None).
+    Codes as Kafka: NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH (leader epoch differs),
+    INVALID_UPDATE_VERSION (partition epoch differs), INVALID_REQUEST (ISR without the leader,
+    duplicates, non-replicas, or newly added brokers that are fenced)."""
+    new_isr = tuple(request.get("new_isr", ()))
+    if reg.leader != broker_id:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
+    if request.get("leader_epoch") != reg.leader_epoch:
+        return ErrorCode.FENCED_LEADER_EPOCH, None
+    if request.get("partition_epoch") != reg.partition_epoch:
+        return ErrorCode.INVALID_UPDATE_VERSION, None
+    if (
+        broker_id not in new_isr
+        or len(set(new_isr)) != len(new_isr)
+        or any(r not in reg.replicas for r in new_isr)
+        or any(r not in live and r not in reg.isr for r in new_isr)
+    ):
+        return ErrorCode.INVALID_REQUEST, None
+    return ErrorCode.NONE, (new_isr if new_isr != reg.isr else None)
