@@ -16,6 +16,7 @@ import sys
 COMMAND_MODULES: list[str] = [
     "broker.commands",
     "controller.cli",
+    "client.cli",
 ]
 
 

@@ -97,7 +97,7 @@ class FakeBroker:
                     resp = await getattr(self, f"_h{int(key)}")(body)
                     if resp is not None:
                         writer.write(encode_response(corr, resp))
-        except (ConnectionError, asyncio.IncompleteReadError):
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
             pass
         finally:
             self._writers.discard(writer)

@@ -1,0 +1,17 @@
+"""Client-side `gregor` subcommands: topics, produce, consume, perf.
+
+Registered in broker/cli.py COMMAND_MODULES as "client.cli"; each module adds its parsers.
+Every command takes `--bootstrap-server HOST:PORT` (default localhost:9092) and exits 1 with a
+one-line message on a client error.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from client.cli import consume, perf, produce, topics
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    for module in (topics, produce, consume, perf):
+        module.register(subparsers)

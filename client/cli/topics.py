@@ -1,0 +1,122 @@
+"""`gregor topics create|list|describe|delete`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from client.cli.common import add_bootstrap, client_config, reports_errors
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("topics", help="create, list, describe and delete topics")
+    sub = p.add_subparsers(dest="topics_command", metavar="ACTION", required=True)
+
+    c = sub.add_parser("create", help="create a topic")
+    c.add_argument("name")
+    c.add_argument("--partitions", type=int, default=1)
+    c.add_argument("--replication-factor", type=int, default=1)
+    c.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="topic config, e.g. --config retention.ms=60000 (repeatable)",
+    )
+    c.add_argument("--if-not-exists", action="store_true")
+    add_bootstrap(c)
+    c.set_defaults(func=_create)
+
+    ls = sub.add_parser("list", help="list topic names")
+    add_bootstrap(ls)
+    ls.set_defaults(func=_list)
+
+    d = sub.add_parser("describe", help="partitions, leaders, replicas, ISR, offsets")
+    d.add_argument("name", nargs="?", help="topic (default: all)")
+    d.add_argument("--json", action="store_true", help="print JSON")
+    add_bootstrap(d)
+    d.set_defaults(func=_describe)
+
+    rm = sub.add_parser("delete", help="delete a topic")
+    rm.add_argument("name")
+    rm.add_argument("--if-exists", action="store_true")
+    add_bootstrap(rm)
+    rm.set_defaults(func=_delete)
+
+
+def _admin(args: argparse.Namespace):
+    from client import Admin
+
+    return Admin(client_config(args))
+
+
+@reports_errors
+def _create(args: argparse.Namespace) -> int:
+    from client.errors import TopicAlreadyExistsError
+
+    configs = {}
+    for item in args.config:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--config {item!r}: expected KEY=VALUE")
+        configs[key] = value
+    with _admin(args) as admin:
+        try:
+            admin.create_topic(args.name, args.partitions, args.replication_factor, configs or None)
+        except TopicAlreadyExistsError:
+            if not args.if_not_exists:
+                raise
+            print(f"Topic {args.name} already exists.")
+            return 0
+    print(f"Created topic {args.name}.")
+    return 0
+
+
+@reports_errors
+def _list(args: argparse.Namespace) -> int:
+    with _admin(args) as admin:
+        for name in admin.list_topics():
+            print(name)
+    return 0
+
+
+@reports_errors
+def _describe(args: argparse.Namespace) -> int:
+    with _admin(args) as admin:
+        names = [args.name] if args.name else admin.list_topics()
+        descs = [admin.describe_topic(n) for n in names]
+    if args.json:
+        print(
+            json.dumps(
+                [
+                    {"name": d.name, "partitions": [p._asdict() for p in d.partitions]}
+                    for d in descs
+                ],
+                indent=2,
+            )
+        )
+        return 0
+    for d in descs:
+        print(f"Topic: {d.name}\tPartitionCount: {len(d.partitions)}")
+        for p in d.partitions:
+            print(
+                f"\tPartition: {p.partition}\tLeader: {p.leader}\t"
+                f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}\t"
+                f"LogStartOffset: {p.log_start_offset}\tHighWatermark: {p.high_watermark}"
+            )
+    return 0
+
+
+@reports_errors
+def _delete(args: argparse.Namespace) -> int:
+    from client.errors import UnknownTopicOrPartitionError
+
+    with _admin(args) as admin:
+        try:
+            admin.delete_topic(args.name)
+        except UnknownTopicOrPartitionError:
+            if not args.if_exists:
+                raise
+            return 0
+    print(f"Deleted topic {args.name}.")
+    return 0
