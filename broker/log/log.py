@@ -19,8 +19,8 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from client.errors import (
     CorruptRecordError,
@@ -51,8 +51,7 @@ class UnexpectedAppendOffsetError(OffsetOutOfRangeError):  # type: ignore[misc, 
     """append_as_follower got batches that do not continue the log end offset."""
 
 
-@dataclass(frozen=True, slots=True)
-class AppendInfo:
+class AppendInfo(NamedTuple):
     first_offset: int
     last_offset: int
     max_timestamp: int
@@ -62,8 +61,7 @@ class AppendInfo:
     log_start_offset: int
 
 
-@dataclass(frozen=True, slots=True)
-class ReadResult:
+class ReadResult(NamedTuple):
     data: bytes  # whole batches; b"" when nothing is available
     first_offset: int  # base offset of the first batch (may be < the requested offset)
     next_offset: int  # offset after the last returned batch (= requested offset when empty)
@@ -71,8 +69,7 @@ class ReadResult:
     end_offset: int  # log end offset when the read ran
 
 
-@dataclass(frozen=True, slots=True)
-class TimestampOffset:
+class TimestampOffset(NamedTuple):
     timestamp: int
     offset: int
     leader_epoch: int
