@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import os
 import random
@@ -36,6 +37,7 @@ from controller.quorum.runner import ControllerThread
 _log = logging.getLogger(__name__)
 
 TICK_MS = 50
+MAX_FETCH_WAIT_MS = 10_000
 
 
 class ControllerProcess:
@@ -88,6 +90,8 @@ class ControllerProcess:
 
         async def setup() -> tuple[str, int]:
             assert self.log is not None and self.transport is not None and self.server is not None
+            self._committed = asyncio.Event()
+            self.log.add_listener(self._on_commit)
             self.loader.start()
             addr = await self.server.start()
             self.transport.start()
@@ -179,7 +183,22 @@ class ControllerProcess:
             "observers": [rep(r) for r in q.observers],
         }
 
-    def _metadata_fetch(self, body: dict) -> dict:
+    def _on_commit(self, _records: list) -> None:
+        # On the controller loop (RaftMetadataLog notifies there): wake parked MetadataFetches.
+        self._committed.set()
+        self._committed = asyncio.Event()
+
+    async def _metadata_fetch(self, body: dict) -> dict:
+        assert self.log is not None
+        resp = self._metadata_fetch_now(body)
+        wait_s = min(body.get("max_wait_ms", 0), MAX_FETCH_WAIT_MS) / 1000.0
+        if resp["error_code"] == 0 and not resp["records"] and wait_s > 0:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._committed.wait(), wait_s)
+            resp = self._metadata_fetch_now(body)
+        return resp
+
+    def _metadata_fetch_now(self, body: dict) -> dict:
         assert self.log is not None
         leader = self.log.node.leader_id
         resp: dict[str, Any] = {

@@ -5,8 +5,10 @@ shortcuts return concurrent.futures.Future with the same result shapes as Quorum
 methods — but sends each call to the active controller over the native protocol, following
 NOT_CONTROLLER to the new leader until `request_timeout_ms`. At most `max_pending` calls in flight.
 
-`RemoteMetadataLog(voters)` is a read-only MetadataLog (an observer): a background thread polls
-MetadataFetch (1001) from the leader every `poll_interval_ms` when idle, keeps the committed
+`RemoteMetadataLog(voters)` is a read-only MetadataLog (an observer): a background thread
+long-polls MetadataFetch (1001) from the leader (the controller parks the fetch up to
+`fetch_max_wait_ms` until new records commit; `poll_interval_ms` is the back-off after an
+empty answer or an error), keeps the committed
 records in memory, and calls listeners like any MetadataLog (an empty batch = reset to the
 snapshot it fetched because its position was compacted away). `append` raises NOT_CONTROLLER.
 
@@ -293,9 +295,11 @@ class RemoteMetadataLog(MetadataLog):
         max_records: int = 10_000,
         max_records_in_memory: int = 1_000_000,
         client_id: str = "gregor-observer",
+        fetch_max_wait_ms: int = 500,
     ) -> None:
         self.tracker = _LeaderTracker(_voters(voters))
         self.poll_interval_s = poll_interval_ms / 1000.0
+        self.fetch_max_wait_ms = fetch_max_wait_ms
         self.max_records = max_records
         self.max_records_in_memory = max_records_in_memory
         self.client_id = client_id
@@ -338,8 +342,12 @@ class RemoteMetadataLog(MetadataLog):
                 host,
                 port,
                 ApiKey.METADATA_FETCH,
-                {"from_offset": position, "max_records": self.max_records},
-                timeout=5.0,
+                {
+                    "from_offset": position,
+                    "max_records": self.max_records,
+                    "max_wait_ms": self.fetch_max_wait_ms,
+                },
+                timeout=5.0 + self.fetch_max_wait_ms / 1000.0,
                 client_id=self.client_id,
             )
         except OSError:

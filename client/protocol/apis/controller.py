@@ -50,6 +50,9 @@ METADATA_FETCH = register(
             Field("from_offset", INT64),
             Field("max_records", INT32, default=10_000),
             Field("include_snapshot", BOOL, default=True),
+            Field(
+                "max_wait_ms", INT32, default=0, doc="long poll: wait up to this for new records"
+            ),
         ),
         response=Struct(
             Field("error_code", INT16),
