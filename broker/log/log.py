@@ -304,6 +304,7 @@ class Log:
         self._bases.append(seg.base_offset)
         self._dir_dirty = True
         old.release_index_fds()
+        self._dirty[old.base_offset] = old  # its indexes get fsynced by the next flush
         _log.info(
             "%s rolled segment %d (previous %d: %d bytes)",
             self._prefix,
@@ -544,8 +545,12 @@ class Log:
                 self._dirty.clear()
                 fds = []
                 try:
+                    active = self._segments[-1]
                     for seg in segments:
-                        fds.extend(seg.sync_fds())
+                        # The active segment's indexes are rebuilt by recovery after a crash
+                        # (recovery starts at or before it), so only its data is fsynced here;
+                        # a rolled segment gets its indexes fsynced once (roll marks it dirty).
+                        fds.extend([os.dup(seg.fd)] if seg is active else seg.sync_fds())
                 except OSError as exc:
                     for fd in fds:
                         os.close(fd)
