@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from client.errors import (
     CorruptRecordError,
@@ -41,6 +41,7 @@ _log = logging.getLogger(__name__)
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 _MAX_RELATIVE = (1 << 32) - 1
+T = TypeVar("T")
 
 
 def _now_ms() -> int:
@@ -273,7 +274,8 @@ class Log:
                 self._log_start_offset,
             )
 
-    def _guard(self, fn: Callable, *args) -> object:
+    def _guard(self, fn: Callable[..., T], *args: object) -> T:
+        """Run a file operation; an OSError marks the log offline and becomes StorageError."""
         try:
             return fn(*args)
         except OSError as exc:

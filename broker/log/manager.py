@@ -314,7 +314,12 @@ class LogManager:
 
     def request_flush(self, log: Log) -> None:
         """Wake the flusher of the log's dir (start_flushers first)."""
-        self._flushers[log.directory.parent].request_flush(log)
+        flusher = self._flushers.get(log.directory.parent)
+        if flusher is None:
+            raise RuntimeError(
+                f"no flusher for {log.directory.parent}: call start_flushers() first"
+            )
+        flusher.request_flush(log)
 
     def close(self, clean: bool = True) -> None:
         """Stop flushers; with `clean`, flush every online log, write checkpoints and the
