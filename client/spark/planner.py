@@ -1,0 +1,145 @@
+"""Driver side of the `gregor` source: what the cluster holds now, and where reading starts.
+
+`Planner` wraps an Admin client (opened lazily, closed by `close()`), and answers:
+
+- `state()`: {(topic, partition): PartitionState(log_start, high_watermark)} for every partition
+  the subscription covers right now (`subscribe` topics that exist, topics matching
+  `subscribePattern` — so new topics and new partitions appear here — or the `assign` list).
+- `resolve(spec, state, default)`: turn startingOffsets / endingOffsets / startingTimestamp /
+  startingOffsetsByTimestamp into concrete offsets.
+
+Runs on the Spark driver's Python worker (one thread). Not picklable while open: readers keep a
+Planner only between calls and drop it in `__getstate__`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from client.errors import ConfigError, GregorTimeoutError, UnknownTopicOrPartitionError
+from client.spark.offsets import EARLIEST_SENTINEL, LATEST_SENTINEL, TP, PartitionState
+from client.spark.options import OffsetSpec, SourceOptions
+
+log = logging.getLogger(__name__)
+
+_LEADER_WAIT_S = 10.0
+
+
+class Planner:
+    def __init__(self, opts: SourceOptions) -> None:
+        self.opts = opts
+        self._admin: Any = None
+
+    @property
+    def admin(self) -> Any:
+        if self._admin is None:
+            from client import Admin
+
+            self._admin = Admin(bootstrap_servers=self.opts.bootstrap_servers)
+        return self._admin
+
+    def close(self) -> None:
+        if self._admin is not None:
+            admin, self._admin = self._admin, None
+            admin.close()
+
+    def _topics(self) -> list[str]:
+        o = self.opts
+        if o.strategy == "subscribe":
+            return list(o.topics)
+        if o.strategy == "assign":
+            return sorted({t for t, _ in o.assigned})
+        return sorted(t for t in self.admin.list_topics() if o.matches(t))
+
+    def _describe(self, topic: str) -> dict[int, PartitionState] | None:
+        """Partitions of `topic` with their offsets; None if the topic does not exist."""
+        deadline = time.monotonic() + _LEADER_WAIT_S
+        while True:
+            try:
+                desc = self.admin.describe_topic(topic)
+            except UnknownTopicOrPartitionError:
+                return None
+            parts = {
+                p.partition: PartitionState(p.log_start_offset, p.high_watermark)
+                for p in desc.partitions
+            }
+            if all(s.log_start >= 0 and s.high_watermark >= 0 for s in parts.values()):
+                return parts
+            if time.monotonic() > deadline:
+                raise GregorTimeoutError(f"topic {topic!r}: partitions without a leader")
+            time.sleep(0.1)  # leader election in progress: retry with a short backoff
+
+    def state(self) -> dict[TP, PartitionState]:
+        out: dict[TP, PartitionState] = {}
+        wanted = set(self.opts.assigned) if self.opts.strategy == "assign" else None
+        for topic in self._topics():
+            parts = self._describe(topic)
+            if parts is None:
+                continue
+            for p, st in parts.items():
+                if wanted is None or (topic, p) in wanted:
+                    out[(topic, p)] = st
+        return out
+
+    def resolve(
+        self, spec: OffsetSpec, state: dict[TP, PartitionState], default: str, name: str
+    ) -> dict[TP, int]:
+        """Concrete offsets for every partition in `state` per `spec`."""
+
+        def word(kind: str, st: PartitionState) -> int:
+            return st.log_start if kind == "earliest" else st.high_watermark
+
+        if spec.kind in ("earliest", "latest"):
+            return {tp: word(spec.kind, st) for tp, st in state.items()}
+        if spec.kind == "offsets":
+            given = spec.as_dict()
+            missing = [tp for tp in given if tp not in state]
+            if missing:
+                t, p = missing[0]
+                raise ConfigError(
+                    f"option {name!r} names {t}/{p}, which does not exist (or is not "
+                    "covered by the subscription)"
+                )
+            out = {}
+            for tp, st in state.items():
+                o = given.get(tp)
+                if o is None:
+                    out[tp] = word(default, st)
+                elif o == EARLIEST_SENTINEL:
+                    out[tp] = st.log_start
+                elif o == LATEST_SENTINEL:
+                    out[tp] = st.high_watermark
+                else:
+                    out[tp] = o
+            return out
+        # timestamps
+        if spec.kind == "timestamp":
+            query = {tp: spec.timestamp for tp in state}
+        else:
+            query = {tp: ts for tp, ts in spec.as_dict().items() if tp in state}
+        from client import TopicPartition
+
+        got = (
+            self.admin.list_offsets({TopicPartition(*tp): ts for tp, ts in query.items()})
+            if query
+            else {}
+        )
+        out = {}
+        for tp, st in state.items():
+            if tp not in query:
+                out[tp] = word(default, st)
+                continue
+            off = got.get(TopicPartition(*tp), -1)
+            if off is None or off < 0:
+                if self.opts.timestamp_strategy == "latest":
+                    off = st.high_watermark
+                else:
+                    raise ConfigError(
+                        f"no record at or after timestamp {query[tp]} in {tp[0]}-{tp[1]} "
+                        "(startingTimestamp / startingOffsetsByTimestamp); set "
+                        "startingOffsetsByTimestampStrategy=latest to start at the end instead"
+                    )
+            out[tp] = off
+        return out

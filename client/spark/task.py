@@ -1,0 +1,201 @@
+"""Executor side of the `gregor` source: read exactly one planned offset range.
+
+A `RangePartition` (picklable, no sockets) carries everything a task needs: bootstrap servers,
+(topic, partition, start, end), the schema flags and the data-loss policy. `read_range` opens a
+Consumer lazily inside the task, reads [start, end) — never past `end`, which was the high
+watermark (or a rate-limited offset below it) at planning time — and closes it, so re-running a
+task yields the same rows.
+
+Rows go to Spark either as tuples (`useArrow=false`) or as Arrow RecordBatches (default): one
+batch per poll, built column-wise against `to_arrow_schema(schema)`.
+
+Called on a Spark Python worker (one thread per task).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from pyspark.sql.datasource import InputPartition
+
+from client.errors import GregorTimeoutError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from client.spark.offsets import PartitionState, data_loss_reason, report_data_loss
+
+log = logging.getLogger(__name__)
+
+_POLL_MS = 500
+_MAX_POLL_RECORDS = 20_000
+_UTC = dt.UTC
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=_UTC)
+
+
+class RangePartition(InputPartition):
+    """One Spark task: records [start, end) of topic/partition."""
+
+    def __init__(
+        self,
+        index: int,
+        bootstrap: str,
+        topic: str,
+        partition: int,
+        start: int,
+        end: int,
+        include_headers: bool,
+        fail_on_data_loss: bool,
+        use_arrow: bool,
+        poll_timeout_ms: int,
+    ) -> None:
+        super().__init__(index)
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.partition = partition
+        self.start = start
+        self.end = end
+        self.include_headers = include_headers
+        self.fail_on_data_loss = fail_on_data_loss
+        self.use_arrow = use_arrow
+        self.poll_timeout_ms = poll_timeout_ms
+
+    def __repr__(self) -> str:
+        return f"RangePartition({self.topic}-{self.partition} [{self.start}, {self.end}))"
+
+
+def _state(consumer: Any, tp: Any) -> PartitionState | None:
+    try:
+        lo = consumer.beginning_offsets([tp])[tp]
+        hi = consumer.end_offsets([tp])[tp]
+    except UnknownTopicOrPartitionError:
+        return None
+    return PartitionState(lo, hi)
+
+
+def iter_records(part: RangePartition) -> Iterator[list]:
+    """Lists of ConsumerRecords with start <= offset < end, in offset order."""
+    from client import Consumer, TopicPartition
+
+    tp = TopicPartition(part.topic, part.partition)
+    pos, end = part.start, part.end
+    if pos >= end:
+        return
+    consumer = Consumer(
+        bootstrap_servers=part.bootstrap,
+        auto_offset_reset="none",
+        enable_auto_commit=False,
+        max_poll_records=_MAX_POLL_RECORDS,
+        fetch_max_wait_ms=100,
+        max_partition_fetch_bytes=4 * 1024 * 1024,
+    )
+    try:
+        consumer.assign([tp])
+        consumer.seek(tp, pos)
+        deadline = time.monotonic() + part.poll_timeout_ms / 1000
+        while pos < end:
+            try:
+                recs = consumer.poll(timeout_ms=_POLL_MS)
+            except (OffsetOutOfRangeError, UnknownTopicOrPartitionError) as exc:
+                st = _state(consumer, tp)
+                reason = data_loss_reason((tp.topic, tp.partition), pos, st) or str(exc)
+                report_data_loss(reason, part.fail_on_data_loss)
+                if st is None or st.log_start >= end or st.log_start <= pos:
+                    return  # nothing left of this range to read
+                pos = st.log_start
+                consumer.seek(tp, pos)
+                continue
+            if not recs:
+                if time.monotonic() > deadline:
+                    raise GregorTimeoutError(
+                        f"{tp.topic}-{tp.partition}: no record at offset {pos} within "
+                        f"pollTimeoutMs={part.poll_timeout_ms} (planned range ends at {end})"
+                    )
+                continue
+            deadline = time.monotonic() + part.poll_timeout_ms / 1000
+            if recs[0].offset > pos:
+                st = _state(consumer, tp)
+                if st is not None and st.log_start > pos:
+                    report_data_loss(
+                        data_loss_reason((tp.topic, tp.partition), pos, st) or "",
+                        part.fail_on_data_loss,
+                    )
+            if recs[-1].offset >= end:
+                recs = [r for r in recs if r.offset < end]
+            if recs:
+                pos = recs[-1].offset + 1
+                yield recs
+            else:
+                pos = end
+    finally:
+        consumer.close()
+
+
+def _headers(h: list) -> list[tuple[str, bytes | None]]:
+    return [(k, v) for k, v in h]
+
+
+def read_tuples(part: RangePartition) -> Iterator[tuple]:
+    """Rows as tuples in schema order."""
+    topic, partition, hdr = part.topic, part.partition, part.include_headers
+    td = dt.timedelta
+    for recs in iter_records(part):
+        if hdr:
+            rows = [
+                (
+                    r.key,
+                    r.value,
+                    topic,
+                    partition,
+                    r.offset,
+                    _EPOCH + td(milliseconds=r.timestamp),
+                    0,
+                    _headers(r.headers),
+                )
+                for r in recs
+            ]
+        else:
+            rows = [
+                (
+                    r.key,
+                    r.value,
+                    topic,
+                    partition,
+                    r.offset,
+                    _EPOCH + td(milliseconds=r.timestamp),
+                    0,
+                )
+                for r in recs
+            ]
+        yield from rows
+
+
+def read_arrow(part: RangePartition, schema: Any) -> Iterator[Any]:
+    """Rows as pyarrow RecordBatches matching `to_arrow_schema(schema)` exactly."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    pa_schema = to_arrow_schema(schema, timezone="UTC")
+    types = [f.type for f in pa_schema]
+    for recs in iter_records(part):
+        n = len(recs)
+        cols = [
+            pa.array([r.key for r in recs], types[0]),
+            pa.array([r.value for r in recs], types[1]),
+            pa.array([part.topic] * n, types[2]),
+            pa.array([part.partition] * n, types[3]),
+            pa.array([r.offset for r in recs], types[4]),
+            pa.array([r.timestamp * 1000 for r in recs], pa.int64()).cast(types[5]),
+            pa.array([0] * n, types[6]),
+        ]
+        if part.include_headers:
+            cols.append(
+                pa.array([[{"key": k, "value": v} for k, v in r.headers] for r in recs], types[7])
+            )
+        yield pa.RecordBatch.from_arrays(cols, schema=pa_schema)
+
+
+def read_partition(part: RangePartition, schema: Any) -> Iterator[Any]:
+    if part.use_arrow:
+        return read_arrow(part, schema)
+    return read_tuples(part)
