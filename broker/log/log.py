@@ -545,20 +545,27 @@ class Log:
                     return self._flushed
                 segments = list(self._dirty.values())
                 self._dirty.clear()
-                fds = []
+                active = self._segments[-1]
+                # No syscall under the lock on the common path (only the active segment dirty):
+                # its fd is pinned, so a concurrent truncation or close defers closing it.
+                # The active segment's indexes are rebuilt by recovery after a crash (recovery
+                # starts at or before it), so only its data is fsynced; a rolled segment gets its
+                # indexes fsynced once (the roll marks it dirty), through fresh fds.
+                pinned = [seg for seg in segments if seg is active]
+                fds: list[int] = []
                 try:
-                    active = self._segments[-1]
                     for seg in segments:
-                        # The active segment's indexes are rebuilt by recovery after a crash
-                        # (recovery starts at or before it), so only its data is fsynced here;
-                        # a rolled segment gets its indexes fsynced once (roll marks it dirty).
-                        fds.extend([os.dup(seg.fd)] if seg is active else seg.sync_fds())
+                        if seg is not active:
+                            fds.extend(seg.sync_fds())
                 except OSError as exc:
                     for fd in fds:
                         os.close(fd)
                     raise self._fail(exc) from exc
+                pinned_fds = [seg.pin() for seg in pinned]
                 dir_dirty, self._dir_dirty = self._dir_dirty, False
             try:
+                for fd in pinned_fds:
+                    os.fdatasync(fd)
                 for fd in fds:
                     os.fdatasync(fd)
                 if dir_dirty:
@@ -568,6 +575,9 @@ class Log:
             finally:
                 for fd in fds:
                     os.close(fd)
+                with self._lock:
+                    for seg in pinned:
+                        seg.unpin()
             with self._lock:
                 if generation == self._generation and target > self._flushed:
                     self._flushed = target

@@ -73,6 +73,8 @@ class LogSegment:
         self.largest_timestamp = -1
         self.bytes_since_index = 0
         self.created_ms = now_ms
+        self._pins = 0  # flushes using self.fd outside the Log's lock
+        self._close_pending = False
 
     # -- opening -----------------------------------------------------------------------------
 
@@ -327,12 +329,31 @@ class LogSegment:
         self.index.release()
         self.time_index.release()
 
-    def close(self) -> None:
-        self.index.close()
-        self.time_index.close()
+    def pin(self) -> int:
+        """Keep the .log fd open for an fsync outside the Log's lock; returns it. unpin() after."""
+        assert self.fd >= 0, self.path
+        self._pins += 1
+        return self.fd
+
+    def unpin(self) -> None:
+        self._pins -= 1
+        if self._pins == 0 and self._close_pending:
+            self._close_pending = False
+            self._close_fd()
+
+    def _close_fd(self) -> None:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+    def close(self) -> None:
+        """Close the files (the .log fd only once no flush has it pinned)."""
+        self.index.close()
+        self.time_index.close()
+        if self._pins:
+            self._close_pending = True
+        else:
+            self._close_fd()
 
     def delete(self) -> None:
         self.close()
