@@ -4,7 +4,8 @@
 every marked log and calls `log.flush()` once: one fsync covers every batch appended to that log
 since its previous flush, and appends that race with the fsync are marked again and covered by
 the next round. New flushed offsets are reported through `on_flushed(topic, partition,
-flushed_offset)`, called on the flusher thread (the broker completes delayed produces from it).
+flushed_offset)` (whenever it differs from the
+last one reported for that log), called on the flusher thread (the broker completes delayed produces from it).
 
 The pending set holds at most one entry per log and at most `max_pending` entries; a caller that
 finds it full waits (back-pressure). `stop()` drains what is pending, then joins the thread.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import weakref
 from collections.abc import Callable
 
 from client.errors import StorageError
@@ -36,6 +38,9 @@ class Flusher:
         self._max_pending = max_pending
         self._cond = threading.Condition()
         self._pending: dict[int, Log] = {}
+        # last offset reported per log, so a flush done elsewhere (e.g. a direct Log.flush())
+        # is still reported by the next round; weak keys: deleted logs drop out
+        self._reported: weakref.WeakKeyDictionary[Log, int] = weakref.WeakKeyDictionary()
         self._stopping = False
         self._busy = False
         self.rounds = 0  # flush rounds run (a statistic for benchmarks and tests)
@@ -83,7 +88,6 @@ class Flusher:
                     self.rounds += 1
 
     def _flush_one(self, log: Log) -> None:
-        before = log.flushed_offset
         try:
             after = log.flush()
         except StorageError as exc:
@@ -92,7 +96,10 @@ class Flusher:
             )
             return
         self.fsynced_logs += 1
-        if after > before and self._on_flushed is not None:
+        if after == self._reported.get(log, -1):
+            return
+        self._reported[log] = after
+        if self._on_flushed is not None:
             try:
                 self._on_flushed(log.topic, log.partition, after)
             except Exception:

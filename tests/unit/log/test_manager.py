@@ -121,5 +121,15 @@ def test_flusher_stop_drains_and_joins(tmp_path):
     flusher.request_flush(log)
     flusher.stop()
     assert log.flushed_offset == 5 and seen == [5]
+    # a flush done elsewhere is still reported by the next round
+    flusher = Flusher("y", lambda t, p, o: seen.append(o)).start()
+    fill(log, 2)
+    flusher.request_flush(log)
+    wait_until(lambda: seen[-1] == 7, 5, "report of 7")
+    fill(log, 1)
+    assert log.flush() == 8
+    flusher.request_flush(log)
+    wait_until(lambda: seen[-1] == 8, 5, "report of an external flush")
+    flusher.stop()
     with pytest.raises(OSError):
         flusher.request_flush(log)

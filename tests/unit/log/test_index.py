@@ -1,0 +1,94 @@
+"""Offset and time indexes against naive models (hypothesis), and their on-disk checks."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from broker.log.config import LogConfig
+from broker.log.index import OffsetIndex, TimeIndex
+from broker.log.segment import LogSegment
+
+BASE = 1000
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    steps=st.lists(st.tuples(st.integers(1, 50), st.integers(1, 500)), min_size=0, max_size=40),
+    probes=st.lists(st.integers(BASE - 5, BASE + 2500), max_size=20),
+    cut=st.integers(BASE, BASE + 2500),
+)
+def test_offset_index_matches_model(steps, probes, cut):
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "x.index"
+        index = OffsetIndex(path, BASE, 1 << 20)
+        model: list[tuple[int, int]] = []
+        offset, pos = BASE, 0
+        for doff, dpos in steps:
+            offset += doff
+            pos += dpos
+            index.append(offset, pos)
+            model.append((offset, pos))
+
+        def expect(o):
+            return max((e for e in model if e[0] <= o), default=(BASE, 0))
+
+        for o in probes:
+            assert index.lookup(o) == expect(o)
+        index.truncate_to(cut)
+        model = [e for e in model if e[0] < cut]
+        index.close()
+        reloaded = OffsetIndex(path, BASE, 1 << 20)
+        assert reloaded.load(segment_size=pos + 1)
+        for o in probes:
+            assert reloaded.lookup(o) == expect(o)
+        assert os.path.getsize(path) == 8 * len(model)
+        reloaded.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    stamps=st.lists(st.integers(0, 10_000), max_size=40),
+    probes=st.lists(st.integers(-10, 10_010), max_size=20),
+)
+def test_time_index_lookup_is_a_safe_start(stamps, probes):
+    with tempfile.TemporaryDirectory() as d:
+        index = TimeIndex(Path(d) / "x.timeindex", BASE, 1 << 20)
+        running = -1
+        batches = []  # (offset, max_ts)
+        for i, ts in enumerate(stamps):
+            offset = BASE + i
+            running = max(running, ts)
+            batches.append((offset, ts))
+            index.maybe_append(running, offset)
+        for ts in probes:
+            start = index.lookup_before(ts)
+            if start > BASE:  # an entry proves every batch up to and including it is older
+                assert all(mts < ts for o, mts in batches if o <= start)
+            if any(mts >= ts for _, mts in batches) and batches:
+                first_hit = next(o for o, mts in batches if mts >= ts)
+                assert start <= first_hit
+        index.close()
+
+
+def test_load_rejects_bad_files(tmp_path):
+    path = tmp_path / "x.index"
+    path.write_bytes(b"\x00" * 12)  # not whole entries
+    assert not OffsetIndex(path, 0, 1 << 20).load(100)
+    path.write_bytes(b"\x00\x00\x00\x05\x00\x00\x00\x10" + b"\x00\x00\x00\x03\x00\x00\x00\x20")
+    assert not OffsetIndex(path, 0, 1 << 20).load(100)  # offsets go backwards
+    path.write_bytes(b"\x00\x00\x00\x05\x00\x00\x01\x00")
+    assert not OffsetIndex(path, 0, 1 << 20).load(100)  # position past the segment
+
+
+def test_pinned_segment_fd_survives_close_until_unpinned(tmp_path):
+    seg = LogSegment(tmp_path, 0, LogConfig(), 0)
+    fd = seg.pin()
+    seg.delete()
+    os.fdatasync(fd)  # still open
+    seg.unpin()
+    assert seg.fd == -1
