@@ -352,14 +352,11 @@ class Log:
             pos, h = found
             if max_offset is not None and h.base_offset >= max_offset:
                 return empty
-            end_pos = seg.end_position(pos, h.size, max_bytes, max_offset)
+            end_pos, next_offset = seg.end_position(pos, h, max_bytes, max_offset)
             try:
                 data = seg.read(pos, end_pos)
             except OSError as exc:
                 raise StorageError(exc.errno, f"{self._prefix} read failed: {exc}") from exc
-            next_offset = (
-                seg.next_offset if end_pos >= seg.size else seg.header_at(end_pos).base_offset
-            )
             return ReadResult(data, h.base_offset, next_offset, lso, end)
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import struct
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -39,6 +40,7 @@ INDEX_SUFFIX = ".index"
 TIMEINDEX_SUFFIX = ".timeindex"
 # batches above this are never valid on disk (the offset index positions are uint32)
 _MAX_BATCH = 1 << 31
+_PREFIX = struct.Struct(">qi")  # base_offset, batch_length
 
 
 def segment_name(base_offset: int, suffix: str) -> str:
@@ -259,31 +261,39 @@ class LogSegment:
         return None
 
     def end_position(
-        self, start: int, first_size: int, max_bytes: int, max_offset: int | None
-    ) -> int:
-        """End of the whole batches to return from `start` (a batch start): at most `max_bytes`
-        but never less than the first batch; none with base_offset >= max_offset."""
-        limit = self.size
+        self, start: int, first: BatchHeader, max_bytes: int, max_offset: int | None
+    ) -> tuple[int, int]:
+        """(end position, next offset) of the whole batches to return from `start` (where batch
+        `first` begins): at most `max_bytes` but never less than the first batch; none with
+        base_offset >= max_offset."""
+        limit, limit_offset = self.size, self.next_offset
         if max_offset is not None and max_offset < self.next_offset:
             found = self.find(max_offset)
             if found is not None:
                 pos, h = found
-                limit = pos if h.base_offset >= max_offset else pos + h.size
+                if h.base_offset >= max_offset:
+                    limit, limit_offset = pos, h.base_offset
+                else:
+                    limit, limit_offset = pos + h.size, h.next_offset
         if limit <= start:
-            return start
+            return start, first.base_offset
         if limit - start <= max_bytes:
-            return limit
+            return limit, limit_offset
         target = start + max_bytes
+        if target < start + first.size:
+            return start + first.size, first.next_offset
         _, pos = self.index.floor_position(target)
         if pos < start:
             pos = start
-        while pos < limit:
-            n = peek_size(self.header_bytes(pos, LOG_OVERHEAD))
-            assert n is not None and n >= HEADER_SIZE, (self.path, pos, n)
+        while True:  # pos is a batch start below limit with pos <= target
+            base_offset, length = _PREFIX.unpack(self.header_bytes(pos, LOG_OVERHEAD))
+            n = LOG_OVERHEAD + length
+            assert n >= HEADER_SIZE, (self.path, pos, n)
             if pos + n > target:
-                break
+                return pos, base_offset
             pos += n
-        return max(pos, start + first_size)
+            if pos >= limit:
+                return limit, limit_offset
 
     def read(self, start: int, end: int) -> bytes:
         data = os.pread(self.fd, end - start, start)
