@@ -173,24 +173,28 @@ def read_tuples(part: RangePartition) -> Iterator[tuple]:
 def read_arrow(part: RangePartition, schema: Any) -> Iterator[Any]:
     """Rows as pyarrow RecordBatches matching `to_arrow_schema(schema)` exactly."""
     import pyarrow as pa
+    import pyarrow.compute as pc
     from pyspark.sql.pandas.types import to_arrow_schema
 
     pa_schema = to_arrow_schema(schema, timezone="UTC")
     types = [f.type for f in pa_schema]
+    ts_type = types[5]
     for recs in iter_records(part):
         n = len(recs)
+        _t, _p, offsets, stamps, keys, values, headers = zip(*recs, strict=True)
+        ms = pa.array(stamps, pa.int64())
         cols = [
-            pa.array([r.key for r in recs], types[0]),
-            pa.array([r.value for r in recs], types[1]),
-            pa.array([part.topic] * n, types[2]),
-            pa.array([part.partition] * n, types[3]),
-            pa.array([r.offset for r in recs], types[4]),
-            pa.array([r.timestamp * 1000 for r in recs], pa.int64()).cast(types[5]),
-            pa.array([0] * n, types[6]),
+            pa.array(keys, types[0]),
+            pa.array(values, types[1]),
+            pa.repeat(pa.scalar(part.topic, types[2]), n),
+            pa.repeat(pa.scalar(part.partition, types[3]), n),
+            pa.array(offsets, types[4]),
+            pc.multiply(ms, 1000).cast(ts_type) if ts_type.unit == "us" else ms.cast(ts_type),
+            pa.repeat(pa.scalar(0, types[6]), n),
         ]
         if part.include_headers:
             cols.append(
-                pa.array([[{"key": k, "value": v} for k, v in r.headers] for r in recs], types[7])
+                pa.array([[{"key": k, "value": v} for k, v in h] for h in headers], types[7])
             )
         yield pa.RecordBatch.from_arrays(cols, schema=pa_schema)
 

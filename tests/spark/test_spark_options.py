@@ -46,3 +46,15 @@ def test_schema_matches_kafka_source(spark: Any) -> None:
     assert df.schema.simpleString().endswith(
         "timestampType:int,headers:array<struct<key:string,value:binary>>>"
     )
+
+
+def test_write_without_value_column_fails_before_connecting(spark: Any) -> None:
+    df = spark.createDataFrame([("k",)], "key string")
+    with pytest.raises(Exception, match="'value' column"):  # noqa: PT011 - wrapped by Spark
+        df.write.format("gregor").mode("append").option("bootstrap.servers", "127.0.0.1:1").option(
+            "topic", "x"
+        ).save()
+    with pytest.raises(Exception, match="no topic"):  # noqa: PT011
+        spark.createDataFrame([("v",)], "value string").write.format("gregor").mode(
+            "append"
+        ).option("bootstrap.servers", "127.0.0.1:1").save()
