@@ -269,7 +269,7 @@ class RecordAccumulator:
                     if b.retry_at > now:
                         next_at = b.retry_at if next_at is None else min(next_at, b.retry_at)
                         break
-                    if not (force or b.full or b.attempts or now - b.created >= linger):
+                    if not (force or b.full or b.attempts or now >= b.created + linger):
                         due = b.created + linger
                         next_at = due if next_at is None else min(next_at, due)
                         break

@@ -125,8 +125,14 @@ class Sender:
                 self.muted.add(tp)
             task = asyncio.ensure_future(self._send(node, parts))
             self._requests.add(task)
-            task.add_done_callback(self._requests.discard)
+            task.add_done_callback(self._request_done)
         return next_at
+
+    def _request_done(self, task: asyncio.Task) -> None:
+        self._requests.discard(task)
+        self.wake_event.set()  # the loop may be waiting for in-flight requests to end
+        if not task.cancelled() and task.exception() is not None:
+            log.error("produce request task failed", exc_info=task.exception())
 
     async def _send(
         self, node: int, parts: list[tuple[TopicPartition, list[ProducerBatch]]]

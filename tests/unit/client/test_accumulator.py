@@ -1,0 +1,170 @@
+"""RecordAccumulator without a broker: batching by size and linger, muting, retries keep
+order, expiry, the buffer.memory bound, bulk appends and their one future."""
+
+from __future__ import annotations
+
+import concurrent.futures
+
+from client.aio.accumulator import RECORD_OVERHEAD, BulkResult, RecordAccumulator
+from client.aio.types import TopicPartition
+
+TP = TopicPartition("t", 0)
+TP1 = TopicPartition("t", 1)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def make(clock: Clock, **kw) -> tuple[RecordAccumulator, list[int]]:
+    wakes: list[int] = []
+    args = dict(
+        batch_size=1000,
+        linger_ms=5,
+        buffer_memory=10_000,
+        max_request_size=5000,
+        delivery_timeout_ms=1000,
+    )
+    args.update(kw)
+    acc = RecordAccumulator(**args, wake=lambda: wakes.append(1), clock=clock)
+    return acc, wakes
+
+
+def append(acc: RecordAccumulator, tp: TopicPartition, value: bytes, fut=None):
+    return acc.try_append(tp, 1, None, value, None, RECORD_OVERHEAD + len(value), fut)
+
+
+def test_batch_fills_by_size_and_is_ready_at_once() -> None:
+    clock = Clock()
+    acc, wakes = make(clock, batch_size=10 * 116)
+    for _ in range(9):
+        assert append(acc, TP, b"x" * 100) == (True, False)
+    assert append(acc, TP, b"x" * 100) == (True, True)  # 10 * 116 bytes
+    ready, expired, _ = acc.drain(clock.now, set(), False)
+    assert [len(b.entries) for b in ready[TP]] == [10]
+    assert not expired
+    append(acc, TP, b"y")  # a new batch, not yet lingered
+    assert acc.drain(clock.now, set(), False)[0] == {}
+    assert wakes
+
+
+def test_linger_then_ready() -> None:
+    clock = Clock()
+    acc, _ = make(clock)
+    append(acc, TP, b"a")
+    ready, _, next_at = acc.drain(clock.now, set(), False)
+    assert not ready and next_at == clock.now + 0.005
+    clock.now = next_at
+    ready, _, _ = acc.drain(clock.now, set(), False)
+    assert [b.entries[0][2] for b in ready[TP]] == [b"a"]
+
+
+def test_force_drains_everything_and_muted_waits() -> None:
+    clock = Clock()
+    acc, _ = make(clock)
+    append(acc, TP, b"a")
+    append(acc, TP1, b"b")
+    ready, _, _ = acc.drain(clock.now, {TP1}, True)
+    assert list(ready) == [TP]
+
+
+def test_retry_goes_back_to_the_head_in_order() -> None:
+    clock = Clock()
+    acc, _ = make(clock, batch_size=100)
+    for v in (b"1" * 90, b"2" * 90, b"3" * 90):
+        append(acc, TP, v)
+    ready, _, _ = acc.drain(clock.now, set(), True)
+    first = ready[TP]
+    assert [b.entries[0][2][:1] for b in first] == [b"1", b"2", b"3"]
+    append(acc, TP, b"4")
+    acc.reenqueue(first, clock.now + 0.1)
+    ready, _, next_at = acc.drain(clock.now, set(), True)
+    assert not ready and next_at == clock.now + 0.1
+    clock.now += 0.1
+    ready, _, _ = acc.drain(clock.now, set(), True)
+    assert [b.entries[0][2][:1] for b in ready[TP]] == [b"1", b"2", b"3", b"4"]
+
+
+def test_max_request_size_splits_drains() -> None:
+    clock = Clock()
+    acc, _ = make(clock, batch_size=1000, max_request_size=2500, buffer_memory=100_000)
+    for _ in range(40):
+        append(acc, TP, b"x" * 100)
+    ready, _, _ = acc.drain(clock.now, set(), True)
+    assert sum(b.size for b in ready[TP]) <= 2500
+    assert acc.has_queued()
+
+
+def test_buffer_memory_bound() -> None:
+    clock = Clock()
+    acc, _ = make(clock, buffer_memory=1000, batch_size=10_000)
+    assert append(acc, TP, b"x" * 900)[0]
+    assert append(acc, TP, b"x" * 200) == (False, False)
+    ready, _, _ = acc.drain(clock.now, set(), True)
+    acc.release(ready[TP][0])
+    assert acc.buffered == 0
+    assert append(acc, TP, b"x" * 200)[0]
+
+
+def test_first_record_always_fits() -> None:
+    clock = Clock()
+    acc, _ = make(clock, buffer_memory=1024)
+    assert append(acc, TP, b"x" * 5000)[0]
+
+
+def test_expired_batches_are_returned() -> None:
+    clock = Clock()
+    acc, _ = make(clock)
+    append(acc, TP, b"a")
+    clock.now += 2
+    ready, expired, _ = acc.drain(clock.now, set(), False)
+    assert not ready and len(expired) == 1
+
+
+def test_bulk_append_splits_batches_and_counts() -> None:
+    clock = Clock()
+    acc, _ = make(clock, batch_size=1000, buffer_memory=1 << 20, max_request_size=1 << 20)
+    fut: concurrent.futures.Future = concurrent.futures.Future()
+    bulk = BulkResult(fut)
+    filled = acc.append_bulk(TP, 1, [b"x" * 100] * 25, bulk, keyed=False)
+    bulk.seal()
+    assert filled == 2 and bulk.count == 25
+    ready, _, _ = acc.drain(clock.now, set(), True)
+    batches = ready[TP]
+    assert sum(len(b.entries) for b in batches) == 25
+    assert acc.buffered == sum(b.size for b in batches)
+    for b in batches:
+        assert not fut.done()
+        for blk in b.bulks:
+            blk.batch_done(None)
+    assert fut.result(0) == 25
+
+
+def test_bulk_error_resolves_future_with_first_error() -> None:
+    clock = Clock()
+    acc, _ = make(clock, batch_size=200, buffer_memory=1 << 20, max_request_size=1 << 20)
+    fut: concurrent.futures.Future = concurrent.futures.Future()
+    bulk = BulkResult(fut)
+    acc.append_bulk(TP, 1, [(b"k", b"x" * 100)] * 4, bulk, keyed=True)
+    bulk.seal()
+    ready, _, _ = acc.drain(clock.now, set(), True)
+    errs = [ValueError("first"), ValueError("second")]
+    for i, b in enumerate(ready[TP]):
+        for blk in b.bulks:
+            blk.batch_done(errs[min(i, 1)])
+    assert str(fut.exception(0)) == "first"
+
+
+def test_empty_bulk_resolves_to_zero() -> None:
+    clock = Clock()
+    acc, _ = make(clock)
+    fut: concurrent.futures.Future = concurrent.futures.Future()
+    bulk = BulkResult(fut)
+    acc.append_bulk(TP, 1, [], bulk, keyed=False)
+    bulk.seal()
+    assert fut.result(0) == 0
+    assert not acc.has_queued()
