@@ -60,13 +60,14 @@ def _decompress(codec: int, data: bytes | memoryview) -> bytes:
     raise CorruptRecordError(f"unknown compression codec {codec}")
 
 
-def build_batch(entries: list, compression: str = "none") -> bytes:
-    """entries: [(timestamp_ms, key, value, headers)] -> one batch (base_offset 0)."""
+def build_batch(entries: list, compression: str = "none", timestamp_ms: int = 0) -> bytes:
+    """entries: [(key, value) | (key, value, headers, timestamp_ms)] -> one batch."""
     codec = CODECS[compression]
-    base_ts = entries[0][0]
+    entries = [e if len(e) == 4 else (e[0], e[1], None, timestamp_ms) for e in entries]
+    base_ts = entries[0][3]
     max_ts = base_ts
     recs = []
-    for i, (ts, key, value, headers) in enumerate(entries):
+    for i, (key, value, headers, ts) in enumerate(entries):
         if ts > max_ts:
             max_ts = ts
         recs.append((i, ts - base_ts, key, value, headers))

@@ -4,7 +4,8 @@
     (any thread, under `lock`)          head batch ready when full,     (event loop thread)
                                         lingered, flushing or closing
 
-A batch holds entries `(timestamp_ms, key, value, headers)` until the sender drains it; it is
+A batch holds entries `(key, value, headers, timestamp_ms)` (or `(key, value)` from send_many,
+stamped with the batch's `timestamp_ms`) until the sender drains it; it is
 encoded once (client.records) and the same bytes are resent on retry. A partition with a
 request in flight is *muted*: nothing else is drained for it until the answer, so retries keep
 per-partition order. Bytes buffered are bounded by buffer.memory; a record that does not fit
@@ -43,6 +44,7 @@ class ProducerBatch:
         "retry_at",
         "done_waiters",
         "full",
+        "timestamp_ms",
     )
 
     def __init__(self, tp: TopicPartition, now: float, delivery_timeout: float) -> None:
@@ -58,6 +60,7 @@ class ProducerBatch:
         self.retry_at = 0.0
         self.done_waiters: list[Any] = []
         self.full = False
+        self.timestamp_ms = time.time_ns() // 1_000_000  # for (key, value) entries
 
     def __repr__(self) -> str:
         return f"<ProducerBatch {self.tp.topic}-{self.tp.partition} n={len(self.entries)} size={self.size}>"
@@ -165,7 +168,7 @@ class RecordAccumulator:
                 wake = True
             if future is not None:
                 batch.futures.append((len(batch.entries), future))
-            batch.entries.append((ts, key, value, headers))
+            batch.entries.append((key, value, headers, ts))
             batch.size += size
             self.buffered += size
             full = batch.size >= self.batch_size
@@ -204,7 +207,7 @@ class RecordAccumulator:
                 else:
                     key, value = None, item
                     size += ovh + (len(item) if item is not None else 0)
-                append((ts, key, value, None))
+                append((key, value))
                 if size >= bs:
                     self._close_bulk_part(batch, bulk, size, base, start)
                     batch.full = True

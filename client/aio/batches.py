@@ -1,15 +1,29 @@
 """The client's one seam to the record batch format: encode producer entries, decode fetched
-bytes. Uses client.records' builder/reader; falls back to `_interim_records` until they land.
+bytes (client.records' builder and reader).
 
-    encode(entries, compression) -> bytes      entries: [(timestamp_ms, key, value, headers)]
-    decode(buf, check_crc) -> [(offset, timestamp, key, value, headers)]   whole batches only;
-                                                                           a partial tail is dropped
+    encode(entries, compression, timestamp_ms) -> bytes
+        entries: [(key, value)] (timestamp_ms for all) or [(key, value, headers, timestamp_ms)]
+    decode(buf, check_crc) -> [(offset, timestamp, key, value, headers)]
+        every whole batch in buf; a partial trailing batch is dropped
 """
 
 from __future__ import annotations
 
-from client.aio import _interim_records
+try:
+    from client.records import CODEC_IDS as _NAMES
+    from client.records import build_batch as _build
+    from client.records import decode_records as _decode
+except ImportError:  # INTERIM: until client.records' builder/reader are committed
+    from client.aio._interim_records import CODECS as _NAMES  # type: ignore[assignment]
+    from client.aio._interim_records import build_batch as _build  # type: ignore[assignment]
+    from client.aio._interim_records import decode_batches as _decode  # type: ignore[assignment]
 
-encode = _interim_records.build_batch
-decode = _interim_records.decode_batches
-CODECS = tuple(_interim_records.CODECS)
+CODECS = tuple(_NAMES)
+
+
+def encode(entries: list, compression: str, timestamp_ms: int) -> bytes:
+    return _build(entries, compression=compression, timestamp_ms=timestamp_ms)
+
+
+def decode(buf: bytes | memoryview, check_crc: bool = True) -> list:
+    return _decode(buf, check_crc)

@@ -143,7 +143,7 @@ class Sender:
             for tp, batches in parts:
                 for b in batches:
                     if b.payload is None:
-                        b.payload = encode(b.entries, cfg.compression_type)
+                        b.payload = encode(b.entries, cfg.compression_type, b.timestamp_ms)
                 records = (
                     batches[0].payload
                     if len(batches) == 1
@@ -265,7 +265,7 @@ class Sender:
             entries = b.entries
             for idx, fut in b.futures:
                 if not fut.done():
-                    ts = append_time if append_time != -1 else entries[idx][0]
+                    ts = append_time if append_time != -1 else entries[idx][3]
                     off = base_offset + idx if base_offset >= 0 else -1
                     fut.set_result(RecordMetadata(topic, partition, off, ts))
         else:

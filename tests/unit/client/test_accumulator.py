@@ -60,7 +60,7 @@ def test_linger_then_ready() -> None:
     assert not ready and next_at == clock.now + 0.005
     clock.now = next_at
     ready, _, _ = acc.drain(clock.now, set(), False)
-    assert [b.entries[0][2] for b in ready[TP]] == [b"a"]
+    assert [b.entries[0][1] for b in ready[TP]] == [b"a"]
 
 
 def test_force_drains_everything_and_muted_waits() -> None:
@@ -79,14 +79,14 @@ def test_retry_goes_back_to_the_head_in_order() -> None:
         append(acc, TP, v)
     ready, _, _ = acc.drain(clock.now, set(), True)
     first = ready[TP]
-    assert [b.entries[0][2][:1] for b in first] == [b"1", b"2", b"3"]
+    assert [b.entries[0][1][:1] for b in first] == [b"1", b"2", b"3"]
     append(acc, TP, b"4")
     acc.reenqueue(first, clock.now + 0.1)
     ready, _, next_at = acc.drain(clock.now, set(), True)
     assert not ready and next_at == clock.now + 0.1
     clock.now += 0.1
     ready, _, _ = acc.drain(clock.now, set(), True)
-    assert [b.entries[0][2][:1] for b in ready[TP]] == [b"1", b"2", b"3", b"4"]
+    assert [b.entries[0][1][:1] for b in ready[TP]] == [b"1", b"2", b"3", b"4"]
 
 
 def test_max_request_size_splits_drains() -> None:
