@@ -1,0 +1,44 @@
+"""Record batches: the wire = disk format of DESIGN.md section 4.
+
+    build_batch(records, base_offset=0, compression="none", ...) -> bytes
+    BatchBuilder(compression="none", ..., max_bytes=1048576).append(key, value, headers, ts)
+    decode_batch(buf, pos=0, check_crc=True) -> list[Record]
+    decode_records(buf) -> list[Record]           # many concatenated batches
+    iter_batches(buf) -> Iterator[(BatchHeader, memoryview)]
+
+Header-level helpers (parse_header, validate, set_base_offset, set_partition_leader_epoch,
+iter_headers) live in client.records.header. Byte layout: docs/record-format.md.
+"""
+
+from client.records.builder import BatchBuilder, build_batch
+from client.records.compression import CODEC_IDS, CODEC_NAMES, codec_id, is_available
+from client.records.header import (
+    HEADER_SIZE,
+    BatchHeader,
+    iter_headers,
+    parse_header,
+    set_base_offset,
+    set_partition_leader_epoch,
+    validate,
+)
+from client.records.reader import Record, decode_batch, decode_records, iter_batches
+
+__all__ = [
+    "CODEC_IDS",
+    "CODEC_NAMES",
+    "HEADER_SIZE",
+    "BatchBuilder",
+    "BatchHeader",
+    "Record",
+    "build_batch",
+    "codec_id",
+    "decode_batch",
+    "decode_records",
+    "is_available",
+    "iter_batches",
+    "iter_headers",
+    "parse_header",
+    "set_base_offset",
+    "set_partition_leader_epoch",
+    "validate",
+]
