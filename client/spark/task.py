@@ -199,7 +199,10 @@ def read_arrow(part: RangePartition, schema: Any) -> Iterator[Any]:
         yield pa.RecordBatch.from_arrays(cols, schema=pa_schema)
 
 
-def read_partition(part: RangePartition, schema: Any) -> Iterator[Any]:
+def read_partition(part: InputPartition, schema: Any) -> Iterator[Any]:
+    """Rows of one planned range (Spark hands a bare InputPartition when nothing was planned)."""
+    if not isinstance(part, RangePartition):
+        return iter([])
     if part.use_arrow:
         return read_arrow(part, schema)
     return read_tuples(part)
