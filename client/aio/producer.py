@@ -54,6 +54,11 @@ def _headers(headers: Any) -> list | None:
     return [(str(k), _to_bytes(v, "header value")) for k, v in items]
 
 
+def _all_bytes_or_none(items: list) -> bool:
+    """True when every item is bytes or None (checked at C speed)."""
+    return set(map(type, items)) <= {bytes, type(None)}
+
+
 class Producer:
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         self.config = cfg = resolve_config("producer", config, kwargs)
@@ -286,7 +291,7 @@ class Producer:
         keyed = bool(items) and isinstance(items[0], tuple)
         if keyed:
             items = [self._serialize_pair(kv) for kv in items]
-        elif cfg.value_serializer is not None or not all(type(v) is bytes for v in items):
+        elif cfg.value_serializer is not None or not _all_bytes_or_none(items):
             items = [self._serialize_value(v) for v in items]
         try:
             if partition is not None:
