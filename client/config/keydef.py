@@ -1,0 +1,93 @@
+"""ConfigKey: the declaration of one config key, and the `key(...)` one-line form.
+
+Imported by the keys_*.py modules and the registry; pure, immutable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from client.config.types import PARSERS, TYPES, parse_enum
+
+ROLES = ("broker", "controller", "producer", "consumer", "admin")
+SERVER_ROLES = ("broker", "controller")
+CLIENT_ROLES = ("producer", "consumer", "admin")
+
+
+@dataclass(frozen=True)
+class ConfigKey:
+    """One config key. `type` is one of client.config.types.TYPES; `validator` (optional)
+    raises ValueError('expected ...') for an out-of-range typed value; `choices` is for enums;
+    a default of None means "not set" and None is then accepted as a value."""
+
+    name: str
+    type: str
+    default: Any
+    validator: Callable[[Any], None] | None = None
+    doc: str = ""
+    roles: tuple[str, ...] = ("broker",)
+    choices: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()
+    area: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        assert self.type in TYPES, f"{self.name}: unknown config type {self.type!r}"
+        assert self.roles and all(r in ROLES for r in self.roles), f"{self.name}: bad roles"
+        assert self.type != "enum" or self.choices, f"{self.name}: enum without choices"
+        assert self.doc, f"{self.name}: every key needs a one-line doc"
+
+    @property
+    def attr(self) -> str:
+        """snake_case attribute name (log.segment.bytes -> log_segment_bytes)."""
+        return attr_name(self.name)
+
+    def parse(self, value: Any) -> Any:
+        """Raw value -> typed value; ValueError('<what was expected>') when it does not fit."""
+        if value is None:
+            if self.default is None:
+                return None
+            raise ValueError(_expected(self))
+        if self.type == "enum":
+            typed = parse_enum(value, self.choices)
+        else:
+            typed = PARSERS[self.type](value)
+        if self.validator is not None:
+            self.validator(typed)
+        return typed
+
+
+def _expected(k: ConfigKey) -> str:
+    try:
+        if k.type == "enum":
+            parse_enum(object(), k.choices)
+        PARSERS[k.type](object())
+    except ValueError as exc:
+        return str(exc)
+    return k.type  # pragma: no cover
+
+
+def attr_name(name: str) -> str:
+    return name.replace(".", "_").replace("-", "_")
+
+
+def env_name(name: str) -> str:
+    """log.dirs -> GREGOR_LOG_DIRS."""
+    return "GREGOR_" + attr_name(name).upper()
+
+
+def key(
+    name: str,
+    type: str,
+    default: Any,
+    doc: str,
+    roles: Sequence[str] = ("broker",),
+    validator: Callable[[Any], None] | None = None,
+    choices: Sequence[str] = (),
+    aliases: Sequence[str] = (),
+) -> ConfigKey:
+    """Declare a key (the one-line form used by the keys_*.py modules)."""
+    return ConfigKey(
+        name, type, default, validator, doc, tuple(roles), tuple(choices), tuple(aliases)
+    )

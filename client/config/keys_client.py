@@ -1,0 +1,54 @@
+"""Client keys (producer, consumer, admin), with Kafka's names and defaults. One line per key."""
+
+from __future__ import annotations
+
+from client.config.keydef import key
+from client.config.types import at_least, host_ports
+
+P = ("producer",)
+CO = ("consumer",)
+A = ("admin",)
+PCA = ("producer", "consumer", "admin")
+CA = ("consumer", "admin")
+MiB = 1024 * 1024
+
+KEYS = [
+    key("bootstrap.servers", "list", ("localhost:9092",), "brokers to contact first: HOST:PORT, comma-separated", PCA, host_ports()),
+    key("client.id", "str", None, "name sent with every request (logs, quotas); default gregor-ROLE-N", PCA),
+    key("request.timeout.ms", "duration_ms", 30_000, "how long to wait for any response", PCA, at_least(1)),
+    key("default.api.timeout.ms", "duration_ms", 60_000, "timeout of blocking calls without their own timeout", CA, at_least(1)),
+    key("metadata.max.age.ms", "duration_ms", 300_000, "refresh metadata at least this often", PCA, at_least(0)),
+    key("retry.backoff.ms", "duration_ms", 100, "wait before retrying a failed request", PCA, at_least(0)),
+    key("reconnect.backoff.ms", "duration_ms", 50, "first wait before reconnecting to a broker", PCA, at_least(0)),
+    key("reconnect.backoff.max.ms", "duration_ms", 1000, "longest wait before reconnecting", PCA, at_least(0)),
+    key("socket.connection.setup.timeout.ms", "duration_ms", 10_000, "TCP connect timeout", PCA, at_least(1)),
+    key("max.in.flight.requests.per.connection", "int", 5, "pipelined requests per connection before the sender waits", PCA, at_least(1)),
+    key("max.response.bytes", "size", 100 * MiB, "largest response frame the client accepts", PCA, at_least(1024)),
+    key("acks", "enum", "all", "replicas that must have a record before it is acknowledged: all (-1), 1 or 0", P, choices=("all", "-1", "0", "1")),
+    key("linger.ms", "duration_ms", 5, "wait this long for more records before sending a batch", P, at_least(0)),
+    key("batch.size", "size", 16_384, "target bytes per partition batch", P, at_least(1)),
+    key("compression.type", "enum", "none", "compression of produced batches", P, choices=("none", "gzip", "lz4", "zstd")),
+    key("retries", "int", 2**31 - 1, "retries of a batch failing with a retriable error (bounded by delivery.timeout.ms)", P, at_least(0)),
+    key("delivery.timeout.ms", "duration_ms", 120_000, "give up on a record this long after send()", P, at_least(1)),
+    key("buffer.memory", "size", 32 * MiB, "bytes of unsent records before send() blocks", P, at_least(1024)),
+    key("max.block.ms", "duration_ms", 60_000, "how long send() blocks for buffer space or metadata", P, at_least(0)),
+    key("max.request.size", "size", 1 * MiB, "largest Produce request per partition", P, at_least(1024)),
+    key("enable.idempotence", "bool", False, "producer ids and sequence numbers for exactly-once appends (Kafka's default: true)", P),
+    key("transactional.id", "str", None, "enables transactions with this id", P),
+    key("group.id", "str", None, "consumer group to join; None: no group (assign() and no commits)", CO),
+    key("group.instance.id", "str", None, "static membership id", CO),
+    key("auto.offset.reset", "enum", "earliest", "where to start without a committed offset (Kafka's default: latest)", CO, choices=("earliest", "latest", "none")),
+    key("enable.auto.commit", "bool", True, "commit consumed offsets in the background", CO),
+    key("auto.commit.interval.ms", "duration_ms", 5000, "how often offsets are auto-committed", CO, at_least(0)),
+    key("fetch.min.bytes", "size", 1, "a fetch waits for at least this many bytes", CO, at_least(0)),
+    key("fetch.max.wait.ms", "duration_ms", 500, "... or at most this long", CO, at_least(0)),
+    key("max.partition.fetch.bytes", "size", 1 * MiB, "bytes per partition per fetch", CO, at_least(1)),
+    key("max.poll.records", "int", 500, "records returned by one poll()", CO, at_least(1)),
+    key("max.poll.interval.ms", "duration_ms", 300_000, "a member not polling for this long leaves the group", CO, at_least(1)),
+    key("fetch.buffer.bytes", "size", 64 * MiB, "fetched-but-unpolled bytes before prefetching pauses", CO, at_least(1024)),
+    key("isolation.level", "enum", "read_uncommitted", "read_committed hides records of open or aborted transactions", CO, choices=("read_uncommitted", "read_committed")),
+    key("check.crcs", "bool", True, "verify each fetched batch's CRC-32C", CO),
+    key("session.timeout.ms", "duration_ms", 45_000, "the group drops a member silent for this long", CO, at_least(1)),
+    key("heartbeat.interval.ms", "duration_ms", 3000, "how often the consumer heartbeats to its group coordinator", CO, at_least(1)),
+    key("partition.assignment.strategy", "list", ("range",), "assignors, in order of preference (range, roundrobin, sticky)", CO, None),
+]  # fmt: skip

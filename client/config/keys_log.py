@@ -1,0 +1,28 @@
+"""Log storage keys (broker): segments, indexes, retention, flushing. One line per key."""
+
+from __future__ import annotations
+
+from client.config.keydef import key
+from client.config.types import at_least, at_least_or_minus_one, in_range, items_in
+
+B = ("broker",)
+MiB = 1024 * 1024
+DAY_MS = 86_400_000
+LONG_MAX = 2**63 - 1
+
+KEYS = [
+    key("log.segment.bytes", "size", 1024 * MiB, "roll a new segment when the active one reaches this size", B, in_range(75, 2**31 - 1)),
+    key("log.roll.ms", "duration_ms", 7 * DAY_MS, "roll a new segment when the active one is this old", B, at_least(1), aliases=("log.segment.ms",)),
+    key("log.index.interval.bytes", "size", 4096, "bytes of records between offset-index entries", B, at_least(0)),
+    key("log.index.size.max.bytes", "size", 10 * MiB, "largest offset/time index file; the segment rolls when it is full", B, at_least(12)),
+    key("log.retention.ms", "duration_ms", 7 * DAY_MS, "delete segments older than this; -1: keep forever", B, at_least_or_minus_one(1)),
+    key("log.retention.bytes", "size", -1, "delete old segments while a partition is bigger than this; -1: no limit", B, at_least_or_minus_one(0)),
+    key("log.retention.check.interval.ms", "duration_ms", 300_000, "how often retention is checked", B, at_least(1)),
+    key("log.segment.delete.delay.ms", "duration_ms", 60_000, "wait before deleting a segment's files after it leaves the log", B, at_least(0)),
+    key("log.flush.on.ack", "bool", True, "fsync appended records before acknowledging them (group commit); false: Kafka's page-cache behaviour", B),
+    key("log.flush.interval.messages", "int", LONG_MAX, "with log.flush.on.ack=false: fsync after this many records", B, at_least(1)),
+    key("log.flush.interval.ms", "duration_ms", LONG_MAX, "with log.flush.on.ack=false: fsync after this many ms", B, at_least(1)),
+    key("log.cleanup.policy", "list", ("delete",), "delete and/or compact", B, items_in(("delete", "compact"))),
+    key("log.message.timestamp.type", "enum", "CreateTime", "record timestamps as sent (CreateTime) or set on append (LogAppendTime)", B, choices=("CreateTime", "LogAppendTime")),
+    key("num.recovery.threads.per.data.dir", "int", 1, "threads recovering logs at start-up, per log dir", B, at_least(1)),
+]  # fmt: skip

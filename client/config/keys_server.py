@@ -1,0 +1,37 @@
+"""Server keys: identity, roles, listeners, network limits, topic defaults. One line per key."""
+
+from __future__ import annotations
+
+from client.config.keydef import key
+from client.config.types import Validator, at_least, host_ports, items_in, non_empty
+
+B = ("broker",)
+C = ("controller",)
+BC = ("broker", "controller")
+ALL = ("broker", "controller", "producer", "consumer", "admin")
+MiB = 1024 * 1024
+INT_MAX = 2**31 - 1
+_optional_listeners = Validator(lambda v: len(v) == 0 or host_ports()(v) is None, "empty, or HOST:PORT[,...]")  # fmt: skip
+
+KEYS = [
+    key("process.roles", "list", ("broker", "controller"), "roles this process plays: broker, controller or both", BC, items_in(("broker", "controller"))),
+    key("node.id", "int", 1, "this node's id, unique in the cluster (brokers and controllers)", BC, at_least(0)),
+    key("cluster.id", "str", None, "cluster id; a node refuses to join a cluster with another id", BC),
+    key("listeners", "list", ("127.0.0.1:9092",), "addresses the broker listens on: HOST:PORT or PLAINTEXT://HOST:PORT, comma-separated; port 0 picks a free port", B, host_ports()),
+    key("advertised.listeners", "list", (), "addresses given to clients in metadata; empty: same as listeners", B, _optional_listeners),
+    key("broker.rack", "str", None, "rack of this broker, for rack-aware replica placement", B),
+    key("log.dirs", "list", ("./gregor-data",), "data directories for partition logs, comma-separated", B, non_empty()),
+    key("log.level", "enum", "INFO", "logging level of the process", BC, choices=("DEBUG", "INFO", "WARNING", "ERROR")),
+    key("num.network.threads", "int", 3, "network (selector) threads accepting and framing requests", B, at_least(1)),
+    key("num.io.threads", "int", 8, "I/O handler threads executing requests", B, at_least(1)),
+    key("queued.max.requests", "int", 500, "requests queued for the I/O threads before the network threads stop reading", B, at_least(1)),
+    key("socket.request.max.bytes", "size", 100 * MiB, "largest request frame accepted; bigger frames close the connection", B, at_least(64)),
+    key("connections.max.idle.ms", "duration_ms", 600_000, "idle connections are closed after this long", ("broker", "producer", "consumer", "admin"), at_least(1)),
+    key("max.connections", "int", INT_MAX, "open client connections per broker before new ones are refused", B, at_least(1)),
+    key("auto.create.topics.enable", "bool", True, "create a topic when a client asks for metadata of an unknown one", BC),
+    key("delete.topic.enable", "bool", True, "allow DeleteTopics", BC),
+    key("num.partitions", "int", 1, "partitions of an auto-created (or -1 partitions) topic", BC, at_least(1)),
+    key("default.replication.factor", "int", 1, "replication factor of an auto-created (or -1) topic", BC, at_least(1)),
+    key("message.max.bytes", "size", 1024 * 1024 + 12, "largest record batch the broker accepts", BC, at_least(61)),
+    key("fetch.max.bytes", "size", 50 * MiB, "most bytes returned by one fetch response (broker cap and consumer request)", ("broker", "consumer"), at_least(1)),
+]  # fmt: skip
