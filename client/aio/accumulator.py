@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from client.aio._gc import gc_paused
 from client.aio.types import TopicPartition
 
 RECORD_OVERHEAD = 16  # rough per-record bytes beyond key and value (msgpack framing, deltas)
@@ -201,7 +202,8 @@ class RecordAccumulator:
                 for k, v in items
             ]
         else:
-            entries_all = list(zip(itertools.repeat(None), items))
+            with gc_paused():
+                entries_all = list(zip(itertools.repeat(None), items))
             if None in items:
                 sizes = [ovh + (len(v) if v is not None else 0) for v in items]
             else:

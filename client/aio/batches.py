@@ -1,9 +1,9 @@
 """The client's one seam to the record batch format (client.records' builder and reader).
 
-    encode(entries, compression, timestamp_ms) -> bytes
-        entries: [(key, value)] (stamped timestamp_ms) or [(key, value, headers, timestamp_ms)]
-    decode(buf, check_crc) -> [Record(offset, timestamp, key, value, headers)]
-        every whole batch in buf; a partial trailing batch is dropped
+encode(entries, compression, timestamp_ms) -> bytes
+    entries: [(key, value)] (stamped timestamp_ms) or [(key, value, headers, timestamp_ms)]
+decode(buf, check_crc) -> [Record(offset, timestamp, key, value, headers)]
+    every whole batch in buf; a partial trailing batch is dropped
 """
 
 from __future__ import annotations

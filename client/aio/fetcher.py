@@ -20,6 +20,7 @@ import logging
 import time
 from typing import Any
 
+from client.aio._gc import gc_paused
 from client.aio.batches import decode
 from client.aio.cluster import ClusterClient
 from client.aio.types import ConsumerRecord, TopicPartition
@@ -32,6 +33,8 @@ from client.errors import (
 from client.protocol import ApiKey
 
 log = logging.getLogger(__name__)
+_new = tuple.__new__
+
 
 _METADATA_ERRORS = frozenset(
     {
@@ -325,7 +328,8 @@ class Fetcher:
         if not data:
             return
         try:
-            records = decode(data, self.config.check_crcs)
+            with gc_paused():
+                records = decode(data, self.config.check_crcs)
         except GregorError as exc:
             self.errors.append(exc)
             return
@@ -356,21 +360,22 @@ class Fetcher:
                 continue
             take = min(len(records) - idx, max_records - len(out))
             topic, partition = tp
-            mk = ConsumerRecord
             if kd is None and vd is None:
-                out.extend(
-                    [
-                        mk(topic, partition, o, ts, k, v, list(h) if h else [])
-                        for o, ts, k, v, h in records[idx : idx + take]
-                    ]
-                )
+                # tuple.__new__ skips the namedtuple's Python-level __new__ (hot path).
+                with gc_paused():
+                    out.extend(
+                        [
+                            _new(ConsumerRecord, (topic, partition, o, ts, k, v, h or ()))
+                            for o, ts, k, v, h in records[idx : idx + take]
+                        ]
+                    )
             else:
                 for o, ts, k, v, h in records[idx : idx + take]:
                     if kd is not None and k is not None:
                         k = kd(k)
                     if vd is not None and v is not None:
                         v = vd(v)
-                    out.append(mk(topic, partition, o, ts, k, v, list(h) if h else []))
+                    out.append(_new(ConsumerRecord, (topic, partition, o, ts, k, v, h or ())))
             idx += take
             st.position = records[idx - 1][0] + 1
             if idx >= len(records):

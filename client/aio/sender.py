@@ -19,6 +19,7 @@ import logging
 import time
 from typing import Any
 
+from client.aio._gc import gc_paused
 from client.aio.accumulator import ProducerBatch, RecordAccumulator
 from client.aio.batches import encode
 from client.aio.cluster import ClusterClient
@@ -143,7 +144,8 @@ class Sender:
             for tp, batches in parts:
                 for b in batches:
                     if b.payload is None:
-                        b.payload = encode(b.entries, cfg.compression_type, b.timestamp_ms)
+                        with gc_paused():
+                            b.payload = encode(b.entries, cfg.compression_type, b.timestamp_ms)
                 records = (
                     batches[0].payload
                     if len(batches) == 1

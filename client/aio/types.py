@@ -20,13 +20,15 @@ class RecordMetadata(NamedTuple):
 
 
 class ConsumerRecord(NamedTuple):
+    """A fetched record. headers: a tuple of (key str, value bytes) pairs, () when none."""
+
     topic: str
     partition: int
     offset: int
     timestamp: int
     key: bytes | None
     value: bytes | None
-    headers: list[tuple[str, bytes | None]]
+    headers: tuple[tuple[str, bytes | None], ...]
 
 
 class BrokerDescription(NamedTuple):

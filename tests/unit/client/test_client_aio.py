@@ -33,7 +33,7 @@ async def test_async_round_trip_with_keys_and_headers(fake_broker: FakeBroker) -
             got += await c.poll(timeout_ms=200)
         assert c.assignment() == {TopicPartition("a", 0), TopicPartition("a", 1)}
     by_value = {r.value: r for r in got}
-    assert by_value[b"v7"].key == b"k1" and by_value[b"v7"].headers == [("n", b"7")]
+    assert by_value[b"v7"].key == b"k1" and by_value[b"v7"].headers == (("n", b"7"),)
     # Per-partition order is send order.
     for part in (0, 1):
         offs = [r.offset for r in got if r.partition == part]

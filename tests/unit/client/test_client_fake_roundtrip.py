@@ -30,7 +30,7 @@ def test_produce_consume_round_trip(fake_broker: FakeBroker) -> None:
     assert [m.offset for m in mds] == list(range(100))
     recs = consume_all(fake_broker.bootstrap, [TopicPartition("t", 0)], 100)
     assert [r.value for r in recs] == [f"v{i}".encode() for i in range(100)]
-    assert recs[0].headers == [("h", b"x")]
+    assert recs[0].headers == (("h", b"x"),)
     assert [r.offset for r in recs] == list(range(100))
 
 
