@@ -37,7 +37,9 @@ from client.records.header import (
     TRANSACTIONAL_BIT,
 )
 
-RECORD_OVERHEAD = 12  # msgpack bytes per record besides key, value and headers (estimate)
+# Most msgpack bytes per record besides key, value and headers: array 1, offset delta 5,
+# timestamp delta 5 (9 beyond +-2**31 ms, added per record), key and value 5 each, headers 1.
+RECORD_OVERHEAD = 22
 _packb = functools.partial(msgpack.packb, use_bin_type=True)  # a Packer per call: thread-safe
 
 
@@ -48,7 +50,7 @@ def _now_ms() -> int:
 def _headers_size(headers: Any) -> int:
     if not headers:
         return 0
-    return sum(len(k) + len(v) + 6 for k, v in headers) + 5
+    return sum(len(k.encode()) + len(v) + 11 for k, v in headers) + 5
 
 
 def _assemble(
@@ -183,22 +185,23 @@ class BatchBuilder:
         timestamp_ms: int | None = None,
     ) -> bool:
         """Add a record; False (record not added) when the batch is full."""
+        ts = _now_ms() if timestamp_ms is None else timestamp_ms
+        base_ts = ts if self._base_ts is None else self._base_ts
+        delta = ts - base_ts
         size = (
             RECORD_OVERHEAD
             + (len(key) if key is not None else 0)
             + (len(value) if value is not None else 0)
+            + (0 if -(2**31) <= delta < 2**31 else 4)
             + _headers_size(headers)
         )
         if self._rows and self._size + size > self.max_bytes:
             return False
-        ts = _now_ms() if timestamp_ms is None else timestamp_ms
         if self._base_ts is None:
             self._base_ts = self._max_ts = ts
         elif ts > self._max_ts:
             self._max_ts = ts
-        self._rows.append(
-            (len(self._rows), ts - self._base_ts, key, value, list(headers) if headers else None)
-        )
+        self._rows.append((len(self._rows), delta, key, value, list(headers) if headers else None))
         self._size += size
         return True
 

@@ -131,3 +131,12 @@ def test_missing_codec_names_codec_and_package(monkeypatch):
     with pytest.raises(MissingCodecError, match="'lz4'.*pip install lz4"):
         build_batch([(b"k", b"v")], compression="lz4")
     assert not is_available("lz4")
+
+
+@settings(max_examples=40, deadline=None)
+@given(recs=records)
+def test_estimated_size_bounds_the_uncompressed_batch(recs):
+    b = BatchBuilder(max_bytes=1 << 30)
+    for k, v, hs, ts in recs:
+        b.append(k, v, hs, ts)
+    assert len(b.build()) <= b.estimated_size
