@@ -107,6 +107,8 @@ class Config(Mapping[str, Any]):
         return self._role
 
     def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("_"):  # dunder probes (copy, pickle) and unset slots
+            raise AttributeError(attr)
         k = REGISTRY.by_attr.get(attr)
         if k is not None and k.name in self._values:
             return self._values[k.name]

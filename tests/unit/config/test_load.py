@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import pickle
 from pathlib import Path
 
@@ -119,6 +120,7 @@ def test_config_is_immutable_typed_and_mapping():
         cfg["no.such.key"]
     assert set(cfg) == set(REGISTRY.for_role("broker"))
     assert pickle.loads(pickle.dumps(cfg)).to_dict() == cfg.to_dict()
+    assert copy.deepcopy(cfg).to_dict() == cfg.to_dict() and not hasattr(cfg, "__nope__")
 
 
 def test_with_overrides_returns_a_new_config():

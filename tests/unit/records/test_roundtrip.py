@@ -25,7 +25,7 @@ CODECS = ["none", "gzip", "lz4", "zstd"]
 
 maybe_bytes = st.none() | st.binary(max_size=64)
 headers = st.none() | st.lists(st.tuples(st.text(max_size=8), st.binary(max_size=16)), max_size=3)
-timestamps = st.integers(min_value=0, max_value=2**62)
+timestamps = st.integers(min_value=-1, max_value=2**62)
 records = st.lists(
     st.tuples(maybe_bytes, maybe_bytes, headers, timestamps), min_size=1, max_size=20
 )
