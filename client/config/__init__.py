@@ -9,7 +9,14 @@ regenerates docs/configuration.md from them.
 """
 
 from client.config.keydef import CLIENT_ROLES, ROLES, SERVER_ROLES, ConfigKey, env_name, key
-from client.config.loader import RESERVED_ENV, Config, client_config, load_config, read_yaml
+from client.config.loader import (
+    RESERVED_ENV,
+    Config,
+    client_config,
+    load_config,
+    parse_override_args,
+    read_yaml,
+)
 from client.config.registry import REGISTRY, Registry
 
 __all__ = [
@@ -25,5 +32,6 @@ __all__ = [
     "env_name",
     "key",
     "load_config",
+    "parse_override_args",
     "read_yaml",
 ]

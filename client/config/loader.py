@@ -234,4 +234,24 @@ def client_config(role: str, settings: Mapping[str, Any] | None = None, /, **kwa
     return load_config(role, None, {}, layer)
 
 
-__all__ = ["RESERVED_ENV", "Config", "attr_name", "client_config", "load_config", "read_yaml"]
+def parse_override_args(items: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """`["num.io.threads=4", "log.dirs=/d"]` (repeated --override flags) -> a dict for
+    load_config's `overrides`; ConfigError for an item without `=` or without a key."""
+    out: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise ConfigError(f"--override expects KEY=VALUE, got {item!r}")
+        out[name.strip()] = value
+    return out
+
+
+__all__ = [
+    "parse_override_args",
+    "RESERVED_ENV",
+    "Config",
+    "attr_name",
+    "client_config",
+    "load_config",
+    "read_yaml",
+]

@@ -168,3 +168,15 @@ def test_single_node_yaml_loads():
 def test_every_committed_yaml_loads(name):
     for path in (REPO / "config").rglob(name):
         load_config("controller" if "controller" in name else "broker", path, {})
+
+
+def test_parse_override_args():
+    from client.config import parse_override_args
+
+    assert parse_override_args(["num.io.threads=4", "log.dirs=/a=b"]) == {
+        "num.io.threads": "4",
+        "log.dirs": "/a=b",
+    }
+    for bad in ("novalue", "=5"):
+        with pytest.raises(ConfigError, match="KEY=VALUE"):
+            parse_override_args([bad])
