@@ -44,7 +44,7 @@ class Admin:
             "consumer",
             None,
             {
-                "bootstrap_servers": cfg.bootstrap_servers,
+                "bootstrap_servers": [f"{h}:{p}" for h, p in cfg.bootstrap_servers],
                 "request_timeout_ms": cfg.request_timeout_ms,
                 "client_id": cfg.client_id,
             },
