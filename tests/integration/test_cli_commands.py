@@ -1,0 +1,86 @@
+"""The client commands as subprocesses against a real `gregor server` process, including the
+quick start: start the server, create a topic, produce stdin lines, consume them back."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+from helpers import gregor_command
+
+
+def gregor(
+    *args: str, stdin: str | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [*gregor_command(), *args], input=stdin, capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.fixture
+def server(gregor_process):
+    gp = gregor_process()
+    probe = gregor("topics", "list", "--bootstrap-server", gp.bootstrap)
+    if probe.returncode != 0:
+        pytest.skip(f"broker does not serve topic APIs yet: {probe.stderr.strip()}")
+    return gp
+
+
+@pytest.mark.slow
+def test_quick_start(server) -> None:
+    bs = ["--bootstrap-server", server.bootstrap]
+    r = gregor("topics", "create", "quickstart", "--partitions", "1", *bs)
+    assert r.returncode == 0, r.stderr
+    lines = [f"event {i}" for i in range(20)]
+    r = gregor("produce", "quickstart", *bs, stdin="\n".join(lines) + "\n")
+    assert r.returncode == 0, r.stderr
+    r = gregor("consume", "quickstart", "--from-beginning", "--max-messages", "20", *bs)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == lines
+
+
+@pytest.mark.slow
+def test_topics_commands_and_keys(server) -> None:
+    bs = ["--bootstrap-server", server.bootstrap]
+    assert gregor("topics", "create", "k", "--partitions", "2", *bs).returncode == 0
+    dup = gregor("topics", "create", "k", *bs)
+    assert dup.returncode == 1 and "TOPIC_ALREADY_EXISTS" in dup.stderr
+    assert gregor("topics", "create", "k", "--if-not-exists", *bs).returncode == 0
+    assert "k" in gregor("topics", "list", *bs).stdout.split()
+    desc = json.loads(gregor("topics", "describe", "k", "--json", *bs).stdout)
+    assert [p["partition"] for p in desc[0]["partitions"]] == [0, 1]
+    r = gregor("produce", "k", "--key-separator", ":", *bs, stdin="a:1\nb:2\nc:3\n")
+    assert r.returncode == 0, r.stderr
+    out = []
+    for p in (0, 1):
+        r = gregor("consume", "k", "--partition", str(p), "--offset", "0", "--print-key",
+                   "--timeout-ms", "1500", *bs)  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        out += r.stdout.splitlines()
+    assert sorted(out) == ["a\t1", "b\t2", "c\t3"]
+    assert gregor("topics", "delete", "k", *bs).returncode == 0
+    assert "k" not in gregor("topics", "list", *bs).stdout.split()
+
+
+@pytest.mark.slow
+def test_perf_commands_print_json(server) -> None:
+    bs = ["--bootstrap-server", server.bootstrap]
+    assert gregor("topics", "create", "perf", *bs).returncode == 0
+    r = gregor(
+        "perf", "produce", "--topic", "perf", "--num-records", "5000", "--record-size", "50", *bs
+    )
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert res["records"] == 5000 and res["errors"] == 0 and res["latency"]["p99_ms"] > 0
+    assert r.stderr == ""  # no progress line without a TTY
+    r = gregor("perf", "consume", "--topic", "perf", "--num-records", "5000", *bs)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["records"] >= 5000
+
+
+def test_cli_reports_unreachable_broker() -> None:
+    r = gregor("topics", "list", "--bootstrap-server", "127.0.0.1:1", "-X",
+               "socket.connection.setup.timeout.ms=1000")  # fmt: skip
+    assert r.returncode == 1
+    assert "127.0.0.1:1" in r.stderr

@@ -1,0 +1,122 @@
+"""The client library against a real in-process broker (broker_server fixture): produce and
+consume round trips, keys -> Kafka's partitions, headers, compression, seeks, offsets, admin,
+closed clients. Skipped (with the reason) while the broker does not serve Produce/Fetch yet."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from client import Admin, Consumer, Producer, TopicPartition
+from client.errors import ClientClosedError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
+from client.partitioner import default_partition
+from client.protocol import ApiKey
+
+
+def _served_apis(bootstrap: str) -> set[int]:
+    from client.aio.connection import BrokerConnection
+
+    host, port = bootstrap.rsplit(":", 1)
+
+    async def probe() -> set[int]:
+        conn = BrokerConnection(host, int(port))
+        await conn.connect()
+        conn.close()
+        return set(conn.api_versions)
+
+    return asyncio.run(probe())
+
+
+@pytest.fixture
+def broker(broker_server):
+    missing = {ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.METADATA, ApiKey.CREATE_TOPICS} - _served_apis(
+        broker_server.bootstrap
+    )
+    if missing:
+        pytest.skip(f"broker does not serve {sorted(ApiKey(k).name for k in missing)} yet")
+    return broker_server
+
+
+def _poll_n(consumer: Consumer, n: int, timeout: float = 15.0) -> list:
+    out: list = []
+    deadline = time.monotonic() + timeout
+    while len(out) < n:
+        assert time.monotonic() < deadline, f"got {len(out)} of {n} records"
+        out += consumer.poll(timeout_ms=200)
+    return out
+
+
+def test_round_trip_keys_headers(broker) -> None:
+    with Admin(bootstrap_servers=broker.bootstrap) as admin:
+        admin.create_topic("rt", partitions=3)
+        with pytest.raises(TopicAlreadyExistsError):
+            admin.create_topic("rt", partitions=3)
+    keys = [b"21", b"foobar", b"abc", b"a-little-bit-long-string"] * 5
+    with Producer(bootstrap_servers=broker.bootstrap, linger_ms=1) as p:
+        futs = [
+            p.send("rt", b"v%d" % i, key=k, headers=[("i", b"%d" % i)]) for i, k in enumerate(keys)
+        ]
+        mds = [f.result(15) for f in futs]
+    for k, md in zip(keys, mds, strict=True):
+        assert md.partition == default_partition(k, 3)
+    with Consumer(bootstrap_servers=broker.bootstrap) as c:
+        c.subscribe(["rt"])
+        got = _poll_n(c, len(keys))
+    assert sorted(r.value for r in got) == sorted(b"v%d" % i for i in range(len(keys)))
+    by_value = {r.value: r for r in got}
+    assert by_value[b"v3"].headers == (("i", b"3"),) and by_value[b"v3"].key == keys[3]
+    for part in range(3):
+        offsets = [r.offset for r in got if r.partition == part]
+        assert offsets == list(range(len(offsets)))
+
+
+@pytest.mark.parametrize("codec", ["gzip", "lz4", "zstd"])
+def test_compressed_bulk(broker, codec: str) -> None:
+    with Admin(bootstrap_servers=broker.bootstrap) as admin:
+        admin.create_topic(f"c-{codec}")
+    with Producer(bootstrap_servers=broker.bootstrap, compression_type=codec) as p:
+        assert p.send_many(f"c-{codec}", [b"%06d" % i for i in range(2000)]).result(15) == 2000
+    with Consumer(bootstrap_servers=broker.bootstrap) as c:
+        c.assign([TopicPartition(f"c-{codec}", 0)])
+        got = _poll_n(c, 2000)
+    assert [r.value for r in got] == [b"%06d" % i for i in range(2000)]
+
+
+def test_seek_offsets_and_describe(broker) -> None:
+    tp = TopicPartition("s", 0)
+    with Admin(bootstrap_servers=broker.bootstrap) as admin:
+        admin.create_topic("s")
+        with Producer(bootstrap_servers=broker.bootstrap) as p:
+            for i in range(10):
+                p.send("s", b"%d" % i, timestamp_ms=1_000_000 + i)
+            p.flush()
+        d = admin.describe_topic("s")
+        assert d.partitions[0].high_watermark == 10 and d.partitions[0].log_start_offset == 0
+        assert admin.list_offsets({tp: -1}) == {tp: 10}
+        assert "s" in admin.list_topics()
+    with Consumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="latest") as c:
+        c.assign([tp])
+        assert c.end_offsets([tp]) == {tp: 10}
+        assert c.beginning_offsets([tp]) == {tp: 0}
+        assert c.position(tp) == 10
+        c.seek(tp, 6)
+        assert [r.value for r in _poll_n(c, 4)] == [b"6", b"7", b"8", b"9"]
+        assert c.offsets_for_times({tp: 1_000_003}) == {tp: 3}
+        c.seek_to_beginning(tp)
+        assert c.position(tp) == 0
+
+
+def test_errors_and_closed_clients(broker) -> None:
+    with Admin(bootstrap_servers=broker.bootstrap) as admin:
+        with pytest.raises(UnknownTopicOrPartitionError):
+            admin.describe_topic("nope")
+    p = Producer(bootstrap_servers=broker.bootstrap, max_block_ms=300)
+    from client.errors import GregorTimeoutError
+
+    with pytest.raises(GregorTimeoutError, match="nope"):
+        p.send("nope", b"v")  # no such topic, no auto-creation: blocks max.block.ms
+    p.close()
+    with pytest.raises(ClientClosedError):
+        p.send("nope", b"v")
