@@ -1,7 +1,8 @@
 """CRC-32C (Castagnoli) via crcmod, with a loud check that its C extension is loaded.
 
-The pure-Python fallback of crcmod is about 100x slower; a broker on it would validate
-batches at a few MB/s. `require_c_extension()` is called by scripts and at start-up.
+When the optional `google-crc32c` package is installed (C implementation), its hardware CRC is
+used instead of crcmod's table loop (BACKEND says which). The pure-Python fallback of crcmod
+is about 100x slower; a broker on it would validate batches at a few MB/s. `require_c_extension()` is called by scripts and at start-up.
 """
 
 from __future__ import annotations
@@ -16,9 +17,30 @@ _log = logging.getLogger(__name__)
 
 crc32c = crcmod.predefined.mkPredefinedCrcFun("crc-32c")
 """crc32c(data: bytes | memoryview, crc: int = 0) -> int"""
+crcmod_crc32c = crc32c
+
+# google-crc32c (optional) uses the CPU's CRC32 instruction: ~20 GB/s against crcmod's ~0.4 GB/s.
+# Used when installed with its C implementation; same results (tests/unit/records/test_crc.py).
+try:
+    import google_crc32c as _google_crc32c
+except ImportError:
+    _google_crc32c = None
+
+if _google_crc32c is not None and _google_crc32c.implementation == "c":
+    _extend = _google_crc32c.extend
+
+    def crc32c(data: bytes | bytearray | memoryview, crc: int = 0) -> int:  # type: ignore[misc]
+        # extend() takes only bytes objects (no memoryview/bytearray): copy those (memcpy).
+        return _extend(crc, data if type(data) is bytes else bytes(data))
+
+    BACKEND = "google-crc32c"
+else:
+    BACKEND = "crcmod"
 
 
 def has_c_extension() -> bool:
+    if BACKEND == "google-crc32c":
+        return True
     # The package re-exports names over its submodule, so read the flag off sys.modules.
     return bool(getattr(sys.modules["crcmod.crcmod"], "_usingExtension", False))
 
