@@ -18,7 +18,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 
 from client.records import build_batch, decode_batch, is_available  # noqa: E402
-from client.records.crc import require_c_extension  # noqa: E402
+from client.records.crc import BACKEND, require_c_extension  # noqa: E402
 
 
 def run(codec: str, total: int, batch: int, value_bytes: int, repeat: int) -> dict:
@@ -73,7 +73,8 @@ def main() -> None:
             rows.append({"codec": codec, "skipped": "codec package not installed"})
             continue
         rows.append(run(codec, args.records, args.batch, args.value_bytes, args.repeat))
-    print(json.dumps({"bench": "records", "cpus": os.cpu_count(), "rows": rows}, indent=2))
+    out = {"bench": "records", "cpus": os.cpu_count(), "crc_backend": BACKEND, "rows": rows}
+    print(json.dumps(out, indent=2))
 
 
 if __name__ == "__main__":
