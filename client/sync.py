@@ -22,6 +22,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from client import aio
+from client.aio.futures import DeliveryFuture
 from client.aio.types import ConsumerRecord, TopicPartition
 from client.errors import ClientClosedError
 
@@ -136,8 +137,7 @@ class Producer(_SyncClient):
         timestamp_ms: int | None = None,
     ) -> concurrent.futures.Future:
         core = self._core
-        fut: concurrent.futures.Future = concurrent.futures.Future()
-        fut.set_running_or_notify_cancel()  # delivery cannot be cancelled once queued
+        fut = DeliveryFuture()  # a concurrent.futures.Future; delivery cannot be cancelled
         rec = core._prepare(topic, value, key, headers, timestamp_ms)
         if core._try_append(topic, partition, rec, fut) != "ok":
             self._run(core._send_into(fut, topic, value, key, partition, headers, timestamp_ms))

@@ -52,6 +52,7 @@ class ClusterMetadata:
     cluster_id: str | None = None
     controller_id: int = -1
     updated_at: float = 0.0  # time.monotonic() of the refresh; 0 = never
+    _available: dict[str, list[int]] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def from_response(
@@ -100,7 +101,12 @@ class ClusterMetadata:
         return 0 if parts is None else len(parts)
 
     def available_partitions(self, topic: str) -> list[int]:
-        return [p.partition for p in self.topics.get(topic, ()) if p.leader >= 0]
+        """Partitions of `topic` with a leader (memoized: the snapshot never changes)."""
+        got = self._available.get(topic)
+        if got is None:
+            got = [p.partition for p in self.topics.get(topic, ()) if p.leader >= 0]
+            self._available[topic] = got
+        return got
 
     def leader_for(self, tp: TopicPartition) -> int:
         parts = self.topics.get(tp.topic)

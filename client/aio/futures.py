@@ -1,0 +1,116 @@
+"""`DeliveryFuture`: a concurrent.futures.Future for per-record delivery, cheap to create.
+
+`concurrent.futures.Future()` builds a Condition (and its RLock) per instance: ~5 us, more than
+the rest of a send(). A DeliveryFuture is a real `concurrent.futures.Future` subclass (isinstance
+works, and `concurrent.futures.wait`/`as_completed` work through a Condition made on demand) that
+creates nothing until someone blocks on it. It starts RUNNING: a queued record cannot be
+cancelled. The loop thread resolves it; any thread may wait on it or add callbacks.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import threading
+from concurrent.futures._base import FINISHED, RUNNING
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+_LOCK = threading.Lock()  # guards lazy waiter objects and callback lists of every future
+
+
+class DeliveryFuture(concurrent.futures.Future):
+    def __init__(self) -> None:  # no super().__init__: no Condition until someone waits
+        self._state = RUNNING
+        self._result: Any = None
+        self._exception: BaseException | None = None
+        self._waiters: list = []
+        self._done_callbacks: list = []
+        self._event: threading.Event | None = None
+        self._cond: threading.Condition | None = None
+
+    @property
+    def _condition(self) -> threading.Condition:  # type: ignore[override]
+        # Used by concurrent.futures.wait()/as_completed() only.
+        with _LOCK:
+            if self._cond is None:
+                self._cond = threading.Condition()
+            return self._cond
+
+    def cancel(self) -> bool:
+        return False
+
+    def cancelled(self) -> bool:
+        return False
+
+    def running(self) -> bool:
+        return self._state == RUNNING
+
+    def done(self) -> bool:
+        return self._state == FINISHED
+
+    def set_running_or_notify_cancel(self) -> bool:
+        return True
+
+    def _wait(self, timeout: float | None) -> None:
+        if self._state == FINISHED:
+            return
+        with _LOCK:
+            if self._event is None:
+                self._event = threading.Event()
+            ev = self._event
+        if self._state != FINISHED and not ev.wait(timeout):
+            raise TimeoutError(f"record not acknowledged within {timeout} s")
+
+    def result(self, timeout: float | None = None) -> Any:
+        self._wait(timeout)
+        if self._exception is not None:
+            raise self._exception
+        return self._result
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        self._wait(timeout)
+        return self._exception
+
+    def add_done_callback(self, fn: Any) -> None:
+        with _LOCK:
+            if self._state != FINISHED:
+                self._done_callbacks.append(fn)
+                return
+        self._call(fn)
+
+    def _call(self, fn: Any) -> None:
+        try:
+            fn(self)
+        except Exception:  # as concurrent.futures does: a failing callback is logged, not raised
+            log.exception("exception calling callback for %r", self)
+
+    def set_result(self, result: Any) -> None:
+        self._finish(result, None)
+
+    def set_exception(self, exception: BaseException | None) -> None:
+        self._finish(None, exception)
+
+    def _finish(self, result: Any, exception: BaseException | None) -> None:
+        with _LOCK:
+            if self._state == FINISHED:
+                raise concurrent.futures.InvalidStateError(f"{self!r} already finished")
+            self._result = result
+            self._exception = exception
+            self._state = FINISHED
+            callbacks, self._done_callbacks = self._done_callbacks, []
+            ev = self._event
+            cond = self._cond
+        if ev is not None:
+            ev.set()
+        if cond is not None:
+            with cond:
+                for waiter in self._waiters:
+                    if exception is None:
+                        waiter.add_result(self)
+                    else:
+                        waiter.add_exception(self)
+                cond.notify_all()
+        for fn in callbacks:
+            self._call(fn)

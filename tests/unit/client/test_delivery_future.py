@@ -1,0 +1,51 @@
+"""DeliveryFuture behaves as a concurrent.futures.Future across threads."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+
+import pytest
+
+from client.aio.futures import DeliveryFuture
+
+
+def test_result_from_another_thread_and_callbacks() -> None:
+    f = DeliveryFuture()
+    seen: list = []
+    f.add_done_callback(lambda fut: seen.append(fut.result()))
+    assert isinstance(f, concurrent.futures.Future) and f.running() and not f.done()
+    assert not f.cancel()
+    threading.Timer(0.01, f.set_result, args=(42,)).start()
+    assert f.result(5) == 42
+    assert seen == [42]
+    f.add_done_callback(lambda fut: seen.append("late"))  # runs at once when done
+    assert seen == [42, "late"]
+    with pytest.raises(concurrent.futures.InvalidStateError):
+        f.set_result(1)
+
+
+def test_exception_and_timeout() -> None:
+    f = DeliveryFuture()
+    with pytest.raises(TimeoutError):
+        f.result(0.01)
+    f.set_exception(ValueError("boom"))
+    with pytest.raises(ValueError, match="boom"):
+        f.result(0)
+    assert isinstance(f.exception(0), ValueError)
+
+
+def test_works_with_wait_and_as_completed() -> None:
+    futs = [DeliveryFuture() for _ in range(3)]
+    for i, f in enumerate(futs):
+        threading.Timer(0.005 * (i + 1), f.set_result, args=(i,)).start()
+    assert sorted(f.result() for f in concurrent.futures.as_completed(futs, timeout=5)) == [0, 1, 2]
+    done, not_done = concurrent.futures.wait(futs, timeout=5)
+    assert len(done) == 3 and not not_done
+
+
+def test_a_failing_callback_is_logged_not_raised(caplog) -> None:
+    f = DeliveryFuture()
+    f.add_done_callback(lambda fut: 1 / 0)
+    f.set_result(None)
+    assert "exception calling callback" in caplog.text
