@@ -95,7 +95,7 @@ class DeliveryFuture(concurrent.futures.Future):
     def _finish(self, result: Any, exception: BaseException | None) -> None:
         with _LOCK:
             if self._state == FINISHED:
-                raise concurrent.futures.InvalidStateError(f"{self!r} already finished")
+                raise concurrent.futures.InvalidStateError("delivery future already finished")
             self._result = result
             self._exception = exception
             self._state = FINISHED
