@@ -125,7 +125,11 @@ class Producer(_SyncClient):
 
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)
-        self._run(self._core.start())
+        try:
+            self._run(self._core.start())
+        except BaseException:
+            self.close()
+            raise
 
     def send(
         self,

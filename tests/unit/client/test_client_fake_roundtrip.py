@@ -116,3 +116,14 @@ def test_connection_loss_is_retried(fake_broker: FakeBroker) -> None:
         p.send("l", b"a").result(10)
         fake_broker.close_connections()
         assert p.send("l", b"b").result(10).offset == 1
+
+
+def test_unreachable_bootstrap_fails_fast_and_cleans_up() -> None:
+    import threading
+
+    from client.errors import ConnectionFailedError
+
+    before = threading.active_count()
+    with pytest.raises(ConnectionFailedError, match="127.0.0.1:1"):
+        Producer(bootstrap_servers="127.0.0.1:1", socket_connection_setup_timeout_ms=1000)
+    assert threading.active_count() == before  # the loop thread was stopped
