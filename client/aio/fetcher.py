@@ -27,6 +27,7 @@ from client.aio.types import ConsumerRecord, TopicPartition
 from client.errors import (
     ErrorCode,
     GregorError,
+    MessageTooLargeError,
     OffsetOutOfRangeError,
     error_for_code,
 )
@@ -59,6 +60,7 @@ class PartitionState:
         "log_start_offset",
         "needs_reset",
         "retry_at",
+        "fetch_bytes",
     )
 
     def __init__(self) -> None:
@@ -70,6 +72,7 @@ class PartitionState:
         self.log_start_offset = -1
         self.needs_reset = True
         self.retry_at = 0.0
+        self.fetch_bytes = 0  # > 0: a larger partition_max_bytes after an oversized batch
 
 
 class Fetcher:
@@ -247,11 +250,13 @@ class Fetcher:
         cfg = self.config
         topics: dict[str, list[dict]] = {}
         for tp, offset, _gen in parts:
+            st = self.states.get(tp)
+            grown = st.fetch_bytes if st is not None else 0
             topics.setdefault(tp.topic, []).append(
                 {
                     "partition": tp.partition,
                     "fetch_offset": offset,
-                    "partition_max_bytes": cfg.max_partition_fetch_bytes,
+                    "partition_max_bytes": grown or cfg.max_partition_fetch_bytes,
                 }
             )
         body = {
@@ -337,9 +342,22 @@ class Fetcher:
         offset = sent[0]
         while start < len(records) and records[start][0] < offset:
             start += 1  # a batch may begin before the requested offset
+        if not records:
+            # Only part of one batch fit in partition_max_bytes: ask for more next time.
+            size = max(st.fetch_bytes or self.config.max_partition_fetch_bytes, len(data)) * 2
+            if size > self.config.fetch_max_bytes:
+                self.errors.append(
+                    MessageTooLargeError(
+                        f"{tp.topic}-{tp.partition}: the batch at offset {offset} is larger "
+                        f"than fetch.max.bytes={self.config.fetch_max_bytes}"
+                    )
+                )
+            else:
+                st.fetch_bytes = size
+            return
+        st.fetch_bytes = 0
         if start >= len(records):
-            if records:
-                st.fetch_offset = max(offset, records[-1][0] + 1)
+            st.fetch_offset = max(offset, records[-1][0] + 1)
             return
         st.fetch_offset = records[-1][0] + 1
         self.buffer.append([tp, st.generation, records, start, len(data)])

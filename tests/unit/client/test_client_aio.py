@@ -156,3 +156,19 @@ def test_config_errors_name_the_key() -> None:
         Producer(acks="most")
     with pytest.raises(ConfigError, match="bootstrap.servers"):
         Consumer(bootstrap_servers="nohost")
+
+
+async def test_batch_larger_than_partition_fetch_size_is_still_read(
+    fake_broker: FakeBroker,
+) -> None:
+    fake_broker.create_topic("big", 1)
+    async with Producer(bootstrap_servers=fake_broker.bootstrap, batch_size=1 << 20) as p:
+        await (await p.send_many("big", [b"y" * 1000] * 200))  # one ~200 KB batch
+    async with Consumer(
+        bootstrap_servers=fake_broker.bootstrap, max_partition_fetch_bytes=10_000
+    ) as c:
+        c.assign([TopicPartition("big", 0)])
+        got = []
+        while len(got) < 200:
+            got += await c.poll(timeout_ms=500)
+        assert len(got) == 200
