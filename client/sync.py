@@ -29,7 +29,7 @@ from client.errors import ClientClosedError
 try:
     import uvloop
 
-    _new_loop = uvloop.new_event_loop
+    _new_loop: Any = uvloop.new_event_loop
 except ImportError:  # pragma: no cover - uvloop is a dependency; plain asyncio works too
     _new_loop = asyncio.new_event_loop
 

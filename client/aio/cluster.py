@@ -13,6 +13,7 @@ UNKNOWN_TOPIC_OR_PARTITION (`request_update()`). Loop-owned: call it on its even
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Iterable
@@ -259,9 +260,12 @@ class ClusterClient:
                 raise ConnectionFailedError(f"broker {node_id} is not in the cluster metadata")
             task = asyncio.ensure_future(self._open(node_id, b.host, b.port))
             self._connecting[node_id] = task
-            task.add_done_callback(lambda _t, n=node_id: self._connecting.pop(n, None))
+            task.add_done_callback(functools.partial(self._connected_or_failed, node_id))
             task.add_done_callback(_retrieve)
         return await asyncio.shield(task)
+
+    def _connected_or_failed(self, node_id: int, _task: asyncio.Task) -> None:
+        self._connecting.pop(node_id, None)
 
     async def _open(self, node_id: int, host: str, port: int) -> BrokerConnection:
         wait = self._backoff_until.get(node_id, 0) - time.monotonic()

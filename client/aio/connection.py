@@ -122,6 +122,7 @@ class BrokerConnection:
         except OSError as exc:  # includes TimeoutError
             reason = str(exc) or type(exc).__name__
             raise ConnectionFailedError(f"cannot connect to {self.address}: {reason}") from exc
+        assert self._transport is not None
         sock = self._transport.get_extra_info("socket")
         if sock is not None:
             import socket
@@ -129,6 +130,7 @@ class BrokerConnection:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._connected = True
         body = await self.request(ApiKey.API_VERSIONS, {}, version=0)
+        assert body is not None
         if body["error_code"] not in (0, 35):
             self.close()
             raise error_for_code(body["error_code"])(f"ApiVersions from {self.address}")

@@ -50,6 +50,11 @@ _METADATA_ERRORS = frozenset(
 )
 
 
+def _log_failure(task: asyncio.Task) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("fetch task failed", exc_info=task.exception())
+
+
 class PartitionState:
     __slots__ = (
         "position",
@@ -178,10 +183,10 @@ class Fetcher:
                         tp = TopicPartition(t["name"], p["partition"])
                         code = p["error_code"]
                         if code:
-                            exc = error_for_code(code)(f"ListOffsets {tp.topic}-{tp.partition}")
-                            if not exc.retriable:
-                                raise exc
-                            retry.append(exc)
+                            err = error_for_code(code)(f"ListOffsets {tp.topic}-{tp.partition}")
+                            if not err.retriable:
+                                raise err
+                            retry.append(err)
                             self.cluster.request_update()
                             continue
                         out[tp] = (p["offset"], p["timestamp"])
@@ -244,9 +249,16 @@ class Fetcher:
         for node, parts in by_node.items():
             task = asyncio.ensure_future(self._fetch(node, parts))
             self._in_flight[node] = task
-            task.add_done_callback(lambda _t, n=node: self._in_flight.pop(n, None))
+            task.add_done_callback(_log_failure)
 
     async def _fetch(self, node: int, parts: list[tuple[TopicPartition, int, int]]) -> None:
+        try:
+            await self._fetch_once(node, parts)
+        finally:
+            self._in_flight.pop(node, None)  # before waking poll(), so it can fetch again
+            self.wake.set()
+
+    async def _fetch_once(self, node: int, parts: list[tuple[TopicPartition, int, int]]) -> None:
         cfg = self.config
         topics: dict[str, list[dict]] = {}
         for tp, offset, _gen in parts:

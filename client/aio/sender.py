@@ -176,11 +176,11 @@ class Sender:
                 expect_response=cfg.acks != 0,
             )
         except asyncio.CancelledError:
-            err = ClientClosedError("producer closed before these records were acknowledged")
+            closed = ClientClosedError("producer closed before these records were acknowledged")
             for tp, batches in parts:
                 self.muted.discard(tp)
                 for b in batches:
-                    self._finish(b, err)
+                    self._finish(b, closed)
             raise
         except GregorError as exc:
             self.cluster.request_update()
@@ -215,10 +215,10 @@ class Sender:
                 msg = f"{tp.topic}-{tp.partition}"
                 if p["error_message"]:
                     msg += f": {p['error_message']}"
-                exc = error_for_code(code)(msg)
+                err = error_for_code(code)(msg)
                 if code in _METADATA_ERRORS:
                     self.cluster.request_update()
-                self._retry_or_fail(tp, batches, exc)
+                self._retry_or_fail(tp, batches, err)
                 continue
             self.muted.discard(tp)
             offset = p["base_offset"]
