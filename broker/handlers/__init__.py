@@ -70,4 +70,12 @@ def dispatch(request: Request, services: Any) -> None:
 
 
 # -- handler modules: importing one registers its handlers. One line per module. -----------------
+import broker.handlers.create_topics  # noqa: E402, F401
+import broker.handlers.delete_topics  # noqa: E402, F401
+import broker.handlers.describe_cluster  # noqa: E402, F401
+import broker.handlers.describe_configs  # noqa: E402, F401
+import broker.handlers.fetch  # noqa: E402, F401
+import broker.handlers.list_offsets  # noqa: E402, F401
+import broker.handlers.metadata  # noqa: E402, F401
+import broker.handlers.produce  # noqa: E402, F401
 from broker.handlers import api_versions  # noqa: E402

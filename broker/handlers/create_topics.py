@@ -1,0 +1,74 @@
+"""CreateTopics (19): validate names like Kafka (legal characters [a-zA-Z0-9._-], at most 249,
+not "." or ".."), then forward to the controller (combined mode: the local QuorumController on
+its own thread), which answers once the records are committed. The response is sent from the
+future's callback, so no I/O thread waits on the controller.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from broker.handlers.base import RequestContext, handler
+from client.errors import ErrorCode
+from client.protocol import ApiKey
+
+log = logging.getLogger(__name__)
+
+_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+MAX_NAME_LENGTH = 249
+
+
+def topic_name_error(name: str) -> str | None:
+    """Why `name` is not a legal topic name, or None."""
+    if not name:
+        return "topic name is empty"
+    if name in (".", ".."):
+        return f"topic name cannot be {name!r}"
+    if len(name) > MAX_NAME_LENGTH:
+        return f"topic name is longer than {MAX_NAME_LENGTH} characters"
+    if not _LEGAL.match(name):
+        return f"topic name {name!r} has characters outside [a-zA-Z0-9._-]"
+    return None
+
+
+def _error(name: str, code: ErrorCode, message: str) -> dict:
+    return {
+        "name": name,
+        "error_code": int(code),
+        "error_message": message,
+        "num_partitions": -1,
+        "replication_factor": -1,
+    }
+
+
+@handler(ApiKey.CREATE_TOPICS)
+def handle(ctx: RequestContext, body: dict) -> dict | None:
+    services: Any = ctx.services
+    results: list[dict | None] = []
+    forward: list[dict] = []
+    for t in body["topics"]:
+        why = topic_name_error(t["name"])
+        if why is not None:
+            results.append(_error(t["name"], ErrorCode.INVALID_TOPIC_EXCEPTION, why))
+        else:
+            results.append(None)
+            forward.append(t)
+    if not forward:
+        return {"topics": results, "throttle_time_ms": 0}
+    fut = services.controller.create_topics(forward, bool(body["validate_only"]))
+
+    def done(f: Any) -> None:
+        exc = f.exception()
+        if exc is not None:
+            code = getattr(exc, "code", ErrorCode.UNKNOWN_SERVER_ERROR)
+            log.warning("create_topics failed in the controller: %s", exc)
+            answers = iter([_error(t["name"], code, str(exc)) for t in forward])
+        else:
+            answers = iter(f.result())
+        topics = [r if r is not None else next(answers) for r in results]
+        ctx.respond({"topics": topics, "throttle_time_ms": 0})
+
+    fut.add_done_callback(done)
+    return None

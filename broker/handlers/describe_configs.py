@@ -1,0 +1,120 @@
+"""DescribeConfigs (32): topic resources (type 2: the topic's overrides from the metadata image,
+then every topic-level key with its broker-wide default) and broker resources (type 4, name =
+node id: every key of this broker's config, `is_default` when nothing set it). Read-only here:
+changes go through IncrementalAlterConfigs to the controller."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.handlers.base import RequestContext, handler
+from client.errors import ErrorCode
+from client.protocol import ApiKey
+
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+
+# topic-level key -> the broker key that gives its default
+TOPIC_DEFAULTS = {
+    "cleanup.policy": "log.cleanup.policy",
+    "flush.messages": "log.flush.interval.messages",
+    "flush.ms": "log.flush.interval.ms",
+    "index.interval.bytes": "log.index.interval.bytes",
+    "max.message.bytes": "message.max.bytes",
+    "message.timestamp.type": "log.message.timestamp.type",
+    "min.insync.replicas": "min.insync.replicas",
+    "retention.bytes": "log.retention.bytes",
+    "retention.ms": "log.retention.ms",
+    "segment.bytes": "log.segment.bytes",
+    "segment.index.bytes": "log.index.size.max.bytes",
+    "segment.ms": "log.roll.ms",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
+}
+SENSITIVE_MARKERS = ("password", "secret")
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return ",".join(_text(v) or "" for v in value)
+    return str(value)
+
+
+def _entry(name: str, value: Any, is_default: bool, read_only: bool) -> dict:
+    sensitive = any(m in name for m in SENSITIVE_MARKERS)
+    return {
+        "name": name,
+        "value": None if sensitive else _text(value),
+        "read_only": read_only,
+        "is_default": is_default,
+        "is_sensitive": sensitive,
+    }
+
+
+def _broker_value(config: Any, name: str) -> Any:
+    try:
+        return config[name]
+    except KeyError:
+        return None
+
+
+def _topic_configs(services: Any, topic: str) -> list[dict]:
+    overrides = services.metadata.topic_config(topic)
+    out = [_entry(k, v, False, False) for k, v in sorted(overrides.items())]
+    for k, broker_key in sorted(TOPIC_DEFAULTS.items()):
+        if k not in overrides:
+            out.append(_entry(k, _broker_value(services.config, broker_key), True, False))
+    return out
+
+
+def _broker_configs(services: Any) -> list[dict]:
+    config = services.config
+    out = []
+    for name in sorted(config):
+        source = config.source(name) if hasattr(config, "source") else "default"
+        out.append(_entry(name, config[name], source == "default", True))
+    return out
+
+
+def _describe(services: Any, res: dict) -> dict:
+    rtype, rname = int(res["resource_type"]), res["resource_name"]
+    result = {
+        "error_code": 0,
+        "error_message": None,
+        "resource_type": rtype,
+        "resource_name": rname,
+        "configs": [],
+    }
+    if rtype == RESOURCE_TOPIC:
+        if rname not in services.metadata.topics:
+            result["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            result["error_message"] = f"unknown topic {rname!r}"
+            return result
+        configs = _topic_configs(services, rname)
+    elif rtype == RESOURCE_BROKER:
+        if rname not in ("", str(services.node_id)):
+            result["error_code"] = int(ErrorCode.INVALID_REQUEST)
+            result["error_message"] = f"broker {rname!r} is not this broker ({services.node_id})"
+            return result
+        configs = _broker_configs(services)
+    else:
+        result["error_code"] = int(ErrorCode.INVALID_REQUEST)
+        result["error_message"] = f"unsupported resource type {rtype}"
+        return result
+    keys = res.get("configuration_keys")
+    if keys is not None:
+        wanted = set(keys)
+        configs = [c for c in configs if c["name"] in wanted]
+    result["configs"] = configs
+    return result
+
+
+@handler(ApiKey.DESCRIBE_CONFIGS)
+def handle(ctx: RequestContext, body: dict) -> dict:
+    return {
+        "results": [_describe(ctx.services, r) for r in body["resources"]],
+        "throttle_time_ms": 0,
+    }

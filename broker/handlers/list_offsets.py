@@ -1,0 +1,29 @@
+"""ListOffsets (2): -2 earliest (log start), -1 latest (the high watermark for consumers), or
+the first offset whose batch timestamp >= the given ms (time index). Runs on an I/O thread."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.handlers.base import RequestContext, handler
+from client.protocol import ApiKey
+
+
+@handler(ApiKey.LIST_OFFSETS)
+def handle(ctx: RequestContext, body: dict) -> dict:
+    services: Any = ctx.services
+    reqs = [
+        (t["name"], int(p["partition"]), int(p["timestamp"]), int(p["current_leader_epoch"]))
+        for t in body["topics"]
+        for p in t["partitions"]
+    ]
+    results = services.replica_manager.list_offsets(int(body["replica_id"]), reqs)
+    topics: list[dict] = []
+    by_name: dict[str, dict] = {}
+    for r in results:
+        t = by_name.get(r["topic"])
+        if t is None:
+            t = by_name[r["topic"]] = {"name": r["topic"], "partitions": []}
+            topics.append(t)
+        t["partitions"].append({k: v for k, v in r.items() if k != "topic"})
+    return {"topics": topics, "throttle_time_ms": 0}

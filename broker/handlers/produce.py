@@ -1,0 +1,86 @@
+"""Produce (0): append record batches as partition leader (broker/replica does the work).
+
+Per partition: unknown → UNKNOWN_TOPIC_OR_PARTITION (and, with auto.create.topics.enable, the
+topic is created in the background so the producer's retry finds it); not leader →
+NOT_LEADER_OR_FOLLOWER; bad batch → CORRUPT_MESSAGE; too large → MESSAGE_TOO_LARGE; the other
+partitions of the request are appended all the same. acks=0 gets no response at all; acks=1/all
+are answered when the write is acknowledged (after the group-commit fsync by default), possibly
+later from a DelayedProduce. Runs on an I/O thread; the late answer on a flusher/timer thread.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from broker.handlers.base import RequestContext, handler
+from client.errors import ErrorCode
+from client.protocol import ApiKey
+
+log = logging.getLogger(__name__)
+
+
+def _response(order: list[tuple[str, list[int]]], statuses: dict) -> dict:
+    topics = []
+    for name, parts in order:
+        topics.append(
+            {"name": name, "partitions": [statuses[(name, p)].as_response(p) for p in parts]}
+        )
+    return {"topics": topics, "throttle_time_ms": 0}
+
+
+@handler(ApiKey.PRODUCE)
+def handle(ctx: RequestContext, body: dict) -> dict | None:
+    from broker.replica.delayed import ProducePartitionStatus
+
+    services: Any = ctx.services
+    image = services.metadata
+    acks = int(body["acks"])
+    order: list[tuple[str, list[int]]] = []
+    entries: dict[tuple[str, int], bytes] = {}
+    statuses: dict[tuple[str, int], ProducePartitionStatus] = {}
+    unknown: list[str] = []
+    for t in body["topics"]:
+        name = t["name"]
+        parts = []
+        for p in t["partitions"]:
+            tp = (name, int(p["partition"]))
+            parts.append(tp[1])
+            if tp in entries or tp in statuses:
+                statuses[tp] = ProducePartitionStatus(
+                    int(ErrorCode.INVALID_REQUEST), error_message="partition named twice"
+                )
+                entries.pop(tp, None)
+            elif name not in image.topics:
+                statuses[tp] = ProducePartitionStatus(
+                    int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), error_message=f"unknown topic {name}"
+                )
+                if name not in unknown:
+                    unknown.append(name)
+            else:
+                entries[tp] = p["records"]
+        order.append((name, parts))
+    if unknown:
+        fut = services.auto_create_topics(unknown)
+        if fut is not None:
+            fut.add_done_callback(_log_failure)
+
+    def finish(results: dict) -> None:
+        if acks != 0:
+            ctx.respond(_response(order, {**statuses, **results}))
+
+    results = services.replica_manager.append_records(
+        acks, int(body["timeout_ms"]), entries, finish
+    )
+    if acks == 0:
+        ctx.no_response()
+        return None
+    if results is None:
+        return None  # a DelayedProduce answers
+    return _response(order, {**statuses, **results})
+
+
+def _log_failure(fut: Any) -> None:
+    exc = fut.exception()
+    if exc is not None:
+        log.warning("auto topic creation failed: %s", exc)

@@ -1,0 +1,320 @@
+"""BrokerNode: one broker's parts, built and owned in one place (combined single-node mode).
+
+    node = BrokerNode(config)      # builds; nothing runs yet
+    node.services.advertised = (host, port)   # BrokerServer sets the bound address (port 0)
+    node.start()                   # replays metadata, registers, unfences, starts background work
+    node.services                  # what RequestContext.services is (see Services)
+    node.shutdown()                # flush all, clean-shutdown marker, stop every thread
+
+Parts: LogManager (one group-commit Flusher per log dir, on_flushed → ReplicaManager),
+ReplicaManager, the produce and fetch purgatories (one SystemTimer), the local controller
+(H-meta's LocalController: QuorumController over LocalMetadataLog in
+`<log.dirs[0]>/__cluster_metadata`), the MetadataPublisher (loader → replica manager →
+handlers), and one background thread (`broker-tasks`) for the broker heartbeat, retention,
+high-watermark and recovery-point checkpoints, and flush_due (log.flush.on.ack=false).
+
+Start-up replays the metadata log, so topics survive restarts: the publisher recreates every
+partition before the broker registers; the broker then registers (fenced), heartbeats, and is
+unfenced by the controller, which elects it leader of its partitions again.
+
+Threads: construct/start/shutdown from one control thread; `services` from any thread.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from broker.log import LogConfig, LogManager
+from broker.metadata_publisher import MetadataPublisher
+from broker.purgatory import Purgatory, SystemTimer
+from broker.replica import ReplicaManager, ReplicaSettings
+from controller.metadata.image import MetadataImage
+from controller.quorum.local import LocalController
+
+_log = logging.getLogger(__name__)
+
+METADATA_DIR_NAME = "__cluster_metadata"  # no "-N" suffix: LogManager must not take it for a log
+CLUSTER_ID_FILE = "cluster.id"
+DEFAULT_METADATA_LOG_DIR = "gregor-data/controller"
+
+# topic config name -> LogConfig field
+_TOPIC_LOG_CONFIGS: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "segment.bytes": ("segment_bytes", int),
+    "segment.ms": ("segment_ms", int),
+    "segment.index.bytes": ("index_size_max_bytes", int),
+    "index.interval.bytes": ("index_interval_bytes", int),
+    "retention.ms": ("retention_ms", int),
+    "retention.bytes": ("retention_bytes", int),
+    "max.message.bytes": ("max_message_bytes", int),
+    "flush.messages": ("flush_messages", int),
+    "flush.ms": ("flush_ms", int),
+}
+
+
+def _as_list(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    return [str(v) for v in value]
+
+
+def _host_port(item: str) -> tuple[str, int]:
+    if "://" in item:
+        item = item.split("://", 1)[1]
+    host, _, port = item.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def log_config_from(config: Any) -> LogConfig:
+    """The broker-wide LogConfig from the config registry's log.* keys."""
+    return LogConfig(
+        segment_bytes=int(config.log_segment_bytes),
+        segment_ms=int(config.log_roll_ms),
+        index_interval_bytes=int(config.log_index_interval_bytes),
+        index_size_max_bytes=int(config.log_index_size_max_bytes),
+        retention_ms=int(config.log_retention_ms),
+        retention_bytes=int(config.log_retention_bytes),
+        flush_on_ack=bool(config.log_flush_on_ack),
+        flush_messages=int(config.log_flush_interval_messages),
+        flush_ms=int(config.log_flush_interval_ms),
+        max_message_bytes=int(config.message_max_bytes),
+    )
+
+
+def _cfg(config: Any, attr: str, default: Any) -> Any:
+    try:
+        value = getattr(config, attr)
+    except (AttributeError, KeyError):
+        return default
+    return default if value is None else value
+
+
+class Services:
+    """What handlers see as `ctx.services`. `metadata` is the latest published image."""
+
+    def __init__(self, node: BrokerNode) -> None:
+        self._node = node
+        self.config = node.config
+        self.node_id = node.node_id
+        self.cluster_id = node.cluster_id
+        self.advertised: tuple[str, int] = node.advertised
+        self.replica_manager = node.replica_manager
+        self.log_manager = node.log_manager
+        self.produce_purgatory = node.produce_purgatory
+        self.fetch_purgatory = node.fetch_purgatory
+        self.controller = node.controller
+        self.publisher = node.publisher
+
+    @property
+    def metadata(self) -> MetadataImage:
+        return self.publisher.image
+
+    @property
+    def controller_id(self) -> int:
+        return self.node_id  # combined mode: this node is the (only) controller
+
+    def auto_create_topics(self, names: list[str]) -> concurrent.futures.Future | None:
+        """Ask the controller to create `names` with the defaults (num.partitions,
+        default.replication.factor) when auto.create.topics.enable; None when disabled."""
+        if not names or not bool(_cfg(self.config, "auto_create_topics_enable", True)):
+            return None
+        reqs = [{"name": n, "num_partitions": -1, "replication_factor": -1} for n in names]
+        _log.info("auto-creating topics %s", names)
+        return self.controller.create_topics(reqs)
+
+
+class BrokerNode:
+    def __init__(self, config: Any) -> None:
+        self.config = config
+        self.node_id = int(config.node_id)
+        self.log_dirs = [os.path.abspath(d) for d in _as_list(config.log_dirs)]
+        if not self.log_dirs:
+            raise ValueError("log.dirs is empty")
+        listeners = _as_list(_cfg(config, "advertised_listeners", ())) or _as_list(config.listeners)
+        self.advertised = _host_port(listeners[0])
+        self.rack = _cfg(config, "broker_rack", None)
+        for d in self.log_dirs:
+            os.makedirs(d, exist_ok=True)
+        self.cluster_id = self._cluster_id()
+        self.log_config = log_config_from(config)
+        self.publisher: MetadataPublisher
+        self.log_manager = LogManager(
+            self.log_dirs, self.log_config, topic_config=self._topic_log_config
+        )
+        self.timer = SystemTimer("purgatory")
+        self.produce_purgatory = Purgatory("produce", self.timer)
+        self.fetch_purgatory = Purgatory("fetch", self.timer)
+        self.replica_manager = ReplicaManager(
+            self.node_id,
+            self.log_manager,
+            self.produce_purgatory,
+            self.fetch_purgatory,
+            ReplicaSettings.from_config(config),
+            min_insync_for=self._min_insync_for,
+        )
+        self.publisher = MetadataPublisher(self.replica_manager)
+        self.metadata_dir = self._metadata_dir()
+        self.controller = LocalController(
+            self.metadata_dir,
+            config,
+            snapshot_every_records=int(
+                _cfg(config, "metadata_log_max_records_between_snapshots", 10_000)
+            ),
+        )
+        self.controller.loader.subscribe(self.publisher.publish)
+        self.services = Services(self)
+        self.broker_epoch = -1
+        self._stop = threading.Event()
+        self._tasks: threading.Thread | None = None
+        self._started = False
+        self._closed = False
+
+    # -- construction helpers -------------------------------------------------------------------
+
+    def _cluster_id(self) -> str:
+        configured = _cfg(self.config, "cluster_id", None)
+        path = Path(self.log_dirs[0]) / CLUSTER_ID_FILE
+        stored = path.read_text().strip() if path.exists() else None
+        if configured and stored and configured != stored:
+            raise ValueError(f"cluster.id {configured!r} but {path} says {stored!r}")
+        cid = configured or stored or uuid.uuid4().hex[:22]
+        if stored is None:
+            tmp = path.with_suffix(".tmp")
+            with open(tmp, "w") as f:
+                f.write(cid + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        return cid
+
+    def _metadata_dir(self) -> str:
+        configured = _cfg(self.config, "metadata_log_dir", DEFAULT_METADATA_LOG_DIR)
+        if configured and configured != DEFAULT_METADATA_LOG_DIR:
+            return os.path.abspath(configured)
+        return os.path.join(self.log_dirs[0], METADATA_DIR_NAME)
+
+    def _topic_log_config(self, topic: str) -> LogConfig:
+        overrides = self.publisher.image.topic_config(topic) if hasattr(self, "publisher") else {}
+        kw: dict[str, Any] = {}
+        for name, value in overrides.items():
+            spec = _TOPIC_LOG_CONFIGS.get(name)
+            if spec is not None and value is not None:
+                kw[spec[0]] = spec[1](value)
+        if not kw:
+            return self.log_config
+        return LogConfig(**{**self.log_config.__dict__, **kw})
+
+    def _min_insync_for(self, topic: str) -> int:
+        value = self.publisher.image.topic_config(topic).get("min.insync.replicas")
+        if value is not None:
+            return int(value)
+        return int(_cfg(self.config, "min_insync_replicas", 1))
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def start(self, timeout: float = 30.0) -> None:
+        """Replay metadata (recreating partitions), start flushers, register and wait until
+        unfenced, then start the background tasks."""
+        assert not self._started, "start() called twice"
+        self._started = True
+        self.advertised = self.services.advertised  # BrokerServer may have set the real port
+        self.log_manager.start_flushers(self.replica_manager.on_flushed)
+        self.controller.start()  # replays the committed log into the publisher
+        host, port = self.advertised
+        reg = self.controller.register_broker(
+            self.node_id, host, port, self.rack, uuid.uuid4().hex
+        ).result(timeout)
+        if reg.get("error_code", 0) != 0:
+            raise RuntimeError(f"broker registration failed: {reg}")
+        self.broker_epoch = int(reg["broker_epoch"])
+        deadline = time.monotonic() + timeout
+        while not self._heartbeat(timeout):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"broker {self.node_id} was not unfenced within {timeout}s")
+            self.publisher.wait_for(lambda img: img.offset >= self.controller.image.offset, 0.1)
+        self._tasks = threading.Thread(target=self._run_tasks, name="broker-tasks", daemon=True)
+        self._tasks.start()
+        _log.info(
+            "[broker=%d] started: epoch %d, %d partitions, cluster %s",
+            self.node_id,
+            self.broker_epoch,
+            len(self.replica_manager.partitions()),
+            self.cluster_id,
+        )
+
+    def _heartbeat(self, timeout: float) -> bool:
+        """One heartbeat; True when the broker is unfenced."""
+        hb = self.controller.broker_heartbeat(
+            self.node_id, self.broker_epoch, self.controller.image.offset
+        ).result(timeout)
+        if hb.get("error_code", 0) != 0:
+            raise RuntimeError(f"broker heartbeat failed: {hb}")
+        return not hb.get("is_fenced", True)
+
+    def _run_tasks(self) -> None:
+        """The broker-tasks thread: periodic work until shutdown."""
+        cfg = self.config
+        periods = {
+            "heartbeat": int(_cfg(cfg, "broker_heartbeat_interval_ms", 2000)),
+            "retention": int(_cfg(cfg, "log_retention_check_interval_ms", 300_000)),
+            "hw_checkpoint": int(_cfg(cfg, "replica_high_watermark_checkpoint_interval_ms", 5000)),
+            "recovery_checkpoint": 60_000,
+            "flush_due": 100,
+        }
+        actions = {
+            "heartbeat": lambda: self._heartbeat(10.0),
+            "retention": self.run_retention,
+            "hw_checkpoint": self.replica_manager.checkpoint_high_watermarks,
+            "recovery_checkpoint": self.log_manager.checkpoint_recovery_points,
+            "flush_due": self._flush_due,
+        }
+        now = time.monotonic()
+        due = {name: now + p / 1000 for name, p in periods.items()}
+        while not self._stop.is_set():
+            now = time.monotonic()
+            for name, at in due.items():
+                if now >= at:
+                    due[name] = now + periods[name] / 1000
+                    try:
+                        actions[name]()
+                    except Exception:
+                        _log.exception("[broker=%d] periodic task %s failed", self.node_id, name)
+            self._stop.wait(max(0.0, min(due.values()) - time.monotonic()))
+
+    def _flush_due(self) -> None:
+        if not self.log_config.flush_on_ack:
+            self.log_manager.flush_due()
+
+    def run_retention(self) -> int:
+        """Apply retention now (segments wholly below the high watermark). Any thread."""
+        return self.log_manager.run_retention(self.replica_manager.high_watermarks())
+
+    def shutdown(self) -> None:
+        """Stop background work and the controller, flush every log, write checkpoints and the
+        clean-shutdown marker. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._stop.set()
+        if self._tasks is not None:
+            self._tasks.join(10.0)
+        try:
+            self.controller.stop()
+        except Exception:
+            _log.exception("[broker=%d] stopping the controller failed", self.node_id)
+        self.produce_purgatory.shutdown()
+        self.fetch_purgatory.shutdown()
+        self.timer.shutdown()
+        try:
+            self.replica_manager.checkpoint_high_watermarks()
+        except OSError as exc:
+            _log.error("[broker=%d] high-watermark checkpoint failed: %s", self.node_id, exc)
+        self.log_manager.close(clean=True)
+        _log.info("[broker=%d] shut down", self.node_id)

@@ -1,0 +1,118 @@
+"""DelayedProduce and DelayedFetch: the replica manager's parked requests (DESIGN.md §5, §6).
+
+DelayedProduce waits until every appended partition is acknowledged: for acks=all the high
+watermark reaches the batch's end; for acks=1 the leader's durable end does (its fsync with
+log.flush.on.ack=true). Keyed by ("produce", topic, partition); retried from the flusher's
+on_flushed callback (HW moved) and when leadership changes. On expiry the partitions still
+waiting answer REQUEST_TIMED_OUT (the records stay appended, as in Kafka).
+
+DelayedFetch waits until the fetchable bytes reach min_bytes (or a partition errors, or the
+leader changes) or max_wait_ms passes, then reads and answers. Keyed by ("fetch", topic,
+partition); retried when the HW moves (consumers) or on append (followers).
+
+Threads: try_complete runs on whichever thread retries the key (I/O workers, flusher threads,
+the metadata publisher); on_complete exactly once on the winner (or the timer reaper).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from broker.purgatory import DelayedOperation
+from client.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.replica.manager import FetchPartitionSpec, ReplicaManager
+
+
+@dataclass
+class ProducePartitionStatus:
+    """One partition of a produce request. `required_offset`: the offset the ack must reach
+    (last appended offset + 1); -1 when the partition already has its final answer."""
+
+    error_code: int
+    base_offset: int = -1
+    log_start_offset: int = -1
+    required_offset: int = -1
+    error_message: str | None = None
+    leader_epoch: int = -1
+
+    def as_response(self, partition: int) -> dict:
+        return {
+            "partition": partition,
+            "error_code": self.error_code,
+            "error_message": self.error_message,
+            "base_offset": self.base_offset,
+            "log_append_time_ms": -1,
+            "log_start_offset": self.log_start_offset,
+        }
+
+
+def produce_key(topic: str, partition: int) -> tuple:
+    return ("produce", topic, partition)
+
+
+def fetch_key(topic: str, partition: int) -> tuple:
+    return ("fetch", topic, partition)
+
+
+class DelayedProduce(DelayedOperation):
+    def __init__(
+        self,
+        delay_ms: int,
+        acks: int,
+        statuses: dict[tuple[str, int], ProducePartitionStatus],
+        manager: ReplicaManager,
+        callback: Callable[[dict[tuple[str, int], ProducePartitionStatus]], None],
+    ) -> None:
+        super().__init__(delay_ms)
+        self.acks = acks
+        self.statuses = statuses
+        self._manager = manager
+        self._callback = callback
+
+    def _pending(self) -> list[tuple[tuple[str, int], ProducePartitionStatus]]:
+        return [(tp, s) for tp, s in self.statuses.items() if s.required_offset >= 0]
+
+    def try_complete(self) -> bool:
+        for tp, status in self._pending():
+            code = self._manager.check_produce_acked(tp, status, self.acks)
+            if code is None:
+                return False
+            status.error_code = code
+            status.required_offset = -1
+        return self.force_complete()
+
+    def on_complete(self) -> None:
+        for _tp, status in self._pending():
+            status.required_offset = -1
+            status.error_code = int(ErrorCode.REQUEST_TIMED_OUT)
+            status.error_message = "the write was not acknowledged in time"
+        self._callback(self.statuses)
+
+
+class DelayedFetch(DelayedOperation):
+    def __init__(
+        self,
+        delay_ms: int,
+        params: Any,
+        partitions: list[FetchPartitionSpec],
+        manager: ReplicaManager,
+        callback: Callable[[list[dict[str, Any]]], None],
+    ) -> None:
+        super().__init__(delay_ms)
+        self.params = params
+        self.partitions = partitions
+        self._manager = manager
+        self._callback = callback
+
+    def try_complete(self) -> bool:
+        if self._manager.fetch_satisfied(self.params, self.partitions):
+            return self.force_complete()
+        return False
+
+    def on_complete(self) -> None:
+        results = self._manager.read_partitions(self.params, self.partitions)
+        self._callback(results)

@@ -1,0 +1,456 @@
+"""ReplicaManager: the only place that touches both the logs and the purgatories.
+
+    rm = ReplicaManager(node_id, log_manager, produce_purgatory, fetch_purgatory, settings)
+    rm.apply_metadata(image, delta)                 # from the metadata publisher
+    rm.append_records(acks, timeout_ms, {(t, p): batches}, callback) -> dict | None
+    rm.fetch_records(params, [FetchPartitionSpec], callback)      -> list | None
+    rm.list_offsets(replica_id, [(t, p, timestamp)])                -> list[dict]
+    rm.on_flushed(topic, partition, flushed_offset)                 # the flushers' callback
+
+append/fetch return the answer at once, or None after parking a DelayedProduce/DelayedFetch
+that calls `callback` exactly once later (any thread). Durability (DESIGN.md §6): with
+log.flush.on.ack=true an acks=1/all write is acknowledged only once the group-commit fsync
+covers it, and the high watermark never passes the leader's flushed offset (Partition).
+
+Threads: every public method is thread-safe (I/O workers, flusher threads, the publisher).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from broker.log import Log, LogManager
+from broker.purgatory import Purgatory
+from broker.replica.delayed import (
+    DelayedFetch,
+    DelayedProduce,
+    ProducePartitionStatus,
+    fetch_key,
+    produce_key,
+)
+from broker.replica.partition import Partition
+from client.errors import BrokerResponseError, ErrorCode, OffsetOutOfRangeError, StorageError
+
+_log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class ReplicaSettings:
+    flush_on_ack: bool = True
+    min_insync_replicas: int = 1
+    fetch_max_bytes: int = 50 * 1024 * 1024
+    max_produce_timeout_ms: int = 300_000  # bound on how long a produce may stay parked
+
+    @classmethod
+    def from_config(cls, config: Any) -> ReplicaSettings:
+        return cls(
+            flush_on_ack=bool(config.log_flush_on_ack),
+            min_insync_replicas=int(config.min_insync_replicas),
+            fetch_max_bytes=int(config.fetch_max_bytes),
+        )
+
+
+class FetchPartitionSpec(NamedTuple):
+    topic: str
+    partition: int
+    fetch_offset: int
+    partition_max_bytes: int
+    current_leader_epoch: int = -1
+
+
+@dataclass(frozen=True)
+class FetchParams:
+    replica_id: int  # -1 consumer, else a follower's broker id
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+
+    @property
+    def is_follower(self) -> bool:
+        return self.replica_id >= 0
+
+
+def _error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"error {code}"
+
+
+class ReplicaManager:
+    def __init__(
+        self,
+        node_id: int,
+        log_manager: LogManager,
+        produce_purgatory: Purgatory,
+        fetch_purgatory: Purgatory,
+        settings: ReplicaSettings | None = None,
+        min_insync_for: Callable[[str], int] | None = None,
+    ) -> None:
+        self.node_id = node_id
+        self.log_manager = log_manager
+        self.produce_purgatory = produce_purgatory
+        self.fetch_purgatory = fetch_purgatory
+        self.settings = settings or ReplicaSettings()
+        self._min_insync_for = min_insync_for or (lambda topic: self.settings.min_insync_replicas)
+        self._lock = threading.Lock()
+        self._partitions: dict[TopicPartition, Partition] = {}
+        self._checkpointed_hw = log_manager.read_high_watermarks()
+
+    # -- partition state -------------------------------------------------------------------------
+
+    def get_partition(self, topic: str, partition: int) -> Partition | None:
+        return self._partitions.get((topic, partition))
+
+    def partitions(self) -> dict[TopicPartition, Partition]:
+        with self._lock:
+            return dict(self._partitions)
+
+    def high_watermarks(self) -> dict[TopicPartition, int]:
+        return {tp: p.high_watermark for tp, p in self.partitions().items()}
+
+    def apply_metadata(self, image: Any, delta: Any) -> None:
+        """Bring local replicas in line with `image` (delta None: full resync). Called by the
+        metadata publisher, in commit order: become leader / follower, stop replica, delete."""
+        if delta is not None:
+            for topic in delta.deleted_topics:
+                self._delete_topic(topic)
+            touched: Iterable[tuple[TopicPartition, Any]] = delta.changed_partitions.items()
+        else:
+            live = {(t.name, p) for t in image.topics.values() for p in t.partitions}
+            for tp in list(self.partitions()):
+                if tp not in live:
+                    self._stop_replica(tp, delete=True)
+            for tp in self.log_manager.logs():
+                if tp not in live:
+                    self._stop_replica(tp, delete=True)
+            touched = [
+                ((t.name, p), reg) for t in image.topics.values() for p, reg in t.partitions.items()
+            ]
+        for tp, reg in touched:
+            if self.node_id in reg.replicas:
+                self._apply_partition(tp, reg)
+            elif tp in self._partitions:
+                self._stop_replica(tp, delete=True)
+
+    def _apply_partition(self, tp: TopicPartition, reg: Any) -> None:
+        part = self._partitions.get(tp)
+        if part is None:
+            log = self.log_manager.get_or_create(*tp)
+            part = Partition(
+                tp[0], tp[1], self.node_id, log, flush_on_ack=self.settings.flush_on_ack
+            )
+            with self._lock:
+                self._partitions[tp] = part
+        if reg.leader == self.node_id:
+            part.make_leader(
+                reg.leader_epoch,
+                reg.partition_epoch,
+                tuple(reg.replicas),
+                tuple(reg.isr),
+                self._checkpointed_hw.get(tp, 0),
+            )
+        else:
+            part.make_follower(
+                reg.leader, reg.leader_epoch, reg.partition_epoch, reg.replicas, reg.isr
+            )
+        self._wake(tp)
+
+    def _stop_replica(self, tp: TopicPartition, delete: bool) -> None:
+        with self._lock:
+            self._partitions.pop(tp, None)
+        self._wake(tp)
+        if delete:
+            try:
+                self.log_manager.delete(*tp)
+            except StorageError as exc:
+                _log.error("[%s-%d] deleting the log failed: %s", tp[0], tp[1], exc)
+
+    def _delete_topic(self, topic: str) -> None:
+        doomed = {tp for tp in self.partitions() if tp[0] == topic}
+        doomed |= {tp for tp in self.log_manager.logs() if tp[0] == topic}
+        for tp in sorted(doomed):
+            self._stop_replica(tp, delete=True)
+        if doomed:
+            _log.info("deleted topic %s (%d local partitions)", topic, len(doomed))
+
+    def _wake(self, tp: TopicPartition) -> None:
+        self.produce_purgatory.check_and_complete(produce_key(*tp))
+        self.fetch_purgatory.check_and_complete(fetch_key(*tp))
+
+    def on_flushed(self, topic: str, partition: int, flushed_offset: int) -> None:
+        """Flusher callback (flusher thread): the HW may move; retry waiting produces/fetches."""
+        part = self._partitions.get((topic, partition))
+        if part is None:
+            return
+        part.maybe_advance_high_watermark()
+        self._wake((topic, partition))
+
+    # -- produce --------------------------------------------------------------------------------
+
+    def _leader_partition(self, tp: TopicPartition) -> Partition:
+        part = self._partitions.get(tp)
+        if part is None:
+            raise _Err(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown partition {tp[0]}-{tp[1]}")
+        if not part.is_leader:
+            raise _Err(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                f"broker {self.node_id} is not the leader of {tp[0]}-{tp[1]}",
+            )
+        if part.log.offline:
+            raise _Err(ErrorCode.KAFKA_STORAGE_ERROR, f"log of {tp[0]}-{tp[1]} is offline")
+        return part
+
+    def append_records(
+        self,
+        acks: int,
+        timeout_ms: int,
+        entries: dict[TopicPartition, bytes],
+        callback: Callable[[dict[TopicPartition, ProducePartitionStatus]], None],
+    ) -> dict[TopicPartition, ProducePartitionStatus] | None:
+        """Append each partition's batches as leader (a bad partition fails alone). Returns the
+        statuses when final; else parks a DelayedProduce that calls `callback` later."""
+        if acks not in (-1, 0, 1):
+            return {
+                tp: ProducePartitionStatus(
+                    int(ErrorCode.INVALID_REQUIRED_ACKS), error_message=f"acks={acks}"
+                )
+                for tp in entries
+            }
+        statuses: dict[TopicPartition, ProducePartitionStatus] = {}
+        for tp, records in entries.items():
+            statuses[tp] = self._append_one(tp, records, acks)
+        waiting = [tp for tp, s in statuses.items() if s.required_offset >= 0]
+        if acks == 0 or not waiting:
+            for s in statuses.values():
+                s.required_offset = -1
+            return statuses
+        op = DelayedProduce(
+            min(max(timeout_ms, 0), self.settings.max_produce_timeout_ms),
+            acks,
+            statuses,
+            self,
+            callback,
+        )
+        if self.produce_purgatory.try_complete_else_watch(op, [produce_key(*tp) for tp in waiting]):
+            # completed during the call: on_complete already ran the callback
+            return None
+        return None
+
+    def _append_one(self, tp: TopicPartition, records: bytes, acks: int) -> ProducePartitionStatus:
+        try:
+            part = self._leader_partition(tp)
+            if acks == -1:
+                isr_size = len(part.isr)
+                min_isr = self._min_insync_for(tp[0])
+                if isr_size < min_isr:
+                    raise _Err(
+                        ErrorCode.NOT_ENOUGH_REPLICAS,
+                        f"isr {list(part.isr)} smaller than min.insync.replicas {min_isr}",
+                    )
+            info = part.log.append_as_leader(records, part.leader_epoch)
+        except _Err as e:
+            return ProducePartitionStatus(int(e.code), error_message=e.message)
+        except BrokerResponseError as exc:
+            return ProducePartitionStatus(int(exc.code), error_message=str(exc))
+        except StorageError as exc:
+            return ProducePartitionStatus(
+                int(ErrorCode.KAFKA_STORAGE_ERROR), error_message=str(exc)
+            )
+        required = info.last_offset + 1
+        if self.settings.flush_on_ack:
+            self.log_manager.request_flush(part.log)
+        else:
+            if part.maybe_advance_high_watermark():
+                self._wake(tp)
+        # followers long-polling for new bytes
+        self.fetch_purgatory.check_and_complete(fetch_key(*tp))
+        return ProducePartitionStatus(
+            0,
+            base_offset=info.first_offset,
+            log_start_offset=info.log_start_offset,
+            required_offset=required,
+            leader_epoch=part.leader_epoch,
+        )
+
+    def check_produce_acked(
+        self, tp: TopicPartition, status: ProducePartitionStatus, acks: int
+    ) -> int | None:
+        """DelayedProduce's condition for one partition: None = keep waiting, else the final code."""
+        part = self._partitions.get(tp)
+        if part is None or not part.is_leader or part.leader_epoch != status.leader_epoch:
+            return int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        if part.log.offline:
+            return int(ErrorCode.KAFKA_STORAGE_ERROR)
+        reached = part.high_watermark if acks == -1 else part.durable_end()
+        return 0 if reached >= status.required_offset else None
+
+    # -- fetch ----------------------------------------------------------------------------------
+
+    def fetch_records(
+        self,
+        params: FetchParams,
+        partitions: list[FetchPartitionSpec],
+        callback: Callable[[list[dict[str, Any]]], None],
+    ) -> list[dict[str, Any]] | None:
+        """Read now when min_bytes is available (or max_wait_ms is 0, or a partition errs),
+        else park a DelayedFetch (fetch.min.bytes / fetch.max.wait.ms long poll)."""
+        if params.max_wait_ms <= 0 or not partitions or self.fetch_satisfied(params, partitions):
+            return self.read_partitions(params, partitions)
+        op = DelayedFetch(params.max_wait_ms, params, partitions, self, callback)
+        self.fetch_purgatory.try_complete_else_watch(
+            op, [fetch_key(s.topic, s.partition) for s in partitions]
+        )
+        return None
+
+    def _fetchable_part(self, spec: FetchPartitionSpec) -> Partition:
+        tp = (spec.topic, spec.partition)
+        part = self._partitions.get(tp)
+        if part is None:
+            raise _Err(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown partition {tp[0]}-{tp[1]}")
+        if not part.is_leader:
+            raise _Err(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"not the leader of {tp[0]}-{tp[1]}")
+        if spec.current_leader_epoch >= 0:
+            if spec.current_leader_epoch < part.leader_epoch:
+                raise _Err(ErrorCode.FENCED_LEADER_EPOCH, "fetch from an older leader epoch")
+            if spec.current_leader_epoch > part.leader_epoch:
+                raise _Err(ErrorCode.UNKNOWN_LEADER_EPOCH, "fetch from a newer leader epoch")
+        return part
+
+    def fetch_satisfied(self, params: FetchParams, partitions: list[FetchPartitionSpec]) -> bool:
+        """DelayedFetch's condition: an error to report, or min_bytes readable."""
+        available = 0
+        for spec in partitions:
+            try:
+                part = self._fetchable_part(spec)
+            except _Err:
+                return True
+            log = part.log
+            limit = None if params.is_follower else part.high_watermark
+            end = log.end_offset if limit is None else limit
+            if spec.fetch_offset < log.log_start_offset or spec.fetch_offset > log.end_offset:
+                return True  # OFFSET_OUT_OF_RANGE is an answer
+            if spec.fetch_offset >= end:
+                continue
+            if params.min_bytes <= 1:
+                return True
+            try:
+                res = log.read(spec.fetch_offset, spec.partition_max_bytes, limit)
+            except (OffsetOutOfRangeError, StorageError):
+                return True
+            available += len(res.data)
+            if available >= params.min_bytes:
+                return True
+        return False
+
+    def read_partitions(
+        self, params: FetchParams, partitions: list[FetchPartitionSpec]
+    ) -> list[dict[str, Any]]:
+        """Read every partition: per-partition and total max bytes (the response's first batch
+        whole even when larger); consumers never see past the high watermark."""
+        remaining = min(params.max_bytes, self.settings.fetch_max_bytes)
+        got_any = False
+        out: list[dict[str, Any]] = []
+        for spec in partitions:
+            entry: dict[str, Any] = {
+                "topic": spec.topic,
+                "partition": spec.partition,
+                "error_code": 0,
+                "high_watermark": -1,
+                "last_stable_offset": -1,
+                "log_start_offset": -1,
+                "records": b"",
+            }
+            out.append(entry)
+            try:
+                part = self._fetchable_part(spec)
+                log: Log = part.log
+                hw = part.high_watermark
+                entry["high_watermark"] = hw
+                entry["last_stable_offset"] = hw
+                entry["log_start_offset"] = log.log_start_offset
+                if params.is_follower:
+                    part.update_follower(params.replica_id, spec.fetch_offset)
+                limit = None if params.is_follower else hw
+                budget = min(spec.partition_max_bytes, remaining)
+                if got_any and budget <= 0:
+                    continue
+                res = log.read(spec.fetch_offset, max(budget, 1), limit)
+                data = res.data
+                if got_any and len(data) > budget:
+                    continue  # only the response's first batch may exceed the limits
+                if data:
+                    got_any = True
+                    remaining -= len(data)
+                    entry["records"] = data
+                entry["log_start_offset"] = res.log_start_offset
+            except _Err as e:
+                entry["error_code"] = int(e.code)
+            except OffsetOutOfRangeError as exc:
+                entry["error_code"] = int(ErrorCode.OFFSET_OUT_OF_RANGE)
+                _log.debug("fetch %s-%d: %s", spec.topic, spec.partition, exc)
+            except StorageError as exc:
+                entry["error_code"] = int(ErrorCode.KAFKA_STORAGE_ERROR)
+                _log.error("fetch %s-%d: %s", spec.topic, spec.partition, exc)
+        return out
+
+    # -- list offsets ---------------------------------------------------------------------------
+
+    def list_offsets(
+        self, replica_id: int, requests: list[tuple[str, int, int, int]]
+    ) -> list[dict[str, Any]]:
+        """[(topic, partition, timestamp, current_leader_epoch)] → [{topic, partition,
+        error_code, timestamp, offset, leader_epoch}]. -2 earliest, -1 latest (the HW for
+        consumers, the log end for followers), else the first offset with timestamp >= ts."""
+        out = []
+        for topic, p, ts, cur_epoch in requests:
+            entry: dict[str, Any] = {
+                "topic": topic,
+                "partition": p,
+                "error_code": 0,
+                "timestamp": -1,
+                "offset": -1,
+                "leader_epoch": -1,
+            }
+            out.append(entry)
+            try:
+                part = self._fetchable_part(FetchPartitionSpec(topic, p, 0, 0, cur_epoch))
+                log = part.log
+                hw = part.high_watermark if replica_id < 0 else log.end_offset
+                entry["leader_epoch"] = part.leader_epoch
+                if ts == -2:
+                    entry["offset"] = log.log_start_offset
+                elif ts == -1:
+                    entry["offset"] = hw
+                else:
+                    found = log.offset_for_timestamp(ts)
+                    if found is not None and found.offset < hw:
+                        entry["timestamp"] = found.timestamp
+                        entry["offset"] = found.offset
+                        entry["leader_epoch"] = found.leader_epoch
+            except _Err as e:
+                entry["error_code"] = int(e.code)
+            except StorageError as exc:
+                entry["error_code"] = int(ErrorCode.KAFKA_STORAGE_ERROR)
+                _log.error("list_offsets %s-%d: %s", topic, p, exc)
+        return out
+
+    # -- periodic -------------------------------------------------------------------------------
+
+    def checkpoint_high_watermarks(self) -> None:
+        self.log_manager.checkpoint_high_watermarks(self.high_watermarks())
+
+
+class _Err(Exception):
+    """A per-partition error inside the replica manager (never escapes it)."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message or _error_name(int(code))
