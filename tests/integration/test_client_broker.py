@@ -88,10 +88,9 @@ def test_seek_offsets_and_describe(broker) -> None:
     tp = TopicPartition("s", 0)
     with Admin(bootstrap_servers=broker.bootstrap) as admin:
         admin.create_topic("s")
-        with Producer(bootstrap_servers=broker.bootstrap) as p:
-            for i in range(10):
-                p.send("s", b"%d" % i, timestamp_ms=1_000_000 + i)
-            p.flush()
+        with Producer(bootstrap_servers=broker.bootstrap, linger_ms=0) as p:
+            for i in range(10):  # one batch each: ListOffsets by time has batch granularity
+                p.send("s", b"%d" % i, timestamp_ms=1_000_000 + i).result(10)
         d = admin.describe_topic("s")
         assert d.partitions[0].high_watermark == 10 and d.partitions[0].log_start_offset == 0
         assert admin.list_offsets({tp: -1}) == {tp: 10}
