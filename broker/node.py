@@ -43,6 +43,10 @@ _log = logging.getLogger(__name__)
 
 METADATA_DIR_NAME = "__cluster_metadata"  # no "-N" suffix: LogManager must not take it for a log
 CLUSTER_ID_FILE = "cluster.id"
+# Combined mode: the controller lives in this process, so an earlier registration of this node id
+# is from a dead incarnation of this same node; a stable incarnation id lets it re-register at
+# once instead of waiting out broker.session.timeout.ms (DUPLICATE_BROKER_REGISTRATION).
+INCARNATION_FILE = "broker.incarnation"
 DEFAULT_METADATA_LOG_DIR = "gregor-data/controller"
 
 # topic config name -> LogConfig field
@@ -70,6 +74,20 @@ def _host_port(item: str) -> tuple[str, int]:
         item = item.split("://", 1)[1]
     host, _, port = item.rpartition(":")
     return host.strip("[]"), int(port)
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as f:
+        f.write(text + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def log_config_from(config: Any) -> LogConfig:
@@ -186,13 +204,16 @@ class BrokerNode:
             raise ValueError(f"cluster.id {configured!r} but {path} says {stored!r}")
         cid = configured or stored or uuid.uuid4().hex[:22]
         if stored is None:
-            tmp = path.with_suffix(".tmp")
-            with open(tmp, "w") as f:
-                f.write(cid + "\n")
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
+            _write_atomically(path, cid)
         return cid
+
+    def _incarnation_id(self) -> str:
+        path = Path(self.log_dirs[0]) / INCARNATION_FILE
+        if path.exists():
+            return path.read_text().strip()
+        value = uuid.uuid4().hex
+        _write_atomically(path, value)
+        return value
 
     def _metadata_dir(self) -> str:
         configured = _cfg(self.config, "metadata_log_dir", DEFAULT_METADATA_LOG_DIR)
@@ -229,7 +250,7 @@ class BrokerNode:
         self.controller.start()  # replays the committed log into the publisher
         host, port = self.advertised
         reg = self.controller.register_broker(
-            self.node_id, host, port, self.rack, uuid.uuid4().hex
+            self.node_id, host, port, self.rack, self._incarnation_id()
         ).result(timeout)
         if reg.get("error_code", 0) != 0:
             raise RuntimeError(f"broker registration failed: {reg}")
