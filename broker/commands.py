@@ -65,13 +65,10 @@ def _fail(command: str, message: str) -> int:
 
 
 def build_overrides(args: argparse.Namespace) -> dict[str, str]:
-    """Flags → config overrides (raises ValueError naming a malformed --override)."""
-    overrides: dict[str, str] = {}
-    for item in args.override:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"--override expects KEY=VALUE, got {item!r}")
-        overrides[key.strip()] = value
+    """Flags → config overrides (ConfigError naming a malformed --override)."""
+    from client.config.loader import parse_override_args
+
+    overrides = parse_override_args(args.override)
     if args.data_dir:
         overrides["log.dirs"] = os.path.abspath(args.data_dir)
     elif args.command_name == "server" and not args.config and "log.dirs" not in overrides:
@@ -82,13 +79,7 @@ def build_overrides(args: argparse.Namespace) -> dict[str, str]:
 def load_broker_config(args: argparse.Namespace) -> Any:
     """Load the config for `args` (raises ConfigError / ValueError with a one-line message)."""
     from broker.server import parse_listener
-
-    try:
-        from client.config import load_config
-    except ModuleNotFoundError as exc:  # INTERIM until client.config lands (H-records/config)
-        if exc.name != "client.config":
-            raise
-        load_config = interim_load_config
+    from client.config import load_config
 
     overrides = build_overrides(args)
     cfg = load_config("broker", args.config, os.environ, overrides)
@@ -143,54 +134,3 @@ def _configure_logging(cfg: Any) -> None:
         format="%(asctime)s %(levelname)s [%(threadName)s] %(name)s: %(message)s",
         stream=sys.stderr,
     )
-
-
-# -- INTERIM: a minimal loader used only while client.config does not exist ---------------------
-INTERIM_DEFAULTS: dict[str, Any] = {
-    "node.id": 1,
-    "listeners": "PLAINTEXT://127.0.0.1:9092",
-    "log.dirs": DEFAULT_DATA_DIR,
-    "num.network.threads": 3,
-    "num.io.threads": 8,
-    "queued.max.requests": 500,
-    "socket.request.max.bytes": 100 * 1024 * 1024,
-    "connections.max.idle.ms": 600_000,
-    "max.connections": 2**31 - 1,
-    "log.level": "INFO",
-}
-
-
-def interim_load_config(
-    role: str, path: str | None = None, env: Any = None, overrides: Any = None
-) -> Any:
-    """The keys this module needs, from YAML + GREGOR_* env + overrides; ConfigError names the
-    key. Replaced by client.config.load_config as soon as that module exists."""
-    import difflib
-    from types import SimpleNamespace
-
-    from client.errors import ConfigError
-
-    values = dict(INTERIM_DEFAULTS)
-    layers: list[dict[str, Any]] = []
-    if path:
-        import yaml
-
-        with open(path) as f:
-            layers.append(yaml.safe_load(f) or {})
-    env = env or {}
-    env_names = {f"GREGOR_{k.upper().replace('.', '_')}": k for k in INTERIM_DEFAULTS}
-    layers.append({key: env[name] for name, key in env_names.items() if name in env})
-    layers.append(dict(overrides or {}))
-    for layer in layers:
-        for key, value in layer.items():
-            if key not in INTERIM_DEFAULTS:
-                close = difflib.get_close_matches(key, list(INTERIM_DEFAULTS), n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
-                raise ConfigError(f"unknown config key {key!r}{hint}")
-            if isinstance(INTERIM_DEFAULTS[key], int):
-                try:
-                    value = int(value)
-                except (TypeError, ValueError):
-                    raise ConfigError(f"{key}: expected an integer, got {value!r}") from None
-            values[key] = value
-    return SimpleNamespace(**{k.replace(".", "_"): v for k, v in values.items()})

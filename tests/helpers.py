@@ -45,12 +45,8 @@ def broker_config(data_dir: Path | str, **overrides: Any) -> Any:
     values: dict[str, Any] = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(data_dir)}
     for key, value in overrides.items():
         values[key if "." in key else key.replace("_", ".")] = value
-    try:
-        from client.config import load_config
-    except ModuleNotFoundError as exc:  # INTERIM until client.config lands (H-records/config)
-        if exc.name != "client.config":
-            raise
-        from broker.commands import interim_load_config as load_config
+    from client.config import load_config
+
     return load_config("broker", None, {}, {k: str(v) for k, v in values.items()})
 
 
