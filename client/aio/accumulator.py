@@ -295,6 +295,21 @@ class RecordAccumulator:
                     ready[tp] = taken
         return ready, expired, next_at
 
+    def full_unencoded(self, partitions: set[TopicPartition], limit: int) -> list[ProducerBatch]:
+        """Full, not yet encoded batches of `partitions` (up to `limit` bytes in all). Full
+        batches take no more appends, so the caller may encode them without the lock."""
+        out: list[ProducerBatch] = []
+        total = 0
+        with self.lock:
+            for tp in partitions:
+                for b in self.batches.get(tp, ()):
+                    if not b.full or total >= limit:
+                        break
+                    if b.payload is None:
+                        out.append(b)
+                        total += b.size
+        return out
+
     def reenqueue(self, batches: list[ProducerBatch], retry_at: float) -> None:
         """Put batches back at the head of their partition (original order) for a retry."""
         with self.lock:

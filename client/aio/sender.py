@@ -85,6 +85,8 @@ class Sender:
                 )
             if ready:
                 next_at = self._dispatch(ready, now, next_at)
+            if self.muted and self._encode_ahead():
+                continue  # encoding took a while: look for ready batches again at once
             if not self._requests and not acc.has_queued():
                 self.idle.set()
                 if self.stopping:
@@ -97,6 +99,16 @@ class Sender:
                     await asyncio.wait_for(self.wake_event.wait(), timeout)
                 except TimeoutError:
                     pass
+
+    def _encode_ahead(self) -> bool:
+        """Encode full batches of partitions whose request is in flight, so the next request
+        is ready the moment the answer arrives (encoding overlaps the broker's append and
+        fsync instead of following it). Returns True if it encoded anything."""
+        todo = self.acc.full_unencoded(self.muted, self.config.max_request_size)
+        for b in todo:
+            with gc_paused():
+                b.payload = encode(b.entries, self.config.compression_type, b.timestamp_ms)
+        return bool(todo)
 
     async def _refresh_metadata(self) -> None:
         try:
