@@ -1,0 +1,222 @@
+"""ReplicaManager with real Logs on temp dirs, real purgatories and flushers: leadership from
+metadata deltas, the flush wait, HW rules (flushed offset; ISR follower LEOs), delayed fetch,
+per-partition errors, deletion."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from broker.log import LogConfig, LogManager
+from broker.purgatory import Purgatory, SystemTimer
+from broker.replica import FetchParams, FetchPartitionSpec, ReplicaManager, ReplicaSettings
+from client.errors import ErrorCode
+from client.records import build_batch, decode_records
+from controller.metadata.delta import MetadataDelta
+from controller.metadata.image import MetadataImage
+from controller.metadata.records import Partition as PartitionRecord
+from controller.metadata.records import PartitionChange, RemoveTopic, Topic
+
+TID = b"\x01" * 16
+
+
+class Harness:
+    def __init__(self, tmp_path, flush_on_ack: bool = True, start_flushers: bool = True) -> None:
+        self.timer = SystemTimer("t")
+        self.produce = Purgatory("produce", self.timer)
+        self.fetch = Purgatory("fetch", self.timer)
+        self.lm = LogManager([tmp_path / "logs"], LogConfig(flush_on_ack=flush_on_ack))
+        self.rm = ReplicaManager(
+            1, self.lm, self.produce, self.fetch, ReplicaSettings(flush_on_ack=flush_on_ack)
+        )
+        if start_flushers:
+            self.lm.start_flushers(self.rm.on_flushed)
+        self.image = MetadataImage.EMPTY
+        self.offset = 0
+
+    def replay(self, *records) -> MetadataDelta:
+        delta = MetadataDelta(self.image)
+        for r in records:
+            delta.replay(r, self.offset)
+            self.offset += 1
+        self.image = delta.apply()
+        self.rm.apply_metadata(self.image, delta)
+        return delta
+
+    def close(self) -> None:
+        self.produce.shutdown()
+        self.fetch.shutdown()
+        self.timer.shutdown()
+        self.lm.close()
+
+
+@pytest.fixture
+def h(tmp_path):
+    harness = Harness(tmp_path)
+    harness.replay(
+        Topic("t", TID),
+        PartitionRecord(TID, 0, (1,), (1,), 1, 0, 0),
+        PartitionRecord(TID, 1, (1, 2), (1, 2), 1, 0, 0),
+    )
+    yield harness
+    harness.close()
+
+
+def _append(h, entries, acks=-1, timeout_ms=5000):
+    done = threading.Event()
+    box: dict = {}
+
+    def cb(statuses):
+        box["statuses"] = statuses
+        done.set()
+
+    res = h.rm.append_records(acks, timeout_ms, entries, cb)
+    if res is not None:
+        return res
+    assert done.wait(10), "DelayedProduce never completed"
+    return box["statuses"]
+
+
+def test_single_replica_ack_waits_for_flush(h):
+    log = h.lm.get("t", 0)
+    st = _append(h, {("t", 0): build_batch([(None, b"a"), (None, b"b")])})
+    assert st[("t", 0)].error_code == 0 and st[("t", 0)].base_offset == 0
+    assert log.flushed_offset >= 2
+    assert h.rm.get_partition("t", 0).high_watermark == 2
+
+
+def test_without_flushers_the_produce_times_out_and_hw_stays(tmp_path):
+    h = Harness(tmp_path, start_flushers=False)
+    try:
+        h.replay(Topic("t", TID), PartitionRecord(TID, 0, (1,), (1,), 1, 0, 0))
+        # request_flush needs a flusher: start one that is never woken for this log
+        h.lm.start_flushers(None)
+        h.lm.request_flush = lambda log: None  # the fsync never happens
+        st = _append(h, {("t", 0): build_batch([(None, b"a")])}, timeout_ms=50)
+        assert st[("t", 0)].error_code == ErrorCode.REQUEST_TIMED_OUT
+        assert h.rm.get_partition("t", 0).high_watermark == 0  # never above the flushed offset
+    finally:
+        h.close()
+
+
+def test_isr_follower_leo_bounds_the_high_watermark(h):
+    """acks=all on a 2-replica ISR waits for the follower's fetch position too."""
+    done = threading.Event()
+    box: dict = {}
+
+    def cb(statuses):
+        box.update(statuses)
+        done.set()
+
+    res = h.rm.append_records(-1, 5000, {("t", 1): build_batch([(None, b"x")] * 3)}, cb)
+    assert res is None
+    part = h.rm.get_partition("t", 1)
+    assert not done.wait(0.05)  # flushed by the leader, but the follower is at 0
+    assert part.high_watermark == 0
+    # the follower fetches from offset 3 (it has 0..2): HW moves to 3, the produce completes
+    out = h.rm.read_partitions(
+        FetchParams(2, 0, 1, 1 << 20), [FetchPartitionSpec("t", 1, 3, 1 << 20)]
+    )
+    assert out[0]["error_code"] == 0
+    h.rm.on_flushed("t", 1, h.lm.get("t", 1).flushed_offset)
+    assert done.wait(5)
+    assert box[("t", 1)].error_code == 0 and part.high_watermark == 3
+
+
+def test_acks_one_does_not_wait_for_followers(h):
+    st = _append(h, {("t", 1): build_batch([(None, b"x")])}, acks=1)
+    assert st[("t", 1)].error_code == 0
+    assert h.rm.get_partition("t", 1).high_watermark == 0  # follower not caught up
+
+
+def test_min_insync_replicas(tmp_path):
+    h = Harness(tmp_path)
+    try:
+        h.rm.settings = ReplicaSettings(min_insync_replicas=2)
+        h.replay(Topic("t", TID), PartitionRecord(TID, 0, (1,), (1,), 1, 0, 0))
+        st = _append(h, {("t", 0): build_batch([(None, b"x")])})
+        assert st[("t", 0)].error_code == ErrorCode.NOT_ENOUGH_REPLICAS
+        assert _append(h, {("t", 0): build_batch([(None, b"x")])}, acks=1)[("t", 0)].error_code == 0
+    finally:
+        h.close()
+
+
+def test_bad_partition_fails_alone(h):
+    bad = bytearray(build_batch([(None, b"x")]))
+    bad[-1] ^= 1
+    st = _append(
+        h,
+        {
+            ("t", 0): bytes(bad),
+            ("t", 1): build_batch([(None, b"ok")]),
+            ("t", 9): build_batch([(None, b"x")]),
+            ("u", 0): b"",
+        },
+        acks=1,
+    )
+    assert st[("t", 0)].error_code == ErrorCode.CORRUPT_MESSAGE
+    assert st[("t", 1)].error_code == 0
+    assert st[("t", 9)].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert st[("u", 0)].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_leader_change_fails_waiting_produce_and_fences_fetch(h):
+    part = h.rm.get_partition("t", 1)
+    box: dict = {}
+    done = threading.Event()
+    h.rm.append_records(
+        -1, 5000, {("t", 1): build_batch([(None, b"x")])}, lambda s: (box.update(s), done.set())
+    )
+    h.replay(PartitionChange(TID, 1, leader=2))  # leadership moves away
+    assert done.wait(5)
+    assert box[("t", 1)].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert not part.is_leader and part.leader_epoch == 1
+    out = h.rm.read_partitions(FetchParams(-1, 0, 1, 1 << 20), [FetchPartitionSpec("t", 1, 0, 100)])
+    assert out[0]["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    h.replay(PartitionChange(TID, 1, leader=1))
+    stale = FetchPartitionSpec("t", 1, 0, 100, current_leader_epoch=0)
+    out = h.rm.read_partitions(FetchParams(-1, 0, 1, 1 << 20), [stale])
+    assert out[0]["error_code"] == ErrorCode.FENCED_LEADER_EPOCH
+
+
+def test_delayed_fetch_completes_on_flush_and_expires(h):
+    box: dict = {}
+    done = threading.Event()
+    params = FetchParams(-1, 5000, 1, 1 << 20)
+    spec = [FetchPartitionSpec("t", 0, 0, 1 << 20)]
+    assert h.rm.fetch_records(params, spec, lambda r: (box.update(r=r), done.set())) is None
+    assert not done.is_set()
+    _append(h, {("t", 0): build_batch([(None, b"late")])})
+    assert done.wait(5)
+    assert [r.value for r in decode_records(box["r"][0]["records"])] == [b"late"]
+
+    expired = threading.Event()
+    t0 = time.monotonic()
+    params = FetchParams(-1, 50, 1, 1 << 20)
+    spec = [FetchPartitionSpec("t", 0, 1, 1 << 20)]
+    assert h.rm.fetch_records(params, spec, lambda r: expired.set()) is None
+    assert expired.wait(5) and time.monotonic() - t0 >= 0.04
+
+
+def test_delete_topic_removes_logs(h):
+    d = h.lm.get("t", 0).directory
+    assert d.exists()
+    h.replay(RemoveTopic(TID))
+    assert h.rm.get_partition("t", 0) is None and not d.exists()
+    assert h.lm.get("t", 1) is None
+
+
+def test_full_resync_from_snapshot_drops_unknown_logs(h):
+    h.lm.get_or_create("stale", 0)
+    h.rm.apply_metadata(h.image, None)
+    assert h.lm.get("stale", 0) is None
+    assert h.rm.get_partition("t", 0).is_leader
+
+
+def test_list_offsets_latest_is_high_watermark(h):
+    _append(h, {("t", 0): build_batch([(None, b"a"), (None, b"b")])})
+    out = h.rm.list_offsets(-1, [("t", 0, -1, -1), ("t", 0, -2, -1), ("x", 0, -1, -1)])
+    assert [o["offset"] for o in out[:2]] == [2, 0]
+    assert out[2]["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
