@@ -6,7 +6,9 @@
   the subscription covers right now (`subscribe` topics that exist, topics matching
   `subscribePattern` — so new topics and new partitions appear here — or the `assign` list).
 - `resolve(spec, state, default)`: turn startingOffsets / endingOffsets / startingTimestamp /
-  startingOffsetsByTimestamp into concrete offsets.
+  startingOffsetsByTimestamp into concrete offsets. The broker answers timestamp lookups per
+  batch, so the driver reads forward from that batch to the first record at or after the
+  timestamp.
 
 Runs on the Spark driver's Python worker (one thread). Not picklable while open: readers keep a
 Planner only between calls and drop it in `__getstate__`.
@@ -141,5 +143,32 @@ class Planner:
                         "(startingTimestamp / startingOffsetsByTimestamp); set "
                         "startingOffsetsByTimestampStrategy=latest to start at the end instead"
                     )
-            out[tp] = off
+            out[tp] = self._refine(tp, off, query[tp], st.high_watermark)
         return out
+
+    def _refine(self, tp: TP, offset: int, ts: int, end: int) -> int:
+        """First offset >= `offset` whose record timestamp >= `ts` (ListOffsets answers with
+        batch granularity: the base offset of the first batch whose max timestamp >= ts)."""
+        if offset >= end:
+            return offset
+        from client import Consumer, TopicPartition
+
+        t = TopicPartition(*tp)
+        with Consumer(
+            bootstrap_servers=self.opts.bootstrap_servers,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        ) as c:
+            c.assign([t])
+            c.seek(t, offset)
+            deadline = time.monotonic() + _LEADER_WAIT_S
+            pos = offset
+            while pos < end:
+                recs = c.poll(timeout_ms=200)
+                for r in recs:
+                    if r.timestamp >= ts:
+                        return r.offset
+                    pos = r.offset + 1
+                if not recs and time.monotonic() > deadline:
+                    raise GregorTimeoutError(f"{tp[0]}-{tp[1]}: no record at offset {pos}")
+            return end
