@@ -105,7 +105,6 @@ def main() -> int:
             "batch.size": 1 << 20,
             "linger.ms": 5,
             "max.request.size": 8 << 20,
-            "buffer.memory": 256 << 20,
         }
         suffix = str(int(time.time()))
         results: dict = {"bootstrap": bootstrap}
