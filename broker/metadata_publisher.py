@@ -35,29 +35,36 @@ class MetadataPublisher:
         self._replica_manager = replica_manager
         self._subscribers: list[Subscriber] = []
         self._image = MetadataImage.EMPTY
+        self._applying: MetadataImage | None = None
         self._cond = threading.Condition()
 
     @property
     def image(self) -> MetadataImage:
         return self._image
 
+    @property
+    def latest_image(self) -> MetadataImage:
+        """The image being published right now (else the published one): what the replica
+        manager's callees (e.g. a new log's topic config) must read during `publish`."""
+        return self._applying or self._image
+
     def subscribe(self, cb: Subscriber) -> None:
         self._subscribers.append(cb)
 
     def publish(self, image: MetadataImage, delta: Any) -> None:
+        self._applying = image
         try:
-            self._replica_manager.apply_metadata(image, delta)
-        except Exception:
-            # a broken invariant on the broker side: say so loudly, keep following metadata
-            _log.exception("replica manager failed to apply metadata offset %d", image.offset)
-        for cb in self._subscribers:
-            try:
-                cb(image, delta)
-            except Exception:
-                _log.exception("metadata subscriber %r failed at offset %d", cb, image.offset)
-        with self._cond:
-            self._image = image
-            self._cond.notify_all()
+            for cb in [self._replica_manager.apply_metadata, *self._subscribers]:
+                try:
+                    cb(image, delta)
+                except Exception:
+                    # a broken invariant on the broker side: say so loudly, keep following
+                    _log.exception("metadata consumer %r failed at offset %d", cb, image.offset)
+        finally:
+            with self._cond:
+                self._image = image
+                self._applying = None
+                self._cond.notify_all()
 
     def wait_for(self, predicate: Callable[[MetadataImage], bool], timeout: float) -> bool:
         """Wait until `predicate(image)` holds for the published image (or `timeout` s)."""

@@ -36,7 +36,9 @@ from broker.log import LogConfig, LogManager
 from broker.metadata_publisher import MetadataPublisher
 from broker.purgatory import Purgatory, SystemTimer
 from broker.replica import ReplicaManager, ReplicaSettings
+from client.errors import ConfigError
 from controller.metadata.image import MetadataImage
+from controller.metadata.records import RESOURCE_TOPIC
 from controller.quorum.local import LocalController
 
 _log = logging.getLogger(__name__)
@@ -187,6 +189,7 @@ class BrokerNode:
             ),
         )
         self.controller.loader.subscribe(self.publisher.publish)
+        self.publisher.subscribe(self._on_metadata)
         self.services = Services(self)
         self.broker_epoch = -1
         self._stop = threading.Event()
@@ -222,7 +225,8 @@ class BrokerNode:
         return os.path.join(self.log_dirs[0], METADATA_DIR_NAME)
 
     def _topic_log_config(self, topic: str) -> LogConfig:
-        overrides = self.publisher.image.topic_config(topic) if hasattr(self, "publisher") else {}
+        publisher = getattr(self, "publisher", None)
+        overrides = publisher.latest_image.topic_config(topic) if publisher is not None else {}
         kw: dict[str, Any] = {}
         for name, value in overrides.items():
             spec = _TOPIC_LOG_CONFIGS.get(name)
@@ -230,7 +234,23 @@ class BrokerNode:
                 kw[spec[0]] = spec[1](value)
         if not kw:
             return self.log_config
-        return LogConfig(**{**self.log_config.__dict__, **kw})
+        try:
+            return LogConfig(**{**self.log_config.__dict__, **kw})
+        except ConfigError as exc:  # the controller accepted a value the log cannot use
+            _log.error("topic %s: config %s unusable (%s); using broker defaults", topic, kw, exc)
+            return self.log_config
+
+    def _on_metadata(self, image: MetadataImage, delta: Any) -> None:
+        """Publisher subscriber: topic config changes reach the topic's open logs."""
+        if delta is None:
+            topics = set(image.topics)
+        else:
+            topics = {name for rtype, name in delta.changed_configs if rtype == RESOURCE_TOPIC}
+        if not topics:
+            return
+        for (topic, _p), log in self.log_manager.logs().items():
+            if topic in topics:
+                log.config = self._topic_log_config(topic)
 
     def _min_insync_for(self, topic: str) -> int:
         value = self.publisher.image.topic_config(topic).get("min.insync.replicas")

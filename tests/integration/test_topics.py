@@ -112,3 +112,24 @@ def test_topics_and_records_survive_restart(broker_factory, tmp_path):
         assert [v for _, v in values_of(fetch(c, "keep", 0, 0)["records"])] == [b"r0", b"r2"]
         assert [v for _, v in values_of(fetch(c, "keep", 1, 0)["records"])] == [b"r1"]
         assert produce(c, "keep", 1, batch([b"after"]))["base_offset"] == 1
+
+
+def test_topic_configs_reach_the_log_and_retention_runs(broker_factory):
+    broker = broker_factory(**{"log.retention.check.interval.ms": 20})
+    with RawClient(broker.address) as c:
+        configs = {"segment.bytes": "300", "retention.bytes": "400", "max.message.bytes": "500"}
+        assert create_topic(c, "ret", configs=configs)["error_code"] == 0
+        log = broker.server.services.log_manager.get("ret", 0)
+        assert log.config.segment_bytes == 300 and log.config.max_message_bytes == 500
+        assert produce(c, "ret", 0, batch([b"x" * 600]))["error_code"] == (
+            ErrorCode.MESSAGE_TOO_LARGE
+        )
+        for i in range(12):
+            assert produce(c, "ret", 0, batch([b"%03d" % i * 40]), corr=i + 2)["error_code"] == 0
+        assert len(log.segment_base_offsets) > 2
+        # the broker's periodic retention task deletes whole old segments
+        wait_until(lambda: log.log_start_offset > 0, 10, "retention deleted old segments")
+        assert log.size_bytes <= 400 + 300
+        first = fetch(c, "ret", 0, log.log_start_offset)
+        assert values_of(first["records"])[0][0] == log.log_start_offset
+        assert fetch(c, "ret", 0, 0)["error_code"] == ErrorCode.OFFSET_OUT_OF_RANGE
