@@ -53,7 +53,7 @@ def main() -> int:
         )  # fmt: skip
         consume = run_consume(
             {"bootstrap.servers": bootstrap, "max.poll.records": args.max_poll_records,
-             "max.partition.fetch.bytes": 8 << 20, "fetch.max.bytes": 64 << 20},
+             "max.partition.fetch.bytes": 1 << 20, "fetch.max.bytes": 64 << 20},
             topic, args.records,
         )  # fmt: skip
         print(json.dumps({"bootstrap": bootstrap, "fill": fill, "consume": consume}, indent=2))
