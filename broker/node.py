@@ -308,6 +308,7 @@ class BrokerNode:
             "hw_checkpoint": int(_cfg(cfg, "replica_high_watermark_checkpoint_interval_ms", 5000)),
             "recovery_checkpoint": 60_000,
             "flush_due": 100,
+            "offline_check": 100,
         }
         actions = {
             "heartbeat": lambda: self._heartbeat(10.0),
@@ -315,6 +316,7 @@ class BrokerNode:
             "hw_checkpoint": self.replica_manager.checkpoint_high_watermarks,
             "recovery_checkpoint": self.log_manager.checkpoint_recovery_points,
             "flush_due": self._flush_due,
+            "offline_check": self.replica_manager.wake_offline,
         }
         now = time.monotonic()
         due = {name: now + p / 1000 for name, p in periods.items()}

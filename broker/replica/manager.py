@@ -102,6 +102,7 @@ class ReplicaManager:
         self._lock = threading.Lock()
         self._partitions: dict[TopicPartition, Partition] = {}
         self._checkpointed_hw = log_manager.read_high_watermarks()
+        self._offline_seen: set[TopicPartition] = set()
 
     # -- partition state -------------------------------------------------------------------------
 
@@ -442,6 +443,19 @@ class ReplicaManager:
         return out
 
     # -- periodic -------------------------------------------------------------------------------
+
+    def wake_offline(self) -> int:
+        """Complete waiting operations of partitions whose log directory went offline (a
+        failed group commit reports nothing): they answer KAFKA_STORAGE_ERROR now rather than
+        time out. Call periodically (the node's tasks thread). Returns partitions woken."""
+        woken = 0
+        for tp, part in self.partitions().items():
+            if part.log.offline and tp not in self._offline_seen:
+                self._offline_seen.add(tp)
+                _log.error("[%s-%d] log is offline: failing its waiting requests", *tp)
+                self._wake(tp)
+                woken += 1
+        return woken
 
     def checkpoint_high_watermarks(self) -> None:
         self.log_manager.checkpoint_high_watermarks(self.high_watermarks())

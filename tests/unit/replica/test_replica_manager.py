@@ -220,3 +220,23 @@ def test_list_offsets_latest_is_high_watermark(h):
     out = h.rm.list_offsets(-1, [("t", 0, -1, -1), ("t", 0, -2, -1), ("x", 0, -1, -1)])
     assert [o["offset"] for o in out[:2]] == [2, 0]
     assert out[2]["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_offline_log_fails_waiting_produce_with_storage_error(tmp_path):
+    h = Harness(tmp_path)
+    try:
+        h.replay(Topic("t", TID), PartitionRecord(TID, 0, (1,), (1,), 1, 0, 0))
+        h.lm.request_flush = lambda log: None  # the group commit never reports
+        box: dict = {}
+        done = threading.Event()
+        cb = lambda s: (box.update(s), done.set())  # noqa: E731
+        assert h.rm.append_records(-1, 10_000, {("t", 0): build_batch([(None, b"x")])}, cb) is None
+        assert h.rm.wake_offline() == 0 and not done.is_set()
+        h.lm.get("t", 0).mark_offline()  # what a failed fsync does
+        assert h.rm.wake_offline() == 1
+        assert done.wait(5)
+        assert box[("t", 0)].error_code == ErrorCode.KAFKA_STORAGE_ERROR
+        st = _append(h, {("t", 0): build_batch([(None, b"y")])})
+        assert st[("t", 0)].error_code == ErrorCode.KAFKA_STORAGE_ERROR
+    finally:
+        h.close()
