@@ -220,7 +220,13 @@ class BrokerNode:
 
     def _metadata_dir(self) -> str:
         configured = _cfg(self.config, "metadata_log_dir", DEFAULT_METADATA_LOG_DIR)
-        if configured and configured != DEFAULT_METADATA_LOG_DIR:
+        source = getattr(self.config, "source", None)
+        explicit = (
+            source("metadata.log.dir") != "default"
+            if callable(source)
+            else configured != DEFAULT_METADATA_LOG_DIR
+        )
+        if configured and explicit:
             return os.path.abspath(configured)
         return os.path.join(self.log_dirs[0], METADATA_DIR_NAME)
 
