@@ -109,3 +109,24 @@ def test_list_offsets(client):
     assert found["offset"] == 2 and found["timestamp"] == base + 2000
     assert list_offset(client, "f", 0, base + 10_000)["offset"] == -1
     assert list_offset(client, "nope", 0, -1)["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_total_max_bytes_across_partitions(client):
+    from client.protocol import ApiKey
+
+    for p in (0, 1):
+        for i in range(2):
+            r = produce(client, "f", p, batch([b"%d" % p * 1000]), corr=10 * p + i + 1)
+            assert r["error_code"] == 0
+    parts = [{"partition": p, "fetch_offset": 0, "partition_max_bytes": 1 << 20} for p in (0, 1)]
+    body = {
+        "replica_id": -1,
+        "max_wait_ms": 0,
+        "min_bytes": 1,
+        "max_bytes": 1500,  # less than one partition's two batches
+        "topics": [{"name": "f", "partitions": parts}],
+    }
+    resp = client.request(ApiKey.FETCH, 0, body)
+    got = {p["partition"]: values_of(p["records"]) for p in resp["topics"][0]["partitions"]}
+    assert [o for o, _ in got[0]] == [0]  # the first batch whole, then the budget is spent
+    assert got[1] == []
