@@ -129,6 +129,7 @@ def test_sigkill_with_acks_all_loses_no_acknowledged_record(gregor_process, tmp_
     t0 = time.monotonic()
     gp2 = gregor_process(data_dir=data)
     restart_s = time.monotonic() - t0
+    assert "UNCLEAN" in gp2.stderr()  # the kill left no clean-shutdown marker: logs recovered
     with RawClient(gp2.address) as c:
         for t in producers:
             values = _read_all(c, "crash", t.partition)
