@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 from typing import Any
 
@@ -112,6 +113,10 @@ def run_server(args: argparse.Namespace) -> int:
         server = BrokerServer(cfg)
     except (ConfigError, ValueError) as exc:
         return _fail(command, f"invalid configuration: {exc}")
+    # Signals that arrive from here on (a supervisor may send one as soon as it sees the ready
+    # line) request a graceful shutdown; serve_forever installs the same handlers again.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda signum, frame: server.request_shutdown())
     try:
         host, port = server.start()
     except OSError as exc:
