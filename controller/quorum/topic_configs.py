@@ -1,11 +1,16 @@
 """Topic-level config keys the controller accepts in CreateTopics (Kafka's names) and their checks.
 
 `validate_topic_config(name, value) -> str | None` returns an error message or None. Pure.
+
+The bounds are those a partition log can use (broker/log/config.py `LogConfig`, which the
+controller cannot import): a value accepted here never makes a broker fall back to its default.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+
+from client.records.header import HEADER_SIZE
 
 
 def _int(lo: int, hi: int = 2**63 - 1) -> Callable[[str], str | None]:
@@ -30,6 +35,13 @@ def _choice(*opts: str, multi: bool = False) -> Callable[[str], str | None]:
 
 _BOOL = _choice("true", "false")
 
+INT32_MAX = 2**31 - 1
+BATCH_HEADER_BYTES = HEADER_SIZE  # 61: the smallest record batch
+# LogConfig's bounds: segments of at least 75 bytes (14 + one batch header), at most 2^31 - 1
+# (offset-index positions are uint32).
+MIN_SEGMENT_BYTES = 14 + BATCH_HEADER_BYTES
+MIN_SEGMENT_INDEX_BYTES = 12  # one offset-index entry
+
 TOPIC_CONFIGS: dict[str, Callable[[str], str | None]] = {
     "cleanup.policy": _choice("delete", "compact", multi=True),
     "compression.type": _choice("producer", "uncompressed", "none", "gzip", "lz4", "zstd"),
@@ -39,7 +51,7 @@ TOPIC_CONFIGS: dict[str, Callable[[str], str | None]] = {
     "flush.ms": _int(0),
     "index.interval.bytes": _int(0),
     "max.compaction.lag.ms": _int(1),
-    "max.message.bytes": _int(0),
+    "max.message.bytes": _int(BATCH_HEADER_BYTES, INT32_MAX),
     "message.timestamp.type": _choice("CreateTime", "LogAppendTime"),
     "min.cleanable.dirty.ratio": lambda v: (
         None if _is_ratio(v) else f"expected a number in [0, 1], got {v!r}"
@@ -48,8 +60,8 @@ TOPIC_CONFIGS: dict[str, Callable[[str], str | None]] = {
     "min.insync.replicas": _int(1),
     "retention.bytes": _int(-1),
     "retention.ms": _int(-1),
-    "segment.bytes": _int(14),
-    "segment.index.bytes": _int(4),
+    "segment.bytes": _int(MIN_SEGMENT_BYTES, INT32_MAX),
+    "segment.index.bytes": _int(MIN_SEGMENT_INDEX_BYTES, INT32_MAX),
     "segment.ms": _int(1),
     "unclean.leader.election.enable": _BOOL,
 }

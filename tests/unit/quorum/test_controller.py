@@ -503,3 +503,35 @@ def test_incremental_alter_configs(env):
         == 0
     )
     assert "retention.ms" not in c.image.topic_config("t")
+
+
+@pytest.mark.parametrize(
+    ("key", "bad", "good"),
+    [
+        ("segment.bytes", "74", "75"),  # the log's minimum: one batch header + 14
+        ("segment.bytes", str(2**31), str(2**31 - 1)),  # index positions are uint32
+        ("max.message.bytes", "60", "61"),  # smaller than any record batch
+        ("segment.index.bytes", "11", "12"),  # not even one index entry
+    ],
+)
+def test_topic_configs_the_log_cannot_use_are_rejected(env, key, bad, good):
+    c, _, log = env
+    up(c, 1)
+    end = log.end_offset()
+    [r] = c.create_topics([topic("t", 1, 1, {key: bad})])
+    assert r["error_code"] == E.INVALID_CONFIG and key in r["error_message"], r
+    assert log.end_offset() == end and "t" not in c.image.topics
+    [r] = c.create_topics([topic("t", 1, 1, {key: good})])
+    assert r["error_code"] == 0, r
+    assert c.image.topic_config("t")[key] == good
+    [r] = c.incremental_alter_configs(
+        [
+            {
+                "resource_type": 2,
+                "resource_name": "t",
+                "configs": [{"name": key, "config_operation": 0, "value": bad}],
+            }
+        ]
+    )
+    assert r["error_code"] == E.INVALID_CONFIG and key in r["error_message"], r
+    assert c.image.topic_config("t")[key] == good
