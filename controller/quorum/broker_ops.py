@@ -1,0 +1,170 @@
+"""BrokerOps: BrokerRegistration, BrokerHeartbeat (fencing, unfencing, controlled shutdown),
+session expiry and producer-id blocks (a QuorumController mixin over ControllerState).
+Controller thread only.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from client.errors import ErrorCode
+from controller.metadata.delta import MetadataDelta
+from controller.metadata.records import FenceBroker, ProducerIds, RegisterBroker, UnfenceBroker
+from controller.quorum.replication import elect_offline_changes, remove_broker_changes
+from controller.quorum.state import ControllerState
+
+_log = logging.getLogger(__name__)
+
+
+class BrokerOps(ControllerState):
+    def register_broker(
+        self,
+        broker_id: int,
+        host: str,
+        port: int,
+        rack: str | None = None,
+        incarnation_id: str = "",
+    ) -> dict:
+        """BrokerRegistration → {error_code, broker_epoch}. The broker starts fenced."""
+        self._check_active()
+        now = self.clock()
+        old = self.image.brokers.get(broker_id)
+        if (
+            old is not None
+            and not old.fenced
+            and old.incarnation_id != incarnation_id
+            and now - self._last_heartbeat_ms.get(broker_id, 0)
+            < self.settings.broker_session_timeout_ms
+        ):
+            return {"error_code": int(ErrorCode.DUPLICATE_BROKER_REGISTRATION), "broker_epoch": -1}
+        epoch = self.last_written_offset + 1
+        records: list[Any] = []
+        self._shutting_down.discard(broker_id)
+        if old is not None:
+            # A restarted broker leaves every ISR and leadership until it has caught up again.
+            records += remove_broker_changes(
+                self.image, broker_id, self._live() - {broker_id}, self._unclean_for
+            )
+        records.append(RegisterBroker(broker_id, epoch, host, port, rack, incarnation_id, True))
+        last = self._write(records)
+        self._last_heartbeat_ms[broker_id] = now
+        self._registered_at[broker_id] = last
+        _log.info(
+            "[controller=%d] registered broker %d epoch %d at %s:%d rack=%s",
+            self.settings.node_id,
+            broker_id,
+            epoch,
+            host,
+            port,
+            rack,
+        )
+        return {"error_code": 0, "broker_epoch": epoch}
+
+    def _fence(self, broker_id: int, reason: str) -> None:
+        b = self.image.brokers[broker_id]
+        records: list[Any] = remove_broker_changes(
+            self.image, broker_id, self._live() - {broker_id}, self._unclean_for
+        )
+        if not b.fenced:
+            records.append(FenceBroker(broker_id, b.broker_epoch))
+        self._write(records)
+        _log.info(
+            "[controller=%d] fenced broker %d (%s); %d partition changes",
+            self.settings.node_id,
+            broker_id,
+            reason,
+            len(records) - 1,
+        )
+
+    def broker_heartbeat(
+        self,
+        broker_id: int,
+        broker_epoch: int,
+        current_metadata_offset: int,
+        want_fence: bool = False,
+        want_shutdown: bool = False,
+    ) -> dict:
+        """BrokerHeartbeat → {error_code, is_caught_up, is_fenced, should_shut_down}."""
+        self._check_active()
+        b = self.image.brokers.get(broker_id)
+        resp = {
+            "error_code": 0,
+            "is_caught_up": False,
+            "is_fenced": True,
+            "should_shut_down": False,
+        }
+        if b is None:
+            resp["error_code"] = int(ErrorCode.BROKER_ID_NOT_REGISTERED)
+            return resp
+        if b.broker_epoch != broker_epoch:
+            resp["error_code"] = int(ErrorCode.STALE_BROKER_EPOCH)
+            return resp
+        self._last_heartbeat_ms[broker_id] = self.clock()
+        caught_up = current_metadata_offset >= self._registered_at.get(broker_id, self.image.offset)
+        resp["is_caught_up"] = caught_up
+        if want_shutdown:
+            if broker_id not in self._shutting_down:
+                self._shutting_down.add(broker_id)
+                changes = remove_broker_changes(
+                    self.image, broker_id, self._live(), self._unclean_for
+                )
+                self._write(changes)
+                _log.info(
+                    "[controller=%d] controlled shutdown of broker %d: %d partition changes",
+                    self.settings.node_id,
+                    broker_id,
+                    len(changes),
+                )
+            done = not self.image.partitions_led_by(broker_id)
+            if done and not self.image.brokers[broker_id].fenced:
+                self._fence(broker_id, "controlled shutdown")
+            resp["should_shut_down"] = done
+        elif want_fence:
+            if not b.fenced:
+                self._fence(broker_id, "requested by the broker")
+        elif b.fenced and caught_up:
+            self._shutting_down.discard(broker_id)
+            records: list[Any] = [UnfenceBroker(broker_id, broker_epoch)]
+            delta = MetadataDelta(self.image)
+            delta.replay(records[0], self.image.offset + 1)
+            records += elect_offline_changes(
+                delta.apply(), self._live() | {broker_id}, self._unclean_for
+            )
+            self._write(records)
+            _log.info(
+                "[controller=%d] unfenced broker %d; %d partitions elected",
+                self.settings.node_id,
+                broker_id,
+                len(records) - 1,
+            )
+        resp["is_fenced"] = self.image.brokers[broker_id].fenced
+        return resp
+
+    def check_sessions(self) -> list[int]:
+        """Fence brokers whose session expired; returns their ids. Call periodically."""
+        now = self.clock()
+        timeout = self.settings.broker_session_timeout_ms
+        expired = [
+            b.broker_id
+            for b in self.image.brokers.values()
+            if not b.fenced and now - self._last_heartbeat_ms.get(b.broker_id, now) >= timeout
+        ]
+        for bid in expired:
+            self._fence(bid, f"no heartbeat for {timeout} ms")
+        return expired
+
+    def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> dict:
+        """AllocateProducerIds → {error_code, producer_id_start, producer_id_len}."""
+        self._check_active()
+        b = self.image.brokers.get(broker_id)
+        if b is None or b.broker_epoch != broker_epoch:
+            return {
+                "error_code": int(ErrorCode.STALE_BROKER_EPOCH),
+                "producer_id_start": -1,
+                "producer_id_len": 0,
+            }
+        start = self.image.next_producer_id
+        size = self.settings.producer_id_block_size
+        self._write([ProducerIds(broker_id, broker_epoch, start + size)])
+        return {"error_code": 0, "producer_id_start": start, "producer_id_len": size}
