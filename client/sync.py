@@ -265,6 +265,15 @@ class Admin(_SyncClient):
     ) -> None:
         self._run(self._core.create_topic(name, partitions, replication_factor, config, **kw))
 
+    def create_partitions(
+        self,
+        topic: str,
+        total_count: int,
+        assignments: Iterable[Iterable[int]] | None = None,
+        **kw: Any,
+    ) -> None:
+        self._run(self._core.create_partitions(topic, total_count, assignments, **kw))
+
     def delete_topic(self, name: str, **kw: Any) -> None:
         self._run(self._core.delete_topic(name, **kw))
 

@@ -124,14 +124,54 @@ class Admin:
                 raise error_for_code(t["error_code"])(t["error_message"] or f"topic {t['name']!r}")
         await self._wait_metadata(name, present=False, timeout_ms=timeout)
 
-    async def _wait_metadata(self, name: str, present: bool, timeout_ms: int) -> None:
+    async def create_partitions(
+        self,
+        topic: str,
+        total_count: int,
+        assignments: Iterable[Iterable[int]] | None = None,
+        *,
+        timeout_ms: int | None = None,
+        validate_only: bool = False,
+    ) -> None:
+        """Grow `topic` to `total_count` partitions. `assignments`: the replicas of each new
+        partition, leader first (None: placed by the controller). Raises
+        InvalidPartitionsError (count not above the current one), UnknownTopicOrPartitionError,
+        InvalidReplicaAssignmentError. Returns once this client's metadata shows every partition
+        with a leader, so a producer or consumer created next sees them."""
+        self._check_open()
+        timeout = self._timeout(timeout_ms)
+        body = {
+            "topics": [
+                {
+                    "name": topic,
+                    "count": total_count,
+                    "assignments": None
+                    if assignments is None
+                    else [{"broker_ids": [int(b) for b in a]} for a in assignments],
+                }
+            ],
+            "timeout_ms": timeout,
+            "validate_only": validate_only,
+        }
+        resp = await self._cluster.send_any(
+            ApiKey.CREATE_PARTITIONS, body, timeout_ms=timeout + 5000
+        )
+        for r in resp["results"]:
+            if r["error_code"]:
+                raise error_for_code(r["error_code"])(r["error_message"] or f"topic {r['name']!r}")
+        if not validate_only:
+            await self._wait_metadata(topic, present=True, timeout_ms=timeout, count=total_count)
+
+    async def _wait_metadata(
+        self, name: str, present: bool, timeout_ms: int, count: int = 0
+    ) -> None:
         deadline = time.monotonic() + timeout_ms / 1000
         delay = 0.005
         while True:
             md = await self._cluster.refresh([name])
             parts = md.topics.get(name)
             ok = (
-                (parts is not None and all(p.leader >= 0 for p in parts))
+                (parts is not None and len(parts) >= count and all(p.leader >= 0 for p in parts))
                 if present
                 else parts is None
             )
@@ -141,6 +181,8 @@ class Admin:
                 return
             if time.monotonic() > deadline:
                 state = "appear" if present else "disappear"
+                if present and count:
+                    state = f"show {count} partitions"
                 raise GregorTimeoutError(
                     f"topic {name!r} did not {state} in metadata within {timeout_ms} ms"
                 )

@@ -1,4 +1,4 @@
-"""`gregor topics create|list|describe|delete`."""
+"""`gregor topics create|list|describe|alter|delete`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from client.cli.common import add_bootstrap, client_config, reports_errors
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("topics", help="create, list, describe and delete topics")
+    p = subparsers.add_parser("topics", help="create, list, describe, alter and delete topics")
     sub = p.add_subparsers(dest="topics_command", metavar="ACTION", required=True)
 
     c = sub.add_parser("create", help="create a topic")
@@ -36,6 +36,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     d.add_argument("--json", action="store_true", help="print JSON")
     add_bootstrap(d)
     d.set_defaults(func=_describe)
+
+    a = sub.add_parser("alter", help="add partitions to a topic")
+    a.add_argument("name")
+    a.add_argument(
+        "--partitions",
+        type=int,
+        required=True,
+        help="the new total number of partitions (must exceed the current one)",
+    )
+    add_bootstrap(a)
+    a.set_defaults(func=_alter)
 
     rm = sub.add_parser("delete", help="delete a topic")
     rm.add_argument("name")
@@ -104,6 +115,14 @@ def _describe(args: argparse.Namespace) -> int:
                 f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}\t"
                 f"LogStartOffset: {p.log_start_offset}\tHighWatermark: {p.high_watermark}"
             )
+    return 0
+
+
+@reports_errors
+def _alter(args: argparse.Namespace) -> int:
+    with _admin(args) as admin:
+        admin.create_partitions(args.name, args.partitions)
+    print(f"Topic {args.name} now has {args.partitions} partitions.")
     return 0
 
 

@@ -1,5 +1,5 @@
 """Admin APIs: Metadata (3), CreateTopics (19), DeleteTopics (20), DescribeConfigs (32),
-DescribeCluster (60).
+CreatePartitions (37), DescribeCluster (60).
 
 Topic and cluster changes go to the active controller through whichever broker receives them;
 answers carry one `error_code` (and optional `error_message`) per topic or resource.
@@ -171,6 +171,57 @@ DELETE_TOPICS = register(
                         Field("error_code", INT16),
                         ERROR_MESSAGE,
                         name="DeletableTopicResult",
+                    )
+                ),
+            ),
+            THROTTLE,
+        ),
+    )
+)
+
+CREATE_PARTITIONS = register(
+    ApiSpec(
+        key=ApiKey.CREATE_PARTITIONS,
+        name="CreatePartitions",
+        doc="Grow topics to `count` partitions in total, through the controller (answered once "
+        "committed). `count` not above the current number → INVALID_PARTITIONS; unknown topic → "
+        "UNKNOWN_TOPIC_OR_PARTITION. `assignments` (nil = placed by the controller) lists the "
+        "replicas of each new partition, leader first, one entry per new partition.",
+        request=Struct(
+            Field(
+                "topics",
+                Array(
+                    Struct(
+                        Field("name", STRING),
+                        Field("count", INT32, doc="the new total number of partitions"),
+                        Field(
+                            "assignments",
+                            Nullable(
+                                Array(
+                                    Struct(
+                                        Field("broker_ids", Array(INT32)),
+                                        name="CreatePartitionsAssignment",
+                                    )
+                                )
+                            ),
+                            default=None,
+                        ),
+                        name="CreatePartitionsTopic",
+                    )
+                ),
+            ),
+            Field("timeout_ms", INT32, default=30_000),
+            Field("validate_only", BOOL, default=False),
+        ),
+        response=Struct(
+            Field(
+                "results",
+                Array(
+                    Struct(
+                        Field("name", STRING),
+                        Field("error_code", INT16),
+                        ERROR_MESSAGE,
+                        name="CreatePartitionsTopicResult",
                     )
                 ),
             ),

@@ -1,0 +1,71 @@
+"""CreatePartitions (37): grow topics to `count` partitions in total. Forwarded to the controller
+(combined mode: the local quorum on its own thread), which answers once the new partition records
+are committed; the metadata publisher then creates the new logs (`ReplicaManager.apply_metadata`).
+The response is sent from the future's callback, so no I/O thread waits on the controller.
+
+A topic named twice in one request is refused with INVALID_REQUEST for each occurrence (Kafka's
+rule); the controller answers UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS (count not above the
+current number), INVALID_REPLICA_ASSIGNMENT for the rest.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+from typing import Any
+
+from broker.handlers.base import RequestContext, handler
+from client.errors import ErrorCode
+from client.protocol import ApiKey
+
+log = logging.getLogger(__name__)
+
+
+def _result(name: str, code: ErrorCode | int, message: str | None) -> dict:
+    return {"name": name, "error_code": int(code), "error_message": message}
+
+
+@handler(ApiKey.CREATE_PARTITIONS)
+def handle(ctx: RequestContext, body: dict) -> dict | None:
+    services: Any = ctx.services
+    counts = collections.Counter(t["name"] for t in body["topics"])
+    results: list[dict | None] = []
+    forward: list[dict] = []
+    for t in body["topics"]:
+        if counts[t["name"]] > 1:
+            results.append(
+                _result(t["name"], ErrorCode.INVALID_REQUEST, "topic named twice in the request")
+            )
+            continue
+        results.append(None)
+        assignments = t["assignments"]
+        forward.append(
+            {
+                "name": t["name"],
+                "count": t["count"],
+                "assignments": None
+                if assignments is None
+                else [list(a["broker_ids"]) for a in assignments],
+            }
+        )
+    if not forward:
+        return {"results": results, "throttle_time_ms": 0}
+    fut = services.controller.create_partitions(forward, bool(body["validate_only"]))
+
+    def done(f: Any) -> None:
+        exc = f.exception()
+        if exc is not None:
+            code = getattr(exc, "code", ErrorCode.UNKNOWN_SERVER_ERROR)
+            log.warning("create_partitions failed in the controller: %s", exc)
+            answers = iter([_result(t["name"], code, str(exc)) for t in forward])
+        else:
+            answers = iter(f.result())
+        ctx.respond(
+            {
+                "results": [r if r is not None else next(answers) for r in results],
+                "throttle_time_ms": 0,
+            }
+        )
+
+    fut.add_done_callback(done)
+    return None
