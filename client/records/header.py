@@ -108,7 +108,9 @@ def peek_size(buf: bytes | bytearray | memoryview, pos: int = 0) -> int | None:
     return LOG_OVERHEAD + _PREFIX.unpack_from(buf, pos)[1]
 
 
-def validate(buf: bytes | bytearray | memoryview, pos: int = 0, check_crc: bool = True) -> BatchHeader:
+def validate(
+    buf: bytes | bytearray | memoryview, pos: int = 0, check_crc: bool = True
+) -> BatchHeader:
     """Validate the batch at `pos` (magic, lengths, counts, CRC) and return its header.
 
     Raises CorruptRecordError with a precise reason. Does not decode records.

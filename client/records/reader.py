@@ -8,11 +8,18 @@ Errors: any malformed input (bad header, CRC, truncation, undecompressable or no
 section, wrong record shape, record count not matching the header) raises CorruptRecordError
 with the reason, never another exception type. A missing codec package raises MissingCodecError.
 
-Pure code; any thread may call.
+Speed: one msgpack C call per batch, then one pass building the Record tuples (a record whose
+timestamp delta is 0 shares the base timestamp's int instead of allocating one). Decoding pauses
+the cyclic garbage collector for the batch (the objects made are acyclic tuples, bytes and ints;
+with the collector on, a pass every 700 new tuples slows decoding ~1.5-2x); the previous state is
+restored at once, and objects still alive are seen by the next collection as usual.
+
+Pure code; any thread may call (the GC pause is process-global for the milliseconds it lasts).
 """
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
@@ -34,6 +41,7 @@ class Record(NamedTuple):
 
 
 _new = tuple.__new__
+_ZERO = 0  # the cached small int msgpack returns for a 0 delta (identity test, add otherwise)
 
 
 def _unpack(section: Any, pos: int) -> Any:
@@ -59,7 +67,10 @@ def _records(h: BatchHeader, section: Any, pos: int) -> list[Record]:
         )
     base, bts = h.base_offset, h.base_timestamp
     try:
-        out = [_new(Record, (base + od, bts + td, k, v, hd)) for od, td, k, v, hd in rows]
+        out = [
+            _new(Record, (base + od, bts if td is _ZERO else bts + td, k, v, hd))
+            for od, td, k, v, hd in rows
+        ]
     except (TypeError, ValueError) as exc:
         raise CorruptRecordError(
             f"batch at position {pos}: malformed record (expected "
@@ -74,7 +85,14 @@ def decode_batch(buf: Buffer, pos: int = 0, check_crc: bool = True) -> list[Reco
     """All records of the one batch starting at `pos` in `buf` (trailing bytes ignored)."""
     h = validate(buf, pos, check_crc=check_crc)
     mv = memoryview(buf)[pos + HEADER_SIZE : pos + h.size]
-    return _records(h, decompress(h.compression, mv), pos)
+    section = decompress(h.compression, mv)
+    if not gc.isenabled():
+        return _records(h, section, pos)
+    gc.disable()
+    try:
+        return _records(h, section, pos)
+    finally:
+        gc.enable()
 
 
 def iter_batches(buf: Buffer, check_crc: bool = True) -> Iterator[tuple[BatchHeader, memoryview]]:
@@ -101,7 +119,15 @@ def iter_batches(buf: Buffer, check_crc: bool = True) -> Iterator[tuple[BatchHea
 def decode_records(buf: Buffer, check_crc: bool = True) -> list[Record]:
     """Every record of every whole batch in `buf` (a partial trailing batch is ignored)."""
     out: list[Record] = []
-    for h, mv in iter_batches(buf, check_crc):
-        section = decompress(h.compression, mv[HEADER_SIZE:])
-        out.extend(_records(h, section, 0))
+    paused = gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        pos = 0
+        for h, mv in iter_batches(buf, check_crc):
+            out += _records(h, decompress(h.compression, mv[HEADER_SIZE:]), pos)
+            pos += h.size
+    finally:
+        if paused:
+            gc.enable()
     return out

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from client.errors import MissingCodecError
+from client.errors import CorruptRecordError, MissingCodecError
 from client.records import (
     BatchBuilder,
     Record,
@@ -140,3 +142,31 @@ def test_estimated_size_bounds_the_uncompressed_batch(recs):
     for k, v, hs, ts in recs:
         b.append(k, v, hs, ts)
     assert len(b.build()) <= b.estimated_size
+
+
+def test_decode_restores_the_gc_state_even_on_error():
+    good = build_batch([(b"k", b"v")] * 5, timestamp_ms=7)
+    bad = bytearray(good)
+    bad[-1] ^= 0x01  # CRC mismatch
+    try:
+        for enabled in (True, False):
+            gc.enable() if enabled else gc.disable()
+            assert len(decode_batch(good)) == 5 and len(decode_records(good * 2)) == 10
+            assert gc.isenabled() is enabled
+            with pytest.raises(CorruptRecordError, match=f"position {len(good)}"):
+                decode_records(good + bytes(bad))
+            with pytest.raises(CorruptRecordError):
+                decode_batch(bytes(bad))
+            assert gc.isenabled() is enabled
+    finally:
+        gc.enable()
+
+
+def test_nonzero_and_zero_timestamp_deltas_decode_to_absolute_timestamps():
+    recs = [(b"a", b"1", None, 1000), (b"b", b"2", None, 1000), (b"c", b"3", None, 999)]
+    got = decode_batch(build_batch(recs, base_offset=2**40))
+    assert [(r.offset, r.timestamp) for r in got] == [
+        (2**40, 1000),
+        (2**40 + 1, 1000),
+        (2**40 + 2, 999),
+    ]
