@@ -1,0 +1,300 @@
+"""ControllerQuorum: N real `gregor controller` processes on loopback, with kill / pause / restart.
+
+Used through the `controller_quorum` fixture (tests/cluster/conftest.py):
+
+    q = controller_quorum(**{"broker.session.timeout.ms": 600000})   # 3 voters, free ports
+    q.start_all()                      # spawn all, wait for each one's "listening" line
+    lid = q.wait_leader(5, "a leader") # the node every live, unpaused voter agrees leads
+    q.kill(lid) / q.pause(lid) / q.resume(lid) / q.terminate(lid) / q.start(lid)
+    q.call(ApiKey.CREATE_TOPICS, body) # to the active controller, retried on NOT_CONTROLLER
+    q.committed(n)                     # node n's committed log: (snapshot image, records, hw)
+    q.image(n)                         # node n's committed MetadataImage
+
+Every process is started with start_new_session=True (its pid is its process-group id) in a tmp
+dir; `close()` SIGKILLs the process groups of the processes this object started — nothing else —
+and waits for them, also when the test failed. Waiting is by polling conditions with deadlines
+(helpers.wait_until), never by fixed sleeps.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from helpers import GregorProcess, gregor_command, wait_until
+
+from client.errors import ErrorCode
+from client.protocol.api_keys import ApiKey
+from controller.metadata import MetadataImage, decode_record, load_snapshot, replay
+from controller.quorum.network import request
+
+HOST = "127.0.0.1"
+
+
+def free_ports(n: int) -> list[int]:
+    """n distinct ports free on loopback right now (bound together, then released)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind((HOST, 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+class ControllerQuorum:
+    def __init__(self, tmp: Path, size: int = 3, **overrides: Any) -> None:
+        self.tmp = tmp
+        tmp.mkdir(parents=True, exist_ok=True)
+        self.ids = list(range(1, size + 1))
+        self.ports = dict(zip(self.ids, free_ports(size), strict=True))
+        self.voters = ",".join(f"{n}@{HOST}:{p}" for n, p in self.ports.items())
+        settings = {
+            "controller.quorum.election.timeout.ms": 500,
+            # the test's brokers are fake: they do not heartbeat, so they must not be fenced
+            "broker.session.timeout.ms": 600_000,
+            "log.level": "INFO",
+            **overrides,
+        }
+        self.configs: dict[int, Path] = {}
+        for n in self.ids:
+            lines = [
+                "process.roles: controller",
+                f"node.id: {n}",
+                f'controller.quorum.voters: "{self.voters}"',
+                f"metadata.log.dir: {tmp / f'controller-{n}'}",
+                *(f"{k}: {v}" for k, v in settings.items()),
+            ]
+            self.configs[n] = tmp / f"controller-{n}.yaml"
+            self.configs[n].write_text("\n".join(lines) + "\n")
+        self.procs: dict[int, GregorProcess] = {}  # running (possibly paused)
+        self.paused: set[int] = set()
+        self._started: list[GregorProcess] = []  # every process this object started
+        self._runs = 0
+
+    # -- process control -----------------------------------------------------------------------
+    def spawn(self, n: int) -> GregorProcess:
+        assert n not in self.procs, f"controller {n} is already running"
+        self._runs += 1
+        err_path = self.tmp / f"controller-{n}.run{self._runs}.stderr"
+        err = open(err_path, "wb")  # noqa: SIM115 - closed by GregorProcess.close()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GREGOR_")}
+        proc = subprocess.Popen(
+            [*gregor_command(), "controller", "--config", str(self.configs[n])],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            env=env,
+            start_new_session=True,
+        )
+        gp = GregorProcess(proc, self.tmp / f"controller-{n}", err_path, err)
+        self._started.append(gp)
+        self.procs[n] = gp
+        return gp
+
+    def start(self, n: int, timeout: float = 15.0) -> GregorProcess:
+        gp = self.spawn(n)
+        gp.wait_ready(timeout)
+        return gp
+
+    def start_all(self, timeout: float = 15.0) -> float:
+        """Spawn every voter at once; returns time.monotonic() when the last one listened."""
+        gps = [self.spawn(n) for n in self.ids]
+        for gp in gps:
+            gp.wait_ready(timeout)
+        return time.monotonic()
+
+    def _signal(self, n: int, sig: int) -> None:
+        os.killpg(self.procs[n].proc.pid, sig)  # the session leader's pid is its group id
+
+    def kill(self, n: int) -> None:
+        """SIGKILL node n's process group and reap it."""
+        self._signal(n, signal.SIGKILL)
+        self._reap(n)
+
+    def terminate(self, n: int, timeout: float = 15.0) -> int:
+        """SIGTERM (clean stop); returns the exit code."""
+        if n in self.paused:
+            self.resume(n)
+        self._signal(n, signal.SIGTERM)
+        return self._reap(n, timeout)
+
+    def pause(self, n: int) -> None:
+        self._signal(n, signal.SIGSTOP)
+        self.paused.add(n)
+
+    def resume(self, n: int) -> None:
+        self._signal(n, signal.SIGCONT)
+        self.paused.discard(n)
+
+    def _reap(self, n: int, timeout: float = 15.0) -> int:
+        gp = self.procs.pop(n)
+        self.paused.discard(n)
+        code = gp.proc.wait(timeout)
+        gp.close()
+        return code
+
+    def close(self) -> None:
+        """SIGKILL every process this quorum started that still runs; reap it."""
+        for gp in self._started:
+            if gp.proc.poll() is None:
+                try:
+                    os.killpg(gp.proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                gp.proc.wait(15)
+            gp.close()
+        self.procs.clear()
+        self.paused.clear()
+
+    def stderr(self) -> str:
+        return "\n".join(
+            f"--- controller {n} ---\n{gp.stderr()[-3000:]}" for n, gp in self.procs.items()
+        )
+
+    # -- asking the quorum ---------------------------------------------------------------------
+    def describe(self, n: int, timeout: float = 1.0) -> dict | None:
+        """Node n's own DescribeQuorum answer (role, leader_id, leader_epoch = term, ...)."""
+        try:
+            return request(HOST, self.ports[n], ApiKey.DESCRIBE_QUORUM, {}, timeout=timeout)
+        except OSError:
+            return None
+
+    def leader(self) -> tuple[int, int] | None:
+        """(leader id, term) when exactly one live, unpaused node says it leads and a majority of
+        the voters agree on it in that term; None otherwise. Paused nodes are not asked (they
+        accept connections but never answer)."""
+        views = {n: self.describe(n) for n in self.procs if n not in self.paused}
+        leaders = [(n, v["leader_epoch"]) for n, v in views.items() if v and v["role"] == "leader"]
+        if len(leaders) != 1:
+            return None
+        lid, term = leaders[0]
+        agree = sum(
+            1 for v in views.values() if v and v["leader_id"] == lid and v["leader_epoch"] == term
+        )
+        return (lid, term) if agree > len(self.ids) // 2 else None
+
+    def wait_leader(self, timeout: float, msg: str) -> int:
+        return self.wait_leader_term(timeout, msg)[0]
+
+    def wait_leader_term(self, timeout: float, msg: str) -> tuple[int, int]:
+        try:
+            return wait_until(self.leader, timeout, msg)
+        except AssertionError as e:
+            views = {n: self.describe(n) for n in self.procs if n not in self.paused}
+            raise AssertionError(f"{e}\nviews: {views}\n{self.stderr()}") from None
+
+    def call(self, api_key: int, body: dict, timeout: float = 10.0) -> dict:
+        """Send to the active controller; retried (new leader lookup) on NOT_CONTROLLER."""
+
+        def attempt() -> dict | None:
+            found = self.leader()
+            if found is None:
+                return None
+            try:
+                resp = request(HOST, self.ports[found[0]], api_key, body, timeout=timeout)
+            except OSError:
+                return None
+            return None if resp.get("error_code") == ErrorCode.NOT_CONTROLLER else resp
+
+        return wait_until(attempt, timeout, f"api {api_key} answered by the active controller")
+
+    def register(self, broker_id: int) -> int:
+        """Register a (fake) broker; answered once committed. Returns its broker epoch."""
+        resp = self.call(
+            ApiKey.BROKER_REGISTRATION,
+            {
+                "broker_id": broker_id,
+                "host": HOST,
+                "port": 9000 + broker_id,
+                "incarnation_id": f"incarnation-{broker_id}",
+            },
+        )
+        assert resp["error_code"] == 0, resp
+        return resp["broker_epoch"]
+
+    def add_brokers(self, *ids: int) -> dict[int, int]:
+        """Register and unfence (fake) brokers: each heartbeats once with the committed offset
+        of the controller that answered, as a caught-up broker would. Returns {id: epoch}."""
+        epochs = {b: self.register(b) for b in ids}
+        for b, epoch in epochs.items():
+            lid = self.wait_leader(5, "a leader to heartbeat to")
+            resp = self.call(
+                ApiKey.BROKER_HEARTBEAT,
+                {
+                    "broker_id": b,
+                    "broker_epoch": epoch,
+                    "current_metadata_offset": self.high_watermark(lid) - 1,
+                },
+            )
+            assert resp["error_code"] == 0 and not resp["is_fenced"], resp
+        return epochs
+
+    def create_topics(self, names: list[str], partitions: int, rf: int) -> None:
+        """One CreateTopics request (answered once committed); every topic must succeed."""
+        resp = self.call(
+            ApiKey.CREATE_TOPICS,
+            {
+                "topics": [
+                    {"name": t, "num_partitions": partitions, "replication_factor": rf}
+                    for t in names
+                ],
+                "timeout_ms": 30_000,
+                "validate_only": False,
+            },
+            timeout=30.0,
+        )
+        bad = [t for t in resp["topics"] if t["error_code"] != 0]
+        assert not bad and len(resp["topics"]) == len(names), bad[:3]
+
+    def committed(self, n: int, batch: int = 10_000) -> tuple[MetadataImage, list, int]:
+        """Node n's committed metadata as node n stores it: (the image of its snapshot or EMPTY,
+        [(offset, record)] after it, high watermark), read with MetadataFetch from node n."""
+        for _ in range(10):  # node n may compact between two fetches: start over
+            base, records, ok = MetadataImage.EMPTY, [], True
+            offset, hw = 0, 0
+            while True:
+                resp = request(
+                    HOST,
+                    self.ports[n],
+                    ApiKey.METADATA_FETCH,
+                    {"from_offset": offset, "max_records": batch},
+                    timeout=10.0,
+                )
+                if resp["error_code"] == ErrorCode.OFFSET_OUT_OF_RANGE and not records:
+                    base = load_snapshot(resp["snapshot"])
+                    offset = resp["snapshot_offset"] + 1
+                    continue
+                if resp["error_code"] != 0:
+                    ok = False
+                    break
+                hw = resp["high_watermark"]
+                got = [(r["offset"], decode_record(r["record"])) for r in resp["records"]]
+                records += got
+                if not got:
+                    break
+                offset = got[-1][0] + 1
+            if ok:
+                return base, records, hw
+        raise AssertionError(f"could not read controller {n}'s committed log")
+
+    def image(self, n: int) -> MetadataImage:
+        base, records, _ = self.committed(n)
+        return replay(base, records)[0]
+
+    def high_watermark(self, n: int) -> int:
+        """Node n's exclusive end of committed offsets (as its MetadataFetch reports it)."""
+        resp = request(
+            HOST,
+            self.ports[n],
+            ApiKey.METADATA_FETCH,
+            {"from_offset": 0, "max_records": 1, "include_snapshot": False},
+            timeout=5.0,
+        )
+        return resp["high_watermark"]
