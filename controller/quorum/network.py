@@ -148,12 +148,24 @@ Handler = Callable[[dict], Any]  # returns a body dict or an awaitable of one
 
 
 class ControllerServer:
-    """Serves the controller APIs; `handlers` maps api key → handler(body) (sync or async)."""
+    """Serves the controller APIs; `handlers` maps api key → handler(body) (sync or async).
 
-    def __init__(self, host: str, port: int, handlers: dict[int, Handler], node_id: int) -> None:
+    A handler raising NotControllerError is answered `{error_code: 41 (NOT_CONTROLLER),
+    error_message, leader_id, leader_endpoint}`, the leader hint coming from `leader_hint()` →
+    (leader id or -1, "host:port" or None)."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        handlers: dict[int, Handler],
+        node_id: int,
+        leader_hint: Callable[[], tuple[int, str | None]] | None = None,
+    ) -> None:
         self.host, self.port = host, port
         self.handlers = handlers
         self.node_id = node_id
+        self.leader_hint = leader_hint or (lambda: (-1, None))
         self._server: asyncio.base_events.Server | None = None
         self._conns: dict[asyncio.Task, asyncio.StreamWriter] = {}
 
@@ -225,7 +237,13 @@ class ControllerServer:
                 result = await result
             return result
         except NotControllerError as e:
-            return {"error_code": int(ErrorCode.NOT_CONTROLLER), "error_message": e.message}
+            leader_id, endpoint = self.leader_hint()
+            return {
+                "error_code": int(ErrorCode.NOT_CONTROLLER),
+                "error_message": e.message,
+                "leader_id": leader_id,
+                "leader_endpoint": endpoint,
+            }
         except Exception:
             _log.exception("[controller=%d] %s failed", self.node_id, spec.name)
             return {"error_code": int(ErrorCode.UNKNOWN_SERVER_ERROR)}

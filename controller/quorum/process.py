@@ -86,7 +86,9 @@ class ControllerProcess:
         self.loader = MetadataLoader(self.log, snapshot_every_records=self._snapshot_every)
         self.log.on_activate.append(lambda: self.controller.load(self.loader.image))
         self.log.on_deactivate.append(self.runner.fail_waiting)
-        self.server = ControllerServer(self.host, self.port, self._handlers(), self.node_id)
+        self.server = ControllerServer(
+            self.host, self.port, self._handlers(), self.node_id, self._leader_hint
+        )
 
         async def setup() -> tuple[str, int]:
             assert self.log is not None and self.transport is not None and self.server is not None
@@ -156,6 +158,12 @@ class ControllerProcess:
             return None
         h, p = self.voters[lid]
         return f"{h}:{p}"
+
+    def _leader_hint(self) -> tuple[int, str | None]:
+        """(leader id or -1, its "host:port") for NOT_CONTROLLER answers."""
+        assert self.log is not None
+        lid = self.log.node.leader_id
+        return (-1 if lid is None else lid), self._leader_endpoint()
 
     def _describe_quorum(self, body: dict) -> dict:
         assert self.log is not None

@@ -3,7 +3,11 @@
 `RemoteController(voters)` has the ControllerThread interface — `submit(method, ...)` and the
 shortcuts return concurrent.futures.Future with the same result shapes as QuorumController's
 methods — but sends each call to the active controller over the native protocol, following
-NOT_CONTROLLER to the new leader until `request_timeout_ms`. At most `max_pending` calls in flight.
+NOT_CONTROLLER to the new leader (the leader id the answer names, else DescribeQuorum) until
+`request_timeout_ms`. One attempt waits at most `attempt_timeout_ms` for its answer: a paused
+controller accepts connections and never answers, so the call moves on to the other voters.
+A call that timed out may still have been applied (as in Kafka); CreateTopics then answers
+TOPIC_ALREADY_EXISTS on the retry. At most `max_pending` calls in flight.
 
 `RemoteMetadataLog(voters)` is a read-only MetadataLog (an observer): a background thread
 long-polls MetadataFetch (1001) from the leader (the controller parks the fetch up to
@@ -80,9 +84,11 @@ class RemoteController:
         threads: int = 2,
         client_id: str = "gregor-broker",
         retry_backoff_ms: int = 50,
+        attempt_timeout_ms: int = 5000,
     ) -> None:
         self.tracker = _LeaderTracker(_voters(voters))
         self.request_timeout_s = request_timeout_ms / 1000.0
+        self.attempt_timeout_s = attempt_timeout_ms / 1000.0
         self.retry_backoff_s = retry_backoff_ms / 1000.0
         self.max_pending = max_pending
         self.client_id = client_id
@@ -119,6 +125,7 @@ class RemoteController:
     def _run(self, api_key: int, body: dict, unwrap: Any) -> Any:
         deadline = time.monotonic() + self.request_timeout_s
         last: Exception | None = None
+        hinted = False  # the previous attempt followed a NOT_CONTROLLER leader hint
         while time.monotonic() < deadline:
             nid, (host, port) = self.tracker.target()
             try:
@@ -127,7 +134,7 @@ class RemoteController:
                     port,
                     api_key,
                     body,
-                    timeout=max(0.1, deadline - time.monotonic()),
+                    timeout=max(0.1, min(self.attempt_timeout_s, deadline - time.monotonic())),
                     client_id=self.client_id,
                 )
             except OSError as e:
@@ -137,8 +144,14 @@ class RemoteController:
                 continue
             if resp.get("error_code") == ErrorCode.NOT_CONTROLLER:
                 self.tracker.failed(nid)
-                self._find_leader()
-                time.sleep(self.retry_backoff_s)
+                hint = resp.get("leader_id", -1)
+                if not hinted and hint is not None and hint >= 0 and hint != nid:
+                    hinted = True  # the controller named the leader: go there at once (once)
+                    self.tracker.set_leader(hint)
+                else:
+                    hinted = False
+                    self._find_leader()
+                    time.sleep(self.retry_backoff_s)
                 continue
             self.tracker.set_leader(nid)
             return unwrap(resp)

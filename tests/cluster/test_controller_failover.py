@@ -17,6 +17,7 @@ from helpers import gregor_command, wait_until
 
 from client.errors import ErrorCode
 from client.protocol.api_keys import ApiKey
+from controller.quorum.network import request
 from controller.quorum.remote import RemoteController
 
 pytestmark = pytest.mark.slow
@@ -74,6 +75,15 @@ def test_paused_leader_is_replaced_and_steps_down_when_resumed(controller_quorum
     print(f"paused leader {first} replaced by {second} in {time.monotonic() - paused_at:.2f}s")
     assert second != first and second_term > term
     during = q.register(102)  # commits on the two running voters
+    # A client whose last known leader is the paused node gives up on it after one attempt
+    # timeout (the paused node accepts the connection and never answers) and finds the new one.
+    rc = RemoteController(q.voters, request_timeout_ms=15_000, attempt_timeout_ms=1000)
+    rc.tracker.set_leader(first)
+    try:
+        reg = rc.register_broker(103, "127.0.0.1", 9103, None, "incarnation-103").result(20)
+    finally:
+        rc.close()
+    assert reg["error_code"] == 0, reg
     paused_for = time.monotonic() - paused_at
     assert paused_for > 0.5, "paused longer than the election timeout (500 ms)"
 
@@ -93,7 +103,7 @@ def test_paused_leader_is_replaced_and_steps_down_when_resumed(controller_quorum
     wait_until(
         lambda: (
             {b: r.broker_epoch for b, r in q.image(first).brokers.items()}
-            == {101: before, 102: during}
+            == {101: before, 102: during, 103: reg["broker_epoch"]}
         ),
         5,
         "the resumed node has every committed record",
@@ -160,6 +170,15 @@ def test_quorum_describe_cli(controller_quorum):
     d = json.loads(out.stdout)
     assert d["leader_id"] == lid and d["role"] == "leader"
     assert sorted(v["replica_id"] for v in d["voters"]) == [1, 2, 3]
+    # A voter that is not the active controller answers NOT_CONTROLLER naming the leader.
+    resp = request(
+        "127.0.0.1",
+        q.ports[follower],
+        ApiKey.CREATE_TOPICS,
+        {"topics": [{"name": "t", "num_partitions": 1, "replication_factor": 1}]},
+    )
+    assert resp["error_code"] == ErrorCode.NOT_CONTROLLER, resp
+    assert resp["leader_id"] == lid and resp["leader_endpoint"] == f"127.0.0.1:{q.ports[lid]}"
     text = subprocess.run(
         [
             *gregor_command(),
