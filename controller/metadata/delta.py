@@ -49,6 +49,7 @@ class MetadataDelta:
         self.offset = image.offset
         self._brokers: dict[int, BrokerRegistration] | None = None
         self._topics: dict[bytes, TopicImage] | None = None  # by id
+        self._names: set[str] | None = None  # names in the working topics (uniqueness check)
         self._parts: dict[bytes, dict[int, PartitionRegistration]] = {}  # touched topics
         self._configs: dict[tuple[int, str], dict[str, str]] | None = None
         self._next_producer_id = image.next_producer_id
@@ -173,11 +174,17 @@ class MetadataDelta:
         del self._w_brokers()[r.broker_id]
         self.changed_brokers.add(r.broker_id)
 
+    def _w_names(self) -> set[str]:
+        if self._names is None:
+            self._names = {t.name for t in self._w_topics().values()}
+        return self._names
+
     def _topic(self, r: Topic) -> None:
         topics = self._w_topics()
-        if r.topic_id in topics or any(t.name == r.name for t in topics.values()):
+        if r.topic_id in topics or r.name in self._w_names():
             raise MetadataReplayError(f"topic {r.name} / {r.topic_id.hex()} exists")
         topics[r.topic_id] = TopicImage(r.name, r.topic_id)
+        self._w_names().add(r.name)
         self._parts[r.topic_id] = {}
         self.created_topics[r.name] = r.topic_id
 
@@ -226,6 +233,8 @@ class MetadataDelta:
         if t is None:
             raise MetadataReplayError(f"unknown topic id {r.topic_id.hex()}")
         self._parts.pop(r.topic_id, None)
+        if self._names is not None:
+            self._names.discard(t.name)
         if self.created_topics.pop(t.name, None) is None:
             self.deleted_topics[t.name] = r.topic_id
         for key in [k for k in self.changed_partitions if k[0] == t.name]:
