@@ -118,6 +118,19 @@ def test_delta_created_and_removed_in_one_delta_reports_nothing():
     assert not d.created_topics and not d.deleted_topics and not d.changed_partitions
 
 
+def test_topic_names_are_unique_across_image_and_delta():
+    img = _image([Topic("a", A)])
+    d = MetadataDelta(img)
+    with pytest.raises(MetadataReplayError):
+        d.replay(Topic("a", B), 1)  # name taken in the image
+    d = MetadataDelta(img)
+    d.replay(RemoveTopic(A), 1)
+    d.replay(Topic("a", B), 2)  # free again once removed in this delta
+    with pytest.raises(MetadataReplayError):
+        d.replay(Topic("a", b"\x03" * 16), 3)  # taken inside this delta
+    assert d.apply().topics["a"].topic_id == B
+
+
 @pytest.mark.parametrize(
     "rec",
     [Partition(A, 0, (1,), (1,), 1), PartitionChange(A, 0), RemoveTopic(A), FenceBroker(1, 0)],
