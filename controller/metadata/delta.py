@@ -49,7 +49,6 @@ class MetadataDelta:
         self.offset = image.offset
         self._brokers: dict[int, BrokerRegistration] | None = None
         self._topics: dict[bytes, TopicImage] | None = None  # by id
-        self._names: set[str] | None = None  # names in the working topics (uniqueness check)
         self._parts: dict[bytes, dict[int, PartitionRegistration]] = {}  # touched topics
         self._configs: dict[tuple[int, str], dict[str, str]] | None = None
         self._next_producer_id = image.next_producer_id
@@ -86,15 +85,19 @@ class MetadataDelta:
         if self._topics is None and not self._parts:
             topics, by_id = img.topics, img.topics_by_id
         else:
-            src = self._topics if self._topics is not None else dict(img.topics_by_id)
-            new_by_id: dict[bytes, TopicImage] = {}
-            for tid, t in src.items():
-                parts = self._parts.get(tid)
-                if parts is not None:
-                    t = TopicImage(t.name, tid, MappingProxyType(dict(parts)))
-                new_by_id[tid] = t
+            # Copy the maps whole (C speed) and patch only what this delta touched: every
+            # created or changed topic has a `_parts` entry, every removed name is in
+            # deleted_topics (a name removed and re-created is patched back in below).
+            src = self._topics if self._topics is not None else img.topics_by_id
+            new_by_id: dict[bytes, TopicImage] = dict(src)
+            by_name: dict[str, TopicImage] = dict(img.topics)
+            for name in self.deleted_topics:
+                by_name.pop(name, None)
+            for tid, parts in self._parts.items():
+                t = TopicImage(new_by_id[tid].name, tid, MappingProxyType(dict(parts)))
+                new_by_id[tid] = by_name[t.name] = t
             by_id = MappingProxyType(new_by_id)
-            topics = MappingProxyType({t.name: t for t in new_by_id.values()})
+            topics = MappingProxyType(by_name)
         if self._configs is None:
             configs = img.configs
         else:
@@ -174,17 +177,16 @@ class MetadataDelta:
         del self._w_brokers()[r.broker_id]
         self.changed_brokers.add(r.broker_id)
 
-    def _w_names(self) -> set[str]:
-        if self._names is None:
-            self._names = {t.name for t in self._w_topics().values()}
-        return self._names
+    def _name_taken(self, name: str) -> bool:
+        if name in self.created_topics:
+            return True
+        return name in self.image.topics and name not in self.deleted_topics
 
     def _topic(self, r: Topic) -> None:
         topics = self._w_topics()
-        if r.topic_id in topics or r.name in self._w_names():
+        if r.topic_id in topics or self._name_taken(r.name):
             raise MetadataReplayError(f"topic {r.name} / {r.topic_id.hex()} exists")
         topics[r.topic_id] = TopicImage(r.name, r.topic_id)
-        self._w_names().add(r.name)
         self._parts[r.topic_id] = {}
         self.created_topics[r.name] = r.topic_id
 
@@ -233,8 +235,6 @@ class MetadataDelta:
         if t is None:
             raise MetadataReplayError(f"unknown topic id {r.topic_id.hex()}")
         self._parts.pop(r.topic_id, None)
-        if self._names is not None:
-            self._names.discard(t.name)
         if self.created_topics.pop(t.name, None) is None:
             self.deleted_topics[t.name] = r.topic_id
         for key in [k for k in self.changed_partitions if k[0] == t.name]:

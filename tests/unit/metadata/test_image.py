@@ -215,8 +215,13 @@ def record_sequences(draw):
         elif kind == "topic":
             names_used += 1
             tid = names_used.to_bytes(16, "big")
-            topics[tid] = (f"t{names_used}", 0)
-            recs.append(Topic(f"t{names_used}", tid))
+            live = {n for n, _ in topics.values()}
+            free = sorted(f"t{k}" for k in range(1, names_used) if f"t{k}" not in live)
+            # sometimes reuse the name of a removed topic (a new id under an old name)
+            name = draw(st.sampled_from(free)) if free and draw(st.booleans()) else None
+            name = name or f"t{names_used}"
+            topics[tid] = (name, 0)
+            recs.append(Topic(name, tid))
         elif kind == "part" and topics:
             tid = draw(st.sampled_from(sorted(topics)))
             name, n = topics[tid]
@@ -271,3 +276,20 @@ def test_replay_equals_snapshot_at_every_offset(recs):
     # and replaying the whole sequence at once gives the same final image
     whole, _ = replay(MetadataImage.EMPTY, list(enumerate(recs)))
     assert whole == image
+
+
+@settings(max_examples=150, deadline=None)
+@given(record_sequences(), st.data())
+def test_replay_in_any_chunks_equals_one_by_one(recs, data):
+    one_by_one = MetadataImage.EMPTY
+    for offset, rec in enumerate(recs):
+        one_by_one, _ = replay(one_by_one, [(offset, rec)])
+    cuts = sorted(data.draw(st.sets(st.integers(1, max(1, len(recs) - 1)), max_size=5)))
+    image, start = MetadataImage.EMPTY, 0
+    for end in [*cuts, len(recs)]:
+        image, _ = replay(image, [(o, recs[o]) for o in range(start, end)])
+        start = end
+    assert image == one_by_one
+    assert {t.name: tid for tid, t in image.topics_by_id.items()} == {
+        n: t.topic_id for n, t in image.topics.items()
+    }
