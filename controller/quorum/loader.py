@@ -10,7 +10,9 @@ misses records, whatever the notifying thread saw), replays them into a Metadata
 the new image, and calls subscribers in order with (image, delta). When the log was compacted
 past the image (a follower installed a snapshot) it reloads from the snapshot and calls
 subscribers with delta None. With `snapshot_every_records` > 0 it asks the log to store a
-snapshot of the image after that many records (the log then drops the records it covers).
+snapshot of the image after that many records (the log then drops the records it covers) —
+inline, or through `snapshot_writer(image)` when given (controller processes hand it to a
+BackgroundSnapshotter, snapshotter.py, so a large image never stalls the Raft loop).
 
 Threading: callbacks run on the thread that committed (LocalMetadataLog: the appender;
 RaftMetadataLog: the controller loop) under the loader's lock, so subscribers see images in
@@ -37,10 +39,15 @@ Subscriber = Callable[[MetadataImage, MetadataDelta | None], None]
 
 class MetadataLoader:
     def __init__(
-        self, metadata_log: MetadataLog, snapshot_every_records: int = 0, read_batch: int = 10_000
+        self,
+        metadata_log: MetadataLog,
+        snapshot_every_records: int = 0,
+        read_batch: int = 10_000,
+        snapshot_writer: Callable[[MetadataImage], None] | None = None,
     ) -> None:
         self.log = metadata_log
         self.snapshot_every_records = snapshot_every_records
+        self.snapshot_writer = snapshot_writer
         self.read_batch = read_batch
         self.image = MetadataImage.EMPTY
         self._lock = threading.RLock()
@@ -100,9 +107,15 @@ class MetadataLoader:
             self._since_snapshot += len(batch)
             if self.snapshot_every_records and self._since_snapshot >= self.snapshot_every_records:
                 self._since_snapshot = 0
-                try:
-                    self.log.write_snapshot(self.image.offset, snapshot_bytes(self.image))
-                except OSError as e:  # a snapshot is an optimisation: retry after more records
-                    _log.error("metadata snapshot at offset %d failed: %s", self.image.offset, e)
+                if self.snapshot_writer is not None:  # e.g. a BackgroundSnapshotter
+                    self.snapshot_writer(self.image)
                 else:
-                    _log.info("metadata snapshot written at offset %d", self.image.offset)
+                    self._write_snapshot()
+
+    def _write_snapshot(self) -> None:
+        try:
+            self.log.write_snapshot(self.image.offset, snapshot_bytes(self.image))
+        except OSError as e:  # a snapshot is an optimisation: retry after more records
+            _log.error("metadata snapshot at offset %d failed: %s", self.image.offset, e)
+        else:
+            _log.info("metadata snapshot written at offset %d", self.image.offset)

@@ -9,7 +9,8 @@ loses leadership, calls waiting for a commit fail with NOT_CONTROLLER.
 Config (snake_case attributes): node_id, controller_quorum_voters, metadata_log_dir,
 controller_quorum_election_timeout_ms (ticks of 50 ms),
 metadata_log_max_records_between_snapshots (a MetadataLoader follows the committed log and
-compacts the Raft log into a metadata snapshot after that many records; 0 = never),
+compacts the Raft log into a metadata snapshot after that many records, serialized off the loop
+by a BackgroundSnapshotter; 0 = never),
 broker_session_timeout_ms, plus the QuorumController's keys. `start()` / `stop()` from any thread.
 """
 
@@ -33,6 +34,7 @@ from controller.quorum.loader import MetadataLoader
 from controller.quorum.network import ControllerServer, PeerTransport, parse_voters
 from controller.quorum.raft_log import RaftMetadataLog
 from controller.quorum.runner import ControllerThread
+from controller.quorum.snapshotter import BackgroundSnapshotter
 
 _log = logging.getLogger(__name__)
 
@@ -63,6 +65,7 @@ class ControllerProcess:
         self.transport: PeerTransport | None = None
         self.server: ControllerServer | None = None
         self.loader: MetadataLoader | None = None
+        self.snapshotter: BackgroundSnapshotter | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self) -> tuple[str, int]:
@@ -83,7 +86,10 @@ class ControllerProcess:
         self.runner.start()
         loop = self.runner.loop
         self.transport = holder["t"] = PeerTransport(self.node_id, self.voters, loop)
-        self.loader = MetadataLoader(self.log, snapshot_every_records=self._snapshot_every)
+        self.snapshotter = BackgroundSnapshotter(self.log, loop)
+        self.loader = MetadataLoader(
+            self.log, snapshot_every_records=self._snapshot_every, snapshot_writer=self.snapshotter
+        )
         self.log.on_activate.append(lambda: self.controller.load(self.loader.image))
         self.log.on_deactivate.append(self.runner.fail_waiting)
         self.server = ControllerServer(
@@ -119,6 +125,8 @@ class ControllerProcess:
             _log.exception("[controller=%d] teardown failed", self.node_id)
         self.runner.stop()
         self.runner = None
+        if self.snapshotter is not None:
+            self.snapshotter.close()
 
     # -- handlers (on the controller loop) -----------------------------------------------------
     def _handlers(self) -> dict[int, Any]:
