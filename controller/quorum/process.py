@@ -22,6 +22,7 @@ import contextlib
 import logging
 import os
 import random
+import time
 from typing import Any
 
 import msgpack
@@ -40,6 +41,7 @@ _log = logging.getLogger(__name__)
 
 TICK_MS = 50
 MAX_FETCH_WAIT_MS = 10_000
+MAX_OBSERVERS = 1024  # fetching observers remembered for DescribeQuorum (oldest dropped)
 
 
 class ControllerProcess:
@@ -66,6 +68,8 @@ class ControllerProcess:
         self.server: ControllerServer | None = None
         self.loader: MetadataLoader | None = None
         self.snapshotter: BackgroundSnapshotter | None = None
+        # replica id -> (next offset it asked for, time.monotonic() of the fetch); loop thread
+        self._observers: dict[int, tuple[int, float]] = {}
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self) -> tuple[str, int]:
@@ -187,6 +191,17 @@ class ControllerProcess:
                 "last_contact_ms": contact,
             }
 
+        observers = [rep(r) for r in q.observers]
+        if q.role.value == "leader":
+            now = time.monotonic()
+            observers += [
+                {
+                    "replica_id": rid,
+                    "log_end_offset": offset,
+                    "last_contact_ms": int((now - at) * 1000),
+                }
+                for rid, (offset, at) in sorted(self._observers.items())
+            ]
         return {
             "error_code": 0,
             "node_id": q.node_id,
@@ -196,7 +211,7 @@ class ControllerProcess:
             "high_watermark": q.high_watermark,
             "leader_endpoint": self._leader_endpoint(),
             "voters": [rep(r) for r in q.voters],
-            "observers": [rep(r) for r in q.observers],
+            "observers": observers,
         }
 
     def _on_commit(self, _records: list) -> None:
@@ -206,6 +221,7 @@ class ControllerProcess:
 
     async def _metadata_fetch(self, body: dict) -> dict:
         assert self.log is not None
+        self._note_observer(body)
         resp = self._metadata_fetch_now(body)
         wait_s = min(body.get("max_wait_ms", 0), MAX_FETCH_WAIT_MS) / 1000.0
         if resp["error_code"] == 0 and not resp["records"] and wait_s > 0:
@@ -213,6 +229,16 @@ class ControllerProcess:
                 await asyncio.wait_for(self._committed.wait(), wait_s)
             resp = self._metadata_fetch_now(body)
         return resp
+
+    def _note_observer(self, body: dict) -> None:
+        """Remember a broker's fetch position (its log end offset) for DescribeQuorum."""
+        rid = body.get("replica_id", -1)
+        if rid is None or rid < 0:
+            return
+        self._observers.pop(rid, None)  # re-insert: dict order = least recently fetched first
+        self._observers[rid] = (body["from_offset"], time.monotonic())
+        while len(self._observers) > MAX_OBSERVERS:
+            del self._observers[next(iter(self._observers))]
 
     def _metadata_fetch_now(self, body: dict) -> dict:
         assert self.log is not None

@@ -9,7 +9,9 @@ controller accepts connections and never answers, so the call moves on to the ot
 A call that timed out may still have been applied (as in Kafka); CreateTopics then answers
 TOPIC_ALREADY_EXISTS on the retry. At most `max_pending` calls in flight.
 
-`RemoteMetadataLog(voters)` is a read-only MetadataLog (an observer): a background thread
+`RemoteMetadataLog(voters, replica_id=-1)` is a read-only MetadataLog (an observer; a broker
+passes its node id, and the leader's DescribeQuorum then lists it with its fetch position and
+last contact): a background thread
 long-polls MetadataFetch (1001) from the leader (the controller parks the fetch up to
 `fetch_max_wait_ms` until new records commit; `poll_interval_ms` is the back-off after an
 empty answer or an error), keeps the committed
@@ -309,7 +311,9 @@ class RemoteMetadataLog(MetadataLog):
         max_records_in_memory: int = 1_000_000,
         client_id: str = "gregor-observer",
         fetch_max_wait_ms: int = 500,
+        replica_id: int = -1,
     ) -> None:
+        self.replica_id = replica_id  # a broker's node id: DescribeQuorum lists it as observer
         self.tracker = _LeaderTracker(_voters(voters))
         self.poll_interval_s = poll_interval_ms / 1000.0
         self.fetch_max_wait_ms = fetch_max_wait_ms
@@ -359,6 +363,7 @@ class RemoteMetadataLog(MetadataLog):
                     "from_offset": position,
                     "max_records": self.max_records,
                     "max_wait_ms": self.fetch_max_wait_ms,
+                    "replica_id": self.replica_id,
                 },
                 timeout=5.0 + self.fetch_max_wait_ms / 1000.0,
                 client_id=self.client_id,

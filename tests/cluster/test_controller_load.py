@@ -23,6 +23,7 @@ from controller.quorum.remote import RemoteController, RemoteMetadataLog
 pytestmark = pytest.mark.slow
 
 TOPICS, PARTITIONS, PER_REQUEST = 1000, 10, 100
+OBSERVER_ID = 100
 
 
 def test_thousand_topics_committed_once_and_consistent_everywhere(controller_quorum):
@@ -31,7 +32,7 @@ def test_thousand_topics_committed_once_and_consistent_everywhere(controller_quo
     q.wait_leader(5, "a leader")
     epochs = q.add_brokers(1, 2, 3)
 
-    observer_log = RemoteMetadataLog(q.voters, max_records=10_000)
+    observer_log = RemoteMetadataLog(q.voters, max_records=10_000, replica_id=OBSERVER_ID)
     observer = MetadataLoader(observer_log)
     observer.start()
     observer_log.start()
@@ -81,6 +82,15 @@ def test_thousand_topics_committed_once_and_consistent_everywhere(controller_quo
         assert snapshot_bytes(observer.image) == snapshot_bytes(image)
         observed = observer_log.read(0, 2 * len(records))
         assert [(o, decode_record(d)) for o, d in observed] == records
+
+        # The leader lists the observer, caught up to the high watermark, in DescribeQuorum.
+        def observer_listed() -> bool:
+            d = q.describe(lid) or {}
+            return {"replica_id": OBSERVER_ID, "log_end_offset": hw} in [
+                {k: o[k] for k in ("replica_id", "log_end_offset")} for o in d.get("observers", [])
+            ]
+
+        wait_until(observer_listed, 5, "the observer in the leader's DescribeQuorum")
     finally:
         rc.close()
         observer.stop()

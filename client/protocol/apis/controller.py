@@ -53,6 +53,13 @@ METADATA_FETCH = register(
             Field(
                 "max_wait_ms", INT32, default=0, doc="long poll: wait up to this for new records"
             ),
+            Field(
+                "replica_id",
+                INT32,
+                default=-1,
+                doc="the fetching observer's node id (a broker), listed by DescribeQuorum; "
+                "-1: anonymous (tools)",
+            ),
         ),
         response=Struct(
             Field("error_code", INT16),
