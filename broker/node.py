@@ -7,10 +7,10 @@
     node.shutdown()                # flush all, clean-shutdown marker, stop every thread
 
 Parts: LogManager (one group-commit Flusher per log dir, on_flushed → ReplicaManager),
-ReplicaManager, the produce and fetch purgatories (one SystemTimer), the local controller
-(H-meta's LocalController: QuorumController over LocalMetadataLog in
-`<log.dirs[0]>/__cluster_metadata`), the MetadataPublisher (loader → replica manager →
-handlers), and one background thread (`broker-tasks`) for the broker heartbeat, retention,
+ReplicaManager, the produce and fetch purgatories (one SystemTimer), the controller (a
+one-voter Raft quorum, controller/quorum/combined.py: RaftMetadataLog + QuorumController on its
+own thread and event loop, log in `<log.dirs[0]>/__cluster_metadata/raft` unless
+metadata.log.dir is set), the MetadataPublisher (loader → replica manager → handlers), and one background thread (`broker-tasks`) for the broker heartbeat, retention,
 high-watermark and recovery-point checkpoints, and flush_due (log.flush.on.ack=false).
 
 Start-up replays the metadata log, so topics survive restarts: the publisher recreates every
@@ -39,7 +39,7 @@ from broker.replica import ReplicaManager, ReplicaSettings
 from client.errors import ConfigError
 from controller.metadata.image import MetadataImage
 from controller.metadata.records import RESOURCE_TOPIC
-from controller.quorum.local import LocalController
+from controller.quorum.combined import CombinedController
 
 _log = logging.getLogger(__name__)
 
@@ -181,7 +181,8 @@ class BrokerNode:
         )
         self.publisher = MetadataPublisher(self.replica_manager)
         self.metadata_dir = self._metadata_dir()
-        self.controller = LocalController(
+        self.controller = CombinedController(
+            self.node_id,
             self.metadata_dir,
             config,
             snapshot_every_records=int(

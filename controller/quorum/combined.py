@@ -1,0 +1,262 @@
+"""CombinedController: the controller of a combined (`process.roles=broker,controller`) process,
+run as a one-voter Raft quorum — the same RaftMetadataLog, QuorumController and MetadataLoader a
+`gregor controller` voter runs, with this node as the only voter.
+
+    cc = CombinedController(node_id, metadata_dir, config, snapshot_every_records=10_000)
+    cc.loader.subscribe(publisher)     # (image, delta | None) after every commit, in order
+    cc.start()                         # loads the log, elects itself, migrates an old log
+    cc.create_topics([...]).result()   # any ControllerThread call: Future, resolved on commit
+    cc.image                           # latest committed MetadataImage
+    cc.stop()
+
+Same interface as LocalController (controller/quorum/local.py), so nothing above the broker's
+MetadataPublisher seam changes.
+
+Files: the Raft log, hard state and snapshots in `<metadata_dir>/raft/` (RaftStorage, as a
+`gregor controller` keeps them in `<metadata.log.dir>/raft/`).
+
+Election: with one voter there is nobody to wait for, so `start()` advances the Raft node's
+logical clock until it has elected itself (PreVote and vote are its own), instead of waiting
+out a real election timeout; the server is ready as fast as with the old single-file log.
+
+Migration from LocalMetadataLog (Gregor before the one-voter quorum): when `metadata_dir` holds
+`metadata.log` or `snapshot-*.bin` of the old single-file log, `start()` loads its image and,
+if the Raft log holds no metadata record yet, writes the image's records (`image_to_records`:
+brokers, topics, partitions with their leader and partition epochs, configs, the next producer
+id) as the quorum's first records; once committed, the old files move into
+`<metadata_dir>/pre-raft-local-log/` (kept, never read again). A crash in between is safe: the
+old files are still there, and the Raft log either holds the migrated records (then they are
+only moved) or nothing (then migration runs again). Offsets restart with the Raft log; nothing
+on the broker side keeps metadata offsets across restarts.
+
+Threading: `start()`, `stop()` and the calls from any thread. Everything touching the Raft log
+runs on the ControllerThread's event loop (its own thread); subscribers of `loader` run there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import os
+import random
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from client.errors import NotControllerError
+from controller.metadata.image import MetadataImage
+from controller.metadata.records import encode_record
+from controller.metadata.snapshot import image_to_records
+from controller.quorum.controller import QuorumController
+from controller.quorum.loader import MetadataLoader
+from controller.quorum.log import LOG_FILE, LocalMetadataLog
+from controller.quorum.raft_log import RaftMetadataLog
+from controller.quorum.runner import ControllerThread
+from controller.quorum.snapshotter import BackgroundSnapshotter
+from controller.raft.state import Role
+
+_log = logging.getLogger(__name__)
+
+RAFT_DIR = "raft"
+MIGRATED_DIR = "pre-raft-local-log"
+TICK_MS = 50
+# Election timeout in ticks. Only matters if leadership were ever lost: a lone voter re-elects
+# itself after 2-3 ticks (100-150 ms).
+ELECTION_TICKS = 2
+
+
+class OneVoterMetadataLog(RaftMetadataLog):
+    """A RaftMetadataLog whose only voter is this node, with `elect_now()`. Loop thread only."""
+
+    def elect_now(self) -> None:
+        """Advance logical time until this node leads and has applied its term's NOOP (it is
+        the whole quorum, so no message is awaited). Raises NotControllerError otherwise."""
+        node = self.node
+        for _ in range(4 * node.election_timeout + 4):
+            if self.is_leader():
+                return
+            if node.role is not Role.LEADER:
+                node.tick()
+            self._drain()
+        if not self.is_leader():
+            raise NotControllerError(
+                f"one-voter quorum did not elect node {self.node_id} ({node.role.value})"
+            )
+
+
+def old_local_log_files(metadata_dir: str) -> list[str]:
+    """Names of LocalMetadataLog files in `metadata_dir` (empty: nothing to migrate)."""
+    try:
+        names = os.listdir(metadata_dir)
+    except FileNotFoundError:
+        return []
+    return sorted(
+        n
+        for n in names
+        if n == LOG_FILE
+        or (n.startswith("snapshot-") and n.endswith(".bin"))
+        or n.startswith(LOG_FILE + ".")
+    )
+
+
+class CombinedController:
+    def __init__(
+        self,
+        node_id: int,
+        metadata_dir: str,
+        config: Any = None,
+        clock: Callable[[], float] | None = None,
+        rng: random.Random | None = None,
+        snapshot_every_records: int = 10_000,
+        tick_interval_ms: int = 100,
+        on_fatal: Callable[[BaseException], None] | None = None,
+    ) -> None:
+        self.node_id = node_id
+        self.metadata_dir = os.path.abspath(metadata_dir)
+        os.makedirs(self.metadata_dir, exist_ok=True)
+        self.log = OneVoterMetadataLog(
+            node_id,
+            [node_id],
+            os.path.join(self.metadata_dir, RAFT_DIR),
+            send=self._send,
+            tick_ms=TICK_MS,
+            election_timeout_ticks=ELECTION_TICKS,
+            rng=rng or random.Random(),
+            on_fatal=on_fatal,
+        )
+        self.controller = QuorumController(self.log, config, clock, rng or random.Random())
+        self.runner = ControllerThread(
+            self.controller, tick_interval_ms=tick_interval_ms, name="controller"
+        )
+        self.snapshotter = BackgroundSnapshotter(self.log, self.runner.loop)
+        self.loader = MetadataLoader(
+            self.log,
+            snapshot_every_records=snapshot_every_records,
+            snapshot_writer=self.snapshotter,
+        )
+        self.log.on_activate.append(lambda: self.controller.load(self.loader.image))
+        self.log.on_deactivate.append(self.runner.fail_waiting)
+        self._lock = threading.Lock()
+        self._started = False
+        self._stopped = False
+
+    def _send(self, to: int, message: dict) -> None:
+        # One voter, no observers: the Raft node never addresses anyone else.
+        raise AssertionError(f"one-voter quorum of node {self.node_id} sent to {to}: {message}")
+
+    @property
+    def image(self) -> MetadataImage:
+        return self.loader.image
+
+    def start(self, timeout: float = 30.0) -> MetadataImage:
+        """Start the controller thread, load the committed log (publishing it to the loader's
+        subscribers), elect this node, migrate an old LocalMetadataLog. Returns the image."""
+        with self._lock:
+            if self._started:
+                return self.loader.image
+            self._started = True
+        self.runner.start()
+        old = old_local_log_files(self.metadata_dir)
+        old_image = self._load_old_log() if old else None
+
+        async def setup() -> None:
+            self.loader.start()
+            self.log.start(self.runner.loop)
+            self.log.elect_now()
+            if old_image is not None:
+                self._migrate(old_image)
+
+        asyncio.run_coroutine_threadsafe(setup(), self.runner.loop).result(timeout)
+        if old:
+            self._move_old_files(old)
+        _log.info(
+            "[controller=%d] one-voter quorum active in term %d, metadata offset %d (%s)",
+            self.node_id,
+            self.log.node.term,
+            self.loader.image.offset,
+            os.path.join(self.metadata_dir, RAFT_DIR),
+        )
+        return self.loader.image
+
+    def _load_old_log(self) -> MetadataImage:
+        old = LocalMetadataLog(self.metadata_dir)
+        try:
+            loader = MetadataLoader(old)
+            image = loader.start()
+            loader.stop()
+        finally:
+            old.close()
+        return image
+
+    def _migrate(self, old_image: MetadataImage) -> None:
+        """On the loop, once active: write the old image as the first records (if none yet)."""
+        if self.loader.image.offset >= 0:
+            _log.info(
+                "[controller=%d] old local metadata log already migrated (raft offset %d)",
+                self.node_id,
+                self.loader.image.offset,
+            )
+            return
+        records = [encode_record(r) for r in image_to_records(old_image)]
+        if not records:
+            return
+        last = self.log.append(records)
+        if self.log.committed_offset() < last:
+            raise NotControllerError(f"migrated records not committed (offset {last})")
+        self.controller.load(self.loader.image)
+        _log.warning(
+            "[controller=%d] migrated the local metadata log of %s (offset %d: %d brokers, "
+            "%d topics) into the one-voter Raft quorum (%d records)",
+            self.node_id,
+            self.metadata_dir,
+            old_image.offset,
+            len(old_image.brokers),
+            len(old_image.topics),
+            len(records),
+        )
+
+    def _move_old_files(self, names: list[str]) -> None:
+        dest = os.path.join(self.metadata_dir, MIGRATED_DIR)
+        os.makedirs(dest, exist_ok=True)
+        for n in names:
+            os.replace(os.path.join(self.metadata_dir, n), os.path.join(dest, n))
+        for d in (dest, self.metadata_dir):
+            fd = os.open(d, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        _log.info("[controller=%d] old metadata log files moved to %s", self.node_id, dest)
+
+    def stop(self) -> None:
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
+            started = self._started
+        if started:
+            loop = self.runner.loop
+
+            async def teardown() -> None:
+                self.loader.stop()
+                self.log.close()
+
+            try:
+                asyncio.run_coroutine_threadsafe(teardown(), loop).result(10)
+            except (concurrent.futures.TimeoutError, RuntimeError):
+                _log.exception("[controller=%d] teardown failed", self.node_id)
+            self.runner.stop()
+        else:
+            self.log.close()
+        self.snapshotter.close()
+
+    def submit(self, method: Any, *args: Any, **kwargs: Any) -> concurrent.futures.Future:
+        return self.runner.submit(method, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        # create_topics, delete_topics, create_partitions, register_broker, broker_heartbeat,
+        # alter_partition, ... -> the ControllerThread shortcut (returns a Future)
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.runner, name)

@@ -1,0 +1,81 @@
+"""Combined mode runs its controller as a one-voter Raft quorum (controller/quorum/combined.py):
+the Raft log lives in `<log.dirs[0]>/__cluster_metadata/raft`, an old single-file
+LocalMetadataLog there is migrated once, and restarts keep everything."""
+
+from __future__ import annotations
+
+from helpers import RawClient
+from replica_helpers import batch, fetch, produce, values_of
+
+from client import Admin
+from client.errors import ErrorCode
+from controller.quorum.combined import MIGRATED_DIR, RAFT_DIR
+from controller.quorum.local import LocalController
+from controller.raft.state import Role
+
+
+def test_controller_is_a_one_voter_raft_quorum(broker_factory, tmp_path) -> None:
+    data = tmp_path / "one"
+    broker = broker_factory(data_dir=data)
+    cc = broker.server.node.controller
+    assert cc.log.node.role is Role.LEADER and cc.log.node.voters == {1}
+    assert (data / "__cluster_metadata" / RAFT_DIR).is_dir()
+    assert not (data / "__cluster_metadata" / "metadata.log").exists()
+    with Admin(bootstrap_servers=broker.bootstrap) as admin:
+        admin.create_topic("q", partitions=2)
+    term = cc.log.node.term
+    broker.server.shutdown(timeout=10)
+    again = broker_factory(data_dir=data)
+    node = again.server.node.controller.log.node
+    assert node.role is Role.LEADER and node.term > term
+    with Admin(bootstrap_servers=again.bootstrap) as admin:
+        assert [p.leader for p in admin.describe_topic("q").partitions] == [1, 1]
+
+
+def test_migrates_an_old_local_metadata_log(broker_factory, tmp_path) -> None:
+    data = tmp_path / "old"
+    meta = data / "__cluster_metadata"
+    # What Gregor wrote before the one-voter quorum: a LocalMetadataLog with a registered,
+    # unfenced broker, a topic with a config, and a producer-id block handed out.
+    data.mkdir()
+    (data / "broker.incarnation").write_text("old-incarnation\n")  # as the old broker kept it
+    lc = LocalController(str(meta), None)
+    lc.start()
+    reg = lc.register_broker(1, "127.0.0.1", 1, None, "old-incarnation").result(5)
+    assert not lc.broker_heartbeat(1, reg["broker_epoch"], lc.image.offset).result(5)["is_fenced"]
+    res = lc.create_topics(
+        [
+            {
+                "name": "legacy",
+                "num_partitions": 2,
+                "replication_factor": 1,
+                "configs": [{"name": "retention.ms", "value": "123456"}],
+            }
+        ]
+    ).result(5)
+    assert res[0]["error_code"] == 0
+    pids = lc.allocate_producer_ids(1, reg["broker_epoch"]).result(5)
+    old = lc.image
+    lc.stop()
+    assert (meta / "metadata.log").exists()
+
+    broker = broker_factory(data_dir=data)
+    image = broker.server.node.controller.image
+    assert image.topics["legacy"].topic_id == old.topics["legacy"].topic_id
+    assert image.topic_config("legacy") == {"retention.ms": "123456"}
+    assert image.next_producer_id >= pids["producer_id_start"] + pids["producer_id_len"]
+    assert not (meta / "metadata.log").exists()
+    assert (meta / MIGRATED_DIR / "metadata.log").exists()
+    with RawClient(broker.address) as c:
+        for p in range(2):
+            assert produce(c, "legacy", p, batch([b"m%d" % p]), corr=p + 1)["error_code"] == 0
+    broker.server.shutdown(timeout=10)
+
+    # A second start does not migrate again; records and topics are all there.
+    again = broker_factory(data_dir=data)
+    assert again.server.node.controller.image.topics.keys() == {"legacy"}
+    with RawClient(again.address) as c:
+        for p in range(2):
+            got = fetch(c, "legacy", p, 0)
+            assert got["error_code"] == ErrorCode.NONE
+            assert [v for _, v in values_of(got["records"])] == [b"m%d" % p]
