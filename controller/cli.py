@@ -70,7 +70,7 @@ def _load_config(path: str, overrides: dict[str, str]) -> Any:
     except ModuleNotFoundError as exc:  # INTERIM until client.config lands
         if exc.name != "client.config":
             raise
-        load_config = interim_load_config
+        load_config = interim_load_config  # type: ignore[assignment]
     return load_config("controller", path, os.environ, overrides)
 
 

@@ -13,7 +13,7 @@ broken invariant of the log and raises MetadataReplayError. Not thread-safe: one
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from types import MappingProxyType
 from typing import Any
 
@@ -252,7 +252,7 @@ class MetadataDelta:
         pass
 
 
-_HANDLERS = {
+_HANDLERS: dict[type, Callable[[MetadataDelta, Any], None]] = {
     RegisterBroker: MetadataDelta._register_broker,
     FenceBroker: MetadataDelta._fence,
     UnfenceBroker: MetadataDelta._unfence,

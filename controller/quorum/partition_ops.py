@@ -5,6 +5,7 @@ preferred-leader election (a QuorumController mixin over ControllerState). Contr
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from client.errors import ErrorCode
 from controller.metadata.records import PartitionChange
@@ -62,7 +63,7 @@ class PartitionOps(ControllerState):
         live = set(self.image.live_brokers())
         out_topics, records, pending, seen = [], [], [], set()
         for treq in topics:
-            name = treq.get("name")
+            name: Any = treq.get("name")
             t = self.image.topics.get(name)
             parts_out = []
             for preq in treq.get("partitions", []):
@@ -99,6 +100,7 @@ class PartitionOps(ControllerState):
                 int(ErrorCode.INVALID_UPDATE_VERSION),
             ):
                 reg = self.image.partition(name, p)
+                assert reg is not None  # only partitions that exist are pending
                 res.update(
                     leader_id=reg.leader,
                     leader_epoch=reg.leader_epoch,

@@ -94,7 +94,8 @@ class ControllerProcess:
         self.loader = MetadataLoader(
             self.log, snapshot_every_records=self._snapshot_every, snapshot_writer=self.snapshotter
         )
-        self.log.on_activate.append(lambda: self.controller.load(self.loader.image))
+        controller, loader = self.controller, self.loader
+        self.log.on_activate.append(lambda: controller.load(loader.image))
         self.log.on_deactivate.append(self.runner.fail_waiting)
         self.server = ControllerServer(
             self.host, self.port, self._handlers(), self.node_id, self._leader_hint
@@ -104,7 +105,7 @@ class ControllerProcess:
             assert self.log is not None and self.transport is not None and self.server is not None
             self._committed = asyncio.Event()
             self.log.add_listener(self._on_commit)
-            self.loader.start()
+            loader.start()
             addr = await self.server.start()
             self.transport.start()
             self.log.start(loop)

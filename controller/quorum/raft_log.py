@@ -133,10 +133,10 @@ class RaftMetadataLog(MetadataLog):
                 )
             installed = rd.snapshot_to_install is not None
             batch = []
-            for e in rd.committed_entries:
-                if e.kind is EntryKind.NORMAL:
-                    batch.append((e.index - 1, e.data))
-                self._applied = e.index
+            for entry in rd.committed_entries:
+                if entry.kind is EntryKind.NORMAL:
+                    batch.append((entry.index - 1, entry.data))
+                self._applied = entry.index
             node.advance(rd)
             if rd.committed_entries:
                 self._committed_offset = self._applied - 1

@@ -51,7 +51,7 @@ class ControllerThread:
         ] = []  # (offset, fut, result)
         self._started = threading.Event()
         self._stopping = False
-        self._tick_handle: asyncio.TimerHandle | None = None
+        self._tick_handle: asyncio.Handle | None = None
         self.controller.log.add_listener(self._on_commit)
 
     # -- lifecycle -----------------------------------------------------------------------------

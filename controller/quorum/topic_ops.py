@@ -62,7 +62,7 @@ class TopicOps(ControllerState):
         records: list[Any] = []
         brokers = {b: self.image.brokers[b].rack for b in self._live()}
         for req in requests:
-            name = req.get("name")
+            name: Any = req.get("name")
             if names.count(name) > 1:
                 results.append(
                     _topic_error(
@@ -95,7 +95,7 @@ class TopicOps(ControllerState):
         return results
 
     def _topic_records(self, req: dict, brokers: dict[int, str | None]) -> tuple[list, int, int]:
-        name = req.get("name")
+        name: Any = req.get("name")
         check_topic_name(name)
         if name in self.image.topics:
             raise TopicAlreadyExistsError(f"topic {name!r} already exists")
@@ -171,7 +171,7 @@ class TopicOps(ControllerState):
         results, records = [], []
         brokers = {b: self.image.brokers[b].rack for b in self._live()}
         for req in topics:
-            name = req.get("name")
+            name: Any = req.get("name")
             try:
                 t = self.image.topics.get(name)
                 if t is None:

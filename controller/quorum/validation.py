@@ -53,7 +53,8 @@ def config_change_records(image: MetadataImage, resource: dict) -> list[Config]:
     """Config records for one IncrementalAlterConfigs resource
     `{resource_type, resource_name, configs: [{name, config_operation (0 set, 1 delete), value}]}`.
     Topic keys are validated against topic_configs; broker resources accept any dotted key."""
-    rtype, rname = resource.get("resource_type"), resource.get("resource_name")
+    rtype: Any = resource.get("resource_type")
+    rname: Any = resource.get("resource_name")
     if rtype == RESOURCE_TOPIC:
         if rname not in image.topics:
             raise UnknownTopicOrPartitionError(f"unknown topic {rname!r}")
