@@ -100,6 +100,33 @@ def old_local_log_files(metadata_dir: str) -> list[str]:
     )
 
 
+def describe_quorum_body(log: RaftMetadataLog, leader_endpoint: str | None) -> dict:
+    """DescribeQuorum (55) response from a RaftMetadataLog's node. Loop thread only."""
+    q = log.node.describe_quorum()
+
+    def replica(r: Any) -> dict:
+        contact = (
+            -1 if r.last_contact_tick is None else (q.now_tick - r.last_contact_tick) * log.tick_ms
+        )
+        return {
+            "replica_id": r.node_id,
+            "log_end_offset": r.match_index,
+            "last_contact_ms": contact,
+        }
+
+    return {
+        "error_code": 0,
+        "node_id": q.node_id,
+        "role": q.role.value,
+        "leader_id": -1 if q.leader_id is None else q.leader_id,
+        "leader_epoch": q.term,
+        "high_watermark": q.high_watermark,
+        "leader_endpoint": leader_endpoint if q.leader_id == q.node_id else None,
+        "voters": [replica(r) for r in q.voters],
+        "observers": [replica(r) for r in q.observers],
+    }
+
+
 class CombinedController:
     def __init__(
         self,
@@ -250,6 +277,20 @@ class CombinedController:
         else:
             self.log.close()
         self.snapshotter.close()
+
+    def describe_quorum(self, endpoint: str | None = None) -> concurrent.futures.Future:
+        """DescribeQuorum's response body (the shape `gregor quorum describe` reads), computed
+        on the controller loop; `endpoint` is this node's "host:port" (the leader endpoint)."""
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+
+        def compute() -> None:
+            try:
+                fut.set_result(describe_quorum_body(self.log, endpoint))
+            except Exception as e:  # handed to the caller
+                fut.set_exception(e)
+
+        self.runner.loop.call_soon_threadsafe(compute)
+        return fut
 
     def submit(self, method: Any, *args: Any, **kwargs: Any) -> concurrent.futures.Future:
         return self.runner.submit(method, *args, **kwargs)

@@ -4,11 +4,16 @@ LocalMetadataLog there is migrated once, and restarts keep everything."""
 
 from __future__ import annotations
 
-from helpers import RawClient
+import json
+import subprocess
+
+import pytest
+from helpers import RawClient, gregor_command
 from replica_helpers import batch, fetch, produce, values_of
 
 from client import Admin
 from client.errors import ErrorCode
+from client.protocol import ApiKey
 from controller.quorum.combined import MIGRATED_DIR, RAFT_DIR
 from controller.quorum.local import LocalController
 from controller.raft.state import Role
@@ -23,6 +28,12 @@ def test_controller_is_a_one_voter_raft_quorum(broker_factory, tmp_path) -> None
     assert not (data / "__cluster_metadata" / "metadata.log").exists()
     with Admin(bootstrap_servers=broker.bootstrap) as admin:
         admin.create_topic("q", partitions=2)
+    with RawClient(broker.address) as c:
+        q = c.request(ApiKey.DESCRIBE_QUORUM, 0, {})
+    assert q["error_code"] == 0 and q["role"] == "leader" and q["leader_id"] == 1
+    assert q["leader_endpoint"] == broker.bootstrap
+    assert [v["replica_id"] for v in q["voters"]] == [1] and q["observers"] == []
+    assert q["voters"][0]["log_end_offset"] >= q["high_watermark"] > 0
     term = cc.log.node.term
     broker.server.shutdown(timeout=10)
     again = broker_factory(data_dir=data)
@@ -79,3 +90,17 @@ def test_migrates_an_old_local_metadata_log(broker_factory, tmp_path) -> None:
             got = fetch(c, "legacy", p, 0)
             assert got["error_code"] == ErrorCode.NONE
             assert [v for _, v in values_of(got["records"])] == [b"m%d" % p]
+
+
+@pytest.mark.slow
+def test_gregor_quorum_describe_against_a_combined_server(gregor_process) -> None:
+    server = gregor_process()
+    r = subprocess.run(
+        [*gregor_command(), "quorum", "describe", "--bootstrap-controller", server.bootstrap,
+         "--json"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    q = json.loads(r.stdout)
+    assert q["leader_id"] == 1 and q["role"] == "leader" and q["leader_epoch"] >= 1
+    assert [v["replica_id"] for v in q["voters"]] == [1]
