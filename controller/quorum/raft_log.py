@@ -253,6 +253,24 @@ class RaftMetadataLog(MetadataLog):
         self.node.compact(offset + 1, data)
         self._drain()
 
+    def transfer_leadership(self) -> int | None:
+        """Controlled shutdown: hand leadership to the most caught-up other voter (TimeoutNow once
+        it has the whole log; proposals are refused meanwhile). Returns the target, or None when
+        this node does not lead or has no other voter. Loop thread only."""
+        if self._closed or self.node.role is not Role.LEADER:
+            return None
+        others = [r for r in self.node.describe_quorum().voters if r.node_id != self.node_id]
+        if not others:
+            return None
+        target = max(others, key=lambda r: (r.match_index, -r.node_id)).node_id
+        try:
+            self.node.transfer_leadership(target)
+        except (NotLeader, ValueError) as e:
+            _log.warning("[controller=%d] leadership transfer refused: %s", self.node_id, e)
+            return None
+        self._drain()
+        return target
+
     def close(self) -> None:
         if self._closed:
             return

@@ -6,6 +6,7 @@ Used through the `controller_quorum` fixture (tests/cluster/conftest.py):
     q.start_all()                      # spawn all, wait for each one's "listening" line
     lid = q.wait_leader(5, "a leader") # the node every live, unpaused voter agrees leads
     q.kill(lid) / q.pause(lid) / q.resume(lid) / q.terminate(lid) / q.start(lid)
+    q.signal(lid, signal.SIGTERM); ...; q.reap(lid)   # act while it is stopping
     q.call(ApiKey.CREATE_TOPICS, body) # to the active controller, retried on NOT_CONTROLLER
     q.committed(n)                     # node n's committed log: (snapshot image, records, hw)
     q.image(n)                         # node n's committed MetadataImage
@@ -109,6 +110,14 @@ class ControllerQuorum:
         for gp in gps:
             gp.wait_ready(timeout)
         return time.monotonic()
+
+    def signal(self, n: int, sig: int) -> None:
+        """Send `sig` to node n's process group (it keeps running until reaped)."""
+        self._signal(n, sig)
+
+    def reap(self, n: int, timeout: float = 15.0) -> int:
+        """Wait for node n to exit (after a signal); returns its exit code."""
+        return self._reap(n, timeout)
 
     def _signal(self, n: int, sig: int) -> None:
         os.killpg(self.procs[n].proc.pid, sig)  # the session leader's pid is its group id

@@ -9,6 +9,7 @@ from each voter's own committed log with MetadataFetch, so "no committed record 
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import time
 
@@ -108,6 +109,29 @@ def test_paused_leader_is_replaced_and_steps_down_when_resumed(controller_quorum
         5,
         "the resumed node has every committed record",
     )
+
+
+def test_sigterm_leader_hands_over_leadership(controller_quorum):
+    q = controller_quorum()
+    q.start_all()
+    first, term = q.wait_leader_term(5, "a leader")
+    epochs = q.add_brokers(101)
+    stderr_path = q.procs[first].stderr_path
+
+    q.signal(first, signal.SIGTERM)  # controlled shutdown: transfer, then stop
+    stopped_at = time.monotonic()
+
+    def new_leader() -> tuple[int, int] | None:
+        found = q.leader()
+        return found if found and found[0] != first else None
+
+    second, second_term = wait_until(new_leader, 5, "a new leader after SIGTERM")
+    took = time.monotonic() - stopped_at
+    print(f"leadership handed over {first} -> {second} in {took:.3f}s")
+    assert q.reap(first) == 0, "a clean exit"
+    assert second_term > term and took < 2.0
+    assert f"leadership transferred to {second} before stopping" in stderr_path.read_text()
+    assert {b: r.broker_epoch for b, r in q.image(second).brokers.items()} == epochs
 
 
 def test_restart_all_three_restores_state_from_disk(controller_quorum):
