@@ -16,6 +16,8 @@ fsyncing every Raft Ready):
   answers DescribeQuorum as leader (`to_leader_s`) and until a write (BrokerRegistration)
   commits through it (`to_commit_s`); min/p50/p90/max. The killed voter is restarted and caught
   up before the next kill, so every kill hits a full 3-voter quorum.
+- raft3_sigterm_handover: the same over `--kills / 2` SIGTERMs: a leader stopping cleanly
+  transfers leadership first (controlled shutdown).
 
 Usage: .venv/bin/python scripts/bench/metadata_bench.py [--n 200] [--kills 20] [--skip-raft]
 """
@@ -132,15 +134,19 @@ class Quorum:
         if "listening on" not in line:
             raise RuntimeError(f"controller {k} did not start: {line!r}")
 
-    def kill(self, k: int) -> None:
+    def kill(self, k: int, sig: int = signal.SIGKILL) -> None:
+        p = self.procs[k]
+        os.killpg(p.pid, sig)
+
+    def reap(self, k: int) -> None:
         p = self.procs.pop(k)
-        os.killpg(p.pid, signal.SIGKILL)
-        p.wait()
+        p.wait(30)
         p.stdout.close()
 
     def close(self) -> None:
         for k in list(self.procs):
             self.kill(k)
+            self.reap(k)
 
     def describe(self, k: int) -> dict | None:
         try:
@@ -216,16 +222,18 @@ def bench_throughput(q: Quorum, lid: int, topics_per_request: int, partitions: i
     }
 
 
-def bench_failover(q: Quorum, kills: int) -> dict:
+def bench_failover(
+    q: Quorum, kills: int, sig: int = signal.SIGKILL, first_broker: int = 5000
+) -> dict:
     to_leader, to_commit = [], []
-    broker = 5000
+    broker = first_broker
     for _ in range(kills):
         lid = wait(q.leader, 10, "a leader")
         want = q.hw(lid)
         wait(lambda want=want: all(q.hw(k) >= want for k in q.procs), 10, "voters caught up")
-        q.kill(lid)
+        q.kill(lid, sig)
         t0 = time.monotonic()
-        survivors = list(q.procs)
+        survivors = [k for k in q.procs if k != lid]
         new = wait(
             lambda survivors=survivors: next(
                 (k for k in survivors if (d := q.describe(k)) and d["role"] == "leader"), None
@@ -237,6 +245,7 @@ def bench_failover(q: Quorum, kills: int) -> dict:
         broker += 1
         wait(lambda b=broker, new=new: register(q, new, b), 10, "a committed write")
         to_commit.append(time.monotonic() - t0)
+        q.reap(lid)
         q.spawn(lid)
         q.ready(lid)
     return {"kills": kills, "to_leader_s": dist_s(to_leader), "to_commit_s": dist_s(to_commit)}
@@ -260,6 +269,7 @@ def bench_raft(n: int, kills: int, topics_per_request: int, partitions: int, tmp
             lat.append(time.perf_counter() - s)
         throughput = bench_throughput(q, lid, topics_per_request, partitions)
         failover = bench_failover(q, kills)
+        handover = bench_failover(q, max(1, kills // 2), signal.SIGTERM, 6000)
         return {
             "raft3_first_leader_s": round(first_leader_s, 3),
             "raft3_commit": {
@@ -269,6 +279,7 @@ def bench_raft(n: int, kills: int, topics_per_request: int, partitions: int, tmp
             },
             "raft3_records_per_s": throughput,
             "raft3_failover": failover,
+            "raft3_sigterm_handover": handover,
         }
     finally:
         q.close()
