@@ -2,7 +2,7 @@
 
     publisher = MetadataPublisher(replica_manager)
     publisher.subscribe(callback)         # more consumers of (image, delta): e.g. group coordinator
-    loader.subscribe(publisher.publish)   # from LocalController's MetadataLoader (or an observer's)
+    loader.subscribe(publisher.publish)   # the one-voter quorum's MetadataLoader (or an observer's)
     publisher.image                       # the latest published MetadataImage (request handlers)
 
 `publish(image, delta)` is called in commit order with each new image and the delta that made
