@@ -14,7 +14,8 @@ passes its node id, and the leader's DescribeQuorum then lists it with its fetch
 last contact): a background thread
 long-polls MetadataFetch (1001) from the leader (the controller parks the fetch up to
 `fetch_max_wait_ms` until new records commit; `poll_interval_ms` is the back-off after an
-empty answer or an error), keeps the committed
+empty answer or an error; a fetch unanswered `fetch_timeout_ms` after its long poll moves on to
+another voter), keeps the committed
 records in memory, and calls listeners like any MetadataLog (an empty batch = reset to the
 snapshot it fetched because its position was compacted away). `append` raises NOT_CONTROLLER.
 
@@ -312,8 +313,11 @@ class RemoteMetadataLog(MetadataLog):
         client_id: str = "gregor-observer",
         fetch_max_wait_ms: int = 500,
         replica_id: int = -1,
+        fetch_timeout_ms: int = 2000,
     ) -> None:
         self.replica_id = replica_id  # a broker's node id: DescribeQuorum lists it as observer
+        # beyond the long poll: a paused leader accepts the connection and never answers
+        self.fetch_timeout_s = (fetch_timeout_ms + fetch_max_wait_ms) / 1000.0
         self.tracker = _LeaderTracker(_voters(voters))
         self.poll_interval_s = poll_interval_ms / 1000.0
         self.fetch_max_wait_ms = fetch_max_wait_ms
@@ -365,7 +369,7 @@ class RemoteMetadataLog(MetadataLog):
                     "max_wait_ms": self.fetch_max_wait_ms,
                     "replica_id": self.replica_id,
                 },
-                timeout=5.0 + self.fetch_max_wait_ms / 1000.0,
+                timeout=self.fetch_timeout_s,
                 client_id=self.client_id,
             )
         except OSError:

@@ -10,6 +10,7 @@ Used through the `controller_quorum` fixture (tests/cluster/conftest.py):
     q.call(ApiKey.CREATE_TOPICS, body) # to the active controller, retried on NOT_CONTROLLER
     q.committed(n)                     # node n's committed log: (snapshot image, records, hw)
     q.image(n)                         # node n's committed MetadataImage
+    q.start_observer(replica_id)       # RemoteMetadataLog + MetadataLoader (a broker's view)
 
 Every process is started with start_new_session=True (its pid is its process-group id) in a tmp
 dir; `close()` SIGKILLs the process groups of the processes this object started — nothing else —
@@ -32,7 +33,9 @@ from helpers import GregorProcess, gregor_command, wait_until
 from client.errors import ErrorCode
 from client.protocol.api_keys import ApiKey
 from controller.metadata import MetadataImage, decode_record, load_snapshot, replay
+from controller.quorum.loader import MetadataLoader
 from controller.quorum.network import request
+from controller.quorum.remote import RemoteMetadataLog
 
 HOST = "127.0.0.1"
 
@@ -77,6 +80,7 @@ class ControllerQuorum:
         self.procs: dict[int, GregorProcess] = {}  # running (possibly paused)
         self.paused: set[int] = set()
         self._started: list[GregorProcess] = []  # every process this object started
+        self._observers: list[tuple[RemoteMetadataLog, MetadataLoader]] = []
         self._runs = 0
 
     # -- process control -----------------------------------------------------------------------
@@ -149,8 +153,22 @@ class ControllerQuorum:
         gp.close()
         return code
 
+    def start_observer(self, replica_id: int = -1, **kwargs: Any) -> MetadataLoader:
+        """A broker-style observer in this process: RemoteMetadataLog (MetadataFetch from the
+        active controller) + MetadataLoader; `.image` is its committed image. Closed by close()."""
+        log = RemoteMetadataLog(self.voters, replica_id=replica_id, **kwargs)
+        loader = MetadataLoader(log)
+        loader.start()
+        log.start()
+        self._observers.append((log, loader))
+        return loader
+
     def close(self) -> None:
         """SIGKILL every process this quorum started that still runs; reap it."""
+        for log, loader in self._observers:
+            loader.stop()
+            log.close()
+        self._observers.clear()
         for gp in self._started:
             if gp.proc.poll() is None:
                 try:

@@ -33,6 +33,7 @@ def test_leader_within_2s_and_sigkill_failover_keeps_committed_records(controlle
     assert took < 2.0, f"a leader within 2 s of start (took {took:.2f}s)"
 
     epochs = q.add_brokers(101, 102, 103)
+    observer = q.start_observer(replica_id=100)  # follows the active controller, like a broker
     q.create_topics([f"t{i}" for i in range(5)], partitions=3, rf=3)
     committed = q.image(first)
     assert set(committed.topics) == {f"t{i}" for i in range(5)}
@@ -58,6 +59,10 @@ def test_leader_within_2s_and_sigkill_failover_keeps_committed_records(controlle
         rc.close()
     assert reg["error_code"] == 0
 
+    # The observer followed the metadata log across the failover.
+    after = q.image(second)
+    wait_until(lambda: observer.image == after, 10, "the observer follows the new leader")
+
     q.start(first)  # rejoins as a follower, catches up (InstallSnapshot: the log was compacted)
     wait_until(lambda: q.image(first) == q.image(second), 10, "the old leader caught up")
     assert q.image(first).brokers[104].broker_epoch == reg["broker_epoch"]
@@ -69,6 +74,7 @@ def test_paused_leader_is_replaced_and_steps_down_when_resumed(controller_quorum
     q.start_all()
     first, term = q.wait_leader_term(5, "a leader")
     before = q.register(101)
+    observer = q.start_observer(replica_id=100)
 
     q.pause(first)  # SIGSTOP: still accepts TCP connections, never answers
     paused_at = time.monotonic()
@@ -87,6 +93,10 @@ def test_paused_leader_is_replaced_and_steps_down_when_resumed(controller_quorum
     assert reg["error_code"] == 0, reg
     paused_for = time.monotonic() - paused_at
     assert paused_for > 0.5, "paused longer than the election timeout (500 ms)"
+
+    # The observer's fetch to the paused leader times out; it finds the new leader.
+    during_image = q.image(second)
+    wait_until(lambda: observer.image == during_image, 10, "the observer follows the new leader")
 
     q.resume(first)
 
