@@ -1,6 +1,7 @@
 """Cluster metadata: records (records.py), the immutable image (image.py), replay (delta.py),
 snapshots (snapshot.py) and replica placement (placement.py). Pure code, no I/O."""
 
+from controller.metadata.batches import BatchAssembler, replay_committed
 from controller.metadata.delta import MetadataDelta, MetadataReplayError, replay
 from controller.metadata.image import (
     BrokerRegistration,
@@ -12,6 +13,7 @@ from controller.metadata.records import (
     NO_LEADER,
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
+    BatchBegin,
     Config,
     FenceBroker,
     NoOp,
@@ -37,6 +39,8 @@ __all__ = [
     "NO_LEADER",
     "RESOURCE_BROKER",
     "RESOURCE_TOPIC",
+    "BatchAssembler",
+    "BatchBegin",
     "BrokerRegistration",
     "Config",
     "FenceBroker",
@@ -60,5 +64,6 @@ __all__ = [
     "image_to_records",
     "load_snapshot",
     "replay",
+    "replay_committed",
     "snapshot_bytes",
 ]

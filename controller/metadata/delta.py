@@ -25,6 +25,7 @@ from controller.metadata.image import (
 )
 from controller.metadata.records import (
     RESOURCE_TOPIC,
+    BatchBegin,
     Config,
     FenceBroker,
     NoOp,
@@ -264,6 +265,7 @@ _HANDLERS: dict[type, Callable[[MetadataDelta, Any], None]] = {
     RemoveTopic: MetadataDelta._remove_topic,
     ProducerIds: MetadataDelta._producer_ids,
     NoOp: MetadataDelta._noop,
+    BatchBegin: MetadataDelta._noop,
 }
 
 

@@ -146,6 +146,16 @@ class NoOp:
     VERSION: ClassVar[int] = 0
 
 
+@dataclass(frozen=True)
+class BatchBegin:
+    """Opens an atomic batch: the next `count` records were written by one controller call and
+    apply together or not at all (see batches.py). Changes nothing itself."""
+
+    TYPE: ClassVar[int] = 11
+    VERSION: ClassVar[int] = 0
+    count: int
+
+
 MetadataRecord = (
     RegisterBroker
     | FenceBroker
@@ -158,6 +168,7 @@ MetadataRecord = (
     | RemoveTopic
     | ProducerIds
     | NoOp
+    | BatchBegin
 )
 
 RECORD_TYPES: dict[int, type] = {
@@ -174,6 +185,7 @@ RECORD_TYPES: dict[int, type] = {
         RemoveTopic,
         ProducerIds,
         NoOp,
+        BatchBegin,
     )
 }
 

@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from controller.metadata.batches import BatchAssembler
 from controller.metadata.delta import MetadataDelta
 from controller.metadata.image import MetadataImage
 from controller.metadata.records import NoOp, decode_record
@@ -69,13 +70,15 @@ class QuorumController(TopicOps, BrokerOps, PartitionOps):
             snap = self.log.latest_snapshot()
             image = load_snapshot(snap[1]) if snap else MetadataImage.EMPTY
             delta = MetadataDelta(image)
+            batches = BatchAssembler()  # complete atomic batches only (batches.py)
             offset = image.offset + 1
             while True:
                 batch = self.log.read(offset)
                 if not batch:
                     break
                 for off, data in batch:
-                    delta.replay(decode_record(data), off)
+                    for o, rec in batches.feed(off, decode_record(data)):
+                        delta.replay(rec, o)
                 offset = batch[-1][0] + 1
             image = delta.apply()
         self.image = image

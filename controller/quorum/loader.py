@@ -5,9 +5,10 @@
     loader.start()                                 # loads snapshot + committed records, then follows
     loader.image                                   # the latest committed image (any thread)
 
-On every commit notification the loader reads the log from `image.offset + 1` (so it never
-misses records, whatever the notifying thread saw), replays them into a MetadataDelta, publishes
-the new image, and calls subscribers in order with (image, delta). When the log was compacted
+On every commit notification the loader reads the log from where it stopped (so it never
+misses records, whatever the notifying thread saw), replays the complete atomic batches among
+them (controller/metadata/batches.py: a batch cut short by a leader change is dropped) into a
+MetadataDelta, publishes the new image, and calls subscribers in order with (image, delta). When the log was compacted
 past the image (a follower installed a snapshot) it reloads from the snapshot and calls
 subscribers with delta None. With `snapshot_every_records` > 0 it asks the log to store a
 snapshot of the image after that many records (the log then drops the records it covers) —
@@ -26,6 +27,7 @@ import threading
 from collections.abc import Callable
 
 from client.errors import OffsetOutOfRangeError
+from controller.metadata.batches import BatchAssembler
 from controller.metadata.delta import MetadataDelta
 from controller.metadata.image import MetadataImage
 from controller.metadata.records import decode_record
@@ -54,6 +56,8 @@ class MetadataLoader:
         self._subscribers: list[Subscriber] = []
         self._since_snapshot = 0
         self._started = False
+        self._batches = BatchAssembler()  # records of an open batch wait here (batches.py)
+        self._position = 0  # next offset to read (past the image while a batch is open)
 
     def subscribe(self, cb: Subscriber) -> None:
         with self._lock:
@@ -83,6 +87,8 @@ class MetadataLoader:
         snap = self.log.latest_snapshot()
         self.image = load_snapshot(snap[1]) if snap else MetadataImage.EMPTY
         self._since_snapshot = 0
+        self._batches.reset()
+        self._position = self.image.offset + 1
         _log.info("metadata image reloaded from snapshot at offset %d", self.image.offset)
         for cb in list(self._subscribers):
             cb(self.image, None)
@@ -92,15 +98,19 @@ class MetadataLoader:
             self._reload_from_snapshot()
         while True:
             try:
-                batch = self.log.read(self.image.offset + 1, self.read_batch)
+                batch = self.log.read(self._position, self.read_batch)
             except OffsetOutOfRangeError:
                 self._reload_from_snapshot()
                 continue
             if not batch:
                 return
+            self._position = batch[-1][0] + 1
             delta = MetadataDelta(self.image)
             for offset, data in batch:
-                delta.replay(decode_record(data), offset)
+                for o, rec in self._batches.feed(offset, decode_record(data)):
+                    delta.replay(rec, o)
+            if not delta.records_replayed:
+                continue  # only part of an open batch so far
             self.image = delta.apply()
             for cb in list(self._subscribers):
                 cb(self.image, delta)

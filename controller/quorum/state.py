@@ -18,7 +18,7 @@ from typing import Any
 from client.errors import NotControllerError
 from controller.metadata.delta import MetadataDelta
 from controller.metadata.image import MetadataImage
-from controller.metadata.records import encode_record
+from controller.metadata.records import BatchBegin, encode_record
 from controller.quorum.log import MetadataLog
 
 
@@ -64,11 +64,13 @@ class ControllerState:
     _shutting_down: set[int]
 
     def _write(self, records: list[Any]) -> int:
-        """Append records and replay them onto self.image; returns the last offset."""
+        """Append records as one atomic batch (BatchBegin first, controller/metadata/batches.py)
+        and replay them onto self.image; returns the last offset."""
         if not records:
             return self.last_written_offset
         if not self.log.is_leader():
             raise NotControllerError("this controller is not the active controller")
+        records = [BatchBegin(len(records)), *records]
         last = self.log.append([encode_record(r) for r in records])
         delta = MetadataDelta(self.image)
         first = last - len(records) + 1

@@ -32,7 +32,7 @@ from helpers import GregorProcess, gregor_command, wait_until
 
 from client.errors import ErrorCode
 from client.protocol.api_keys import ApiKey
-from controller.metadata import MetadataImage, decode_record, load_snapshot, replay
+from controller.metadata import MetadataImage, decode_record, load_snapshot, replay_committed
 from controller.quorum.loader import MetadataLoader
 from controller.quorum.network import request
 from controller.quorum.remote import RemoteMetadataLog
@@ -313,7 +313,7 @@ class ControllerQuorum:
 
     def image(self, n: int) -> MetadataImage:
         base, records, _ = self.committed(n)
-        return replay(base, records)[0]
+        return replay_committed(base, records)  # complete atomic batches only
 
     def high_watermark(self, n: int) -> int:
         """Node n's exclusive end of committed offsets (as its MetadataFetch reports it)."""

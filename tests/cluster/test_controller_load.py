@@ -15,7 +15,7 @@ from collections import Counter
 import pytest
 from helpers import wait_until
 
-from controller.metadata import Partition, Topic, decode_record
+from controller.metadata import BatchAssembler, Partition, Topic, decode_record
 from controller.metadata.snapshot import snapshot_bytes
 from controller.quorum.loader import MetadataLoader
 from controller.quorum.remote import RemoteController, RemoteMetadataLog
@@ -62,6 +62,11 @@ def test_thousand_topics_committed_once_and_consistent_everywhere(controller_quo
         for n, (b, recs, h) in logs.items():
             assert b.offset == -1 and h == hw and recs == records, f"voter {n} differs"
 
+        # Every controller call's batch is whole (none cut short, none left open).
+        batches = BatchAssembler()
+        for offset, rec in records:
+            batches.feed(offset, rec)
+        assert batches.dropped == 0 and batches.open_records == 0
         # Every topic and partition record exactly once.
         topics = [r for _, r in records if isinstance(r, Topic)]
         parts = [r for _, r in records if isinstance(r, Partition)]

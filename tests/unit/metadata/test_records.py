@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from client.errors import CorruptRecordError
 from controller.metadata.records import (
     RECORD_TYPES,
+    BatchBegin,
     Config,
     FenceBroker,
     NoOp,
@@ -43,6 +44,7 @@ SAMPLES = [
     RemoveTopic(TID),
     ProducerIds(1, 10, 5000),
     NoOp(),
+    BatchBegin(3),
 ]
 
 

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import random
 
-from controller.metadata import MetadataImage
+from controller.metadata import (
+    BatchBegin,
+    MetadataImage,
+    Partition,
+    RegisterBroker,
+    Topic,
+    encode_record,
+)
 from controller.quorum import LocalMetadataLog, QuorumController
 from controller.quorum.loader import MetadataLoader
 
@@ -54,3 +61,34 @@ def test_loader_snapshots_and_a_new_loader_starts_from_them(tmp_path):
     c2 = QuorumController(log2, None, None, random.Random(2))
     assert c2.image == c.image
     log2.close()
+
+
+def test_loader_and_controller_drop_a_batch_cut_short(tmp_path):
+    """A leader died after part of a batch reached the voter that took over, and the new leader
+    committed that prefix: readers must never apply it."""
+    log = LocalMetadataLog(str(tmp_path))
+    tid_a, tid_b = b"\x01" * 16, b"\x02" * 16
+    log.append(
+        [
+            encode_record(r)
+            for r in (
+                RegisterBroker(1, 0, "h", 1, fenced=False),
+                BatchBegin(3),
+                Topic("a", tid_a),
+                Partition(tid_a, 0, (1,), (1,), 1),  # partition 1 of "a" never arrived
+            )
+        ]
+    )
+    loader = MetadataLoader(log)
+    loader.start()
+    assert "a" not in loader.image.topics and loader.image.offset == 0, "open batch waits"
+    c = QuorumController(log, None, None, random.Random(1))
+    assert "a" not in c.image.topics
+    # the next active controller writes its own batch on top: the cut one is dropped
+    c.create_topics([_topic("a")])
+    assert loader.image == c.image
+    assert loader.image.topics["a"].topic_id != tid_a
+    assert sorted(loader.image.topics["a"].partitions) == [0, 1]
+    restarted = QuorumController(log, None, None, random.Random(2))
+    assert restarted.image == c.image
+    log.close()
