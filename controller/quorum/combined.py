@@ -20,14 +20,16 @@ logical clock until it has elected itself (PreVote and vote are its own), instea
 out a real election timeout; the server is ready as fast as with the old single-file log.
 
 Migration from LocalMetadataLog (Gregor before the one-voter quorum): when `metadata_dir` holds
-`metadata.log` or `snapshot-*.bin` of the old single-file log, `start()` loads its image and,
-if the Raft log holds no metadata record yet, writes the image's records (`image_to_records`:
-brokers, topics, partitions with their leader and partition epochs, configs, the next producer
-id) as the quorum's first records; once committed, the old files move into
-`<metadata_dir>/pre-raft-local-log/` (kept, never read again). A crash in between is safe: the
-old files are still there, and the Raft log either holds the migrated records (then they are
-only moved) or nothing (then migration runs again). Offsets restart with the Raft log; nothing
-on the broker side keeps metadata offsets across restarts.
+`metadata.log` or `snapshot-*.bin` of the old single-file log, `start()` loads its image and
+writes the image's records (`image_to_records`: brokers, topics, partitions with their leader
+and partition epochs, configs, the next producer id) as the fresh quorum's first records. Once
+they are committed, the marker file `migrated-to-raft` is written atomically (the commit point
+of the migration), then the old files move into `<metadata_dir>/pre-raft-local-log/` (kept,
+never read again). Until the marker exists the old files are the source of truth: a start that
+finds old files, a Raft dir and no marker (a crash mid-migration, possibly with a torn prefix
+of the records on disk) deletes that Raft dir and migrates again. With the marker, leftover
+old files are only moved. Offsets restart with the Raft log; nothing on the broker side keeps
+metadata offsets across restarts.
 
 Threading: `start()`, `stop()` and the calls from any thread. Everything touching the Raft log
 runs on the ControllerThread's event loop (its own thread); subscribers of `loader` run there.
@@ -40,6 +42,7 @@ import concurrent.futures
 import logging
 import os
 import random
+import shutil
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -60,6 +63,7 @@ _log = logging.getLogger(__name__)
 
 RAFT_DIR = "raft"
 MIGRATED_DIR = "pre-raft-local-log"
+MIGRATION_MARKER = "migrated-to-raft"
 TICK_MS = 50
 # Election timeout in ticks. Only matters if leadership were ever lost: a lone voter re-elects
 # itself after 2-3 ticks (100-150 ms).
@@ -83,6 +87,25 @@ class OneVoterMetadataLog(RaftMetadataLog):
             raise NotControllerError(
                 f"one-voter quorum did not elect node {self.node_id} ({node.role.value})"
             )
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_marker(path: str) -> None:
+    """Create `path` durably (write temp, fsync, rename, fsync the directory)."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write("metadata migrated from LocalMetadataLog into the one-voter Raft quorum\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(os.path.dirname(path))
 
 
 def old_local_log_files(metadata_dir: str) -> list[str]:
@@ -142,10 +165,24 @@ class CombinedController:
         self.node_id = node_id
         self.metadata_dir = os.path.abspath(metadata_dir)
         os.makedirs(self.metadata_dir, exist_ok=True)
+        self._old_files = old_local_log_files(self.metadata_dir)
+        marker = os.path.join(self.metadata_dir, MIGRATION_MARKER)
+        self._must_migrate = bool(self._old_files) and not os.path.exists(marker)
+        raft_dir = os.path.join(self.metadata_dir, RAFT_DIR)
+        if self._must_migrate and os.path.exists(raft_dir):
+            _log.warning(
+                "[controller=%d] %s: an earlier migration of the old metadata log did not "
+                "finish; deleting %s and migrating again from %s",
+                node_id,
+                self.metadata_dir,
+                raft_dir,
+                ", ".join(self._old_files),
+            )
+            shutil.rmtree(raft_dir)
         self.log = OneVoterMetadataLog(
             node_id,
             [node_id],
-            os.path.join(self.metadata_dir, RAFT_DIR),
+            raft_dir,
             send=self._send,
             tick_ms=TICK_MS,
             election_timeout_ticks=ELECTION_TICKS,
@@ -184,8 +221,7 @@ class CombinedController:
                 return self.loader.image
             self._started = True
         self.runner.start()
-        old = old_local_log_files(self.metadata_dir)
-        old_image = self._load_old_log() if old else None
+        old_image = self._load_old_log() if self._must_migrate else None
 
         async def setup() -> None:
             self.loader.start()
@@ -195,8 +231,10 @@ class CombinedController:
                 self._migrate(old_image)
 
         asyncio.run_coroutine_threadsafe(setup(), self.runner.loop).result(timeout)
-        if old:
-            self._move_old_files(old)
+        if old_image is not None:
+            _write_marker(os.path.join(self.metadata_dir, MIGRATION_MARKER))
+        if self._old_files:
+            self._move_old_files(self._old_files)
         _log.info(
             "[controller=%d] one-voter quorum active in term %d, metadata offset %d (%s)",
             self.node_id,
@@ -217,14 +255,11 @@ class CombinedController:
         return image
 
     def _migrate(self, old_image: MetadataImage) -> None:
-        """On the loop, once active: write the old image as the first records (if none yet)."""
-        if self.loader.image.offset >= 0:
-            _log.info(
-                "[controller=%d] old local metadata log already migrated (raft offset %d)",
-                self.node_id,
-                self.loader.image.offset,
+        """On the loop, once active: write the old image as the fresh log's first records."""
+        if self.loader.image.offset >= 0:  # the Raft dir was deleted in __init__
+            raise AssertionError(
+                f"migrating into a non-empty metadata log (offset {self.loader.image.offset})"
             )
-            return
         records = [encode_record(r) for r in image_to_records(old_image)]
         if not records:
             return
@@ -249,11 +284,7 @@ class CombinedController:
         for n in names:
             os.replace(os.path.join(self.metadata_dir, n), os.path.join(dest, n))
         for d in (dest, self.metadata_dir):
-            fd = os.open(d, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            _fsync_dir(d)
         _log.info("[controller=%d] old metadata log files moved to %s", self.node_id, dest)
 
     def stop(self) -> None:

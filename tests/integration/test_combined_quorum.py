@@ -14,7 +14,12 @@ from replica_helpers import batch, fetch, produce, values_of
 from client import Admin
 from client.errors import ErrorCode
 from client.protocol import ApiKey
-from controller.quorum.combined import MIGRATED_DIR, RAFT_DIR
+from controller.quorum.combined import (
+    MIGRATED_DIR,
+    MIGRATION_MARKER,
+    RAFT_DIR,
+    CombinedController,
+)
 from controller.quorum.local import LocalController
 from controller.raft.state import Role
 
@@ -43,11 +48,10 @@ def test_controller_is_a_one_voter_raft_quorum(broker_factory, tmp_path) -> None
         assert [p.leader for p in admin.describe_topic("q").partitions] == [1, 1]
 
 
-def test_migrates_an_old_local_metadata_log(broker_factory, tmp_path) -> None:
-    data = tmp_path / "old"
+def _old_metadata_log(data) -> tuple:
+    """What Gregor wrote before the one-voter quorum: a LocalMetadataLog with a registered,
+    unfenced broker, a topic with a config, and a producer-id block handed out."""
     meta = data / "__cluster_metadata"
-    # What Gregor wrote before the one-voter quorum: a LocalMetadataLog with a registered,
-    # unfenced broker, a topic with a config, and a producer-id block handed out.
     data.mkdir()
     (data / "broker.incarnation").write_text("old-incarnation\n")  # as the old broker kept it
     lc = LocalController(str(meta), None)
@@ -69,14 +73,19 @@ def test_migrates_an_old_local_metadata_log(broker_factory, tmp_path) -> None:
     old = lc.image
     lc.stop()
     assert (meta / "metadata.log").exists()
+    return meta, old, pids
 
+
+def test_migrates_an_old_local_metadata_log(broker_factory, tmp_path) -> None:
+    data = tmp_path / "old"
+    meta, old, pids = _old_metadata_log(data)
     broker = broker_factory(data_dir=data)
     image = broker.server.node.controller.image
     assert image.topics["legacy"].topic_id == old.topics["legacy"].topic_id
     assert image.topic_config("legacy") == {"retention.ms": "123456"}
     assert image.next_producer_id >= pids["producer_id_start"] + pids["producer_id_len"]
     assert not (meta / "metadata.log").exists()
-    assert (meta / MIGRATED_DIR / "metadata.log").exists()
+    assert (meta / MIGRATED_DIR / "metadata.log").exists() and (meta / MIGRATION_MARKER).exists()
     with RawClient(broker.address) as c:
         for p in range(2):
             assert produce(c, "legacy", p, batch([b"m%d" % p]), corr=p + 1)["error_code"] == 0
@@ -90,6 +99,33 @@ def test_migrates_an_old_local_metadata_log(broker_factory, tmp_path) -> None:
             got = fetch(c, "legacy", p, 0)
             assert got["error_code"] == ErrorCode.NONE
             assert [v for _, v in values_of(got["records"])] == [b"m%d" % p]
+
+
+def test_unfinished_migration_is_redone_from_the_old_log(tmp_path) -> None:
+    data = tmp_path / "crashed"
+    meta, old, _ = _old_metadata_log(data)
+    # A first start crashed mid-migration: a Raft dir holding some other record, no marker.
+    junk = CombinedController(1, str(tmp_path / "elsewhere"))
+    junk.start()
+    junk.register_broker(9, "h", 1).result(5)
+    junk.stop()
+    (tmp_path / "elsewhere" / RAFT_DIR).rename(meta / RAFT_DIR)
+    cc = CombinedController(1, str(meta))
+    try:
+        image = cc.start()
+        assert set(image.brokers) == {1} and set(image.topics) == {"legacy"}
+        assert image.topics["legacy"].partitions == old.topics["legacy"].partitions
+    finally:
+        cc.stop()
+    # Crashed after the marker, before moving the old files: they are only moved.
+    (meta / MIGRATED_DIR / "metadata.log").rename(meta / "metadata.log")
+    cc = CombinedController(1, str(meta))
+    try:
+        image = cc.start()
+        assert set(image.brokers) == {1} and set(image.topics) == {"legacy"}
+        assert not (meta / "metadata.log").exists()
+    finally:
+        cc.stop()
 
 
 @pytest.mark.slow
