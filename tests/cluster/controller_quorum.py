@@ -5,8 +5,8 @@ Used through the `controller_quorum` fixture (tests/cluster/conftest.py):
     q = controller_quorum(**{"broker.session.timeout.ms": 600000})   # 3 voters, free ports
     q.start_all()                      # spawn all, wait for each one's "listening" line
     lid = q.wait_leader(5, "a leader") # the node every live, unpaused voter agrees leads
-    q.kill(lid) / q.pause(lid) / q.resume(lid) / q.terminate(lid) / q.start(lid)
-    q.signal(lid, signal.SIGTERM); ...; q.reap(lid)   # act while it is stopping
+    q.kill(lid) / q.pause(lid) / q.resume(lid) / q.terminate(lid) / q.start(lid) / q.restart(lid)
+    q.send_signal(lid, signal.SIGTERM); ...; q.reap(lid)   # act while it stops
     q.call(ApiKey.CREATE_TOPICS, body) # to the active controller, retried on NOT_CONTROLLER
     q.committed(n)                     # node n's committed log: (snapshot image, records, hw)
     q.image(n)                         # node n's committed MetadataImage
@@ -115,7 +115,7 @@ class ControllerQuorum:
             gp.wait_ready(timeout)
         return time.monotonic()
 
-    def signal(self, n: int, sig: int) -> None:
+    def send_signal(self, n: int, sig: int) -> None:
         """Send `sig` to node n's process group (it keeps running until reaped)."""
         self._signal(n, sig)
 
@@ -137,6 +137,14 @@ class ControllerQuorum:
             self.resume(n)
         self._signal(n, signal.SIGTERM)
         return self._reap(n, timeout)
+
+    def restart(self, n: int, sig: int = signal.SIGKILL, timeout: float = 15.0) -> GregorProcess:
+        """Stop node n with `sig` (SIGKILL: a crash; SIGTERM: a clean stop), start it again."""
+        if sig == signal.SIGKILL:
+            self.kill(n)
+        else:
+            self.terminate(n)
+        return self.start(n, timeout)
 
     def pause(self, n: int) -> None:
         self._signal(n, signal.SIGSTOP)

@@ -128,7 +128,7 @@ def test_sigterm_leader_hands_over_leadership(controller_quorum):
     epochs = q.add_brokers(101)
     stderr_path = q.procs[first].stderr_path
 
-    q.signal(first, signal.SIGTERM)  # controlled shutdown: transfer, then stop
+    q.send_signal(first, signal.SIGTERM)  # controlled shutdown: transfer, then stop
     stopped_at = time.monotonic()
 
     def new_leader() -> tuple[int, int] | None:
@@ -167,6 +167,7 @@ def test_restart_all_three_restores_state_from_disk(controller_quorum):
         q.kill(n)
     q.start_all()
     q.wait_leader(5, "a leader after restarting all three")
+    q.restart(q.ids[0], signal.SIGTERM)  # and one clean restart on top
     for n in q.ids:
         wait_until(lambda n=n: q.image(n) == expected, 5, f"state restored on node {n}")
     image = q.image(q.wait_leader(5, "a leader"))
