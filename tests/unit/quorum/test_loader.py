@@ -67,7 +67,7 @@ def test_loader_and_controller_drop_a_batch_cut_short(tmp_path):
     """A leader died after part of a batch reached the voter that took over, and the new leader
     committed that prefix: readers must never apply it."""
     log = LocalMetadataLog(str(tmp_path))
-    tid_a, tid_b = b"\x01" * 16, b"\x02" * 16
+    tid_a = b"\x01" * 16
     log.append(
         [
             encode_record(r)
