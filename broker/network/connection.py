@@ -1,7 +1,9 @@
 """One client connection, owned by one network thread (an asyncio Protocol on its uvloop loop).
 
-Read path: bytes → FrameDecoder (the length prefix is checked against socket.request.max.bytes
-before anything is buffered; oversized → logged, closed) → whole payloads → header decoded
+Read path: the socket is read straight into a FrameReader's memory (asyncio.BufferedProtocol:
+small frames through a 64 KiB scratch buffer, a large produce request into its own array, no
+per-read bytes objects or re-buffering; the length prefix is checked against
+socket.request.max.bytes before anything is allocated for it; oversized → logged, closed) → whole payloads → header decoded
 (malformed → logged, closed) → `Request` → request channel.
 
 Muting (per-client ordering): once a request is handed on, the connection is *muted*: reading
@@ -22,12 +24,8 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from broker.network.request import Request
-from client.protocol.framing import (
-    FrameDecoder,
-    FrameTooLargeError,
-    MalformedFrameError,
-    decode_request,
-)
+from client.protocol.frame_reader import FrameReader
+from client.protocol.framing import FrameTooLargeError, MalformedFrameError, decode_request
 
 if TYPE_CHECKING:
     from broker.network.processor import Processor
@@ -35,12 +33,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class Connection(asyncio.Protocol):
+class Connection(asyncio.BufferedProtocol):
     def __init__(self, processor: Processor, connection_id: str, max_frame_bytes: int) -> None:
         self.processor = processor
         self.connection_id = connection_id
-        self._decoder = FrameDecoder(max_frame_bytes)
-        self._pending: deque[bytes] = deque()
+        self._reader = FrameReader(max_frame_bytes)
+        self._pending: deque[bytes | bytearray] = deque()
         self.transport: asyncio.Transport | None = None
         self.in_flight: Request | None = None  # the request we are muted on
         self._parked = False  # in_flight waits for channel space (back-pressure)
@@ -57,10 +55,13 @@ class Connection(asyncio.Protocol):
         self.last_active = self.processor.loop.time()
         self.processor.register(self)
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._reader.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
         self.last_active = self.processor.loop.time()
         try:
-            payloads = self._decoder.feed(data)
+            payloads = self._reader.buffer_updated(nbytes)
         except FrameTooLargeError as exc:
             self.close(f"refused frame: {exc.message}")
             return

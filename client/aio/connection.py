@@ -27,21 +27,26 @@ from client.errors import (
     UnsupportedVersionError,
     error_for_code,
 )
-from client.protocol import API_SPECS, ApiKey, FrameDecoder, decode_response, encode_request
+from client.protocol import API_SPECS, ApiKey, decode_response, encode_request
+from client.protocol.frame_reader import FrameReader
 
 log = logging.getLogger(__name__)
 
 
-class _Protocol(asyncio.Protocol):
-    """Feeds bytes to the owning connection; tracks write pausing for back-pressure."""
+class _Protocol(asyncio.BufferedProtocol):
+    """Reads frames in place (FrameReader: a big fetch response lands in its own array, no
+    re-buffering) for the owning connection; tracks write pausing for back-pressure."""
 
     def __init__(self, conn: BrokerConnection) -> None:
         self._conn = conn
         self.paused = False
         self.drain_waiter: asyncio.Future | None = None
 
-    def data_received(self, data: bytes) -> None:
-        self._conn._on_data(data)
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._conn._reader.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._conn._on_data(nbytes)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._conn._on_lost(exc)
@@ -84,7 +89,7 @@ class BrokerConnection:
         self.api_versions: dict[int, tuple[int, int]] = {}
         self._max_in_flight = max_in_flight
         self._slots = asyncio.Semaphore(max_in_flight)
-        self._decoder = FrameDecoder(max_frame_bytes)
+        self._reader = FrameReader(max_frame_bytes)
         self._in_flight: collections.deque[tuple[int, int, int, asyncio.Future, Any]] = (
             collections.deque()
         )
@@ -246,9 +251,9 @@ class BrokerConnection:
 
     # -- protocol callbacks --------------------------------------------------------------------
 
-    def _on_data(self, data: bytes) -> None:
+    def _on_data(self, nbytes: int) -> None:
         try:
-            payloads = self._decoder.feed(data)
+            payloads = self._reader.buffer_updated(nbytes)
             for payload in payloads:
                 corr, body = decode_response(payload)
                 if not self._in_flight:

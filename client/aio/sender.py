@@ -86,7 +86,11 @@ class Sender:
             if ready:
                 next_at = self._dispatch(ready, now, next_at)
             if self.muted and self._encode_ahead():
-                continue  # encoding took a while: look for ready batches again at once
+                # One batch per turn, then let the loop run: socket writes of the request in
+                # flight and reads of its answer interleave with encoding instead of waiting
+                # for a whole request's worth of it.
+                await asyncio.sleep(0)
+                continue
             if not self._requests and not acc.has_queued():
                 self.idle.set()
                 if self.stopping:
@@ -101,14 +105,16 @@ class Sender:
                     pass
 
     def _encode_ahead(self) -> bool:
-        """Encode full batches of partitions whose request is in flight, so the next request
+        """Encode one full batch of a partition whose request is in flight, so the next request
         is ready the moment the answer arrives (encoding overlaps the broker's append and
-        fsync instead of following it). Returns True if it encoded anything."""
+        fsync instead of following it). Returns True if it encoded one."""
         todo = self.acc.full_unencoded(self.muted, self.config.max_request_size)
-        for b in todo:
-            with gc_paused():
-                b.payload = encode(b.entries, self.config.compression_type, b.timestamp_ms)
-        return bool(todo)
+        if not todo:
+            return False
+        b = todo[0]
+        with gc_paused():
+            b.payload = encode(b.entries, self.config.compression_type, b.timestamp_ms)
+        return True
 
     async def _refresh_metadata(self) -> None:
         try:
