@@ -23,7 +23,7 @@ class NetworkSettings:
 
     host: str = "127.0.0.1"
     port: int = 9092
-    num_network_threads: int = 3
+    num_network_threads: int = 2
     socket_request_max_bytes: int = 100 * 1024 * 1024
     connections_max_idle_ms: int = 600_000
     max_connections: int = 2**31 - 1

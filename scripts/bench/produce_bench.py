@@ -29,10 +29,14 @@ sys.path.insert(0, str(ROOT))
 READY = re.compile(r"listening on \[?(?P<host>[^\]\s]+?)\]?:(?P<port>\d+)")
 
 
-def start_server(data_dir: str) -> tuple[subprocess.Popen, str]:
+def start_server(data_dir: str, overrides: dict | None = None) -> tuple[subprocess.Popen, str]:
+    """A `gregor server --port 0` subprocess; `overrides` are config keys set through the
+    environment (GREGOR_NUM_IO_THREADS=...)."""
     gregor = Path(sys.executable).with_name("gregor")
     cmd = [str(gregor)] if gregor.exists() else [sys.executable, "-m", "broker.cli"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("GREGOR_")}
+    for key, value in (overrides or {}).items():
+        env["GREGOR_" + key.upper().replace(".", "_")] = str(value)
     proc = subprocess.Popen(
         [*cmd, "server", "--port", "0", "--data-dir", data_dir],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True,
@@ -79,6 +83,85 @@ def fsync_latency(directory: str, n: int, size: int = 100) -> dict:
     return percentiles(samples)
 
 
+def round_trips(bootstrap: str, topic: str, n: int) -> dict:
+    """p50/p99 of one 100-byte record produced with acks=all and awaited, n times in a row."""
+
+    import uvloop
+
+    from client.aio import Producer
+    from client.cli.perf import percentiles
+
+    async def run() -> dict:
+        async with Producer(bootstrap_servers=bootstrap, acks="all", linger_ms=0) as p:
+            await p.send_and_wait(topic, b"x" * 100)
+            samples = []
+            for _ in range(n):
+                t0 = time.perf_counter()
+                await p.send_and_wait(topic, b"x" * 100)
+                samples.append(time.perf_counter() - t0)
+        return percentiles(samples)
+
+    return uvloop.run(run())
+
+
+def parallel_produce(bootstrap: str, topic: str, procs: int, records: int) -> dict:
+    """`procs` `gregor perf produce` processes at once, one partition each: aggregate rec/s."""
+    gregor = Path(sys.executable).with_name("gregor")
+    cmd = [str(gregor)] if gregor.exists() else [sys.executable, "-m", "client.cli"]
+    args = ["perf", "produce", "--topic", topic, "--num-records", str(records),
+            "--record-size", "100", "--bootstrap-server", bootstrap,
+            "-X", "batch.size=1048576", "-X", "max.request.size=8388608"]  # fmt: skip
+    t0 = time.monotonic()
+    running = [
+        subprocess.Popen([*cmd, *args, "--partition", str(i)], stdout=subprocess.PIPE, text=True)
+        for i in range(procs)
+    ]
+    outs = [json.loads(p.communicate()[0]) for p in running]
+    elapsed = time.monotonic() - t0
+    return {
+        "processes": procs,
+        "records_per_s": round(procs * records / elapsed, 1),
+        "errors": sum(o["errors"] for o in outs),
+    }
+
+
+def run_suite(bootstrap: str, args: argparse.Namespace, records: int, kib_records: int) -> dict:
+    from client import Admin
+    from client.cli.perf import run_produce
+
+    tuned = {
+        "bootstrap.servers": bootstrap,
+        "acks": "all",
+        "batch.size": 1 << 20,
+        "linger.ms": 5,
+        "max.request.size": 8 << 20,
+    }
+    suffix = f"{int(time.time() * 1000)}"
+    results: dict = {}
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        for name in ("small", "kib", "steady", "rtt"):
+            admin.create_topic(f"bench-{name}-{suffix}", partitions=1)
+        if args.threads:
+            admin.create_topic(f"bench-par-{suffix}", partitions=args.parallel)
+    results["throughput_100b"] = run_produce(
+        tuned, f"bench-small-{suffix}", records, 100, "bulk", 5000
+    )
+    results["throughput_1kib"] = run_produce(
+        tuned, f"bench-kib-{suffix}", kib_records, 1024, "bulk", 1000
+    )
+    steady_n = int(args.steady_rate * args.steady_seconds)
+    results["steady_latency"] = run_produce(
+        {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0},
+        f"bench-steady-{suffix}", steady_n, 100, "send", 1, args.steady_rate,
+    )  # fmt: skip
+    results["round_trip"] = round_trips(bootstrap, f"bench-rtt-{suffix}", 2000)
+    if args.threads:
+        results["parallel"] = parallel_produce(
+            bootstrap, f"bench-par-{suffix}", args.parallel, records // args.parallel
+        )
+    return results
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=1_000_000)
@@ -87,47 +170,42 @@ def main() -> int:
     ap.add_argument("--steady-seconds", type=float, default=5)
     ap.add_argument("--bootstrap", help="use a running broker instead of starting one")
     ap.add_argument("--data-dir", help="where the started broker keeps data (default: a temp dir)")
+    ap.add_argument("--no-flush-on-ack", action="store_true", help="log.flush.on.ack=false")
+    ap.add_argument("--threads", help="sweep: NETxIO,... e.g. 1x1,2x2,3x8")
+    ap.add_argument("--parallel", type=int, default=4, help="producer processes in the sweep")
     args = ap.parse_args()
 
-    from client import Admin
-    from client.cli.perf import run_produce
-
-    tmp = tempfile.mkdtemp(prefix="gregor-produce-bench-", dir=args.data_dir)
-    proc = None
-    try:
-        if args.bootstrap:
-            bootstrap = args.bootstrap
-        else:
-            proc, bootstrap = start_server(os.path.join(tmp, "data"))
-        tuned = {
-            "bootstrap.servers": bootstrap,
-            "acks": "all",
-            "batch.size": 1 << 20,
-            "linger.ms": 5,
-            "max.request.size": 8 << 20,
-        }
-        suffix = str(int(time.time()))
-        results: dict = {"bootstrap": bootstrap}
-        with Admin({"bootstrap.servers": bootstrap}) as admin:
-            for name in ("small", "kib", "steady"):
-                admin.create_topic(f"bench-{name}-{suffix}", partitions=1)
-        results["throughput_100b"] = run_produce(
-            tuned, f"bench-small-{suffix}", args.records, 100, "bulk", 5000
-        )
-        results["throughput_1kib"] = run_produce(
-            tuned, f"bench-kib-{suffix}", args.kib_records, 1024, "bulk", 1000
-        )
-        steady_n = int(args.steady_rate * args.steady_seconds)
-        results["steady_latency"] = run_produce(
-            {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0},
-            f"bench-steady-{suffix}", steady_n, 100, "send", 1, args.steady_rate,
-        )  # fmt: skip
-        results["bare_fdatasync"] = fsync_latency(tmp, 2000)
-        print(json.dumps(results, indent=2))
-    finally:
-        if proc is not None:
-            stop_server(proc)
-        shutil.rmtree(tmp, ignore_errors=True)
+    base: dict = {"log.flush.on.ack": "false"} if args.no_flush_on_ack else {}
+    configs = (
+        [tuple(int(x) for x in c.split("x")) for c in args.threads.split(",")]
+        if args.threads
+        else [None]
+    )
+    out: dict = {"load_before": os.getloadavg()[0], "runs": []}
+    for conf in configs:
+        overrides = dict(base)
+        if conf is not None:
+            overrides["num.network.threads"], overrides["num.io.threads"] = conf
+        tmp = tempfile.mkdtemp(prefix="gregor-produce-bench-", dir=args.data_dir)
+        proc = None
+        try:
+            if args.bootstrap:
+                bootstrap = args.bootstrap
+            else:
+                proc, bootstrap = start_server(os.path.join(tmp, "data"), overrides)
+            scale = 2 if conf is not None else 1  # the sweep runs half-size workloads
+            run = {"broker_overrides": overrides, "bootstrap": bootstrap}
+            run.update(run_suite(bootstrap, args, args.records // scale, args.kib_records // scale))
+            run["bare_fdatasync"] = fsync_latency(tmp, 2000)
+            out["runs"].append(run)
+        finally:
+            if proc is not None:
+                stop_server(proc)
+            shutil.rmtree(tmp, ignore_errors=True)
+    out["load_after"] = os.getloadavg()[0]
+    if len(out["runs"]) == 1:
+        out = {**{k: v for k, v in out.items() if k != "runs"}, **out["runs"][0]}
+    print(json.dumps(out, indent=2))
     return 0
 
 
