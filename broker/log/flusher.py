@@ -57,10 +57,14 @@ class Flusher:
             if self._stopping:
                 raise StorageError(f"flusher {self.name} is stopped")
             key = id(log)
-            while key not in self._pending and len(self._pending) >= self._max_pending:
+            if key in self._pending:
+                return  # already marked: the thread has been woken for it
+            while len(self._pending) >= self._max_pending:
                 self._cond.wait()
                 if self._stopping:
                     raise StorageError(f"flusher {self.name} is stopped")
+                if key in self._pending:
+                    return
             self._pending[key] = log
             self._cond.notify_all()
 

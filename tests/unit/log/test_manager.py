@@ -133,3 +133,18 @@ def test_flusher_stop_drains_and_joins(tmp_path):
     flusher.stop()
     with pytest.raises(OSError):
         flusher.request_flush(log)
+
+
+def test_flusher_requests_for_a_pending_log_share_one_round(tmp_path):
+    log = Log(tmp_path / "t-0", "t", 0, CFG)
+    seen = []
+    flusher = Flusher("z", lambda t, p, o: seen.append(o))  # not started: requests stay pending
+    for _ in range(3):
+        fill(log, 1)
+        flusher.request_flush(log)
+    assert not flusher.idle()
+    flusher.start()
+    wait_until(flusher.idle, 5, "the flusher to drain")
+    assert flusher.rounds == 1 and flusher.fsynced_logs == 1 and seen == [3]
+    flusher.stop()
+    log.close()
