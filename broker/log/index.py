@@ -14,9 +14,12 @@ Time index, 12-byte entries, big-endian, appended in timestamp order:
 
 An offset-index entry is added for a batch when more than `index_interval_bytes` were appended
 since the previous entry; a time-index entry is added at the same moment when the segment's
-largest timestamp grew. Both files are plain append-only files (written with os.write) mirrored
-in memory as lists, so a lookup is a bisect. They are derived data: a missing, short or
-inconsistent file is rebuilt from the segment (see Segment.rebuild_indexes).
+largest timestamp grew. Both files are plain append-only files mirrored in memory as lists, so
+a lookup is a bisect. New entries reach the file in blocks of WRITE_EVERY (one pwrite instead
+of one per entry: a 16 KiB batch appends an entry each time), and at release/close/sync_fd, so
+the file may lag the memory by up to WRITE_EVERY - 1 entries between those points; lookups use
+memory only. They are derived data: a missing, short or inconsistent file is rebuilt from the
+segment (see Segment.rebuild_indexes), and a short but consistent one is a valid sparser index.
 
 Thread safety: callers (LogSegment, under the Log's lock) serialise every call.
 """
@@ -24,6 +27,7 @@ Thread safety: callers (LogSegment, under the Log's lock) serialise every call.
 from __future__ import annotations
 
 import bisect
+import logging
 import os
 import struct
 from pathlib import Path
@@ -32,6 +36,9 @@ from client.errors import StorageError
 
 OFFSET_ENTRY = struct.Struct(">II")
 TIME_ENTRY = struct.Struct(">qI")
+WRITE_EVERY = 64  # entries buffered in memory before one pwrite
+
+_log = logging.getLogger(__name__)
 
 
 class _IndexFile:
@@ -45,6 +52,7 @@ class _IndexFile:
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         self._keys: list[int] = []
         self._values: list[int] = []
+        self._written = 0  # entries [0, _written) are in the file; the rest only in memory
 
     @property
     def fd(self) -> int:
@@ -58,7 +66,9 @@ class _IndexFile:
         self.close()
 
     def sync_fd(self) -> int:
-        """A new fd on the file for fsync outside the Log's lock (caller closes it)."""
+        """A new fd on the file for fsync outside the Log's lock (caller closes it); buffered
+        entries are written first."""
+        self.write_pending()
         return os.dup(self._fd) if self._fd >= 0 else os.open(self.path, os.O_RDONLY)
 
     def _load(self) -> bool:
@@ -73,6 +83,7 @@ class _IndexFile:
         for a, b in self.entry.iter_unpack(data):
             keys.append(a)
             values.append(b)
+        self._written = len(keys)
         return True
 
     def __len__(self) -> int:
@@ -83,32 +94,55 @@ class _IndexFile:
         return len(self._keys) >= self.max_entries
 
     def _append_raw(self, a: int, b: int) -> None:
-        data = self.entry.pack(a, b)
-        pos = len(self._keys) * self.entry.size
-        written = os.pwrite(self.fd, data, pos)
-        if written != len(data):  # a short write of 8-12 bytes: roll back, report
-            os.ftruncate(self.fd, pos)
-            raise StorageError(f"{self.path}: short index write ({written} of {len(data)})")
         self._keys.append(a)
         self._values.append(b)
+        if len(self._keys) - self._written >= WRITE_EVERY:
+            self.write_pending()
+
+    def write_pending(self) -> None:
+        """Write the entries buffered in memory to the file (one pwrite). On a short write the
+        file is cut back to its previous whole entries and StorageError is raised (the entries
+        stay in memory; the caller rolls back)."""
+        n, w = len(self._keys), self._written
+        if w >= n:
+            return
+        pack = self.entry.pack
+        data = b"".join([pack(a, b) for a, b in zip(self._keys[w:], self._values[w:], strict=True)])
+        pos = w * self.entry.size
+        written = os.pwrite(self.fd, data, pos)
+        if written != len(data):
+            os.ftruncate(self.fd, pos)
+            raise StorageError(f"{self.path}: short index write ({written} of {len(data)})")
+        self._written = n
 
     def _truncate_entries(self, count: int) -> None:
         if count < len(self._keys):
             del self._keys[count:]
             del self._values[count:]
-        os.ftruncate(self.fd, count * self.entry.size)
+        if count <= self._written:  # entries past _written were never in the file
+            os.ftruncate(self.fd, count * self.entry.size)
+            self._written = count
 
     def reset(self) -> None:
         """Drop every entry (before a rebuild)."""
         self._truncate_entries(0)
 
-    def close(self) -> None:
+    def close(self, write: bool = True) -> None:
+        """Write buffered entries (unless `write` is False), then close the fd. A failed write
+        is logged, not raised: the index is derived data, and a short file is still a valid
+        (sparser) index or gets rebuilt when the segment is opened."""
         if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+            try:
+                if write:
+                    self.write_pending()
+            except OSError as exc:
+                _log.warning("%s: buffered index entries not written: %s", self.path, exc)
+            finally:
+                os.close(self._fd)
+                self._fd = -1
 
     def delete(self) -> None:
-        self.close()
+        self.close(write=False)
         self.path.unlink(missing_ok=True)
 
 

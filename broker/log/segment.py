@@ -366,6 +366,8 @@ class LogSegment:
             self._close_fd()
 
     def delete(self) -> None:
+        self.index.close(write=False)  # no point writing buffered entries of a deleted file
+        self.time_index.close(write=False)
         self.close()
         for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX):
             (self.directory / segment_name(self.base_offset, suffix)).unlink(missing_ok=True)

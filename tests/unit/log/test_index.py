@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker.log.config import LogConfig
-from broker.log.index import OffsetIndex, TimeIndex
+from broker.log.index import WRITE_EVERY, OffsetIndex, TimeIndex
 from broker.log.segment import LogSegment
 
 BASE = 1000
@@ -92,3 +92,29 @@ def test_pinned_segment_fd_survives_close_until_unpinned(tmp_path):
     os.fdatasync(fd)  # still open
     seg.unpin()
     assert seg.fd == -1
+
+
+def test_entries_reach_the_file_in_blocks_and_on_sync_fd_and_close(tmp_path):
+    path = tmp_path / "x.index"
+    index = OffsetIndex(path, 0, 1 << 20)
+    for i in range(1, 4):
+        index.append(i, i * 100)
+    assert os.path.getsize(path) == 0 and index.lookup(3) == (3, 300)  # buffered, in memory
+    os.close(index.sync_fd())
+    assert os.path.getsize(path) == 3 * 8
+    for i in range(4, 4 + WRITE_EVERY):
+        index.append(i, i * 100)
+    assert os.path.getsize(path) == (3 + WRITE_EVERY) * 8  # one block write
+    index.append(100, 10_000)
+    index.append(101, 10_100)
+    index.truncate_to(101)  # inside the buffered tail: the file is untouched
+    assert os.path.getsize(path) == (3 + WRITE_EVERY) * 8
+    index.truncate_to(50)  # inside the written part: the file is cut
+    assert os.path.getsize(path) == 49 * 8
+    index.append(60, 6_000)
+    index.close()
+    reloaded = OffsetIndex(path, 0, 1 << 20)
+    assert reloaded.load(segment_size=6_001)
+    assert len(reloaded) == 50 and reloaded.last_entry() == (60, 6_000)
+    reloaded.delete()
+    assert not path.exists()
