@@ -13,6 +13,15 @@ leave in request order and one connection holds at most one request in the broke
 one socket read delivered. Writes respect transport flow control: while the transport's write
 buffer is above its high-water mark the connection stays muted.
 
+Response path: the thread that answers (an I/O worker, a flusher completing an acks=all
+produce, the timer) writes a small response (<= 256 KiB) straight to the socket when the
+request was taken with nothing queued on the transport (`Request.direct_write`): the connection
+is muted, so nothing else can write to it meanwhile, and the response leaves without waiting
+for the network thread to wake up and take the GIL. The network thread is still told (it writes
+whatever the non-blocking send left over, in order, then unmutes). The write goes through a
+dup of the socket's fd, closed in connection_lost under `_direct_lock`, so it can never reach
+another connection that reused the fd number.
+
 Threads: everything runs on the owning loop except `complete_threadsafe` (any thread).
 """
 
@@ -20,6 +29,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import threading
 from collections import deque
 from typing import TYPE_CHECKING
 
@@ -31,6 +42,8 @@ if TYPE_CHECKING:
     from broker.network.processor import Processor
 
 log = logging.getLogger(__name__)
+
+DIRECT_WRITE_MAX = 256 * 1024  # larger responses (fetches) are written by the network thread
 
 
 class Connection(asyncio.BufferedProtocol):
@@ -48,10 +61,18 @@ class Connection(asyncio.BufferedProtocol):
         self.closed = False
         self.last_active = 0.0
         self.requests = 0
+        self._direct_fd = -1  # dup of the socket fd for direct writes; -1 once closed
+        self._direct_lock = threading.Lock()
 
     # -- asyncio callbacks (loop thread) -------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # uvloop's TCPTransport
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                self._direct_fd = os.dup(sock.fileno())
+            except OSError as exc:  # e.g. out of fds: answers go through the loop only
+                log.debug("connection %s: no direct writes: %s", self.connection_id, exc)
         self.last_active = self.processor.loop.time()
         self.processor.register(self)
 
@@ -82,6 +103,10 @@ class Connection(asyncio.BufferedProtocol):
             log.debug("connection %s lost: %s", self.connection_id, exc)
         self.closed = True
         self._pending.clear()
+        with self._direct_lock:
+            fd, self._direct_fd = self._direct_fd, -1
+        if fd >= 0:
+            os.close(fd)
         if self._parked:  # never reached the channel: nobody else will finish it
             self._parked = False
             self.processor.channel.request_done()
@@ -116,6 +141,8 @@ class Connection(asyncio.BufferedProtocol):
             self.close(f"malformed request header: {exc.message}")
             return
         request = Request(api_key, api_version, correlation_id, client_id, body, len(payload), self)
+        assert self.transport is not None
+        request.direct_write = self.transport.get_write_buffer_size() == 0
         self.requests += 1
         self.in_flight = request
         self.processor.channel.request_started()
@@ -142,14 +169,39 @@ class Connection(asyncio.BufferedProtocol):
         return False
 
     def complete_threadsafe(self, request: Request, frame: bytes | None, close: str | None) -> None:
-        """Any thread: hand the outcome of `request` to the owning loop."""
+        """Any thread: hand the outcome of `request` to the owning loop (after writing a small
+        response directly when the transport had nothing queued; see the module docstring)."""
+        rest: bytes | memoryview | None = frame
+        if frame is not None and close is None and request.direct_write:
+            if len(frame) <= DIRECT_WRITE_MAX:
+                rest = self._write_direct(frame)
         try:
-            self.processor.loop.call_soon_threadsafe(self._complete, request, frame, close)
+            self.processor.loop.call_soon_threadsafe(self._complete, request, rest, close)
         except RuntimeError:  # the loop is closed: the connection is gone with it
             log.debug("connection %s: loop closed, dropping response", self.connection_id)
             self.processor.channel.request_done()
 
-    def _complete(self, request: Request, frame: bytes | None, close: str | None) -> None:
+    def _write_direct(self, frame: bytes) -> bytes | memoryview | None:
+        """Any thread: send what the socket takes now; return the rest (None: all sent)."""
+        with self._direct_lock:
+            fd = self._direct_fd
+            if fd < 0:
+                return frame
+            try:
+                n = os.write(fd, frame)
+            except BlockingIOError:
+                return frame
+            except OSError as exc:  # the peer is gone; the loop sees it on its side too
+                log.debug("connection %s: direct write failed: %s", self.connection_id, exc)
+                return frame
+        self.processor.direct_writes += 1
+        if n == len(frame):
+            return None
+        return memoryview(frame)[n:]
+
+    def _complete(
+        self, request: Request, frame: bytes | memoryview | None, close: str | None
+    ) -> None:
         self.processor.channel.request_done()
         if request is not self.in_flight:
             raise AssertionError(f"completing {request!r} but in flight is {self.in_flight!r}")

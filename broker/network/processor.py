@@ -45,6 +45,7 @@ class Processor:
         self._parked: deque[Connection] = deque()
         self._waiting_for_space = False
         self._next_id = 0
+        self.direct_writes = 0  # responses written by the answering thread (approximate; metrics)
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"network-{index}", daemon=True)
 

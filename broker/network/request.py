@@ -29,6 +29,7 @@ class Request:
         "connection",
         "received_ns",
         "done",
+        "direct_write",
     )
 
     def __init__(
@@ -50,6 +51,9 @@ class Request:
         self.connection = connection
         self.received_ns = time.monotonic_ns()
         self.done = False
+        # Set by the connection: nothing is queued on its transport, so the answering thread
+        # may write a small response to the socket itself (Connection.complete_threadsafe).
+        self.direct_write = False
 
     @property
     def connection_id(self) -> str:

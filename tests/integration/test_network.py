@@ -297,3 +297,17 @@ def test_api_versions_lists_internal_apis_only_on_controllers(monkeypatch) -> No
     combined = {a["api_key"] for a in supported_apis(SimpleNamespace(controller=object()))}
     assert 18 in broker_only and spec.key not in broker_only
     assert spec.key in combined
+
+
+def test_small_responses_written_by_the_answering_thread(broker_server, test_api) -> None:
+    """Responses to requests taken with an empty transport buffer go out from the I/O thread
+    (or the thread completing a delayed answer), still in request order."""
+    processors = broker_server.server.socket_server.processors
+    before = sum(p.direct_writes for p in processors)
+    with RawClient(broker_server.address) as c:
+        modes = ["echo", "later"] * 5
+        for i, m in enumerate(modes):
+            c.send(TEST_KEY, 0, i, {"n": i, "mode": m})
+        got = [c.recv() for _ in modes]
+    assert [corr for corr, _ in got] == list(range(len(modes)))
+    assert sum(p.direct_writes for p in processors) - before >= len(modes) // 2
