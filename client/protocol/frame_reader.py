@@ -10,8 +10,10 @@ the BufferedProtocol pair), so no per-read `bytes` object exists:
 - small frames are read into a fixed scratch buffer (`scratch_bytes`, 64 KiB by default) and
   copied out once as `bytes`;
 - a frame larger than the scratch buffer gets its own `bytearray`, and the rest of it is read
-  directly into that array (no further copy). The array grows by doubling as bytes arrive (from
-  1 MiB), so memory follows what the peer actually sent, not what its length prefix claims.
+  directly into that array (no further copy). Frames up to 8 MiB get their whole array at once
+  (one allocation, no copies); larger ones start at 8 MiB and double as bytes arrive, so memory
+  follows what the peer actually sent, not what its length prefix claims (at most 8 MiB per
+  connection on a mere claim).
 
 The length prefix is checked against `max_frame_bytes` before anything is allocated for it
 (FrameTooLargeError), as FrameDecoder does. Payloads come out as `bytes` (small) or `bytearray`
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 from client.protocol.framing import LENGTH, LENGTH_SIZE, FrameTooLargeError
 
-_FIRST_CHUNK = 1 << 20  # first allocation for a large frame; doubles up to the frame's size
+_FIRST_CHUNK = 8 << 20  # first allocation for a large frame; doubles up to the frame's size
 
 
 class FrameReader:
