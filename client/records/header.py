@@ -44,6 +44,8 @@ _EPOCH = struct.Struct(">i")  # partition_leader_epoch at 12
 _U32 = struct.Struct(">I")
 _MAX_TS = struct.Struct(">q")  # max_timestamp at 35
 
+_new = tuple.__new__
+
 COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_BIT = 0x08
 TRANSACTIONAL_BIT = 0x10
@@ -98,7 +100,7 @@ def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHead
         raise CorruptRecordError(
             f"truncated batch header: {len(buf) - pos} bytes at position {pos}, need {HEADER_SIZE}"
         )
-    return BatchHeader._make(HEADER.unpack_from(buf, pos))
+    return _new(BatchHeader, HEADER.unpack_from(buf, pos))  # _make without its length check
 
 
 def peek_size(buf: bytes | bytearray | memoryview, pos: int = 0) -> int | None:
