@@ -168,3 +168,39 @@ def test_empty_bulk_resolves_to_zero() -> None:
     bulk.seal()
     assert fut.result(0) == 0
     assert not acc.has_queued()
+
+
+def test_bulk_batch_boundaries_match_a_naive_fill() -> None:
+    """Bulk boundaries (sum-guided by the average size) equal a record-by-record fill: each
+    batch takes records up to and including the one that brings it to >= batch.size."""
+    import random
+
+    seed = random.randrange(1 << 30)
+    print("seed", seed)
+    rng = random.Random(seed)
+    for _ in range(40):
+        bs = rng.choice([50, 300, 1000, 5000])
+        values = [
+            None if rng.random() < 0.05 else b"v" * rng.choice([0, 1, 10, 100, 900, 3000])
+            for _ in range(rng.randrange(1, 300))
+        ]
+        if rng.random() < 0.5:
+            values = [v or b"" for v in values]  # the map(len) path
+        clock = Clock()
+        acc, _ = make(clock, batch_size=bs, buffer_memory=1 << 30, max_request_size=1 << 30)
+        acc.append_bulk(TP, 1, values, BulkResult(concurrent.futures.Future()), keyed=False)
+        expected: list[list] = [[]]
+        size = 0
+        for v in values:
+            expected[-1].append(v)
+            size += RECORD_OVERHEAD + (len(v) if v else 0)
+            if size >= bs:
+                expected.append([])
+                size = 0
+        if not expected[-1]:
+            expected.pop()
+        got = [[e[1] for e in b.entries] for b in acc.batches[TP]]
+        assert got == expected, (seed, bs)
+        assert [b.size for b in acc.batches[TP]] == [
+            sum(RECORD_OVERHEAD + (len(v) if v else 0) for v in batch) for batch in expected
+        ]
