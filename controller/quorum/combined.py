@@ -44,7 +44,7 @@ import os
 import random
 import shutil
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from client.errors import NotControllerError
@@ -123,8 +123,14 @@ def old_local_log_files(metadata_dir: str) -> list[str]:
     )
 
 
-def describe_quorum_body(log: RaftMetadataLog, leader_endpoint: str | None) -> dict:
-    """DescribeQuorum (55) response from a RaftMetadataLog's node. Loop thread only."""
+def describe_quorum_body(
+    log: RaftMetadataLog, leader_endpoint: str | None, observers: Iterable[dict] = ()
+) -> dict:
+    """DescribeQuorum (55) response from a RaftMetadataLog's node. `leader_endpoint`: the
+    current leader's "host:port" (None: unknown); `observers`: replicas the owner tracks
+    itself (a voter process lists the brokers fetching from it), appended to the Raft node's
+    own observers on the leader. Shared by `gregor controller` (process.py) and the combined
+    server. Loop thread only."""
     q = log.node.describe_quorum()
 
     def replica(r: Any) -> dict:
@@ -137,6 +143,9 @@ def describe_quorum_body(log: RaftMetadataLog, leader_endpoint: str | None) -> d
             "last_contact_ms": contact,
         }
 
+    listed = [replica(r) for r in q.observers]
+    if q.role is Role.LEADER:
+        listed += list(observers)
     return {
         "error_code": 0,
         "node_id": q.node_id,
@@ -144,9 +153,9 @@ def describe_quorum_body(log: RaftMetadataLog, leader_endpoint: str | None) -> d
         "leader_id": -1 if q.leader_id is None else q.leader_id,
         "leader_epoch": q.term,
         "high_watermark": q.high_watermark,
-        "leader_endpoint": leader_endpoint if q.leader_id == q.node_id else None,
+        "leader_endpoint": leader_endpoint if q.leader_id is not None else None,
         "voters": [replica(r) for r in q.voters],
-        "observers": [replica(r) for r in q.observers],
+        "observers": listed,
     }
 
 
@@ -316,7 +325,8 @@ class CombinedController:
 
         def compute() -> None:
             try:
-                fut.set_result(describe_quorum_body(self.log, endpoint))
+                lead = self.log.node.leader_id == self.node_id
+                fut.set_result(describe_quorum_body(self.log, endpoint if lead else None))
             except Exception as e:  # handed to the caller
                 fut.set_exception(e)
 

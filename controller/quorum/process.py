@@ -32,6 +32,7 @@ import msgpack
 from client.errors import ErrorCode, OffsetOutOfRangeError
 from client.protocol.api_keys import ApiKey
 from client.protocol.schema import API_SPECS
+from controller.quorum.combined import describe_quorum_body
 from controller.quorum.controller import QuorumController
 from controller.quorum.loader import MetadataLoader
 from controller.quorum.network import ControllerServer, PeerTransport, parse_voters
@@ -207,40 +208,12 @@ class ControllerProcess:
 
     def _describe_quorum(self, body: dict) -> dict:
         assert self.log is not None
-        q = self.log.node.describe_quorum()
-
-        def rep(r: Any) -> dict:
-            contact = (
-                -1 if r.last_contact_tick is None else (q.now_tick - r.last_contact_tick) * TICK_MS
-            )
-            return {
-                "replica_id": r.node_id,
-                "log_end_offset": r.match_index,
-                "last_contact_ms": contact,
-            }
-
-        observers = [rep(r) for r in q.observers]
-        if q.role.value == "leader":
-            now = time.monotonic()
-            observers += [
-                {
-                    "replica_id": rid,
-                    "log_end_offset": offset,
-                    "last_contact_ms": int((now - at) * 1000),
-                }
-                for rid, (offset, at) in sorted(self._observers.items())
-            ]
-        return {
-            "error_code": 0,
-            "node_id": q.node_id,
-            "role": q.role.value,
-            "leader_id": -1 if q.leader_id is None else q.leader_id,
-            "leader_epoch": q.term,
-            "high_watermark": q.high_watermark,
-            "leader_endpoint": self._leader_endpoint(),
-            "voters": [rep(r) for r in q.voters],
-            "observers": observers,
-        }
+        now = time.monotonic()
+        brokers = [
+            {"replica_id": rid, "log_end_offset": offset, "last_contact_ms": int((now - at) * 1000)}
+            for rid, (offset, at) in sorted(self._observers.items())
+        ]
+        return describe_quorum_body(self.log, self._leader_endpoint(), brokers)
 
     def _on_commit(self, _records: list) -> None:
         # On the controller loop (RaftMetadataLog notifies there): wake parked MetadataFetches.
@@ -324,9 +297,9 @@ class ControllerProcess:
             {
                 "name": t["name"],
                 "count": t["count"],
-                "assignments": [a["broker_ids"] for a in t["assignments"]]
-                if t.get("assignments")
-                else None,
+                "assignments": None
+                if t.get("assignments") is None
+                else [a["broker_ids"] for a in t["assignments"]],
             }
             for t in b["topics"]
         ]

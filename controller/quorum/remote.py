@@ -281,7 +281,7 @@ def _create_partitions(
             "name": t["name"],
             "count": t["count"],
             "assignments": None
-            if not t.get("assignments")
+            if t.get("assignments") is None
             else [{"broker_ids": list(a)} for a in t["assignments"]],
         }
         for t in topics

@@ -182,7 +182,7 @@ class TopicOps(ControllerState):
                     raise InvalidPartitionsError(f"topic has {cur} partitions; asked for {count}")
                 rf = len(t.partitions[0].replicas)
                 assignments = req.get("assignments")
-                if assignments:
+                if assignments is not None:  # [] is a list of the wrong length, not "none"
                     if len(assignments) != count - cur:
                         raise InvalidReplicaAssignmentError(f"expected {count - cur} assignments")
                     by_p = {cur + i: list(a) for i, a in enumerate(assignments)}
