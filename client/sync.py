@@ -22,6 +22,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from client import aio
+from client.aio.admin import QuorumDescription
 from client.aio.futures import DeliveryFuture
 from client.aio.types import ConsumerRecord, TopicPartition
 from client.errors import ClientClosedError
@@ -288,6 +289,10 @@ class Admin(_SyncClient):
 
     def list_offsets(self, query: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         return self._run(self._core.list_offsets(dict(query)))
+
+    def describe_quorum(self, **kw: Any) -> QuorumDescription:
+        """The metadata quorum (see client.aio.Admin.describe_quorum)."""
+        return self._run(self._core.describe_quorum(**kw))
 
     def describe_configs(
         self,

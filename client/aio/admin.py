@@ -1,8 +1,12 @@
-"""Asyncio Admin: topics, cluster description, offsets, configs.
+"""Asyncio Admin: topics, cluster description, offsets, configs, the metadata quorum.
 
 Topic changes are sent to any broker (which forwards them to the active controller).
 `create_topic` and `delete_topic` then wait until that broker's metadata shows the change,
 so a producer created next finds the topic.
+
+`describe_quorum()` asks the bootstrap address — a `gregor controller` voter or a combined
+`gregor server` — with DescribeQuorum (55); a voter that is not the leader names the leader's
+endpoint, which is asked next (only the leader knows each replica's log end offset).
 
 Loop-owned: every method runs on the admin's event loop.
 """
@@ -12,10 +16,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from client.aio.cluster import ClusterClient
 from client.aio.config import resolve_config
+from client.aio.connection import BrokerConnection
 from client.aio.fetcher import Fetcher
 from client.aio.types import (
     BrokerDescription,
@@ -27,12 +33,54 @@ from client.aio.types import (
 )
 from client.errors import (
     ClientClosedError,
+    ConnectionFailedError,
     GregorTimeoutError,
     UnknownTopicOrPartitionError,
     error_for_code,
 )
 from client.protocol import ApiKey
 from client.protocol.apis.admin import RESOURCE_BROKER, RESOURCE_TOPIC
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumReplica:
+    """One voter or observer of the metadata quorum as the leader sees it. `log_end_offset`
+    is the exclusive end of its log (the next offset it needs); `lag` = high watermark -
+    log end offset, floored at 0 (committed records it does not have yet);
+    `last_contact_ms`: ms since the leader last heard from it (-1: not in this term)."""
+
+    replica_id: int
+    log_end_offset: int
+    lag: int
+    last_contact_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumDescription:
+    """DescribeQuorum from the active controller: `leader_epoch` is the Raft term,
+    `high_watermark` the exclusive end of the committed metadata offsets."""
+
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int
+    voters: list[QuorumReplica]
+    observers: list[QuorumReplica]
+
+
+def _quorum_description(resp: Mapping[str, Any]) -> QuorumDescription:
+    hw = resp["high_watermark"]
+
+    def replica(r: Mapping[str, Any]) -> QuorumReplica:
+        leo = r["log_end_offset"]
+        return QuorumReplica(r["replica_id"], leo, max(0, hw - leo), r["last_contact_ms"])
+
+    return QuorumDescription(
+        resp["leader_id"],
+        resp["leader_epoch"],
+        hw,
+        [replica(r) for r in resp["voters"]],
+        [replica(r) for r in resp["observers"]],
+    )
 
 
 class Admin:
@@ -234,6 +282,62 @@ class Admin:
                 for b in resp["brokers"]
             ],
         )
+
+    async def describe_quorum(self, *, timeout_ms: int | None = None) -> QuorumDescription:
+        """The metadata quorum (bootstrap = a controller, or a combined server): leader, term,
+        high watermark, each voter's and observer's log end offset and lag. Asked of the
+        leader (following the `leader_endpoint` a follower names); while no leader is known
+        (an election) it asks again with back-off until `timeout_ms` (default
+        request.timeout.ms), then raises GregorTimeoutError."""
+        self._check_open()
+        timeout = self._timeout(timeout_ms)
+        deadline = time.monotonic() + timeout / 1000
+        delay = self.config.retry_backoff_ms / 1000
+        last = "no answer"
+        while True:
+            remaining_ms = max(1, int((deadline - time.monotonic()) * 1000))
+            try:
+                resp = await self._cluster.send_any(
+                    ApiKey.DESCRIBE_QUORUM, {}, timeout_ms=remaining_ms
+                )
+                if resp["error_code"]:
+                    raise error_for_code(resp["error_code"])("DescribeQuorum")
+                endpoint = resp.get("leader_endpoint")
+                if resp["role"] != "leader" and endpoint:
+                    resp = await self._ask_quorum_at(endpoint, remaining_ms)
+                if resp["role"] == "leader":
+                    return _quorum_description(resp)
+                last = f"node {resp['node_id']} is {resp['role']}, leader {resp['leader_id']}"
+            except (ConnectionFailedError, GregorTimeoutError) as exc:
+                last = str(exc)
+            if time.monotonic() + delay > deadline:
+                raise GregorTimeoutError(
+                    f"DescribeQuorum: no quorum leader answered within {timeout} ms ({last})"
+                )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+    async def _ask_quorum_at(self, endpoint: str, timeout_ms: int) -> dict:
+        """DescribeQuorum to `endpoint` ("host:port") on a connection opened for it."""
+        host, _, port = endpoint.rpartition(":")
+        cfg = self.config
+        conn = BrokerConnection(
+            host.strip("[]"),
+            int(port),
+            client_id=cfg.client_id,
+            request_timeout_ms=cfg.request_timeout_ms,
+            connect_timeout_ms=cfg.socket_connection_setup_timeout_ms,
+            max_frame_bytes=cfg.max_response_bytes,
+        )
+        try:
+            await conn.connect()
+            resp = await conn.request(ApiKey.DESCRIBE_QUORUM, {}, timeout_ms=timeout_ms)
+        finally:
+            conn.close()
+        assert resp is not None
+        if resp["error_code"]:
+            raise error_for_code(resp["error_code"])(f"DescribeQuorum to {endpoint}")
+        return resp
 
     async def list_offsets(self, query: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         """{tp: -2 (earliest) | -1 (latest = high watermark) | timestamp ms} -> {tp: offset}
