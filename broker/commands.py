@@ -12,7 +12,9 @@ tests wait for:
 Configuration comes from client.config.load_config("broker", path, os.environ, overrides):
 YAML file, then GREGOR_* environment variables, then --override/--data-dir/--host/--port.
 A bad configuration prints one line naming the key on stderr and exits with status 2.
-SIGTERM / SIGINT shut down gracefully (exit 0).
+SIGTERM / SIGINT shut down gracefully (exit 0). A fatal error (the one-voter controller's Raft
+storage failed) shuts down just as gracefully, prints `gregor server: stopped after a fatal
+error: REASON` on stderr and exits 1; so does a start-up that fails.
 """
 
 from __future__ import annotations
@@ -119,7 +121,7 @@ def run_server(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda signum, frame: server.request_shutdown())
     try:
         host, port = server.start()
-    except OSError as exc:
+    except Exception as exc:  # start() logged the traceback and shut down what started
         print(f"gregor {command}: cannot start: {exc}", file=sys.stderr, flush=True)
         return 1
     data = os.path.abspath(settings.log_dirs[0]) if settings.log_dirs else "(none)"
@@ -129,7 +131,13 @@ def run_server(args: argparse.Namespace) -> int:
         flush=True,
     )
     server.serve_forever()
-    return 0
+    if server.exit_code:
+        print(
+            f"gregor {command}: stopped after a fatal error: {server.fatal_reason}",
+            file=sys.stderr,
+            flush=True,
+        )
+    return server.exit_code
 
 
 def _configure_logging(cfg: Any) -> None:

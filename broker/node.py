@@ -17,7 +17,14 @@ Start-up replays the metadata log, so topics survive restarts: the publisher rec
 partition before the broker registers; the broker then registers (fenced), heartbeats, and is
 unfenced by the controller, which elects it leader of its partitions again.
 
-Threads: construct/start/shutdown from one control thread; `services` from any thread.
+Fatal controller errors: when the one-voter quorum's Raft storage fails (fsync/write error) the
+controller stops (Kafka halts the process in that case). The broker cannot change metadata,
+heartbeat or elect leaders without it, so `_controller_failed` (on the controller thread) logs
+CRITICAL and calls `node.on_fatal(reason)` — BrokerServer sets it to `BrokerServer.fail`, which
+shuts the process down gracefully with exit status 1.
+
+Threads: construct/start/shutdown from one control thread; `services` from any thread;
+`on_fatal` is called on the controller thread.
 """
 
 from __future__ import annotations
@@ -188,7 +195,11 @@ class BrokerNode:
             snapshot_every_records=int(
                 _cfg(config, "metadata_log_max_records_between_snapshots", 10_000)
             ),
+            on_fatal=self._controller_failed,
         )
+        # Set by the owner (BrokerServer.fail): called once with the reason of a fatal error.
+        self.on_fatal: Callable[[str], None] | None = None
+        self.fatal_error: BaseException | None = None
         self.controller.loader.subscribe(self.publisher.publish)
         self.publisher.subscribe(self._on_metadata)
         self.services = Services(self)
@@ -264,6 +275,24 @@ class BrokerNode:
         if value is not None:
             return int(value)
         return int(_cfg(self.config, "min_insync_replicas", 1))
+
+    def _controller_failed(self, exc: BaseException) -> None:
+        """CombinedController's on_fatal, on the controller thread: its Raft storage failed and
+        it has stopped. Hands the reason to `on_fatal` (the server shuts down)."""
+        if self.fatal_error is not None:
+            return
+        self.fatal_error = exc
+        reason = f"metadata quorum storage failed: {exc}"
+        _log.critical(
+            "[broker=%d] %s; a broker cannot run without its controller", self.node_id, reason
+        )
+        handler = self.on_fatal
+        if handler is None:
+            _log.critical(
+                "[broker=%d] no owner to stop this process (on_fatal unset)", self.node_id
+            )
+        else:
+            handler(reason)
 
     # -- lifecycle ------------------------------------------------------------------------------
 

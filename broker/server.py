@@ -13,6 +13,10 @@ still in a purgatory; stop the I/O pool; `node.shutdown()` (flush, clean-shutdow
 close the connections (written responses are flushed first) and stop the network threads.
 `serve_forever()` does start-less waiting: SIGTERM/SIGINT → graceful shutdown.
 
+Fatal errors: `fail(reason)` (any thread; the node's `on_fatal` — e.g. the one-voter
+controller's Raft storage failed) logs CRITICAL, sets `exit_code` = 1 and `fatal_reason`, and
+requests the same graceful shutdown; `gregor server` then exits with that status.
+
 Threads: `start`, `shutdown`, `serve_forever` from one control thread (the main thread for
 signal handling); `request_shutdown` from anywhere (signal handlers included).
 """
@@ -151,6 +155,8 @@ class BrokerServer:
         self._stopped = False
         self._shutdown_requested = threading.Event()
         self._shutdown_done = threading.Event()
+        self.exit_code = 0  # 1 after fail()
+        self.fatal_reason: str | None = None
 
     @property
     def host(self) -> str:
@@ -175,6 +181,8 @@ class BrokerServer:
         try:
             self.address = self.socket_server.acceptor.bind()
             self.node = self._node_factory(self.config, self.address)
+            if hasattr(self.node, "on_fatal"):
+                self.node.on_fatal = self.fail
             self.node.start()
             dispatch = self._dispatch
             if dispatch is None:
@@ -203,6 +211,16 @@ class BrokerServer:
             (time.monotonic() - t0) * 1000,
         )
         return self.address
+
+    def fail(self, reason: str) -> None:
+        """A fatal error (any thread): graceful shutdown, then exit status 1. The first reason
+        is kept."""
+        with self._state_lock:
+            if self.fatal_reason is None:
+                self.fatal_reason = reason
+            self.exit_code = 1
+        log.critical("fatal error: %s; shutting down", reason)
+        self.request_shutdown()
 
     def request_shutdown(self) -> None:
         """Ask `serve_forever` to shut down (any thread, signal-handler safe)."""

@@ -5,14 +5,17 @@ LocalMetadataLog there is migrated once, and restarts keep everything."""
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
-from helpers import RawClient, gregor_command
+from helpers import RawClient, gregor_command, wait_until
 from replica_helpers import batch, fetch, produce, values_of
 
 from client import Admin
-from client.errors import ErrorCode
+from client.errors import ErrorCode, GregorError
 from client.protocol import ApiKey
 from controller.quorum.combined import (
     MIGRATED_DIR,
@@ -140,3 +143,67 @@ def test_gregor_quorum_describe_against_a_combined_server(gregor_process) -> Non
     q = json.loads(r.stdout)
     assert q["leader_id"] == 1 and q["role"] == "leader" and q["leader_epoch"] >= 1
     assert [v["replica_id"] for v in q["voters"]] == [1]
+
+
+def _traced_by(pid: int) -> set[int]:
+    """The TracerPid of every thread of `pid` (0: not traced)."""
+    out = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            status = (task / "status").read_text()
+        except FileNotFoundError:  # the thread ended meanwhile
+            continue
+        out.add(int(re.search(r"^TracerPid:\s*(\d+)", status, re.M)[1]))
+    return out
+
+
+@pytest.mark.slow
+def test_raft_storage_failure_shuts_the_server_down_with_exit_1(gregor_process) -> None:
+    """fsync of the one-voter quorum's Raft log fails with EIO (strace fault injection on the
+    running `gregor server`): the controller stops, the server shuts down gracefully, says why,
+    and exits 1; restarted without the fault it serves its data again."""
+    if shutil.which("strace") is None:
+        pytest.skip("strace not installed (apt install strace)")
+    server = gregor_process()
+    with Admin(bootstrap_servers=server.bootstrap) as admin:
+        admin.create_topic("before", partitions=1)
+    raft = server.data_dir / "__cluster_metadata" / RAFT_DIR
+    segments = sorted(raft.glob("log-*.seg"))
+    assert segments, list(raft.iterdir())
+    paths = [arg for seg in segments for arg in ("-P", str(seg))]
+    tracer = subprocess.Popen(
+        ["strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=fsync",
+         "-e", "inject=fsync:error=EIO", *paths, "-p", str(server.proc.pid)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+    )  # fmt: skip
+    try:
+        try:
+            wait_until(
+                lambda: _traced_by(server.proc.pid) == {tracer.pid} or tracer.poll() is not None,
+                10,
+                "strace attached to every thread",
+            )
+        except AssertionError:
+            pytest.fail(f"strace did not attach: {_traced_by(server.proc.pid)}")
+        if tracer.poll() is not None:
+            pytest.skip(f"strace cannot attach here: {tracer.stderr.read().decode()[:200]}")
+        with Admin(bootstrap_servers=server.bootstrap, request_timeout_ms=5000) as admin:
+            with pytest.raises(GregorError):  # its records can no longer be made durable
+                admin.create_topic("after", partitions=1, timeout_ms=3000)
+        code = server.proc.wait(30)
+    finally:
+        if tracer.poll() is None:
+            tracer.kill()
+        tracer.wait(10)
+        tracer.stderr.close()
+    err = server.stderr()
+    assert code == 1, err[-3000:]
+    assert "raft storage failed" in err and "Input/output error" in err
+    assert "fatal error: metadata quorum storage failed" in err
+    assert "broker shut down" in err  # the graceful path: logs flushed, clean-shutdown marker
+    assert "gregor server: stopped after a fatal error: metadata quorum storage failed" in err
+
+    again = gregor_process(data_dir=server.data_dir)
+    with Admin(bootstrap_servers=again.bootstrap) as admin:
+        assert "before" in admin.list_topics()
+        assert [p.leader for p in admin.describe_topic("before").partitions] == [1]
