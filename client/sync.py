@@ -159,8 +159,11 @@ class Producer(_SyncClient):
         items = values_or_pairs if isinstance(values_or_pairs, list) else list(values_or_pairs)
         cfg = core.config
         acc = core._acc
-        if core._cluster.metadata.num_partitions(topic) and (
-            acc.buffered == 0 or acc.buffered < cfg.buffer_memory
+        n = core._cluster.metadata.num_partitions(topic)
+        if (
+            n
+            and (partition is None or partition < n)  # else: wait on the loop for it to appear
+            and (acc.buffered == 0 or acc.buffered < cfg.buffer_memory)
         ):
             core._bulk_nowait(fut, topic, items, partition)
         else:

@@ -8,7 +8,11 @@
     await p.flush(); await p.close()
 
 `send()` returns once the record is in the accumulator (it waits for metadata of a new topic
-and for buffer space, up to max.block.ms). Keyed records go to murmur2(key) % partitions
+and for buffer space, up to max.block.ms). An explicit `partition` at or past the partition
+count this client knows (the topic may have grown since) refreshes metadata with back-off until
+the partition appears, up to max.block.ms, then fails with GregorTimeoutError (Kafka's
+"Partition P of topic T with partition count N is not present in metadata after X ms"); a
+negative partition is a ConfigError at once. Keyed records go to murmur2(key) % partitions
 (Kafka's default partitioner); keyless ones stick to one partition until its batch fills.
 
 Thread-safety: coroutines run on the producer's loop. `_try_append` and `_bulk_nowait` are also
@@ -29,7 +33,13 @@ from client.aio.cluster import ClusterClient
 from client.aio.config import resolve_config
 from client.aio.sender import Sender
 from client.aio.types import RecordMetadata, TopicPartition
-from client.errors import ClientClosedError, ConfigError, GregorTimeoutError, MessageTooLargeError
+from client.errors import (
+    ClientClosedError,
+    ConfigError,
+    GregorError,
+    GregorTimeoutError,
+    MessageTooLargeError,
+)
 from client.partitioner import StickyPartitioner, default_partition
 
 log = logging.getLogger(__name__)
@@ -185,6 +195,10 @@ class Producer:
             if status == "ok":
                 return
             remaining = deadline - time.monotonic()
+            if status == "partition":
+                assert partition is not None
+                await self._wait_for_partition(topic, partition, deadline)
+                continue
             if remaining <= 0:
                 raise GregorTimeoutError(
                     f"send to {topic!r} blocked for max.block.ms={self.config.max_block_ms} "
@@ -194,6 +208,30 @@ class Producer:
                 await self._cluster.wait_for_partitions(topic, remaining * 1000)
             else:
                 await self._wait_for_space(remaining)
+
+    async def _wait_for_partition(self, topic: str, partition: int, deadline: float) -> None:
+        """Refresh metadata (back-off from retry.backoff.ms, doubling to 1 s) until `topic` has
+        more than `partition` partitions; GregorTimeoutError at `deadline` (max.block.ms)."""
+        backoff = self.config.retry_backoff_ms / 1000
+        while True:
+            self._cluster.request_update()
+            try:
+                md = await self._cluster.refresh([topic])
+                if md.num_partitions(topic) > partition:
+                    return
+            except GregorError as exc:
+                if not exc.retriable:
+                    raise
+                log.debug("metadata refresh for %s-%d failed: %s", topic, partition, exc)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                n = self._cluster.metadata.num_partitions(topic)
+                raise GregorTimeoutError(
+                    f"partition {partition} of topic {topic!r} with partition count {n} is not "
+                    f"present in metadata after {self.config.max_block_ms} ms (max.block.ms)"
+                )
+            await asyncio.sleep(min(backoff, remaining))
+            backoff = min(backoff * 2, 1.0)
 
     async def _wait_for_space(self, timeout: float) -> None:
         assert self._sender is not None
@@ -226,7 +264,8 @@ class Producer:
         return ts, key, value, hdrs, size
 
     def _try_append(self, topic: str, partition: int | None, rec: tuple, fut: Any) -> str:
-        """Fast path, any thread: 'ok', 'metadata' (topic unknown) or 'space' (buffer full)."""
+        """Fast path, any thread: 'ok', 'metadata' (topic unknown), 'partition' (an explicit
+        partition past the known count) or 'space' (buffer full)."""
         self._check_open()
         md = self._cluster.metadata
         n = md.num_partitions(topic)
@@ -241,8 +280,10 @@ class Producer:
                 with self._acc.lock:
                     partition = self._sticky.partition(topic, n, md.available_partitions(topic))
                 sticky = True
-        elif not 0 <= partition < n:
-            raise ConfigError(f"partition {partition} out of range: {topic!r} has {n} partitions")
+        elif partition >= n:
+            return "partition"  # maybe added since the last refresh: wait for it
+        elif partition < 0:
+            raise ConfigError(f"partition {partition} of {topic!r}: must be >= 0")
         ok, full = self._acc.try_append(
             TopicPartition(topic, partition), ts, key, value, hdrs, size, fut
         )
@@ -268,9 +309,11 @@ class Producer:
     ) -> None:
         await self.start()
         items = values_or_pairs if isinstance(values_or_pairs, list) else list(values_or_pairs)
+        deadline = time.monotonic() + self.config.max_block_ms / 1000
         if self._cluster.metadata.num_partitions(topic) == 0:
             await self._cluster.wait_for_partitions(topic, self.config.max_block_ms)
-        deadline = time.monotonic() + self.config.max_block_ms / 1000
+        if partition is not None and partition >= self._cluster.metadata.num_partitions(topic):
+            await self._wait_for_partition(topic, partition, deadline)
         while self._acc.buffered > 0 and self._acc.buffered >= self.config.buffer_memory:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
