@@ -74,7 +74,8 @@ class FaultProxy:
         self._thread = threading.Thread(target=self._loop.run_forever, name="fault-proxy")
         self._server: asyncio.Server | None = None
         self._transports: set[asyncio.BaseTransport] = set()
-        self._tasks: set[asyncio.Task] = set()
+        self._conn_tasks: set[asyncio.Task] = set()  # one per accepted connection
+        self._pumps: set[asyncio.Future] = set()  # two per connection
 
     # -- lifecycle (any thread) ----------------------------------------------------------------
 
@@ -174,11 +175,15 @@ class FaultProxy:
     async def _shutdown(self) -> None:
         if self._server is not None:
             self._server.close()
+            await self._server.wait_closed()
         self._abort_all()
-        tasks = [t for t in self._tasks if not t.done()]
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        # End the pumps (one may be holding a delayed response); each connection's task then
+        # returns by itself (cancelling it would upset asyncio's start_server callback).
+        for p in list(self._pumps):
+            p.cancel()
+        if self._conn_tasks:
+            _done, stuck = await asyncio.wait(self._conn_tasks, timeout=5)
+            assert not stuck, f"fault proxy connections did not end: {stuck}"
 
     def _abort_all(self) -> int:
         n = len(self._transports)
@@ -190,7 +195,7 @@ class FaultProxy:
     async def _accept(self, c_reader: asyncio.StreamReader, c_writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
-        self._tasks.add(task)
+        self._conn_tasks.add(task)
         self._transports.add(c_writer.transport)
         with self._lock:
             self._accepted += 1
@@ -203,12 +208,14 @@ class FaultProxy:
                 asyncio.ensure_future(self._requests(c_reader, b_writer, pending)),
                 asyncio.ensure_future(self._responses(b_reader, c_writer, pending)),
             ]
+            self._pumps.update(pumps)
             try:
                 done, _ = await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 for p in pumps:
                     p.cancel()
                 await asyncio.gather(*pumps, return_exceptions=True)
+                self._pumps.difference_update(pumps)
             for p in done:
                 exc = p.exception() if not p.cancelled() else None
                 if exc is not None and not isinstance(exc, ConnectionError):
@@ -220,7 +227,7 @@ class FaultProxy:
                 if w is not None:
                     self._transports.discard(w.transport)
                     w.transport.abort()
-            self._tasks.discard(task)
+            self._conn_tasks.discard(task)
 
     async def _requests(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, pending: dict[int, int]

@@ -199,7 +199,7 @@ def test_swallowed_fetch_times_out_and_the_consumer_recovers(broker, proxy) -> N
     proxy.swallow(ApiKey.FETCH)
     with Consumer(
         bootstrap_servers=proxy.bootstrap,
-        request_timeout_ms=300,
+        request_timeout_ms=500,
         fetch_max_wait_ms=50,
         retry_backoff_ms=5,
     ) as c:
@@ -245,11 +245,13 @@ async def test_pipelined_requests_share_one_connection(proxy) -> None:
     conn = BrokerConnection(proxy.host, proxy.port, max_in_flight=3)
     await conn.connect()
     try:
-        proxy.delay(ApiKey.METADATA, 0.5)  # hold the first answer: the next two queue behind
+        proxy.delay(ApiKey.METADATA, 1.0)  # hold the first answer: the next two queue behind
         task = asyncio.ensure_future(
             asyncio.gather(*[conn.request(ApiKey.METADATA, {"topics": None}) for _ in range(20)])
         )
-        await until(lambda: len(proxy.requests(ApiKey.METADATA)) == 3, "3 requests in flight")
+        await until(lambda: len(proxy.requests(ApiKey.METADATA)) >= 3, "3 requests in flight")
+        # While the first answer is held, the other 17 wait for a slot on the client.
+        assert len(proxy.requests(ApiKey.METADATA)) == 3
         assert conn.in_flight == 3 and not task.done()
         bodies = await task
     finally:
