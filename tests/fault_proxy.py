@@ -73,7 +73,7 @@ class FaultProxy:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="fault-proxy")
         self._server: asyncio.Server | None = None
-        self._transports: set[asyncio.BaseTransport] = set()
+        self._transports: set[asyncio.WriteTransport] = set()
         self._conn_tasks: set[asyncio.Task] = set()  # one per accepted connection
         self._pumps: set[asyncio.Future] = set()  # two per connection
 
@@ -81,7 +81,13 @@ class FaultProxy:
 
     def start(self) -> FaultProxy:
         self._thread.start()
-        self._call(self._listen)
+        try:
+            self._call(self._listen)
+        except BaseException:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+            self._loop.close()
+            raise
         return self
 
     def stop(self) -> None:

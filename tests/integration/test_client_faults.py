@@ -231,7 +231,7 @@ async def test_delayed_response_arrives_within_and_fails_beyond_the_timeout(prox
     try:
         proxy.delay(ApiKey.METADATA, 0.05)
         body = await conn.request(ApiKey.METADATA, {"topics": None})
-        assert body["cluster_id"] == CLUSTER_ID and conn.connected
+        assert body is not None and body["cluster_id"] == CLUSTER_ID and conn.connected
         proxy.delay(ApiKey.METADATA, 1.0)
         with pytest.raises(GregorTimeoutError, match="Metadata"):
             await conn.request(ApiKey.METADATA, {"topics": None}, timeout_ms=100)
