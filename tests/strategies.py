@@ -1,4 +1,5 @@
-"""Hypothesis strategies built from the protocol schemas themselves (one definition)."""
+"""Hypothesis strategies built from the protocol schemas themselves (one definition), shared by
+the protocol unit tests and the fuzz tests against a live broker (`from strategies import ...`)."""
 
 from __future__ import annotations
 
@@ -33,12 +34,18 @@ _PRIMITIVES: dict[int, st.SearchStrategy[Any]] = {
 }
 
 
-def for_type(t: Type, version: int, full: bool = True) -> st.SearchStrategy[Any]:
-    """Values valid for `t`. With full=False, optional struct fields may be left out."""
+def for_type(
+    t: Type,
+    version: int,
+    full: bool = True,
+    primitives: dict[int, st.SearchStrategy[Any]] | None = None,
+) -> st.SearchStrategy[Any]:
+    """Values valid for `t`. With full=False, optional struct fields may be left out.
+    `primitives` replaces the strategy of some primitive types (keyed by `id(INT32)` etc.)."""
     if isinstance(t, Nullable):
-        return st.none() | for_type(t.inner, version, full)
+        return st.none() | for_type(t.inner, version, full, primitives)
     if isinstance(t, Array):
-        return st.lists(for_type(t.of, version, full), max_size=3)
+        return st.lists(for_type(t.of, version, full, primitives), max_size=3)
     if isinstance(t, Struct):
         required: dict[str, st.SearchStrategy[Any]] = {}
         optional: dict[str, st.SearchStrategy[Any]] = {}
@@ -46,8 +53,10 @@ def for_type(t: Type, version: int, full: bool = True) -> st.SearchStrategy[Any]
             if f.since > version:
                 continue
             target = required if (full or f.required) else optional
-            target[f.name] = for_type(f.type, version, full)
+            target[f.name] = for_type(f.type, version, full, primitives)
         return st.fixed_dictionaries(required, optional=optional)
+    if primitives and id(t) in primitives:
+        return primitives[id(t)]
     return _PRIMITIVES[id(t)]
 
 

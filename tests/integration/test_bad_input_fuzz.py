@@ -12,25 +12,13 @@ import pytest
 from helpers import RawClient, api_versions_ok, broker_config
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import msgpack_values
 
 from broker.server import BrokerServer
 from client.protocol import API_SPECS
 from client.protocol.framing import encode_request
 
 MAX_BYTES = 16 * 1024
-
-msgpack_values = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(min_value=-(2**63), max_value=2**64 - 1)
-    | st.floats(allow_nan=False)
-    | st.text(max_size=20)
-    | st.binary(max_size=40),
-    lambda children: (
-        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4)
-    ),
-    max_leaves=12,
-)
 
 api_keys = st.sampled_from(sorted(API_SPECS)) | st.integers(min_value=-5, max_value=2000)
 

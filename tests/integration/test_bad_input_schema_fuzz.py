@@ -20,29 +20,20 @@ import pytest
 from helpers import RawClient, broker_config
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import for_type
 
 from broker.server import BrokerServer
 from client.protocol import API_SPECS
 from client.protocol.api_keys import ApiKey
-from client.protocol.schema import Array, Nullable, Struct, Type, _Primitive
+from client.protocol.schema import BYTES, INT8, INT16, INT32, INT64, STRING
 from client.records import build_batch, decode_records
 
 CANARY = "canary"
 _canary_values = itertools.count()
 
 
-def _primitive(t: _Primitive) -> st.SearchStrategy:
-    if t.name == "bool":
-        return st.booleans()
-    if t.name == "float64":
-        return st.floats(allow_nan=False)
-    if t.name == "string":
-        return st.sampled_from([CANARY + "-x", "", "t", "a" * 300, "../etc", "é"]) | st.text(
-            max_size=12
-        )
-    if t.name == "bytes":
-        return st.binary(max_size=96) | _batches()
-    lo, hi = t._lo, t._hi  # an int type: edges and small values, where bugs live
+def _ints(lo: int, hi: int) -> st.SearchStrategy:
+    """Edges and small values, where bugs live, and anything in range."""
     return st.sampled_from([lo, hi, -1, 0, 1]) | st.integers(min_value=lo, max_value=hi)
 
 
@@ -64,27 +55,23 @@ def _batches() -> st.SearchStrategy:
     return draw_batch()
 
 
-def body_for(t: Type, version: int) -> st.SearchStrategy:
-    """A strategy for values of schema type `t` at `version` (fields added later left out)."""
-    if isinstance(t, _Primitive):
-        return _primitive(t)
-    if isinstance(t, Nullable):
-        return st.none() | body_for(t.inner, version)
-    if isinstance(t, Array):
-        return st.lists(body_for(t.of, version), max_size=3)
-    if isinstance(t, Struct):
-        fields = [f for f in t.fields if f.since <= version]
-        required = {f.name: body_for(f.type, version) for f in fields if f.required}
-        optional = {f.name: body_for(f.type, version) for f in fields if not f.required}
-        return st.fixed_dictionaries(required, optional=optional)
-    raise AssertionError(f"no strategy for schema type {t!r}")
+# Hostile primitives for strategies.for_type: edge integers, odd names, real and damaged batches.
+HOSTILE = {
+    id(INT8): _ints(-(2**7), 2**7 - 1),
+    id(INT16): _ints(-(2**15), 2**15 - 1),
+    id(INT32): _ints(-(2**31), 2**31 - 1),
+    id(INT64): _ints(-(2**63), 2**63 - 1),
+    id(STRING): st.sampled_from([CANARY + "-x", "", "t", "a" * 300, "../etc", "é"])
+    | st.text(max_size=12),
+    id(BYTES): st.binary(max_size=96) | _batches(),
+}
 
 
 @st.composite
 def requests(draw: Any) -> tuple[int, int, Any]:
     spec = draw(st.sampled_from(sorted(API_SPECS.values(), key=lambda s: s.key)))
     version = draw(st.integers(min_value=spec.min_version, max_value=spec.max_version))
-    body = draw(body_for(spec.request, version))
+    body = draw(for_type(spec.request, version, full=False, primitives=HOSTILE))
     how = draw(st.sampled_from(["valid-shape", "valid-shape", "drop-field", "wrong-type"]))
     if how == "drop-field" and body:
         body.pop(draw(st.sampled_from(sorted(body))))

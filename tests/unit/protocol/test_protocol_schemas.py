@@ -100,12 +100,17 @@ def test_garbage_bodies_raise_only_invalid_request(spec) -> None:
     check()
 
 
-@pytest.mark.parametrize("spec", SPECS, ids=IDS)
+def _request_fields(spec) -> list:
+    return [f for f in spec.request.fields if f.since <= spec.max_version]
+
+
+WITH_FIELDS = [s for s in SPECS if _request_fields(s)]  # ApiVersions & co. have empty bodies
+
+
+@pytest.mark.parametrize("spec", WITH_FIELDS, ids=[s.name for s in WITH_FIELDS])
 def test_mutated_valid_bodies_name_the_bad_path(spec) -> None:
     """Replace one top-level field of a valid request with a wrong-typed value: the error names it."""
-    fields = [f for f in spec.request.fields if f.since <= spec.max_version]
-    if not fields:
-        pytest.skip("empty request body")
+    fields = _request_fields(spec)
 
     @FAST
     @given(req=for_type(spec.request, spec.max_version), which=st.sampled_from(fields))
