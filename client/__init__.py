@@ -19,6 +19,8 @@ __all__ = [
     "Consumer",
     "PartitionDescription",
     "Producer",
+    "QuorumDescription",
+    "QuorumReplica",
     "RecordMetadata",
     "TopicDescription",
     "TopicPartition",
@@ -33,6 +35,8 @@ _TYPES = {
     "TopicDescription",
     "PartitionDescription",
     "ClusterDescription",
+    "QuorumDescription",
+    "QuorumReplica",
 }
 
 
@@ -42,9 +46,9 @@ def __getattr__(name: str) -> Any:
 
         return getattr(sync, name)
     if name in _TYPES:
-        from client.aio import types
+        import client.aio
 
-        return getattr(types, name)
+        return getattr(client.aio, name)
     if name == "errors":
         import client.errors
 

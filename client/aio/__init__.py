@@ -6,7 +6,7 @@ Every object is owned by the event loop it is started on. The synchronous facade
 `client.sync` runs these on a background loop thread per client object.
 """
 
-from client.aio.admin import Admin
+from client.aio.admin import Admin, QuorumDescription, QuorumReplica
 from client.aio.consumer import Consumer
 from client.aio.producer import Producer
 from client.aio.types import (
@@ -29,6 +29,8 @@ __all__ = [
     "ConsumerRecord",
     "PartitionDescription",
     "Producer",
+    "QuorumDescription",
+    "QuorumReplica",
     "RecordMetadata",
     "TopicDescription",
     "TopicPartition",
