@@ -20,38 +20,12 @@ Called from whichever thread owns the file (LogManager's caller, or a Log under 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from client.errors import StorageError
+from client.fsutil import fsync_dir, write_atomic  # noqa: F401  (re-exported for the log)
 
 VERSION = 0
-
-
-def fsync_dir(path: Path | str) -> None:
-    """fsync a directory so that creates, renames and unlinks in it are durable."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Replace `path` with `text` atomically and durably (temp, fsync, rename, fsync dir)."""
-    tmp = path.with_name(path.name + ".tmp")
-    data = text.encode()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
 
 
 def _read_lines(path: Path, fields: int) -> list[list[str]]:

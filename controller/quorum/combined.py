@@ -48,6 +48,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from client.errors import NotControllerError
+from client.fsutil import fsync_dir, write_atomic
 from controller.metadata.image import MetadataImage
 from controller.metadata.records import encode_record
 from controller.metadata.snapshot import image_to_records
@@ -87,25 +88,6 @@ class OneVoterMetadataLog(RaftMetadataLog):
             raise NotControllerError(
                 f"one-voter quorum did not elect node {self.node_id} ({node.role.value})"
             )
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_marker(path: str) -> None:
-    """Create `path` durably (write temp, fsync, rename, fsync the directory)."""
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write("metadata migrated from LocalMetadataLog into the one-voter Raft quorum\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(os.path.dirname(path))
 
 
 def old_local_log_files(metadata_dir: str) -> list[str]:
@@ -241,7 +223,10 @@ class CombinedController:
 
         asyncio.run_coroutine_threadsafe(setup(), self.runner.loop).result(timeout)
         if old_image is not None:
-            _write_marker(os.path.join(self.metadata_dir, MIGRATION_MARKER))
+            write_atomic(
+                os.path.join(self.metadata_dir, MIGRATION_MARKER),
+                "metadata migrated from LocalMetadataLog into the one-voter Raft quorum\n",
+            )
         if self._old_files:
             self._move_old_files(self._old_files)
         _log.info(
@@ -293,7 +278,7 @@ class CombinedController:
         for n in names:
             os.replace(os.path.join(self.metadata_dir, n), os.path.join(dest, n))
         for d in (dest, self.metadata_dir):
-            _fsync_dir(d)
+            fsync_dir(d)
         _log.info("[controller=%d] old metadata log files moved to %s", self.node_id, dest)
 
     def stop(self) -> None:

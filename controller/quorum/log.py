@@ -35,6 +35,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 
 from client.errors import OffsetOutOfRangeError, StorageError
+from client.fsutil import fsync_dir
 from client.records.crc import crc32c
 
 _log = logging.getLogger(__name__)
@@ -98,14 +99,6 @@ def notify_listeners(listeners: list[Listener], batch: list[tuple[int, bytes]]) 
             listener(batch)
         except Exception:
             _log.exception("metadata log listener %r failed", listener)
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _encode_entry(offset: int, payload: bytes) -> bytes:
@@ -296,7 +289,7 @@ class LocalMetadataLog(MetadataLog):
             self._f.close()
             try:
                 os.replace(tmp_log, self._path)
-                _fsync_dir(self._dir)
+                fsync_dir(self._dir)
             finally:
                 # the old file if the rename failed (still valid: the snapshot covers a prefix)
                 self._f = open(self._path, "ab")  # noqa: SIM115

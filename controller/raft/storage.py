@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from client.errors import StorageError
+from client.fsutil import fsync_dir, write_atomic
 from client.records.crc import crc32c
 from controller.raft.messages import Entry, EntryKind, HardState, Snapshot
 from controller.raft.state import Ready, StorageState
@@ -63,24 +64,6 @@ _MAX_ENTRY_BYTES = 64 * 1024 * 1024
 def encode_entry(e: Entry) -> bytes:
     payload = _PAYLOAD.pack(e.index, e.term, int(e.kind)) + e.data
     return _REC.pack(len(payload), crc32c(payload)) + payload
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
 
 
 class _Segment:
@@ -232,13 +215,13 @@ class RaftStorage:
         if hs is not None and (hs.term, hs.vote) != (self.hard_state.term, self.hard_state.vote):
             vote = -1 if hs.vote is None else hs.vote
             body = _HS.pack(0, hs.term, vote, hs.commit)[4:]
-            _atomic_write(self.dir / "hardstate", struct.pack(">I", crc32c(body)) + body)
+            write_atomic(self.dir / "hardstate", struct.pack(">I", crc32c(body)) + body)
             self.hard_state = hs
 
     def _write_snapshot(self, snap: Snapshot) -> None:
         path = self.dir / f"snapshot-{snap.index:020d}.snap"
         header = _SNAP.pack(_SNAP_MAGIC, snap.index, snap.term, crc32c(snap.data), len(snap.data))
-        _atomic_write(path, header + snap.data)
+        write_atomic(path, header + snap.data)
         for old in self.dir.glob("snapshot-*.snap"):
             if old != path:
                 old.unlink()
@@ -258,7 +241,7 @@ class RaftStorage:
                 keep.append(seg)
         self.segments = keep
         if dropped:
-            _fsync_dir(self.dir)
+            fsync_dir(self.dir)
 
     def _append(self, entries: list[Entry]) -> None:
         first = entries[0].index
@@ -292,7 +275,7 @@ class RaftStorage:
         self._active.flush()
         os.fsync(self._active.fileno())
         if created:
-            _fsync_dir(self.dir)
+            fsync_dir(self.dir)
 
     def _truncate_from(self, index: int) -> None:
         """Drop stored entries with index >= `index` (a follower's conflicting suffix)."""
@@ -316,7 +299,7 @@ class RaftStorage:
                     f.truncate(pos)
                     os.fsync(f.fileno())
         self._open_active()
-        _fsync_dir(self.dir)
+        fsync_dir(self.dir)
 
     def _open_active(self) -> None:
         if self._active is None and self.segments:
