@@ -11,14 +11,12 @@ current number), INVALID_REPLICA_ASSIGNMENT for the rest.
 from __future__ import annotations
 
 import collections
-import logging
 from typing import Any
 
 from broker.handlers.base import RequestContext, handler
+from broker.handlers.forward import respond_when_committed
 from client.errors import ErrorCode
 from client.protocol import ApiKey
-
-log = logging.getLogger(__name__)
 
 
 def _result(name: str, code: ErrorCode | int, message: str | None) -> dict:
@@ -50,22 +48,13 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
         )
     if not forward:
         return {"results": results, "throttle_time_ms": 0}
-    fut = services.controller.create_partitions(forward, bool(body["validate_only"]))
-
-    def done(f: Any) -> None:
-        exc = f.exception()
-        if exc is not None:
-            code = getattr(exc, "code", ErrorCode.UNKNOWN_SERVER_ERROR)
-            log.warning("create_partitions failed in the controller: %s", exc)
-            answers = iter([_result(t["name"], code, str(exc)) for t in forward])
-        else:
-            answers = iter(f.result())
-        ctx.respond(
-            {
-                "results": [r if r is not None else next(answers) for r in results],
-                "throttle_time_ms": 0,
-            }
-        )
-
-    fut.add_done_callback(done)
+    respond_when_committed(
+        ctx,
+        services.controller.create_partitions(forward, bool(body["validate_only"])),
+        results,
+        [t["name"] for t in forward],
+        _result,
+        lambda entries: {"results": entries, "throttle_time_ms": 0},
+        "create_partitions",
+    )
     return None

@@ -6,15 +6,13 @@ future's callback, so no I/O thread waits on the controller.
 
 from __future__ import annotations
 
-import logging
 import re
 from typing import Any
 
 from broker.handlers.base import RequestContext, handler
+from broker.handlers.forward import respond_when_committed
 from client.errors import ErrorCode
 from client.protocol import ApiKey
-
-log = logging.getLogger(__name__)
 
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_NAME_LENGTH = 249
@@ -57,18 +55,13 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
             forward.append(t)
     if not forward:
         return {"topics": results, "throttle_time_ms": 0}
-    fut = services.controller.create_topics(forward, bool(body["validate_only"]))
-
-    def done(f: Any) -> None:
-        exc = f.exception()
-        if exc is not None:
-            code = getattr(exc, "code", ErrorCode.UNKNOWN_SERVER_ERROR)
-            log.warning("create_topics failed in the controller: %s", exc)
-            answers = iter([_error(t["name"], code, str(exc)) for t in forward])
-        else:
-            answers = iter(f.result())
-        topics = [r if r is not None else next(answers) for r in results]
-        ctx.respond({"topics": topics, "throttle_time_ms": 0})
-
-    fut.add_done_callback(done)
+    respond_when_committed(
+        ctx,
+        services.controller.create_topics(forward, bool(body["validate_only"])),
+        results,
+        [t["name"] for t in forward],
+        _error,
+        lambda topics: {"topics": topics, "throttle_time_ms": 0},
+        "create_topics",
+    )
     return None

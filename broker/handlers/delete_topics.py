@@ -4,14 +4,12 @@ when delete.topic.enable is false."""
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from broker.handlers.base import RequestContext, handler
+from broker.handlers.forward import respond_when_committed
 from client.errors import ErrorCode
 from client.protocol import ApiKey
-
-log = logging.getLogger(__name__)
 
 
 @handler(ApiKey.DELETE_TOPICS)
@@ -32,17 +30,13 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
         }
     if not names:
         return {"responses": [], "throttle_time_ms": 0}
-    fut = services.controller.delete_topics(names)
-
-    def done(f: Any) -> None:
-        exc = f.exception()
-        if exc is not None:
-            code = int(getattr(exc, "code", ErrorCode.UNKNOWN_SERVER_ERROR))
-            log.warning("delete_topics failed in the controller: %s", exc)
-            responses = [{"name": n, "error_code": code, "error_message": str(exc)} for n in names]
-        else:
-            responses = f.result()
-        ctx.respond({"responses": responses, "throttle_time_ms": 0})
-
-    fut.add_done_callback(done)
+    respond_when_committed(
+        ctx,
+        services.controller.delete_topics(names),
+        [None] * len(names),
+        names,
+        lambda name, code, message: {"name": name, "error_code": code, "error_message": message},
+        lambda responses: {"responses": responses, "throttle_time_ms": 0},
+        "delete_topics",
+    )
     return None
