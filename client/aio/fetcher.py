@@ -20,8 +20,6 @@ import logging
 import time
 from typing import Any
 
-from client.aio._gc import gc_paused
-from client.aio.batches import decode
 from client.aio.cluster import ClusterClient
 from client.aio.types import ConsumerRecord, TopicPartition
 from client.errors import (
@@ -32,6 +30,7 @@ from client.errors import (
     error_for_code,
 )
 from client.protocol import ApiKey
+from client.records import decode_partition_records, next_offset
 
 log = logging.getLogger(__name__)
 _new = tuple.__new__
@@ -255,8 +254,14 @@ class Fetcher:
         try:
             await self._fetch_once(node, parts)
         finally:
-            self._in_flight.pop(node, None)  # before waking poll(), so it can fetch again
+            self._done(node)
             self.wake.set()
+
+    def _done(self, node: int) -> None:
+        """Forget the current task's fetch to `node` (before waking poll(), so it can fetch
+        again); a task already replaced by the next pipelined fetch is left alone."""
+        if self._in_flight.get(node) is asyncio.current_task():
+            del self._in_flight[node]
 
     async def _fetch_once(self, node: int, parts: list[tuple[TopicPartition, int, int]]) -> None:
         cfg = self.config
@@ -302,16 +307,30 @@ class Fetcher:
             self.wake.set()
             return
         sent = {tp: (offset, gen) for tp, offset, gen in parts}
+        fetched = []
         for t in resp["topics"]:
             for p in t["partitions"]:
                 tp = TopicPartition(t["name"], p["partition"])
-                self._on_partition(tp, p, sent.get(tp))
+                got = self._on_partition(tp, p, sent.get(tp))
+                if got is not None:
+                    fetched.append(got)
+        # Pipelining: the next Fetch goes out before these records are decoded, so the broker
+        # reads and sends the next chunk while this loop decodes (no await in between).
+        self._done(node)
+        self.send_fetches()
+        for tp, data, offset in fetched:
+            self._buffer_records(tp, data, offset)
         self.wake.set()
 
-    def _on_partition(self, tp: TopicPartition, p: dict, sent: tuple[int, int] | None) -> None:
+    def _on_partition(
+        self, tp: TopicPartition, p: dict, sent: tuple[int, int] | None
+    ) -> tuple[TopicPartition, bytes, int] | None:
+        """Handle one partition of a Fetch answer without decoding its records: errors,
+        watermarks, and the next fetch offset (from the batch headers). Returns (tp, records
+        bytes, requested offset) to decode, or None. The bytes count as buffered from here."""
         st = self.states.get(tp)
         if st is None or sent is None or st.generation != sent[1] or st.fetch_offset != sent[0]:
-            return  # unassigned, sought or paused since the fetch was sent
+            return None  # unassigned, sought or paused since the fetch was sent
         code = p["error_code"]
         if code:
             if code == ErrorCode.OFFSET_OUT_OF_RANGE:
@@ -330,7 +349,7 @@ class Fetcher:
                         self.config.auto_offset_reset,
                     )
                     self.request_reset(tp)
-                return
+                return None
             if code in _METADATA_ERRORS:
                 self.cluster.request_update()
             exc = error_for_code(code)(f"Fetch {tp.topic}-{tp.partition}")
@@ -338,23 +357,19 @@ class Fetcher:
                 st.retry_at = time.monotonic() + self.config.retry_backoff_ms / 1000
             else:
                 self.errors.append(exc)
-            return
+            return None
         st.high_watermark = p["high_watermark"]
         st.log_start_offset = p["log_start_offset"]
         data = p["records"]
         if not data:
-            return
+            return None
+        offset = sent[0]
         try:
-            with gc_paused():
-                records = decode(data, self.config.check_crcs)
+            end = next_offset(data)
         except GregorError as exc:
             self.errors.append(exc)
-            return
-        start = 0
-        offset = sent[0]
-        while start < len(records) and records[start][0] < offset:
-            start += 1  # a batch may begin before the requested offset
-        if not records:
+            return None
+        if end is None:
             # Only part of one batch fit in partition_max_bytes: ask for more next time.
             size = max(st.fetch_bytes or self.config.max_partition_fetch_bytes, len(data)) * 2
             if size > self.config.fetch_max_bytes:
@@ -366,14 +381,30 @@ class Fetcher:
                 )
             else:
                 st.fetch_bytes = size
-            return
+            return None
         st.fetch_bytes = 0
-        if start >= len(records):
-            st.fetch_offset = max(offset, records[-1][0] + 1)
-            return
-        st.fetch_offset = records[-1][0] + 1
-        self.buffer.append([tp, st.generation, records, start, len(data)])
+        st.fetch_offset = max(offset, end)
         self.buffered_bytes += len(data)
+        return tp, data, offset
+
+    def _buffer_records(self, tp: TopicPartition, data: bytes, offset: int) -> None:
+        """Decode what _on_partition accepted (in the same loop turn) into the buffer."""
+        self.buffered_bytes -= len(data)
+        st = self.states[tp]
+        try:
+            records = decode_partition_records(data, tp.topic, tp.partition, self.config.check_crcs)
+        except GregorError as exc:
+            # Fetch these bytes again (the error repeats until the user seeks past them); the
+            # answer to the pipelined fetch is dropped, as its offset no longer matches.
+            st.fetch_offset = offset
+            self.errors.append(exc)
+            return
+        start = 0
+        while start < len(records) and records[start].offset < offset:
+            start += 1  # a batch may begin before the requested offset
+        if start < len(records):
+            self.buffer.append([tp, st.generation, records, start, len(data)])
+            self.buffered_bytes += len(data)
 
     def drain(self, max_records: int) -> list[ConsumerRecord]:
         """Up to `max_records` buffered records, advancing positions."""
@@ -389,25 +420,17 @@ class Fetcher:
                 self.buffered_bytes -= nbytes
                 continue
             take = min(len(records) - idx, max_records - len(out))
-            topic, partition = tp
             if kd is None and vd is None:
-                # tuple.__new__ skips the namedtuple's Python-level __new__ (hot path).
-                with gc_paused():
-                    out.extend(
-                        [
-                            _new(ConsumerRecord, (topic, partition, o, ts, k, v, h or ()))
-                            for o, ts, k, v, h in records[idx : idx + take]
-                        ]
-                    )
+                out += records if take == len(records) else records[idx : idx + take]
             else:
-                for o, ts, k, v, h in records[idx : idx + take]:
+                for t, p, o, ts, k, v, h in records[idx : idx + take]:
                     if kd is not None and k is not None:
                         k = kd(k)
                     if vd is not None and v is not None:
                         v = vd(v)
-                    out.append(_new(ConsumerRecord, (topic, partition, o, ts, k, v, h or ())))
+                    out.append(_new(ConsumerRecord, (t, p, o, ts, k, v, h)))
             idx += take
-            st.position = records[idx - 1][0] + 1
+            st.position = records[idx - 1].offset + 1
             if idx >= len(records):
                 self.buffer.popleft()
                 self.buffered_bytes -= nbytes

@@ -1,8 +1,25 @@
-"""Value types shared by the async core and the sync facade (all immutable)."""
+"""Value types shared by the async core and the sync facade (all immutable).
+
+ConsumerRecord is defined in client.records.record (the batch reader builds it directly) and
+re-exported here.
+"""
 
 from __future__ import annotations
 
 from typing import NamedTuple
+
+from client.records.record import ConsumerRecord
+
+__all__ = [
+    "BrokerDescription",
+    "ClusterDescription",
+    "ConfigEntry",
+    "ConsumerRecord",
+    "PartitionDescription",
+    "RecordMetadata",
+    "TopicDescription",
+    "TopicPartition",
+]
 
 
 class TopicPartition(NamedTuple):
@@ -17,18 +34,6 @@ class RecordMetadata(NamedTuple):
     partition: int
     offset: int
     timestamp: int
-
-
-class ConsumerRecord(NamedTuple):
-    """A fetched record. headers: a tuple of (key str, value bytes) pairs, () when none."""
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[tuple[str, bytes | None], ...]
 
 
 class BrokerDescription(NamedTuple):

@@ -4,6 +4,7 @@
     BatchBuilder(compression="none", ..., max_bytes=1048576).append(key, value, headers, ts)
     decode_batch(buf, pos=0, check_crc=True) -> list[Record]
     decode_records(buf) -> list[Record]           # many concatenated batches
+    decode_partition_records(buf, topic, partition) -> list[ConsumerRecord]  # one pass, for consumers
     iter_batches(buf) -> Iterator[(BatchHeader, memoryview)]
 
 Header-level helpers (parse_header, validate, set_base_offset, set_partition_leader_epoch,
@@ -21,7 +22,14 @@ from client.records.header import (
     set_partition_leader_epoch,
     validate,
 )
-from client.records.reader import Record, decode_batch, decode_records, iter_batches
+from client.records.reader import (
+    decode_batch,
+    decode_partition_records,
+    decode_records,
+    iter_batches,
+    next_offset,
+)
+from client.records.record import ConsumerRecord, Record
 
 __all__ = [
     "CODEC_IDS",
@@ -29,14 +37,17 @@ __all__ = [
     "HEADER_SIZE",
     "BatchBuilder",
     "BatchHeader",
+    "ConsumerRecord",
     "Record",
     "build_batch",
     "codec_id",
     "decode_batch",
+    "decode_partition_records",
     "decode_records",
     "is_available",
     "iter_batches",
     "iter_headers",
+    "next_offset",
     "parse_header",
     "set_base_offset",
     "set_partition_leader_epoch",

@@ -3,6 +3,9 @@
 Layout: see client/records/header.py (header) and client/records/builder.py (records section).
 A record decodes to Record(offset, timestamp, key, value, headers) with absolute offset and
 timestamp (base + delta); headers is None or a tuple of (str key, bytes value) tuples.
+decode_partition_records builds the consumer's ConsumerRecord(topic, partition, offset,
+timestamp, key, value, headers or ()) directly in the same single pass (one tuple per record).
+next_offset reads only headers: the offset after the last whole batch (the next fetch offset).
 
 Errors: any malformed input (bad header, CRC, truncation, undecompressable or non-msgpack
 section, wrong record shape, record count not matching the header) raises CorruptRecordError
@@ -13,6 +16,9 @@ timestamp delta is 0 shares the base timestamp's int instead of allocating one).
 the cyclic garbage collector for the batch (the objects made are acyclic tuples, bytes and ints;
 with the collector on, a pass every 700 new tuples slows decoding ~1.5-2x); the previous state is
 restored at once, and objects still alive are seen by the next collection as usual.
+decode_partition_records also moves the young objects to the oldest generation when it resumes
+the collector (see its docstring): the consumer's hot path, where the young-generation pass over
+every fresh record was ~18% of the consumer's time.
 
 Pure code; any thread may call (the GC pause is process-global for the milliseconds it lasts).
 """
@@ -21,23 +27,16 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Iterator
-from typing import Any, NamedTuple
+from typing import Any
 
 import msgpack
 
 from client.errors import CorruptRecordError
 from client.records.compression import decompress
-from client.records.header import HEADER_SIZE, BatchHeader, peek_size, validate
+from client.records.header import HEADER_SIZE, BatchHeader, parse_header, peek_size, validate
+from client.records.record import ConsumerRecord, Record
 
 Buffer = bytes | bytearray | memoryview
-
-
-class Record(NamedTuple):
-    offset: int
-    timestamp: int
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[tuple[str, bytes], ...] | None
 
 
 _new = tuple.__new__
@@ -54,7 +53,7 @@ def _unpack(section: Any, pos: int) -> Any:
         ) from exc
 
 
-def _records(h: BatchHeader, section: Any, pos: int) -> list[Record]:
+def _rows(h: BatchHeader, section: Any, pos: int) -> tuple:
     rows = _unpack(section, pos)
     if type(rows) is not tuple:
         raise CorruptRecordError(
@@ -65,6 +64,23 @@ def _records(h: BatchHeader, section: Any, pos: int) -> list[Record]:
             f"batch at position {pos}: record count mismatch: header says {h.record_count}, "
             f"records section holds {len(rows)}"
         )
+    return rows
+
+
+def _malformed(pos: int, exc: Exception) -> CorruptRecordError:
+    return CorruptRecordError(
+        f"batch at position {pos}: malformed record (expected "
+        f"[offset_delta, timestamp_delta, key, value, headers]): {exc}"
+    )
+
+
+def _check_deltas(rows: tuple, pos: int) -> None:
+    if rows and (type(rows[0][0]) is not int or type(rows[-1][0]) is not int):
+        raise CorruptRecordError(f"batch at position {pos}: offset deltas are not integers")
+
+
+def _records(h: BatchHeader, section: Any, pos: int) -> list[Record]:
+    rows = _rows(h, section, pos)
     base, bts = h.base_offset, h.base_timestamp
     try:
         out = [
@@ -72,12 +88,27 @@ def _records(h: BatchHeader, section: Any, pos: int) -> list[Record]:
             for od, td, k, v, hd in rows
         ]
     except (TypeError, ValueError) as exc:
-        raise CorruptRecordError(
-            f"batch at position {pos}: malformed record (expected "
-            f"[offset_delta, timestamp_delta, key, value, headers]): {exc}"
-        ) from exc
-    if out and (type(rows[0][0]) is not int or type(rows[-1][0]) is not int):
-        raise CorruptRecordError(f"batch at position {pos}: offset deltas are not integers")
+        raise _malformed(pos, exc) from exc
+    _check_deltas(rows, pos)
+    return out
+
+
+def _consumer_records(
+    h: BatchHeader, section: Any, pos: int, topic: str, partition: int
+) -> list[ConsumerRecord]:
+    rows = _rows(h, section, pos)
+    base, bts = h.base_offset, h.base_timestamp
+    try:
+        out = [
+            _new(
+                ConsumerRecord,
+                (topic, partition, base + od, bts if td is _ZERO else bts + td, k, v, hd or ()),
+            )
+            for od, td, k, v, hd in rows
+        ]
+    except (TypeError, ValueError) as exc:
+        raise _malformed(pos, exc) from exc
+    _check_deltas(rows, pos)
     return out
 
 
@@ -116,6 +147,29 @@ def iter_batches(buf: Buffer, check_crc: bool = True) -> Iterator[tuple[BatchHea
         pos += size
 
 
+def next_offset(buf: Buffer) -> int | None:
+    """The offset after the last whole batch of `buf` (its base_offset + last_offset_delta + 1),
+    from the headers alone: no CRC check, no decoding. None when `buf` holds no whole batch.
+    Raises CorruptRecordError when a batch's size field is below the header size."""
+    mv = memoryview(buf)
+    n = len(mv)
+    pos = 0
+    last = -1
+    while n - pos >= HEADER_SIZE:
+        size = peek_size(mv, pos)
+        assert size is not None
+        if size < HEADER_SIZE:
+            raise CorruptRecordError(f"batch at position {pos}: size {size} is below the header")
+        if pos + size > n:
+            break
+        last = pos
+        pos += size
+    if last < 0:
+        return None
+    h = parse_header(mv, last)
+    return h.base_offset + h.last_offset_delta + 1
+
+
 def decode_records(buf: Buffer, check_crc: bool = True) -> list[Record]:
     """Every record of every whole batch in `buf` (a partial trailing batch is ignored)."""
     out: list[Record] = []
@@ -129,5 +183,38 @@ def decode_records(buf: Buffer, check_crc: bool = True) -> list[Record]:
             pos += h.size
     finally:
         if paused:
+            gc.enable()
+    return out
+
+
+def decode_partition_records(
+    buf: Buffer, topic: str, partition: int, check_crc: bool = True
+) -> list[ConsumerRecord]:
+    """Every record of every whole batch in `buf` as ConsumerRecord(topic, partition, offset,
+    timestamp, key, value, headers or ()), in one pass (what a consumer's fetch needs).
+
+    GC: the collector is paused while decoding; then, unless the application has frozen
+    objects itself (gc.freeze), every object the collector tracks is moved straight into the
+    oldest generation (gc.freeze() + gc.unfreeze(): two O(1) list splices) instead of being
+    traversed by the young-generation pass that re-enabling the collector would start. The
+    records are acyclic and freed by reference counting when the caller drops them; a young
+    garbage cycle made elsewhere meanwhile is collected by the next full collection instead.
+    """
+    out: list[ConsumerRecord] = []
+    paused = gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        pos = 0
+        for h, mv in iter_batches(buf, check_crc):
+            out += _consumer_records(
+                h, decompress(h.compression, mv[HEADER_SIZE:]), pos, topic, partition
+            )
+            pos += h.size
+    finally:
+        if paused:
+            if not gc.get_freeze_count():
+                gc.freeze()
+                gc.unfreeze()
             gc.enable()
     return out

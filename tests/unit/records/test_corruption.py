@@ -12,7 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from client.errors import CorruptRecordError
-from client.records import build_batch, decode_batch, decode_records, validate
+from client.records import (
+    build_batch,
+    decode_batch,
+    decode_partition_records,
+    decode_records,
+    validate,
+)
 from client.records.crc import crc32c
 from client.records.header import (
     CRC_START,
@@ -112,6 +118,8 @@ def _forge(section: bytes, record_count: int, attributes: int = 0) -> bytes:
 def test_wrong_shapes_name_the_reason(section, count, reason):
     with pytest.raises(CorruptRecordError, match=reason):
         decode_batch(_forge(section, count))
+    with pytest.raises(CorruptRecordError, match=reason):
+        decode_partition_records(_forge(section, count), "t", 0)
 
 
 @pytest.mark.parametrize("attributes", [1, 3, 4])

@@ -11,12 +11,15 @@ from hypothesis import strategies as st
 from client.errors import CorruptRecordError, MissingCodecError
 from client.records import (
     BatchBuilder,
+    ConsumerRecord,
     Record,
     build_batch,
     decode_batch,
+    decode_partition_records,
     decode_records,
     is_available,
     iter_batches,
+    next_offset,
     parse_header,
     validate,
 )
@@ -170,3 +173,75 @@ def test_nonzero_and_zero_timestamp_deltas_decode_to_absolute_timestamps():
         (2**40 + 1, 1000),
         (2**40 + 2, 999),
     ]
+
+
+@settings(max_examples=40, deadline=None)
+@given(recs=records, codec=st.sampled_from(CODECS), base=st.integers(0, 2**62))
+def test_decode_partition_records_matches_decode_records(recs, codec, base):
+    half = len(recs) // 2 or 1
+    buf = build_batch(recs[:half], base_offset=base, compression=codec)
+    if recs[half:]:
+        buf += build_batch(recs[half:], base_offset=base + half, compression=codec)
+    got = decode_partition_records(buf + buf[:30], "orders", 3)  # partial tail ignored
+    assert all(type(r) is ConsumerRecord for r in got)
+    assert got == [
+        ConsumerRecord("orders", 3, r.offset, r.timestamp, r.key, r.value, r.headers or ())
+        for r in decode_records(buf)
+    ]
+    assert got[0].topic == "orders" and got[-1].offset == base + len(recs) - 1
+    assert next_offset(buf + buf[:30]) == base + len(recs)
+
+
+def test_next_offset_reads_headers_only():
+    b = build_batch([(b"k", b"v")] * 3, base_offset=10)
+    assert next_offset(b"") is None and next_offset(b[:-1]) is None
+    assert next_offset(b) == 13 and next_offset(b + b[:70]) == 13
+    bad = bytearray(b)
+    bad[-1] ^= 0x01  # a CRC mismatch is the decoder's business, not next_offset's
+    assert next_offset(bytes(bad)) == 13
+    with pytest.raises(CorruptRecordError, match="below the header"):
+        next_offset(b"\0" * 8 + (10).to_bytes(4, "big") + b"\0" * 60)
+
+
+def test_decode_partition_records_errors_and_gc_state():
+    good = build_batch([(b"k", b"v")] * 5, timestamp_ms=7)
+    bad = bytearray(good)
+    bad[-1] ^= 0x01
+    try:
+        for enabled in (True, False):
+            gc.enable() if enabled else gc.disable()
+            assert len(decode_partition_records(good * 2, "t", 0)) == 10
+            with pytest.raises(CorruptRecordError, match=f"position {len(good)}"):
+                decode_partition_records(good + bytes(bad), "t", 0)
+            assert gc.isenabled() is enabled
+            assert gc.get_freeze_count() == 0
+    finally:
+        gc.enable()
+
+
+def test_decoded_records_skip_the_young_generation_but_stay_collectable():
+    """The fresh records go to the oldest generation (no young-generation pass over them);
+    an application's own gc.freeze() is left alone; garbage is still collected."""
+    batch = build_batch([(b"k", b"v")] * 2000, timestamp_ms=7)
+    gc.collect()
+    got = decode_partition_records(batch, "t", 0)
+    assert gc.is_tracked(got[0]) and gc.get_count()[0] < 100
+    assert any(o is got[0] for o in gc.get_objects(generation=2))
+
+    class Cycle:
+        pass
+
+    c = Cycle()
+    c.me = c
+    del c
+    decode_partition_records(batch, "t", 0)  # promotes the garbage cycle too ...
+    assert gc.collect() >= 1  # ... which a full collection still frees
+    keep = [object() for _ in range(10)]
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        decode_partition_records(batch, "t", 0)
+        assert gc.get_freeze_count() == frozen  # the application's frozen set is untouched
+    finally:
+        gc.unfreeze()
+    del keep
