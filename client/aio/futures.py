@@ -21,20 +21,35 @@ _LOCK = threading.Lock()  # guards lazy waiter objects and callback lists of eve
 
 
 class DeliveryFuture(concurrent.futures.Future):
+    # Slots: no per-instance __dict__, and no lists until they are needed, so a future is one
+    # GC-tracked object (was three: the object, `_waiters`, `_done_callbacks`); a benchmark or
+    # application that keeps tens of thousands of futures pays less in every full collection.
+    __slots__ = (
+        "_state",
+        "_result",
+        "_exception",
+        "_waiters",
+        "_done_callbacks",
+        "_event",
+        "_cond",
+    )
+
     def __init__(self) -> None:  # no super().__init__: no Condition until someone waits
         self._state = RUNNING
         self._result: Any = None
         self._exception: BaseException | None = None
-        self._waiters: list = []
-        self._done_callbacks: list = []
+        self._waiters: Any = ()  # a list once `_condition` exists (wait()/as_completed())
+        self._done_callbacks: Any = None  # None, one callable, or a list of them
         self._event: threading.Event | None = None
         self._cond: threading.Condition | None = None
 
     @property
     def _condition(self) -> threading.Condition:  # type: ignore[override]
-        # Used by concurrent.futures.wait()/as_completed() only.
+        # Used by concurrent.futures.wait()/as_completed() only; they append to `_waiters`
+        # while holding it.
         with _LOCK:
             if self._cond is None:
+                self._waiters = []
                 self._cond = threading.Condition()
             return self._cond
 
@@ -76,7 +91,13 @@ class DeliveryFuture(concurrent.futures.Future):
     def add_done_callback(self, fn: Any) -> None:
         with _LOCK:
             if self._state != FINISHED:
-                self._done_callbacks.append(fn)
+                cbs = self._done_callbacks
+                if cbs is None:
+                    self._done_callbacks = fn
+                elif type(cbs) is list:
+                    cbs.append(fn)
+                else:
+                    self._done_callbacks = [cbs, fn]
                 return
         self._call(fn)
 
@@ -99,7 +120,9 @@ class DeliveryFuture(concurrent.futures.Future):
             self._result = result
             self._exception = exception
             self._state = FINISHED
-            callbacks, self._done_callbacks = self._done_callbacks, []
+            callbacks = self._done_callbacks
+            if callbacks is not None:
+                self._done_callbacks = None
             ev = self._event
             cond = self._cond
         if ev is not None:
@@ -112,5 +135,8 @@ class DeliveryFuture(concurrent.futures.Future):
                     else:
                         waiter.add_exception(self)
                 cond.notify_all()
-        for fn in callbacks:
-            self._call(fn)
+        if type(callbacks) is list:
+            for fn in callbacks:
+                self._call(fn)
+        elif callbacks is not None:
+            self._call(callbacks)

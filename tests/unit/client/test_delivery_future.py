@@ -49,3 +49,27 @@ def test_a_failing_callback_is_logged_not_raised(caplog) -> None:
     f.add_done_callback(lambda fut: 1 / 0)
     f.set_result(None)
     assert "exception calling callback" in caplog.text
+
+
+def test_several_callbacks_run_once_in_order() -> None:
+    f = DeliveryFuture()
+    seen: list = []
+    for i in range(3):
+        f.add_done_callback(lambda fut, i=i: seen.append(i))
+    f.set_result(None)
+    assert seen == [0, 1, 2]
+    f.add_done_callback(lambda fut: seen.append("late"))
+    assert seen == [0, 1, 2, "late"]
+
+
+def test_a_pending_future_holds_no_containers() -> None:
+    # Tens of thousands of pending futures are walked by every full GC: each must be one
+    # tracked object (slots, no lists until a waiter or a second callback needs one).
+    import gc
+
+    f = DeliveryFuture()
+    f.add_done_callback(lambda fut: None)
+    assert not [o for o in gc.get_referents(f) if isinstance(o, (list, dict))]
+    f.set_result(1)
+    assert not [o for o in gc.get_referents(f) if isinstance(o, (list, dict))]
+    assert concurrent.futures.wait([f], timeout=1).done == {f}
