@@ -2,9 +2,11 @@
 """Consumer benchmark against a real `gregor server` subprocess; prints one JSON object.
 
 Fills one partition with --records 100-byte values (bulk producer), then times one consumer
-reading them all from the beginning (target >= 2,000,000 records/s).
+reading them all from the beginning (target >= 2,000,000 records/s), --repeat times (a fresh
+consumer each time; the machine is shared, so look at the spread). Each pass also reports the
+consumer process's CPU seconds, and the load average is printed at the start.
 
-    .venv/bin/python scripts/bench/consume_bench.py [--records 2000000] [--bootstrap H:P]
+    .venv/bin/python scripts/bench/consume_bench.py [--records 2000000] [--repeat 1] [--bootstrap H:P]
 """
 
 from __future__ import annotations
@@ -30,12 +32,14 @@ def main() -> int:
     ap.add_argument("--records", type=int, default=2_000_000)
     ap.add_argument("--record-size", type=int, default=100)
     ap.add_argument("--max-poll-records", type=int, default=100_000)
+    ap.add_argument("--repeat", type=int, default=1, help="consume passes over the same data")
     ap.add_argument("--bootstrap", help="use a running broker instead of starting one")
     args = ap.parse_args()
 
     from client import Admin
     from client.cli.perf import run_consume, run_produce
 
+    load = [round(x, 2) for x in os.getloadavg()]
     tmp = tempfile.mkdtemp(prefix="gregor-consume-bench-")
     proc = None
     try:
@@ -51,12 +55,20 @@ def main() -> int:
              "max.request.size": 8 << 20, "buffer.memory": 256 << 20},
             topic, args.records, args.record_size, "bulk", 5000,
         )  # fmt: skip
-        consume = run_consume(
-            {"bootstrap.servers": bootstrap, "max.poll.records": args.max_poll_records,
-             "max.partition.fetch.bytes": 1 << 20, "fetch.max.bytes": 64 << 20},
-            topic, args.records,
-        )  # fmt: skip
-        print(json.dumps({"bootstrap": bootstrap, "fill": fill, "consume": consume}, indent=2))
+        passes = []
+        for _ in range(max(1, args.repeat)):
+            cpu = time.process_time()
+            consume = run_consume(
+                {"bootstrap.servers": bootstrap, "max.poll.records": args.max_poll_records,
+                 "max.partition.fetch.bytes": 1 << 20, "fetch.max.bytes": 64 << 20},
+                topic, args.records,
+            )  # fmt: skip
+            consume["client_cpu_s"] = round(time.process_time() - cpu, 3)
+            passes.append(consume)
+        out = {"bootstrap": bootstrap, "load_average": load, "fill": fill, "consume": passes[0]}
+        if len(passes) > 1:
+            out["consume_passes"] = [p["records_per_s"] for p in passes]
+        print(json.dumps(out, indent=2))
     finally:
         if proc is not None:
             stop_server(proc)
