@@ -67,7 +67,7 @@ def _rows(h: BatchHeader, section: Any, pos: int) -> tuple:
     return rows
 
 
-def _malformed(pos: int, exc: Exception) -> CorruptRecordError:
+def _malformed(pos: int, exc: Exception) -> Exception:
     return CorruptRecordError(
         f"batch at position {pos}: malformed record (expected "
         f"[offset_delta, timestamp_delta, key, value, headers]): {exc}"
