@@ -12,8 +12,8 @@ that calls `callback` exactly once later (any thread). Durability (DESIGN.md §6
 log.flush.on.ack=true an acks=1/all write is acknowledged only once the group-commit fsync
 covers it, and the high watermark never passes the leader's flushed offset (Partition).
 When the log dir's flusher is idle, the I/O thread that appended runs that fsync itself
-(one at a time per log dir, and only with num.io.threads > 1; see `_flush_for_ack`), saving
-the hand-off to the flusher thread; otherwise the flusher's next group commit covers it.
+(one at a time per log dir; see `_flush_for_ack`), saving the hand-off to the flusher thread;
+otherwise the flusher's next group commit covers it.
 
 Threads: every public method is thread-safe (I/O workers, flusher threads, the publisher).
 """
@@ -49,9 +49,6 @@ class ReplicaSettings:
     min_insync_replicas: int = 1
     fetch_max_bytes: int = 50 * 1024 * 1024
     max_produce_timeout_ms: int = 300_000  # bound on how long a produce may stay parked
-    # fsync on the appending I/O thread when the flusher is idle; off with one I/O thread, so
-    # that a single worker is never held up by an fsync while other requests wait
-    inline_flush: bool = True
 
     @classmethod
     def from_config(cls, config: Any) -> ReplicaSettings:
@@ -59,7 +56,6 @@ class ReplicaSettings:
             flush_on_ack=bool(config.log_flush_on_ack),
             min_insync_replicas=int(config.min_insync_replicas),
             fetch_max_bytes=int(config.fetch_max_bytes),
-            inline_flush=int(config.num_io_threads) > 1,
         )
 
 
@@ -296,9 +292,6 @@ class ReplicaManager:
         the wake-up of the flusher and the purgatory round trip (a thread hand-off that needs
         the GIL: 0.1 ms on a quiet machine, milliseconds on a loaded one). Otherwise mark the log
         for the flusher's next group commit, which covers every append made meanwhile."""
-        if not self.settings.inline_flush:
-            self.log_manager.request_flush(part.log)
-            return
         try:
             flusher = self.log_manager.flusher_for(part.log)
         except KeyError:  # no flushers started: request_flush raises the clear error

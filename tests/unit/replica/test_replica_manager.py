@@ -113,28 +113,6 @@ def test_busy_flusher_the_fsync_is_left_to_its_group_commit(h):
     assert h.rm.get_partition("t", 0).high_watermark == 1
 
 
-def test_one_io_thread_leaves_every_fsync_to_the_flusher(tmp_path):
-    from types import SimpleNamespace
-
-    cfg = SimpleNamespace(
-        log_flush_on_ack=True, min_insync_replicas=1, fetch_max_bytes=1 << 20, num_io_threads=1
-    )
-    assert not ReplicaSettings.from_config(cfg).inline_flush
-    assert ReplicaSettings.from_config(
-        SimpleNamespace(**{**vars(cfg), "num_io_threads": 2})
-    ).inline_flush
-    h = Harness(tmp_path)
-    try:
-        h.rm.settings = ReplicaSettings(inline_flush=False)
-        h.replay(Topic("t", TID), PartitionRecord(TID, 0, (1,), (1,), 1, 0, 0))
-        flusher = h.lm.flusher_for(h.lm.get("t", 0))
-        fsynced = flusher.fsynced_logs
-        st = _append(h, {("t", 0): build_batch([(None, b"a")])})
-        assert st[("t", 0)].error_code == 0 and flusher.fsynced_logs > fsynced
-    finally:
-        h.close()
-
-
 def test_without_flushers_the_produce_times_out_and_hw_stays(tmp_path):
     h = Harness(tmp_path, start_flushers=False)
     try:
