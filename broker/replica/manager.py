@@ -11,9 +11,6 @@ append/fetch return the answer at once, or None after parking a DelayedProduce/D
 that calls `callback` exactly once later (any thread). Durability (DESIGN.md §6): with
 log.flush.on.ack=true an acks=1/all write is acknowledged only once the group-commit fsync
 covers it, and the high watermark never passes the leader's flushed offset (Partition).
-When the log dir's flusher is idle, the I/O thread that appended runs that fsync itself
-(one at a time per log dir; see `_flush_for_ack`), saving the hand-off to the flusher thread;
-otherwise the flusher's next group commit covers it.
 
 Threads: every public method is thread-safe (I/O workers, flusher threads, the publisher).
 """
@@ -106,8 +103,6 @@ class ReplicaManager:
         self._partitions: dict[TopicPartition, Partition] = {}
         self._checkpointed_hw = log_manager.read_high_watermarks()
         self._offline_seen: set[TopicPartition] = set()
-        # one inline (I/O-thread) fsync at a time per log dir: key id(Flusher)
-        self._inline_flush: dict[int, threading.Lock] = {}
 
     # -- partition state -------------------------------------------------------------------------
 
@@ -271,7 +266,7 @@ class ReplicaManager:
             )
         required = info.last_offset + 1
         if self.settings.flush_on_ack:
-            self._flush_for_ack(tp, part)
+            self.log_manager.request_flush(part.log)
         else:
             if part.maybe_advance_high_watermark():
                 self._wake(tp)
@@ -284,34 +279,6 @@ class ReplicaManager:
             required_offset=required,
             leader_epoch=part.leader_epoch,
         )
-
-    def _flush_for_ack(self, tp: TopicPartition, part: Partition) -> None:
-        """I/O thread, after an append that waits for its fsync. When the log dir's flusher has
-        nothing pending or running and no other I/O thread is fsyncing in this dir, fsync here
-        and move the high watermark at once: the request then completes on this thread, without
-        the wake-up of the flusher and the purgatory round trip (a thread hand-off that needs
-        the GIL: 0.1 ms on a quiet machine, milliseconds on a loaded one). Otherwise mark the log
-        for the flusher's next group commit, which covers every append made meanwhile."""
-        try:
-            flusher = self.log_manager.flusher_for(part.log)
-        except KeyError:  # no flushers started: request_flush raises the clear error
-            self.log_manager.request_flush(part.log)
-            return
-        lock = self._inline_flush.get(id(flusher))
-        if lock is None:
-            lock = self._inline_flush.setdefault(id(flusher), threading.Lock())
-        if not flusher.idle() or not lock.acquire(blocking=False):
-            self.log_manager.request_flush(part.log)
-            return
-        try:
-            part.log.flush()
-        except StorageError as exc:  # the log is offline now: the produce fails with that
-            _log.error("[%s-%d] flush failed, log directory offline: %s", tp[0], tp[1], exc)
-            return
-        finally:
-            lock.release()
-        if part.maybe_advance_high_watermark():
-            self._wake(tp)
 
     def check_produce_acked(
         self, tp: TopicPartition, status: ProducePartitionStatus, acks: int

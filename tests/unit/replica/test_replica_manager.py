@@ -87,32 +87,6 @@ def test_single_replica_ack_waits_for_flush(h):
     assert h.rm.get_partition("t", 0).high_watermark == 2
 
 
-def test_idle_flusher_the_appending_thread_fsyncs_and_acks_in_the_call(h):
-    """With the log dir's flusher idle, the I/O thread fsyncs itself: the callback has run when
-    append_records returns, and the flusher ran no round for it."""
-    flusher = h.lm.flusher_for(h.lm.get("t", 0))
-    assert flusher.idle()
-    rounds = flusher.rounds
-    box: dict = {}
-    res = h.rm.append_records(
-        -1, 5000, {("t", 0): build_batch([(None, b"a")])}, lambda st: box.update(st)
-    )
-    assert res is None and box[("t", 0)].error_code == 0
-    assert h.lm.get("t", 0).flushed_offset >= 1
-    assert h.rm.get_partition("t", 0).high_watermark == 1
-    assert flusher.rounds == rounds
-
-
-def test_busy_flusher_the_fsync_is_left_to_its_group_commit(h):
-    flusher = h.lm.flusher_for(h.lm.get("t", 0))
-    flusher.idle = lambda: False  # a round in progress: the append joins the next one
-    fsynced = flusher.fsynced_logs  # counted before the round reports the flushed offset
-    st = _append(h, {("t", 0): build_batch([(None, b"a")])})
-    assert st[("t", 0)].error_code == 0
-    assert flusher.fsynced_logs > fsynced
-    assert h.rm.get_partition("t", 0).high_watermark == 1
-
-
 def test_without_flushers_the_produce_times_out_and_hw_stays(tmp_path):
     h = Harness(tmp_path, start_flushers=False)
     try:
@@ -120,8 +94,6 @@ def test_without_flushers_the_produce_times_out_and_hw_stays(tmp_path):
         # request_flush needs a flusher: start one that is never woken for this log
         h.lm.start_flushers(None)
         h.lm.request_flush = lambda log: None  # the fsync never happens
-        # ... and the I/O thread never fsyncs inline: the flusher looks busy
-        h.lm.flusher_for(h.lm.get("t", 0)).idle = lambda: False
         st = _append(h, {("t", 0): build_batch([(None, b"a")])}, timeout_ms=50)
         assert st[("t", 0)].error_code == ErrorCode.REQUEST_TIMED_OUT
         assert h.rm.get_partition("t", 0).high_watermark == 0  # never above the flushed offset
@@ -255,7 +227,6 @@ def test_offline_log_fails_waiting_produce_with_storage_error(tmp_path):
     try:
         h.replay(Topic("t", TID), PartitionRecord(TID, 0, (1,), (1,), 1, 0, 0))
         h.lm.request_flush = lambda log: None  # the group commit never reports
-        h.lm.flusher_for(h.lm.get("t", 0)).idle = lambda: False  # and no inline fsync
         box: dict = {}
         done = threading.Event()
         cb = lambda s: (box.update(s), done.set())  # noqa: E731
