@@ -21,7 +21,6 @@ from typing import Any
 
 from client.aio._gc import gc_paused
 from client.aio.accumulator import ProducerBatch, RecordAccumulator
-from client.aio.batches import encode
 from client.aio.cluster import ClusterClient
 from client.aio.types import RecordMetadata, TopicPartition
 from client.errors import (
@@ -32,6 +31,7 @@ from client.errors import (
     error_for_code,
 )
 from client.protocol import ApiKey
+from client.records import build_batch
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +113,9 @@ class Sender:
             return False
         b = todo[0]
         with gc_paused():
-            b.payload = encode(b.entries, self.config.compression_type, b.timestamp_ms)
+            b.payload = build_batch(
+                b.entries, compression=self.config.compression_type, timestamp_ms=b.timestamp_ms
+            )
         return True
 
     async def _refresh_metadata(self) -> None:
@@ -163,7 +165,11 @@ class Sender:
                 for b in batches:
                     if b.payload is None:
                         with gc_paused():
-                            b.payload = encode(b.entries, cfg.compression_type, b.timestamp_ms)
+                            b.payload = build_batch(
+                                b.entries,
+                                compression=cfg.compression_type,
+                                timestamp_ms=b.timestamp_ms,
+                            )
                 records = (
                     batches[0].payload
                     if len(batches) == 1
