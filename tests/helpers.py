@@ -35,6 +35,23 @@ def wait_until(
         delay = min(delay * 2, 0.05)
 
 
+async def async_wait_until(
+    cond: Callable[[], T], timeout: float = 10.0, msg: str = "condition", interval: float = 0.002
+) -> T:
+    """`wait_until` for coroutines: poll `cond` on the running loop (yielding to it between
+    polls) until truthy, or fail with AssertionError naming `msg` after `timeout` seconds."""
+    import asyncio
+
+    deadline = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout:.1f}s waiting for {msg}")
+        await asyncio.sleep(interval)
+
+
 # -- broker config and handles -------------------------------------------------------------------
 
 

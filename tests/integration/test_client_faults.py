@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from fault_proxy import FaultProxy
+from helpers import async_wait_until
 
 from client import Admin, Consumer, Producer, TopicPartition, aio
 from client.aio.connection import BrokerConnection
@@ -77,10 +78,7 @@ async def apoll_n(consumer: aio.Consumer, n: int, timeout: float = 10.0) -> list
 
 async def until(cond: Callable[[], object], msg: str, timeout: float = 5.0) -> None:
     """Poll `cond` on the running loop until true; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {msg}"
-        await asyncio.sleep(0.002)
+    await async_wait_until(cond, timeout, msg)
 
 
 def read_log(bootstrap: str, topic: str, partitions: int = 1) -> list:

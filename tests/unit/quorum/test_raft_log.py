@@ -4,20 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import random
-import time
 
 import pytest
+from helpers import async_wait_until
 
 from client.errors import NotControllerError, OffsetOutOfRangeError
 from controller.quorum.raft_log import RaftMetadataLog
 
 
 async def _until(cond, timeout=5.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.005)
+    await async_wait_until(cond, timeout, what)
 
 
 def _new(path, **kw):
