@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from produce_bench import start_server, stop_server  # noqa: E402
+from _server import start_server, stop_server  # noqa: E402
 
 
 def main() -> int:
@@ -46,7 +46,7 @@ def main() -> int:
         if args.bootstrap:
             bootstrap = args.bootstrap
         else:
-            proc, bootstrap = start_server(os.path.join(tmp, "data"))
+            proc, bootstrap, _, _ = start_server(os.path.join(tmp, "data"))
         topic = f"bench-consume-{int(time.time())}"
         with Admin({"bootstrap.servers": bootstrap}) as admin:
             admin.create_topic(topic, partitions=1)

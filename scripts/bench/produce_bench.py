@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -25,42 +24,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-READY = re.compile(r"listening on \[?(?P<host>[^\]\s]+?)\]?:(?P<port>\d+)")
-
-
-def start_server(data_dir: str, overrides: dict | None = None) -> tuple[subprocess.Popen, str]:
-    """A `gregor server --port 0` subprocess; `overrides` are config keys set through the
-    environment (GREGOR_NUM_IO_THREADS=...)."""
-    gregor = Path(sys.executable).with_name("gregor")
-    cmd = [str(gregor)] if gregor.exists() else [sys.executable, "-m", "broker.cli"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GREGOR_")}
-    for key, value in (overrides or {}).items():
-        env["GREGOR_" + key.upper().replace(".", "_")] = str(value)
-    proc = subprocess.Popen(
-        [*cmd, "server", "--port", "0", "--data-dir", data_dir],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True,
-    )  # fmt: skip
-    deadline = time.monotonic() + 30
-    assert proc.stdout is not None
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            raise SystemExit(f"gregor server exited ({proc.wait()}) before it was ready")
-        m = READY.search(line)
-        if m:
-            return proc, f"{m['host']}:{m['port']}"
-    proc.kill()
-    raise SystemExit("gregor server not ready within 30 s")
-
-
-def stop_server(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+from _server import start_server, stop_server  # noqa: E402
 
 
 def fsync_latency(directory: str, n: int, size: int = 100) -> dict:
@@ -192,7 +158,7 @@ def main() -> int:
             if args.bootstrap:
                 bootstrap = args.bootstrap
             else:
-                proc, bootstrap = start_server(os.path.join(tmp, "data"), overrides)
+                proc, bootstrap, _, _ = start_server(os.path.join(tmp, "data"), overrides=overrides)
             scale = 2 if conf is not None else 1  # the sweep runs half-size workloads
             run = {"broker_overrides": overrides, "bootstrap": bootstrap}
             run.update(run_suite(bootstrap, args, args.records // scale, args.kib_records // scale))

@@ -20,53 +20,12 @@ import argparse
 import asyncio
 import json
 import os
-import re
-import signal
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-READY = re.compile(r"listening on \[?([^\]\s]+?)\]?:(\d+),")
-
-
-def gregor_command() -> list[str]:
-    script = Path(sys.executable).with_name("gregor")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "broker.cli"]
-
-
-def start_server(data_dir: str, extra: list[str]) -> tuple[subprocess.Popen, float, int]:
-    t0 = time.monotonic()
-    proc = subprocess.Popen(
-        [*gregor_command(), "server", "--port", "0", "--data-dir", data_dir, *extra],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    assert proc.stdout is not None
-    deadline = t0 + 30
-    for raw in proc.stdout:
-        m = READY.search(raw.decode())
-        if m:
-            return proc, time.monotonic() - t0, int(m.group(2))
-        if time.monotonic() > deadline:
-            break
-    stop_server(proc)
-    raise SystemExit("gregor server did not become ready")
-
-
-def stop_server(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(5)
-    if proc.stdout is not None:
-        proc.stdout.close()
+from _server import start_server, stop_server
 
 
 def rss_mb(pid: int) -> float:
@@ -177,10 +136,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="gregor-bench-") as tmp:
         ready_times = []
         for i in range(max(0, args.starts - 1)):
-            proc, ready_s, _ = start_server(os.path.join(tmp, f"warm{i}"), extra)
+            proc, _, _, ready_s = start_server(os.path.join(tmp, f"warm{i}"), extra)
             ready_times.append(ready_s)
             stop_server(proc)
-        proc, ready_s, port = start_server(os.path.join(tmp, "data"), extra)
+        proc, _, port, ready_s = start_server(os.path.join(tmp, "data"), extra)
         ready_times.append(ready_s)
         try:
             idle = rss_mb(proc.pid)

@@ -16,51 +16,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
-import signal
-import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-READY = re.compile(r"listening on \[?([^\]\s]+?)\]?:(\d+),")
-
-
-def gregor_command() -> list[str]:
-    script = Path(sys.executable).with_name("gregor")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "broker.cli"]
-
-
-def start_server(data_dir: str) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen(
-        [*gregor_command(), "server", "--port", "0", "--data-dir", data_dir],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    assert proc.stdout is not None
-    deadline = time.monotonic() + 30
-    for raw in proc.stdout:
-        m = READY.search(raw.decode())
-        if m:
-            return proc, f"127.0.0.1:{m.group(2)}"
-        if time.monotonic() > deadline:
-            break
-    stop_server(proc)
-    raise SystemExit("gregor server did not become ready")
-
-
-def stop_server(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(5)
-    if proc.stdout is not None:
-        proc.stdout.close()
+from _server import start_server, stop_server
 
 
 def produce(bootstrap: str, topic: str, records: int, size: int, partitions: int) -> float:
@@ -115,7 +75,7 @@ def main() -> int:
         if args.bootstrap:
             bootstrap = args.bootstrap
         else:
-            proc, bootstrap = start_server(tmp.name)
+            proc, bootstrap, _, _ = start_server(tmp.name)
         topic = f"bench-{int(time.time())}"
         produce_rps = produce(bootstrap, topic, args.records, args.size, args.partitions)
         expected = args.records // args.partitions * args.partitions
