@@ -187,26 +187,32 @@ def test_max_connections_refused(broker_factory, caplog: pytest.LogCaptureFixtur
 @pytest.mark.slow
 def test_back_pressure_bounded_and_everyone_served(broker_factory) -> None:
     in_handler = []
+    gate = threading.Event()
 
-    def slow(request, services):
+    def held(request, services):  # the one I/O thread is stuck until the gate opens
         in_handler.append(1)
-        time.sleep(0.002)  # a slow handler (I/O thread work), not a test wait
+        gate.wait(30)
         dispatch(request, services)
 
     b = broker_factory(
-        dispatch=slow, queued_max_requests=2, num_io_threads=1, num_network_threads=2
+        dispatch=held, queued_max_requests=2, num_io_threads=1, num_network_threads=2
     )
     n_conns, per_conn = 16, 8
     clients = [RawClient(b.address, timeout=30) for _ in range(n_conns)]
     try:
         for c in clients:
             c.send_raw(b"".join(_frame(18, 0, i, {}) for i in range(per_conn)))
+        channel = b.server.channel
+        # With the worker held, the queue fills to its bound and the network threads stop
+        # reading (back-pressure) instead of queueing more.
+        wait_until(lambda: channel.size == 2, 10, "the request queue to fill")
+        assert channel.high_water == 2 and len(in_handler) == 1
+        gate.set()
         for c in clients:
             assert [c.recv()[0] for _ in range(per_conn)] == list(range(per_conn))
     finally:
         for c in clients:
             c.close()
-    channel = b.server.channel
     assert channel.high_water <= 2  # the queue never grew past queued.max.requests
     assert len(in_handler) == n_conns * per_conn
 
