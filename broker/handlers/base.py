@@ -138,3 +138,17 @@ def error_body(code: int, message: str | None = None) -> dict:
     except ValueError:
         default = f"error {code}"
     return {"error_code": code, "error_message": message or default}
+
+
+def by_topic(results: list[dict]) -> list[dict]:
+    """Per-partition results carrying a "topic" key, regrouped into the response's nesting
+    `[{"name": topic, "partitions": [result without "topic", ...]}, ...]` (first-seen order)."""
+    topics: list[dict] = []
+    by_name: dict[str, dict] = {}
+    for r in results:
+        t = by_name.get(r["topic"])
+        if t is None:
+            t = by_name[r["topic"]] = {"name": r["topic"], "partitions": []}
+            topics.append(t)
+        t["partitions"].append({k: v for k, v in r.items() if k != "topic"})
+    return topics

@@ -8,20 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.handlers.base import RequestContext, handler
+from broker.handlers.base import RequestContext, by_topic, handler
 from client.protocol import ApiKey
 
 
 def _response(order: list[tuple[str, int]], results: list[dict]) -> dict:
-    topics: list[dict] = []
-    by_name: dict[str, dict] = {}
-    for r in results:
-        t = by_name.get(r["topic"])
-        if t is None:
-            t = by_name[r["topic"]] = {"name": r["topic"], "partitions": []}
-            topics.append(t)
-        t["partitions"].append({k: v for k, v in r.items() if k != "topic"})
-    return {"error_code": 0, "session_id": 0, "topics": topics, "throttle_time_ms": 0}
+    return {"error_code": 0, "session_id": 0, "topics": by_topic(results), "throttle_time_ms": 0}
 
 
 @handler(ApiKey.FETCH)

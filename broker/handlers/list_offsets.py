@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.handlers.base import RequestContext, handler
+from broker.handlers.base import RequestContext, by_topic, handler
 from client.protocol import ApiKey
 
 
@@ -18,12 +18,4 @@ def handle(ctx: RequestContext, body: dict) -> dict:
         for p in t["partitions"]
     ]
     results = services.replica_manager.list_offsets(int(body["replica_id"]), reqs)
-    topics: list[dict] = []
-    by_name: dict[str, dict] = {}
-    for r in results:
-        t = by_name.get(r["topic"])
-        if t is None:
-            t = by_name[r["topic"]] = {"name": r["topic"], "partitions": []}
-            topics.append(t)
-        t["partitions"].append({k: v for k, v in r.items() if k != "topic"})
-    return {"topics": topics, "throttle_time_ms": 0}
+    return {"topics": by_topic(results), "throttle_time_ms": 0}
