@@ -133,6 +133,13 @@ def iter_batches(buf: Buffer, check_crc: bool = True) -> Iterator[tuple[BatchHea
     corrupt whole batch raises CorruptRecordError.
     """
     mv = memoryview(buf)
+    for pos, size in _whole_batches(mv):
+        yield validate(mv, pos, check_crc=check_crc), mv[pos : pos + size]
+
+
+def _whole_batches(mv: memoryview) -> Iterator[tuple[int, int]]:
+    """(position, size) of each whole batch from the start of `mv`, by the size fields alone;
+    stops at a partial batch; CorruptRecordError when a size is below the header size."""
     n = len(mv)
     pos = 0
     while n - pos >= HEADER_SIZE:
@@ -142,8 +149,7 @@ def iter_batches(buf: Buffer, check_crc: bool = True) -> Iterator[tuple[BatchHea
             raise CorruptRecordError(f"batch at position {pos}: size {size} is below the header")
         if pos + size > n:
             return
-        h = validate(mv, pos, check_crc=check_crc)
-        yield h, mv[pos : pos + size]
+        yield pos, size
         pos += size
 
 
@@ -152,18 +158,9 @@ def next_offset(buf: Buffer) -> int | None:
     from the headers alone: no CRC check, no decoding. None when `buf` holds no whole batch.
     Raises CorruptRecordError when a batch's size field is below the header size."""
     mv = memoryview(buf)
-    n = len(mv)
-    pos = 0
     last = -1
-    while n - pos >= HEADER_SIZE:
-        size = peek_size(mv, pos)
-        assert size is not None
-        if size < HEADER_SIZE:
-            raise CorruptRecordError(f"batch at position {pos}: size {size} is below the header")
-        if pos + size > n:
-            break
-        last = pos
-        pos += size
+    for last, _ in _whole_batches(mv):  # noqa: B007 (the last whole batch is wanted)
+        pass
     if last < 0:
         return None
     h = parse_header(mv, last)
