@@ -13,7 +13,8 @@ functions run; the stamps are grouped per request and each stage reported as p50
           next send() -> sender woken -> sender drained -> request dispatched ->
           batch built -> request encoded
 
-plus the whole round trip and a bare write+fdatasync on the same disk. The tracer wraps
+plus the whole round trip, a bare write+fdatasync on the same disk, and the floor of the
+hand-offs themselves (two Python threads passing a token; two processes over a socketpair). The tracer wraps
 functions by name (a profiling tool, not a test): a rename in the broker or the client makes
 it exit with the missing name. Tracing adds ~1-2 us per stamp, so stage sums exceed the
 untraced round trip of produce_bench.py a little.
@@ -146,6 +147,49 @@ def _pct(xs: list[float]) -> dict:
     }
 
 
+def handoff_floor(n: int = 3000) -> dict:
+    """The cost of the hand-offs alone (us per round trip, two wake-ups each): two Python
+    threads passing a token through semaphores, and two processes through a socketpair."""
+    import socket
+    import threading
+
+    gap = 0.0002  # the caller pauses between trips, as the producer waits for the broker
+    ping, pong = threading.Semaphore(0), threading.Semaphore(0)
+
+    def peer() -> None:
+        for _ in range(n):
+            ping.acquire()
+            pong.release()
+
+    t = threading.Thread(target=peer)
+    t.start()
+    threads = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        ping.release()
+        pong.acquire()
+        threads.append((time.perf_counter() - t0) * 1e6)
+        time.sleep(gap)
+    t.join()
+    a, b = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:  # the child echoes n messages, then leaves without cleanup handlers
+        for _ in range(n):
+            b.send(b.recv(64))
+        os._exit(0)
+    procs = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        a.send(b"x" * 50)
+        a.recv(64)
+        procs.append((time.perf_counter() - t0) * 1e6)
+        time.sleep(gap)
+    os.waitpid(pid, 0)
+    a.close()
+    b.close()
+    return {"thread_round_trip": _pct(threads), "process_round_trip": _pct(procs)}
+
+
 def run_once(records: int, flush_on_ack: bool, tmp: str) -> dict:
     import uvloop
 
@@ -213,6 +257,7 @@ def main() -> int:
             out["runs"].append(run_once(args.records, flush_on_ack, tmp))
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+    out["handoff_floor"] = handoff_floor()
     out["load_after"] = [round(x, 2) for x in os.getloadavg()]
     print(json.dumps(out, indent=2))
     return 0
