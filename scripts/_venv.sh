@@ -13,9 +13,11 @@ if [ ! -x "$VENV/bin/python" ]; then
     "$PY" -m venv "$VENV"
     "$VENV/bin/python" -m pip install -q --upgrade pip >&2
 fi
-# Re-install when pyproject.toml changed or extras differ since the last install.
+# Re-install when the build inputs (pyproject.toml, setup.py, the C extension's source) changed
+# or extras differ since the last install: the editable install compiles client/records/*.c.
 stamp="$VENV/.gregor-installed"
-want="$(sha256sum "$ROOT/pyproject.toml" | cut -d' ' -f1) $extras"
+build_inputs=("$ROOT/pyproject.toml" "$ROOT/setup.py" "$ROOT"/client/records/*.c)
+want="$(cat "${build_inputs[@]}" | sha256sum | cut -d' ' -f1) $extras"
 if [ ! -f "$stamp" ] || ! grep -qxF "$want" "$stamp"; then
     echo "installing gregor${extras:+[$extras]} into $VENV" >&2
     "$VENV/bin/python" -m pip install -q -e "$spec" >&2
