@@ -2,7 +2,7 @@
 fetched-but-unpolled records.
 
     positions {tp: next offset to return}      fetch_offsets {tp: next offset to fetch}
-    poll() <── decoded records <── buffer (bytes bounded by fetch.buffer.bytes) <── Fetch per leader
+    poll() <── drain() decodes <── buffer of fetched bytes (bounded by fetch.buffer.bytes) <── Fetch per leader
 
 Prefetching: a new Fetch for a leader is issued as soon as its previous one is answered and
 the buffer has room, so the next records arrive while the user processes the current ones.
@@ -84,7 +84,8 @@ class Fetcher:
         self.config = config
         self.cluster = cluster
         self.states: dict[TopicPartition, PartitionState] = {}
-        # Buffered chunks: (tp, generation, records list, next index)
+        # Buffered chunks: [tp, generation, records (None until decoded), next index, bytes,
+        # undecoded data, requested offset]
         self.buffer: collections.deque[list] = collections.deque()
         self.buffered_bytes = 0
         self.errors: list[BaseException] = []
@@ -314,8 +315,8 @@ class Fetcher:
                 got = self._on_partition(tp, p, sent.get(tp))
                 if got is not None:
                     fetched.append(got)
-        # Pipelining: the next Fetch goes out before these records are decoded, so the broker
-        # reads and sends the next chunk while this loop decodes (no await in between).
+        # Pipelining: the next Fetch goes out at once, so the broker reads and sends the next
+        # chunk while the caller decodes and processes this one (no await in between).
         self._done(node)
         self.send_fetches()
         for tp, data, offset in fetched:
@@ -388,38 +389,56 @@ class Fetcher:
         return tp, data, offset
 
     def _buffer_records(self, tp: TopicPartition, data: bytes, offset: int) -> None:
-        """Decode what _on_partition accepted (in the same loop turn) into the buffer."""
-        self.buffered_bytes -= len(data)
-        st = self.states[tp]
+        """Queue what _on_partition accepted, undecoded: drain() decodes a chunk when it first
+        takes records from it, on the thread that polls (see drain)."""
+        self.buffer.append([tp, self.states[tp].generation, None, 0, len(data), data, offset])
+
+    def _decode(self, chunk: list, st: PartitionState) -> bool:
+        """Decode a buffered chunk in place ([tp, gen, records, next index, bytes, data,
+        requested offset]); records before the requested offset are skipped (a batch may begin
+        before it). False when the bytes are corrupt: the error is queued for poll() to raise
+        and the partition is fetched again from its position (the error repeats until the user
+        seeks past it), dropping whatever was fetched after these bytes."""
+        tp, data, offset = chunk[0], chunk[5], chunk[6]
         try:
             records = decode_partition_records(data, tp.topic, tp.partition, self.config.check_crcs)
         except GregorError as exc:
-            # Fetch these bytes again (the error repeats until the user seeks past them); the
-            # answer to the pipelined fetch is dropped, as its offset no longer matches.
-            st.fetch_offset = offset
             self.errors.append(exc)
-            return
+            self._drop(tp)
+            return False
         start = 0
         while start < len(records) and records[start].offset < offset:
-            start += 1  # a batch may begin before the requested offset
-        if start < len(records):
-            self.buffer.append([tp, st.generation, records, start, len(data)])
-            self.buffered_bytes += len(data)
+            start += 1
+        chunk[2], chunk[3], chunk[5] = records, start, None
+        return True
 
     def drain(self, max_records: int) -> list[ConsumerRecord]:
-        """Up to `max_records` buffered records, advancing positions."""
+        """Up to `max_records` buffered records, advancing positions.
+
+        Chunks are decoded here rather than when their Fetch answer arrives: with the blocking
+        facade, poll() waits for this call, so the loop thread decodes while the caller is
+        blocked and only receives bytes while the caller works through the records, instead
+        of the two threads contending for the GIL (docs/client.md, "Consumer speed")."""
         out: list[ConsumerRecord] = []
         kd = self.config.key_deserializer
         vd = self.config.value_deserializer
         while self.buffer and len(out) < max_records:
             chunk = self.buffer[0]
-            tp, gen, records, idx, nbytes = chunk
+            tp, gen, records, idx, nbytes = chunk[:5]
             st = self.states.get(tp)
             if st is None or st.generation != gen or st.paused:
                 self.buffer.popleft()
                 self.buffered_bytes -= nbytes
                 continue
+            if records is None:
+                if not self._decode(chunk, st):
+                    continue  # _drop removed this partition's chunks
+                records, idx = chunk[2], chunk[3]
             take = min(len(records) - idx, max_records - len(out))
+            if take <= 0:  # every record is before the requested offset
+                self.buffer.popleft()
+                self.buffered_bytes -= nbytes
+                continue
             if kd is None and vd is None:
                 out += records if take == len(records) else records[idx : idx + take]
             else:

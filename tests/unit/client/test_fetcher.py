@@ -1,4 +1,5 @@
-"""Fetcher: one Fetch answer handled in two steps (next offset from headers, then decode)."""
+"""Fetcher: one Fetch answer handled in two steps (next offset from headers; records decoded
+when drain() first takes from the chunk)."""
 
 from __future__ import annotations
 
@@ -63,11 +64,32 @@ def test_corrupt_batch_rolls_the_fetch_offset_back_and_reports():
     got = f._on_partition(TP, _answer(bytes(bad)), (0, st.generation))
     assert got is not None and st.fetch_offset == 10  # the pipelined fetch would ask for 10
     f._buffer_records(*got)
+    assert f.buffer and st.fetch_offset == 10  # not decoded yet
+    assert f.drain(100) == []
     assert st.fetch_offset == 0 and f.buffered_bytes == 0 and not f.buffer
     with pytest.raises(CorruptRecordError, match="CRC"):
         f.raise_errors()
     # An answer to the fetch sent for offset 10 meanwhile is dropped.
-    assert f._on_partition(TP, _answer(_data()), (10, st.generation)) is None
+    assert f._on_partition(TP, _answer(_data()), (10, st.generation - 1)) is None
+
+
+def test_corrupt_chunk_drops_what_was_fetched_after_it():
+    f = _fetcher()
+    st = f.states[TP]
+    good = _data()
+    bad = bytearray(good)
+    bad[-1] ^= 0x01
+    f._buffer_records(*f._on_partition(TP, _answer(bytes(bad)), (0, st.generation)))
+    nxt = build_batch([(None, b"later")], base_offset=10)
+    f._buffer_records(*f._on_partition(TP, _answer(nxt), (10, st.generation)))
+    assert len(f.buffer) == 2 and st.fetch_offset == 11
+    assert f.drain(100) == []  # nothing past the corrupt bytes is returned
+    assert not f.buffer and f.buffered_bytes == 0 and st.fetch_offset == 0
+    with pytest.raises(CorruptRecordError):
+        f.raise_errors()
+    # Fetched again (fixed bytes here): the records come back from the position.
+    f._buffer_records(*f._on_partition(TP, _answer(good), (0, st.generation)))
+    assert [r.offset for r in f.drain(100)] == list(range(10))
 
 
 def test_only_part_of_a_batch_grows_the_fetch_size():
