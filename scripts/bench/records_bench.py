@@ -1,7 +1,7 @@
 """Record batch encode/decode throughput (records/s), per codec. Prints JSON.
 
     .venv/bin/python scripts/bench/records_bench.py [--records N] [--batch N] [--value-bytes N]
-        [--fetch-bytes N] [--repeat N] [--codecs none,gzip,lz4,zstd]
+        [--fetch-bytes N] [--repeat N] [--codecs none,gzip,lz4,zstd] [--decoder c|python]
 
 Each row builds batches of `--batch` records (100-byte values, 8-byte keys, one timestamp) with
 build_batch (what the producer's sender does), then decodes them three ways:
@@ -18,6 +18,10 @@ The cyclic GC stays enabled in the timed loops (the library pauses it inside a d
 collection that triggers later in the loop is timed too). Times are wall clock; the best of
 `--repeat` passes is reported, since other processes share the CPU (the load average at the
 start is reported, and cpu_s is the process CPU time of the best decode_records pass).
+
+--decoder picks the records-section decoder (client.records.reader.DECODER, reported as
+"decoder"): c (the optional C extension; an error when it is not built) or python (as
+GREGOR_NO_EXTENSIONS=1). Default: whichever the library selects by itself.
 """
 
 from __future__ import annotations
@@ -30,8 +34,24 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 
+
+def _select_decoder(argv: list[str]) -> None:
+    """Set GREGOR_NO_EXTENSIONS from --decoder before client.records is imported."""
+    for i, a in enumerate(argv):
+        value = a.split("=", 1)[1] if a.startswith("--decoder=") else None
+        if a == "--decoder" and i + 1 < len(argv):
+            value = argv[i + 1]
+        if value == "python":
+            os.environ["GREGOR_NO_EXTENSIONS"] = "1"
+        elif value == "c":
+            os.environ.pop("GREGOR_NO_EXTENSIONS", None)
+
+
+_select_decoder(sys.argv[1:])
+
 from client.records import build_batch, decode_batch, decode_records, is_available  # noqa: E402
 from client.records.crc import BACKEND, require_c_extension  # noqa: E402
+from client.records.reader import DECODER  # noqa: E402
 
 CODECS = ("none", "gzip", "lz4", "zstd")
 
@@ -123,8 +143,11 @@ def main() -> None:
     p.add_argument("--fetch-bytes", type=int, default=1 << 20)
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--codecs", default=",".join(CODECS))
+    p.add_argument("--decoder", choices=("c", "python"), help="default: the library's choice")
     args = p.parse_args()
     require_c_extension()
+    if args.decoder and args.decoder != DECODER:
+        sys.exit(f"--decoder {args.decoder}: the library selected {DECODER} (extension not built?)")
     load = os.getloadavg()
     rows = []
     for codec in args.codecs.split(","):
@@ -139,6 +162,7 @@ def main() -> None:
         "cpus": os.cpu_count(),
         "load_avg_1m_at_start": round(load[0], 2),
         "crc_backend": BACKEND,
+        "decoder": DECODER,
         "rows": rows,
     }
     print(json.dumps(out, indent=2))
