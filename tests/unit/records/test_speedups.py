@@ -388,3 +388,67 @@ def test_reader_falls_back_per_batch_to_the_precise_error():
     bad = _assemble(msgpack.packb([[0, 0, b"k"]]), 1, 0, 0, 0, 1000, 1000, -1, -1, -1)
     with pytest.raises(CorruptRecordError, match="malformed record"):
         decode_records(ok + bad)
+
+
+# -- bounds: every byte after the section is unreadable --------------------------------------
+
+_GUARD_PAGE_SCRIPT = r"""
+import ctypes, mmap, random, sys
+import msgpack
+from client.records._speedups import decode_rows
+from client.records.record import ConsumerRecord
+
+PAGE = mmap.PAGESIZE
+mm = mmap.mmap(-1, 2 * PAGE)
+anchor = ctypes.c_char.from_buffer(mm)
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+if libc.mprotect(ctypes.addressof(anchor) + PAGE, PAGE, 0) != 0:  # PROT_NONE
+    sys.exit("mprotect failed: %d" % ctypes.get_errno())
+
+def at_page_end(data):
+    mm[PAGE - len(data) : PAGE] = data
+    return memoryview(mm)[PAGE - len(data) : PAGE]
+
+rows = [[i, 2**40 - i, b"k" * i, "v" * (i * 40), [["h", b"x" * 300]] if i % 2 else None]
+        for i in range(8)]
+sections = [msgpack.packb(rows, use_bin_type=True),
+            msgpack.packb([[2**62, -2**62, None, None, [[None, 2**64 - 1]]]]),
+            msgpack.packb([[0, 0, None, None, None]] * 20)]
+seed = int(sys.argv[1])
+rng = random.Random(seed)
+n = 0
+for section in sections:
+    for cut in range(len(section) + 1):
+        for count in (len(rows), 1, 20):
+            view = at_page_end(section[:cut])
+            decode_rows(view, ConsumerRecord, ("t", 0), 0, 0, count, ())
+            view.release()
+            n += 1
+for _ in range(3000):
+    cut = rng.randrange(len(sections[0]))
+    data = sections[0][:cut] + bytes(rng.randrange(256) for _ in range(rng.randrange(12)))
+    view = at_page_end(data)
+    decode_rows(view, ConsumerRecord, ("t", 0), 0, 0, rng.randrange(10), ())
+    view.release()
+    n += 1
+print("ok", n)
+"""
+
+
+def test_never_reads_past_the_section_end():
+    """Sections placed right before a PROT_NONE page: a read past the end kills the child."""
+    _speedups()
+    if not sys.platform.startswith("linux"):
+        pytest.skip("mprotect via ctypes: Linux only")
+    seed = random.randrange(2**32)
+    print(f"seed={seed}")
+    out = subprocess.run(
+        [sys.executable, "-c", _GUARD_PAGE_SCRIPT, str(seed)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, f"child died ({out.returncode}), seed={seed}: {out.stderr[-2000:]}"
+    assert out.stdout.startswith("ok "), out.stdout
