@@ -30,6 +30,12 @@ from client.records.record import ConsumerRecord, Record
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
 
 
+@pytest.fixture(scope="module", autouse=True)
+def records_decoder() -> None:
+    """Overrides conftest's: these tests pick each decoder explicitly, so they run once."""
+    return None
+
+
 def _speedups() -> Any:
     if os.environ.get("GREGOR_NO_EXTENSIONS", "") not in ("", "0"):
         pytest.skip("GREGOR_NO_EXTENSIONS is set")

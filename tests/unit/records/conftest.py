@@ -1,0 +1,29 @@
+"""Every records test except test_speedups runs once per records-section decoder.
+
+`records_decoder` is "c" (client.records._speedups, skipped when not built or disabled by
+GREGOR_NO_EXTENSIONS) or "python" (the reader's C hook switched off for the module's tests), so
+CI covers both paths of client.records.reader without a second pytest run. Module-scoped (set
+and restored around each module's tests), which also keeps hypothesis' function-scoped-fixture
+health check quiet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from client.records import reader
+
+
+@pytest.fixture(scope="module", autouse=True, params=["c", "python"])
+def records_decoder(request: pytest.FixtureRequest) -> Iterator[str]:
+    saved = reader._c_decode_rows, reader.DECODER
+    if request.param == "python":
+        reader._c_decode_rows, reader.DECODER = None, "python"
+    elif reader.DECODER != "c":
+        pytest.skip("C decoder not built, or GREGOR_NO_EXTENSIONS set")
+    try:
+        yield request.param
+    finally:
+        reader._c_decode_rows, reader.DECODER = saved
