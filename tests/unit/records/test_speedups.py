@@ -239,7 +239,7 @@ def test_deep_nesting_falls_back():
 
 
 def _plain_section(n: int = 6) -> bytes:
-    rows = [
+    rows: list[list[Any]] = [
         [i, i * 3 - 5, b"key%d" % i, b"value" * i, [[f"h{i}", b"v"]] if i % 2 else None]
         for i in range(n)
     ]
