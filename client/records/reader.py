@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import gc
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import msgpack
@@ -221,19 +221,7 @@ def next_offset(buf: Buffer) -> int | None:
 
 def decode_records(buf: Buffer, check_crc: bool = True) -> list[Record]:
     """Every record of every whole batch in `buf` (a partial trailing batch is ignored)."""
-    out: list[Record] = []
-    paused = gc.isenabled()
-    if paused:
-        gc.disable()
-    try:
-        pos = 0
-        for h, mv in iter_batches(buf, check_crc):
-            out += _records(h, decompress(h.compression, mv[HEADER_SIZE:]), pos)
-            pos += h.size
-    finally:
-        if paused:
-            gc.enable()
-    return out
+    return _decode_all(buf, check_crc, _records, promote=False)
 
 
 def decode_partition_records(
@@ -249,20 +237,31 @@ def decode_partition_records(
     records are acyclic and freed by reference counting when the caller drops them; a young
     garbage cycle made elsewhere meanwhile is collected by the next full collection instead.
     """
-    out: list[ConsumerRecord] = []
+
+    def batch(h: BatchHeader, section: Any, pos: int) -> list[ConsumerRecord]:
+        return _consumer_records(h, section, pos, topic, partition)
+
+    return _decode_all(buf, check_crc, batch, promote=True)
+
+
+def _decode_all(
+    buf: Buffer, check_crc: bool, batch: Callable[[BatchHeader, Any, int], list], promote: bool
+) -> list:
+    """`batch(header, records section, position)` for every whole batch of `buf`, concatenated,
+    with the cyclic GC paused; `promote`: move what it tracks to the oldest generation after
+    (see decode_partition_records)."""
+    out: list = []
     paused = gc.isenabled()
     if paused:
         gc.disable()
     try:
         pos = 0
         for h, mv in iter_batches(buf, check_crc):
-            out += _consumer_records(
-                h, decompress(h.compression, mv[HEADER_SIZE:]), pos, topic, partition
-            )
+            out += batch(h, decompress(h.compression, mv[HEADER_SIZE:]), pos)
             pos += h.size
     finally:
         if paused:
-            if not gc.get_freeze_count():
+            if promote and not gc.get_freeze_count():
                 gc.freeze()
                 gc.unfreeze()
             gc.enable()
