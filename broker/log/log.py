@@ -94,6 +94,7 @@ class Log:
         on_log_start_offset_changed: Callable[[Log], None] | None = None,
     ) -> None:
         self.directory = Path(directory)
+        self.log_dir = self.directory.parent  # the log.dirs entry (hash cached: a hot dict key)
         self.topic = topic
         self.partition = partition
         self.config = config
@@ -190,7 +191,7 @@ class Log:
         if self._closed:
             raise StorageError(f"{self._prefix} log is closed")
         if self._offline:
-            raise StorageError(f"{self._prefix} log directory {self.directory.parent} is offline")
+            raise StorageError(f"{self._prefix} log directory {self.log_dir} is offline")
 
     # -- appends -------------------------------------------------------------------------------
 

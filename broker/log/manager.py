@@ -147,7 +147,7 @@ class LogManager:
                 raise StorageError("every log dir is offline")
             counts = {d: 0 for d in online}
             for other in self._logs.values():
-                parent = other.directory.parent
+                parent = other.log_dir
                 if parent in counts:
                     counts[parent] += 1
             log_dir = min(online, key=lambda d: counts[d])
@@ -178,7 +178,7 @@ class LogManager:
             if log is None:
                 return False
             log.close()
-            log_dir = log.directory.parent
+            log_dir = log.log_dir
             doomed = log_dir / f"{log.directory.name}.{uuid.uuid4().hex}-delete"
             try:
                 os.rename(log.directory, doomed)
@@ -198,17 +198,17 @@ class LogManager:
             return sorted(self._offline)
 
     def is_offline(self, log: Log) -> bool:
-        return log.directory.parent in self._offline
+        return log.log_dir in self._offline
 
     def _on_storage_error(self, log: Log, exc: OSError) -> None:
-        self._mark_offline(log.directory.parent, exc)
+        self._mark_offline(log.log_dir, exc)
 
     def _mark_offline(self, log_dir: Path, exc: OSError) -> None:
         with self._lock:
             if log_dir in self._offline:
                 return
             self._offline.add(log_dir)
-            affected = [log for log in self._logs.values() if log.directory.parent == log_dir]
+            affected = [log for log in self._logs.values() if log.log_dir == log_dir]
             for log in affected:
                 log.mark_offline()
         _log.error("log dir %s is OFFLINE (%d logs): %s", log_dir, len(affected), exc)
@@ -216,7 +216,7 @@ class LogManager:
     # -- checkpoints ---------------------------------------------------------------------------
 
     def _logs_in(self, log_dir: Path) -> dict[TopicPartition, Log]:
-        return {tp: log for tp, log in self._logs.items() if log.directory.parent == log_dir}
+        return {tp: log for tp, log in self._logs.items() if log.log_dir == log_dir}
 
     def _write(self, log_dir: Path, name: str, offsets: dict[TopicPartition, int]) -> None:
         try:
@@ -237,7 +237,7 @@ class LogManager:
         )
 
     def _on_log_start_offset_changed(self, log: Log) -> None:
-        log_dir = log.directory.parent
+        log_dir = log.log_dir
         with self._lock:
             if log_dir in self._offline:
                 return
@@ -264,7 +264,7 @@ class LogManager:
             for tp, hw in high_watermarks.items():
                 log = self._logs.get(tp)
                 if log is not None:
-                    per_dir[log.directory.parent][tp] = hw
+                    per_dir[log.log_dir][tp] = hw
             for log_dir, offsets in per_dir.items():
                 if log_dir not in self._offline:
                     self._write(log_dir, HIGH_WATERMARK_CHECKPOINT, offsets)
@@ -310,14 +310,14 @@ class LogManager:
                     self._flushers[log_dir] = Flusher(log_dir.name, on_flushed).start()
 
     def flusher_for(self, log: Log) -> Flusher:
-        return self._flushers[log.directory.parent]
+        return self._flushers[log.log_dir]
 
     def request_flush(self, log: Log) -> None:
         """Wake the flusher of the log's dir (start_flushers first)."""
-        flusher = self._flushers.get(log.directory.parent)
+        flusher = self._flushers.get(log.log_dir)
         if flusher is None:
             raise RuntimeError(
-                f"no flusher for {log.directory.parent}: call start_flushers() first"
+                f"no flusher for {log.log_dir}: call start_flushers() first"
             )
         flusher.request_flush(log)
 
@@ -334,7 +334,7 @@ class LogManager:
         with self._lock:
             if clean:
                 for log in self._logs.values():
-                    if log.directory.parent not in self._offline:
+                    if log.log_dir not in self._offline:
                         try:
                             log.flush()
                         except StorageError as exc:
