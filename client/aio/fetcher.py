@@ -393,7 +393,7 @@ class Fetcher:
         takes records from it, on the thread that polls (see drain)."""
         self.buffer.append([tp, self.states[tp].generation, None, 0, len(data), data, offset])
 
-    def _decode(self, chunk: list, st: PartitionState) -> bool:
+    def _decode(self, chunk: list) -> bool:
         """Decode a buffered chunk in place ([tp, gen, records, next index, bytes, data,
         requested offset]); records before the requested offset are skipped (a batch may begin
         before it). False when the bytes are corrupt: the error is queued for poll() to raise
@@ -431,7 +431,7 @@ class Fetcher:
                 self.buffered_bytes -= nbytes
                 continue
             if records is None:
-                if not self._decode(chunk, st):
+                if not self._decode(chunk):
                     continue  # _drop removed this partition's chunks
                 records, idx = chunk[2], chunk[3]
             take = min(len(records) - idx, max_records - len(out))
