@@ -243,6 +243,7 @@ def run_once(records: int, flush_on_ack: bool, tmp: str) -> dict:
         "broker": broker,
         "client": stages(ns["STAMPS"], CLIENT_POINTS, "answer_read", skip),
         "bare_fdatasync": fsync_latency(tmp, 2000),
+        "bare_fdatasync_paced_1ms": fsync_latency(tmp, 1000, gap_s=0.001),
     }
 
 

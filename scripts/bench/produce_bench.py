@@ -5,7 +5,9 @@ Runs (one producer process, one partition, acks=all; the broker's fsync group co
   1. throughput, 100-byte values   (target >= 1,000,000 records/s)
   2. throughput, 1 KiB values      (target >= 250 MB/s)
   3. latency at a steady --steady-rate records/s (default 5,000) with per-record futures,
-     next to a bare write+fdatasync loop on the same disk (p50/p99), measured in the same run.
+     next to a bare write+fdatasync loop on the same disk (p50/p99), measured in the same run,
+     back to back (`bare_fdatasync`, the target's reference) and with 1 ms between fsyncs
+     (`bare_fdatasync_paced_1ms`, closer to the broker's spacing: idle gaps slow each one).
 
     .venv/bin/python scripts/bench/produce_bench.py [--records 1000000] [--bootstrap H:P]
 """
@@ -29,8 +31,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _server import start_server, stop_server  # noqa: E402
 
 
-def fsync_latency(directory: str, n: int, size: int = 100) -> dict:
-    """p50/p99 of a bare append + fdatasync of `size` bytes, n times."""
+def fsync_latency(directory: str, n: int, size: int = 100, gap_s: float = 0.0) -> dict:
+    """p50/p99 of a bare append + fdatasync of `size` bytes, n times, back to back or with
+    `gap_s` seconds of sleep between (as a broker's fsyncs are spaced by its requests; on this
+    VM an idle gap makes each fdatasync slower, see docs/broker.md)."""
     from client.cli.perf import percentiles
 
     path = os.path.join(directory, "fsync-probe")
@@ -43,6 +47,8 @@ def fsync_latency(directory: str, n: int, size: int = 100) -> dict:
             os.write(fd, data)
             os.fdatasync(fd)
             samples.append(time.perf_counter() - t0)
+            if gap_s:
+                time.sleep(gap_s)
     finally:
         os.close(fd)
         os.unlink(path)
@@ -163,6 +169,7 @@ def main() -> int:
             run = {"broker_overrides": overrides, "bootstrap": bootstrap}
             run.update(run_suite(bootstrap, args, args.records // scale, args.kib_records // scale))
             run["bare_fdatasync"] = fsync_latency(tmp, 2000)
+            run["bare_fdatasync_paced_1ms"] = fsync_latency(tmp, 1000, gap_s=0.001)
             out["runs"].append(run)
         finally:
             if proc is not None:
