@@ -103,14 +103,21 @@ def _check_deltas(rows: tuple, pos: int) -> None:
         raise CorruptRecordError(f"batch at position {pos}: offset deltas are not integers")
 
 
+def _c_rows(
+    h: BatchHeader, section: Any, record_type: type, prefix: tuple, no_headers: Any
+) -> list | None:
+    """The batch's records from the C decoder; None when it is not in use or declines the
+    section (the caller then runs the Python path)."""
+    if _c_decode_rows is None:
+        return None
+    return _c_decode_rows(
+        section, record_type, prefix, h.base_offset, h.base_timestamp, h.record_count, no_headers
+    )
+
+
 def _records(h: BatchHeader, section: Any, pos: int) -> list[Record]:
-    if _c_decode_rows is not None:
-        out = _c_decode_rows(
-            section, Record, (), h.base_offset, h.base_timestamp, h.record_count, None
-        )
-        if out is not None:
-            return out
-    return _py_records(h, section, pos)
+    out = _c_rows(h, section, Record, (), None)
+    return out if out is not None else _py_records(h, section, pos)
 
 
 def _py_records(h: BatchHeader, section: Any, pos: int) -> list[Record]:
@@ -130,19 +137,8 @@ def _py_records(h: BatchHeader, section: Any, pos: int) -> list[Record]:
 def _consumer_records(
     h: BatchHeader, section: Any, pos: int, topic: str, partition: int
 ) -> list[ConsumerRecord]:
-    if _c_decode_rows is not None:
-        out = _c_decode_rows(
-            section,
-            ConsumerRecord,
-            (topic, partition),
-            h.base_offset,
-            h.base_timestamp,
-            h.record_count,
-            (),
-        )
-        if out is not None:
-            return out
-    return _py_consumer_records(h, section, pos, topic, partition)
+    out = _c_rows(h, section, ConsumerRecord, (topic, partition), ())
+    return out if out is not None else _py_consumer_records(h, section, pos, topic, partition)
 
 
 def _py_consumer_records(
