@@ -295,7 +295,7 @@ class Log:
         ):
             seg = self._guard(self._roll_locked)
         try:
-            seg.append(data, batches, next_offset)
+            seg.append(data, batches, next_offset, writeback=cfg.flush_on_ack)
         except OSError as exc:
             raise self._fail(exc) from exc
         self._dirty[seg.base_offset] = seg

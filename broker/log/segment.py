@@ -32,6 +32,7 @@ from client.records.header import (
 
 from .config import LogConfig
 from .index import OffsetIndex, TimeIndex
+from .writeback import CHUNK, start_writeback
 
 _log = logging.getLogger(__name__)
 
@@ -201,18 +202,24 @@ class LogSegment:
         data: bytes | bytearray | memoryview,
         batches: list[tuple[int, int, int, int]],
         next_offset: int,
+        writeback: bool = False,
     ) -> None:
         """Write whole batches at the end. `batches`: (base_offset, position in data, size,
         max_timestamp) for each batch of `data`. On any OSError the file is cut back to its
-        previous size and StorageError is raised; a short write is continued until complete."""
+        previous size and StorageError is raised; a short write is continued until complete.
+        `writeback`: an fdatasync follows soon, so a large append is written in pieces and the
+        kernel starts writing each piece to disk at once (broker/log/writeback.py)."""
         start = self.size
         view = memoryview(data)
         pos = start
+        early = start_writeback if writeback and len(view) > CHUNK else None
         try:
             while view:
-                written = os.pwrite(self.fd, view, pos)
+                written = os.pwrite(self.fd, view[:CHUNK] if early else view, pos)
                 if written <= 0:
                     raise OSError(errno.EIO, f"pwrite wrote {written} bytes")
+                if early:
+                    early(self.fd, pos, written)
                 pos += written
                 view = view[written:]
             for base_offset, rel, size, max_ts in batches:
