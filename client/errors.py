@@ -178,7 +178,11 @@ class BrokerResponseError(GregorError):
         self.message = message or self.code.name
 
     def __str__(self) -> str:
-        return f"[{self.code.name}] {self.message}" if self.message != self.code.name else self.code.name
+        return (
+            f"[{self.code.name}] {self.message}"
+            if self.message != self.code.name
+            else self.code.name
+        )
 
 
 class LocalError(GregorError):
@@ -251,7 +255,9 @@ def raise_for_code(code: int, message: str = "") -> None:
 # Names that static tools and users can import directly.
 CorruptRecordError: type[BrokerResponseError] = _BY_CODE[ErrorCode.CORRUPT_MESSAGE]
 OffsetOutOfRangeError: type[BrokerResponseError] = _BY_CODE[ErrorCode.OFFSET_OUT_OF_RANGE]
-UnknownTopicOrPartitionError: type[BrokerResponseError] = _BY_CODE[ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+UnknownTopicOrPartitionError: type[BrokerResponseError] = _BY_CODE[
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+]
 NotLeaderOrFollowerError: type[BrokerResponseError] = _BY_CODE[ErrorCode.NOT_LEADER_OR_FOLLOWER]
 RequestTimedOutError: type[BrokerResponseError] = _BY_CODE[ErrorCode.REQUEST_TIMED_OUT]
 MessageTooLargeError: type[BrokerResponseError] = _BY_CODE[ErrorCode.MESSAGE_TOO_LARGE]
@@ -259,7 +265,9 @@ NotEnoughReplicasError: type[BrokerResponseError] = _BY_CODE[ErrorCode.NOT_ENOUG
 UnsupportedVersionError: type[BrokerResponseError] = _BY_CODE[ErrorCode.UNSUPPORTED_VERSION]
 TopicAlreadyExistsError: type[BrokerResponseError] = _BY_CODE[ErrorCode.TOPIC_ALREADY_EXISTS]
 InvalidPartitionsError: type[BrokerResponseError] = _BY_CODE[ErrorCode.INVALID_PARTITIONS]
-InvalidReplicationFactorError: type[BrokerResponseError] = _BY_CODE[ErrorCode.INVALID_REPLICATION_FACTOR]
+InvalidReplicationFactorError: type[BrokerResponseError] = _BY_CODE[
+    ErrorCode.INVALID_REPLICATION_FACTOR
+]
 InvalidConfigError: type[BrokerResponseError] = _BY_CODE[ErrorCode.INVALID_CONFIG]
 NotControllerError: type[BrokerResponseError] = _BY_CODE[ErrorCode.NOT_CONTROLLER]
 InvalidRequestError: type[BrokerResponseError] = _BY_CODE[ErrorCode.INVALID_REQUEST]

@@ -316,9 +316,7 @@ class LogManager:
         """Wake the flusher of the log's dir (start_flushers first)."""
         flusher = self._flushers.get(log.log_dir)
         if flusher is None:
-            raise RuntimeError(
-                f"no flusher for {log.log_dir}: call start_flushers() first"
-            )
+            raise RuntimeError(f"no flusher for {log.log_dir}: call start_flushers() first")
         flusher.request_flush(log)
 
     def close(self, clean: bool = True) -> None:

@@ -352,10 +352,15 @@ class ClusterClient:
         body: dict,
         timeout_ms: int | None = None,
         expect_response: bool = True,
+        vectored: bool = False,
     ) -> dict | None:
         conn = await self.connection(node_id)
         return await conn.request(
-            api_key, body, timeout_ms=timeout_ms, expect_response=expect_response
+            api_key,
+            body,
+            timeout_ms=timeout_ms,
+            expect_response=expect_response,
+            vectored=vectored,
         )
 
     def _check_open(self) -> None:

@@ -27,7 +27,13 @@ from client.errors import (
     UnsupportedVersionError,
     error_for_code,
 )
-from client.protocol import API_SPECS, ApiKey, decode_response, encode_request
+from client.protocol import (
+    API_SPECS,
+    ApiKey,
+    decode_response,
+    encode_request,
+    encode_request_parts,
+)
 from client.protocol.frame_reader import FrameReader
 
 log = logging.getLogger(__name__)
@@ -182,11 +188,14 @@ class BrokerConnection:
         version: int | None = None,
         timeout_ms: int | None = None,
         expect_response: bool = True,
+        vectored: bool = False,
     ) -> dict | None:
         """Send one request and wait for its (schema-checked) response body.
 
         A response that is only `{"error_code": N}` (a whole-request error, e.g. unsupported
         version) raises the exception for N. Returns None when expect_response is False.
+        `vectored`: the body holds large bins or BinParts; encode it with encode_request_parts
+        and hand the socket the buffers themselves (no copy of the bins).
         """
         if self._closed_exc is not None:
             raise self._raise_closed()
@@ -198,18 +207,21 @@ class BrokerConnection:
                 raise self._raise_closed()
             corr = self._next_corr
             self._next_corr = (corr + 1) & 0x7FFFFFFF
-            frame = encode_request(api_key, version, corr, self.client_id, body)
+            if vectored:
+                frame = encode_request_parts(api_key, version, corr, self.client_id, body)
+            else:
+                frame = [encode_request(api_key, version, corr, self.client_id, body)]
             transport = self._transport
             assert transport is not None
             if not expect_response:
-                transport.write(frame)
+                transport.writelines(frame)
                 await self._drain()
                 return None
             fut = asyncio.get_running_loop().create_future()
             timeout = (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
             timer = asyncio.get_running_loop().call_later(timeout, self._on_timeout, corr, timeout)
             self._in_flight.append((corr, api_key, version, fut, timer))
-            transport.write(frame)
+            transport.writelines(frame)
             if self._protocol is not None and self._protocol.paused:
                 await self._drain()
         except BaseException:

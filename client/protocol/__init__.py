@@ -8,12 +8,15 @@ from client.protocol import apis  # noqa: F401  (registers the schemas)
 from client.protocol.api_keys import ApiKey
 from client.protocol.framing import (
     DEFAULT_MAX_FRAME_BYTES,
+    VECTORED_MIN_BYTES,
+    BinParts,
     FrameDecoder,
     FrameTooLargeError,
     MalformedFrameError,
     decode_request,
     decode_response,
     encode_request,
+    encode_request_parts,
     encode_response,
     frame,
 )
@@ -23,14 +26,17 @@ __all__ = [
     "API_SPECS",
     "ApiKey",
     "ApiSpec",
+    "BinParts",
     "DEFAULT_MAX_FRAME_BYTES",
     "ErrorCode",
     "FrameDecoder",
     "FrameTooLargeError",
     "MalformedFrameError",
+    "VECTORED_MIN_BYTES",
     "decode_request",
     "decode_response",
     "encode_request",
+    "encode_request_parts",
     "encode_response",
     "frame",
 ]

@@ -86,6 +86,78 @@ def encode_request(
     return LENGTH.pack(len(payload)) + payload
 
 
+class BinParts(tuple):
+    """Buffers that go on the wire as ONE msgpack bin (their concatenation), e.g. a partition's
+    record batches in a Produce request. Only encode_request_parts knows it; the buffers are
+    referenced by the frame's parts, never joined."""
+
+    __slots__ = ()
+
+
+VECTORED_MIN_BYTES = 1 << 16  # bins at least this large are passed through, not copied
+
+_BIN16_MAX = 0xFFFF
+
+
+def encode_request_parts(
+    api_key: int,
+    api_version: int,
+    correlation_id: int,
+    client_id: str | None,
+    body: dict,
+    min_bytes: int = VECTORED_MIN_BYTES,
+) -> list[bytes | bytearray | memoryview]:
+    """The frame of encode_request as a list of buffers (for `transport.writelines`) whose
+    concatenation is byte for byte what encode_request returns, with BinParts written as one
+    bin. Bytes-like values of at least `min_bytes` bytes, and the buffers of a BinParts, are
+    referenced, not copied: a 7 MB Produce request costs no 7 MB copies in the client (the
+    join of its batches, packb, the length prefix; see docs/client.md). For small requests
+    encode_request is faster (one packb call)."""
+    packer = msgpack.Packer(use_bin_type=True, autoreset=False)
+    parts: list[bytes | bytearray | memoryview] = []
+
+    def value(v: object) -> None:
+        t = type(v)
+        if t is dict:
+            packer.pack_map_header(len(v))  # type: ignore[arg-type]
+            for k, x in v.items():  # type: ignore[attr-defined]
+                packer.pack(k)
+                value(x)
+        elif t is list:
+            packer.pack_array_header(len(v))  # type: ignore[arg-type]
+            for x in v:  # type: ignore[attr-defined]
+                value(x)
+        elif t is BinParts:
+            bufs = [memoryview(b).cast("B") for b in v]  # type: ignore[attr-defined]
+            bin_parts(bufs, sum(b.nbytes for b in bufs))
+        elif t in (bytes, bytearray, memoryview) and memoryview(v).nbytes >= min_bytes:  # type: ignore[arg-type]
+            bin_parts([v], memoryview(v).nbytes)  # type: ignore[list-item,arg-type]
+        else:
+            packer.pack(v)
+
+    def bin_parts(bufs: list, n: int) -> None:
+        if n <= 0xFF:
+            head = bytes((0xC4, n))
+        elif n <= _BIN16_MAX:
+            head = b"\xc5" + n.to_bytes(2, "big")
+        else:
+            head = b"\xc6" + LENGTH.pack(n)
+        parts.append(packer.bytes() + head)
+        packer.reset()
+        parts.extend(b for b in bufs if len(b))
+
+    packer.pack_array_header(5)
+    for x in (api_key, api_version, correlation_id, client_id):
+        packer.pack(x)
+    value(body)
+    tail = packer.bytes()
+    if tail:
+        parts.append(tail)
+    size = sum(memoryview(p).nbytes for p in parts)
+    parts[0] = LENGTH.pack(size) + parts[0]
+    return parts
+
+
 def encode_response(correlation_id: int, body: dict) -> bytes:
     """A whole response frame (length prefix included)."""
     payload = msgpack.packb([correlation_id, body], use_bin_type=True)

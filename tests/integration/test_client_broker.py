@@ -119,3 +119,38 @@ def test_errors_and_closed_clients(broker) -> None:
     p.close()
     with pytest.raises(ClientClosedError):
         p.send("nope", b"v")
+
+
+def test_large_requests_go_out_vectored_and_arrive_whole(broker, monkeypatch) -> None:
+    """Requests of at least VECTORED_MIN_BYTES of batches are written as the batches' own
+    buffers (several batches of a partition as one BinParts bin); the broker stores exactly
+    what a joined request would have carried."""
+    from client.aio import connection
+    from client.protocol import BinParts
+
+    seen: list[int] = []
+    real = connection.encode_request_parts
+
+    def spy(api_key, version, corr, client_id, body, *args):
+        for t in body["topics"]:
+            for p in t["partitions"]:
+                r = p["records"]
+                seen.append(len(r) if type(r) is BinParts else 1)
+        return real(api_key, version, corr, client_id, body, *args)
+
+    monkeypatch.setattr(connection, "encode_request_parts", spy)
+    with Admin(bootstrap_servers=broker.bootstrap) as admin:
+        admin.create_topic("vec", partitions=2)
+    values = [b"%07d" % i + b"x" * 993 for i in range(3000)]  # 3 MB, 1000-byte values
+    with Producer(bootstrap_servers=broker.bootstrap, batch_size=64 << 10, linger_ms=20) as p:
+        assert p.send_many("vec", values[:1500], partition=0).result(30) == 1500
+        assert p.send_many("vec", values[1500:], partition=1).result(30) == 1500
+    # encode_request_parts runs only for vectored requests; some carried several batches
+    assert seen and max(seen) > 1, seen
+    with Consumer(bootstrap_servers=broker.bootstrap) as c:
+        c.assign([TopicPartition("vec", 0), TopicPartition("vec", 1)])
+        got = _poll_n(c, 3000, timeout=30)
+    for part, want in ((0, values[:1500]), (1, values[1500:])):
+        recs = [r for r in got if r.partition == part]
+        assert [r.value for r in recs] == want
+        assert [r.offset for r in recs] == list(range(1500))
