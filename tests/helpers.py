@@ -55,6 +55,16 @@ async def async_wait_until(
 # -- broker config and handles -------------------------------------------------------------------
 
 
+def poll_n(consumer: Any, n: int, timeout: float = 10.0) -> list:
+    """Poll a (blocking) Consumer until it has returned `n` records; fails after `timeout` s."""
+    out: list = []
+    deadline = time.monotonic() + timeout
+    while len(out) < n:
+        assert time.monotonic() < deadline, f"got {len(out)} of {n} records"
+        out += consumer.poll(timeout_ms=200)
+    return out
+
+
 def broker_config(data_dir: Path | str, **overrides: Any) -> Any:
     """A broker config for tests: 127.0.0.1, ephemeral port, `data_dir`, plus `overrides`
     given as dotted keys with dots written as underscores (num_io_threads=2) or as a dict

@@ -5,9 +5,9 @@ closed clients. Skipped (with the reason) while the broker does not serve Produc
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
+from helpers import poll_n
 
 from client import Admin, Consumer, Producer, TopicPartition
 from client.errors import ClientClosedError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
@@ -39,15 +39,6 @@ def broker(broker_server):
     return broker_server
 
 
-def _poll_n(consumer: Consumer, n: int, timeout: float = 15.0) -> list:
-    out: list = []
-    deadline = time.monotonic() + timeout
-    while len(out) < n:
-        assert time.monotonic() < deadline, f"got {len(out)} of {n} records"
-        out += consumer.poll(timeout_ms=200)
-    return out
-
-
 def test_round_trip_keys_headers(broker) -> None:
     with Admin(bootstrap_servers=broker.bootstrap) as admin:
         admin.create_topic("rt", partitions=3)
@@ -63,7 +54,7 @@ def test_round_trip_keys_headers(broker) -> None:
         assert md.partition == default_partition(k, 3)
     with Consumer(bootstrap_servers=broker.bootstrap) as c:
         c.subscribe(["rt"])
-        got = _poll_n(c, len(keys))
+        got = poll_n(c, len(keys), timeout=15)
     assert sorted(r.value for r in got) == sorted(b"v%d" % i for i in range(len(keys)))
     by_value = {r.value: r for r in got}
     assert by_value[b"v3"].headers == (("i", b"3"),) and by_value[b"v3"].key == keys[3]
@@ -80,7 +71,7 @@ def test_compressed_bulk(broker, codec: str) -> None:
         assert p.send_many(f"c-{codec}", [b"%06d" % i for i in range(2000)]).result(15) == 2000
     with Consumer(bootstrap_servers=broker.bootstrap) as c:
         c.assign([TopicPartition(f"c-{codec}", 0)])
-        got = _poll_n(c, 2000)
+        got = poll_n(c, 2000, timeout=15)
     assert [r.value for r in got] == [b"%06d" % i for i in range(2000)]
 
 
@@ -101,7 +92,7 @@ def test_seek_offsets_and_describe(broker) -> None:
         assert c.beginning_offsets([tp]) == {tp: 0}
         assert c.position(tp) == 10
         c.seek(tp, 6)
-        assert [r.value for r in _poll_n(c, 4)] == [b"6", b"7", b"8", b"9"]
+        assert [r.value for r in poll_n(c, 4, timeout=15)] == [b"6", b"7", b"8", b"9"]
         assert c.offsets_for_times({tp: 1_000_003}) == {tp: 3}
         c.seek_to_beginning(tp)
         assert c.position(tp) == 0
@@ -149,7 +140,7 @@ def test_large_requests_go_out_vectored_and_arrive_whole(broker, monkeypatch) ->
     assert seen and max(seen) > 1, seen
     with Consumer(bootstrap_servers=broker.bootstrap) as c:
         c.assign([TopicPartition("vec", 0), TopicPartition("vec", 1)])
-        got = _poll_n(c, 3000, timeout=30)
+        got = poll_n(c, 3000, timeout=30)
     for part, want in ((0, values[:1500]), (1, values[1500:])):
         recs = [r for r in got if r.partition == part]
         assert [r.value for r in recs] == want

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from fault_proxy import FaultProxy
-from helpers import async_wait_until
+from helpers import async_wait_until, poll_n
 
 from client import Admin, Consumer, Producer, TopicPartition, aio
 from client.aio.connection import BrokerConnection
@@ -56,15 +56,6 @@ def proxy(broker) -> Iterator[FaultProxy]:
 def create_topic(bootstrap: str, name: str, partitions: int = 1) -> None:
     with Admin(bootstrap_servers=bootstrap) as admin:
         admin.create_topic(name, partitions=partitions)
-
-
-def poll_n(consumer: Consumer, n: int, timeout: float = 10.0) -> list:
-    out: list = []
-    deadline = time.monotonic() + timeout
-    while len(out) < n:
-        assert time.monotonic() < deadline, f"got {len(out)} of {n} records"
-        out += consumer.poll(timeout_ms=200)
-    return out
 
 
 async def apoll_n(consumer: aio.Consumer, n: int, timeout: float = 10.0) -> list:
