@@ -385,6 +385,170 @@ done:
     return result;
 }
 
+/* ---- encoder ------------------------------------------------------------------------------
+ *
+ * encode_rows(records, default_timestamp) -> (section bytes, base_timestamp, max_timestamp) | None
+ *
+ * The records section client.records.builder.build_batch packs with msgpack for `records`, a
+ * list of (key, value) or (key, value, None, timestamp_ms | None) tuples with key and value
+ * exact bytes or None: array(n) of [i, timestamp - first timestamp, key, value, nil], ints in
+ * msgpack's smallest encoding, bytes as bin8/16/32, byte for byte what msgpack.packb(...,
+ * use_bin_type=True) writes. A record without a timestamp gets default_timestamp; base is the
+ * first record's timestamp, max the largest. Returns None for anything else (other types,
+ * headers, a list that is not a list, int64 overflow), and the caller packs in Python.
+ * Two passes: check and size everything, then allocate once and write.
+ */
+
+static inline Py_ssize_t
+int_size(int64_t v)
+{
+    if (v >= 0) {
+        if (v < 128) return 1;
+        if (v <= 0xFF) return 2;
+        if (v <= 0xFFFF) return 3;
+        if (v <= 0xFFFFFFFFLL) return 5;
+        return 9;
+    }
+    if (v >= -32) return 1;
+    if (v >= INT8_MIN) return 2;
+    if (v >= INT16_MIN) return 3;
+    if (v >= INT32_MIN) return 5;
+    return 9;
+}
+
+static inline unsigned char *
+put_be(unsigned char *w, uint64_t v, int n)
+{
+    for (int i = n - 1; i >= 0; i--) {
+        w[i] = (unsigned char)(v & 0xFF);
+        v >>= 8;
+    }
+    return w + n;
+}
+
+static inline unsigned char *
+put_int(unsigned char *w, int64_t v)
+{
+    if (v >= 0) {
+        if (v < 128) { *w++ = (unsigned char)v; return w; }
+        if (v <= 0xFF) { *w++ = 0xCC; return put_be(w, (uint64_t)v, 1); }
+        if (v <= 0xFFFF) { *w++ = 0xCD; return put_be(w, (uint64_t)v, 2); }
+        if (v <= 0xFFFFFFFFLL) { *w++ = 0xCE; return put_be(w, (uint64_t)v, 4); }
+        *w++ = 0xCF;
+        return put_be(w, (uint64_t)v, 8);
+    }
+    if (v >= -32) { *w++ = (unsigned char)(0xE0 | (v & 0x1F)); return w; }
+    if (v >= INT8_MIN) { *w++ = 0xD0; return put_be(w, (uint64_t)v, 1); }
+    if (v >= INT16_MIN) { *w++ = 0xD1; return put_be(w, (uint64_t)v, 2); }
+    if (v >= INT32_MIN) { *w++ = 0xD2; return put_be(w, (uint64_t)v, 4); }
+    *w++ = 0xD3;
+    return put_be(w, (uint64_t)v, 8);
+}
+
+/* Size of key/value `o` packed (nil or bin), or -1 when it is neither None nor exact bytes. */
+static inline Py_ssize_t
+bin_size(PyObject *o)
+{
+    if (o == Py_None) return 1;
+    if (!PyBytes_CheckExact(o)) return -1;
+    Py_ssize_t n = PyBytes_GET_SIZE(o);
+    if (n <= 0xFF) return 2 + n;
+    if (n <= 0xFFFF) return 3 + n;
+    if ((uint64_t)n <= 0xFFFFFFFFULL) return 5 + n;
+    return -1;
+}
+
+static inline unsigned char *
+put_bin(unsigned char *w, PyObject *o)
+{
+    if (o == Py_None) { *w++ = 0xC0; return w; }
+    Py_ssize_t n = PyBytes_GET_SIZE(o);
+    if (n <= 0xFF) { *w++ = 0xC4; w = put_be(w, (uint64_t)n, 1); }
+    else if (n <= 0xFFFF) { *w++ = 0xC5; w = put_be(w, (uint64_t)n, 2); }
+    else { *w++ = 0xC6; w = put_be(w, (uint64_t)n, 4); }
+    memcpy(w, PyBytes_AS_STRING(o), (size_t)n);
+    return w + n;
+}
+
+/* The timestamp of record tuple `t` (2 or 4 items, already checked), or MISMATCH. */
+static inline int
+record_ts(PyObject *t, int64_t default_ts, int64_t *ts)
+{
+    if (PyTuple_GET_SIZE(t) == 2) {
+        *ts = default_ts;
+        return OK;
+    }
+    if (PyTuple_GET_ITEM(t, 2) != Py_None) return MISMATCH; /* headers: Python path */
+    PyObject *o = PyTuple_GET_ITEM(t, 3);
+    if (o == Py_None) {
+        *ts = default_ts;
+        return OK;
+    }
+    if (!PyLong_CheckExact(o)) return MISMATCH;
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow || (v == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return MISMATCH;
+    }
+    *ts = (int64_t)v;
+    return OK;
+}
+
+static PyObject *
+encode_rows(PyObject *self, PyObject *args)
+{
+    PyObject *records;
+    long long default_ts;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OL:encode_rows", &records, &default_ts)) return NULL;
+    if (!PyList_CheckExact(records) || PyList_GET_SIZE(records) == 0) Py_RETURN_NONE;
+    Py_ssize_t n = PyList_GET_SIZE(records);
+    if ((uint64_t)n > 0xFFFFFFFFULL) Py_RETURN_NONE;
+    int64_t first = 0, max = 0;
+    Py_ssize_t size = n < 16 ? 1 : (n <= 0xFFFF ? 3 : 5);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *t = PyList_GET_ITEM(records, i);
+        if (!PyTuple_CheckExact(t)) Py_RETURN_NONE;
+        Py_ssize_t len = PyTuple_GET_SIZE(t);
+        if (len != 2 && len != 4) Py_RETURN_NONE;
+        int64_t ts;
+        if (record_ts(t, (int64_t)default_ts, &ts) != OK) Py_RETURN_NONE;
+        if (i == 0) first = max = ts;
+        else if (ts > max) max = ts;
+        int64_t delta;
+        if (__builtin_sub_overflow(ts, first, &delta)) Py_RETURN_NONE;
+        Py_ssize_t k = bin_size(PyTuple_GET_ITEM(t, 0));
+        Py_ssize_t v = bin_size(PyTuple_GET_ITEM(t, 1));
+        if (k < 0 || v < 0) Py_RETURN_NONE;
+        if (size > PY_SSIZE_T_MAX - 64 - k - v) Py_RETURN_NONE;
+        size += 2 + int_size((int64_t)i) + int_size(delta) + k + v;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, size);
+    if (out == NULL) return NULL;
+    unsigned char *w = (unsigned char *)PyBytes_AS_STRING(out);
+    if (n < 16) *w++ = (unsigned char)(0x90 | n);
+    else if (n <= 0xFFFF) { *w++ = 0xDC; w = put_be(w, (uint64_t)n, 2); }
+    else { *w++ = 0xDD; w = put_be(w, (uint64_t)n, 4); }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *t = PyList_GET_ITEM(records, i);
+        int64_t ts = 0;
+        (void)record_ts(t, (int64_t)default_ts, &ts); /* checked in the first pass */
+        *w++ = 0x95;
+        w = put_int(w, (int64_t)i);
+        w = put_int(w, ts - first);
+        w = put_bin(w, PyTuple_GET_ITEM(t, 0));
+        w = put_bin(w, PyTuple_GET_ITEM(t, 1));
+        *w++ = 0xC0;
+    }
+    if (w != (unsigned char *)PyBytes_AS_STRING(out) + size) { /* cannot happen: sized above */
+        Py_DECREF(out);
+        PyErr_SetString(PyExc_SystemError, "encode_rows: size mismatch");
+        return NULL;
+    }
+    return Py_BuildValue("(NLL)", out, (long long)first, (long long)max);
+}
+
 static PyMethodDef methods[] = {
     {"decode_rows", decode_rows, METH_VARARGS,
      "decode_rows(section, record_type, prefix, base_offset, base_timestamp, record_count, "
@@ -392,6 +556,11 @@ static PyMethodDef methods[] = {
      "The records of a msgpack records section as record_type(*prefix, offset, timestamp, "
      "key, value, headers or no_headers); None when the section is anything but the plain "
      "expected shape (the caller then decodes it in Python)."},
+    {"encode_rows", encode_rows, METH_VARARGS,
+     "encode_rows(records, default_timestamp) -> (section, base_timestamp, max_timestamp) | "
+     "None\n\n"
+     "msgpack.packb of build_batch's rows for (key, value) / (key, value, None, ts) tuples of "
+     "bytes or None; None for anything else (the caller packs in Python)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -405,7 +574,7 @@ static struct PyModuleDef_Slot slots[] = {
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "client.records._speedups",
-    .m_doc = "Optional C decoder for record batch sections (see client/records/reader.py).",
+    .m_doc = "Optional C decoder and encoder for record batch sections (client/records/reader.py, builder.py).",
     .m_size = 0,
     .m_methods = methods,
     .m_slots = slots,

@@ -12,13 +12,18 @@ base_timestamp, the first record's timestamp (deltas may be negative). max_times
 largest record timestamp. base_offset and partition_leader_epoch are outside the CRC, so the
 broker rewrites them in place without re-encoding (header.set_base_offset).
 
-Speed: records are packed by msgpack's C packer from plain tuples, one call per batch.
+Speed: plain records ((key, value), or (key, value, None, timestamp) with bytes or None) are
+packed by the optional C extension (client/records/_speedups.c, `encode_rows`) straight from
+the caller's tuples, ~15x faster than building row tuples for msgpack; anything else, or
+without the extension (ENCODER == "python", e.g. GREGOR_NO_EXTENSIONS=1), by msgpack's C packer
+from row tuples, one call per batch. Both write the same bytes.
 Pure code; any thread may call `build_batch`. A BatchBuilder belongs to one thread at a time.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -41,6 +46,22 @@ from client.records.header import (
 # timestamp delta 5 (9 beyond +-2**31 ms, added per record), key and value 5 each, headers 1.
 RECORD_OVERHEAD = 22
 _packb = functools.partial(msgpack.packb, use_bin_type=True)  # a Packer per call: thread-safe
+
+
+def _load_c_encoder() -> Any:
+    """client.records._speedups.encode_rows, or None when not built or disabled by
+    GREGOR_NO_EXTENSIONS (as for the decoder, client/records/reader.py)."""
+    if os.environ.get("GREGOR_NO_EXTENSIONS", "") not in ("", "0"):
+        return None
+    try:
+        from client.records._speedups import encode_rows
+    except ImportError:
+        return None
+    return encode_rows
+
+
+_c_encode_rows = _load_c_encoder()
+ENCODER = "python" if _c_encode_rows is None else "c"
 
 
 def _now_ms() -> int:
@@ -106,7 +127,15 @@ def build_batch(
         raise ValueError("build_batch: a batch needs at least one record")
     codec = codec_id(compression)
     default_ts = _now_ms() if timestamp_ms is None else timestamp_ms
-    if len(records[0]) == 2 and all(len(r) == 2 for r in records):
+    encoded = (
+        _c_encode_rows(records, default_ts)
+        if _c_encode_rows is not None and type(default_ts) is int and -(2**63) <= default_ts < 2**63
+        else None
+    )
+    if encoded is not None:
+        # The C encoder: the same bytes as the paths below, for plain (key, value[, None, ts])
+        packed, base_ts, max_ts = encoded
+    elif len(records[0]) == 2 and all(len(r) == 2 for r in records):
         # Fast path: one timestamp for all, no headers.
         packed = _packb([(i, 0, k, v, None) for i, (k, v) in enumerate(records)])
         base_ts = max_ts = default_ts

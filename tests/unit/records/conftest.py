@@ -1,8 +1,9 @@
-"""Every records test except test_speedups runs once per records-section decoder.
+"""Every records test except test_speedups* runs once per records-section decoder and encoder.
 
 `records_decoder` is "c" (client.records._speedups, skipped when not built or disabled by
-GREGOR_NO_EXTENSIONS) or "python" (the reader's C hook switched off for the module's tests), so
-CI covers both paths of client.records.reader without a second pytest run. Module-scoped (set
+GREGOR_NO_EXTENSIONS) or "python" (the reader's and the builder's C hooks switched off for the
+module's tests), so CI covers both paths of client.records.reader and .builder without a
+second pytest run. Module-scoped (set
 and restored around each module's tests), which also keeps hypothesis' function-scoped-fixture
 health check quiet.
 """
@@ -13,17 +14,18 @@ from collections.abc import Iterator
 
 import pytest
 
-from client.records import reader
+from client.records import builder, reader
 
 
 @pytest.fixture(scope="module", autouse=True, params=["c", "python"])
 def records_decoder(request: pytest.FixtureRequest) -> Iterator[str]:
-    saved = reader._c_decode_rows, reader.DECODER
+    saved = reader._c_decode_rows, reader.DECODER, builder._c_encode_rows, builder.ENCODER
     if request.param == "python":
         reader._c_decode_rows, reader.DECODER = None, "python"
+        builder._c_encode_rows, builder.ENCODER = None, "python"
     elif reader.DECODER != "c":
         pytest.skip("C decoder not built, or GREGOR_NO_EXTENSIONS set")
     try:
         yield request.param
     finally:
-        reader._c_decode_rows, reader.DECODER = saved
+        reader._c_decode_rows, reader.DECODER, builder._c_encode_rows, builder.ENCODER = saved
