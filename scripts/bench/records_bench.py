@@ -19,9 +19,10 @@ collection that triggers later in the loop is timed too). Times are wall clock; 
 `--repeat` passes is reported, since other processes share the CPU (the load average at the
 start is reported, and cpu_s is the process CPU time of the best decode_records pass).
 
---decoder picks the records-section decoder (client.records.reader.DECODER, reported as
-"decoder"): c (the optional C extension; an error when it is not built) or python (as
-GREGOR_NO_EXTENSIONS=1). Default: whichever the library selects by itself.
+--decoder picks the records-section decoder and encoder (client.records.reader.DECODER and
+client.records.builder.ENCODER, reported as "decoder" and "encoder"): c (the optional C
+extension; an error when it is not built) or python (as GREGOR_NO_EXTENSIONS=1). Default:
+whichever the library selects by itself.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ def _select_decoder(argv: list[str]) -> None:
 _select_decoder(sys.argv[1:])
 
 from client.records import build_batch, decode_batch, decode_records, is_available  # noqa: E402
+from client.records.builder import ENCODER  # noqa: E402
 from client.records.crc import BACKEND, require_c_extension  # noqa: E402
 from client.records.reader import DECODER  # noqa: E402
 
@@ -163,6 +165,7 @@ def main() -> None:
         "load_avg_1m_at_start": round(load[0], 2),
         "crc_backend": BACKEND,
         "decoder": DECODER,
+        "encoder": ENCODER,
         "rows": rows,
     }
     print(json.dumps(out, indent=2))
