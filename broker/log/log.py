@@ -216,8 +216,13 @@ class Log:
     ) -> AppendInfo:
         """Validate every batch of `records` (CRC included), assign offsets from the log end by
         rewriting base_offset and partition_leader_epoch in place, and write them in one call.
-        Raises CorruptRecordError, MessageTooLargeError, StorageError."""
-        buf = bytearray(records)
+        Raises CorruptRecordError, MessageTooLargeError, StorageError. A writable memoryview
+        (the records of a large Produce request, client/protocol/views.py) is rewritten in
+        place, without a copy; anything else is copied first."""
+        if type(records) is memoryview and not records.readonly:
+            buf: bytearray | memoryview = records.cast("B")
+        else:
+            buf = bytearray(records)
         headers = self._validate(buf, True)
         with self._lock:
             self._check_online()

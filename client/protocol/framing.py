@@ -19,6 +19,7 @@ import struct
 import msgpack
 
 from client.errors import InvalidRequestError
+from client.protocol.views import unpack_produce_views
 
 LENGTH = struct.Struct(">I")
 LENGTH_SIZE = 4
@@ -95,6 +96,7 @@ class BinParts(tuple):
 
 
 VECTORED_MIN_BYTES = 1 << 16  # bins at least this large are passed through, not copied
+ZERO_COPY_MIN_BYTES = 1 << 20  # request payloads from this size get their records as views
 
 _BIN16_MAX = 0xFFFF
 
@@ -171,12 +173,19 @@ def _unpack(payload: bytes) -> object:
         raise MalformedFrameError(f"payload is not valid msgpack: {exc}") from None
 
 
-def decode_request(payload: bytes) -> tuple[int, int, int, str | None, dict]:
+def decode_request(payload: bytes | bytearray) -> tuple[int, int, int, str | None, dict]:
     """Split a request payload into (api_key, api_version, correlation_id, client_id, body).
 
     Raises MalformedFrameError when the payload is not a request-shaped msgpack array.
+    A large Produce payload in a `bytearray` (what FrameReader returns for large frames) has
+    its records bins returned as writable memoryviews of it, not copies
+    (client/protocol/views.py); everything else is decoded by msgpack.
     """
-    obj = _unpack(payload)
+    obj = None
+    if type(payload) is bytearray and len(payload) >= ZERO_COPY_MIN_BYTES:
+        obj = unpack_produce_views(payload)
+    if obj is None:
+        obj = _unpack(payload)
     if not isinstance(obj, list) or len(obj) != 5:
         raise MalformedFrameError("request payload must be a 5-element msgpack array")
     api_key, api_version, correlation_id, client_id, body = obj

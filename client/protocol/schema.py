@@ -111,7 +111,16 @@ class _Primitive(Type):
         self._example = example
 
     def _build(self, version: int) -> Checker:
-        name, (pytype,), lo, hi = self.name, self._pytypes, self._lo, self._hi
+        name, pytypes, lo, hi = self.name, self._pytypes, self._lo, self._hi
+        pytype = pytypes[0]
+        if len(pytypes) > 1:
+
+            def check_types(v: Any) -> Any:
+                if type(v) not in pytypes:
+                    raise _type_error(name, v)
+                return v
+
+            return check_types
         if pytype is float:  # an int is a valid float64
 
             def check_float(v: Any) -> Any:
@@ -149,7 +158,8 @@ INT64 = _Primitive("int64", (int,), -(2**63), 2**63 - 1, 0)
 FLOAT64 = _Primitive("float64", (float,), example=0.0)
 BOOL = _Primitive("bool", (bool,), example=False)
 STRING = _Primitive("string", (str,), example="x")
-BYTES = _Primitive("bytes", (bytes,), example=b"")
+# memoryview: large Produce records decoded without a copy (client/protocol/views.py)
+BYTES = _Primitive("bytes", (bytes, memoryview), example=b"")
 
 
 class Nullable(Type):

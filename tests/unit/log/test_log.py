@@ -238,3 +238,20 @@ def test_offline_log_refuses_appends_but_reads(tmp_path, clock):
     with pytest.raises(StorageError):
         log.append_as_leader(make_batch([b"y"]), 0)
     assert validate(log.read(0, 100).data).base_offset == 0
+
+
+def test_a_writable_view_is_rewritten_in_place_anything_else_is_copied(tmp_path, clock):
+    """A large Produce request's records arrive as a writable memoryview of the request frame
+    (client/protocol/views.py): offsets and epochs are assigned in it, without a copy."""
+    log = open_log(tmp_path, clock)
+    log.append_as_leader(make_batch([b"a"]), leader_epoch=2)
+    frame = bytearray(b"head" + make_batch([b"b", b"c"], base_offset=999) + b"tail")
+    view = memoryview(frame)[4:-4]
+    info = log.append_as_leader(view, leader_epoch=2)
+    assert (info.first_offset, info.last_offset) == (1, 2)
+    assert validate(view).base_offset == 1 and validate(view).partition_leader_epoch == 2
+    original = make_batch([b"d"], base_offset=999)
+    for readonly in (original, memoryview(original)):
+        assert log.append_as_leader(readonly, leader_epoch=2).first_offset in (3, 4)
+    assert validate(original).base_offset == 999  # a read-only buffer is never written to
+    assert [h.base_offset for h in batches(log.read(0, 1 << 20).data)] == [0, 1, 3, 4]
