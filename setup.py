@@ -1,8 +1,10 @@
 """Build hook for the optional C extension; everything else is in pyproject.toml.
 
 client.records._speedups (client/records/_speedups.c) speeds up decoding record sections on the
-consumer's path. It is optional: without a compiler the install still succeeds and
-client.records.reader uses its pure-Python decoder (as with GREGOR_NO_EXTENSIONS=1).
+consumer's path, and packs them on the producer's; client.records._crc (client/records/_crc.c)
+computes CRC-32C with SSE4.2 on any buffer, without copying. Both are optional: without a
+compiler the install still succeeds and client.records uses its pure-Python decoder and encoder
+and the google-crc32c / crcmod CRC (as with GREGOR_NO_EXTENSIONS=1).
 """
 
 from setuptools import Extension, setup
@@ -14,6 +16,12 @@ setup(
             sources=["client/records/_speedups.c"],
             extra_compile_args=["-O2", "-Wall"],
             optional=True,
-        )
+        ),
+        Extension(
+            "client.records._crc",
+            sources=["client/records/_crc.c"],
+            extra_compile_args=["-O2", "-Wall"],
+            optional=True,
+        ),
     ]
 )

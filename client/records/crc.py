@@ -1,14 +1,18 @@
 """CRC-32C (Castagnoli) via crcmod, with a loud check that its C extension is loaded.
 
-When the optional `google-crc32c` package is installed (C implementation), its hardware CRC is
-used instead of crcmod's table loop (BACKEND says which). The pure-Python fallback of crcmod
+Backends, best first (BACKEND says which): "sse4.2", the optional extension
+client/records/_crc.c (the CPU's crc32 instruction on any buffer, no copy); "google-crc32c"
+when that package is installed with its C implementation (hardware CRC, but it takes only
+`bytes`, so a slice of a larger buffer is copied first); "crcmod", its table loop. The pure-Python fallback of crcmod
 is about 100x slower; a broker on it would validate batches at a few MB/s. `require_c_extension()` is called by scripts and at start-up.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
+from typing import Any
 
 import crcmod.crcmod  # noqa: F401  (the implementation module, which records the flag)
 import crcmod.predefined
@@ -26,7 +30,25 @@ try:
 except ImportError:
     _google_crc32c = None
 
-if _google_crc32c is not None and _google_crc32c.implementation == "c":
+def _load_hw_crc() -> Any:
+    """client.records._crc.crc32c when built, on a CPU with SSE4.2, and GREGOR_NO_EXTENSIONS is
+    unset; else None."""
+    if os.environ.get("GREGOR_NO_EXTENSIONS", "") not in ("", "0"):
+        return None
+    try:
+        from client.records import _crc
+    except ImportError:
+        return None
+    return _crc.crc32c if _crc.HARDWARE else None
+
+
+_hw_crc32c = _load_hw_crc()
+
+if _hw_crc32c is not None:
+    # Our SSE4.2 loop (client/records/_crc.c): any buffer, read in place (no copy of a slice).
+    crc32c = _hw_crc32c
+    BACKEND = "sse4.2"
+elif _google_crc32c is not None and _google_crc32c.implementation == "c":
     _extend = _google_crc32c.extend
 
     def crc32c(data: bytes | bytearray | memoryview, crc: int = 0) -> int:  # type: ignore[misc]
@@ -39,7 +61,7 @@ else:
 
 
 def has_c_extension() -> bool:
-    if BACKEND == "google-crc32c":
+    if BACKEND in ("sse4.2", "google-crc32c"):
         return True
     # The package re-exports names over its submodule, so read the flag off sys.modules.
     return bool(getattr(sys.modules["crcmod.crcmod"], "_usingExtension", False))
