@@ -1,9 +1,10 @@
 """CRC-32C (Castagnoli) via crcmod, with a loud check that its C extension is loaded.
 
-Backends, best first (BACKEND says which): "sse4.2", the optional extension
-client/records/_crc.c (the CPU's crc32 instruction on any buffer, no copy); "google-crc32c"
-when that package is installed with its C implementation (hardware CRC, but it takes only
-`bytes`, so a slice of a larger buffer is copied first); "crcmod", its table loop. The pure-Python fallback of crcmod
+Backends (BACKEND says which): "google-crc32c" when that package is installed with its C
+implementation (hardware CRC, the fastest on `bytes`, but it takes only `bytes`, so a slice of
+a larger buffer would be copied first); with the optional extension client/records/_crc.c
+(the CPU's crc32 instruction on any buffer, read in place) for everything that is not `bytes`
+("google-crc32c+sse4.2"), or alone ("sse4.2"); else "crcmod", its table loop. The pure-Python fallback of crcmod
 is about 100x slower; a broker on it would validate batches at a few MB/s. `require_c_extension()` is called by scripts and at start-up.
 """
 
@@ -30,6 +31,7 @@ try:
 except ImportError:
     _google_crc32c = None
 
+
 def _load_hw_crc() -> Any:
     """client.records._crc.crc32c when built, on a CPU with SSE4.2, and GREGOR_NO_EXTENSIONS is
     unset; else None."""
@@ -44,24 +46,33 @@ def _load_hw_crc() -> Any:
 
 _hw_crc32c = _load_hw_crc()
 
-if _hw_crc32c is not None:
-    # Our SSE4.2 loop (client/records/_crc.c): any buffer, read in place (no copy of a slice).
-    crc32c = _hw_crc32c
-    BACKEND = "sse4.2"
-elif _google_crc32c is not None and _google_crc32c.implementation == "c":
+_google_c = _google_crc32c is not None and _google_crc32c.implementation == "c"
+
+if _google_c:
     _extend = _google_crc32c.extend
+    _hw = _hw_crc32c
 
     def crc32c(data: bytes | bytearray | memoryview, crc: int = 0) -> int:  # type: ignore[misc]
-        # extend() takes only bytes objects (no memoryview/bytearray): copy those (memcpy).
-        return _extend(crc, data if type(data) is bytes else bytes(data))
+        # extend() takes only bytes objects, where it is ~2x our SSE4.2 loop; anything else
+        # (a batch sliced out of a request or a fetch answer) goes to our loop, which reads
+        # it in place, or is copied to bytes when the extension is missing.
+        if type(data) is bytes:
+            return _extend(crc, data)
+        if _hw is not None:
+            return _hw(data, crc)
+        return _extend(crc, bytes(data))
 
-    BACKEND = "google-crc32c"
+    BACKEND = "google-crc32c+sse4.2" if _hw_crc32c is not None else "google-crc32c"
+elif _hw_crc32c is not None:
+    # Our SSE4.2 loop (client/records/_crc.c): any buffer, read in place.
+    crc32c = _hw_crc32c
+    BACKEND = "sse4.2"
 else:
     BACKEND = "crcmod"
 
 
 def has_c_extension() -> bool:
-    if BACKEND in ("sse4.2", "google-crc32c"):
+    if BACKEND != "crcmod":
         return True
     # The package re-exports names over its submodule, so read the flag off sys.modules.
     return bool(getattr(sys.modules["crcmod.crcmod"], "_usingExtension", False))
