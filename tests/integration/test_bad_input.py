@@ -140,3 +140,64 @@ def test_half_closed_client_still_gets_its_answer(small_broker) -> None:
         c.sock.shutdown(socket.SHUT_WR)
         assert c.recv()[0] == 8
         assert c.closed_by_peer(5.0)
+
+
+def _produce_body(topic: str, records: bytes) -> dict:
+    return {
+        "transactional_id": None,
+        "acks": -1,
+        "timeout_ms": 10_000,
+        "topics": [{"name": topic, "partitions": [{"partition": 0, "records": records}]}],
+    }
+
+
+def test_large_produce_frames_read_in_place_good_and_bad(
+    broker_server, caplog, monkeypatch
+) -> None:
+    """Produce frames of >= 1 MiB take the zero-copy path (client/protocol/views.py): a good
+    one is stored whole, a corrupt batch gets CORRUPT_MESSAGE and appends nothing, and broken
+    msgpack closes the connection with a logged reason while others are still served."""
+    from client import Admin, Consumer, TopicPartition
+    from client.protocol import framing
+    from client.protocol.framing import ZERO_COPY_MIN_BYTES
+    from client.records import build_batch
+
+    viewed: list[bool] = []  # per large frame the broker decoded: views (True) or msgpack
+    real = framing.unpack_produce_views
+
+    def spy(payload, *args):
+        out = real(payload, *args)
+        viewed.append(out is not None)
+        return out
+
+    monkeypatch.setattr(framing, "unpack_produce_views", spy)
+
+    with Admin(bootstrap_servers=broker_server.bootstrap) as admin:
+        admin.create_topic("big")
+    values = [b"%06d" % i + b"v" * 994 for i in range(1800)]
+    good = b"".join(build_batch([(None, v) for v in values[i : i + 900]]) for i in (0, 900))
+    assert len(good) > ZERO_COPY_MIN_BYTES
+    bad = bytearray(good)
+    bad[len(bad) // 2 + 100] ^= 0x01  # in the second batch, inside its CRC-covered bytes
+    with RawClient(broker_server.address) as c:
+        resp = c.request(0, 0, _produce_body("big", bytes(bad)))
+        part = resp["topics"][0]["partitions"][0]
+        assert part["error_code"] == ErrorCode.CORRUPT_MESSAGE, part
+        resp = c.request(0, 0, _produce_body("big", good), correlation_id=2)
+        part = resp["topics"][0]["partitions"][0]
+        assert (part["error_code"], part["base_offset"]) == (0, 0), part
+    frame = encode_request(0, 0, 3, "t", _produce_body("big", good))
+    payload = frame[4:]
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        for broken in (payload[:-10], payload + b"\x00"):  # bin past the end; trailing byte
+            with RawClient(broker_server.address) as c:
+                c.send_raw(_payload_frame(broken))
+                assert c.closed_by_peer(5.0)
+    assert "closing connection" in caplog.text
+    assert viewed == [True, True, False, False]  # the broken frames went to msgpack
+    api_versions_ok(broker_server.address)
+    with Consumer(bootstrap_servers=broker_server.bootstrap) as consumer:
+        consumer.assign([TopicPartition("big", 0)])
+        got: list = []
+        wait_until(lambda: got.extend(consumer.poll(timeout_ms=200)) or len(got) >= 1800, 20)
+    assert [r.value for r in got] == values and [r.offset for r in got] == list(range(1800))
