@@ -10,7 +10,7 @@ import subprocess
 import time
 
 import pytest
-from helpers import RawClient, gregor_command, wait_until
+from helpers import RawClient, gregor_command, poll_n, wait_until
 from replica_helpers import batch, fetch, produce, values_of
 
 from client import Admin, Consumer, Producer, TopicPartition
@@ -31,15 +31,6 @@ def _key_for(partition: int, n: int) -> bytes:
     )
 
 
-def _poll_until(consumer: Consumer, n: int, timeout: float = 15.0) -> list:
-    out: list = []
-    deadline = time.monotonic() + timeout
-    while len(out) < n:
-        assert time.monotonic() < deadline, f"got {len(out)} of {n} records"
-        out += consumer.poll(timeout_ms=100)
-    return out
-
-
 def test_grow_produce_consume(broker_server) -> None:
     bs = broker_server.bootstrap
     with (
@@ -51,7 +42,7 @@ def test_grow_produce_consume(broker_server) -> None:
         consumer.subscribe(["grow"])
         sent = [producer.send("grow", b"before-%d" % i).result(10) for i in range(5)]
         assert {md.partition for md in sent} == {0}
-        got = _poll_until(consumer, 5)
+        got = poll_n(consumer, 5, timeout=15)
 
         admin.create_partitions("grow", 3)
         desc = admin.describe_topic("grow")
@@ -84,7 +75,7 @@ def test_grow_produce_consume(broker_server) -> None:
             values.append(b"explicit-%d" % p)
 
         # The subscribed consumer is assigned the new partitions and reads them from the start.
-        got += _poll_until(consumer, len(values) - len(got))
+        got += poll_n(consumer, len(values) - len(got), timeout=15)
         assert sorted(r.value for r in got) == sorted(values)
         assert consumer.assignment() == {TopicPartition("grow", p) for p in range(3)}
         for p in range(3):

@@ -10,7 +10,9 @@ health check quiet.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -29,3 +31,14 @@ def records_decoder(request: pytest.FixtureRequest) -> Iterator[str]:
         yield request.param
     finally:
         reader._c_decode_rows, reader.DECODER, builder._c_encode_rows, builder.ENCODER = saved
+
+
+@pytest.fixture(scope="module")
+def speedups() -> Any:
+    """The C extension module client.records._speedups; skips the test when it is not built
+    or GREGOR_NO_EXTENSIONS is set (module-scoped: hypothesis tests take it too)."""
+    if os.environ.get("GREGOR_NO_EXTENSIONS", "") not in ("", "0"):
+        pytest.skip("GREGOR_NO_EXTENSIONS is set")
+    return pytest.importorskip(
+        "client.records._speedups", reason="C extension not built (no compiler at install?)"
+    )

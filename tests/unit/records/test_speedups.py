@@ -36,14 +36,6 @@ def records_decoder() -> None:
     return None
 
 
-def _speedups() -> Any:
-    if os.environ.get("GREGOR_NO_EXTENSIONS", "") not in ("", "0"):
-        pytest.skip("GREGOR_NO_EXTENSIONS is set")
-    return pytest.importorskip(
-        "client.records._speedups", reason="C extension not built (no compiler at install?)"
-    )
-
-
 def _header(base_offset: int = 0, base_ts: int = 1_700_000_000_000, count: int = 0) -> BatchHeader:
     return BatchHeader(
         base_offset=base_offset,
@@ -119,8 +111,8 @@ _delta = st.integers(-(2**40), 2**40) | st.sampled_from([0, 1, -1, 127, 128, -32
     base_offset=st.integers(0, 2**62) | st.sampled_from([0, 2**63 - 2**40]),
     base_ts=st.integers(-(2**62), 2**62),
 )
-def test_random_sections_decode_exactly_as_python(rows, base_offset, base_ts):
-    sp = _speedups()
+def test_random_sections_decode_exactly_as_python(rows, base_offset, base_ts, speedups):
+    sp = speedups
     section = msgpack.packb(
         [[i, td, k, v, hd] for i, (td, k, v, hd) in enumerate(rows)], use_bin_type=True
     )
@@ -135,15 +127,15 @@ def test_random_sections_decode_exactly_as_python(rows, base_offset, base_ts):
     base_offset=_int64,
     base_ts=_int64,
 )
-def test_extreme_deltas_decode_as_python_or_fall_back(deltas, base_offset, base_ts):
+def test_extreme_deltas_decode_as_python_or_fall_back(deltas, base_offset, base_ts, speedups):
     """Overflow beyond int64 in base + delta must fall back (Python gives the big int)."""
-    sp = _speedups()
+    sp = speedups
     section = msgpack.packb([[od, td, b"k", b"v", None] for od, td in deltas])
     _check(sp, _header(base_offset, base_ts, len(deltas)), section)
 
 
-def test_uint64_delta_and_overflow_fall_back():
-    sp = _speedups()
+def test_uint64_delta_and_overflow_fall_back(speedups):
+    sp = speedups
     h = _header(2**63 - 1, 2**63 - 1, 1)
     for row in (
         [2**64 - 1, 0, None, None, None],
@@ -155,8 +147,8 @@ def test_uint64_delta_and_overflow_fall_back():
     assert ok == [ConsumerRecord("topic", 7, 2**63 - 1, 2**63 - 1, None, None, ())]
 
 
-def test_many_records_with_real_batches_and_shared_timestamp():
-    sp = _speedups()
+def test_many_records_with_real_batches_and_shared_timestamp(speedups):
+    sp = speedups
     recs = [(b"k%d" % i, os.urandom(100), None, 1_700_000_000_000) for i in range(5000)]
     recs[10] = (None, b"", [("a", b"1"), ("b", b"")], 1_700_000_000_005)
     batch = build_batch(recs, base_offset=10**12)
@@ -169,9 +161,9 @@ def test_many_records_with_real_batches_and_shared_timestamp():
     assert [r.offset for r in out] == list(range(10**12, 10**12 + 5000))
 
 
-def test_keys_values_and_headers_of_every_size_class():
+def test_keys_values_and_headers_of_every_size_class(speedups):
     """fixstr/str8/16/32, bin8/16/32, array16/32 for headers, every int width."""
-    sp = _speedups()
+    sp = speedups
     rows = []
     for n in (0, 1, 31, 32, 255, 256, 65535, 65536):
         rows.append([len(rows), n, b"b" * n, "s" * n, [["h", b"x"]] * min(n, 70000)])
@@ -197,8 +189,8 @@ def test_keys_values_and_headers_of_every_size_class():
     _check(sp, _header(5, 1000, len(rows)), section, must_decode=True)
 
 
-def test_invalid_utf8_and_other_types_fall_back():
-    sp = _speedups()
+def test_invalid_utf8_and_other_types_fall_back(speedups):
+    sp = speedups
     h = _header(0, 0, 1)
     bad_utf8 = msgpack.packb([[0, 0, None, None, None]])[:-1] + b"\x91\x92\xa2\xff\xfe\xc0"
     cases = [
@@ -225,8 +217,8 @@ def test_invalid_utf8_and_other_types_fall_back():
         _check(sp, h, section)
 
 
-def test_deep_nesting_falls_back():
-    sp = _speedups()
+def test_deep_nesting_falls_back(speedups):
+    sp = speedups
     deep: Any = b"x"
     for _ in range(40):
         deep = [deep]
@@ -247,8 +239,8 @@ def _plain_section(n: int = 6) -> bytes:
     return msgpack.packb(rows, use_bin_type=True)
 
 
-def test_every_truncation_and_every_bit_flip_is_none_or_as_python():
-    sp = _speedups()
+def test_every_truncation_and_every_bit_flip_is_none_or_as_python(speedups):
+    sp = speedups
     section = _plain_section()
     h = _header(100, 5000, 6)
     _check(sp, h, section, must_decode=True)
@@ -264,8 +256,8 @@ def test_every_truncation_and_every_bit_flip_is_none_or_as_python():
                 _check(sp, _header(100, 5000, count), bytes(buf))
 
 
-def test_random_bytes_never_crash():
-    sp = _speedups()
+def test_random_bytes_never_crash(speedups):
+    sp = speedups
     seed = random.randrange(2**32)
     print(f"seed={seed}")
     rng = random.Random(seed)
@@ -283,13 +275,13 @@ def test_random_bytes_never_crash():
 
 @settings(max_examples=300, deadline=None)
 @given(data=st.binary(max_size=200), count=st.integers(-1, 10))
-def test_hypothesis_garbage_is_none_or_as_python(data, count):
-    sp = _speedups()
+def test_hypothesis_garbage_is_none_or_as_python(data, count, speedups):
+    sp = speedups
     _check(sp, _header(1, 2, count), data)
 
 
-def test_huge_declared_lengths_do_not_allocate():
-    sp = _speedups()
+def test_huge_declared_lengths_do_not_allocate(speedups):
+    sp = speedups
     h = _header(0, 0, 2**31 - 1)
     assert _c(sp, h, b"\xdd\x7f\xff\xff\xff", True) is None
     h1 = _header(0, 0, 1)
@@ -297,8 +289,8 @@ def test_huge_declared_lengths_do_not_allocate():
         assert _c(sp, h1, b"\x91\x95\x00\x00" + tail, True) is None
 
 
-def test_bad_arguments_raise_type_error():
-    sp = _speedups()
+def test_bad_arguments_raise_type_error(speedups):
+    sp = speedups
     with pytest.raises(TypeError):
         sp.decode_rows("not a buffer", Record, (), 0, 0, 0, None)
     with pytest.raises(TypeError):
@@ -310,10 +302,10 @@ def test_bad_arguments_raise_type_error():
 # -- leaks ------------------------------------------------------------------------------------
 
 
-def test_no_leak_over_many_decodes_and_fallbacks():
+def test_no_leak_over_many_decodes_and_fallbacks(speedups):
     """Python-level allocations still alive after 10k decodes (ok, fallback, error paths) stay
     within a small bound: a leaked tuple, bytes or int per call would show as >= 10k blocks."""
-    sp = _speedups()
+    sp = speedups
     good = _plain_section(20)
     h = _header(10, 20, 20)
     bad = [good[:-1], good + b"\x00", good.replace(b"text value", b"text\xffalue")]
@@ -338,8 +330,8 @@ def test_no_leak_over_many_decodes_and_fallbacks():
     assert grown < 64 * 1024, f"{grown} bytes still allocated after 10k decodes"
 
 
-def test_refcounts_of_shared_objects_are_balanced():
-    sp = _speedups()
+def test_refcounts_of_shared_objects_are_balanced(speedups):
+    sp = speedups
     topic = "topic-" + str(random.random())  # a fresh, non-interned object
     base_ts = 2**40 + random.randrange(1000)
     good = _plain_section(20)
@@ -375,8 +367,7 @@ def test_no_extensions_env_forces_python():
     assert _decoder_in_subprocess("1") == "python"
 
 
-def test_extension_is_used_when_built():
-    _speedups()
+def test_extension_is_used_when_built(speedups):
     assert _decoder_in_subprocess(None) == "c"
     assert _decoder_in_subprocess("0") == "c"
     assert reader_mod.DECODER == "c"
@@ -442,9 +433,8 @@ print("ok", n)
 """
 
 
-def test_never_reads_past_the_section_end():
+def test_never_reads_past_the_section_end(speedups):
     """Sections placed right before a PROT_NONE page: a read past the end kills the child."""
-    _speedups()
     if not sys.platform.startswith("linux"):
         pytest.skip("mprotect via ctypes: Linux only")
     seed = random.randrange(2**32)

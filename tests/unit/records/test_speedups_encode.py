@@ -13,7 +13,6 @@ import os
 import subprocess
 import sys
 import tracemalloc
-from typing import Any
 
 import msgpack
 import pytest
@@ -30,14 +29,6 @@ INT64 = st.integers(-(2**63), 2**63 - 1)
 def records_decoder() -> None:
     """Overrides conftest's: these tests call each encoder explicitly, so they run once."""
     return None
-
-
-def _speedups() -> Any:
-    if os.environ.get("GREGOR_NO_EXTENSIONS", "") not in ("", "0"):
-        pytest.skip("GREGOR_NO_EXTENSIONS is set")
-    return pytest.importorskip(
-        "client.records._speedups", reason="C extension not built (no compiler at install?)"
-    )
 
 
 def _python(records: list, default_ts: int) -> tuple[bytes, int, int]:
@@ -57,8 +48,8 @@ _record = st.tuples(_blob, _blob) | st.tuples(_blob, _blob, st.none(), st.none()
 
 @settings(max_examples=400, deadline=None)
 @given(records=st.lists(_record, min_size=1, max_size=40), default_ts=INT64)
-def test_plain_records_encode_exactly_as_msgpack(records, default_ts):
-    sp = _speedups()
+def test_plain_records_encode_exactly_as_msgpack(records, default_ts, speedups):
+    sp = speedups
     got = sp.encode_rows(records, default_ts)
     tss = [default_ts if len(r) == 2 or r[3] is None else r[3] for r in records]
     if not all(-(2**63) <= t - tss[0] < 2**63 for t in tss):
@@ -67,8 +58,8 @@ def test_plain_records_encode_exactly_as_msgpack(records, default_ts):
     assert got == _python(records, default_ts)
 
 
-def test_every_size_class_of_count_ints_and_bins():
-    sp = _speedups()
+def test_every_size_class_of_count_ints_and_bins(speedups):
+    sp = speedups
     for n in (1, 15, 16, 65535, 65536):
         recs = [(None, b"x")] * n
         assert sp.encode_rows(recs, 5) == _python(recs, 5), n
@@ -81,8 +72,8 @@ def test_every_size_class_of_count_ints_and_bins():
     assert sp.encode_rows(recs, 0) == _python(recs, 0)
 
 
-def test_anything_else_falls_back():
-    sp = _speedups()
+def test_anything_else_falls_back(speedups):
+    sp = speedups
     for records in (
         [],
         (("k", b"v"),),  # not a list
@@ -106,8 +97,7 @@ def test_anything_else_falls_back():
         sp.encode_rows([(b"k", b"v")], 2**63)
 
 
-def test_build_batch_is_the_same_with_either_encoder(monkeypatch):
-    _speedups()
+def test_build_batch_is_the_same_with_either_encoder(monkeypatch, speedups):
     cases = [
         [(None, b"v%d" % i) for i in range(1000)],
         [(b"k", b"v", None, 1000 + i % 7) for i in range(100)],
@@ -123,8 +113,8 @@ def test_build_batch_is_the_same_with_either_encoder(monkeypatch):
         assert len(decode_batch(c)) == len(recs)
 
 
-def test_no_leak_and_balanced_refcounts():
-    sp = _speedups()
+def test_no_leak_and_balanced_refcounts(speedups):
+    sp = speedups
     key = b"key-" + os.urandom(8)  # fresh objects, not shared with anything else
     ts = 2**40 + 12345
     good = [(key, b"v" * 10, None, ts)] * 50
@@ -150,14 +140,13 @@ def test_no_leak_and_balanced_refcounts():
     assert (sys.getrefcount(key), sys.getrefcount(ts)) == before
 
 
-def test_no_extensions_env_forces_the_python_encoder():
+def test_no_extensions_env_forces_the_python_encoder(speedups):
     env = {k: v for k, v in os.environ.items() if k != "GREGOR_NO_EXTENSIONS"}
     code = "import client.records.builder as b; print(b.ENCODER)"
     run = [sys.executable, "-c", code]
     out = subprocess.run(run, env={**env, "GREGOR_NO_EXTENSIONS": "1"}, cwd=ROOT,
                          capture_output=True, text=True, timeout=60, check=True)  # fmt: skip
     assert out.stdout.strip() == "python"
-    _speedups()
     out = subprocess.run(run, env=env, cwd=ROOT, capture_output=True, text=True, timeout=60,
                          check=True)  # fmt: skip
     assert out.stdout.strip() == "c"
