@@ -23,7 +23,6 @@ Pure code; any thread may call `build_batch`. A BatchBuilder belongs to one thre
 from __future__ import annotations
 
 import functools
-import os
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -32,6 +31,7 @@ import msgpack
 
 from client.records.compression import NONE, codec_id, compress
 from client.records.crc import crc32c
+from client.records.extensions import optional_extension
 from client.records.header import (
     CRC_START,
     HEADER,
@@ -48,19 +48,8 @@ RECORD_OVERHEAD = 22
 _packb = functools.partial(msgpack.packb, use_bin_type=True)  # a Packer per call: thread-safe
 
 
-def _load_c_encoder() -> Any:
-    """client.records._speedups.encode_rows, or None when not built or disabled by
-    GREGOR_NO_EXTENSIONS (as for the decoder, client/records/reader.py)."""
-    if os.environ.get("GREGOR_NO_EXTENSIONS", "") not in ("", "0"):
-        return None
-    try:
-        from client.records._speedups import encode_rows
-    except ImportError:
-        return None
-    return encode_rows
-
-
-_c_encode_rows = _load_c_encoder()
+_speedups = optional_extension("client.records._speedups")
+_c_encode_rows: Any = None if _speedups is None else _speedups.encode_rows
 ENCODER = "python" if _c_encode_rows is None else "c"
 
 

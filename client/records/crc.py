@@ -4,19 +4,21 @@ Backends (BACKEND says which): "google-crc32c" when that package is installed wi
 implementation (hardware CRC, the fastest on `bytes`, but it takes only `bytes`, so a slice of
 a larger buffer would be copied first); with the optional extension client/records/_crc.c
 (the CPU's crc32 instruction on any buffer, read in place) for everything that is not `bytes`
-("google-crc32c+sse4.2"), or alone ("sse4.2"); else "crcmod", its table loop. The pure-Python fallback of crcmod
-is about 100x slower; a broker on it would validate batches at a few MB/s. `require_c_extension()` is called by scripts and at start-up.
+("google-crc32c+sse4.2"), or alone ("sse4.2"); else "crcmod", its table loop. The pure-Python
+fallback of crcmod is about 100x slower; a broker on it would validate batches at a few MB/s.
+`require_c_extension()` is called by scripts and at start-up.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from typing import Any
 
 import crcmod.crcmod  # noqa: F401  (the implementation module, which records the flag)
 import crcmod.predefined
+
+from client.records.extensions import optional_extension
 
 _log = logging.getLogger(__name__)
 
@@ -32,19 +34,8 @@ except ImportError:
     _google_crc32c = None
 
 
-def _load_hw_crc() -> Any:
-    """client.records._crc.crc32c when built, on a CPU with SSE4.2, and GREGOR_NO_EXTENSIONS is
-    unset; else None."""
-    if os.environ.get("GREGOR_NO_EXTENSIONS", "") not in ("", "0"):
-        return None
-    try:
-        from client.records import _crc
-    except ImportError:
-        return None
-    return _crc.crc32c if _crc.HARDWARE else None
-
-
-_hw_crc32c = _load_hw_crc()
+_crc_ext = optional_extension("client.records._crc")
+_hw_crc32c: Any = _crc_ext.crc32c if _crc_ext is not None and _crc_ext.HARDWARE else None
 
 _google_c = _google_crc32c is not None and _google_crc32c.implementation == "c"
 

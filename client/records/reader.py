@@ -33,7 +33,6 @@ Pure code; any thread may call (the GC pause is process-global for the milliseco
 from __future__ import annotations
 
 import gc
-import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -41,6 +40,7 @@ import msgpack
 
 from client.errors import CorruptRecordError
 from client.records.compression import decompress
+from client.records.extensions import optional_extension
 from client.records.header import HEADER_SIZE, BatchHeader, parse_header, peek_size, validate
 from client.records.record import ConsumerRecord, Record
 
@@ -51,19 +51,8 @@ _new = tuple.__new__
 _ZERO = 0  # the cached small int msgpack returns for a 0 delta (identity test, add otherwise)
 
 
-def _load_c_decoder() -> Any:
-    """client.records._speedups.decode_rows, or None when not built or disabled by the
-    environment (GREGOR_NO_EXTENSIONS set to anything but "" or "0")."""
-    if os.environ.get("GREGOR_NO_EXTENSIONS", "") not in ("", "0"):
-        return None
-    try:
-        from client.records._speedups import decode_rows
-    except ImportError:
-        return None
-    return decode_rows
-
-
-_c_decode_rows = _load_c_decoder()
+_speedups = optional_extension("client.records._speedups")
+_c_decode_rows: Any = None if _speedups is None else _speedups.decode_rows
 DECODER = "python" if _c_decode_rows is None else "c"
 
 
