@@ -10,8 +10,10 @@ health check quiet.
 
 from __future__ import annotations
 
+import gc
 import os
-from collections.abc import Iterator
+import tracemalloc
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -42,3 +44,24 @@ def speedups() -> Any:
     return pytest.importorskip(
         "client.records._speedups", reason="C extension not built (no compiler at install?)"
     )
+
+
+def _bytes_kept(run: Callable[[int], None], n: int = 10_000) -> int:
+    """Bytes of Python allocations still alive after run(n) (run(200) first, to warm caches):
+    a leaked object per call shows as >= n blocks."""
+    run(200)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        run(n)
+        gc.collect()
+        return tracemalloc.get_traced_memory()[0] - start
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.fixture(scope="module")
+def bytes_kept() -> Callable[..., int]:
+    """_bytes_kept, for the C extension leak tests."""
+    return _bytes_kept

@@ -7,12 +7,10 @@ built. The reader's selection (DECODER, GREGOR_NO_EXTENSIONS) is tested without 
 
 from __future__ import annotations
 
-import gc
 import os
 import random
 import subprocess
 import sys
-import tracemalloc
 from typing import Any
 
 import msgpack
@@ -302,7 +300,7 @@ def test_bad_arguments_raise_type_error(speedups):
 # -- leaks ------------------------------------------------------------------------------------
 
 
-def test_no_leak_over_many_decodes_and_fallbacks(speedups):
+def test_no_leak_over_many_decodes_and_fallbacks(speedups, bytes_kept):
     """Python-level allocations still alive after 10k decodes (ok, fallback, error paths) stay
     within a small bound: a leaked tuple, bytes or int per call would show as >= 10k blocks."""
     sp = speedups
@@ -317,16 +315,7 @@ def test_no_leak_over_many_decodes_and_fallbacks(speedups):
             _c(sp, h, s, True)
             _c(sp, h, memoryview(s), False)
 
-    run(200)  # warm caches
-    gc.collect()
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        run(10_000)
-        gc.collect()
-        grown = tracemalloc.get_traced_memory()[0] - before
-    finally:
-        tracemalloc.stop()
+    grown = bytes_kept(run)
     assert grown < 64 * 1024, f"{grown} bytes still allocated after 10k decodes"
 
 

@@ -8,11 +8,9 @@ extension is not built; build_batch itself runs with both encoders in every reco
 
 from __future__ import annotations
 
-import gc
 import os
 import subprocess
 import sys
-import tracemalloc
 
 import msgpack
 import pytest
@@ -113,7 +111,7 @@ def test_build_batch_is_the_same_with_either_encoder(monkeypatch, speedups):
         assert len(decode_batch(c)) == len(recs)
 
 
-def test_no_leak_and_balanced_refcounts(speedups):
+def test_no_leak_and_balanced_refcounts(speedups, bytes_kept):
     sp = speedups
     key = b"key-" + os.urandom(8)  # fresh objects, not shared with anything else
     ts = 2**40 + 12345
@@ -126,16 +124,7 @@ def test_no_leak_and_balanced_refcounts(speedups):
             sp.encode_rows(good, 7)
             sp.encode_rows(bad, 7)
 
-    run(200)
-    gc.collect()
-    tracemalloc.start()
-    try:
-        start = tracemalloc.get_traced_memory()[0]
-        run(10_000)
-        gc.collect()
-        grown = tracemalloc.get_traced_memory()[0] - start
-    finally:
-        tracemalloc.stop()
+    grown = bytes_kept(run)
     assert grown < 64 * 1024, f"{grown} bytes still allocated after 20k calls"
     assert (sys.getrefcount(key), sys.getrefcount(ts)) == before
 
