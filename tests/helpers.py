@@ -52,9 +52,6 @@ async def async_wait_until(
         await asyncio.sleep(interval)
 
 
-# -- broker config and handles -------------------------------------------------------------------
-
-
 def poll_n(consumer: Any, n: int, timeout: float = 10.0) -> list:
     """Poll a (blocking) Consumer until it has returned `n` records; fails after `timeout` s."""
     out: list = []
@@ -63,6 +60,9 @@ def poll_n(consumer: Any, n: int, timeout: float = 10.0) -> list:
         assert time.monotonic() < deadline, f"got {len(out)} of {n} records"
         out += consumer.poll(timeout_ms=200)
     return out
+
+
+# -- broker config and handles -------------------------------------------------------------------
 
 
 def broker_config(data_dir: Path | str, **overrides: Any) -> Any:
