@@ -255,9 +255,10 @@ class Sender:
             self.muted.discard(tp)
             offset = p["base_offset"]
             append_time = p["log_append_time_ms"]
-            for b in batches:
+            for b in batches:  # one request may carry several batches of a partition
+                count = len(b.entries)  # _finish frees the entries
                 self._finish(b, None, offset, append_time)
-                offset += len(b.entries)
+                offset += count
         self.wake_event.set()
 
     def _retry_or_fail(
