@@ -98,6 +98,7 @@ def load_broker_config(args: argparse.Namespace) -> Any:
 
 def run_server(args: argparse.Namespace) -> int:
     from client.errors import ConfigError
+    from client.fsutil import DirectoryInUseError
 
     command = args.command_name
     try:
@@ -121,6 +122,8 @@ def run_server(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda signum, frame: server.request_shutdown())
     try:
         host, port = server.start()
+    except DirectoryInUseError as exc:
+        return _fail(command, str(exc))
     except Exception as exc:  # start() logged the traceback and shut down what started
         print(f"gregor {command}: cannot start: {exc}", file=sys.stderr, flush=True)
         return 1

@@ -44,6 +44,7 @@ from broker.metadata_publisher import MetadataPublisher
 from broker.purgatory import Purgatory, SystemTimer
 from broker.replica import ReplicaManager, ReplicaSettings
 from client.errors import ConfigError
+from client.fsutil import lock_directories
 from controller.metadata.image import MetadataImage
 from controller.metadata.records import RESOURCE_TOPIC
 from controller.quorum.combined import CombinedController
@@ -169,6 +170,15 @@ class BrokerNode:
         self.rack = _cfg(config, "broker_rack", None)
         for d in self.log_dirs:
             os.makedirs(d, exist_ok=True)
+        # Before anything reads or writes them: one process per log dir and metadata dir.
+        self._dir_locks = lock_directories([*self.log_dirs, self._metadata_dir()])
+        try:
+            self._build(config)
+        except BaseException:
+            self._release_locks()
+            raise
+
+    def _build(self, config: Any) -> None:
         self.cluster_id = self._cluster_id()
         self.log_config = log_config_from(config)
         self.publisher: MetadataPublisher
@@ -396,4 +406,9 @@ class BrokerNode:
         except OSError as exc:
             _log.error("[broker=%d] high-watermark checkpoint failed: %s", self.node_id, exc)
         self.log_manager.close(clean=True)
+        self._release_locks()
         _log.info("[broker=%d] shut down", self.node_id)
+
+    def _release_locks(self) -> None:
+        for lock in self._dir_locks:
+            lock.release()

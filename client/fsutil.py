@@ -33,3 +33,68 @@ def write_atomic(path: Path | str, data: bytes | str) -> None:
         os.close(fd)
     os.replace(tmp, path)
     fsync_dir(path.parent)
+
+
+LOCK_FILE = ".lock"
+
+
+class DirectoryInUseError(OSError):
+    """Another process holds the lock of a data directory (`DirectoryLock`)."""
+
+    def __init__(self, directory: Path, holder: str) -> None:
+        super().__init__(
+            f"{directory} is in use by another Gregor process ({holder}); stop it first, or"
+            " give this process its own directory"
+        )
+        self.directory = directory
+        self.holder = holder
+
+
+class DirectoryLock:
+    """An exclusive `flock` on `<directory>/.lock`, held while this object is open, so two
+    processes never share a log or metadata directory (a second one's clean-shutdown marker
+    would make the first one's crash look clean). The file holds the holder's pid, for the
+    message the second process prints. The kernel drops the lock when the process dies, so a
+    crash never leaves a stale lock. Not reentrant: one process opens it once per directory."""
+
+    def __init__(self, directory: Path | str) -> None:
+        import fcntl
+
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path = self.directory / LOCK_FILE
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            os.close(fd)
+            raise DirectoryInUseError(
+                self.directory, f"pid {pid}" if pid else "pid unknown"
+            ) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        """Drop the lock (idempotent). The file stays: removing it would race a new holder."""
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+
+def lock_directories(directories: list[Path | str]) -> list[DirectoryLock]:
+    """Lock each directory (DirectoryInUseError naming the first one held elsewhere; the
+    locks taken so far are released)."""
+    locks: list[DirectoryLock] = []
+    try:
+        for d in dict.fromkeys(os.path.abspath(d) for d in directories):
+            locks.append(DirectoryLock(d))
+    except BaseException:
+        for lock in locks:
+            lock.release()
+        raise
+    return locks

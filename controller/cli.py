@@ -116,6 +116,7 @@ def interim_load_config(
 
 def run_controller(args: argparse.Namespace) -> int:
     from client.errors import ConfigError
+    from client.fsutil import DirectoryInUseError
     from controller.quorum.process import ControllerProcess
 
     overrides = {}
@@ -150,6 +151,9 @@ def run_controller(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     try:
         host, port = proc.start()
+    except DirectoryInUseError as exc:
+        print(f"gregor controller: {exc}", file=sys.stderr, flush=True)
+        return 2
     except OSError as exc:
         print(f"gregor controller: cannot start: {exc}", file=sys.stderr, flush=True)
         proc.stop()

@@ -92,7 +92,7 @@ class LogManager:
         clean = marker.exists()
         recovery_points = read_offsets(log_dir / RECOVERY_POINT_CHECKPOINT)
         start_offsets = read_offsets(log_dir / LOG_START_OFFSET_CHECKPOINT)
-        _log.info("opening log dir %s (%s shutdown)", log_dir, "clean" if clean else "UNCLEAN")
+        found = []
         for entry in sorted(log_dir.iterdir()):
             tp = parse_partition_dir(entry.name) if entry.is_dir() else None
             if tp is None:
@@ -101,6 +101,13 @@ class LogManager:
                 continue
             if tp in self._logs:
                 raise StorageError(f"partition {tp[0]}-{tp[1]} found in two log dirs: {entry}")
+            found.append((entry, tp))
+        if not found and not clean and not (log_dir / RECOVERY_POINT_CHECKPOINT).exists():
+            _log.info("opening log dir %s (new: no logs yet)", log_dir)
+        else:
+            state = "clean" if clean else "UNCLEAN"
+            _log.info("opening log dir %s (%s shutdown, %d logs)", log_dir, state, len(found))
+        for entry, tp in found:
             self._logs[tp] = self._new_log(
                 entry, tp, clean, recovery_points.get(tp, 0), start_offsets.get(tp)
             )

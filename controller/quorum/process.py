@@ -30,6 +30,7 @@ from typing import Any
 import msgpack
 
 from client.errors import ErrorCode, OffsetOutOfRangeError
+from client.fsutil import DirectoryLock
 from client.protocol.api_keys import ApiKey
 from client.protocol.schema import API_SPECS
 from controller.quorum.combined import describe_quorum_body
@@ -72,12 +73,14 @@ class ControllerProcess:
         self.server: ControllerServer | None = None
         self.loader: MetadataLoader | None = None
         self.snapshotter: BackgroundSnapshotter | None = None
+        self._dir_lock: DirectoryLock | None = None
         # replica id -> (next offset it asked for, time.monotonic() of the fetch); loop thread
         self._observers: dict[int, tuple[int, float]] = {}
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self) -> tuple[str, int]:
         os.makedirs(self.data_dir, exist_ok=True)
+        self._dir_lock = DirectoryLock(self.data_dir)  # DirectoryInUseError: held elsewhere
         holder: dict[str, PeerTransport] = {}
         self.log = RaftMetadataLog(
             self.node_id,
@@ -137,6 +140,8 @@ class ControllerProcess:
         self.runner = None
         if self.snapshotter is not None:
             self.snapshotter.close()
+        if self._dir_lock is not None:
+            self._dir_lock.release()
 
     async def _hand_over_leadership(self) -> None:
         """A leader stopping cleanly transfers leadership first, so the quorum has a new leader
