@@ -29,6 +29,8 @@ from client.errors import (
     GregorError,
     GregorTimeoutError,
     LocalError,
+    UnknownTopicOrPartitionError,
+    error_for_code,
 )
 from client.protocol import ApiKey
 
@@ -126,8 +128,12 @@ def _retrieve(task: asyncio.Task) -> None:
 class ClusterClient:
     """Connections and metadata for one client object. Loop-owned."""
 
-    def __init__(self, config: Any) -> None:
+    def __init__(self, config: Any, *, allow_auto_topic_creation: bool = False) -> None:
+        """With `allow_auto_topic_creation` (a producer's allow.auto.create.topics), Metadata
+        requests let the broker create missing topics when its auto.create.topics.enable is
+        set, as Kafka's producer does."""
         self.config = config
+        self.allow_auto_topic_creation = allow_auto_topic_creation
         self.metadata = ClusterMetadata()
         self._conns: dict[int, BrokerConnection] = {}
         self._connecting: dict[int, asyncio.Task] = {}
@@ -188,7 +194,7 @@ class ClusterClient:
         self._need_update = False
         req = {
             "topics": None if topics is None else [{"name": t} for t in topics],
-            "allow_auto_topic_creation": False,
+            "allow_auto_topic_creation": self.allow_auto_topic_creation and topics is not None,
         }
         try:
             body = await self.send_any(ApiKey.METADATA, req)
@@ -227,8 +233,6 @@ class ClusterClient:
                     return md
                 code = md.topic_errors.get(topic)
                 if code is not None:
-                    from client.errors import error_for_code
-
                     last = error_for_code(code)(f"topic {topic!r}")
                     if not last.retriable:
                         raise last
@@ -236,6 +240,13 @@ class ClusterClient:
                 if not exc.retriable:
                     raise
                 last = exc
+            if self.allow_auto_topic_creation and isinstance(last, UnknownTopicOrPartitionError):
+                # Fail fast: a broker that creates topics answers LEADER_NOT_AVAILABLE until the
+                # new topic is visible, so UNKNOWN_TOPIC_OR_PARTITION means it will not create it.
+                raise UnknownTopicOrPartitionError(
+                    f"topic {topic!r} does not exist and the broker did not create it"
+                    " (auto.create.topics.enable is false there): create it first"
+                )
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 msg = f"topic {topic!r} not in metadata after {timeout_ms:.0f} ms"

@@ -72,7 +72,7 @@ def _all_bytes_or_none(items: list) -> bool:
 class Producer:
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         self.config = cfg = resolve_config("producer", config, kwargs)
-        self._cluster = ClusterClient(cfg)
+        self._cluster = ClusterClient(cfg, allow_auto_topic_creation=cfg.allow_auto_create_topics)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = 0
         self._wake_pending = False

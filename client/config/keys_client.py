@@ -33,6 +33,7 @@ KEYS = [
     key("buffer.memory", "size", 32 * MiB, "bytes of unsent records before send() blocks", P, at_least(1024)),
     key("max.block.ms", "duration_ms", 60_000, "how long send() blocks for buffer space or metadata", P, at_least(0)),
     key("max.request.size", "size", 1 * MiB, "largest Produce request per partition", P, at_least(1024)),
+    key("allow.auto.create.topics", "bool", True, "let the broker create a missing topic on the producer's metadata request (when its auto.create.topics.enable is set)", P),
     key("enable.idempotence", "bool", False, "producer ids and sequence numbers for exactly-once appends (Kafka's default: true)", P),
     key("transactional.id", "str", None, "enables transactions with this id", P),
     key("group.id", "str", None, "consumer group to join; None: no group (assign() and no commits)", CO),
