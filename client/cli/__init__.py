@@ -1,7 +1,7 @@
 """Client-side `gregor` subcommands: topics, produce, consume, perf.
 
 Registered in broker/cli.py COMMAND_MODULES as "client.cli"; each module adds its parsers.
-Every command takes `--bootstrap-server HOST:PORT` (default localhost:9092) and exits 1 with a
+Every command takes `--bootstrap-server HOST:PORT` (default 127.0.0.1:9092) and exits 1 with a
 one-line message on a client error.
 """
 

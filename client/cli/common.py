@@ -11,7 +11,7 @@ from typing import Any
 
 from client.errors import GregorError
 
-DEFAULT_BOOTSTRAP = "localhost:9092"
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"  # where `gregor server` listens by default (README)
 
 
 def add_bootstrap(p: argparse.ArgumentParser) -> None:
@@ -42,6 +42,10 @@ def client_config(args: argparse.Namespace, **extra: Any) -> dict[str, Any]:
     return cfg
 
 
+class CommandError(Exception):
+    """A command's own error: printed as `error: MESSAGE`, exit status 1."""
+
+
 def reports_errors(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     """Turn client errors into `error: ...` on stderr and exit status 1."""
 
@@ -50,7 +54,7 @@ def reports_errors(fn: Callable[[argparse.Namespace], int]) -> Callable[[argpars
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
         try:
             return fn(args)
-        except GregorError as exc:
+        except (GregorError, CommandError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
         except KeyboardInterrupt:
