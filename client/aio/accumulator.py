@@ -48,6 +48,7 @@ class ProducerBatch:
         "done_waiters",
         "full",
         "timestamp_ms",
+        "last_error",
     )
 
     def __init__(self, tp: TopicPartition, now: float, delivery_timeout: float) -> None:
@@ -64,6 +65,7 @@ class ProducerBatch:
         self.done_waiters: list[Any] = []
         self.full = False
         self.timestamp_ms = time.time_ns() // 1_000_000  # for (key, value) entries
+        self.last_error: BaseException | None = None  # of the last failed attempt (retried)
 
     def __repr__(self) -> str:
         return f"<ProducerBatch {self.tp.topic}-{self.tp.partition} n={len(self.entries)} size={self.size}>"

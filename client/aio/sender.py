@@ -76,13 +76,7 @@ class Sender:
                 self._refresh = asyncio.ensure_future(self._refresh_metadata())
             ready, expired, next_at = acc.drain(now, self.muted, self.flushing > 0 or self.stopping)
             for b in expired:
-                self._finish(
-                    b,
-                    GregorTimeoutError(
-                        f"{b.tp.topic}-{b.tp.partition}: {len(b.entries)} records expired after "
-                        f"delivery.timeout.ms={self.config.delivery_timeout_ms}"
-                    ),
-                )
+                self._finish(b, self._expired(b))
             if ready:
                 next_at = self._dispatch(ready, now, next_at)
             if self.muted and self._encode_ahead():
@@ -261,6 +255,21 @@ class Sender:
                 offset += count
         self.wake_event.set()
 
+    def _expired(self, b: ProducerBatch) -> GregorTimeoutError:
+        """The error of a batch that ran out of delivery.timeout.ms: it names the last error
+        its attempts met (e.g. KAFKA_STORAGE_ERROR from a broker whose log dir is offline),
+        also kept as its `__cause__`."""
+        msg = (
+            f"{b.tp.topic}-{b.tp.partition}: {len(b.entries)} records expired after "
+            f"delivery.timeout.ms={self.config.delivery_timeout_ms}"
+        )
+        last = b.last_error
+        if last is not None:
+            msg += f" ({b.attempts} attempt(s); last error: {last})"
+        err = GregorTimeoutError(msg)
+        err.__cause__ = last
+        return err
+
     def _retry_or_fail(
         self, tp: TopicPartition, batches: list[ProducerBatch], exc: BaseException
     ) -> None:
@@ -270,6 +279,7 @@ class Sender:
         keep: list[ProducerBatch] = []
         for b in batches:
             b.attempts += 1
+            b.last_error = exc
             if retriable and b.attempts <= self.config.retries and b.deadline > now:
                 keep.append(b)
             else:
