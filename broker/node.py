@@ -394,6 +394,7 @@ class BrokerNode:
         self._stop.set()
         if self._tasks is not None:
             self._tasks.join(10.0)
+        self._controlled_shutdown()
         try:
             self.controller.stop()
         except Exception:
@@ -408,6 +409,34 @@ class BrokerNode:
         self.log_manager.close(clean=True)
         self._release_locks()
         _log.info("[broker=%d] shut down", self.node_id)
+
+    def _controlled_shutdown(self, timeout: float = 5.0) -> None:
+        """Ask the controller to move leadership off this broker and fence it, so the metadata
+        says what is true while it is down (no leader for a partition with no other in-sync
+        replica) and a restart does not first act on stale leadership. Best effort: a failure
+        is logged, and the shutdown goes on."""
+        if self.broker_epoch < 0 or self.fatal_error is not None:
+            return
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                hb = self.controller.broker_heartbeat(
+                    self.node_id,
+                    self.broker_epoch,
+                    self.controller.image.offset,
+                    want_shutdown=True,
+                ).result(timeout)
+                if hb.get("error_code", 0) != 0:
+                    _log.warning("[broker=%d] controlled shutdown refused: %s", self.node_id, hb)
+                    return
+                if hb.get("should_shut_down"):
+                    return
+                if time.monotonic() > deadline:
+                    _log.warning("[broker=%d] controlled shutdown timed out", self.node_id)
+                    return
+                self.publisher.wait_for(lambda img: img.offset >= self.controller.image.offset, 0.1)
+        except Exception as exc:
+            _log.warning("[broker=%d] controlled shutdown failed: %s", self.node_id, exc)
 
     def _release_locks(self) -> None:
         for lock in self._dir_locks:

@@ -99,18 +99,29 @@ class Partition:
         """Follow `leader_id` (the replica fetcher arrives with replication). Any thread."""
         with self._lock:
             changed = leader_epoch != self.leader_epoch or leader_id != self.leader_id
+            first = self.leader_epoch < 0 and self.leader_id < 0  # a replica just opened
             self.leader_id = leader_id
             self.leader_epoch = leader_epoch
             self.partition_epoch = partition_epoch
             self.replicas = tuple(replicas)
             self.isr = tuple(isr)
             self.followers = {}
-        if changed:
+        if not changed:
+            return
+        if leader_id >= 0:
             _log.info(
                 "[%s-%d] became follower of %d (epoch %d)",
                 self.topic,
                 self.partition,
                 leader_id,
+                leader_epoch,
+            )
+        else:  # opened without a leader (e.g. after a controlled shutdown) is no change
+            _log.log(
+                logging.DEBUG if first else logging.INFO,
+                "[%s-%d] has no leader (epoch %d)",
+                self.topic,
+                self.partition,
                 leader_epoch,
             )
 
