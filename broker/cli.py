@@ -3,7 +3,7 @@
 Each subcommand module exposes `register(subparsers)`, which adds its parser(s) and sets
 `func` on them; `func(args) -> int` is the exit code. Client-side commands (topics, produce,
 consume, perf) live in `client.cli`; server-side ones in `broker` and `controller`, keeping
-the import arrows of DESIGN.md section 2.
+the import arrows of docs/architecture.md §2.
 """
 
 from __future__ import annotations

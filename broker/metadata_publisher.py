@@ -1,4 +1,4 @@
-"""MetadataPublisher: the one broker-side seam for committed metadata (DESIGN.md §8).
+"""MetadataPublisher: the one broker-side seam for committed metadata (docs/architecture.md §8).
 
     publisher = MetadataPublisher(replica_manager)
     publisher.subscribe(callback)         # more consumers of (image, delta): e.g. group coordinator

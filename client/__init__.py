@@ -1,4 +1,4 @@
-"""Gregor client library (DESIGN.md section 10).
+"""Gregor client library (docs/architecture.md §10).
 
     from client import Producer, Consumer, Admin, TopicPartition   # blocking facade
     from client.aio import Producer, Consumer, Admin                # asyncio core

@@ -1,6 +1,6 @@
 """One log segment: `<base_offset:020d>.log` plus its offset and time indexes.
 
-The .log file is a plain concatenation of record batches exactly as on the wire (DESIGN.md §4;
+The .log file is a plain concatenation of record batches exactly as on the wire (docs/architecture.md §4;
 layout in client/records/header.py): no per-file header, no padding. Its name is the offset of its
 first batch. `size` counts only whole batches that were written completely; a failed or short
 append is rolled back with ftruncate, so every byte below `size` belongs to a whole batch.

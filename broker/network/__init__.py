@@ -1,4 +1,4 @@
-"""The broker's network layer (DESIGN.md section 5, steps 1, 2 and 6): acceptor, network
+"""The broker's network layer (docs/architecture.md §5, steps 1, 2 and 6): acceptor, network
 threads (one uvloop loop each), connections with muting, frames in and out. No business rules.
 
     from broker.network import SocketServer, NetworkSettings, Request

@@ -1,4 +1,4 @@
-"""DelayedProduce and DelayedFetch: the replica manager's parked requests (DESIGN.md §5, §6).
+"""DelayedProduce and DelayedFetch: the replica manager's parked requests (docs/architecture.md §5, §6).
 
 DelayedProduce waits until every appended partition is acknowledged: for acks=all the high
 watermark reaches the batch's end; for acks=1 the leader's durable end does (its fsync with

@@ -8,7 +8,7 @@
     rm.on_flushed(topic, partition, flushed_offset)                 # the flushers' callback
 
 append/fetch return the answer at once, or None after parking a DelayedProduce/DelayedFetch
-that calls `callback` exactly once later (any thread). Durability (DESIGN.md §6): with
+that calls `callback` exactly once later (any thread). Durability (docs/architecture.md §6): with
 log.flush.on.ack=true an acks=1/all write is acknowledged only once the group-commit fsync
 covers it, and the high watermark never passes the leader's flushed offset (Partition).
 

@@ -1,4 +1,4 @@
-"""Asyncio core of the Gregor client (DESIGN.md section 10; aiokafka's shape).
+"""Asyncio core of the Gregor client (docs/architecture.md §10; aiokafka's shape).
 
     from client.aio import Producer, Consumer, Admin
 

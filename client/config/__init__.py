@@ -1,4 +1,4 @@
-"""Gregor's configuration: one registry of every key (DESIGN.md section 12).
+"""Gregor's configuration: one registry of every key (docs/architecture.md §12).
 
     load_config(role, path=None, env=os.environ, overrides=None) -> Config
     client_config(role, {"linger.ms": 10}) / client_config(role, linger_ms=10) -> Config

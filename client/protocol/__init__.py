@@ -1,4 +1,4 @@
-"""Gregor's native wire protocol (DESIGN.md section 3): framing, API keys, schemas, errors.
+"""Gregor's native wire protocol (docs/architecture.md §3): framing, API keys, schemas, errors.
 
 Importing this package registers every API schema in `API_SPECS`.
 """

@@ -29,6 +29,6 @@ class ApiKey(IntEnum):
     BROKER_REGISTRATION = 62
     BROKER_HEARTBEAT = 63
     CONSUMER_GROUP_HEARTBEAT = 68
-    # Internal controller APIs (DESIGN.md section 3): 1000 and up.
+    # Internal controller APIs (docs/architecture.md §3): 1000 and up.
     RAFT_MESSAGE = 1000
     METADATA_FETCH = 1001

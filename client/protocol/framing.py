@@ -9,7 +9,7 @@ Response payload: msgpack array [correlation_id, body]
 Bodies are msgpack maps with snake_case keys; record batches travel as msgpack bin.
 
 `FrameDecoder` never allocates what a length prefix claims before checking it against the
-configured maximum (DESIGN.md section 3): an oversized prefix raises FrameTooLargeError.
+configured maximum (docs/architecture.md §3): an oversized prefix raises FrameTooLargeError.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 `msgpack.unpackb` copies every bin into a new `bytes`. For a Produce request of several MB
 (1 KiB records: ~7 MB per request) that is one full copy of the records on the broker's network
-thread, and the log then copies them once more to rewrite offsets in place (DESIGN.md section 4).
+thread, and the log then copies them once more to rewrite offsets in place (docs/architecture.md §4).
 `unpack_produce_views(payload)` reads the same msgpack, but returns each bin of at least
 `min_bin` bytes as a writable `memoryview` slice of `payload` (a `bytearray`: what
 client/protocol/frame_reader.py hands out for large frames), so the records reach

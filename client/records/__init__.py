@@ -1,4 +1,4 @@
-"""Record batches: the wire = disk format of DESIGN.md section 4.
+"""Record batches: the wire = disk format of docs/architecture.md §4.
 
     build_batch(records, base_offset=0, compression="none", ...) -> bytes
     BatchBuilder(compression="none", ..., max_bytes=1048576).append(key, value, headers, ts)

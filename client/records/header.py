@@ -1,4 +1,4 @@
-"""Record batch header: the fixed big-endian layout of DESIGN.md section 4 (Kafka's v2).
+"""Record batch header: the fixed big-endian layout of docs/architecture.md §4 (Kafka's v2).
 
 Byte layout (61 bytes, then the records section):
 

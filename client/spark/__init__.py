@@ -1,4 +1,4 @@
-"""PySpark connector for Gregor (DESIGN.md section 11): the `gregor` Python Data Source.
+"""PySpark connector for Gregor (docs/architecture.md §11): the `gregor` Python Data Source.
 
     from client.spark import register
     register(spark)                      # or spark.dataSource.register(GregorDataSource)

@@ -1,4 +1,4 @@
-"""Fixtures of the multi-process tier (DESIGN.md section 13, tier 4).
+"""Fixtures of the multi-process tier (docs/architecture.md §13, tier 4).
 
 - `controller_quorum`: `make(size=3, **dotted_config_overrides) -> ControllerQuorum`
   (tests/cluster/controller_quorum.py): real `gregor controller` processes on free loopback

@@ -1,4 +1,4 @@
-"""Schema-driven fuzzing against a live broker (DESIGN.md §3: the fuzz tests read the same API
+"""Schema-driven fuzzing against a live broker (docs/architecture.md §3: the fuzz tests read the same API
 schemas as the codec and the docs).
 
 For every registered API, hypothesis builds request bodies from the declared schema — valid in
