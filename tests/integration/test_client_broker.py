@@ -102,7 +102,9 @@ def test_errors_and_closed_clients(broker) -> None:
     with Admin(bootstrap_servers=broker.bootstrap) as admin:
         with pytest.raises(UnknownTopicOrPartitionError):
             admin.describe_topic("nope")
-    p = Producer(bootstrap_servers=broker.bootstrap, max_block_ms=300)
+    p = Producer(
+        bootstrap_servers=broker.bootstrap, max_block_ms=300, allow_auto_create_topics=False
+    )
     from client.errors import GregorTimeoutError
 
     with pytest.raises(GregorTimeoutError, match="nope"):
