@@ -10,7 +10,8 @@ The codec id lives in attributes bits 0-2 of the batch header (client/records/he
 
 The records section is compressed as a whole. Codec packages are imported on first use, so a
 broker without lz4 installed still starts; using a missing codec raises MissingCodecError naming
-the codec and the pip package. Decompression output is capped at MAX_DECOMPRESSED_BYTES, and any
+the codec and the pip package. Decompression output is capped at MAX_DECOMPRESSED_BYTES while
+decompressing (every codec stops once past it, so a bomb costs at most the cap), and any
 failure to decompress (garbage, truncation, a bomb) raises CorruptRecordError with the reason.
 
 Pure functions; any thread may call.
@@ -30,6 +31,7 @@ CODEC_IDS: dict[str, int] = {"none": NONE, "gzip": GZIP, "lz4": LZ4, "zstd": ZST
 CODEC_NAMES: dict[int, str] = {v: k for k, v in CODEC_IDS.items()}
 PIP_PACKAGES: dict[int, str] = {LZ4: "lz4", ZSTD: "zstandard"}
 MAX_DECOMPRESSED_BYTES = 512 * 1024 * 1024
+_ZSTD_CHUNK = 1 << 20
 
 _modules: dict[int, Any] = {}
 
@@ -144,17 +146,31 @@ def _unlz4(mod: Any, data: bytes | memoryview) -> bytes:
 
 
 def _unzstd(mod: Any, data: bytes | memoryview) -> bytes:
-    d = mod.ZstdDecompressor().decompressobj()
-    out = d.decompress(bytes(data))
-    if len(out) > MAX_DECOMPRESSED_BYTES:
+    # The frame header may declare the content size: refuse a bomb before inflating it. The
+    # stream is then read in chunks and stops past the cap whatever the header said, so memory
+    # follows the cap, not the input's claims (zstandard's one-shot and decompressobj APIs
+    # inflate a whole frame first).
+    declared = mod.get_frame_parameters(data).content_size
+    if declared != mod.CONTENTSIZE_UNKNOWN and declared > MAX_DECOMPRESSED_BYTES:
         raise CorruptRecordError(
-            f"zstd records section inflates beyond {MAX_DECOMPRESSED_BYTES} bytes"
+            f"zstd records section declares {declared} bytes, beyond {MAX_DECOMPRESSED_BYTES}"
         )
-    if not d.eof:
-        raise CorruptRecordError("truncated zstd records section")
-    if d.unused_data:
-        raise CorruptRecordError(f"{len(d.unused_data)} bytes after the zstd frame")
-    return out
+    reader = mod.ZstdDecompressor().stream_reader(data, read_across_frames=False)
+    out = bytearray()
+    while True:
+        chunk = reader.read(min(_ZSTD_CHUNK, MAX_DECOMPRESSED_BYTES + 1 - len(out)))
+        if not chunk:
+            break
+        out += chunk
+        if len(out) > MAX_DECOMPRESSED_BYTES:
+            raise CorruptRecordError(
+                f"zstd records section inflates beyond {MAX_DECOMPRESSED_BYTES} bytes"
+            )
+    if declared != mod.CONTENTSIZE_UNKNOWN and len(out) != declared:
+        raise CorruptRecordError(f"truncated zstd records section: {len(out)} of {declared} bytes")
+    # (without a declared size a truncated frame leaves a truncated records section, which
+    # the records decoder refuses)
+    return bytes(out)
 
 
 _DECOMPRESSORS: dict[int, Callable[[Any, bytes | memoryview], bytes]] = {
