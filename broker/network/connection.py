@@ -36,17 +36,14 @@ Threads: everything runs on the owning loop except `complete_threadsafe` (any th
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import logging
 import os
-import struct
-import termios
 import threading
 from collections import deque
 from typing import TYPE_CHECKING
 
 from broker.network.request import Request
-from client.protocol.frame_reader import FrameReader
+from client.protocol.frame_reader import FrameReader, socket_queued_bytes
 from client.protocol.framing import FrameTooLargeError, MalformedFrameError, decode_request
 
 if TYPE_CHECKING:
@@ -302,15 +299,10 @@ class Connection(asyncio.BufferedProtocol):
         self._read_more()
 
     def _kernel_queued(self) -> int:
-        """Bytes waiting in the socket's receive queue (they have arrived: a frame's array may
-        be sized to take them in one read). 0 if unknown."""
-        fd = self._direct_fd
-        if fd < 0 or self._reader.room_needed() == 0:
+        """Bytes already in the socket's receive queue, when the reader needs room (0 else)."""
+        if self._reader.room_needed() == 0:
             return 0
-        try:
-            return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
-        except OSError:
-            return 0
+        return socket_queued_bytes(self._direct_fd)
 
     # -- helpers -------------------------------------------------------------------------------
     def _pause_reading(self) -> None:

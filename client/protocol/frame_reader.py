@@ -31,7 +31,22 @@ Owned by one connection on one event loop; not thread-safe.
 
 from __future__ import annotations
 
+import fcntl
+import struct
+import termios
+
 from client.protocol.framing import LENGTH, LENGTH_SIZE, FrameTooLargeError
+
+
+def socket_queued_bytes(fd: int) -> int:
+    """Bytes waiting in socket `fd`'s receive queue (FIONREAD): they have arrived, so a frame's
+    array may be sized to take them in one read. 0 when unknown (fd < 0, or the ioctl fails)."""
+    if fd < 0:
+        return 0
+    try:
+        return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+    except OSError:
+        return 0
 
 
 class FrameReader:
