@@ -10,12 +10,13 @@ the BufferedProtocol pair), so no per-read `bytes` object exists:
 - small frames are read into a fixed scratch buffer (`scratch_bytes`, 64 KiB by default) and
   copied out once as `bytes`;
 - a frame larger than the scratch buffer stays in it while it has room; once the scratch
-  buffer is full of that frame, the frame gets its own `bytearray` (twice the bytes received),
-  which doubles each time it fills, up to the frame's size, and the rest is read directly into
-  it. So memory follows what the peer actually sent, never what its length prefix claims: a
-  prefix claiming 50 MiB followed by a few bytes costs nothing beyond the scratch buffer, and a
-  frame's array is at most twice the bytes received (plus the scratch buffer). A frame that
-  arrives whole still ends as one `bytearray` of exactly its size (the zero-copy produce path).
+  buffer is full of that frame, the frame gets its own `bytearray`, twice the bytes that have
+  arrived (received, plus those the caller says wait in the socket), replaced the same way
+  each time it fills, up to the frame's size; the rest is read directly into it. So memory
+  follows what the peer actually sent, never what its length prefix claims: a prefix claiming
+  50 MiB followed by a few bytes costs nothing beyond the scratch buffer, and a frame's array
+  is at most twice the bytes that arrived. A frame that arrives whole still ends as one
+  `bytearray` of exactly its size (the zero-copy produce path).
 
 Growth is explicit so that a caller can budget it (the broker's MemoryPool): `room_needed()`
 says how many bytes the next growth allocates (0: `get_buffer` has room), `grow()` does it,
@@ -91,25 +92,25 @@ class FrameReader:
 
     def room_needed(self, queued: int = 0) -> int:
         """Bytes the next `grow(queued)` would allocate; 0 while `get_buffer` has room without
-        it. `queued`: bytes known to be waiting in the socket (FIONREAD), which have arrived
-        and may size the array so that one read takes them all."""
+        it. The new array is twice the bytes that have arrived: those received, plus `queued`,
+        the bytes known to be waiting in the socket (FIONREAD) (so a frame arriving fast is
+        usually moved once, into an array of its full size)."""
         frame = self._frame
         if frame is not None:
             if self._filled < len(frame):
                 return 0
-            return min(self._size, max(2 * len(frame), self._filled + queued)) - len(frame)
+            return min(self._size, 2 * (self._filled + queued)) - len(frame)
         if self._end < len(self._scratch) or self._start > 0:
             return 0  # room left, or compacting the scratch buffer makes some
         # The scratch buffer is full of the start of one frame too large for it.
         assert self._size > 0, "full scratch buffer without a large frame"
         have = self._end - LENGTH_SIZE
-        return min(self._size, max(2 * have, have + queued))
+        return min(self._size, 2 * (have + queued))
 
     def grow(self, queued: int = 0) -> None:
         """Allocate the `room_needed(queued)` bytes: move a large frame out of the scratch
-        buffer into its own array, or replace its full array by a larger one (twice as large,
-        or enough for the queued bytes; never beyond the frame's size). Copies what arrived so
-        far once."""
+        buffer into its own array, or replace its full array by a larger one (never beyond the
+        frame's size). Copies what arrived so far once."""
         need = self.room_needed(queued)
         if not need:
             return
