@@ -294,6 +294,7 @@ class Connection(asyncio.BufferedProtocol):
         if self.closed:
             self._pool.release(need)
             return
+        self.last_active = self.processor.loop.time()
         assert self._reader.room_needed(self._waiting_queued) == need, "reader changed while paused"
         self._reader.grow(self._waiting_queued)
         self._read_more()
@@ -325,8 +326,9 @@ class Connection(asyncio.BufferedProtocol):
 
     @property
     def idle(self) -> bool:
-        """No request in the broker and none waiting: the idle timer may close it."""
-        return self.in_flight is None and not self._pending
+        """No request in the broker, none waiting, not waiting for memory: the idle timer may
+        close it."""
+        return self.in_flight is None and not self._pending and not self._waiting_memory
 
     def close(self, reason: str | None = None, level: int = logging.WARNING) -> None:
         """Close (buffered responses are flushed first). `reason` is logged at `level`."""
