@@ -114,6 +114,8 @@ class Connection(asyncio.BufferedProtocol):
             # A large payload leaves with the bytes its array had reserved; small ones are
             # counted now (they never wait: see MemoryPool).
             size = sum(len(p) for p in payloads)
+            if reserved:
+                self._pool.frame_done(self._grant_callback)
             self._pool.force_reserve(size - (reserved - reader.reserved))
             self._pending.extend(payloads)
             self._pump()
@@ -136,6 +138,7 @@ class Connection(asyncio.BufferedProtocol):
         pool = self._pool
         if self._waiting_memory and pool.cancel(self._grant_callback):
             self._waiting_memory = 0  # else the grant is on its way: _memory_granted gives it back
+        pool.frame_done(self._grant_callback)
         pool.release(self._reader.reserved + sum(len(p) for p in self._pending))
         self._pending.clear()
         with self._direct_lock:

@@ -8,21 +8,26 @@ What it accounts (docs/broker.md, "Memory bounds"):
   (or it is dropped with its connection).
 
 Large-frame growth must *reserve* first. A reservation is granted when it fits under the
-capacity, or when every byte already reserved belongs to frames that are themselves waiting
-for memory (nothing else would ever free any: without this rule frames half received would
-wait on each other forever; it also lets one frame larger than the whole pool through when the
-pool is empty, as Kafka does). Otherwise the requester waits in FIFO order: its connection stops
-reading, and the pool grants waiters strictly in arrival order as memory is released, so no
-waiter is overtaken and none waits forever while memory frees. A grant made while waiting is
-announced by the waiter's callback (called on the releasing thread, outside the lock: it must
-only hand off, e.g. `loop.call_soon_threadsafe`).
+capacity. Otherwise the requester waits in FIFO order: its connection stops reading, and the
+pool grants waiters strictly in arrival order as memory is released, so no waiter is
+overtaken and none waits forever while memory frees. A grant made while waiting is announced
+by the waiter's callback (called on the releasing thread, outside the lock: it must only hand
+off, e.g. `loop.call_soon_threadsafe`).
+
+One exception keeps frames half received from waiting on each other forever: when every byte
+reserved belongs to frames that are themselves waiting (or to the requester), nobody would
+ever release any, so the first of them becomes the pool's *overcommit owner*: its reservations
+are granted past the capacity until its frame is complete (`frame_done`). Only one frame owns
+the overcommit at a time, and a new owner is chosen only when the previous frame's bytes are
+no longer held by anyone but waiters. This also lets one frame larger than the whole pool
+through when the pool is otherwise empty, as Kafka does.
 
 Small requests (up to the 64 KiB scratch buffer of a connection) are accounted
 (`force_reserve`) but never wait: their memory is bounded per connection already, and a pool
 filled by large frames must not stall heartbeats, metadata or small produce requests.
 
-Bound: `used` <= capacity + one frame (at most socket.request.max.bytes) + the small requests
-in flight (at most one per connection). `high_water` records the largest `used` seen.
+Bound: `used` <= capacity + one frame (the owner's; at most socket.request.max.bytes) + the
+small requests in flight (at most one per connection). `high_water` records the largest `used` seen.
 
 Threads: every method may be called from any thread.
 """
@@ -53,6 +58,7 @@ class MemoryPool:
         self._used = 0
         self._waiters: deque[_Waiter] = deque()
         self._waiting_held = 0  # sum of held over the waiters
+        self._owner: Callable[[], None] | None = None  # the frame allowed past the capacity
         self._lock = threading.Lock()
         self.high_water = 0
         self.waits = 0  # reservations that had to wait (metrics and tests)
@@ -64,7 +70,9 @@ class MemoryPool:
         unless `cancel(on_grant)` removed it first."""
         assert nbytes > 0 and held >= 0
         with self._lock:
-            if not self._waiters and self._grantable(nbytes, held):
+            if on_grant is self._owner or (
+                not self._waiters and self._grantable(nbytes, held, on_grant)
+            ):
                 self._add(nbytes)
                 return True
             self._waiters.append(_Waiter(nbytes, held, on_grant))
@@ -87,6 +95,16 @@ class MemoryPool:
         with self._lock:
             self._used -= nbytes
             assert self._used >= 0, f"memory pool released {nbytes} more bytes than reserved"
+            granted = self._grant_waiters()
+        _announce(granted)
+
+    def frame_done(self, on_grant: Callable[[], None]) -> None:
+        """The frame that reserved with `on_grant` is complete (or dropped): it no longer owns
+        the overcommit, if it did. Its bytes stay reserved until released."""
+        with self._lock:
+            if self._owner is not on_grant:
+                return
+            self._owner = None
             granted = self._grant_waiters()
         _announce(granted)
 
@@ -120,11 +138,15 @@ class MemoryPool:
         return len(self._waiters)
 
     # -- internals (under the lock) ---------------------------------------------------------------
-    def _grantable(self, nbytes: int, held: int) -> bool:
+    def _grantable(self, nbytes: int, held: int, on_grant: Callable[[], None]) -> bool:
         if self._used + nbytes <= self.capacity:
             return True
-        # Nothing outside the waiting frames (and this one) holds memory: nobody would free any.
-        return self._used <= self._waiting_held + held
+        if self._owner is None and self._used <= self._waiting_held + held:
+            # Nothing outside the waiting frames (and this one) holds memory: nobody would
+            # release any. This frame may go past the capacity until it is complete.
+            self._owner = on_grant
+            return True
+        return False
 
     def _add(self, nbytes: int) -> None:
         self._used += nbytes
@@ -135,7 +157,7 @@ class MemoryPool:
         granted = []
         while self._waiters:
             head = self._waiters[0]
-            if not self._grantable(head.nbytes, 0):  # its `held` is in _waiting_held already
+            if not self._grantable(head.nbytes, 0, head.on_grant):  # held: in _waiting_held
                 break
             self._waiters.popleft()
             self._waiting_held -= head.held

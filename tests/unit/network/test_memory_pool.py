@@ -45,32 +45,40 @@ def test_small_requests_counted_never_wait() -> None:
 
 def test_one_frame_larger_than_the_pool_passes_when_it_holds_everything() -> None:
     pool = MemoryPool(100)
-    assert pool.reserve_or_wait(500, 0, Waiter())  # empty pool: allowed, as in Kafka
-    assert pool.reserve_or_wait(1000, 500, Waiter())  # it holds all there is: it grows on
+    big = Waiter()
+    assert pool.reserve_or_wait(500, 0, big)  # empty pool: allowed, as in Kafka
+    assert pool.reserve_or_wait(1000, 500, big)  # it owns the overcommit until complete
     assert pool.used == 1500
     w = Waiter()
     assert not pool.reserve_or_wait(10, 0, w)  # someone else waits until it is released
+    pool.frame_done(big)
+    assert w.granted == 0
     pool.release(1500)
     assert w.granted == 1 and pool.used == 10
 
 
 def test_frames_waiting_on_each_other_do_not_deadlock() -> None:
     """Two half-received frames each hold half the pool and each need more: the head of the
-    queue is granted past the capacity (nobody else would ever free memory)."""
+    queue becomes the one frame allowed past the capacity, until it is complete; the other
+    waits for real memory (no cascade of overcommits)."""
     pool = MemoryPool(100)
-    assert pool.reserve_or_wait(50, 0, Waiter())
-    assert pool.reserve_or_wait(50, 0, Waiter())
     a, b = Waiter(), Waiter()
+    assert pool.reserve_or_wait(50, 0, a)
+    assert pool.reserve_or_wait(50, 0, b)
     assert not pool.reserve_or_wait(100, 50, a)
-    # a is waiting and holds 50; memory is also held by b's frame (not waiting): no grant yet.
-    assert a.granted == 0
+    assert a.granted == 0  # b's frame holds memory and is not waiting: it may still complete
     assert not pool.reserve_or_wait(100, 50, b)
     # Now every reserved byte belongs to a waiting frame: the head (a) is granted.
-    assert a.granted == 1 and b.granted == 0
-    pool.release(150)  # a's frame completed and was answered
-    assert b.granted == 1
+    assert a.granted == 1 and b.granted == 0 and pool.used == 200
+    assert pool.reserve_or_wait(200, 150, a)  # the owner grows on without waiting
+    assert b.granted == 0 and pool.used == 400
+    pool.frame_done(a)  # a's request is complete; its 350 bytes are in the broker
+    assert b.granted == 0
+    pool.release(350)  # ... and answered: b holds all there is, it becomes the owner
+    assert b.granted == 1 and pool.used == 150
+    pool.frame_done(b)
     pool.release(150)
-    assert pool.used == 0
+    assert pool.used == 0 and pool.waiting == 0
 
 
 def test_cancel_removes_a_waiter_and_unblocks_the_next() -> None:
