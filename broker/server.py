@@ -60,6 +60,8 @@ class ServerSettings:
                 socket_request_max_bytes=int(config.socket_request_max_bytes),
                 connections_max_idle_ms=int(config.connections_max_idle_ms),
                 max_connections=int(config.max_connections),
+                queued_max_request_bytes=int(config.queued_max_request_bytes),
+                socket_request_receive_timeout_ms=int(config.socket_request_receive_timeout_ms),
             ),
             num_io_threads=int(config.num_io_threads),
             queued_max_requests=int(config.queued_max_requests),

@@ -1,7 +1,10 @@
 """The acceptor: the listening socket and one thread (its own uvloop loop) that accepts
 connections and hands them to the network threads round-robin.
 
-Past `max.connections` live connections a new one is closed at once and the refusal logged.
+Past `max.connections` live connections a new one is accepted and closed at once (so it does
+not sit in the backlog and the listening socket does not stay readable: the accept loop never
+spins), and the refusal logged as a warning at most once every `refusal_log_interval_s` (10 s),
+with the count refused since the previous warning.
 Binding happens in `bind()` (the caller's thread), so the bound address is known as soon as it
 returns; port 0 gives an ephemeral port.
 
@@ -16,6 +19,7 @@ import errno
 import logging
 import socket
 import threading
+import time
 from collections.abc import Sequence
 
 from broker.network.processor import Processor
@@ -58,6 +62,7 @@ class Acceptor:
         processors: Sequence[Processor],
         quota: ConnectionQuota,
         backlog: int = 512,
+        refusal_log_interval_s: float = 10.0,
     ) -> None:
         self.host = host
         self.port = port
@@ -67,6 +72,9 @@ class Acceptor:
         self._sock: socket.socket | None = None
         self._next = 0
         self.refused = 0
+        self._refusal_log_interval_s = refusal_log_interval_s
+        self._refusal_log_at = float("-inf")  # monotonic time of the last refusal warning
+        self._refused_logged = 0  # self.refused when it was logged
         self.address: tuple[str, int] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -123,13 +131,8 @@ class Acceptor:
                 log.warning("accept failed: %s", exc)
                 return
             if not self._quota.try_acquire():
-                self.refused += 1
-                log.warning(
-                    "refusing connection from %s: max.connections=%d reached",
-                    peer,
-                    self._quota.max_connections,
-                )
                 conn.close()
+                self._refused(peer)
                 continue
             conn.setblocking(False)
             if conn.family in (socket.AF_INET, socket.AF_INET6):
@@ -141,6 +144,22 @@ class Acceptor:
             except RuntimeError:  # its loop is closed: we are shutting down
                 conn.close()
                 self._quota.release()
+
+    def _refused(self, peer: object) -> None:
+        self.refused += 1
+        now = time.monotonic()
+        if now - self._refusal_log_at < self._refusal_log_interval_s:
+            return
+        log.warning(
+            "refusing connection from %s: max.connections=%d reached "
+            "(%d refused since the previous warning; at most one warning per %.0f s)",
+            peer,
+            self._quota.max_connections,
+            self.refused - self._refused_logged,
+            self._refusal_log_interval_s,
+        )
+        self._refusal_log_at = now
+        self._refused_logged = self.refused
 
     def _resume_accepting(self) -> None:
         if self._sock is not None and self._loop is not None:

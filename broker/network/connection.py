@@ -6,6 +6,14 @@ per-read bytes objects or re-buffering; the length prefix is checked against
 socket.request.max.bytes before anything is allocated for it; oversized → logged, closed) → whole payloads → header decoded
 (malformed → logged, closed) → `Request` → request channel.
 
+Memory (docs/broker.md, "Memory bounds"): a large frame's array grows with the bytes received
+(and those already waiting in the kernel), each growth reserved first in the broker's
+MemoryPool (queued.max.request.bytes). When the pool refuses, reading pauses until it grants
+the bytes (FIFO). Every payload holds its size in the pool until its request is finished
+(answered or dropped). A partly received frame must be complete within
+socket.request.receive.timeout.ms of reading it (`partial_since`; the clock restarts whenever
+reading resumes, so time the broker spends not reading is not held against the client).
+
 Muting (per-client ordering): once a request is handed on, the connection is *muted*: reading
 is paused and later frames already received wait in `_pending`, until the response has been
 written (or `no_response()` was called). Only then is the next request taken. So responses
@@ -35,7 +43,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from broker.network.request import Request
-from client.protocol.frame_reader import FrameReader
+from client.protocol.frame_reader import FrameReader, socket_queued_bytes
 from client.protocol.framing import FrameTooLargeError, MalformedFrameError, decode_request
 
 if TYPE_CHECKING:
@@ -47,10 +55,15 @@ DIRECT_WRITE_MAX = 256 * 1024  # larger responses (fetches) are written by the n
 
 
 class Connection(asyncio.BufferedProtocol):
-    def __init__(self, processor: Processor, connection_id: str, max_frame_bytes: int) -> None:
+    def __init__(self, processor: Processor, connection_id: str) -> None:
         self.processor = processor
         self.connection_id = connection_id
-        self._reader = FrameReader(max_frame_bytes)
+        self._reader = FrameReader(processor.max_frame_bytes)
+        self._pool = processor.memory_pool
+        self._grant_callback = self._memory_granted_threadsafe  # one identity, for cancel()
+        self._waiting_memory = 0  # bytes asked of the pool and not granted yet (0: not waiting)
+        self._waiting_queued = 0  # the kernel-queued bytes that request was sized with
+        self.partial_since: float | None = None  # loop time a partial frame's clock started
         self._pending: deque[bytes | bytearray] = deque()
         self.transport: asyncio.Transport | None = None
         self.in_flight: Request | None = None  # the request we are muted on
@@ -77,18 +90,37 @@ class Connection(asyncio.BufferedProtocol):
         self.processor.register(self)
 
     def get_buffer(self, sizehint: int) -> memoryview:
+        need = self._reader.room_needed()
+        if need:  # _read_more makes room before every read: this is a bug, but stay accounted
+            log.error("connection %s: frame array grown outside the memory pool", self)
+            self._pool.force_reserve(need)
         return self._reader.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
-        self.last_active = self.processor.loop.time()
+        now = self.last_active = self.processor.loop.time()
+        reader = self._reader
+        reserved = reader.reserved
         try:
-            payloads = self._reader.buffer_updated(nbytes)
+            payloads = reader.buffer_updated(nbytes)
         except FrameTooLargeError as exc:
             self.close(f"refused frame: {exc.message}")
             return
+        if reader.buffered:
+            if self.partial_since is None:
+                self.partial_since = now
+        else:
+            self.partial_since = None
         if payloads:
+            # A large payload leaves with the bytes its array had reserved; small ones are
+            # counted now (they never wait: see MemoryPool).
+            size = sum(len(p) for p in payloads)
+            if reserved:
+                self._pool.frame_done(self._grant_callback)
+            self._pool.force_reserve(size - (reserved - reader.reserved))
             self._pending.extend(payloads)
             self._pump()
+        else:
+            self._read_more()
 
     def eof_received(self) -> bool:
         # Half-close from the client: let an in-flight response go out, then close.
@@ -102,6 +134,12 @@ class Connection(asyncio.BufferedProtocol):
         if exc is not None:
             log.debug("connection %s lost: %s", self.connection_id, exc)
         self.closed = True
+        self.partial_since = None
+        pool = self._pool
+        if self._waiting_memory and pool.cancel(self._grant_callback):
+            self._waiting_memory = 0  # else the grant is on its way: _memory_granted gives it back
+        pool.frame_done(self._grant_callback)
+        pool.release(self._reader.reserved + sum(len(p) for p in self._pending))
         self._pending.clear()
         with self._direct_lock:
             fd, self._direct_fd = self._direct_fd, -1
@@ -109,7 +147,8 @@ class Connection(asyncio.BufferedProtocol):
             os.close(fd)
         if self._parked:  # never reached the channel: nobody else will finish it
             self._parked = False
-            self.processor.channel.request_done()
+            assert self.in_flight is not None
+            self._request_finished(self.in_flight)
         self.processor.unregister(self)
 
     def pause_writing(self) -> None:
@@ -132,7 +171,7 @@ class Connection(asyncio.BufferedProtocol):
             if self._eof:
                 self.close()
             else:
-                self._resume_reading()
+                self._read_more()
             return
         payload = self._pending.popleft()
         try:
@@ -161,7 +200,8 @@ class Connection(asyncio.BufferedProtocol):
         channel = self.processor.channel
         if self.closed or channel.closed:
             self._parked = False
-            channel.request_done()  # dropped unanswered: its connection is going away
+            assert self.in_flight is not None
+            self._request_finished(self.in_flight)  # dropped unanswered: connection going away
             return True
         if channel.try_send(self.in_flight):
             self._parked = False
@@ -179,7 +219,7 @@ class Connection(asyncio.BufferedProtocol):
             self.processor.loop.call_soon_threadsafe(self._complete, request, rest, close)
         except RuntimeError:  # the loop is closed: the connection is gone with it
             log.debug("connection %s: loop closed, dropping response", self.connection_id)
-            self.processor.channel.request_done()
+            self._request_finished(request)
 
     def _write_direct(self, frame: bytes) -> bytes | memoryview | None:
         """Any thread: send what the socket takes now; return the rest (None: all sent)."""
@@ -202,7 +242,7 @@ class Connection(asyncio.BufferedProtocol):
     def _complete(
         self, request: Request, frame: bytes | memoryview | None, close: str | None
     ) -> None:
-        self.processor.channel.request_done()
+        self._request_finished(request)
         if request is not self.in_flight:
             raise AssertionError(f"completing {request!r} but in flight is {self.in_flight!r}")
         self.in_flight = None
@@ -219,21 +259,79 @@ class Connection(asyncio.BufferedProtocol):
             self.transport.write(frame)
         self._pump()
 
+    def _request_finished(self, request: Request) -> None:
+        """Any thread: `request` is answered or dropped; its payload leaves the memory pool."""
+        self.processor.channel.request_done()
+        self._pool.release(request.size)
+
+    # -- memory (loop thread, except _memory_granted_threadsafe) -------------------------------
+    def _read_more(self) -> None:
+        """Reading should go on: make room for the next read first (reserving it in the memory
+        pool, or waiting for it with reading paused), then resume reading."""
+        if self._waiting_memory or self.closed:
+            return
+        if self.in_flight is not None or self._write_paused or self.processor.draining:
+            return  # muted: _pump calls again once it may read
+        queued = self._kernel_queued()
+        need = self._reader.room_needed(queued)
+        if need:
+            self._waiting_queued = queued
+            self._waiting_memory = need
+            if not self._pool.reserve_or_wait(need, self._reader.reserved, self._grant_callback):
+                self._pause_reading()  # _memory_granted resumes
+                log.debug("connection %s: waiting for %d bytes of memory", self, need)
+                return
+            self._waiting_memory = 0
+            self._reader.grow(queued)
+        self._resume_reading()
+
+    def _memory_granted_threadsafe(self) -> None:
+        """Any thread (the one that released memory): the pool reserved our bytes."""
+        try:
+            self.processor.loop.call_soon_threadsafe(self._memory_granted)
+        except RuntimeError:  # loop closed: the connection is gone
+            self._pool.release(self._waiting_memory)
+
+    def _memory_granted(self) -> None:
+        need, self._waiting_memory = self._waiting_memory, 0
+        if self.closed:
+            self._pool.release(need)
+            return
+        self.last_active = self.processor.loop.time()
+        assert self._reader.room_needed(self._waiting_queued) == need, "reader changed while paused"
+        self._reader.grow(self._waiting_queued)
+        self._read_more()
+
+    def _kernel_queued(self) -> int:
+        """Bytes already in the socket's receive queue, when the reader needs room (0 else)."""
+        if self._reader.room_needed() == 0:
+            return 0
+        return socket_queued_bytes(self._direct_fd)
+
     # -- helpers -------------------------------------------------------------------------------
     def _pause_reading(self) -> None:
         if self._reading and self.transport is not None and not self.transport.is_closing():
             self.transport.pause_reading()
             self._reading = False
+            self.partial_since = None  # the receive clock runs only while we read
 
     def _resume_reading(self) -> None:
         if not self._reading and self.transport is not None and not self.transport.is_closing():
             self.transport.resume_reading()
             self._reading = True
+            if self._reader.buffered:
+                self.partial_since = self.processor.loop.time()
+
+    @property
+    def partial_bytes(self) -> int:
+        """Bytes of the frame being received (0 between frames)."""
+        return self._reader.buffered
 
     @property
     def idle(self) -> bool:
-        """No request in the broker and none waiting: the idle timer may close it."""
-        return self.in_flight is None and not self._pending
+        """No request in the broker, none waiting, not waiting for memory: the idle timer may
+        close it."""
+        return self.in_flight is None and not self._pending and not self._waiting_memory
 
     def close(self, reason: str | None = None, level: int = logging.WARNING) -> None:
         """Close (buffered responses are flushed first). `reason` is logged at `level`."""

@@ -1,7 +1,8 @@
 """A network thread (Kafka's Processor): its own uvloop event loop and the connections it owns.
 
 The acceptor hands it accepted sockets (`accept`, any thread). It attaches each as a
-`Connection`, closes connections idle for longer than connections.max.idle.ms, and keeps the
+`Connection`, closes connections idle for longer than connections.max.idle.ms and those whose
+partly received frame is older than socket.request.receive.timeout.ms, and keeps the
 connections whose request is waiting for room in the request channel (`park`): when the channel
 frees space it retries them in arrival order.
 
@@ -17,9 +18,14 @@ import socket
 import threading
 from collections import deque
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from broker.network.connection import Connection
 from broker.request_channel import RequestChannel
+
+if TYPE_CHECKING:
+    from broker.network.memory_pool import MemoryPool
+    from broker.network.socket_server import NetworkSettings
 
 log = logging.getLogger(__name__)
 
@@ -29,14 +35,16 @@ class Processor:
         self,
         index: int,
         channel: RequestChannel,
-        max_frame_bytes: int,
-        idle_ms: int,
+        memory_pool: MemoryPool,
+        settings: NetworkSettings,
         on_connection_closed: Callable[[], None],
     ) -> None:
         self.index = index
         self.channel = channel
-        self.max_frame_bytes = max_frame_bytes
-        self.idle_ms = idle_ms
+        self.memory_pool = memory_pool
+        self.max_frame_bytes = settings.socket_request_max_bytes
+        self.idle_ms = settings.connections_max_idle_ms
+        self.receive_timeout_ms = settings.socket_request_receive_timeout_ms
         self._on_connection_closed = on_connection_closed
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]  # set by _run
         self.draining = False
@@ -82,8 +90,7 @@ class Processor:
         loop = uvloop.new_event_loop()
         asyncio.set_event_loop(loop)
         self.loop = loop
-        if self.idle_ms > 0:
-            loop.call_later(self._sweep_interval_s, self._sweep_idle)
+        loop.call_later(self._sweep_interval_s, self._sweep)
         self._ready.set()
         try:
             loop.run_forever()
@@ -92,7 +99,7 @@ class Processor:
 
     @property
     def _sweep_interval_s(self) -> float:
-        return min(1.0, max(0.005, self.idle_ms / 4000.0))
+        return min(1.0, max(0.005, min(self.idle_ms, self.receive_timeout_ms) / 4000.0))
 
     def _attach(self, sock: socket.socket, peer: object) -> None:
         if self.draining:
@@ -101,8 +108,7 @@ class Processor:
             return
         self._next_id += 1
         conn_id = f"{self.index}-{self._next_id}-{_fmt_peer(peer)}"
-        max_bytes = self.max_frame_bytes
-        coro = self.loop.connect_accepted_socket(lambda: Connection(self, conn_id, max_bytes), sock)
+        coro = self.loop.connect_accepted_socket(lambda: Connection(self, conn_id), sock)
         task = self.loop.create_task(coro)
         self._attaching.add(task)
         task.add_done_callback(lambda t: self._attached(t, sock, conn_id))
@@ -147,16 +153,25 @@ class Processor:
                 return
             parked.popleft()
 
-    def _sweep_idle(self) -> None:
+    def _sweep(self) -> None:
+        """Close idle connections and those too slow to send a whole frame."""
         now = self.loop.time()
-        limit = self.idle_ms / 1000.0
+        idle_s = self.idle_ms / 1000.0
+        receive_s = self.receive_timeout_ms / 1000.0
         for conn in list(self.connections):
-            if conn.idle and now - conn.last_active > limit:
+            if conn.idle and now - conn.last_active > idle_s:
                 conn.close(
                     f"idle for more than connections.max.idle.ms={self.idle_ms}", logging.INFO
                 )
+                continue
+            started = conn.partial_since
+            if started is not None and now - started > receive_s:
+                conn.close(
+                    f"{conn.partial_bytes} bytes of a frame still incomplete after "
+                    f"socket.request.receive.timeout.ms={self.receive_timeout_ms}"
+                )
         if not self.loop.is_closed():
-            self.loop.call_later(self._sweep_interval_s, self._sweep_idle)
+            self.loop.call_later(self._sweep_interval_s, self._sweep)
 
     def _close_all(self, deadline: float) -> None:
         self.draining = True

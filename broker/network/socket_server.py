@@ -11,6 +11,7 @@ import logging
 from dataclasses import dataclass
 
 from broker.network.acceptor import Acceptor, ConnectionQuota
+from broker.network.memory_pool import MemoryPool
 from broker.network.processor import Processor
 from broker.request_channel import RequestChannel
 
@@ -27,6 +28,8 @@ class NetworkSettings:
     socket_request_max_bytes: int = 100 * 1024 * 1024
     connections_max_idle_ms: int = 600_000
     max_connections: int = 2**31 - 1
+    queued_max_request_bytes: int = 100 * 1024 * 1024
+    socket_request_receive_timeout_ms: int = 30_000
 
 
 class SocketServer:
@@ -36,14 +39,9 @@ class SocketServer:
         self.settings = settings
         self.channel = channel
         self.quota = ConnectionQuota(settings.max_connections)
+        self.memory_pool = MemoryPool(settings.queued_max_request_bytes)
         self.processors = [
-            Processor(
-                i,
-                channel,
-                settings.socket_request_max_bytes,
-                settings.connections_max_idle_ms,
-                self.quota.release,
-            )
+            Processor(i, channel, self.memory_pool, settings, self.quota.release)
             for i in range(settings.num_network_threads)
         ]
         self.acceptor = Acceptor(settings.host, settings.port, self.processors, self.quota)

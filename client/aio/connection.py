@@ -34,7 +34,7 @@ from client.protocol import (
     encode_request,
     encode_request_parts,
 )
-from client.protocol.frame_reader import FrameReader
+from client.protocol.frame_reader import FrameReader, socket_queued_bytes
 
 log = logging.getLogger(__name__)
 
@@ -47,9 +47,17 @@ class _Protocol(asyncio.BufferedProtocol):
         self._conn = conn
         self.paused = False
         self.drain_waiter: asyncio.Future | None = None
+        self._fd = -1
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        sock = transport.get_extra_info("socket")
+        self._fd = sock.fileno() if sock is not None else -1
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        return self._conn._reader.get_buffer()
+        reader = self._conn._reader
+        if reader.room_needed():  # a large response's array grows: take what has arrived
+            reader.grow(socket_queued_bytes(self._fd))
+        return reader.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
         self._conn._on_data(nbytes)

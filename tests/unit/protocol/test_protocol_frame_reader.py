@@ -59,15 +59,79 @@ def test_random_boundaries_small_scratch(sizes: list[int], reads: list[int], scr
     assert _feed(reader, stream, reads) == payloads
 
 
-def test_large_frame_grows_with_received_bytes() -> None:
-    reader = FrameReader(1 << 30)
+def _deliver(reader: FrameReader, data: bytes) -> list[bytes | bytearray]:
+    """Feed `data` as reads of whatever room get_buffer offers."""
+    out: list[bytes | bytearray] = []
+    pos = 0
+    while pos < len(data):
+        buf = reader.get_buffer()
+        n = min(len(buf), len(data) - pos)
+        buf[:n] = data[pos : pos + n]
+        buf.release()
+        pos += n
+        out += reader.buffer_updated(n)
+    return out
+
+
+def test_claimed_size_allocates_nothing_beyond_scratch() -> None:
+    """A prefix claiming 64 MiB plus a few bytes stays in the scratch buffer: no array."""
+    reader = FrameReader(1 << 30, scratch_bytes=65536)
+    tracemalloc.start()
+    try:
+        assert _deliver(reader, LENGTH.pack(64 << 20) + b"abcdefgh") == []
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 * 1024, peak
+    assert reader.reserved == 0 and reader.room_needed() == 0
+    assert reader.buffered == 12
+    assert len(reader.get_buffer()) == 65536 - 12
+
+
+def test_large_frame_memory_follows_bytes_received() -> None:
+    """Fed in 1 KiB..256 KiB reads, a 64 MiB frame's array stays within twice the bytes that
+    arrived (and never beyond the scratch buffer before the scratch buffer is full)."""
     size = 64 << 20
-    buf = reader.get_buffer()
-    buf[:4] = LENGTH.pack(size)
-    buf.release()
-    assert reader.buffer_updated(4) == []
-    # Only the prefix has arrived: the frame's array is the first chunk, not 64 MiB.
-    assert len(reader.get_buffer()) <= 8 << 20
+    reader = FrameReader(1 << 30, scratch_bytes=65536)
+    stream = LENGTH.pack(size) + bytes(size)
+    pos = 0
+    read = 1024
+    sizes_seen = set()
+    while pos < len(stream):
+        buf = reader.get_buffer()
+        n = min(len(buf), read, len(stream) - pos)
+        buf[:n] = stream[pos : pos + n]
+        buf.release()
+        pos += n
+        done = reader.buffer_updated(n)
+        if done:
+            assert pos == len(stream) and len(done) == 1
+            assert type(done[0]) is bytearray and len(done[0]) == size
+            break
+        received = pos - 4
+        assert received <= reader.buffered <= pos  # the prefix counts while in scratch
+        assert reader.reserved <= max(0, 2 * received), (received, reader.reserved)
+        sizes_seen.add(reader.reserved)
+        read = min(read * 2, 256 * 1024)
+    assert reader.reserved == 0 and reader.buffered == 0
+    # Geometric growth: a handful of arrays, not one per read.
+    assert len(sizes_seen) <= 12, sorted(sizes_seen)
+
+
+def test_growth_is_explicit_and_can_be_budgeted() -> None:
+    """room_needed says what grow() will allocate; queued bytes (FIONREAD) may size it in one
+    step, never beyond the frame."""
+    size = 1 << 20
+    reader = FrameReader(1 << 30, scratch_bytes=4096)
+    assert _deliver(reader, LENGTH.pack(size) + bytes(4092)) == []  # the scratch is full
+    assert reader.reserved == 0
+    assert reader.room_needed() == 2 * 4092
+    assert reader.room_needed(queued=10 << 20) == size  # capped at the frame's size
+    reader.grow(queued=100_000)
+    assert reader.reserved == 2 * (4092 + 100_000) and reader.room_needed() == 0
+    rest = size - 4092
+    got = _deliver(reader, bytes(rest))
+    assert len(got) == 1 and len(got[0]) == size and reader.reserved == 0
 
 
 def test_oversized_prefix_refused_without_allocating() -> None:
