@@ -28,7 +28,12 @@ from client.errors import (
     OffsetOutOfRangeError,
     StorageError,
 )
-from client.records.header import set_base_offset, set_partition_leader_epoch, validate
+from client.records.header import (
+    peek_size,
+    set_base_offset,
+    set_partition_leader_epoch,
+    validate,
+)
 
 from .checkpoint import fsync_dir
 from .config import LogConfig
@@ -202,11 +207,13 @@ class Log:
         pos, n = 0, len(buf)
         max_bytes = self.config.max_message_bytes
         while pos < n:
+            if check_size:  # from the header alone: no CRC time spent on a batch refused anyway
+                size = peek_size(buf, pos)
+                if size is not None and size > max_bytes:
+                    raise MessageTooLargeError(
+                        f"batch of {size} bytes exceeds max.message.bytes {max_bytes}"
+                    )
             h = validate(buf, pos, True)
-            if check_size and h.size > max_bytes:
-                raise MessageTooLargeError(
-                    f"batch of {h.size} bytes exceeds max.message.bytes {max_bytes}"
-                )
             headers.append((pos, h))
             pos += h.size
         return headers

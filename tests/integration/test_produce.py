@@ -101,6 +101,17 @@ def test_message_too_large_and_unknown_partition(broker_factory):
         assert meta["topics"][0]["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
+def test_a_batch_far_above_the_limit_is_too_large_not_corrupt(broker_server, client):
+    """Issue 10, item 6: 40 MiB against the default 1 MiB message.max.bytes, CRC broken too."""
+    assert create_topic(client, "huge")["error_code"] == 0
+    big = bytearray(batch([b"h" * (40 << 20)]))
+    big[-1] ^= 0xFF
+    r = produce(client, "huge", 0, bytes(big))
+    assert r["error_code"] == ErrorCode.MESSAGE_TOO_LARGE, r
+    assert "exceeds max.message.bytes" in r["error_message"]
+    assert _log(broker_server, "huge").end_offset == 0
+
+
 def test_produce_to_unknown_topic_auto_creates_it(broker_server, client):
     r = produce(client, "auto", 0, batch([b"v"]))
     assert r["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION  # retriable: created meanwhile

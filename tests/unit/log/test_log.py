@@ -76,6 +76,24 @@ def test_corrupt_or_oversized_batches_are_refused_whole(tmp_path, clock):
     assert log.end_offset == 0 and log.size_bytes == 0
 
 
+def test_an_oversized_batch_is_refused_before_its_crc_is_computed(tmp_path, clock, monkeypatch):
+    """Issue 10, item 6: 40 MiB against max.message.bytes 1 MiB, with a broken CRC, is
+    MESSAGE_TOO_LARGE (it used to be CORRUPT_MESSAGE, after a 40 MiB CRC pass)."""
+    import client.records.header as header
+
+    log = open_log(tmp_path, clock, max_message_bytes=1 << 20)
+    big = bytearray(make_batch([b"z" * (40 << 20)]))
+    big[-1] ^= 0xFF  # a wrong CRC too
+
+    def no_crc(_data):
+        raise AssertionError("CRC computed for a batch refused for its size")
+
+    monkeypatch.setattr(header, "crc32c", no_crc)
+    with pytest.raises(MessageTooLargeError, match="exceeds max.message.bytes"):
+        log.append_as_leader(big, 0)
+    assert log.end_offset == 0 and log.size_bytes == 0
+
+
 def test_read_returns_whole_batches_first_one_even_if_too_big(tmp_path, clock):
     log = open_log(tmp_path, clock)
     sizes = []
