@@ -109,9 +109,11 @@ def run_server(args: argparse.Namespace) -> int:
         return _fail(command, f"cannot read config: {exc}")
 
     _configure_logging(cfg)
+    from broker.node import check_process_roles
     from broker.server import BrokerServer, ServerSettings
 
     try:
+        check_process_roles(cfg)
         settings = ServerSettings.from_config(cfg)
         server = BrokerServer(cfg)
     except (ConfigError, ValueError) as exc:

@@ -158,8 +158,28 @@ class Services:
         return self.controller.create_topics(reqs)
 
 
+def check_process_roles(config: Any) -> None:
+    """Refuse the roles this process cannot play yet (ConfigError naming process.roles): only
+    the combined broker+controller node exists; a broker-only process would start a private
+    one-voter quorum instead of joining controller.quorum.voters."""
+    roles = set(_as_list(_cfg(config, "process_roles", ("broker", "controller"))))
+    if roles == {"broker", "controller"}:
+        return
+    if roles == {"controller"}:
+        raise ConfigError(
+            "process.roles=controller: run a controller voter with `gregor controller --config"
+            " FILE`, not as a broker"
+        )
+    raise ConfigError(
+        f"process.roles={','.join(sorted(roles))}: a broker-only process cannot join a remote"
+        " controller quorum (controller.quorum.voters) yet; run a combined node with"
+        " process.roles=broker,controller (`gregor server`)"
+    )
+
+
 class BrokerNode:
     def __init__(self, config: Any) -> None:
+        check_process_roles(config)
         self.config = config
         self.node_id = int(config.node_id)
         self.log_dirs = [os.path.abspath(d) for d in _as_list(config.log_dirs)]
