@@ -5,9 +5,9 @@
     c.subscribe(["t"])                # no group yet: ALL partitions of the topics
     records = await c.poll(timeout_ms=1000)
 
-Group membership comes in a later issue: `group_id` is accepted and stored, and `subscribe()`
-assigns every partition of the subscribed topics (growing with new partitions on metadata
-refresh) rather than a share of them; nothing is committed.
+Group membership comes in a later issue: `group_id` is refused (ConfigError) until then, and
+`subscribe()` assigns every partition of the subscribed topics (growing with new partitions on
+metadata refresh); nothing is committed.
 
 Loop-owned: every method runs on the consumer's event loop (the sync facade hops there).
 """

@@ -24,7 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--timeout-ms", type=int, help="exit when no record arrives for this long")
     p.add_argument("--print-key", action="store_true", help="print KEY<sep>VALUE")
     p.add_argument("--key-separator", default="\t", metavar="SEP")
-    p.add_argument("--group", help="consumer group id (stored; groups come later)")
+    p.add_argument("--group", help="consumer group id (refused: consumer groups are not built yet)")
     add_bootstrap(p)
     p.set_defaults(func=_consume)
 

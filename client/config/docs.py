@@ -45,6 +45,21 @@ file or environment.
 Inside the code every key is a snake_case attribute of the typed `Config`
 (`log.segment.bytes` → `cfg.log_segment_bytes`).
 
+## Implemented or not yet
+
+Every key says whether it does what it says (the **status** column). Keys of features that are
+not built yet keep Kafka's names and defaults so configs carry over, but never silently:
+
+- **yes**: implemented.
+- **not yet: refused**: setting it to anything but its default stops start-up (or the
+  `Producer`/`Consumer`/`Admin` constructor) with a ConfigError naming the key and what is
+  missing: the user relies on it (e.g. `group.id`, `enable.idempotence`).
+- **not yet: ignored**: a non-default value is accepted with one warning per process naming
+  the key: a tuning knob of a feature not built yet, harmless to leave unapplied
+  (e.g. `replica.fetch.max.bytes`).
+
+A test fails when a key marked implemented is read nowhere in the code.
+
 ## Value types
 
 | type | accepts | example |
@@ -91,8 +106,8 @@ def render() -> str:
     lines = [_INTRO.format(cmd=REGENERATE)]
     for title, keys in REGISTRY.areas:
         lines.append(f"\n## {title}\n")
-        lines.append("| key | type | default | valid | roles | description |")
-        lines.append("|---|---|---|---|---|---|")
+        lines.append("| key | type | default | valid | roles | status | description |")
+        lines.append("|---|---|---|---|---|---|---|")
         for k in keys:
             name = f"`{k.name}`" + "".join(f"<br>alias `{a}`" for a in k.aliases)
             valid = str(k.validator) if k.validator is not None else ""
@@ -106,6 +121,7 @@ def render() -> str:
                         f"`{_default(k)}`",
                         valid,
                         ", ".join(k.roles),
+                        "yes" if k.implemented else f"{k.status}: {k.why}",
                         f"{k.doc} (env `{env_name(k.name)}`)",
                     )
                 )

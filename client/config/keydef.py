@@ -12,6 +12,15 @@ from typing import Any
 from client.config.types import PARSERS, TYPES, parse_enum
 
 ROLES = ("broker", "controller", "producer", "consumer", "admin")
+
+# Whether a key does what it says (`ConfigKey.status`). A key whose feature is not built yet is
+# either REFUSED (a non-default value stops start-up / the client constructor with ConfigError:
+# the user relies on it) or IGNORED (a non-default value is accepted with one warning: a tuning
+# knob of an absent feature, harmless to leave unapplied). See docs/configuration.md.
+IMPLEMENTED = "implemented"
+REFUSED = "not yet: refused"
+IGNORED = "not yet: ignored"
+STATUSES = (IMPLEMENTED, REFUSED, IGNORED)
 SERVER_ROLES = ("broker", "controller")
 CLIENT_ROLES = ("producer", "consumer", "admin")
 
@@ -31,12 +40,20 @@ class ConfigKey:
     choices: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
     area: str = field(default="", compare=False)
+    status: str = IMPLEMENTED
+    why: str = ""  # for a key not implemented: what is missing
+
+    @property
+    def implemented(self) -> bool:
+        return self.status == IMPLEMENTED
 
     def __post_init__(self) -> None:
         assert self.type in TYPES, f"{self.name}: unknown config type {self.type!r}"
         assert self.roles and all(r in ROLES for r in self.roles), f"{self.name}: bad roles"
         assert self.type != "enum" or self.choices, f"{self.name}: enum without choices"
         assert self.doc, f"{self.name}: every key needs a one-line doc"
+        assert self.status in STATUSES, f"{self.name}: unknown status {self.status!r}"
+        assert self.implemented or self.why, f"{self.name}: say why it is not implemented"
 
     @property
     def attr(self) -> str:
@@ -86,8 +103,19 @@ def key(
     validator: Callable[[Any], None] | None = None,
     choices: Sequence[str] = (),
     aliases: Sequence[str] = (),
+    status: str = IMPLEMENTED,
+    why: str = "",
 ) -> ConfigKey:
     """Declare a key (the one-line form used by the keys_*.py modules)."""
     return ConfigKey(
-        name, type, default, validator, doc, tuple(roles), tuple(choices), tuple(aliases)
+        name,
+        type,
+        default,
+        validator,
+        doc,
+        tuple(roles),
+        tuple(choices),
+        tuple(aliases),
+        status=status,
+        why=why,
     )

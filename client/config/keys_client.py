@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from client.config.keydef import key
+from client.config.keydef import IGNORED, REFUSED, key
 from client.config.types import at_least, host_ports
 
 P = ("producer",)
@@ -16,7 +16,7 @@ KEYS = [
     key("bootstrap.servers", "list", ("localhost:9092",), "brokers to contact first: HOST:PORT, comma-separated", PCA, host_ports()),
     key("client.id", "str", None, "name sent with every request (logs, quotas); default gregor-ROLE-N", PCA),
     key("request.timeout.ms", "duration_ms", 30_000, "how long to wait for any response", PCA, at_least(1)),
-    key("default.api.timeout.ms", "duration_ms", 60_000, "timeout of blocking calls without their own timeout", CA, at_least(1)),
+    key("default.api.timeout.ms", "duration_ms", 60_000, "timeout of blocking calls without their own timeout", CA, at_least(1), status=IGNORED, why='blocking calls take their own timeout or request.timeout.ms'),
     key("metadata.max.age.ms", "duration_ms", 300_000, "refresh metadata at least this often", PCA, at_least(0)),
     key("retry.backoff.ms", "duration_ms", 100, "wait before retrying a failed request", PCA, at_least(0)),
     key("reconnect.backoff.ms", "duration_ms", 50, "first wait before reconnecting to a broker", PCA, at_least(0)),
@@ -34,22 +34,22 @@ KEYS = [
     key("max.block.ms", "duration_ms", 60_000, "how long send() blocks for buffer space or metadata", P, at_least(0)),
     key("max.request.size", "size", 1 * MiB, "largest Produce request per partition", P, at_least(1024)),
     key("allow.auto.create.topics", "bool", True, "let the broker create a missing topic on the producer's metadata request (when its auto.create.topics.enable is set)", P),
-    key("enable.idempotence", "bool", False, "producer ids and sequence numbers for exactly-once appends (Kafka's default: true)", P),
-    key("transactional.id", "str", None, "enables transactions with this id", P),
-    key("group.id", "str", None, "consumer group to join; None: no group (assign() and no commits)", CO),
-    key("group.instance.id", "str", None, "static membership id", CO),
+    key("enable.idempotence", "bool", False, "producer ids and sequence numbers for exactly-once appends (Kafka's default: true)", P, status=REFUSED, why='idempotent producers are not built yet; retries may store a batch twice'),
+    key("transactional.id", "str", None, "enables transactions with this id", P, status=REFUSED, why='transactions are not built yet'),
+    key("group.id", "str", None, "consumer group to join; None: no group (assign() and no commits)", CO, status=REFUSED, why='consumer groups are not built yet: use assign(), or subscribe() without group_id (every partition is read; nothing is committed)'),
+    key("group.instance.id", "str", None, "static membership id", CO, status=REFUSED, why='consumer groups are not built yet'),
     key("auto.offset.reset", "enum", "earliest", "where to start without a committed offset (Kafka's default: latest)", CO, choices=("earliest", "latest", "none")),
-    key("enable.auto.commit", "bool", True, "commit consumed offsets in the background", CO),
-    key("auto.commit.interval.ms", "duration_ms", 5000, "how often offsets are auto-committed", CO, at_least(0)),
+    key("enable.auto.commit", "bool", False, "commit consumed offsets in the background (Kafka: true with a group.id)", CO, status=REFUSED, why='consumer groups are not built yet: there is nothing to commit to'),
+    key("auto.commit.interval.ms", "duration_ms", 5000, "how often offsets are auto-committed", CO, at_least(0), status=REFUSED, why='consumer groups are not built yet'),
     key("fetch.min.bytes", "size", 1, "a fetch waits for at least this many bytes", CO, at_least(0)),
     key("fetch.max.wait.ms", "duration_ms", 500, "... or at most this long", CO, at_least(0)),
     key("max.partition.fetch.bytes", "size", 1 * MiB, "bytes per partition per fetch", CO, at_least(1)),
     key("max.poll.records", "int", 500, "records returned by one poll()", CO, at_least(1)),
-    key("max.poll.interval.ms", "duration_ms", 300_000, "a member not polling for this long leaves the group", CO, at_least(1)),
+    key("max.poll.interval.ms", "duration_ms", 300_000, "a member not polling for this long leaves the group", CO, at_least(1), status=REFUSED, why='consumer groups are not built yet'),
     key("fetch.buffer.bytes", "size", 64 * MiB, "fetched-but-unpolled bytes before prefetching pauses", CO, at_least(1024)),
     key("isolation.level", "enum", "read_uncommitted", "read_committed hides records of open or aborted transactions", CO, choices=("read_uncommitted", "read_committed")),
     key("check.crcs", "bool", True, "verify each fetched batch's CRC-32C", CO),
-    key("session.timeout.ms", "duration_ms", 45_000, "the group drops a member silent for this long", CO, at_least(1)),
-    key("heartbeat.interval.ms", "duration_ms", 3000, "how often the consumer heartbeats to its group coordinator", CO, at_least(1)),
-    key("partition.assignment.strategy", "list", ("range",), "assignors, in order of preference (range, roundrobin, sticky)", CO, None),
+    key("session.timeout.ms", "duration_ms", 45_000, "the group drops a member silent for this long", CO, at_least(1), status=REFUSED, why='consumer groups are not built yet'),
+    key("heartbeat.interval.ms", "duration_ms", 3000, "how often the consumer heartbeats to its group coordinator", CO, at_least(1), status=REFUSED, why='consumer groups are not built yet'),
+    key("partition.assignment.strategy", "list", ("range",), "assignors, in order of preference (range, roundrobin, sticky)", CO, None, status=REFUSED, why='consumer groups are not built yet'),
 ]  # fmt: skip

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from client.config.keydef import key
+from client.config.keydef import IGNORED, key
 from client.config.types import at_least, in_range, voters
 
 C = ("controller",)
@@ -13,16 +13,16 @@ KEYS = [
     key("controller.quorum.voters", "str", "1@127.0.0.1:9093", "the metadata quorum's voters: ID@HOST:PORT, comma-separated", BC, voters()),
     key("metadata.log.dir", "str", "gregor-data/controller", "directory of the metadata (Raft) log and snapshots", C),
     key("controller.quorum.election.timeout.ms", "duration_ms", 1000, "a voter with no leader for this long starts an election", BC, at_least(1)),
-    key("controller.quorum.election.backoff.max.ms", "duration_ms", 1000, "longest random back-off before a new election", BC, at_least(1)),
-    key("controller.quorum.fetch.timeout.ms", "duration_ms", 2000, "a follower without a fetch answer for this long starts an election", BC, at_least(1)),
-    key("controller.quorum.request.timeout.ms", "duration_ms", 2000, "timeout of quorum requests", BC, at_least(1)),
+    key("controller.quorum.election.backoff.max.ms", "duration_ms", 1000, "longest random back-off before a new election", BC, at_least(1), status=IGNORED, why='the Raft timers derive from controller.quorum.election.timeout.ms'),
+    key("controller.quorum.fetch.timeout.ms", "duration_ms", 2000, "a follower without a fetch answer for this long starts an election", BC, at_least(1), status=IGNORED, why='the Raft timers derive from controller.quorum.election.timeout.ms'),
+    key("controller.quorum.request.timeout.ms", "duration_ms", 2000, "timeout of quorum requests", BC, at_least(1), status=IGNORED, why='the Raft timers derive from controller.quorum.election.timeout.ms'),
     key("broker.session.timeout.ms", "duration_ms", 9000, "a broker without a heartbeat for this long is fenced", BC, at_least(1)),
     key("broker.heartbeat.interval.ms", "duration_ms", 2000, "how often a broker heartbeats to the controller", BC, at_least(1)),
-    key("metadata.log.segment.bytes", "size", 1024 * MiB, "segment size of the metadata log", C, at_least(1024)),
-    key("metadata.log.segment.ms", "duration_ms", 604_800_000, "roll a metadata log segment this old", C, at_least(1)),
+    key("metadata.log.segment.bytes", "size", 1024 * MiB, "segment size of the metadata log", C, at_least(1024), status=IGNORED, why='the metadata log is compacted by snapshots (metadata.log.max.records.between.snapshots), not rolled'),
+    key("metadata.log.segment.ms", "duration_ms", 604_800_000, "roll a metadata log segment this old", C, at_least(1), status=IGNORED, why='the metadata log is compacted by snapshots (metadata.log.max.records.between.snapshots), not rolled'),
     key("metadata.log.max.records.between.snapshots", "int", 10_000, "take a metadata snapshot after this many committed records", C, at_least(1)),
-    key("metadata.log.max.snapshot.interval.ms", "duration_ms", 3_600_000, "take a metadata snapshot at least this often (if anything changed)", C, at_least(1)),
+    key("metadata.log.max.snapshot.interval.ms", "duration_ms", 3_600_000, "take a metadata snapshot at least this often (if anything changed)", C, at_least(1), status=IGNORED, why='snapshots are taken by record count (metadata.log.max.records.between.snapshots)'),
     key("auto.leader.rebalance.enable", "bool", True, "move leadership back to preferred replicas", C),
     key("leader.imbalance.check.interval.ms", "duration_ms", 300_000, "how often leader imbalance is checked (Kafka's .seconds key, in ms)", C, at_least(1)),
-    key("leader.imbalance.per.broker.percentage", "int", 10, "rebalance a broker's leaders above this imbalance percentage", C, in_range(0, 100)),
+    key("leader.imbalance.per.broker.percentage", "int", 10, "rebalance a broker's leaders above this imbalance percentage", C, in_range(0, 100), status=IGNORED, why='preferred-leader rebalancing is not built yet'),
 ]  # fmt: skip

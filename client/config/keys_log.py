@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from client.config.keydef import key
+from client.config.keydef import IGNORED, key
 from client.config.types import at_least, at_least_or_minus_one, in_range, items_in
 
 B = ("broker",)
@@ -18,11 +18,11 @@ KEYS = [
     key("log.retention.ms", "duration_ms", 7 * DAY_MS, "delete segments older than this; -1: keep forever", B, at_least_or_minus_one(1)),
     key("log.retention.bytes", "size", -1, "delete old segments while a partition is bigger than this; -1: no limit", B, at_least_or_minus_one(0)),
     key("log.retention.check.interval.ms", "duration_ms", 300_000, "how often retention is checked", B, at_least(1)),
-    key("log.segment.delete.delay.ms", "duration_ms", 60_000, "wait before deleting a segment's files after it leaves the log", B, at_least(0)),
+    key("log.segment.delete.delay.ms", "duration_ms", 60_000, "wait before deleting a segment's files after it leaves the log", B, at_least(0), status=IGNORED, why='segments leave the log and their files are deleted at once'),
     key("log.flush.on.ack", "bool", True, "fsync appended records before acknowledging them (group commit); false: Kafka's page-cache behaviour", B),
     key("log.flush.interval.messages", "int", LONG_MAX, "with log.flush.on.ack=false: fsync after this many records", B, at_least(1)),
     key("log.flush.interval.ms", "duration_ms", LONG_MAX, "with log.flush.on.ack=false: fsync after this many ms", B, at_least(1)),
     key("log.cleanup.policy", "list", ("delete",), "delete and/or compact", B, items_in(("delete", "compact"))),
     key("log.message.timestamp.type", "enum", "CreateTime", "record timestamps as sent (CreateTime) or set on append (LogAppendTime)", B, choices=("CreateTime", "LogAppendTime")),
-    key("num.recovery.threads.per.data.dir", "int", 1, "threads recovering logs at start-up, per log dir", B, at_least(1)),
+    key("num.recovery.threads.per.data.dir", "int", 1, "threads recovering logs at start-up, per log dir", B, at_least(1), status=IGNORED, why='recovery runs on one thread per start-up'),
 ]  # fmt: skip

@@ -19,13 +19,16 @@ it came from and what was expected. Config objects are immutable; any thread may
 from __future__ import annotations
 
 import difflib
+import logging
 import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from client.config.keydef import CLIENT_ROLES, ConfigKey, attr_name
+from client.config.keydef import CLIENT_ROLES, REFUSED, ConfigKey, attr_name
 from client.config.registry import REGISTRY
 from client.errors import ConfigError
+
+_log = logging.getLogger(__name__)
 
 # GREGOR_* variables that are not config keys (set by tests and scripts).
 RESERVED_ENV = frozenset({"GREGOR_SEED", "GREGOR_CRASH_SEED", "GREGOR_SIM_SEEDS", "GREGOR_VENV"})
@@ -214,7 +217,31 @@ def load_config(
             sources[k.name] = f"environment {var}"
     if overrides:
         _apply(role, values, sources, overrides, "override")
+    _check_implemented(keys, values, sources)
     return Config(role, values, sources)
+
+
+_warned: set[str] = set()  # IGNORED keys already warned about in this process
+
+
+def _check_implemented(
+    keys: Mapping[str, ConfigKey], values: Mapping[str, Any], sources: Mapping[str, str]
+) -> None:
+    """A key whose feature is not built yet, set to anything but its default: ConfigError for
+    a REFUSED key, one warning per process for an IGNORED one (keydef.py)."""
+    for name, k in keys.items():
+        if k.implemented or sources[name] == "default":
+            continue
+        default = k.default if k.default is None else k.parse(k.default)
+        if values[name] == default:
+            continue
+        if k.status == REFUSED:
+            raise ConfigError(
+                f"config key '{name}' ({sources[name]}) is not supported yet: {k.why}"
+            )
+        if name not in _warned:
+            _warned.add(name)
+            _log.warning("config key '%s' (%s) has no effect yet: %s", name, sources[name], k.why)
 
 
 def client_config(role: str, settings: Mapping[str, Any] | None = None, /, **kwargs: Any) -> Config:

@@ -138,8 +138,8 @@ def test_client_config_dotted_and_snake_case():
     b = client_config("producer", bootstrap_servers=["h:9092", "g:9093"], linger_ms=10)
     assert a.to_dict() == b.to_dict()
     assert a.bootstrap_servers == ("h:9092", "g:9093") and a.acks == "all"
-    c = client_config("consumer", {"group.id": "g"}, max_poll_records=5)
-    assert (c.group_id, c.max_poll_records, c.auto_offset_reset) == ("g", 5, "earliest")
+    c = client_config("consumer", {"client.id": "g"}, max_poll_records=5)
+    assert (c.client_id, c.max_poll_records, c.auto_offset_reset) == ("g", 5, "earliest")
     with pytest.raises(ConfigError, match="did you mean 'linger.ms'"):
         client_config("producer", {"linger.msx": 1})
     with pytest.raises(ConfigError, match="not used by a consumer"):

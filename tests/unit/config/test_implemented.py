@@ -1,0 +1,108 @@
+"""Settings that do nothing are not accepted silently (issue 10, item 7).
+
+The registry records per key whether it is implemented. A key marked implemented must be read
+somewhere in the code; a key of a feature not built yet is refused when set (ConfigError naming
+it) or, where leaving it unapplied is harmless, accepted with one warning.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+import pytest
+
+from client import Consumer, Producer
+from client.config import load_config
+from client.config.keydef import IGNORED, REFUSED, ConfigKey, attr_name
+from client.config.loader import _warned, client_config
+from client.config.registry import REGISTRY
+from client.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _code() -> str:
+    parts = []
+    for pkg in ("client", "controller", "broker"):
+        for path in (ROOT / pkg).rglob("*.py"):
+            rel = path.relative_to(ROOT).as_posix()
+            if rel.startswith("client/config/keys_") or rel == "client/config/docs.py":
+                continue  # declarations and the docs generator are not readers
+            parts.append(path.read_text())
+    return "\n".join(parts)
+
+
+def _is_read(k: ConfigKey, code: str) -> bool:
+    for name in (k.name, *k.aliases):
+        if re.search(rf"\b{re.escape(attr_name(name))}\b", code) or f'"{name}"' in code:
+            return True
+    return False
+
+
+def test_every_key_marked_implemented_is_read_somewhere() -> None:
+    code = _code()
+    unread = [k.name for k in REGISTRY.keys.values() if k.implemented and not _is_read(k, code)]
+    assert not unread, f"marked implemented but read nowhere: {unread}"
+
+
+def _other_value(k: ConfigKey):
+    if k.type == "bool":
+        return not k.default
+    if k.type == "enum":
+        return next(c for c in k.choices if c != k.default)
+    if k.type == "list":
+        return ("something-else",)
+    if k.type == "str":
+        return "something"
+    return (k.default or 0) + 1
+
+
+NOT_YET = [k for k in REGISTRY.keys.values() if not k.implemented]
+
+
+def test_the_known_no_op_keys_are_marked() -> None:
+    for name in ("enable.idempotence", "enable.auto.commit", "session.timeout.ms", "group.id"):
+        assert REGISTRY.get(name).status == REFUSED, name
+
+
+@pytest.mark.parametrize("k", [k for k in NOT_YET if k.status == REFUSED], ids=lambda k: k.name)
+def test_refused_keys_stop_with_their_name(k: ConfigKey) -> None:
+    role = k.roles[0]
+    value = _other_value(k)
+    with pytest.raises(ConfigError, match=rf"'{re.escape(k.name)}'.*not supported yet"):
+        if role in ("broker", "controller"):
+            load_config(role, None, {}, {k.name: value})
+        else:
+            client_config(role, {k.name: value})
+    # the default itself is fine
+    if role not in ("broker", "controller"):
+        client_config(role, {k.name: k.default})
+
+
+@pytest.mark.parametrize("k", [k for k in NOT_YET if k.status == IGNORED], ids=lambda k: k.name)
+def test_ignored_keys_warn_once(k: ConfigKey, caplog) -> None:
+    role = k.roles[0]
+    _warned.discard(k.name)
+    value = _other_value(k)
+
+    def load() -> None:
+        if role in ("broker", "controller"):
+            load_config(role, None, {}, {k.name: value})
+        else:
+            client_config(role, {k.name: value})
+
+    with caplog.at_level(logging.WARNING, logger="client.config.loader"):
+        load()
+        load()
+    said = [r.getMessage() for r in caplog.records if k.name in r.getMessage()]
+    assert len(said) == 1 and "has no effect yet" in said[0], said
+
+
+def test_consumer_group_and_idempotent_producer_are_refused() -> None:
+    with pytest.raises(ConfigError, match="'group.id'.*consumer groups are not built yet"):
+        Consumer(bootstrap_servers="127.0.0.1:1", group_id="g")
+    with pytest.raises(ConfigError, match="'enable.idempotence'"):
+        Producer(bootstrap_servers="127.0.0.1:1", enable_idempotence=True)
+    Consumer(bootstrap_servers="127.0.0.1:1", enable_auto_commit=False).close()
