@@ -25,7 +25,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from client.aio._gc import gc_paused
 from client.aio.types import TopicPartition
 
 RECORD_OVERHEAD = 16  # rough per-record bytes beyond key and value (msgpack framing, deltas)
@@ -206,8 +205,7 @@ class RecordAccumulator:
                 for k, v in items
             ]
         else:
-            with gc_paused():
-                entries_all = list(zip(itertools.repeat(None), items))
+            entries_all = list(zip(itertools.repeat(None), items))
             try:
                 sizes = list(map(len, items))
                 extra = ovh

@@ -19,7 +19,6 @@ import logging
 import time
 from typing import Any
 
-from client.aio._gc import gc_paused
 from client.aio.accumulator import ProducerBatch, RecordAccumulator
 from client.aio.cluster import ClusterClient
 from client.aio.types import RecordMetadata, TopicPartition
@@ -106,10 +105,9 @@ class Sender:
         if not todo:
             return False
         b = todo[0]
-        with gc_paused():
-            b.payload = build_batch(
-                b.entries, compression=self.config.compression_type, timestamp_ms=b.timestamp_ms
-            )
+        b.payload = build_batch(
+            b.entries, compression=self.config.compression_type, timestamp_ms=b.timestamp_ms
+        )
         return True
 
     async def _refresh_metadata(self) -> None:
@@ -159,12 +157,11 @@ class Sender:
             for tp, batches in parts:
                 for b in batches:
                     if b.payload is None:
-                        with gc_paused():
-                            b.payload = build_batch(
-                                b.entries,
-                                compression=cfg.compression_type,
-                                timestamp_ms=b.timestamp_ms,
-                            )
+                        b.payload = build_batch(
+                            b.entries,
+                            compression=cfg.compression_type,
+                            timestamp_ms=b.timestamp_ms,
+                        )
                 payloads: list[bytes] = [b.payload for b in batches]  # type: ignore[misc]
                 nbytes += sum(map(len, payloads))
                 topics.setdefault(tp.topic, []).append(

@@ -188,6 +188,23 @@ read_raw_len(Reader *r, unsigned char b, Py_ssize_t *n, int *is_str)
 
 static int read_obj(Reader *r, PyObject **out, int depth);
 
+/* Untrack a tuple (or tuple subclass instance) whose items the cyclic GC does not track
+ * (ints, bytes, str, None, untracked tuples): it cannot be part of a reference cycle, so the
+ * collector need never look at it. CPython does this lazily for exact tuples during a young
+ * collection (_PyTuple_MaybeUntrack) but never for named tuples; doing it at birth keeps a
+ * fetch's records out of every collection without touching the host's GC settings. */
+static void
+untrack_if_atomic(PyObject *t)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(t);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *o = PyTuple_GET_ITEM(t, i);
+        if (PyObject_IS_GC(o) && PyObject_GC_IsTracked(o))
+            return;
+    }
+    PyObject_GC_UnTrack(t);
+}
+
 /* An array as a tuple of its items (msgpack's use_list=False). */
 static int
 read_tuple(Reader *r, PyObject **out, int depth)
@@ -209,6 +226,7 @@ read_tuple(Reader *r, PyObject **out, int depth)
         }
         PyTuple_SET_ITEM(t, i, item);
     }
+    untrack_if_atomic(t);
     *out = t;
     return OK;
 }
@@ -371,6 +389,7 @@ decode_rows(PyObject *self, PyObject *args)
                 result = Py_NewRef(Py_None);
             goto done;
         }
+        untrack_if_atomic(rec);
         PyList_SET_ITEM(list, i, rec);
     }
     if (r.p != r.end) { /* trailing bytes */

@@ -32,7 +32,6 @@ Pure code; any thread may call (the GC pause is process-global for the milliseco
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -153,14 +152,7 @@ def decode_batch(buf: Buffer, pos: int = 0, check_crc: bool = True) -> list[Reco
     """All records of the one batch starting at `pos` in `buf` (trailing bytes ignored)."""
     h = validate(buf, pos, check_crc=check_crc)
     mv = memoryview(buf)[pos + HEADER_SIZE : pos + h.size]
-    section = decompress(h.compression, mv)
-    if not gc.isenabled():
-        return _records(h, section, pos)
-    gc.disable()
-    try:
-        return _records(h, section, pos)
-    finally:
-        gc.enable()
+    return _records(h, decompress(h.compression, mv), pos)
 
 
 def iter_batches(buf: Buffer, check_crc: bool = True) -> Iterator[tuple[BatchHeader, memoryview]]:
@@ -206,7 +198,7 @@ def next_offset(buf: Buffer) -> int | None:
 
 def decode_records(buf: Buffer, check_crc: bool = True) -> list[Record]:
     """Every record of every whole batch in `buf` (a partial trailing batch is ignored)."""
-    return _decode_all(buf, check_crc, _records, promote=False)
+    return _decode_all(buf, check_crc, _records)
 
 
 def decode_partition_records(
@@ -215,39 +207,27 @@ def decode_partition_records(
     """Every record of every whole batch in `buf` as ConsumerRecord(topic, partition, offset,
     timestamp, key, value, headers or ()), in one pass (what a consumer's fetch needs).
 
-    GC: the collector is paused while decoding; then, unless the application has frozen
-    objects itself (gc.freeze), every object the collector tracks is moved straight into the
-    oldest generation (gc.freeze() + gc.unfreeze(): two O(1) list splices) instead of being
-    traversed by the young-generation pass that re-enabling the collector would start. The
-    records are acyclic and freed by reference counting when the caller drops them; a young
-    garbage cycle made elsewhere meanwhile is collected by the next full collection instead.
+    GC: the host's collector settings are never touched. The C decoder creates records that
+    the cyclic GC does not track (their fields are ints, bytes, str, None and untracked header
+    tuples, so they cannot be part of a cycle: `untrack_if_atomic` in _speedups.c), so a large
+    fetch adds nothing for young-generation collections to traverse. The Python decoder's
+    records are tracked like any named tuple.
     """
 
     def batch(h: BatchHeader, section: Any, pos: int) -> list[ConsumerRecord]:
         return _consumer_records(h, section, pos, topic, partition)
 
-    return _decode_all(buf, check_crc, batch, promote=True)
+    return _decode_all(buf, check_crc, batch)
 
 
 def _decode_all(
-    buf: Buffer, check_crc: bool, batch: Callable[[BatchHeader, Any, int], list], promote: bool
+    buf: Buffer, check_crc: bool, batch: Callable[[BatchHeader, Any, int], list]
 ) -> list:
-    """`batch(header, records section, position)` for every whole batch of `buf`, concatenated,
-    with the cyclic GC paused; `promote`: move what it tracks to the oldest generation after
-    (see decode_partition_records)."""
+    """`batch(header, records section, position)` for every whole batch of `buf`,
+    concatenated."""
     out: list = []
-    paused = gc.isenabled()
-    if paused:
-        gc.disable()
-    try:
-        pos = 0
-        for h, mv in iter_batches(buf, check_crc):
-            out += batch(h, decompress(h.compression, mv[HEADER_SIZE:]), pos)
-            pos += h.size
-    finally:
-        if paused:
-            if promote and not gc.get_freeze_count():
-                gc.freeze()
-                gc.unfreeze()
-            gc.enable()
+    pos = 0
+    for h, mv in iter_batches(buf, check_crc):
+        out += batch(h, decompress(h.compression, mv[HEADER_SIZE:]), pos)
+        pos += h.size
     return out
