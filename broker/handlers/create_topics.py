@@ -31,7 +31,7 @@ def topic_name_error(name: str) -> str | None:
     return None
 
 
-def _error(name: str, code: ErrorCode, message: str) -> dict:
+def _error(name: str, code: int, message: str) -> dict:
     return {
         "name": name,
         "error_code": int(code),

@@ -223,8 +223,8 @@ class Sender:
             for p in t["partitions"]:
                 answered[TopicPartition(t["name"], p["partition"])] = p
         for tp, batches in parts:
-            p = answered.get(tp)
-            if p is None:
+            got = answered.get(tp)
+            if got is None:
                 self._retry_or_fail(
                     tp,
                     batches,
@@ -233,19 +233,19 @@ class Sender:
                     ),
                 )
                 continue
-            code = p["error_code"]
+            code = got["error_code"]
             if code:
                 msg = f"{tp.topic}-{tp.partition}"
-                if p["error_message"]:
-                    msg += f": {p['error_message']}"
+                if got["error_message"]:
+                    msg += f": {got['error_message']}"
                 err = error_for_code(code)(msg)
                 if code in _METADATA_ERRORS:
                     self.cluster.request_update()
                 self._retry_or_fail(tp, batches, err)
                 continue
             self.muted.discard(tp)
-            offset = p["base_offset"]
-            append_time = p["log_append_time_ms"]
+            offset = got["base_offset"]
+            append_time = got["log_append_time_ms"]
             for b in batches:  # one request may carry several batches of a partition
                 count = len(b.entries)  # _finish frees the entries
                 self._finish(b, None, offset, append_time)

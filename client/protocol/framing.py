@@ -166,7 +166,7 @@ def encode_response(correlation_id: int, body: dict) -> bytes:
     return LENGTH.pack(len(payload)) + payload
 
 
-def _unpack(payload: bytes) -> object:
+def _unpack(payload: bytes | bytearray) -> object:
     try:
         return msgpack.unpackb(payload, raw=False, strict_map_key=False, use_list=True)
     except Exception as exc:  # msgpack raises several types for garbage; all mean one thing
@@ -181,7 +181,7 @@ def decode_request(payload: bytes | bytearray) -> tuple[int, int, int, str | Non
     its records bins returned as writable memoryviews of it, not copies
     (client/protocol/views.py); everything else is decoded by msgpack.
     """
-    obj = None
+    obj: object = None
     if type(payload) is bytearray and len(payload) >= ZERO_COPY_MIN_BYTES:
         obj = unpack_produce_views(payload)
     if obj is None:
@@ -198,7 +198,7 @@ def decode_request(payload: bytes | bytearray) -> tuple[int, int, int, str | Non
     return api_key, api_version, correlation_id, client_id, body
 
 
-def decode_response(payload: bytes) -> tuple[int, dict]:
+def decode_response(payload: bytes | bytearray) -> tuple[int, dict]:
     obj = _unpack(payload)
     if not isinstance(obj, list) or len(obj) != 2 or type(obj[0]) is not int:
         raise MalformedFrameError("response payload must be a [correlation_id, body] array")

@@ -49,7 +49,7 @@ class _Bad(Exception):
 
     def render(self, path: str) -> str:
         for seg in reversed(self.segments):
-            if type(seg) is int:
+            if isinstance(seg, int):
                 path = f"{path}[{seg}]"
             else:
                 path = f"{path}.{seg}" if path else seg

@@ -31,6 +31,11 @@ _FLUSH_TIMEOUT_S = 120.0
 _MAX_PENDING = 10_000  # futures held before waiting on the oldest
 
 
+def _records(messages: list[WriterCommitMessage | None]) -> int:
+    """Records the tasks' messages say they wrote (our writers return SinkCommitMessage)."""
+    return sum(m.records for m in messages if isinstance(m, SinkCommitMessage))
+
+
 class SinkCommitMessage(WriterCommitMessage):
     def __init__(self, records: int) -> None:
         self.records = records
@@ -97,13 +102,13 @@ class GregorWriter(DataSourceWriter):
     def write(self, iterator: Iterator[Any]) -> SinkCommitMessage:
         return write_rows(self.opts, iterator)
 
-    def commit(self, messages: list[SinkCommitMessage | None]) -> None:
-        log.info("wrote %d records", sum(m.records for m in messages if m is not None))
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        log.info("wrote %d records", _records(messages))
 
-    def abort(self, messages: list[SinkCommitMessage | None]) -> None:
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         log.warning(
             "write aborted after %d acknowledged records (at-least-once: they stay)",
-            sum(m.records for m in messages if m is not None),
+            _records(messages),
         )
 
 
@@ -115,12 +120,8 @@ class GregorStreamWriter(DataSourceStreamWriter):
     def write(self, iterator: Iterator[Any]) -> SinkCommitMessage:
         return write_rows(self.opts, iterator)
 
-    def commit(self, messages: list[SinkCommitMessage | None], batchId: int) -> None:  # noqa: N803
-        log.info(
-            "batch %d: wrote %d records",
-            batchId,
-            sum(m.records for m in messages if m is not None),
-        )
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        log.info("batch %d: wrote %d records", batchId, _records(messages))
 
-    def abort(self, messages: list[SinkCommitMessage | None], batchId: int) -> None:  # noqa: N803
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         log.warning("batch %d aborted (at-least-once: acknowledged records stay)", batchId)

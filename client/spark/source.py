@@ -23,6 +23,7 @@ from pyspark.sql.datasource import (
     DataSourceStreamReader,
     DataSourceStreamWriter,
     DataSourceWriter,
+    InputPartition,
 )
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
@@ -156,7 +157,8 @@ class GregorBatchReader(_PlannerHolder, DataSourceReader):
         log.info("batch plan: %d ranges, %d records", len(ranges), sum(r.size for r in ranges))
         return _to_partitions(o, ranges)
 
-    def read(self, partition: RangePartition) -> Any:
+    def read(self, partition: InputPartition) -> Any:
+        assert isinstance(partition, RangePartition), partition  # what partitions() planned
         return read_partition(partition, self.schema)
 
 
@@ -235,7 +237,8 @@ class GregorStreamReader(_PlannerHolder, DataSourceStreamReader, SupportsTrigger
         ranges = plan_ranges(eff, e, self.opts.min_partitions)
         return _to_partitions(self.opts, ranges)
 
-    def read(self, partition: RangePartition) -> Any:
+    def read(self, partition: InputPartition) -> Any:
+        assert isinstance(partition, RangePartition), partition  # what partitions() planned
         return read_partition(partition, self.schema)
 
     def commit(self, end: dict) -> None:

@@ -141,6 +141,7 @@ def read_tuples(part: RangePartition) -> Iterator[tuple]:
     """Rows as tuples in schema order."""
     topic, partition, hdr = part.topic, part.partition, part.include_headers
     td = dt.timedelta
+    rows: list[tuple]
     for recs in iter_records(part):
         if hdr:
             rows = [
