@@ -64,3 +64,20 @@ def test_cli_default_bootstrap_is_the_readme_one() -> None:
         cwd=ROOT, capture_output=True, text=True, timeout=60,
     ).stdout  # fmt: skip
     assert f"(default {m[1]})" in " ".join(out.split()), out
+
+
+def test_the_image_builds_the_c_extensions_or_fails() -> None:
+    """The Dockerfile copied no setup.py, so the image had no C extensions (and nothing said
+    so). It must copy setup.py into the stage that builds the wheel and import every extension
+    setup.py declares in a RUN step, so a build without them fails. (The image itself is built
+    and run by the container tests.)"""
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    copies = [line for line in dockerfile.splitlines() if line.startswith("COPY ")]
+    assert any("setup.py" in line.split() for line in copies), copies
+    declared = re.findall(r'Extension\(\s*"([\w.]+)"', (ROOT / "setup.py").read_text())
+    assert declared, "setup.py declares no extension?"
+    run = " ".join(line for line in dockerfile.replace("\\\n", " ").splitlines() if "RUN " in line)
+    for name in declared:
+        imported = rf"import (?:[\w.]+, )*{re.escape(name)}\b"
+        assert re.search(imported, run), f"the image never imports {name}"
+    assert "USER " in dockerfile and "ARG BASE_IMAGE=python:3.11-slim" in dockerfile
