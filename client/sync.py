@@ -303,7 +303,14 @@ class Admin(_SyncClient):
         brokers: Iterable[int] = (),
         keys: Iterable[str] | None = None,
     ) -> dict:
+        """{("topic", name) | ("broker", id): {key: ConfigEntry}} (see client.aio.Admin)."""
         return self._run(self._core.describe_configs(list(topics), list(brokers), keys))
+
+    def incremental_alter_configs(
+        self, changes: Mapping[tuple[str, str], Mapping[str, Any]], **kw: Any
+    ) -> None:
+        """Set (value) or delete (None) configs of topics or brokers (see client.aio.Admin)."""
+        return self._run(self._core.incremental_alter_configs(changes, **kw))
 
 
 async def _call(fn: Any, *args: Any) -> Any:

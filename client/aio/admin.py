@@ -33,6 +33,7 @@ from client.aio.types import (
 )
 from client.errors import (
     ClientClosedError,
+    ConfigError,
     ConnectionFailedError,
     GregorTimeoutError,
     UnknownTopicOrPartitionError,
@@ -65,6 +66,13 @@ class QuorumDescription:
     high_watermark: int
     voters: list[QuorumReplica]
     observers: list[QuorumReplica]
+
+
+def _config_text(value: Any) -> str:
+    """A config value as the wire carries it (Kafka's text form: true/false for booleans)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def _quorum_description(resp: Mapping[str, Any]) -> QuorumDescription:
@@ -347,6 +355,47 @@ class Admin:
             {TopicPartition(*tp): ts for tp, ts in query.items()}
         )
         return {tp: off for tp, (off, _ts) in got.items()}
+
+    async def incremental_alter_configs(
+        self,
+        changes: Mapping[tuple[str, str], Mapping[str, Any]],
+        *,
+        validate_only: bool = False,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """Set or delete configs: `{("topic", name) | ("broker", id): {key: value | None}}`, a
+        value of None deleting the key (back to its default). All resources go in one request;
+        raises the first resource's error (UnknownTopicOrPartitionError, InvalidConfigError
+        naming the key, ...). Answered once the controller committed the change; topic changes
+        reach the live logs without a restart."""
+        self._check_open()
+        resources = []
+        for (kind, name), configs in changes.items():
+            if kind not in ("topic", "broker"):
+                raise ConfigError(f"resource kind {kind!r}: expected 'topic' or 'broker'")
+            resources.append(
+                {
+                    "resource_type": RESOURCE_TOPIC if kind == "topic" else RESOURCE_BROKER,
+                    "resource_name": str(name),
+                    "configs": [
+                        {
+                            "name": k,
+                            "config_operation": 1 if v is None else 0,
+                            "value": None if v is None else _config_text(v),
+                        }
+                        for k, v in configs.items()
+                    ],
+                }
+            )
+        timeout = self._timeout(timeout_ms)
+        resp = await self._cluster.send_any(
+            ApiKey.INCREMENTAL_ALTER_CONFIGS,
+            {"resources": resources, "validate_only": validate_only},
+            timeout_ms=timeout,
+        )
+        for r in resp["responses"]:
+            if r["error_code"]:
+                raise error_for_code(r["error_code"])(r["error_message"] or r["resource_name"])
 
     async def describe_configs(
         self,

@@ -93,14 +93,21 @@ def _list(args: argparse.Namespace) -> int:
 
 @reports_errors
 def _describe(args: argparse.Namespace) -> int:
+    from client.cli.configs import topic_overrides
+
     with _admin(args) as admin:
         names = [args.name] if args.name else admin.list_topics()
         descs = [admin.describe_topic(n) for n in names]
+        configs = {n: topic_overrides(admin, n) for n in names}
     if args.json:
         print(
             json.dumps(
                 [
-                    {"name": d.name, "partitions": [p._asdict() for p in d.partitions]}
+                    {
+                        "name": d.name,
+                        "partitions": [p._asdict() for p in d.partitions],
+                        "configs": configs[d.name],
+                    }
                     for d in descs
                 ],
                 indent=2,
@@ -108,7 +115,11 @@ def _describe(args: argparse.Namespace) -> int:
         )
         return 0
     for d in descs:
-        print(f"Topic: {d.name}\tPartitionCount: {len(d.partitions)}")
+        shown = ",".join(f"{k}={v}" for k, v in configs[d.name].items())
+        print(
+            f"Topic: {d.name}\tPartitionCount: {len(d.partitions)}"
+            + (f"\tConfigs: {shown}" if shown else "")
+        )
         for p in d.partitions:
             print(
                 f"\tPartition: {p.partition}\tLeader: {p.leader}\t"

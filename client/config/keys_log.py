@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from client.config.keydef import IGNORED, key
+from client.config.keydef import IGNORED, REFUSED, key
 from client.config.types import at_least, at_least_or_minus_one, in_range, items_in
 
 B = ("broker",)
@@ -22,7 +22,7 @@ KEYS = [
     key("log.flush.on.ack", "bool", True, "fsync appended records before acknowledging them (group commit); false: Kafka's page-cache behaviour", B),
     key("log.flush.interval.messages", "int", LONG_MAX, "with log.flush.on.ack=false: fsync after this many records", B, at_least(1)),
     key("log.flush.interval.ms", "duration_ms", LONG_MAX, "with log.flush.on.ack=false: fsync after this many ms", B, at_least(1)),
-    key("log.cleanup.policy", "list", ("delete",), "delete and/or compact", B, items_in(("delete", "compact"))),
-    key("log.message.timestamp.type", "enum", "CreateTime", "record timestamps as sent (CreateTime) or set on append (LogAppendTime)", B, choices=("CreateTime", "LogAppendTime")),
+    key("log.cleanup.policy", "list", ("delete",), "delete and/or compact", B, items_in(("delete", "compact")), status=REFUSED, why='log compaction is not built yet'),
+    key("log.message.timestamp.type", "enum", "CreateTime", "record timestamps as sent (CreateTime) or set on append (LogAppendTime)", B, choices=("CreateTime", "LogAppendTime"), status=REFUSED, why='LogAppendTime is not built yet'),
     key("num.recovery.threads.per.data.dir", "int", 1, "threads recovering logs at start-up, per log dir", B, at_least(1), status=IGNORED, why='recovery runs on one thread per start-up'),
 ]  # fmt: skip

@@ -181,6 +181,7 @@ class ControllerProcess:
             ApiKey.CREATE_TOPICS: self._create_topics,
             ApiKey.DELETE_TOPICS: self._delete_topics,
             ApiKey.CREATE_PARTITIONS: self._create_partitions,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: self._incremental_alter_configs,
         }
         handlers.update({k: v for k, v in optional.items() if k in API_SPECS})
         return handlers
@@ -310,6 +311,12 @@ class ControllerProcess:
         ]
         results = await self._call("create_partitions", topics, b.get("validate_only", False))
         return {"results": results, "throttle_time_ms": 0}
+
+    async def _incremental_alter_configs(self, b: dict) -> dict:
+        results = await self._call(
+            "incremental_alter_configs", b["resources"], b.get("validate_only", False)
+        )
+        return {"responses": results, "throttle_time_ms": 0}
 
     async def _alter_partition(self, b: dict) -> dict:
         return await self._call("alter_partition", b["broker_id"], b["broker_epoch"], b["topics"])

@@ -198,6 +198,9 @@ class RemoteController:
     def alter_partition(self, *a: Any, **k: Any) -> concurrent.futures.Future:
         return self.submit("alter_partition", *a, **k)
 
+    def incremental_alter_configs(self, *a: Any, **k: Any) -> concurrent.futures.Future:
+        return self.submit("incremental_alter_configs", *a, **k)
+
 
 def _same(resp: dict) -> dict:
     return resp
@@ -293,6 +296,14 @@ def _create_partitions(
     )
 
 
+def _alter_configs(resources: list[dict], validate_only: bool = False) -> tuple:
+    return (
+        ApiKey.INCREMENTAL_ALTER_CONFIGS,
+        {"resources": resources, "validate_only": validate_only},
+        lambda r: r["responses"],
+    )
+
+
 _CALLS: dict[str, Any] = {
     "register_broker": _register,
     "broker_heartbeat": _heartbeat,
@@ -300,6 +311,7 @@ _CALLS: dict[str, Any] = {
     "create_topics": _create_topics,
     "delete_topics": _delete_topics,
     "create_partitions": _create_partitions,
+    "incremental_alter_configs": _alter_configs,
 }
 
 

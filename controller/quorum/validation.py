@@ -61,6 +61,13 @@ def config_change_records(image: MetadataImage, resource: dict) -> list[Config]:
     elif rtype == RESOURCE_BROKER:
         if rname != "" and not (str(rname).isdigit() and int(rname) in image.brokers):
             raise InvalidRequestError(f"unknown broker {rname!r}")
+        if resource.get("configs"):
+            # Brokers read their config once at start-up; a change committed here would be
+            # accepted and never applied.
+            raise InvalidConfigError(
+                "dynamic broker configs are not supported yet: set the key in the broker's"
+                " config file (or GREGOR_* environment) and restart it"
+            )
     else:
         raise InvalidRequestError(f"unsupported resource type {rtype!r}")
     out = []

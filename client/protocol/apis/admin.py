@@ -284,6 +284,58 @@ DESCRIBE_CONFIGS = register(
     )
 )
 
+INCREMENTAL_ALTER_CONFIGS = register(
+    ApiSpec(
+        key=ApiKey.INCREMENTAL_ALTER_CONFIGS,
+        name="IncrementalAlterConfigs",
+        doc="Set (`config_operation` 0) or delete (1, back to the default) configs of topics "
+        "(resource_type 2) or brokers (4), through the controller (answered once committed). "
+        "Unknown topic → UNKNOWN_TOPIC_OR_PARTITION; an unknown key or a bad value → "
+        "INVALID_CONFIG naming it. Topic changes reach the live logs without a restart.",
+        request=Struct(
+            Field(
+                "resources",
+                Array(
+                    Struct(
+                        Field("resource_type", INT8, doc="2 topic, 4 broker"),
+                        Field("resource_name", STRING, doc="topic name or broker id"),
+                        Field(
+                            "configs",
+                            Array(
+                                Struct(
+                                    Field("name", STRING),
+                                    Field(
+                                        "config_operation", INT8, default=0, doc="0 set, 1 delete"
+                                    ),
+                                    Field("value", Nullable(STRING), default=None),
+                                    name="AlterableConfig",
+                                )
+                            ),
+                        ),
+                        name="AlterConfigsResource",
+                    )
+                ),
+            ),
+            Field("validate_only", BOOL, default=False),
+        ),
+        response=Struct(
+            Field(
+                "responses",
+                Array(
+                    Struct(
+                        Field("error_code", INT16),
+                        ERROR_MESSAGE,
+                        Field("resource_type", INT8),
+                        Field("resource_name", STRING),
+                        name="AlterConfigsResourceResponse",
+                    )
+                ),
+            ),
+            THROTTLE,
+        ),
+    )
+)
+
 DESCRIBE_CLUSTER = register(
     ApiSpec(
         key=ApiKey.DESCRIBE_CLUSTER,

@@ -135,14 +135,14 @@ def test_manual_assignment_and_configs(env):
                     {"partition": 0, "broker_ids": [3, 1]},
                     {"partition": 1, "broker_ids": [2, 3]},
                 ],
-                configs={"cleanup.policy": "compact", "min.insync.replicas": "2"},
+                configs={"retention.bytes": "1000", "min.insync.replicas": "2"},
             )
         ]
     )
     assert (r["error_code"], r["num_partitions"], r["replication_factor"]) == (0, 2, 2)
     assert c.image.partition("m", 0).replicas == (3, 1) and c.image.partition("m", 0).leader == 3
     assert dict(c.image.topic_config("m")) == {
-        "cleanup.policy": "compact",
+        "retention.bytes": "1000",
         "min.insync.replicas": "2",
     }
 
@@ -463,7 +463,7 @@ def test_incremental_alter_configs(env):
                 "resource_name": "t",
                 "configs": [
                     {"name": "retention.ms", "config_operation": 1, "value": None},
-                    {"name": "cleanup.policy", "config_operation": 0, "value": "compact"},
+                    {"name": "retention.bytes", "config_operation": 0, "value": "4096"},
                 ],
             },
             {"resource_type": 2, "resource_name": "nope", "configs": []},
@@ -484,11 +484,11 @@ def test_incremental_alter_configs(env):
         0,
         E.UNKNOWN_TOPIC_OR_PARTITION,
         E.INVALID_CONFIG,
-        0,
+        E.INVALID_CONFIG,  # dynamic broker configs: refused until brokers apply them
         E.INVALID_REQUEST,
     ]
-    assert dict(c.image.topic_config("t")) == {"cleanup.policy": "compact"}
-    assert dict(c.image.config_for(4, "1")) == {"log.retention.ms": "5"}
+    assert dict(c.image.topic_config("t")) == {"retention.bytes": "4096"}
+    assert dict(c.image.config_for(4, "1")) == {}
     assert (
         c.incremental_alter_configs(
             [

@@ -1,0 +1,63 @@
+"""IncrementalAlterConfigs (44): set or delete topic (and broker) configs. Forwarded to the
+controller, which validates every change (unknown topic → UNKNOWN_TOPIC_OR_PARTITION, unknown
+key or bad value → INVALID_CONFIG) and answers once the config records are committed. The
+metadata publisher then hands the topic's new LogConfig to its open logs (BrokerNode's
+subscriber), so retention, segment size and the rest apply without a restart.
+
+A resource named twice in one request is refused with INVALID_REQUEST for each occurrence.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Any
+
+from broker.handlers.base import RequestContext, handler
+from broker.handlers.forward import respond_when_committed
+from client.errors import ErrorCode
+from client.protocol import ApiKey
+
+
+@handler(ApiKey.INCREMENTAL_ALTER_CONFIGS)
+def handle(ctx: RequestContext, body: dict) -> dict | None:
+    services: Any = ctx.services
+    key = lambda r: (int(r["resource_type"]), r["resource_name"])  # noqa: E731
+    counts = collections.Counter(key(r) for r in body["resources"])
+    types = {r["resource_name"]: int(r["resource_type"]) for r in body["resources"]}
+
+    def entry(name: str, code: ErrorCode | int, message: str | None) -> dict:
+        return {
+            "resource_type": types.get(name, 0),
+            "resource_name": name,
+            "error_code": int(code),
+            "error_message": message,
+        }
+
+    results: list[dict | None] = []
+    forward: list[dict] = []
+    for r in body["resources"]:
+        if counts[key(r)] > 1:
+            results.append(
+                entry(r["resource_name"], ErrorCode.INVALID_REQUEST, "resource named twice")
+            )
+            continue
+        results.append(None)
+        forward.append(
+            {
+                "resource_type": int(r["resource_type"]),
+                "resource_name": r["resource_name"],
+                "configs": [dict(c) for c in r["configs"]],
+            }
+        )
+    if not forward:
+        return {"responses": results, "throttle_time_ms": 0}
+    respond_when_committed(
+        ctx,
+        services.controller.incremental_alter_configs(forward, bool(body["validate_only"])),
+        results,
+        [r["resource_name"] for r in forward],
+        entry,
+        lambda entries: {"responses": entries, "throttle_time_ms": 0},
+        "incremental_alter_configs",
+    )
+    return None
