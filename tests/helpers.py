@@ -62,6 +62,24 @@ def poll_n(consumer: Any, n: int, timeout: float = 10.0) -> list:
     return out
 
 
+class GatedDispatch:
+    """A broker `dispatch` that records each request's correlation id and holds it until
+    `gate` is set (at most `timeout` s), then dispatches it: for tests of what the broker does
+    while a request is in flight."""
+
+    def __init__(self, timeout: float = 30.0) -> None:
+        self.gate = threading.Event()
+        self.seen: list[int] = []
+        self._timeout = timeout
+
+    def __call__(self, request: Any, services: Any) -> None:
+        from broker.handlers import dispatch
+
+        self.seen.append(request.correlation_id)
+        self.gate.wait(self._timeout)
+        dispatch(request, services)
+
+
 # -- broker config and handles -------------------------------------------------------------------
 
 

@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 import pytest
-from helpers import RawClient, api_versions_ok, wait_until
+from helpers import GatedDispatch, RawClient, api_versions_ok, wait_until
 
 from broker.handlers import HANDLERS, dispatch
 from client.errors import ErrorCode, NotLeaderOrFollowerError
@@ -91,14 +91,8 @@ def test_pipelined_requests_answered_in_order(broker_factory, test_api) -> None:
 
 
 def test_muted_connection_dispatches_one_request_at_a_time(broker_factory) -> None:
-    gate = threading.Event()
-    seen: list[int] = []
-
-    def gated(request, services):
-        seen.append(request.correlation_id)
-        gate.wait(10)
-        dispatch(request, services)
-
+    gated = GatedDispatch(timeout=10)
+    gate, seen = gated.gate, gated.seen
     b = broker_factory(dispatch=gated, num_io_threads=4)
     with RawClient(b.address) as c:
         c.send_raw(_frame(18, 0, 1, {}) + _frame(18, 0, 2, {}))

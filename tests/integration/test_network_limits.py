@@ -15,9 +15,9 @@ import time
 from typing import Any
 
 import pytest
-from helpers import RawClient, api_versions_ok, poll_n, wait_until
+from helpers import GatedDispatch, RawClient, api_versions_ok, poll_n, wait_until
 
-from broker.handlers import HANDLERS, dispatch
+from broker.handlers import HANDLERS
 from client.protocol.framing import LENGTH, encode_request
 from client.protocol.schema import API_SPECS, BYTES, INT32, ApiSpec, Field, Struct
 
@@ -109,14 +109,8 @@ def test_slow_frame_closed_after_receive_timeout(
 def test_receive_clock_stops_while_the_broker_is_not_reading(broker_factory) -> None:
     """A partial frame behind a request the broker is still handling (connection muted) is
     not held against the client: its clock starts when the broker reads again."""
-    gate = threading.Event()
-    seen: list[int] = []
-
-    def gated(request, services):
-        seen.append(request.correlation_id)
-        gate.wait(30)
-        dispatch(request, services)
-
+    gated = GatedDispatch()
+    gate, seen = gated.gate, gated.seen
     b = broker_factory(dispatch=gated, socket_request_receive_timeout_ms=1000)
     second = encode_request(18, 0, 2, "t", {})
     with RawClient(b.address) as c:
