@@ -180,6 +180,12 @@ class TopicOps(ControllerState):
                 count = req.get("count", -1)
                 if count <= cur:
                     raise InvalidPartitionsError(f"topic has {cur} partitions; asked for {count}")
+                if count - cur > self.settings.max_partitions_per_request:
+                    # as CreateTopics: placing 2^31 partitions would take the controller down
+                    raise InvalidPartitionsError(
+                        f"{count - cur} new partitions: more than"
+                        f" {self.settings.max_partitions_per_request} in one request"
+                    )
                 rf = len(t.partitions[0].replicas)
                 assignments = req.get("assignments")
                 if assignments is not None:  # [] is a list of the wrong length, not "none"
