@@ -39,6 +39,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from broker.lifecycle import BrokerLifecycle
 from broker.log import LogConfig, LogManager
 from broker.metadata_publisher import MetadataPublisher
 from broker.purgatory import Purgatory, SystemTimer
@@ -53,10 +54,6 @@ _log = logging.getLogger(__name__)
 
 METADATA_DIR_NAME = "__cluster_metadata"  # no "-N" suffix: LogManager must not take it for a log
 CLUSTER_ID_FILE = "cluster.id"
-# Combined mode: the controller lives in this process, so an earlier registration of this node id
-# is from a dead incarnation of this same node; a stable incarnation id lets it re-register at
-# once instead of waiting out broker.session.timeout.ms (DUPLICATE_BROKER_REGISTRATION).
-INCARNATION_FILE = "broker.incarnation"
 DEFAULT_METADATA_LOG_DIR = "gregor-data/controller"
 
 # topic config name -> LogConfig field
@@ -233,6 +230,7 @@ class BrokerNode:
         self.controller.loader.subscribe(self.publisher.publish)
         self.publisher.subscribe(self._on_metadata)
         self.services = Services(self)
+        self.lifecycle = BrokerLifecycle(self.node_id, self.controller, self.publisher)
         self.broker_epoch = -1
         self._stop = threading.Event()
         self._tasks: threading.Thread | None = None
@@ -251,14 +249,6 @@ class BrokerNode:
         if stored is None:
             _write_atomically(path, cid)
         return cid
-
-    def _incarnation_id(self) -> str:
-        path = Path(self.log_dirs[0]) / INCARNATION_FILE
-        if path.exists():
-            return path.read_text().strip()
-        value = uuid.uuid4().hex
-        _write_atomically(path, value)
-        return value
 
     def _metadata_dir(self) -> str:
         configured = _cfg(self.config, "metadata_log_dir", DEFAULT_METADATA_LOG_DIR)
@@ -335,17 +325,7 @@ class BrokerNode:
         self.log_manager.start_flushers(self.replica_manager.on_flushed)
         self.controller.start()  # replays the committed log into the publisher
         host, port = self.advertised
-        reg = self.controller.register_broker(
-            self.node_id, host, port, self.rack, self._incarnation_id()
-        ).result(timeout)
-        if reg.get("error_code", 0) != 0:
-            raise RuntimeError(f"broker registration failed: {reg}")
-        self.broker_epoch = int(reg["broker_epoch"])
-        deadline = time.monotonic() + timeout
-        while not self._heartbeat(timeout):
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"broker {self.node_id} was not unfenced within {timeout}s")
-            self.publisher.wait_for(lambda img: img.offset >= self.controller.image.offset, 0.1)
+        self.broker_epoch = self.lifecycle.start(host, port, self.rack, timeout)
         self._tasks = threading.Thread(target=self._run_tasks, name="broker-tasks", daemon=True)
         self._tasks.start()
         _log.info(
@@ -355,15 +335,6 @@ class BrokerNode:
             len(self.replica_manager.partitions()),
             self.cluster_id,
         )
-
-    def _heartbeat(self, timeout: float) -> bool:
-        """One heartbeat; True when the broker is unfenced."""
-        hb = self.controller.broker_heartbeat(
-            self.node_id, self.broker_epoch, self.controller.image.offset
-        ).result(timeout)
-        if hb.get("error_code", 0) != 0:
-            raise RuntimeError(f"broker heartbeat failed: {hb}")
-        return not hb.get("is_fenced", True)
 
     def _run_tasks(self) -> None:
         """The broker-tasks thread: periodic work until shutdown."""
@@ -376,8 +347,8 @@ class BrokerNode:
             "flush_due": 100,
             "offline_check": 100,
         }
-        actions = {
-            "heartbeat": lambda: self._heartbeat(10.0),
+        actions: dict[str, Callable[[], object]] = {
+            "heartbeat": self.lifecycle.heartbeat,
             "retention": self.run_retention,
             "hw_checkpoint": self.replica_manager.checkpoint_high_watermarks,
             "recovery_checkpoint": self.log_manager.checkpoint_recovery_points,
@@ -414,7 +385,8 @@ class BrokerNode:
         self._stop.set()
         if self._tasks is not None:
             self._tasks.join(10.0)
-        self._controlled_shutdown()
+        if self.fatal_error is None:  # (a failed controller cannot move leadership)
+            self.lifecycle.controlled_shutdown()
         try:
             self.controller.stop()
         except Exception:
@@ -429,34 +401,6 @@ class BrokerNode:
         self.log_manager.close(clean=True)
         self._release_locks()
         _log.info("[broker=%d] shut down", self.node_id)
-
-    def _controlled_shutdown(self, timeout: float = 5.0) -> None:
-        """Ask the controller to move leadership off this broker and fence it, so the metadata
-        says what is true while it is down (no leader for a partition with no other in-sync
-        replica) and a restart does not first act on stale leadership. Best effort: a failure
-        is logged, and the shutdown goes on."""
-        if self.broker_epoch < 0 or self.fatal_error is not None:
-            return
-        deadline = time.monotonic() + timeout
-        try:
-            while True:
-                hb = self.controller.broker_heartbeat(
-                    self.node_id,
-                    self.broker_epoch,
-                    self.controller.image.offset,
-                    want_shutdown=True,
-                ).result(timeout)
-                if hb.get("error_code", 0) != 0:
-                    _log.warning("[broker=%d] controlled shutdown refused: %s", self.node_id, hb)
-                    return
-                if hb.get("should_shut_down"):
-                    return
-                if time.monotonic() > deadline:
-                    _log.warning("[broker=%d] controlled shutdown timed out", self.node_id)
-                    return
-                self.publisher.wait_for(lambda img: img.offset >= self.controller.image.offset, 0.1)
-        except Exception as exc:
-            _log.warning("[broker=%d] controlled shutdown failed: %s", self.node_id, exc)
 
     def _release_locks(self) -> None:
         for lock in self._dir_locks:

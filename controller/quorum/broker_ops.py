@@ -18,6 +18,13 @@ _log = logging.getLogger(__name__)
 
 
 class BrokerOps(ControllerState):
+    def forget_session(self, broker_id: int) -> None:
+        """Drop the liveness grace a load gives `broker_id` (every registered broker counts as
+        just heard from after a load): for a combined node's own broker, whose earlier
+        incarnation is necessarily dead when the process (and its controller) starts, so the
+        new incarnation registers at once instead of waiting out broker.session.timeout.ms."""
+        self._last_heartbeat_ms.pop(broker_id, None)
+
     def register_broker(
         self,
         broker_id: int,

@@ -191,6 +191,8 @@ class CombinedController:
             snapshot_writer=self.snapshotter,
         )
         self.log.on_activate.append(lambda: self.controller.load(self.loader.image))
+        # This process's broker registered before is this process's earlier (dead) incarnation.
+        self.log.on_activate.append(lambda: self.controller.forget_session(node_id))
         self.log.on_deactivate.append(self.runner.fail_waiting)
         self._lock = threading.Lock()
         self._started = False
@@ -261,6 +263,7 @@ class CombinedController:
         if self.log.committed_offset() < last:
             raise NotControllerError(f"migrated records not committed (offset {last})")
         self.controller.load(self.loader.image)
+        self.controller.forget_session(self.node_id)  # as on activation (see __init__)
         _log.warning(
             "[controller=%d] migrated the local metadata log of %s (offset %d: %d brokers, "
             "%d topics) into the one-voter Raft quorum (%d records)",
@@ -318,12 +321,49 @@ class CombinedController:
         self.runner.loop.call_soon_threadsafe(compute)
         return fut
 
-    def submit(self, method: Any, *args: Any, **kwargs: Any) -> concurrent.futures.Future:
-        return self.runner.submit(method, *args, **kwargs)
+    # -- the ControllerChannel (controller/channel.py): each call runs on the controller thread
+    # and its future completes once the records it wrote are committed.
+    def register_broker(
+        self,
+        broker_id: int,
+        host: str,
+        port: int,
+        rack: str | None = None,
+        incarnation_id: str = "",
+    ) -> concurrent.futures.Future:
+        return self.runner.register_broker(broker_id, host, port, rack, incarnation_id)
 
-    def __getattr__(self, name: str) -> Any:
-        # create_topics, delete_topics, create_partitions, register_broker, broker_heartbeat,
-        # alter_partition, ... -> the ControllerThread shortcut (returns a Future)
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return getattr(self.runner, name)
+    def broker_heartbeat(
+        self,
+        broker_id: int,
+        broker_epoch: int,
+        current_metadata_offset: int,
+        want_fence: bool = False,
+        want_shutdown: bool = False,
+    ) -> concurrent.futures.Future:
+        return self.runner.broker_heartbeat(
+            broker_id, broker_epoch, current_metadata_offset, want_fence, want_shutdown
+        )
+
+    def alter_partition(
+        self, broker_id: int, broker_epoch: int, topics: list[dict]
+    ) -> concurrent.futures.Future:
+        return self.runner.alter_partition(broker_id, broker_epoch, topics)
+
+    def create_topics(
+        self, requests: list[dict], validate_only: bool = False
+    ) -> concurrent.futures.Future:
+        return self.runner.create_topics(requests, validate_only)
+
+    def delete_topics(self, names: list[str]) -> concurrent.futures.Future:
+        return self.runner.delete_topics(names)
+
+    def create_partitions(
+        self, topics: list[dict], validate_only: bool = False
+    ) -> concurrent.futures.Future:
+        return self.runner.create_partitions(topics, validate_only)
+
+    def incremental_alter_configs(
+        self, resources: list[dict], validate_only: bool = False
+    ) -> concurrent.futures.Future:
+        return self.runner.incremental_alter_configs(resources, validate_only)

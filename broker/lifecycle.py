@@ -1,0 +1,126 @@
+"""BrokerLifecycle: a broker's membership in the cluster, through the ControllerChannel only.
+
+    STARTING --register--> REGISTERED (fenced) --caught up, unfenced--> RUNNING
+    RUNNING --controlled_shutdown--> SHUTTING_DOWN --leadership moved, fenced--> STOPPED
+
+- register: BrokerRegistration with a new incarnation id per process start (a restarted broker
+  is a new incarnation; the controller fences the old one's leadership away).
+- catch up: heartbeats carry the broker's OWN published metadata offset, and the controller
+  unfences the broker once that reaches its registration record.
+- running: `heartbeat()` every broker.heartbeat.interval.ms (the node's task thread); a broker
+  silent for broker.session.timeout.ms is fenced by the controller.
+- controlled shutdown: heartbeats with want_shutdown until the controller has moved leadership
+  off this broker and fenced it (Kafka's brokers do this on SIGTERM), bounded in time.
+
+Whether the channel reaches an in-process controller or a remote quorum is invisible here.
+Threads: `start`/`controlled_shutdown` from the node's control thread, `heartbeat` from its
+task thread; the state is a plain attribute read for logging and tests.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from typing import Any
+
+from controller.channel import ControllerChannel
+
+_log = logging.getLogger(__name__)
+
+STARTING, REGISTERED, RUNNING, SHUTTING_DOWN, STOPPED = (
+    "starting",
+    "registered",
+    "running",
+    "shutting down",
+    "stopped",
+)
+
+
+class BrokerLifecycleError(RuntimeError):
+    """Registration or unfencing failed (the broker cannot serve)."""
+
+
+class BrokerLifecycle:
+    def __init__(self, node_id: int, channel: ControllerChannel, publisher: Any) -> None:
+        """`publisher.image.offset` is the broker's published metadata offset and
+        `publisher.wait_for(predicate, timeout)` waits for a newer image (MetadataPublisher)."""
+        self.node_id = node_id
+        self.channel = channel
+        self.publisher = publisher
+        self.incarnation_id = uuid.uuid4().hex  # one per process start
+        self.broker_epoch = -1
+        self.state = STARTING
+
+    def _set(self, state: str) -> None:
+        if state != self.state:
+            _log.info("[broker=%d] %s -> %s", self.node_id, self.state, state)
+            self.state = state
+
+    def start(self, host: str, port: int, rack: str | None, timeout: float = 30.0) -> int:
+        """Register, then heartbeat until unfenced; returns the broker epoch.
+        Raises BrokerLifecycleError (or the channel's error) when it does not get there."""
+        reg = self.channel.register_broker(
+            self.node_id, host, port, rack, self.incarnation_id
+        ).result(timeout)
+        if reg.get("error_code", 0) != 0:
+            raise BrokerLifecycleError(f"broker {self.node_id} registration failed: {reg}")
+        self.broker_epoch = int(reg["broker_epoch"])
+        self._set(REGISTERED)
+        deadline = time.monotonic() + timeout
+        while True:
+            seen = self.publisher.image.offset
+            if not self._heartbeat(timeout)["is_fenced"]:
+                break
+            if time.monotonic() > deadline:
+                raise BrokerLifecycleError(
+                    f"broker {self.node_id} was not unfenced within {timeout}s"
+                )
+            self._wait_past(seen)  # catching up
+        self._set(RUNNING)
+        return self.broker_epoch
+
+    def _wait_past(self, offset: int, timeout: float = 0.1) -> None:
+        """Wait (briefly) for a metadata image newer than `offset` to be published."""
+        self.publisher.wait_for(lambda img: img.offset > offset, timeout)
+
+    def heartbeat(self, timeout: float = 10.0) -> dict:
+        """One periodic heartbeat (RUNNING only; a no-op otherwise)."""
+        if self.state != RUNNING:
+            return {}
+        return self._heartbeat(timeout)
+
+    def _heartbeat(self, timeout: float, want_shutdown: bool = False) -> dict:
+        hb = self.channel.broker_heartbeat(
+            self.node_id,
+            self.broker_epoch,
+            self.publisher.image.offset,
+            want_shutdown=want_shutdown,
+        ).result(timeout)
+        if hb.get("error_code", 0) != 0:
+            raise BrokerLifecycleError(f"broker {self.node_id} heartbeat failed: {hb}")
+        return hb
+
+    def controlled_shutdown(self, timeout: float = 5.0) -> bool:
+        """Ask the controller to move leadership off this broker and fence it, so the metadata
+        says what is true while it is down. Best effort and bounded: a failure is logged and
+        the shutdown goes on. True when the controller confirmed it."""
+        if self.state != RUNNING:
+            self._set(STOPPED)
+            return False
+        self._set(SHUTTING_DOWN)
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                seen = self.publisher.image.offset
+                if self._heartbeat(timeout, want_shutdown=True).get("should_shut_down"):
+                    return True
+                if time.monotonic() > deadline:
+                    _log.warning("[broker=%d] controlled shutdown timed out", self.node_id)
+                    return False
+                self._wait_past(seen)
+        except Exception as exc:
+            _log.warning("[broker=%d] controlled shutdown failed: %s", self.node_id, exc)
+            return False
+        finally:
+            self._set(STOPPED)

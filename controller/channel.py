@@ -1,0 +1,72 @@
+"""ControllerChannel: the one interface between a broker and the controller quorum.
+
+A broker registers, heartbeats (which also asks for fencing or a controlled shutdown), reports
+ISR changes, and forwards the admin requests that change metadata (topics, partitions,
+configs). Two implementations, and nothing above this seam knows which one it has:
+
+- in-process: `CombinedController` (controller/quorum/combined.py), the one-voter quorum of a
+  combined `gregor server`, running on its own thread and event loop;
+- network: `RemoteController` (controller/quorum/remote.py), which sends each call to the
+  active controller of a remote quorum and follows NOT_CONTROLLER to the new leader.
+
+Every method returns a `concurrent.futures.Future` of the same result shapes (QuorumController's
+methods: dicts, or lists of per-item dicts in request order), completed once the records are
+committed; a future may fail with NOT_CONTROLLER or a timeout. Any thread may call.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from typing import Protocol, runtime_checkable
+
+Future = concurrent.futures.Future
+
+
+@runtime_checkable
+class ControllerChannel(Protocol):
+    def register_broker(
+        self,
+        broker_id: int,
+        host: str,
+        port: int,
+        rack: str | None = None,
+        incarnation_id: str = "",
+    ) -> Future:
+        """BrokerRegistration → {error_code, broker_epoch}; the broker starts fenced."""
+        ...
+
+    def broker_heartbeat(
+        self,
+        broker_id: int,
+        broker_epoch: int,
+        current_metadata_offset: int,
+        want_fence: bool = False,
+        want_shutdown: bool = False,
+    ) -> Future:
+        """BrokerHeartbeat → {error_code, is_caught_up, is_fenced, should_shut_down}.
+        `current_metadata_offset` is the broker's own published image offset (the controller
+        unfences it once that reaches its registration); `want_shutdown` asks for a controlled
+        shutdown (leadership moved off, then fenced)."""
+        ...
+
+    def alter_partition(self, broker_id: int, broker_epoch: int, topics: list[dict]) -> Future:
+        """AlterPartition (ISR changes from a leader) → the per-partition results."""
+        ...
+
+    def create_topics(self, requests: list[dict], validate_only: bool = False) -> Future:
+        """CreateTopics → [{name, error_code, error_message, num_partitions, ...}]."""
+        ...
+
+    def delete_topics(self, names: list[str]) -> Future:
+        """DeleteTopics → [{name, error_code, error_message}]."""
+        ...
+
+    def create_partitions(self, topics: list[dict], validate_only: bool = False) -> Future:
+        """CreatePartitions → [{name, error_code, error_message}]."""
+        ...
+
+    def incremental_alter_configs(
+        self, resources: list[dict], validate_only: bool = False
+    ) -> Future:
+        """IncrementalAlterConfigs → [{resource_type, resource_name, error_code, ...}]."""
+        ...

@@ -1,0 +1,136 @@
+"""BrokerLifecycle against a fake ControllerChannel: the states, a new incarnation per start,
+heartbeats carrying the broker's own published offset, the controlled shutdown; and both real
+controller front-ends satisfy the ControllerChannel interface."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+from types import SimpleNamespace
+
+import pytest
+
+from broker.lifecycle import (
+    REGISTERED,
+    RUNNING,
+    STOPPED,
+    BrokerLifecycle,
+    BrokerLifecycleError,
+)
+from controller.channel import ControllerChannel
+from controller.quorum.combined import CombinedController
+from controller.quorum.remote import RemoteController
+
+
+def _done(value: dict) -> concurrent.futures.Future:
+    f: concurrent.futures.Future = concurrent.futures.Future()
+    f.set_result(value)
+    return f
+
+
+class FakeChannel:
+    """Unfences once the broker reports offset >= `caught_up_at`; confirms a controlled
+    shutdown on the second want_shutdown heartbeat."""
+
+    def __init__(self, caught_up_at: int = 5, register_error: int = 0) -> None:
+        self.caught_up_at = caught_up_at
+        self.register_error = register_error
+        self.registrations: list[tuple] = []
+        self.heartbeats: list[tuple[int, bool]] = []
+
+    def register_broker(self, broker_id, host, port, rack=None, incarnation_id=""):
+        self.registrations.append((broker_id, host, port, rack, incarnation_id))
+        return _done({"error_code": self.register_error, "broker_epoch": 42})
+
+    def broker_heartbeat(
+        self, broker_id, broker_epoch, offset, want_fence=False, want_shutdown=False
+    ):
+        assert broker_epoch == 42
+        self.heartbeats.append((offset, want_shutdown))
+        shutdowns = sum(1 for _, w in self.heartbeats if w)
+        return _done(
+            {
+                "error_code": 0,
+                "is_caught_up": offset >= self.caught_up_at,
+                "is_fenced": offset < self.caught_up_at,
+                "should_shut_down": shutdowns >= 2,
+            }
+        )
+
+    def alter_partition(self, broker_id, broker_epoch, topics):
+        raise NotImplementedError
+
+    def create_topics(self, requests, validate_only=False):
+        raise NotImplementedError
+
+    def delete_topics(self, names):
+        raise NotImplementedError
+
+    def create_partitions(self, topics, validate_only=False):
+        raise NotImplementedError
+
+    def incremental_alter_configs(self, resources, validate_only=False):
+        raise NotImplementedError
+
+
+class FakePublisher:
+    """Publishes offsets 0, 1, 2, ... one per wait (the broker catching up)."""
+
+    def __init__(self) -> None:
+        self.image = SimpleNamespace(offset=0)
+        self._lock = threading.Lock()
+
+    def wait_for(self, predicate, timeout):
+        with self._lock:
+            self.image = SimpleNamespace(offset=self.image.offset + 1)
+        return predicate(self.image)
+
+
+def test_register_catch_up_unfence_run_and_controlled_shutdown() -> None:
+    ch, pub = FakeChannel(caught_up_at=5), FakePublisher()
+    lc = BrokerLifecycle(4, ch, pub)
+    assert isinstance(ch, ControllerChannel)
+    assert lc.start("127.0.0.1", 9192, "rack-a", timeout=5) == 42
+    assert lc.state == RUNNING
+    assert ch.registrations == [(4, "127.0.0.1", 9192, "rack-a", lc.incarnation_id)]
+    # heartbeats carried the broker's own published offset while it caught up
+    assert [o for o, _ in ch.heartbeats] == [0, 1, 2, 3, 4, 5]
+    assert lc.heartbeat()["is_fenced"] is False
+    assert lc.controlled_shutdown(timeout=5) is True
+    assert lc.state == STOPPED and [w for _, w in ch.heartbeats[-2:]] == [True, True]
+    assert lc.heartbeat() == {}  # no heartbeats once stopped
+
+
+def test_every_start_is_a_new_incarnation() -> None:
+    a = BrokerLifecycle(4, FakeChannel(), FakePublisher())
+    b = BrokerLifecycle(4, FakeChannel(), FakePublisher())
+    assert a.incarnation_id != b.incarnation_id
+
+
+def test_refused_registration_and_never_unfenced_are_errors() -> None:
+    with pytest.raises(BrokerLifecycleError, match="registration failed"):
+        BrokerLifecycle(4, FakeChannel(register_error=101), FakePublisher()).start("h", 1, None)
+    lc = BrokerLifecycle(4, FakeChannel(caught_up_at=10**9), FakePublisher())
+    with pytest.raises(BrokerLifecycleError, match="not unfenced"):
+        lc.start("h", 1, None, timeout=0.05)
+    assert lc.state == REGISTERED
+    assert lc.controlled_shutdown() is False and lc.state == STOPPED  # nothing to hand over
+
+
+def test_both_controller_front_ends_are_controller_channels() -> None:
+    for cls in (CombinedController, RemoteController):
+        for name in (
+            "register_broker",
+            "broker_heartbeat",
+            "alter_partition",
+            "create_topics",
+            "delete_topics",
+            "create_partitions",
+            "incremental_alter_configs",
+        ):
+            assert callable(getattr(cls, name, None)), f"{cls.__name__}.{name}"
+    remote = RemoteController({1: ("127.0.0.1", 1)})
+    try:
+        assert isinstance(remote, ControllerChannel)
+    finally:
+        remote.close()
