@@ -46,6 +46,7 @@ from broker.purgatory import Purgatory, SystemTimer
 from broker.replica import ReplicaManager, ReplicaSettings
 from client.errors import ConfigError
 from client.fsutil import lock_directories
+from controller.channel import ControllerChannel
 from controller.metadata.image import MetadataImage
 from controller.metadata.records import RESOURCE_TOPIC
 from controller.quorum.combined import CombinedController
@@ -134,7 +135,7 @@ class Services:
         self.log_manager = node.log_manager
         self.produce_purgatory = node.produce_purgatory
         self.fetch_purgatory = node.fetch_purgatory
-        self.controller = node.controller
+        self.controller: ControllerChannel = node.controller
         self.publisher = node.publisher
 
     @property
