@@ -43,13 +43,13 @@ from broker.lifecycle import BrokerLifecycle
 from broker.log import LogConfig, LogManager
 from broker.metadata_publisher import MetadataPublisher
 from broker.purgatory import Purgatory, SystemTimer
+from broker.quorum_link import LocalQuorum, RemoteQuorum
 from broker.replica import ReplicaManager, ReplicaSettings
 from client.errors import ConfigError
 from client.fsutil import lock_directories
 from controller.channel import ControllerChannel
 from controller.metadata.image import MetadataImage
 from controller.metadata.records import RESOURCE_TOPIC
-from controller.quorum.combined import CombinedController
 
 _log = logging.getLogger(__name__)
 
@@ -144,7 +144,8 @@ class Services:
 
     @property
     def controller_id(self) -> int:
-        return self.node_id  # combined mode: this node is the (only) controller
+        """The active controller as far as this broker knows (-1: not known yet)."""
+        return self._node.quorum.controller_id
 
     def auto_create_topics(self, names: list[str]) -> concurrent.futures.Future | None:
         """Ask the controller to create `names` with the defaults (num.partitions,
@@ -156,28 +157,30 @@ class Services:
         return self.controller.create_topics(reqs)
 
 
-def check_process_roles(config: Any) -> None:
-    """Refuse the roles this process cannot play yet (ConfigError naming process.roles): only
-    the combined broker+controller node exists; a broker-only process would start a private
-    one-voter quorum instead of joining controller.quorum.voters."""
+def check_process_roles(config: Any) -> bool:
+    """True for a combined broker+controller node, False for a broker that joins the remote
+    quorum of controller.quorum.voters; ConfigError naming process.roles for anything else."""
     roles = set(_as_list(_cfg(config, "process_roles", ("broker", "controller"))))
     if roles == {"broker", "controller"}:
-        return
+        return True
+    if roles == {"broker"}:
+        voters = str(_cfg(config, "controller_quorum_voters", "") or "")
+        if not voters.strip():
+            raise ConfigError(
+                "process.roles=broker needs controller.quorum.voters (ID@HOST:PORT,...): the"
+                " controllers this broker joins"
+            )
+        return False
     if roles == {"controller"}:
         raise ConfigError(
             "process.roles=controller: run a controller voter with `gregor controller --config"
             " FILE`, not as a broker"
         )
-    raise ConfigError(
-        f"process.roles={','.join(sorted(roles))}: a broker-only process cannot join a remote"
-        " controller quorum (controller.quorum.voters) yet; run a combined node with"
-        " process.roles=broker,controller (`gregor server`)"
-    )
+    raise ConfigError(f"process.roles={','.join(sorted(roles))}: expected broker[,controller]")
 
 
 class BrokerNode:
     def __init__(self, config: Any) -> None:
-        check_process_roles(config)
         self.config = config
         self.node_id = int(config.node_id)
         self.log_dirs = [os.path.abspath(d) for d in _as_list(config.log_dirs)]
@@ -188,8 +191,12 @@ class BrokerNode:
         self.rack = _cfg(config, "broker_rack", None)
         for d in self.log_dirs:
             os.makedirs(d, exist_ok=True)
+        self.combined = check_process_roles(config)
         # Before anything reads or writes them: one process per log dir and metadata dir.
-        self._dir_locks = lock_directories([*self.log_dirs, self._metadata_dir()])
+        locked: list[Path | str] = [*self.log_dirs]
+        if self.combined:
+            locked.append(self._metadata_dir())
+        self._dir_locks = lock_directories(locked)
         try:
             self._build(config)
         except BaseException:
@@ -215,20 +222,27 @@ class BrokerNode:
             min_insync_for=self._min_insync_for,
         )
         self.publisher = MetadataPublisher(self.replica_manager)
-        self.metadata_dir = self._metadata_dir()
-        self.controller = CombinedController(
-            self.node_id,
-            self.metadata_dir,
-            config,
-            snapshot_every_records=int(
-                _cfg(config, "metadata_log_max_records_between_snapshots", 10_000)
-            ),
-            on_fatal=self._controller_failed,
-        )
+        self.quorum: LocalQuorum | RemoteQuorum
+        if self.combined:
+            self.metadata_dir = self._metadata_dir()
+            self.quorum = LocalQuorum(
+                self.node_id,
+                self.metadata_dir,
+                config,
+                int(_cfg(config, "metadata_log_max_records_between_snapshots", 10_000)),
+                self._controller_failed,
+            )
+        else:
+            self.quorum = RemoteQuorum(
+                self.node_id,
+                str(config.controller_quorum_voters),
+                int(_cfg(config, "request_timeout_ms", 30_000)),
+            )
+        self.controller: ControllerChannel = self.quorum.channel
         # Set by the owner (BrokerServer.fail): called once with the reason of a fatal error.
         self.on_fatal: Callable[[str], None] | None = None
         self.fatal_error: BaseException | None = None
-        self.controller.loader.subscribe(self.publisher.publish)
+        self.quorum.loader.subscribe(self.publisher.publish)
         self.publisher.subscribe(self._on_metadata)
         self.services = Services(self)
         self.lifecycle = BrokerLifecycle(self.node_id, self.controller, self.publisher)
@@ -324,7 +338,7 @@ class BrokerNode:
         self._started = True
         self.advertised = self.services.advertised  # BrokerServer may have set the real port
         self.log_manager.start_flushers(self.replica_manager.on_flushed)
-        self.controller.start()  # replays the committed log into the publisher
+        self.quorum.start(timeout)  # replays / follows the committed log into the publisher
         host, port = self.advertised
         self.broker_epoch = self.lifecycle.start(host, port, self.rack, timeout)
         self._tasks = threading.Thread(target=self._run_tasks, name="broker-tasks", daemon=True)
@@ -389,7 +403,7 @@ class BrokerNode:
         if self.fatal_error is None:  # (a failed controller cannot move leadership)
             self.lifecycle.controlled_shutdown()
         try:
-            self.controller.stop()
+            self.quorum.stop()
         except Exception:
             _log.exception("[broker=%d] stopping the controller failed", self.node_id)
         self.produce_purgatory.shutdown()

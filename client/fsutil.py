@@ -6,6 +6,7 @@ Any thread may call them; they block on fsync.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 
@@ -86,7 +87,7 @@ class DirectoryLock:
             os.close(fd)
 
 
-def lock_directories(directories: list[Path | str]) -> list[DirectoryLock]:
+def lock_directories(directories: Sequence[Path | str]) -> list[DirectoryLock]:
     """Lock each directory (DirectoryInUseError naming the first one held elsewhere; the
     locks taken so far are released)."""
     locks: list[DirectoryLock] = []

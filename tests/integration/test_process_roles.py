@@ -1,8 +1,9 @@
-"""`gregor broker` with `process.roles: broker` (issue 10, item 8).
+"""`gregor broker` / `gregor server` and `process.roles` (issue 10, item 8; issue 11).
 
-It used to start its own one-voter quorum instead of joining `controller.quorum.voters`, and so
-formed a private cluster. Until brokers join a remote quorum, that configuration is refused:
-exit 2 with a message naming process.roles and what to run instead.
+A broker-only process used to start its own one-voter quorum instead of joining
+`controller.quorum.voters`, and so formed a private cluster; it now joins the remote quorum
+(tests/cluster/test_broker_membership.py). A controller-only config is refused here: exit 2
+with a message naming process.roles and what to run instead.
 """
 
 from __future__ import annotations
@@ -21,13 +22,7 @@ def _run(*args: str) -> subprocess.CompletedProcess:
     )
 
 
-@pytest.mark.parametrize(
-    ("roles", "says"),
-    [
-        ("broker", "cannot join a remote controller quorum"),
-        ("controller", "gregor controller --config"),
-    ],
-)
+@pytest.mark.parametrize(("roles", "says"), [("controller", "gregor controller --config")])
 def test_roles_other_than_combined_are_refused(tmp_path, roles: str, says: str) -> None:
     cfg = tmp_path / "node.yaml"
     cfg.write_text(
