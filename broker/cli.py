@@ -15,6 +15,7 @@ import sys
 # (module, description). A module is added here when its commands exist.
 COMMAND_MODULES: list[str] = [
     "broker.commands",
+    "broker.cluster_cmd",
     "controller.cli",
     "client.cli",
 ]

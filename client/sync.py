@@ -287,8 +287,9 @@ class Admin(_SyncClient):
     def describe_topic(self, name: str) -> aio.TopicDescription:
         return self._run(self._core.describe_topic(name))
 
-    def describe_cluster(self) -> aio.ClusterDescription:
-        return self._run(self._core.describe_cluster())
+    def describe_cluster(self, *, include_fenced: bool = False) -> aio.ClusterDescription:
+        """Cluster id, active controller and brokers (see client.aio.Admin.describe_cluster)."""
+        return self._run(self._core.describe_cluster(include_fenced=include_fenced))
 
     def list_offsets(self, query: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         return self._run(self._core.list_offsets(dict(query)))

@@ -70,3 +70,8 @@ class ControllerChannel(Protocol):
     ) -> Future:
         """IncrementalAlterConfigs → [{resource_type, resource_name, error_code, ...}]."""
         ...
+
+    def describe_quorum(self, endpoint: str | None = None) -> Future:
+        """DescribeQuorum's body as a controller answers it (a follower names the leader's
+        endpoint); `endpoint` is how an in-process leader names itself."""
+        ...

@@ -1,4 +1,5 @@
-"""DescribeCluster (60): cluster id, controller id and the live brokers of the image."""
+"""DescribeCluster (60): cluster id, controller id and the live brokers of the image (with
+`include_fenced_brokers`, the fenced ones too, marked)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,17 @@ from client.protocol import ApiKey
 def handle(ctx: RequestContext, body: dict) -> dict:
     services: Any = ctx.services
     image = services.metadata
+    fenced_too = bool(body.get("include_fenced_brokers"))
     brokers = [
-        {"broker_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
+        {
+            "broker_id": b.broker_id,
+            "host": b.host,
+            "port": b.port,
+            "rack": b.rack,
+            "is_fenced": b.fenced,
+        }
         for b in sorted(image.brokers.values(), key=lambda b: b.broker_id)
-        if not b.fenced
+        if fenced_too or not b.fenced
     ]
     if not brokers:
         host, port = services.advertised

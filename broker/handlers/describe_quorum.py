@@ -1,7 +1,7 @@
-"""DescribeQuorum (55) on a combined server: the one-voter metadata quorum of this process (its
-leader, term, high watermark and the voter's log end offset), so `gregor quorum describe
---bootstrap-controller HOST:PORT` works against `gregor server`'s port. Answered from the
-controller loop's future callback; no I/O thread waits."""
+"""DescribeQuorum (55) on a broker: the metadata quorum through the ControllerChannel (a
+combined server's own one-voter quorum, or the answer of a remote quorum's controller), so
+`gregor quorum describe` and `gregor cluster status` work against a broker's port. Answered from
+the channel future's callback; no I/O thread waits."""
 
 from __future__ import annotations
 
@@ -18,12 +18,8 @@ log = logging.getLogger(__name__)
 @handler(ApiKey.DESCRIBE_QUORUM)
 def handle(ctx: RequestContext, body: dict) -> dict | None:
     services: Any = ctx.services
-    describe = getattr(services.controller, "describe_quorum", None)
-    if describe is None:  # not a combined node: the quorum lives in controller processes
-        ctx.respond_error(ErrorCode.UNSUPPORTED_VERSION, "no controller in this process")
-        return None
     host, port = services.advertised
-    fut = describe(f"{host}:{port}")
+    fut = services.controller.describe_quorum(f"{host}:{port}")
 
     def done(f: Any) -> None:
         exc = f.exception()

@@ -277,16 +277,20 @@ class Admin:
             ],
         )
 
-    async def describe_cluster(self) -> ClusterDescription:
+    async def describe_cluster(self, *, include_fenced: bool = False) -> ClusterDescription:
+        """Cluster id, active controller, and the unfenced brokers (`include_fenced`: every
+        registered broker, `fenced` set on those fenced)."""
         self._check_open()
-        resp = await self._cluster.send_any(ApiKey.DESCRIBE_CLUSTER, {})
+        resp = await self._cluster.send_any(
+            ApiKey.DESCRIBE_CLUSTER, {"include_fenced_brokers": include_fenced}
+        )
         if resp["error_code"]:
             raise error_for_code(resp["error_code"])(resp["error_message"] or "DescribeCluster")
         return ClusterDescription(
             resp["cluster_id"],
             resp["controller_id"],
             [
-                BrokerDescription(b["broker_id"], b["host"], b["port"], b["rack"])
+                BrokerDescription(b["broker_id"], b["host"], b["port"], b["rack"], b["is_fenced"])
                 for b in resp["brokers"]
             ],
         )

@@ -41,6 +41,7 @@ class BrokerDescription(NamedTuple):
     host: str
     port: int
     rack: str | None = None
+    fenced: bool = False  # only listed by describe_cluster(include_fenced=True)
 
 
 class PartitionDescription(NamedTuple):

@@ -201,6 +201,9 @@ class RemoteController:
     def incremental_alter_configs(self, *a: Any, **k: Any) -> concurrent.futures.Future:
         return self.submit("incremental_alter_configs", *a, **k)
 
+    def describe_quorum(self, endpoint: str | None = None) -> concurrent.futures.Future:
+        return self.submit("describe_quorum")
+
 
 def _same(resp: dict) -> dict:
     return resp
@@ -312,6 +315,7 @@ _CALLS: dict[str, Any] = {
     "delete_topics": _delete_topics,
     "create_partitions": _create_partitions,
     "incremental_alter_configs": _alter_configs,
+    "describe_quorum": lambda: (ApiKey.DESCRIBE_QUORUM, {}, _same),
 }
 
 

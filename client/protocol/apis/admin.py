@@ -340,8 +340,9 @@ DESCRIBE_CLUSTER = register(
     ApiSpec(
         key=ApiKey.DESCRIBE_CLUSTER,
         name="DescribeCluster",
-        doc="The cluster id, the active controller and the live (unfenced) brokers.",
-        request=Struct(),
+        doc="The cluster id, the active controller and the live (unfenced) brokers; with "
+        "`include_fenced_brokers` the fenced ones too, marked `is_fenced`.",
+        request=Struct(Field("include_fenced_brokers", BOOL, default=False)),
         response=Struct(
             Field("error_code", INT16),
             ERROR_MESSAGE,
@@ -355,6 +356,7 @@ DESCRIBE_CLUSTER = register(
                         Field("host", STRING),
                         Field("port", INT32),
                         Field("rack", Nullable(STRING), default=None),
+                        Field("is_fenced", BOOL, default=False),
                         name="DescribeClusterBroker",
                     )
                 ),
