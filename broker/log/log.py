@@ -28,12 +28,7 @@ from client.errors import (
     OffsetOutOfRangeError,
     StorageError,
 )
-from client.records.header import (
-    peek_size,
-    set_base_offset,
-    set_partition_leader_epoch,
-    validate,
-)
+from client.records.header import peek_size, set_base_offset, set_partition_leader_epoch, validate
 
 from .checkpoint import fsync_dir
 from .config import LogConfig
