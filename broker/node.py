@@ -1,4 +1,4 @@
-"""BrokerNode: one broker's parts, built and owned in one place (combined single-node mode).
+"""BrokerNode: one broker's parts, built and owned in one place (combined or broker-only).
 
     node = BrokerNode(config)      # builds; nothing runs yet
     node.services.advertised = (host, port)   # BrokerServer sets the bound address (port 0)
@@ -7,11 +7,14 @@
     node.shutdown()                # flush all, clean-shutdown marker, stop every thread
 
 Parts: LogManager (one group-commit Flusher per log dir, on_flushed → ReplicaManager),
-ReplicaManager, the produce and fetch purgatories (one SystemTimer), the controller (a
-one-voter Raft quorum, controller/quorum/combined.py: RaftMetadataLog + QuorumController on its
-own thread and event loop, log in `<log.dirs[0]>/__cluster_metadata/raft` unless
-metadata.log.dir is set), the MetadataPublisher (loader → replica manager → handlers), and one background thread (`broker-tasks`) for the broker heartbeat, retention,
-high-watermark and recovery-point checkpoints, and flush_due (log.flush.on.ack=false).
+ReplicaManager, the produce and fetch purgatories (one SystemTimer), the link to the quorum
+chosen by process.roles (broker/quorum_link.py: a combined node's own one-voter Raft quorum,
+log in `<log.dirs[0]>/__cluster_metadata/raft` unless metadata.log.dir is set, or a remote
+quorum reached over the network and followed as an observer), the ControllerChannel it
+provides, the BrokerLifecycle (register, unfence, controlled shutdown: broker/lifecycle.py),
+the MetadataPublisher (loader → replica manager → handlers), and one background thread
+(`broker-tasks`) for the broker heartbeat, retention, high-watermark and recovery-point
+checkpoints, and flush_due (log.flush.on.ack=false).
 
 Start-up replays the metadata log, so topics survive restarts: the publisher recreates every
 partition before the broker registers; the broker then registers (fenced), heartbeats, and is
