@@ -3,6 +3,7 @@ sys.path because tests/conftest.py lives there (pytest's default `prepend` impor
 
 from __future__ import annotations
 
+import os
 import queue
 import re
 import socket
@@ -191,6 +192,22 @@ class GregorProcess:
         self._stderr.close()
         if self.proc.stdout is not None:
             self.proc.stdout.close()
+
+
+def spawn_gregor(args: list[str], data_dir: Path, stderr_path: Path) -> GregorProcess:
+    """Start `gregor ARGS` in its own session (its pid is its process-group id), without the
+    caller's GREGOR_* environment, stderr to `stderr_path`; wait_ready() on the result."""
+    err = open(stderr_path, "wb")  # noqa: SIM115 - closed by GregorProcess.close()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GREGOR_")}
+    proc = subprocess.Popen(
+        [*gregor_command(), *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=err,
+        env=env,
+        start_new_session=True,
+    )
+    return GregorProcess(proc, data_dir, stderr_path, err)
 
 
 # -- a raw protocol client -----------------------------------------------------------------------

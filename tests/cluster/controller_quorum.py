@@ -23,12 +23,11 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
-from helpers import GregorProcess, gregor_command, wait_until
+from helpers import GregorProcess, spawn_gregor, wait_until
 
 from client.errors import ErrorCode
 from client.protocol.api_keys import ApiKey
@@ -87,18 +86,11 @@ class ControllerQuorum:
     def spawn(self, n: int) -> GregorProcess:
         assert n not in self.procs, f"controller {n} is already running"
         self._runs += 1
-        err_path = self.tmp / f"controller-{n}.run{self._runs}.stderr"
-        err = open(err_path, "wb")  # noqa: SIM115 - closed by GregorProcess.close()
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GREGOR_")}
-        proc = subprocess.Popen(
-            [*gregor_command(), "controller", "--config", str(self.configs[n])],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=err,
-            env=env,
-            start_new_session=True,
+        gp = spawn_gregor(
+            ["controller", "--config", str(self.configs[n])],
+            self.tmp / f"controller-{n}",
+            self.tmp / f"controller-{n}.run{self._runs}.stderr",
         )
-        gp = GregorProcess(proc, self.tmp / f"controller-{n}", err_path, err)
         self._started.append(gp)
         self.procs[n] = gp
         return gp

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
 from controller_quorum import HOST, free_ports
-from helpers import GregorProcess, gregor_command, poll_n, wait_until
+from helpers import GregorProcess, poll_n, spawn_gregor, wait_until
 
 from client import Admin, Consumer, Producer, TopicPartition
 from client.errors import InvalidReplicationFactorError
@@ -41,18 +40,11 @@ class Brokers:
         self._all: list[GregorProcess] = []
 
     def start(self, n: int, timeout: float = 30.0) -> GregorProcess:
-        err_path = self.tmp / f"broker-{n}.{len(self._all)}.stderr"
-        err = open(err_path, "wb")  # noqa: SIM115 - closed by GregorProcess.close()
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GREGOR_")}
-        proc = subprocess.Popen(
-            [*gregor_command(), "broker", "--config", str(self.configs[n])],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=err,
-            env=env,
-            start_new_session=True,
+        gp = spawn_gregor(
+            ["broker", "--config", str(self.configs[n])],
+            self.tmp / f"broker-{n}",
+            self.tmp / f"broker-{n}.{len(self._all)}.stderr",
         )
-        gp = GregorProcess(proc, self.tmp / f"broker-{n}", err_path, err)
         self._all.append(gp)
         self.procs[n] = gp
         gp.wait_ready(timeout)
