@@ -72,6 +72,9 @@ class FakeChannel:
     def incremental_alter_configs(self, resources, validate_only=False):
         raise NotImplementedError
 
+    def describe_quorum(self, endpoint=None):
+        raise NotImplementedError
+
 
 class FakePublisher:
     """Publishes offsets 0, 1, 2, ... one per wait (the broker catching up)."""
@@ -127,6 +130,7 @@ def test_both_controller_front_ends_are_controller_channels() -> None:
             "delete_topics",
             "create_partitions",
             "incremental_alter_configs",
+            "describe_quorum",
         ):
             assert callable(getattr(cls, name, None)), f"{cls.__name__}.{name}"
     remote = RemoteController({1: ("127.0.0.1", 1)})
