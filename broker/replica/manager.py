@@ -103,6 +103,8 @@ class ReplicaManager:
         self._partitions: dict[TopicPartition, Partition] = {}
         self._checkpointed_hw = log_manager.read_high_watermarks()
         self._offline_seen: set[TopicPartition] = set()
+        # partitions whose metadata failed to apply: not served until a later image applies
+        self.failed: dict[TopicPartition, str] = {}
 
     # -- partition state -------------------------------------------------------------------------
 
@@ -134,11 +136,46 @@ class ReplicaManager:
             touched = [
                 ((t.name, p), reg) for t in image.topics.values() for p, reg in t.partitions.items()
             ]
-        for tp, reg in touched:
+        # Partitions that failed before are applied again from this image (a resync), even when
+        # this delta does not touch them.
+        retry = [(tp, image.topics[tp[0]].partitions.get(tp[1])) for tp in list(self.failed)
+                 if tp[0] in image.topics]  # fmt: skip
+        seen: set[TopicPartition] = set()
+        for tp, reg in [*touched, *((tp, r) for tp, r in retry if r is not None)]:
+            if tp in seen:
+                continue
+            seen.add(tp)
+            self._apply_guarded(tp, reg)
+        for tp in [tp for tp in self.failed if tp[0] not in image.topics]:
+            del self.failed[tp]  # its topic is gone: nothing left to resync
+
+    def _apply_guarded(self, tp: TopicPartition, reg: Any) -> None:
+        """Apply one partition's registration. A failure is not swallowed: the partition stops
+        being served (requests get NOT_LEADER_OR_FOLLOWER, clients refresh and retry), the
+        error is logged, and the next image applies it again (`failed`)."""
+        try:
             if self.node_id in reg.replicas:
                 self._apply_partition(tp, reg)
             elif tp in self._partitions:
                 self._stop_replica(tp, delete=True)
+        except Exception as exc:
+            first = tp not in self.failed
+            self.failed[tp] = f"{type(exc).__name__}: {exc}"
+            with self._lock:
+                self._partitions.pop(tp, None)
+            self._wake(tp)
+            if first:
+                _log.error(
+                    "[%s-%d] applying metadata failed, not serving it until a later image"
+                    " applies: %s",
+                    tp[0],
+                    tp[1],
+                    exc,
+                    exc_info=True,
+                )
+            return
+        if self.failed.pop(tp, None) is not None:
+            _log.info("[%s-%d] metadata applied again: serving it", tp[0], tp[1])
 
     def _apply_partition(self, tp: TopicPartition, reg: Any) -> None:
         part = self._partitions.get(tp)
@@ -195,10 +232,20 @@ class ReplicaManager:
 
     # -- produce --------------------------------------------------------------------------------
 
+    def _missing(self, tp: TopicPartition) -> _Err:
+        failed = self.failed.get(tp)
+        if failed is not None:  # retriable: the next metadata image applies it again
+            return _Err(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                f"{tp[0]}-{tp[1]} is not served by broker {self.node_id}: its metadata failed"
+                f" to apply ({failed})",
+            )
+        return _Err(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown partition {tp[0]}-{tp[1]}")
+
     def _leader_partition(self, tp: TopicPartition) -> Partition:
         part = self._partitions.get(tp)
         if part is None:
-            raise _Err(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown partition {tp[0]}-{tp[1]}")
+            raise self._missing(tp)
         if not part.is_leader:
             raise _Err(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER,
@@ -314,7 +361,7 @@ class ReplicaManager:
         tp = (spec.topic, spec.partition)
         part = self._partitions.get(tp)
         if part is None:
-            raise _Err(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown partition {tp[0]}-{tp[1]}")
+            raise self._missing(tp)
         if not part.is_leader:
             raise _Err(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"not the leader of {tp[0]}-{tp[1]}")
         if spec.current_leader_epoch >= 0:

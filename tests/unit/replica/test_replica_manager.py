@@ -240,3 +240,33 @@ def test_offline_log_fails_waiting_produce_with_storage_error(tmp_path):
         assert st[("t", 0)].error_code == ErrorCode.KAFKA_STORAGE_ERROR
     finally:
         h.close()
+
+
+def test_a_partition_whose_metadata_fails_to_apply_is_not_served_and_resyncs(h, caplog):
+    """Issue 11: a failure to apply a delta is not swallowed. The partition stops being served,
+    the error is reported, and the next image applies it again; the others are unaffected."""
+    real = h.lm.get_or_create
+    broken = {("t2", 0)}
+
+    def flaky(topic, partition, *a, **k):
+        if (topic, partition) in broken:
+            raise OSError(24, "Too many open files")
+        return real(topic, partition, *a, **k)
+
+    h.lm.get_or_create = flaky
+    tid2 = b"\x02" * 16
+    h.replay(
+        Topic("t2", tid2),
+        PartitionRecord(tid2, 0, (1,), (1,), 1, 0, 0),
+        PartitionRecord(tid2, 1, (1,), (1,), 1, 0, 0),
+    )
+    assert h.rm.get_partition("t2", 0) is None and "Too many open files" in h.rm.failed[("t2", 0)]
+    assert h.rm.get_partition("t2", 1) is not None and h.rm.get_partition("t", 0) is not None
+    assert "applying metadata failed" in caplog.text
+    statuses = _append(h, {("t2", 0): build_batch([(None, b"x")])})
+    assert statuses[("t2", 0)].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    broken.clear()
+    h.replay(PartitionChange(TID, 0, leader=1))  # any later image: t2-0 is applied again
+    assert h.rm.failed == {} and h.rm.get_partition("t2", 0).is_leader
+    statuses = _append(h, {("t2", 0): build_batch([(None, b"y")])})
+    assert statuses[("t2", 0)].error_code == 0
