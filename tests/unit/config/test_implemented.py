@@ -15,7 +15,7 @@ import pytest
 
 from client import Consumer, Producer
 from client.config import load_config
-from client.config.keydef import IGNORED, REFUSED, ConfigKey, attr_name
+from client.config.keydef import IGNORED, REFUSED, ConfigKey, attr_name, env_name
 from client.config.loader import _warned, client_config
 from client.config.registry import REGISTRY
 from client.errors import ConfigError
@@ -115,3 +115,53 @@ def test_consumer_group_and_idempotent_producer_are_refused() -> None:
     with pytest.raises(ConfigError, match="'enable.idempotence'"):
         Producer(bootstrap_servers="127.0.0.1:1", enable_idempotence=True)
     Consumer(bootstrap_servers="127.0.0.1:1", enable_auto_commit=False).close()
+
+
+def _yaml_scalar(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return ",".join(value)
+    return str(value)
+
+
+SERVER_NOT_YET = [k for k in NOT_YET if k.roles[0] in ("broker", "controller")]
+CLIENT_NOT_YET = [k for k in NOT_YET if k.roles[0] not in ("broker", "controller")]
+
+
+@pytest.mark.parametrize("source", ["yaml", "env"])
+@pytest.mark.parametrize("k", SERVER_NOT_YET, ids=lambda k: k.name)
+def test_server_file_and_environment_are_checked_too(k, source, tmp_path, caplog) -> None:
+    """The YAML file and GREGOR_* variables go through the same check as overrides: a refused
+    key stops loading naming the key and where it was set; an ignored one warns once."""
+    role = k.roles[0]
+    text = _yaml_scalar(_other_value(k))
+    path, env = None, {}
+    if source == "yaml":
+        path = tmp_path / "node.yaml"
+        path.write_text(f'{k.name}: "{text}"\n')
+        where = f"config file {path}"
+    else:
+        env = {env_name(k.name): text}
+        where = f"environment {env_name(k.name)}"
+    _warned.discard(k.name)
+    if k.status == REFUSED:
+        with pytest.raises(ConfigError, match=rf"'{re.escape(k.name)}' \({re.escape(where)}\)"):
+            load_config(role, path, env)
+        return
+    with caplog.at_level(logging.WARNING, logger="client.config.loader"):
+        load_config(role, path, env)
+    said = [r.getMessage() for r in caplog.records if k.name in r.getMessage()]
+    assert len(said) == 1 and where in said[0] and "has no effect yet" in said[0], said
+
+
+@pytest.mark.parametrize("k", CLIENT_NOT_YET, ids=lambda k: k.name)
+def test_client_keyword_arguments_are_checked_too(k) -> None:
+    """Producer(enable_idempotence=True)-style snake_case kwargs, not only dotted dicts."""
+    kwargs = {attr_name(k.name): _other_value(k)}
+    if k.status == REFUSED:
+        with pytest.raises(ConfigError, match=rf"'{re.escape(k.name)}'.*not supported yet"):
+            client_config(k.roles[0], **kwargs)
+    else:
+        _warned.discard(k.name)
+        client_config(k.roles[0], **kwargs)  # accepted (test_ignored_keys_warn_once: the warning)
