@@ -118,8 +118,8 @@ def write_configs(data_dir: Path, controllers: int, brokers: int, base_port: int
     return nodes
 
 
-def _spawn(node: Node) -> None:
-    node._log_file = open(node.log, "ab")  # noqa: SIM115 - closed in _stop
+def spawn_node(node: Node) -> None:
+    node._log_file = open(node.log, "ab")  # noqa: SIM115 - closed in stop_nodes
     node.proc = subprocess.Popen(
         [sys.executable, "-m", "broker.cli", node.role, "--config", str(node.config)],
         stdin=subprocess.DEVNULL,
@@ -137,7 +137,7 @@ def _spawn(node: Node) -> None:
     threading.Thread(target=watch, name=f"watch-{node.name}", daemon=True).start()
 
 
-def _stop(nodes: list[Node], timeout: float = 30.0) -> None:
+def stop_nodes(nodes: list[Node], timeout: float = 30.0) -> None:
     """SIGTERM the given nodes together, wait for them (SIGKILL after `timeout`)."""
     live = [n for n in nodes if n.proc is not None and n.proc.poll() is None]
     for n in live:
@@ -170,7 +170,7 @@ def run_up(args: argparse.Namespace) -> int:
     try:
         for group in (controllers, brokers):
             for n in group:
-                _spawn(n)
+                spawn_node(n)
             for n in group:
                 assert n.proc is not None
                 deadline = time.monotonic() + args.timeout
@@ -197,8 +197,8 @@ def run_up(args: argparse.Namespace) -> int:
                 return 1
         return 0
     finally:
-        _stop(brokers)  # controlled shutdowns need the controllers
-        _stop(controllers)
+        stop_nodes(brokers)  # controlled shutdowns need the controllers
+        stop_nodes(controllers)
         for s, h in previous.items():
             signal.signal(s, h)
 

@@ -48,6 +48,8 @@ from broker.metadata_publisher import MetadataPublisher
 from broker.purgatory import Purgatory, SystemTimer
 from broker.quorum_link import LocalQuorum, RemoteQuorum
 from broker.replica import ReplicaManager, ReplicaSettings
+from broker.replica.fetcher import FetcherSettings, ReplicaFetcherManager
+from broker.replica.isr import IsrProposer
 from client.errors import ConfigError
 from client.fsutil import lock_directories
 from controller.channel import ControllerChannel
@@ -225,6 +227,13 @@ class BrokerNode:
             min_insync_for=self._min_insync_for,
         )
         self.publisher = MetadataPublisher(self.replica_manager)
+        self.fetchers = ReplicaFetcherManager(
+            self.node_id,
+            self.replica_manager,
+            self._endpoint_of,
+            FetcherSettings.from_config(config),
+        )
+        self.replica_manager.fetchers = self.fetchers
         self.quorum: LocalQuorum | RemoteQuorum
         if self.combined:
             self.metadata_dir = self._metadata_dir()
@@ -250,6 +259,8 @@ class BrokerNode:
         self.services = Services(self)
         self.lifecycle = BrokerLifecycle(self.node_id, self.controller, self.publisher)
         self.broker_epoch = -1
+        self.isr_proposer = IsrProposer(self.controller, self.node_id, lambda: self.broker_epoch)
+        self.replica_manager.isr_proposer = self.isr_proposer.propose
         self._stop = threading.Event()
         self._tasks: threading.Thread | None = None
         self._started = False
@@ -308,6 +319,11 @@ class BrokerNode:
             if topic in topics:
                 log.config = self._topic_log_config(topic)
 
+    def _endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
+        """Where broker `broker_id` listens, from the latest metadata (replica fetchers)."""
+        b = self.publisher.image.brokers.get(broker_id)
+        return None if b is None else (b.host, b.port)
+
     def _min_insync_for(self, topic: str) -> int:
         value = self.publisher.image.topic_config(topic).get("min.insync.replicas")
         if value is not None:
@@ -364,6 +380,7 @@ class BrokerNode:
             "recovery_checkpoint": 60_000,
             "flush_due": 100,
             "offline_check": 100,
+            "isr_shrink": max(1, self._lag_time_ms() // 2),
         }
         actions: dict[str, Callable[[], object]] = {
             "heartbeat": self.lifecycle.heartbeat,
@@ -372,6 +389,7 @@ class BrokerNode:
             "recovery_checkpoint": self.log_manager.checkpoint_recovery_points,
             "flush_due": self._flush_due,
             "offline_check": self.replica_manager.wake_offline,
+            "isr_shrink": lambda: self.replica_manager.shrink_isrs(self._lag_time_ms()),
         }
         now = time.monotonic()
         due = {name: now + p / 1000 for name, p in periods.items()}
@@ -385,6 +403,9 @@ class BrokerNode:
                     except Exception:
                         _log.exception("[broker=%d] periodic task %s failed", self.node_id, name)
             self._stop.wait(max(0.0, min(due.values()) - time.monotonic()))
+
+    def _lag_time_ms(self) -> int:
+        return int(_cfg(self.config, "replica_lag_time_max_ms", 30_000))
 
     def _flush_due(self) -> None:
         if not self.log_config.flush_on_ack:
@@ -409,6 +430,7 @@ class BrokerNode:
             self.quorum.stop()
         except Exception:
             _log.exception("[broker=%d] stopping the controller failed", self.node_id)
+        self.fetchers.shutdown()
         self.produce_purgatory.shutdown()
         self.fetch_purgatory.shutdown()
         self.timer.shutdown()

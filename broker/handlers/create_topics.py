@@ -31,21 +31,6 @@ def topic_name_error(name: str) -> str | None:
     return None
 
 
-NO_REPLICATION = (
-    "replication across brokers is not supported yet (replication factor 1 only): a replica "
-    "that never fetches would hold every acks=all write forever"
-)
-
-
-def replication_factor_error(topic: dict) -> str | None:
-    """Why this CreateTopics entry asks for more replicas than brokers can keep yet, or None."""
-    if int(topic.get("replication_factor", -1)) > 1:
-        return NO_REPLICATION
-    if any(len(a["broker_ids"]) > 1 for a in topic.get("assignments") or []):
-        return NO_REPLICATION
-    return None
-
-
 def _error(name: str, code: int, message: str) -> dict:
     return {
         "name": name,
@@ -65,8 +50,6 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
         why = topic_name_error(t["name"])
         if why is not None:
             results.append(_error(t["name"], ErrorCode.INVALID_TOPIC_EXCEPTION, why))
-        elif (why := replication_factor_error(t)) is not None:
-            results.append(_error(t["name"], ErrorCode.INVALID_REPLICATION_FACTOR, why))
         else:
             results.append(None)
             forward.append(t)

@@ -62,6 +62,7 @@ class FetchPartitionSpec(NamedTuple):
     fetch_offset: int
     partition_max_bytes: int
     current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1  # followers: the epoch of the last batch they hold
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,10 @@ class ReplicaManager:
         self._offline_seen: set[TopicPartition] = set()
         # partitions whose metadata failed to apply: not served until a later image applies
         self.failed: dict[TopicPartition, str] = {}
+        # set by the node: sends a leader's ISR proposal to the controller (AlterPartition)
+        self.isr_proposer: Callable[[Partition, tuple[int, ...]], None] | None = None
+        # set by the node: the replica fetchers (broker/replica/fetcher.py)
+        self.fetchers: Any = None
 
     # -- partition state -------------------------------------------------------------------------
 
@@ -161,6 +166,8 @@ class ReplicaManager:
         except Exception as exc:
             first = tp not in self.failed
             self.failed[tp] = f"{type(exc).__name__}: {exc}"
+            if self.fetchers is not None:
+                self.fetchers.remove(tp)
             with self._lock:
                 self._partitions.pop(tp, None)
             self._wake(tp)
@@ -186,7 +193,10 @@ class ReplicaManager:
             )
             with self._lock:
                 self._partitions[tp] = part
+        fetchers = self.fetchers
         if reg.leader == self.node_id:
+            if fetchers is not None:
+                fetchers.remove(tp)
             part.make_leader(
                 reg.leader_epoch,
                 reg.partition_epoch,
@@ -198,9 +208,16 @@ class ReplicaManager:
             part.make_follower(
                 reg.leader, reg.leader_epoch, reg.partition_epoch, reg.replicas, reg.isr
             )
+            if fetchers is not None:
+                if reg.leader >= 0:
+                    fetchers.add(tp, reg.leader, reg.leader_epoch)
+                else:
+                    fetchers.remove(tp)
         self._wake(tp)
 
     def _stop_replica(self, tp: TopicPartition, delete: bool) -> None:
+        if self.fetchers is not None:
+            self.fetchers.remove(tp)
         with self._lock:
             self._partitions.pop(tp, None)
         self._wake(tp)
@@ -336,8 +353,13 @@ class ReplicaManager:
             return int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         if part.log.offline:
             return int(ErrorCode.KAFKA_STORAGE_ERROR)
-        reached = part.high_watermark if acks == -1 else part.durable_end()
-        return 0 if reached >= status.required_offset else None
+        if acks != -1:
+            return 0 if part.durable_end() >= status.required_offset else None
+        if part.high_watermark < status.required_offset:
+            return None
+        if len(part.isr) < self._min_insync_for(tp[0]):  # the ISR shrank after the append
+            return int(ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+        return 0
 
     # -- fetch ----------------------------------------------------------------------------------
 
@@ -380,6 +402,8 @@ class ReplicaManager:
             except _Err:
                 return True
             log = part.log
+            if params.is_follower and diverging(part, spec) is not None:
+                return True
             limit = None if params.is_follower else part.high_watermark
             end = log.end_offset if limit is None else limit
             if spec.fetch_offset < log.log_start_offset or spec.fetch_offset > log.end_offset:
@@ -423,8 +447,8 @@ class ReplicaManager:
                 entry["high_watermark"] = hw
                 entry["last_stable_offset"] = hw
                 entry["log_start_offset"] = log.log_start_offset
-                if params.is_follower:
-                    part.update_follower(params.replica_id, spec.fetch_offset)
+                if params.is_follower and not self._follower_fetched(params, spec, part, entry):
+                    continue  # diverged: the answer says where to truncate, no records
                 limit = None if params.is_follower else hw
                 budget = min(spec.partition_max_bytes, remaining)
                 if got_any and budget <= 0:
@@ -447,6 +471,47 @@ class ReplicaManager:
                 entry["error_code"] = int(ErrorCode.KAFKA_STORAGE_ERROR)
                 _log.error("fetch %s-%d: %s", spec.topic, spec.partition, exc)
         return out
+
+    def _follower_fetched(
+        self, params: FetchParams, spec: FetchPartitionSpec, part: Partition, entry: dict
+    ) -> bool:
+        """Leader side of a follower fetch: a diverged follower is told where to truncate
+        (False); otherwise its position is recorded (the HW may move and complete waiting
+        acks=all produces) and it may be proposed back into the ISR (True)."""
+        div = diverging(part, spec)
+        if div is not None:
+            entry["diverging_epoch"], entry["diverging_end_offset"] = div
+            return False
+        if part.update_follower(params.replica_id, spec.fetch_offset):
+            self.produce_purgatory.check_and_complete(produce_key(spec.topic, spec.partition))
+        proposer = self.isr_proposer
+        if proposer is not None:
+            new_isr = part.isr_to_expand(params.replica_id)
+            if new_isr is not None:
+                proposer(part, new_isr)
+        return True
+
+    def shrink_isrs(self, lag_time_ms: int) -> int:
+        """Leaders propose dropping followers not caught up for `lag_time_ms` (the node's tasks
+        thread, every half lag time). Returns the proposals made."""
+        proposer = self.isr_proposer
+        if proposer is None:
+            return 0
+        made = 0
+        for part in self.partitions().values():
+            new_isr = part.isr_to_shrink(lag_time_ms)
+            if new_isr is not None:
+                _log.info(
+                    "[%s-%d] shrinking ISR %s -> %s (lagging more than %d ms)",
+                    part.topic,
+                    part.partition,
+                    list(part.isr),
+                    list(new_isr),
+                    lag_time_ms,
+                )
+                proposer(part, new_isr)
+                made += 1
+        return made
 
     # -- list offsets ---------------------------------------------------------------------------
 
@@ -506,6 +571,20 @@ class ReplicaManager:
 
     def checkpoint_high_watermarks(self) -> None:
         self.log_manager.checkpoint_high_watermarks(self.high_watermarks())
+
+
+def diverging(part: Partition, spec: FetchPartitionSpec) -> tuple[int, int] | None:
+    """KIP-320 on the leader: (largest epoch <= the follower's last fetched epoch, its end
+    offset here) when the follower's log diverged from this one, else None. A leader that
+    knows no epoch that old answers (-1, its log start offset)."""
+    if spec.last_fetched_epoch < 0:
+        return None
+    epoch, end = part.log.end_offset_for_epoch(spec.last_fetched_epoch)
+    if epoch < 0:
+        return (-1, part.log.log_start_offset)
+    if epoch < spec.last_fetched_epoch or end < spec.fetch_offset:
+        return (epoch, end)
+    return None
 
 
 class _Err(Exception):

@@ -4,10 +4,18 @@ Holds what the metadata says (leader id, leader epoch, partition epoch, replicas
 the leader tracks (high watermark, each follower's log end offset and last caught-up time), plus
 the Log. The high watermark (HW) rule, in one place (`maybe_advance_high_watermark`):
 
-    HW = min(leader's durable end, LEO of every other ISR member)
+    HW = min(leader's durable end, LEO of every other member of the maximal ISR)
     leader's durable end = log.flushed_offset with log.flush.on.ack=true, else log.end_offset
+    maximal ISR = the committed ISR plus a pending expansion (Kafka's "maximal ISR")
 
 and it never moves backwards. Single node (ISR = [self]): HW = flushed offset (docs/replication.md).
+A follower's fetch offset is its durable end (it fsyncs what it fetched before fetching again).
+
+ISR changes (Kafka's rules, docs/replication.md): a follower is caught up when it fetched up to
+the leader's log end *as of its previous fetch*; one not caught up for replica.lag.time.max.ms
+leaves (`isr_to_shrink`), one that reached the HW and the start of the current leader epoch
+joins (`isr_to_expand`). Either is proposed to the controller (AlterPartition) and takes effect
+only when committed (`make_leader` with the new partition epoch); one proposal at a time.
 
 Threads: any thread (I/O workers, the flusher's on_flushed callback, the metadata publisher).
 `_lock` guards the mutable state; the Log has its own lock.
@@ -25,10 +33,16 @@ from broker.log import Log
 _log = logging.getLogger(__name__)
 
 
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
 @dataclass
 class FollowerState:
-    log_end_offset: int = 0
+    log_end_offset: int = -1  # unknown until it fetches
     last_caught_up_ms: int = 0
+    last_fetch_leader_leo: int = -1  # the leader's log end when it last fetched
+    last_fetch_ms: int = 0
 
 
 @dataclass
@@ -45,6 +59,9 @@ class Partition:
     isr: tuple[int, ...] = ()
     high_watermark: int = 0
     followers: dict[int, FollowerState] = field(default_factory=dict)
+    leader_epoch_start_offset: int = 0
+    # an ISR change sent to the controller and not committed yet: (new isr, sent at ms)
+    pending_isr: tuple[tuple[int, ...], int] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -67,21 +84,35 @@ class Partition:
         isr: tuple[int, ...],
         checkpointed_hw: int,
     ) -> None:
-        """Become (or stay) leader under `leader_epoch`. Follower LEOs reset (unknown until
-        they fetch). Any thread."""
+        """Become (or stay) leader under `leader_epoch`. In a new term follower LEOs reset
+        (unknown until they fetch); the same term with a new partition epoch is a committed
+        ISR change. Any thread."""
         with self._lock:
             new_term = leader_epoch != self.leader_epoch or not self.is_leader
+            if partition_epoch != self.partition_epoch or new_term:
+                self.pending_isr = None  # committed (or overtaken): a new proposal may go
+            if new_term:
+                now = _now_ms()
+                # ISR members get the lag time to fetch from the new leader (Kafka does this)
+                self.followers = {
+                    r: FollowerState(last_caught_up_ms=now if r in isr else 0)
+                    for r in replicas
+                    if r != self.node_id
+                }
+                self.leader_epoch_start_offset = self.log.end_offset
+                # a new leader starts from its HW as follower or its checkpoint, never above
+                # its own durable log
+                self.high_watermark = min(
+                    max(self.high_watermark, checkpointed_hw), self.durable_end()
+                )
             self.leader_id = self.node_id
             self.leader_epoch = leader_epoch
             self.partition_epoch = partition_epoch
             self.replicas = replicas
             self.isr = isr
-            if new_term:
-                self.followers = {r: FollowerState() for r in replicas if r != self.node_id}
-                # a restarted leader starts from its checkpoint, never above its own log
-                self.high_watermark = min(
-                    max(self.high_watermark, checkpointed_hw), self.durable_end()
-                )
+            for r in replicas:  # a replica added by a reassignment
+                if r != self.node_id and r not in self.followers:
+                    self.followers[r] = FollowerState()
             self._advance_locked()
         if new_term:
             _log.info(
@@ -106,6 +137,7 @@ class Partition:
             self.replicas = tuple(replicas)
             self.isr = tuple(isr)
             self.followers = {}
+            self.pending_isr = None
         if not changed:
             return
         if leader_id >= 0:
@@ -126,17 +158,77 @@ class Partition:
             )
 
     def update_follower(
-        self, replica_id: int, log_end_offset: int, now_ms: int | None = None
+        self, replica_id: int, fetch_offset: int, now_ms: int | None = None
     ) -> bool:
-        """Record a follower's fetch position; returns True when the HW moved."""
+        """Record a follower's fetch (its fetch offset is its durable log end); returns True
+        when the HW moved. Caught up (Kafka's rule): it fetched from at least the leader's end
+        now, or as of its previous fetch."""
+        now = now_ms if now_ms is not None else _now_ms()
         with self._lock:
             st = self.followers.get(replica_id)
             if st is None:
                 return False
-            st.log_end_offset = log_end_offset
-            if log_end_offset >= self.log.end_offset:
-                st.last_caught_up_ms = now_ms if now_ms is not None else int(time.time() * 1000)
+            leader_end = self.log.end_offset
+            if fetch_offset >= leader_end:
+                st.last_caught_up_ms = now
+            elif 0 <= st.last_fetch_leader_leo <= fetch_offset:
+                st.last_caught_up_ms = max(st.last_caught_up_ms, st.last_fetch_ms)
+            st.last_fetch_leader_leo = leader_end
+            st.last_fetch_ms = now
+            st.log_end_offset = fetch_offset
             return self._advance_locked()
+
+    def update_follower_high_watermark(self, leader_hw: int) -> None:
+        """Follower: the HW the leader reported, never above the local log end."""
+        with self._lock:
+            if not self.is_leader:
+                self.high_watermark = max(0, min(leader_hw, self.log.end_offset))
+
+    # -- ISR changes (leader) ---------------------------------------------------------------------
+
+    def _can_propose(self, now: int, retry_ms: int) -> bool:
+        return self.is_leader and (
+            self.pending_isr is None or now - self.pending_isr[1] >= retry_ms
+        )
+
+    def isr_to_shrink(self, lag_ms: int, now_ms: int | None = None, retry_ms: int = 5000):
+        """The ISR without followers not caught up for `lag_ms` (None: no change to propose).
+        Marks it pending."""
+        now = now_ms if now_ms is not None else _now_ms()
+        with self._lock:
+            if not self._can_propose(now, retry_ms):
+                return None
+            out = []
+            for r in self.isr:
+                if r == self.node_id:
+                    continue
+                st = self.followers.get(r)
+                if st is None or now - st.last_caught_up_ms > lag_ms:
+                    out.append(r)
+            if not out:
+                return None
+            new_isr = tuple(r for r in self.isr if r not in out)
+            self.pending_isr = (new_isr, now)
+            return new_isr
+
+    def isr_to_expand(self, replica_id: int, now_ms: int | None = None, retry_ms: int = 5000):
+        """The ISR plus `replica_id` when that follower reached the HW and the start of this
+        leader epoch (None: nothing to propose). Marks it pending."""
+        now = now_ms if now_ms is not None else _now_ms()
+        with self._lock:
+            st = self.followers.get(replica_id)
+            if st is None or replica_id in self.isr or not self._can_propose(now, retry_ms):
+                return None
+            if st.log_end_offset < max(self.high_watermark, self.leader_epoch_start_offset):
+                return None
+            new_isr = (*self.isr, replica_id)
+            self.pending_isr = (new_isr, now)
+            return new_isr
+
+    def isr_change_failed(self) -> None:
+        """The controller refused or did not answer: a later check proposes again."""
+        with self._lock:
+            self.pending_isr = None
 
     def maybe_advance_high_watermark(self) -> bool:
         """Recompute the HW (after a flush or an append); True when it moved."""
@@ -147,10 +239,13 @@ class Partition:
         if not self.is_leader:
             return False
         candidate = self.durable_end()
-        for r in self.isr:
+        maximal = set(self.isr)
+        if self.pending_isr is not None:
+            maximal.update(self.pending_isr[0])
+        for r in maximal:
             if r != self.node_id:
                 st = self.followers.get(r)
-                candidate = min(candidate, st.log_end_offset if st else 0)
+                candidate = min(candidate, st.log_end_offset if st else -1)
         if candidate > self.high_watermark:
             self.high_watermark = candidate
             return True

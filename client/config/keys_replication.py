@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from client.config.keydef import IGNORED, key
+from client.config.keydef import key
 from client.config.types import at_least
 
 B = ("broker",)
@@ -10,15 +10,15 @@ BC = ("broker", "controller")
 MiB = 1024 * 1024
 
 KEYS = [
-    key("replica.lag.time.max.ms", "duration_ms", 30_000, "a follower that has not caught up for this long leaves the ISR", B, at_least(1), status=IGNORED, why='replication across brokers is not built yet'),
+    key("replica.lag.time.max.ms", "duration_ms", 30_000, "a follower that has not caught up for this long leaves the ISR", B, at_least(1)),
     key("min.insync.replicas", "int", 1, "acks=all produce fails with NOT_ENOUGH_REPLICAS below this ISR size", BC, at_least(1)),
     key("unclean.leader.election.enable", "bool", False, "allow an out-of-sync replica to become leader (may lose data)", BC),
-    key("num.replica.fetchers", "int", 1, "follower fetcher threads per source broker", B, at_least(1), status=IGNORED, why='replication across brokers is not built yet'),
-    key("replica.fetch.max.bytes", "size", 1 * MiB, "bytes per partition a follower fetch asks for", B, at_least(1), status=IGNORED, why='replication across brokers is not built yet'),
-    key("replica.fetch.min.bytes", "size", 1, "a follower fetch waits for at least this many bytes", B, at_least(1), status=IGNORED, why='replication across brokers is not built yet'),
-    key("replica.fetch.wait.max.ms", "duration_ms", 500, "... or at most this long", B, at_least(0), status=IGNORED, why='replication across brokers is not built yet'),
-    key("replica.fetch.response.max.bytes", "size", 10 * MiB, "bytes per whole follower fetch response", B, at_least(1), status=IGNORED, why='replication across brokers is not built yet'),
-    key("replica.fetch.backoff.ms", "duration_ms", 1000, "follower back-off after a fetch error", B, at_least(0), status=IGNORED, why='replication across brokers is not built yet'),
-    key("replica.socket.timeout.ms", "duration_ms", 30_000, "follower fetch request timeout", B, at_least(1), status=IGNORED, why='replication across brokers is not built yet'),
+    key("num.replica.fetchers", "int", 1, "follower fetcher threads per source broker", B, at_least(1)),
+    key("replica.fetch.max.bytes", "size", 1 * MiB, "bytes per partition a follower fetch asks for", B, at_least(1)),
+    key("replica.fetch.min.bytes", "size", 1, "a follower fetch waits for at least this many bytes", B, at_least(1)),
+    key("replica.fetch.wait.max.ms", "duration_ms", 500, "... or at most this long", B, at_least(0)),
+    key("replica.fetch.response.max.bytes", "size", 10 * MiB, "bytes per whole follower fetch response", B, at_least(1)),
+    key("replica.fetch.backoff.ms", "duration_ms", 1000, "follower back-off after a fetch error", B, at_least(0)),
+    key("replica.socket.timeout.ms", "duration_ms", 30_000, "follower fetch request timeout", B, at_least(1)),
     key("replica.high.watermark.checkpoint.interval.ms", "duration_ms", 5000, "how often high watermarks are checkpointed to disk", B, at_least(1)),
 ]  # fmt: skip

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from client.config.keydef import REFUSED, key
+from client.config.keydef import key
 from client.config.types import Validator, at_least, host_ports, items_in, non_empty
 
 B = ("broker",)
@@ -33,7 +33,7 @@ KEYS = [
     key("auto.create.topics.enable", "bool", True, "create a topic when a client asks for metadata of an unknown one", BC),
     key("delete.topic.enable", "bool", True, "allow DeleteTopics", BC),
     key("num.partitions", "int", 1, "partitions of an auto-created (or -1 partitions) topic", BC, at_least(1)),
-    key("default.replication.factor", "int", 1, "replication factor of an auto-created (or -1) topic", BC, at_least(1), status=REFUSED, why='replication across brokers is not built yet: replication factor 1 only'),
+    key("default.replication.factor", "int", 1, "replication factor of an auto-created (or -1) topic", BC, at_least(1)),
     key("message.max.bytes", "size", 1024 * 1024 + 12, "largest record batch the broker accepts", BC, at_least(61)),
     key("fetch.max.bytes", "size", 50 * MiB, "most bytes returned by one fetch response (broker cap and consumer request)", ("broker", "consumer"), at_least(1)),
 ]  # fmt: skip

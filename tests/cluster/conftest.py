@@ -4,6 +4,9 @@
   (tests/cluster/controller_quorum.py): real `gregor controller` processes on free loopback
   ports with tmp data dirs, with kill / pause / resume / restart helpers. Every process a quorum
   started is SIGKILLed (its own process group only) and reaped after the test, pass or fail.
+- `broker_cluster`: `make(brokers=(4, 5, 6), session_ms=3000, **broker_overrides) -> (quorum,
+  Brokers)`: a started 3-voter quorum plus `gregor broker` processes joining it
+  (tests/cluster/broker_cluster.py), all killed and reaped after the test.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from broker_cluster import Brokers
 from controller_quorum import ControllerQuorum
 
 
@@ -28,3 +32,28 @@ def controller_quorum(tmp_path: Path) -> Iterator[Callable[..., ControllerQuorum
     yield make
     for q in made:
         q.close()
+
+
+@pytest.fixture
+def broker_cluster(controller_quorum, tmp_path: Path) -> Iterator[Callable[..., Any]]:
+    made: list[Brokers] = []
+
+    def make(
+        brokers: tuple[int, ...] = (4, 5, 6), session_ms: int = 3000, **overrides: Any
+    ) -> tuple[ControllerQuorum, Brokers]:
+        q = controller_quorum(**{"broker.session.timeout.ms": session_ms})
+        q.start_all()
+        q.wait_leader(10, "a controller leader")
+        d = tmp_path / f"brokers-{len(made)}"
+        d.mkdir()
+        b = Brokers(
+            d, q.voters, list(brokers), {k.replace("_", "."): v for k, v in overrides.items()}
+        )
+        made.append(b)
+        for n in brokers:
+            b.start(n)
+        return q, b
+
+    yield make
+    for b in made:
+        b.close()

@@ -128,6 +128,20 @@ FETCH = register(
                         Field("last_stable_offset", INT64, default=-1),
                         Field("log_start_offset", INT64, default=-1),
                         Field("records", BYTES, default=b"", doc="record batches, maybe partial"),
+                        Field(
+                            "diverging_epoch",
+                            INT32,
+                            default=-1,
+                            doc="followers: the largest leader epoch <= last_fetched_epoch "
+                            "when the follower's log diverged (KIP-320), else -1",
+                        ),
+                        Field(
+                            "diverging_end_offset",
+                            INT64,
+                            default=-1,
+                            doc="... and that epoch's end offset on the leader: the follower "
+                            "truncates to it",
+                        ),
                         name="FetchPartitionResponse",
                     ),
                     "FetchResponse",

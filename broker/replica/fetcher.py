@@ -1,0 +1,401 @@
+"""Replica fetchers: a follower's threads that copy its partitions from their leaders.
+
+    fetchers = ReplicaFetcherManager(node_id, replica_manager, endpoint_for, settings)
+    fetchers.add((topic, p), leader_id, leader_epoch)   # became follower (metadata publisher)
+    fetchers.remove((topic, p))                         # became leader, stopped, deleted
+    fetchers.shutdown()
+
+One thread per (source broker, n) with n < num.replica.fetchers (a partition goes to
+hash(tp) % num.replica.fetchers), as Kafka's ReplicaFetcherManager. Each thread loops:
+
+    Fetch(replica_id = this broker, per partition: fetch offset = local log end, current
+          leader epoch, last fetched epoch)  ──▶ the leader (waits up to replica.fetch.wait.max.ms)
+    apply each partition's answer (broker/replica/follower.py: append, or truncate)
+    fsync every log it appended to (log.flush.on.ack), so the next fetch offset is durable
+
+Errors: a connection failure backs every partition of the thread off for
+replica.fetch.backoff.ms; a partition error (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, a
+local storage error...) backs that partition off until the metadata moves it. OFFSET_OUT_OF_RANGE
+truncates to the leader's end (asked with ListOffsets) or restarts at the leader's start.
+
+Threads: add/remove from the metadata publisher's thread. `remove` waits until the thread is
+not applying an answer for that partition, so a partition that became leader is never appended
+to as a follower afterwards. A thread left without partitions stops.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from broker.replica.follower import apply_fetched, fetch_position, truncate_out_of_range
+from client.errors import ErrorCode, StorageError
+from client.protocol import ApiKey, decode_response, encode_request
+from client.protocol.framing import FrameDecoder
+from client.protocol.schema import API_SPECS
+
+_log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+Endpoint = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class FetcherSettings:
+    num_fetchers: int = 1
+    partition_max_bytes: int = 1024 * 1024
+    min_bytes: int = 1
+    max_wait_ms: int = 500
+    response_max_bytes: int = 10 * 1024 * 1024
+    backoff_ms: int = 1000
+    socket_timeout_ms: int = 30_000
+    flush_on_ack: bool = True
+    max_frame_bytes: int = 200 * 1024 * 1024
+
+    @classmethod
+    def from_config(cls, config: Any) -> FetcherSettings:
+        return cls(
+            num_fetchers=int(config.num_replica_fetchers),
+            partition_max_bytes=int(config.replica_fetch_max_bytes),
+            min_bytes=int(config.replica_fetch_min_bytes),
+            max_wait_ms=int(config.replica_fetch_wait_max_ms),
+            response_max_bytes=int(config.replica_fetch_response_max_bytes),
+            backoff_ms=int(config.replica_fetch_backoff_ms),
+            socket_timeout_ms=int(config.replica_socket_timeout_ms),
+            flush_on_ack=bool(config.log_flush_on_ack),
+        )
+
+
+class _Connection:
+    """A blocking connection to the leader (one request at a time)."""
+
+    def __init__(self, endpoint: Endpoint, timeout_s: float, max_frame: int, client_id: str):
+        self.endpoint = endpoint
+        self.client_id = client_id
+        self.sock = socket.create_connection(endpoint, timeout=timeout_s)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.decoder = FrameDecoder(max_frame)
+        self.corr = 0
+
+    def request(self, api_key: int, body: dict) -> dict:
+        self.corr = (self.corr + 1) & 0x7FFFFFFF
+        self.sock.sendall(encode_request(api_key, 0, self.corr, self.client_id, body))
+        while True:
+            data = self.sock.recv(1024 * 1024)
+            if not data:
+                raise ConnectionError(
+                    f"{self.endpoint[0]}:{self.endpoint[1]} closed the connection"
+                )
+            frames = self.decoder.feed(data)
+            if frames:
+                corr, resp = decode_response(frames[0])
+                if corr != self.corr:
+                    raise ConnectionError(f"correlation id {corr}, expected {self.corr}")
+                if set(resp) == {"error_code"}:
+                    raise ConnectionError(f"request refused: error {resp['error_code']}")
+                return API_SPECS[api_key].check_response(resp, 0)
+
+    def close(self) -> None:
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+
+
+@dataclass
+class _FetchState:
+    leader_epoch: int
+    delayed_until: float = 0.0  # monotonic
+
+
+_RETRY_LATER = {
+    ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.FENCED_LEADER_EPOCH,
+    ErrorCode.UNKNOWN_LEADER_EPOCH,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.LEADER_NOT_AVAILABLE,
+}
+
+
+class ReplicaFetcherThread:
+    def __init__(
+        self,
+        name: str,
+        node_id: int,
+        leader_id: int,
+        replica_manager: Any,
+        endpoint_for: Callable[[int], Endpoint | None],
+        settings: FetcherSettings,
+    ) -> None:
+        self.name = name
+        self.node_id = node_id
+        self.leader_id = leader_id
+        self.rm = replica_manager
+        self.endpoint_for = endpoint_for
+        self.settings = settings
+        self._lock = threading.Lock()  # held while an answer is applied; add/remove take it
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._parts: dict[TopicPartition, _FetchState] = {}
+        self._conn: _Connection | None = None
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self.fetches = 0
+        self.bytes_fetched = 0
+        self._failing = False
+
+    # -- control (publisher thread) ------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def add(self, tp: TopicPartition, leader_epoch: int) -> None:
+        with self._lock:
+            st = self._parts.get(tp)
+            if st is None or st.leader_epoch != leader_epoch:
+                self._parts[tp] = _FetchState(leader_epoch)
+        self._wake.set()
+
+    def remove(self, tp: TopicPartition) -> bool:
+        with self._lock:
+            return self._parts.pop(tp, None) is not None
+
+    def partitions(self) -> dict[TopicPartition, int]:
+        with self._lock:
+            return {tp: st.leader_epoch for tp, st in self._parts.items()}
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        conn = self._conn
+        if conn is not None:
+            conn.close()  # unblocks a recv waiting on a silent leader
+
+    def join(self, timeout: float) -> None:
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                if not self._fetch_once():
+                    self._wake.wait(self.settings.backoff_ms / 1000)
+                    self._wake.clear()
+            except Exception:
+                _log.exception("[%s] fetch failed", self.name)
+                self._close_conn()
+                self._stop.wait(self.settings.backoff_ms / 1000)
+        self._close_conn()
+
+    def _close_conn(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+    def _build(self) -> tuple[dict, dict[TopicPartition, int]]:
+        """The Fetch body for every partition not backed off, and the epochs it asks under."""
+        now = time.monotonic()
+        topics: dict[str, list[dict]] = {}
+        asked: dict[TopicPartition, int] = {}
+        with self._lock:
+            for tp, st in self._parts.items():
+                if st.delayed_until > now:
+                    continue
+                part = self.rm.get_partition(*tp)
+                if part is None or part.is_leader:
+                    continue
+                offset, last_epoch = fetch_position(part)
+                topics.setdefault(tp[0], []).append(
+                    {
+                        "partition": tp[1],
+                        "fetch_offset": offset,
+                        "partition_max_bytes": self.settings.partition_max_bytes,
+                        "current_leader_epoch": st.leader_epoch,
+                        "last_fetched_epoch": last_epoch,
+                        "log_start_offset": part.log.log_start_offset,
+                    }
+                )
+                asked[tp] = st.leader_epoch
+        body = {
+            "replica_id": self.node_id,
+            "max_wait_ms": self.settings.max_wait_ms,
+            "min_bytes": self.settings.min_bytes,
+            "max_bytes": self.settings.response_max_bytes,
+            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+        }
+        return body, asked
+
+    def _connection(self) -> _Connection:
+        if self._conn is None:
+            endpoint = self.endpoint_for(self.leader_id)
+            if endpoint is None:
+                raise ConnectionError(f"broker {self.leader_id} has no known endpoint")
+            timeout = (self.settings.socket_timeout_ms + self.settings.max_wait_ms) / 1000
+            self._conn = _Connection(
+                endpoint, timeout, self.settings.max_frame_bytes, f"replica-{self.node_id}"
+            )
+        return self._conn
+
+    def _fetch_once(self) -> bool:
+        """One Fetch round; False when there was nothing to fetch or the leader is unreachable
+        (the caller backs off)."""
+        body, asked = self._build()
+        if not asked:
+            return False
+        try:
+            resp = self._connection().request(ApiKey.FETCH, body)
+        except (OSError, ConnectionError) as exc:
+            if not self._stop.is_set():  # the first failure in a row at INFO, the rest DEBUG
+                level = logging.DEBUG if self._failing else logging.INFO
+                _log.log(
+                    level, "[%s] fetch from broker %d failed: %s", self.name, self.leader_id, exc
+                )
+            self._failing = True
+            self._close_conn()
+            return False
+        self._failing = False
+        self.fetches += 1
+        appended_to = []
+        with self._lock:
+            for t in resp["topics"]:
+                for entry in t["partitions"]:
+                    tp = (t["name"], int(entry["partition"]))
+                    st = self._parts.get(tp)
+                    if st is None or asked.get(tp) != st.leader_epoch:
+                        continue  # removed, or now fetched under another epoch
+                    part = self.rm.get_partition(*tp)
+                    if part is None or part.is_leader:
+                        continue
+                    if self._apply(tp, st, part, entry):
+                        appended_to.append(part)
+        if self.settings.flush_on_ack:
+            for part in appended_to:
+                self._flush(part)
+        return True
+
+    def _apply(self, tp: TopicPartition, st: _FetchState, part: Any, entry: dict) -> bool:
+        """Apply one partition's answer (the thread's lock held); True when data was appended."""
+        code = int(entry["error_code"])
+        try:
+            if code == 0:
+                n = apply_fetched(part, entry)
+                self.bytes_fetched += n
+                return n > 0
+            if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                truncate_out_of_range(part, int(entry["log_start_offset"]), self._leader_end(tp))
+                return False
+        except StorageError as exc:
+            _log.error("[%s] %s-%d: local log failed: %s", self.name, tp[0], tp[1], exc)
+        except (OSError, ConnectionError) as exc:
+            _log.info("[%s] %s-%d: %s", self.name, tp[0], tp[1], exc)
+            self._close_conn()
+        except Exception as exc:  # a corrupt answer: the partition backs off, the rest go on
+            _log.error("[%s] %s-%d: bad fetch answer: %s", self.name, tp[0], tp[1], exc)
+        else:
+            level = logging.DEBUG if code in _RETRY_LATER else logging.WARNING
+            _log.log(level, "[%s] %s-%d: leader answered error %d", self.name, *tp, code)
+        st.delayed_until = time.monotonic() + self.settings.backoff_ms / 1000
+        return False
+
+    def _leader_end(self, tp: TopicPartition) -> int:
+        """The leader's log end offset (ListOffsets latest as a replica)."""
+        body = {
+            "replica_id": self.node_id,
+            "topics": [{"name": tp[0], "partitions": [{"partition": tp[1], "timestamp": -1}]}],
+        }
+        resp = self._connection().request(ApiKey.LIST_OFFSETS, body)
+        for t in resp["topics"]:
+            for p in t["partitions"]:
+                if p["error_code"] == 0:
+                    return int(p["offset"])
+        return -1
+
+    def _flush(self, part: Any) -> None:
+        try:
+            part.log.flush()
+        except StorageError as exc:
+            _log.error("[%s] %s-%d: fsync failed: %s", self.name, part.topic, part.partition, exc)
+
+
+class ReplicaFetcherManager:
+    def __init__(
+        self,
+        node_id: int,
+        replica_manager: Any,
+        endpoint_for: Callable[[int], Endpoint | None],
+        settings: FetcherSettings,
+    ) -> None:
+        self.node_id = node_id
+        self.rm = replica_manager
+        self.endpoint_for = endpoint_for
+        self.settings = settings
+        self._lock = threading.Lock()
+        self._threads: dict[tuple[int, int], ReplicaFetcherThread] = {}
+        self._where: dict[TopicPartition, tuple[int, int]] = {}
+        self._closed = False
+
+    def _key(self, tp: TopicPartition, leader_id: int) -> tuple[int, int]:
+        return (leader_id, hash(tp) % self.settings.num_fetchers)
+
+    def add(self, tp: TopicPartition, leader_id: int, leader_epoch: int) -> None:
+        """Fetch `tp` from `leader_id` under `leader_epoch` (moving it from another leader)."""
+        with self._lock:
+            if self._closed:
+                return
+            key = self._key(tp, leader_id)
+            old = self._where.get(tp)
+            if old is not None and old != key:
+                self._remove_locked(tp)
+            thread = self._threads.get(key)
+            if thread is None:
+                thread = ReplicaFetcherThread(
+                    f"replica-fetcher-{leader_id}-{key[1]}",
+                    self.node_id,
+                    leader_id,
+                    self.rm,
+                    self.endpoint_for,
+                    self.settings,
+                )
+                self._threads[key] = thread
+                thread.start()
+            self._where[tp] = key
+            thread.add(tp, leader_epoch)
+
+    def remove(self, tp: TopicPartition) -> None:
+        with self._lock:
+            self._remove_locked(tp)
+
+    def _remove_locked(self, tp: TopicPartition) -> None:
+        key = self._where.pop(tp, None)
+        if key is None:
+            return
+        thread = self._threads.get(key)
+        if thread is None:
+            return
+        thread.remove(tp)
+        if not thread.partitions():
+            del self._threads[key]
+            thread.stop()
+
+    def fetching(self) -> dict[TopicPartition, int]:
+        """Partition -> the leader it is fetched from."""
+        with self._lock:
+            return {tp: key[0] for tp, key in self._where.items()}
+
+    def shutdown(self) -> None:
+        with self._lock:
+            self._closed = True
+            threads = list(self._threads.values())
+            self._threads.clear()
+            self._where.clear()
+        for t in threads:
+            t.stop()
+        for t in threads:
+            t.join(5.0)

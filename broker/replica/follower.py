@@ -1,0 +1,107 @@
+"""The follower side of replication: apply one partition of a leader's Fetch answer to the
+local log (append, truncate on divergence or out-of-range), and say what to fetch next.
+
+    state = fetch_position(part)            # (fetch offset, last fetched epoch)
+    appended = apply_fetched(part, entry)   # bytes appended (0: nothing, or truncated)
+
+Divergence (KIP-320, docs/replication.md): the follower sends its last fetched epoch with
+every fetch; when the leader's log ends that epoch earlier than the fetch offset, or does not
+know it, the answer carries `diverging_epoch`/`diverging_end_offset` (the largest leader epoch
+<= the follower's and its end offset on the leader). The follower truncates to the smaller of
+that end offset and its own end offset for the same epoch, then fetches again: a follower that
+still diverges at an earlier epoch is told so by the next answer. Never to its HW alone
+(KIP-101's lost-write case).
+
+Durability: the caller (the replica fetcher thread) fsyncs every log it appended to before its
+next fetch, so the fetch offset a follower sends is its durable end: the leader's HW never
+counts an unflushed follower byte.
+
+Threads: the replica fetcher thread owning the partition; Log and Partition lock themselves.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from broker.replica.partition import Partition
+from client.records.header import iter_headers
+
+_log = logging.getLogger(__name__)
+
+
+def fetch_position(part: Partition) -> tuple[int, int]:
+    """(fetch offset = the local log end, last fetched epoch = the latest epoch in the log)."""
+    log = part.log
+    return log.end_offset, log.latest_epoch
+
+
+def whole_batches(data: bytes | memoryview) -> memoryview:
+    """The prefix of `data` made of whole batches (a size-limited read may end mid-batch)."""
+    end = 0
+    for pos, h in iter_headers(data):
+        end = pos + h.size
+    return memoryview(data)[:end]
+
+
+def truncate_diverged(part: Partition, leader_epoch: int, leader_end: int) -> int:
+    """Truncate after a diverging-epoch answer; returns the new log end."""
+    log = part.log
+    if leader_epoch < 0:  # the leader knows no epoch as old as ours: keep nothing it lacks
+        target = min(leader_end, log.end_offset) if leader_end >= 0 else log.log_start_offset
+    else:
+        mine_epoch, mine_end = log.end_offset_for_epoch(leader_epoch)
+        target = leader_end if mine_epoch < 0 else min(leader_end, mine_end)
+    target = max(target, 0)
+    if target < log.end_offset:
+        _log.info(
+            "[%s-%d] diverged from leader %d at epoch %d (leader end %d): truncating %d -> %d",
+            part.topic,
+            part.partition,
+            part.leader_id,
+            leader_epoch,
+            leader_end,
+            log.end_offset,
+            target,
+        )
+        if target < log.log_start_offset:
+            log.truncate_fully_and_start_at(target)
+        else:
+            log.truncate_to(target)
+    part.update_follower_high_watermark(part.high_watermark)  # clamp to the new end
+    return log.end_offset
+
+
+def truncate_out_of_range(part: Partition, leader_start: int, leader_end: int) -> None:
+    """OFFSET_OUT_OF_RANGE from the leader: below its start, restart the log empty at the
+    leader's start; above its end, truncate to its end (Kafka's ReplicaFetcherThread)."""
+    log = part.log
+    if log.end_offset < leader_start:
+        _log.info(
+            "[%s-%d] behind the leader's log start %d: restarting the log there",
+            part.topic,
+            part.partition,
+            leader_start,
+        )
+        log.truncate_fully_and_start_at(leader_start)
+    elif 0 <= leader_end < log.end_offset:
+        truncate_diverged(part, -1, leader_end)
+
+
+def apply_fetched(part: Partition, entry: dict[str, Any]) -> int:
+    """Apply an error-free partition entry of a Fetch answer; returns bytes appended."""
+    if (
+        int(entry.get("diverging_end_offset", -1)) >= 0
+        or int(entry.get("diverging_epoch", -1)) >= 0
+    ):
+        truncate_diverged(part, int(entry["diverging_epoch"]), int(entry["diverging_end_offset"]))
+        return 0
+    data = entry.get("records") or b""
+    appended = 0
+    if data:
+        batches = whole_batches(data)
+        if len(batches):
+            part.log.append_as_follower(batches)
+            appended = len(batches)
+    part.update_follower_high_watermark(int(entry["high_watermark"]))
+    return appended

@@ -1,0 +1,77 @@
+"""A cluster of real processes on loopback: a `gregor controller` quorum (ControllerQuorum)
+and `gregor broker` processes joining it (Brokers), with start / kill / terminate / pause /
+resume of one broker. Used through the `broker_cluster` fixture (tests/cluster/conftest.py)."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+from controller_quorum import HOST, free_ports
+from helpers import GregorProcess, spawn_gregor
+
+
+class Brokers:
+    def __init__(
+        self, tmp: Path, voters: str, ids: list[int], overrides: dict[str, Any] | None = None
+    ) -> None:
+        self.tmp = tmp
+        self.ports = dict(zip(ids, free_ports(len(ids)), strict=True))
+        self.configs: dict[int, Path] = {}
+        extra = "".join(f"{k}: {v}\n" for k, v in (overrides or {}).items())
+        for n, port in self.ports.items():
+            self.configs[n] = tmp / f"broker-{n}.yaml"
+            self.configs[n].write_text(
+                "process.roles: broker\n"
+                f"node.id: {n}\n"
+                f'controller.quorum.voters: "{voters}"\n'
+                f"listeners: PLAINTEXT://{HOST}:{port}\n"
+                f"log.dirs: {tmp / f'broker-{n}'}\n"
+                "broker.heartbeat.interval.ms: 300\n" + extra
+            )
+        self.procs: dict[int, GregorProcess] = {}
+        self._all: list[GregorProcess] = []
+
+    def start(self, n: int, timeout: float = 30.0) -> GregorProcess:
+        gp = spawn_gregor(
+            ["broker", "--config", str(self.configs[n])],
+            self.tmp / f"broker-{n}",
+            self.tmp / f"broker-{n}.{len(self._all)}.stderr",
+        )
+        self._all.append(gp)
+        self.procs[n] = gp
+        gp.wait_ready(timeout)
+        return gp
+
+    def stop(self, n: int, sig: int) -> int:
+        gp = self.procs.pop(n)
+        os.killpg(gp.proc.pid, sig)
+        return gp.proc.wait(30)
+
+    def pause(self, n: int) -> None:
+        os.killpg(self.procs[n].proc.pid, signal.SIGSTOP)
+
+    def resume(self, n: int) -> None:
+        os.killpg(self.procs[n].proc.pid, signal.SIGCONT)
+
+    def bootstrap(self, n: int) -> str:
+        return f"{HOST}:{self.ports[n]}"
+
+    def bootstrap_all(self) -> str:
+        return ",".join(self.bootstrap(n) for n in self.ports)
+
+    def stderr(self) -> str:
+        out = []
+        for path in sorted(self.tmp.glob("broker-*.stderr")):
+            out.append(f"--- {path.name}\n{path.read_text()[-4000:]}")
+        return "\n".join(out)
+
+    def close(self) -> None:
+        for gp in self._all:
+            if gp.proc.poll() is None:
+                os.killpg(gp.proc.pid, signal.SIGCONT)
+                os.killpg(gp.proc.pid, signal.SIGKILL)
+                gp.proc.wait(10)
+            gp.close()

@@ -1,0 +1,195 @@
+"""Replication rules on real Logs, purgatories and flushers (no network): Kafka's caught-up
+rule, ISR shrink/expand proposals, the HW over the maximal ISR, NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+and divergence (KIP-101/320): a follower truncates to the leader's end offset for its last
+epoch, never to its HW alone."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from helpers import wait_until
+from test_replica_manager import TID, Harness
+
+from broker.replica import FetchParams, FetchPartitionSpec
+from broker.replica.follower import apply_fetched, fetch_position
+from client.errors import ErrorCode
+from client.records import build_batch, decode_records
+from controller.metadata.records import Partition as PartitionRecord
+from controller.metadata.records import PartitionChange, Topic
+
+MiB = 1 << 20
+
+
+@pytest.fixture
+def h(tmp_path):
+    harness = Harness(tmp_path)
+    harness.replay(Topic("t", TID), PartitionRecord(TID, 0, (1, 2, 3), (1, 2, 3), 1, 0, 0))
+    yield harness
+    harness.close()
+
+
+def _append_async(h, n: int, acks: int = -1):
+    done = threading.Event()
+    box: dict = {}
+
+    def cb(statuses):
+        box.update(statuses)
+        done.set()
+
+    res = h.rm.append_records(acks, 5000, {("t", 0): build_batch([(None, b"x")] * n)}, cb)
+    if res is not None:
+        box.update(res)
+        done.set()
+    return done, box
+
+
+def _follower_fetch(h, replica: int, offset: int, last_epoch: int = -1) -> dict:
+    spec = FetchPartitionSpec("t", 0, offset, MiB, -1, last_epoch)
+    return h.rm.read_partitions(FetchParams(replica, 0, 1, MiB), [spec])[0]
+
+
+def test_caught_up_as_of_the_previous_fetch(h):
+    part = h.rm.get_partition("t", 0)
+    st = part.followers[2]
+    t0 = st.last_caught_up_ms  # the new leader gives ISR members the lag time from now
+    part.log.append_as_leader(build_batch([(None, b"a")] * 3), 0)  # leader end 3
+    part.update_follower(2, 0, now_ms=t0 + 1000)  # behind: not caught up now
+    assert st.last_caught_up_ms == t0
+    part.log.append_as_leader(build_batch([(None, b"b")] * 3), 0)  # leader end 6
+    # fetches from 3: still behind the end (6) but at the end as of its previous fetch (3),
+    # so caught up as of that fetch's time (Kafka's rule: steady load keeps it in the ISR)
+    part.update_follower(2, 3, now_ms=t0 + 2000)
+    assert st.last_caught_up_ms == t0 + 1000
+    part.update_follower(2, 5, now_ms=t0 + 3000)  # behind the end as of its previous fetch
+    assert st.last_caught_up_ms == t0 + 1000
+    part.update_follower(2, 6, now_ms=t0 + 4000)  # at the end now
+    assert st.last_caught_up_ms == t0 + 4000
+
+
+def test_shrink_proposes_only_lagging_followers_once(h):
+    part = h.rm.get_partition("t", 0)
+    proposals = []
+    h.rm.isr_proposer = lambda p, isr: proposals.append(isr)
+    part.update_follower(2, 0)
+    part.update_follower(3, 0)
+    assert h.rm.shrink_isrs(60_000) == 0  # both fetched just now
+    part.followers[3].last_caught_up_ms -= 120_000
+    assert h.rm.shrink_isrs(60_000) == 1
+    assert proposals == [(1, 2)]
+    assert h.rm.shrink_isrs(60_000) == 0  # pending: not proposed again
+    # committed: the metadata brings the new ISR and partition epoch; the pending one clears
+    h.replay(PartitionChange(TID, 0, isr=(1, 2)))
+    assert part.isr == (1, 2) and part.pending_isr is None
+
+
+def test_expand_when_the_follower_reaches_the_hw(h):
+    h.replay(PartitionChange(TID, 0, isr=(1, 2)))
+    part = h.rm.get_partition("t", 0)
+    proposals = []
+    h.rm.isr_proposer = lambda p, isr: proposals.append(isr)
+    done, box = _append_async(h, 4)
+    wait_until(lambda: part.log.flushed_offset >= 4, 5, "the leader's fsync")
+    _follower_fetch(h, 2, 4)  # the ISR member: HW 4, the produce completes
+    assert done.wait(5) and box[("t", 0)].error_code == 0
+    _follower_fetch(h, 3, 0)  # out of the ISR and below the HW: nothing to propose
+    assert proposals == []
+    _follower_fetch(h, 3, 4)  # reached the HW: back into the ISR
+    assert proposals == [(1, 2, 3)]
+    # until committed, the HW counts the pending member too (maximal ISR)
+    done2, _ = _append_async(h, 1)
+    wait_until(lambda: part.log.flushed_offset >= 5, 5, "the leader's fsync")
+    _follower_fetch(h, 2, 5)
+    assert part.high_watermark == 4 and not done2.wait(0.05)
+    _follower_fetch(h, 3, 5)
+    assert part.high_watermark == 5 and done2.wait(5)
+
+
+def test_isr_shrunk_after_the_append_answers_not_enough_replicas_after_append(h):
+    h.rm._min_insync_for = lambda topic: 2
+    done, box = _append_async(h, 2)
+    assert not done.wait(0.1)  # the followers have not fetched
+    h.replay(PartitionChange(TID, 0, isr=(1,)))  # both followers dropped from the ISR
+    assert done.wait(5)
+    assert box[("t", 0)].error_code == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    # and a new acks=all produce is refused before appending
+    done, box = _append_async(h, 1)
+    assert done.wait(5) and box[("t", 0)].error_code == ErrorCode.NOT_ENOUGH_REPLICAS
+
+
+@pytest.fixture
+def pair(tmp_path):
+    """Broker 1 leads t-0 at leader epoch 2; broker 2 follows it."""
+    leader, follower = Harness(tmp_path / "b1"), Harness(tmp_path / "b2")
+    follower.rm.node_id = 2
+    recs = (Topic("t", TID), PartitionRecord(TID, 0, (1, 2), (1, 2), 1, 2, 0))
+    leader.replay(*recs)
+    follower.replay(*recs)
+    yield leader, follower
+    leader.close()
+    follower.close()
+
+
+def _values(log) -> list[tuple[int, bytes]]:
+    return [(r.offset, r.value) for r in decode_records(log.read(0, 1 << 24).data)]
+
+
+def _replicate(leader, follower, rounds: int = 5) -> int:
+    """Fetch rounds as the replica fetcher does them; returns how many truncated."""
+    fpart = follower.rm.get_partition("t", 0)
+    truncations = 0
+    for _ in range(rounds):
+        offset, epoch = fetch_position(fpart)
+        entry = _follower_fetch(leader, 2, offset, epoch)
+        assert entry["error_code"] == 0
+        if entry.get("diverging_end_offset", -1) >= 0:
+            truncations += 1
+        apply_fetched(fpart, entry)
+        fpart.log.flush()
+    return truncations
+
+
+def test_old_leader_truncates_its_unreplicated_writes(pair):
+    """KIP-101/320: the follower (an old leader of epoch 1) holds records 5..9 that no one
+    else has; the leader (epoch 2) wrote other records there. The follower truncates to the
+    leader's end of epoch 0 (5) and copies the leader's records."""
+    leader, follower = pair
+    llog = leader.lm.get("t", 0)
+    flog = follower.lm.get("t", 0)
+    common = build_batch([(None, b"c%d" % i) for i in range(5)])
+    llog.append_as_leader(common, 0)
+    flog.append_as_leader(common, 0)
+    flog.append_as_leader(build_batch([(None, b"lost%d" % i) for i in range(5)]), 1)
+    llog.append_as_leader(build_batch([(None, b"new%d" % i) for i in range(3)]), 2)
+    llog.flush()
+    assert _replicate(leader, follower) == 1
+    assert _values(flog) == _values(llog)
+    assert [v for _, v in _values(flog)][5:] == [b"new0", b"new1", b"new2"]
+    assert flog.latest_epoch == 2
+
+
+def test_follower_keeps_replicated_records_above_its_stale_hw(pair):
+    """KIP-101's lost write: truncating to the HW alone would drop records the leader has (and
+    may have acknowledged). With the epoch check the follower keeps them."""
+    leader, follower = pair
+    llog = leader.lm.get("t", 0)
+    flog = follower.lm.get("t", 0)
+    batch = build_batch([(None, b"v%d" % i) for i in range(10)])
+    llog.append_as_leader(batch, 0)
+    flog.append_as_leader(build_batch([(None, b"v%d" % i) for i in range(10)]), 0)
+    llog.flush()
+    fpart = follower.rm.get_partition("t", 0)
+    fpart.high_watermark = 5  # its HW lags its log end, as after a restart
+    assert _replicate(leader, follower, rounds=2) == 0
+    assert flog.end_offset == 10
+    assert _values(flog) == _values(llog)
+
+
+def test_leader_without_the_followers_epoch_sends_it_back_to_its_start(pair):
+    leader, follower = pair
+    flog = follower.lm.get("t", 0)
+    flog.append_as_leader(build_batch([(None, b"orphan")] * 3), 1)
+    entry = _follower_fetch(leader, 2, 3, 1)
+    assert (entry["diverging_epoch"], entry["diverging_end_offset"]) == (-1, 0)
+    apply_fetched(follower.rm.get_partition("t", 0), entry)
+    assert flog.end_offset == 0
