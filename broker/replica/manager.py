@@ -370,7 +370,12 @@ class ReplicaManager:
         callback: Callable[[list[dict[str, Any]]], None],
     ) -> list[dict[str, Any]] | None:
         """Read now when min_bytes is available (or max_wait_ms is 0, or a partition errs),
-        else park a DelayedFetch (fetch.min.bytes / fetch.max.wait.ms long poll)."""
+        else park a DelayedFetch (fetch.min.bytes / fetch.max.wait.ms long poll). A follower's
+        fetch position is recorded on arrival, before any wait (as Kafka's readFromLog does): a
+        follower long-polling at the leader's end has everything, and the HW moves now."""
+        if params.is_follower:
+            for spec in partitions:
+                self._follower_fetched(params, spec)
         if params.max_wait_ms <= 0 or not partitions or self.fetch_satisfied(params, partitions):
             return self.read_partitions(params, partitions)
         op = DelayedFetch(params.max_wait_ms, params, partitions, self, callback)
@@ -447,8 +452,11 @@ class ReplicaManager:
                 entry["high_watermark"] = hw
                 entry["last_stable_offset"] = hw
                 entry["log_start_offset"] = log.log_start_offset
-                if params.is_follower and not self._follower_fetched(params, spec, part, entry):
-                    continue  # diverged: the answer says where to truncate, no records
+                if params.is_follower:
+                    div = diverging(part, spec)
+                    if div is not None:  # the answer says where to truncate, no records
+                        entry["diverging_epoch"], entry["diverging_end_offset"] = div
+                        continue
                 limit = None if params.is_follower else hw
                 budget = min(spec.partition_max_bytes, remaining)
                 if got_any and budget <= 0:
@@ -472,16 +480,16 @@ class ReplicaManager:
                 _log.error("fetch %s-%d: %s", spec.topic, spec.partition, exc)
         return out
 
-    def _follower_fetched(
-        self, params: FetchParams, spec: FetchPartitionSpec, part: Partition, entry: dict
-    ) -> bool:
-        """Leader side of a follower fetch: a diverged follower is told where to truncate
-        (False); otherwise its position is recorded (the HW may move and complete waiting
-        acks=all produces) and it may be proposed back into the ISR (True)."""
-        div = diverging(part, spec)
-        if div is not None:
-            entry["diverging_epoch"], entry["diverging_end_offset"] = div
-            return False
+    def _follower_fetched(self, params: FetchParams, spec: FetchPartitionSpec) -> None:
+        """Leader side of a follower fetch's arrival: unless it diverged (its answer will say
+        where to truncate), its position is recorded (the HW may move and complete waiting
+        acks=all produces) and it may be proposed back into the ISR."""
+        try:
+            part = self._fetchable_part(spec)
+        except _Err:
+            return  # the read answers with the error
+        if diverging(part, spec) is not None:
+            return
         if part.update_follower(params.replica_id, spec.fetch_offset):
             self.produce_purgatory.check_and_complete(produce_key(spec.topic, spec.partition))
         proposer = self.isr_proposer
@@ -489,7 +497,6 @@ class ReplicaManager:
             new_isr = part.isr_to_expand(params.replica_id)
             if new_isr is not None:
                 proposer(part, new_isr)
-        return True
 
     def shrink_isrs(self, lag_time_ms: int) -> int:
         """Leaders propose dropping followers not caught up for `lag_time_ms` (the node's tasks

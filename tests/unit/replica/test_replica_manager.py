@@ -117,14 +117,19 @@ def test_isr_follower_leo_bounds_the_high_watermark(h):
     wait_until(lambda: h.lm.get("t", 1).flushed_offset >= 3, 5, "the leader's fsync")
     assert not done.wait(0.05)  # flushed by the leader, but the follower is at 0
     assert part.high_watermark == 0
-    # the follower fetches from offset 3 (it has 0..2): that fetch alone moves the HW to 3 and
-    # completes the waiting produce (no flush callback involved)
-    out = h.rm.read_partitions(
-        FetchParams(2, 0, 1, 1 << 20), [FetchPartitionSpec("t", 1, 3, 1 << 20)]
+    # the follower fetches from offset 3 (it has 0..2), long-polling at the leader's end: the
+    # fetch waits for new bytes, but its arrival alone moves the HW to 3 and completes the
+    # waiting produce (no flush callback involved, no wait for the long poll to end)
+    answered = threading.Event()
+    parked = h.rm.fetch_records(
+        FetchParams(2, 5000, 1, 1 << 20),
+        [FetchPartitionSpec("t", 1, 3, 1 << 20)],
+        lambda _: answered.set(),
     )
-    assert out[0]["error_code"] == 0
-    assert done.wait(5)
+    assert parked is None  # nothing new to read: the fetch waits
+    assert done.wait(1)
     assert box[("t", 1)].error_code == 0 and part.high_watermark == 3
+    assert not answered.is_set()
 
 
 def test_acks_one_does_not_wait_for_followers(h):

@@ -46,7 +46,9 @@ def _append_async(h, n: int, acks: int = -1):
 
 def _follower_fetch(h, replica: int, offset: int, last_epoch: int = -1) -> dict:
     spec = FetchPartitionSpec("t", 0, offset, MiB, -1, last_epoch)
-    return h.rm.read_partitions(FetchParams(replica, 0, 1, MiB), [spec])[0]
+    out = h.rm.fetch_records(FetchParams(replica, 0, 1, MiB), [spec], lambda _: None)
+    assert out is not None  # max_wait_ms 0: answered at once
+    return out[0]
 
 
 def test_caught_up_as_of_the_previous_fetch(h):
