@@ -275,6 +275,14 @@ class ClusterClient:
             task.add_done_callback(_retrieve)
         return await asyncio.shield(task)
 
+    def connect_delay(self, node_id: int) -> float:
+        """Seconds before a connection to `node_id` may be tried again (0: connected, or not
+        backing off after a failed connect)."""
+        conn = self._conns.get(node_id)
+        if conn is not None and conn.connected:
+            return 0.0
+        return max(0.0, self._backoff_until.get(node_id, 0.0) - time.monotonic())
+
     def _connected_or_failed(self, node_id: int, _task: asyncio.Task) -> None:
         self._connecting.pop(node_id, None)
 

@@ -8,7 +8,8 @@ them from the responses.
 
 Retriable errors (NOT_LEADER_OR_FOLLOWER, timeouts, lost connections, ...) put the batches back
 at the head of their partition after retry.backoff.ms (with a metadata refresh for leader
-errors) until `retries` or delivery.timeout.ms run out; the partition stays muted while its
+errors) until `retries` or delivery.timeout.ms run out; a leader in reconnect back-off is not
+sent to, the metadata is asked again every retry.backoff.ms until a leader answers; the partition stays muted while its
 request is in flight, so records of one partition are written in send order.
 """
 
@@ -127,7 +128,11 @@ class Sender:
         backoff = now + self.config.retry_backoff_ms / 1000
         for tp, batches in ready.items():
             leader = md.leader_for(tp)
-            if leader < 0 or leader not in md.brokers:
+            if leader < 0 or leader not in md.brokers or self.cluster.connect_delay(leader) > 0:
+                # No leader, or one that just refused a connection: look at fresh metadata
+                # every retry.backoff.ms instead of waiting out the reconnect back-off, so a
+                # new leader is used as soon as the cluster names it (Kafka's Sender skips
+                # nodes that are not ready the same way).
                 self.cluster.request_update()
                 self.acc.reenqueue(batches, backoff)  # keep order; look again after back-off
                 next_at = backoff if next_at is None else min(next_at, backoff)
