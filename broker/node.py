@@ -265,6 +265,7 @@ class BrokerNode:
         self._tasks: threading.Thread | None = None
         self._started = False
         self._closed = False
+        self._controlled_shutdown_done = False
 
     # -- construction helpers -------------------------------------------------------------------
 
@@ -415,6 +416,16 @@ class BrokerNode:
         """Apply retention now (segments wholly below the high watermark). Any thread."""
         return self.log_manager.run_retention(self.replica_manager.high_watermarks())
 
+    def controlled_shutdown(self) -> None:
+        """Ask the controller to move leadership off this broker and fence it (bounded, best
+        effort), while the broker still serves: the server calls it before it stops taking
+        requests. Idempotent; `shutdown` calls it when the server did not."""
+        if self._controlled_shutdown_done:
+            return
+        self._controlled_shutdown_done = True
+        if self.fatal_error is None:  # (a failed controller cannot move leadership)
+            self.lifecycle.controlled_shutdown()
+
     def shutdown(self) -> None:
         """Stop background work and the controller, flush every log, write checkpoints and the
         clean-shutdown marker. Idempotent."""
@@ -424,8 +435,7 @@ class BrokerNode:
         self._stop.set()
         if self._tasks is not None:
             self._tasks.join(10.0)
-        if self.fatal_error is None:  # (a failed controller cannot move leadership)
-            self.lifecycle.controlled_shutdown()
+        self.controlled_shutdown()
         try:
             self.quorum.stop()
         except Exception:

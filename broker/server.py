@@ -7,7 +7,11 @@ Start-up (`start()`, returns once listening): bind the listening socket (port 0 
 build and start the node (`build_node`, the one place the node is wired in), start the I/O
 pool, then the network threads and the acceptor.
 
-Graceful shutdown (`shutdown()`, idempotent): stop accepting; stop taking new requests; wait
+Graceful shutdown (`shutdown()`, idempotent): first the controlled shutdown
+(`node.controlled_shutdown()`, while still serving, as Kafka does: followers keep fetching and
+acks=all produces waiting on them complete, then leadership moves and the waiting ones end
+with NOT_LEADER_OR_FOLLOWER, which producers retry on the new leader); stop accepting; stop
+taking new requests; wait
 (up to `timeout`) for every in-flight request to be answered, including delayed operations
 still in a purgatory; stop the I/O pool; `node.shutdown()` (flush, clean-shutdown marker);
 close the connections (written responses are flushed first) and stop the network threads.
@@ -258,6 +262,8 @@ class BrokerServer:
             return
         t0 = time.monotonic()
         try:
+            if self.node is not None:
+                self.node.controlled_shutdown()
             self.socket_server.stop_accepting()
             self.socket_server.stop_processing()
             if not self.channel.wait_idle(timeout):

@@ -130,8 +130,9 @@ class BrokerOps(ControllerState):
         elif want_fence:
             if not b.fenced:
                 self._fence(broker_id, "requested by the broker")
-        elif b.fenced and caught_up:
-            self._shutting_down.discard(broker_id)
+        elif b.fenced and caught_up and broker_id not in self._shutting_down:
+            # (a broker shutting down stays fenced until it registers again, even if a
+            # heartbeat sent before it asked to shut down arrives late)
             records: list[Any] = [UnfenceBroker(broker_id, broker_epoch)]
             delta = MetadataDelta(self.image)
             delta.replay(records[0], self.image.offset + 1)
