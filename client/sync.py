@@ -281,6 +281,12 @@ class Admin(_SyncClient):
     def delete_topic(self, name: str, **kw: Any) -> None:
         self._run(self._core.delete_topic(name, **kw))
 
+    def elect_leaders(
+        self, partitions: Iterable[TopicPartition] | None = None, **kw: Any
+    ) -> dict[TopicPartition, Exception | None]:
+        """Preferred or unclean leader election (see client.aio.Admin.elect_leaders)."""
+        return self._run(self._core.elect_leaders(partitions, **kw))
+
     def list_topics(self) -> list[str]:
         return self._run(self._core.list_topics())
 

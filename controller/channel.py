@@ -2,7 +2,7 @@
 
 A broker registers, heartbeats (which also asks for fencing or a controlled shutdown), reports
 ISR changes, and forwards the admin requests that change metadata (topics, partitions,
-configs). Two implementations, and nothing above this seam knows which one it has:
+configs, leader elections). Two implementations, and nothing above this seam knows which one it has:
 
 - in-process: `CombinedController` (controller/quorum/combined.py), the one-voter quorum of a
   combined `gregor server`, running on its own thread and event loop;
@@ -63,6 +63,14 @@ class ControllerChannel(Protocol):
 
     def create_partitions(self, topics: list[dict], validate_only: bool = False) -> Future:
         """CreatePartitions → [{name, error_code, error_message}]."""
+        ...
+
+    def elect_leaders(
+        self, election_type: int, partitions: list[tuple[str, int]] | None = None
+    ) -> Future:
+        """ElectLeaders (0 preferred, 1 unclean) → [{topic, partition, error_code,
+        error_message}] for the requested partitions (None: all, and only the elected are
+        listed)."""
         ...
 
     def incremental_alter_configs(

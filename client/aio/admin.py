@@ -40,7 +40,16 @@ from client.errors import (
     error_for_code,
 )
 from client.protocol import ApiKey
-from client.protocol.apis.admin import RESOURCE_BROKER, RESOURCE_TOPIC
+from client.protocol.apis.admin import (
+    ELECTION_PREFERRED,
+    ELECTION_UNCLEAN,
+    RESOURCE_BROKER,
+    RESOURCE_TOPIC,
+    flatten_election_results,
+    group_partitions,
+)
+
+_ELECTION_TYPES = {"preferred": ELECTION_PREFERRED, "unclean": ELECTION_UNCLEAN}
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +227,44 @@ class Admin:
         if not validate_only:
             await self._wait_metadata(topic, present=True, timeout_ms=timeout, count=total_count)
 
+    async def elect_leaders(
+        self,
+        partitions: Iterable[TopicPartition] | None = None,
+        *,
+        election_type: str = "preferred",
+        timeout_ms: int | None = None,
+    ) -> dict[TopicPartition, Exception | None]:
+        """Elect leaders (Kafka's `Admin.electLeaders`). "preferred": the first replica of each
+        partition leads again where it is live and in the ISR; "unclean": an offline partition
+        (no live ISR member) is led by a live replica, which may lose acknowledged records.
+        `partitions` None means every partition, and the answer then holds only those
+        elected. Returns {partition: None if elected, else the error}:
+        ElectionNotNeededError, PreferredLeaderNotAvailableError,
+        EligibleLeadersNotAvailableError, UnknownTopicOrPartitionError. A whole-request failure
+        (no controller, timeout) raises."""
+        self._check_open()
+        if election_type not in _ELECTION_TYPES:
+            raise ConfigError(
+                f"election_type must be one of {sorted(_ELECTION_TYPES)}, not {election_type!r}"
+            )
+        timeout = self._timeout(timeout_ms)
+        wanted = None if partitions is None else [(tp.topic, tp.partition) for tp in partitions]
+        body = {
+            "election_type": _ELECTION_TYPES[election_type],
+            "topic_partitions": group_partitions(wanted),
+            "timeout_ms": timeout,
+        }
+        resp = await self._cluster.send_any(ApiKey.ELECT_LEADERS, body, timeout_ms=timeout + 5000)
+        results = flatten_election_results(resp["replica_election_results"])
+        if resp["error_code"] and not results:
+            raise error_for_code(resp["error_code"])("ElectLeaders")
+        out: dict[TopicPartition, Exception | None] = {}
+        for r in results:
+            tp = TopicPartition(r["topic"], r["partition"])
+            code = r["error_code"]
+            out[tp] = error_for_code(code)(r["error_message"] or str(tp)) if code else None
+        return out
+
     async def _wait_metadata(
         self, name: str, present: bool, timeout_ms: int, count: int = 0
     ) -> None:
@@ -272,6 +319,7 @@ class Admin:
                     list(p.isr),
                     start.get(TopicPartition(name, p.partition), (-1, -1))[0],
                     end.get(TopicPartition(name, p.partition), (-1, -1))[0],
+                    p.leader_epoch,
                 )
                 for p in parts
             ],

@@ -51,6 +51,7 @@ class PartitionDescription(NamedTuple):
     isr: list[int]
     log_start_offset: int
     high_watermark: int
+    leader_epoch: int = -1
 
 
 class TopicDescription(NamedTuple):

@@ -1,4 +1,4 @@
-"""`gregor topics create|list|describe|alter|delete`."""
+"""`gregor topics create|list|describe|alter|delete|elect-leaders`."""
 
 from __future__ import annotations
 
@@ -47,6 +47,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_bootstrap(a)
     a.set_defaults(func=_alter)
+
+    e = sub.add_parser(
+        "elect-leaders",
+        help="move leadership to the preferred replica (or elect an unclean leader)",
+        description="Preferred: each partition's first replica leads again where it is live "
+        "and in the ISR. Unclean: an offline partition (no live ISR member) is led by a live "
+        "replica, which may lose acknowledged records. Exits 1 if an election failed "
+        "(an election that was not needed is not a failure).",
+    )
+    which = e.add_mutually_exclusive_group(required=True)
+    which.add_argument("--topic", help="the partitions of this topic (all, or --partition)")
+    which.add_argument(
+        "--all-topic-partitions", action="store_true", help="every partition of every topic"
+    )
+    e.add_argument(
+        "--partition", type=int, action="append", default=[], help="with --topic (repeatable)"
+    )
+    e.add_argument("--election-type", choices=("preferred", "unclean"), default="preferred")
+    add_bootstrap(e)
+    e.set_defaults(func=_elect_leaders)
 
     rm = sub.add_parser("delete", help="delete a topic")
     rm.add_argument("name")
@@ -122,7 +142,7 @@ def _describe(args: argparse.Namespace) -> int:
         )
         for p in d.partitions:
             print(
-                f"\tPartition: {p.partition}\tLeader: {p.leader}\t"
+                f"\tPartition: {p.partition}\tLeader: {p.leader}\tLeaderEpoch: {p.leader_epoch}\t"
                 f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}\t"
                 f"LogStartOffset: {p.log_start_offset}\tHighWatermark: {p.high_watermark}"
             )
@@ -135,6 +155,47 @@ def _alter(args: argparse.Namespace) -> int:
         admin.create_partitions(args.name, args.partitions)
     print(f"Topic {args.name} now has {args.partitions} partitions.")
     return 0
+
+
+@reports_errors
+def _elect_leaders(args: argparse.Namespace) -> int:
+    from client import TopicPartition
+    from client.errors import ElectionNotNeededError
+
+    if args.partition and not args.topic:
+        raise SystemExit("--partition needs --topic")
+    with _admin(args) as admin:
+        wanted = None
+        if args.topic:
+            numbers = args.partition or [
+                p.partition for p in admin.describe_topic(args.topic).partitions
+            ]
+            wanted = [TopicPartition(args.topic, n) for n in numbers]
+        results = admin.elect_leaders(wanted, election_type=args.election_type)
+    kind = args.election_type.upper()
+    elected = sorted(tp for tp, err in results.items() if err is None)
+    not_needed = sorted(
+        tp for tp, err in results.items() if isinstance(err, ElectionNotNeededError)
+    )
+    failed = sorted(
+        (tp, err)
+        for tp, err in results.items()
+        if err is not None and not isinstance(err, ElectionNotNeededError)
+    )
+    if elected:
+        names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in elected)
+        print(f"Successfully completed leader election ({kind}) for partitions {names}")
+    if not_needed:
+        names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in not_needed)
+        print(f"Valid replica already elected for partitions {names}")
+    if not results:
+        print(f"No partition needed a {args.election_type} election.")
+    for tp, err in failed:
+        print(
+            f"Error completing leader election ({kind}) for partition {tp.topic}-{tp.partition}: "
+            f"{type(err).__name__}: {err}"
+        )
+    return 1 if failed else 0
 
 
 @reports_errors

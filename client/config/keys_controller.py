@@ -24,5 +24,5 @@ KEYS = [
     key("metadata.log.max.snapshot.interval.ms", "duration_ms", 3_600_000, "take a metadata snapshot at least this often (if anything changed)", C, at_least(1), status=IGNORED, why='snapshots are taken by record count (metadata.log.max.records.between.snapshots)'),
     key("auto.leader.rebalance.enable", "bool", True, "move leadership back to preferred replicas", C),
     key("leader.imbalance.check.interval.ms", "duration_ms", 300_000, "how often leader imbalance is checked (Kafka's .seconds key, in ms)", C, at_least(1)),
-    key("leader.imbalance.per.broker.percentage", "int", 10, "rebalance a broker's leaders above this imbalance percentage", C, in_range(0, 100), status=IGNORED, why='preferred-leader rebalancing is not built yet'),
+    key("leader.imbalance.per.broker.percentage", "int", 10, "rebalance a broker's leaders above this imbalance percentage", C, in_range(0, 100)),
 ]  # fmt: skip

@@ -363,6 +363,11 @@ class CombinedController:
     ) -> concurrent.futures.Future:
         return self.runner.create_partitions(topics, validate_only)
 
+    def elect_leaders(
+        self, election_type: int, partitions: list[tuple[str, int]] | None = None
+    ) -> concurrent.futures.Future:
+        return self.runner.elect_leaders(election_type, partitions)
+
     def incremental_alter_configs(
         self, resources: list[dict], validate_only: bool = False
     ) -> concurrent.futures.Future:

@@ -35,6 +35,7 @@ from controller.metadata.snapshot import load_snapshot
 from controller.quorum.broker_ops import BrokerOps
 from controller.quorum.log import MetadataLog
 from controller.quorum.partition_ops import PartitionOps
+from controller.quorum.replication import imbalanced_partitions
 from controller.quorum.state import ControllerSettings, ControllerState
 from controller.quorum.topic_ops import TopicOps
 
@@ -101,9 +102,14 @@ class QuorumController(TopicOps, BrokerOps, PartitionOps):
 
     def tick(self) -> None:
         """Periodic work (ControllerThread calls it): session expiry, and preferred-leader
-        rebalancing every leader.imbalance.check.interval.ms when enabled."""
+        rebalancing every leader.imbalance.check.interval.ms when enabled, for the brokers whose
+        share of partitions led elsewhere is above leader.imbalance.per.broker.percentage."""
         self.check_sessions()
         now = self.clock()
         if self.settings.auto_leader_rebalance_enable and now >= self._next_rebalance_ms:
             self._next_rebalance_ms = now + self.settings.leader_imbalance_check_interval_ms
-            self.elect_preferred_leaders()
+            imbalanced = imbalanced_partitions(
+                self.image, self.settings.leader_imbalance_per_broker_percentage
+            )
+            if imbalanced:
+                self.elect_preferred_leaders(imbalanced)

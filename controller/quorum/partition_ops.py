@@ -7,9 +7,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from client.errors import ErrorCode
+from client.errors import ErrorCode, InvalidRequestError
+from client.protocol.apis.admin import ELECTION_PREFERRED, ELECTION_UNCLEAN
 from controller.metadata.records import PartitionChange
-from controller.quorum.replication import check_isr_change, preferred_leader_changes
+from controller.quorum.replication import (
+    check_isr_change,
+    preferred_leader_changes,
+    unclean_leader_changes,
+)
 from controller.quorum.state import ControllerState
 
 _log = logging.getLogger(__name__)
@@ -21,33 +26,56 @@ class PartitionOps(ControllerState):
     ) -> list[dict]:
         """ElectLeaders (preferred): [{topic, partition, error_code, error_message}] for the
         requested partitions (all when None: only the ones that moved are reported)."""
+        return self.elect_leaders(ELECTION_PREFERRED, partitions)
+
+    def elect_leaders(
+        self, election_type: int, partitions: list[tuple[str, int]] | None = None
+    ) -> list[dict]:
+        """ElectLeaders: [{topic, partition, error_code, error_message}] for the requested
+        partitions (all when None: only the ones elected are reported). Preferred: the first
+        replica leads where it is live and in the ISR. Unclean: an offline partition gets a
+        live replica as leader with ISR = [it]."""
         self._check_active()
+        if election_type not in (ELECTION_PREFERRED, ELECTION_UNCLEAN):
+            raise InvalidRequestError(f"unknown election type {election_type} (0 or 1)")
         live = self._live()
         only = None if partitions is None else set(partitions)
-        changes = preferred_leader_changes(self.image, live, only)
+        if election_type == ELECTION_PREFERRED:
+            changes = preferred_leader_changes(self.image, live, only)
+        else:
+            changes = unclean_leader_changes(self.image, live, only)
+        elected = {(self.image.topics_by_id[c.topic_id].name, c.partition) for c in changes}
         self._write(changes)
-        moved = {(self.image.topics_by_id[c.topic_id].name, c.partition) for c in changes}
         results = []
-        for topic, p in partitions if partitions is not None else sorted(moved):
+        for topic, p in partitions if partitions is not None else sorted(elected):
             reg = self.image.partition(topic, p)
             if reg is None:
                 code, msg = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "unknown partition"
-            elif (topic, p) in moved:
+            elif (topic, p) in elected:
                 code, msg = ErrorCode.NONE, None
-            elif reg.leader == reg.replicas[0]:
+            elif election_type == ELECTION_PREFERRED and reg.leader == reg.replicas[0]:
                 code, msg = ErrorCode.ELECTION_NOT_NEEDED, "the preferred replica already leads"
-            else:
+            elif election_type == ELECTION_PREFERRED:
                 code, msg = (
                     ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
-                    "preferred replica not live or not in ISR",
+                    f"preferred replica {reg.replicas[0]} is not live or not in the ISR",
+                )
+            elif reg.leader >= 0:
+                code, msg = ErrorCode.ELECTION_NOT_NEEDED, f"broker {reg.leader} leads"
+            else:
+                code, msg = (
+                    ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                    f"no replica of {list(reg.replicas)} is live",
                 )
             results.append(
                 {"topic": topic, "partition": p, "error_code": int(code), "error_message": msg}
             )
         if changes:
-            _log.info(
-                "[controller=%d] preferred leaders elected for %d partitions",
+            _log.log(
+                logging.WARNING if election_type == ELECTION_UNCLEAN else logging.INFO,
+                "[controller=%d] %s leaders elected for %d partitions",
                 self.settings.node_id,
+                "unclean" if election_type == ELECTION_UNCLEAN else "preferred",
                 len(changes),
             )
         return results

@@ -32,6 +32,7 @@ import msgpack
 from client.errors import ErrorCode, OffsetOutOfRangeError
 from client.fsutil import DirectoryLock
 from client.protocol.api_keys import ApiKey
+from client.protocol.apis.admin import group_election_results
 from client.protocol.schema import API_SPECS
 from controller.quorum.combined import describe_quorum_body
 from controller.quorum.controller import QuorumController
@@ -182,6 +183,7 @@ class ControllerProcess:
             ApiKey.DELETE_TOPICS: self._delete_topics,
             ApiKey.CREATE_PARTITIONS: self._create_partitions,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self._incremental_alter_configs,
+            ApiKey.ELECT_LEADERS: self._elect_leaders,
         }
         handlers.update({k: v for k, v in optional.items() if k in API_SPECS})
         return handlers
@@ -317,6 +319,18 @@ class ControllerProcess:
             "incremental_alter_configs", b["resources"], b.get("validate_only", False)
         )
         return {"responses": results, "throttle_time_ms": 0}
+
+    async def _elect_leaders(self, b: dict) -> dict:
+        tps = b.get("topic_partitions")
+        partitions = (
+            None if tps is None else [(t["topic"], p) for t in tps for p in t["partitions"]]
+        )
+        results = await self._call("elect_leaders", b["election_type"], partitions)
+        return {
+            "throttle_time_ms": 0,
+            "error_code": 0,
+            "replica_election_results": group_election_results(list(results)),
+        }
 
     async def _alter_partition(self, b: dict) -> dict:
         return await self._call("alter_partition", b["broker_id"], b["broker_epoch"], b["topics"])

@@ -38,6 +38,7 @@ from client.errors import (
     error_for_code,
 )
 from client.protocol.api_keys import ApiKey
+from client.protocol.apis.admin import flatten_election_results, group_partitions
 from controller.quorum.log import Listener, MetadataLog, notify_listeners
 from controller.quorum.network import parse_voters, request
 
@@ -198,6 +199,9 @@ class RemoteController:
     def alter_partition(self, *a: Any, **k: Any) -> concurrent.futures.Future:
         return self.submit("alter_partition", *a, **k)
 
+    def elect_leaders(self, *a: Any, **k: Any) -> concurrent.futures.Future:
+        return self.submit("elect_leaders", *a, **k)
+
     def incremental_alter_configs(self, *a: Any, **k: Any) -> concurrent.futures.Future:
         return self.submit("incremental_alter_configs", *a, **k)
 
@@ -299,6 +303,14 @@ def _create_partitions(
     )
 
 
+def _elect(election_type: int, partitions: list[tuple[str, int]] | None = None) -> tuple:
+    return (
+        ApiKey.ELECT_LEADERS,
+        {"election_type": election_type, "topic_partitions": group_partitions(partitions)},
+        lambda r: flatten_election_results(r["replica_election_results"]),
+    )
+
+
 def _alter_configs(resources: list[dict], validate_only: bool = False) -> tuple:
     return (
         ApiKey.INCREMENTAL_ALTER_CONFIGS,
@@ -315,6 +327,7 @@ _CALLS: dict[str, Any] = {
     "delete_topics": _delete_topics,
     "create_partitions": _create_partitions,
     "incremental_alter_configs": _alter_configs,
+    "elect_leaders": _elect,
     "describe_quorum": lambda: (ApiKey.DESCRIBE_QUORUM, {}, _same),
 }
 

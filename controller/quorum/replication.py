@@ -103,6 +103,43 @@ def preferred_leader_changes(
     return out
 
 
+def imbalanced_partitions(image: MetadataImage, percentage: int) -> list[tuple[str, int]]:
+    """Kafka's auto-rebalance trigger: for each broker, the share of the partitions it is the
+    preferred (first) replica of but does not lead; where that share is above `percentage` %,
+    those partitions (to be given a preferred-leader election)."""
+    preferred_of: dict[int, list[tuple[str, int, bool]]] = {}
+    for t in image.topics.values():
+        for p, reg in t.partitions.items():
+            if reg.replicas:
+                preferred_of.setdefault(reg.replicas[0], []).append(
+                    (t.name, p, reg.leader == reg.replicas[0])
+                )
+    out: list[tuple[str, int]] = []
+    for parts in preferred_of.values():
+        not_led = [(name, p) for name, p, led in parts if not led]
+        if not_led and len(not_led) * 100 > percentage * len(parts):
+            out.extend(not_led)
+    return sorted(out)
+
+
+def unclean_leader_changes(
+    image: MetadataImage, live: set[int], only: set[tuple[str, int]] | None = None
+) -> list[PartitionChange]:
+    """ElectLeaders (unclean): an offline partition (no leader, no live ISR member) gets its
+    first live replica as leader with ISR = [it], whatever the topic's
+    unclean.leader.election.enable says (the operator asked for it)."""
+    out: list[PartitionChange] = []
+    for t in image.topics.values():
+        for p, reg in t.partitions.items():
+            if reg.leader != NO_LEADER or (only is not None and (t.name, p) not in only):
+                continue
+            leader, isr = choose_leader(reg, reg.isr, live, True)
+            ch = _change(t.topic_id, p, reg, leader, isr)
+            if ch is not None:
+                out.append(ch)
+    return out
+
+
 def check_isr_change(
     reg: PartitionRegistration, broker_id: int, request: dict, live: set[int]
 ) -> tuple[int, tuple[int, ...] | None]:

@@ -199,6 +199,9 @@ class ControllerThread:
     def elect_preferred_leaders(self, *a: Any, **k: Any) -> concurrent.futures.Future:
         return self.submit("elect_preferred_leaders", *a, **k)
 
+    def elect_leaders(self, *a: Any, **k: Any) -> concurrent.futures.Future:
+        return self.submit("elect_leaders", *a, **k)
+
     def incremental_alter_configs(self, *a: Any, **k: Any) -> concurrent.futures.Future:
         return self.submit("incremental_alter_configs", *a, **k)
 

@@ -34,6 +34,7 @@ class ControllerSettings:
     producer_id_block_size: int = 1000
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_ms: int = 300_000
+    leader_imbalance_per_broker_percentage: int = 10
     max_partitions_per_request: int = 100_000
 
     @classmethod

@@ -1,5 +1,5 @@
 """Admin APIs: Metadata (3), CreateTopics (19), DeleteTopics (20), DescribeConfigs (32),
-CreatePartitions (37), DescribeCluster (60).
+CreatePartitions (37), ElectLeaders (43), DescribeCluster (60).
 
 Topic and cluster changes go to the active controller through whichever broker receives them;
 answers carry one `error_code` (and optional `error_message`) per topic or resource.
@@ -229,6 +229,106 @@ CREATE_PARTITIONS = register(
         ),
     )
 )
+
+ELECTION_PREFERRED = 0
+ELECTION_UNCLEAN = 1
+
+ELECT_LEADERS = register(
+    ApiSpec(
+        key=ApiKey.ELECT_LEADERS,
+        name="ElectLeaders",
+        doc="Elect partition leaders through the controller (answered once committed). "
+        "`election_type` 0 (preferred): move leadership to the first replica where it is live "
+        "and in the ISR (ELECTION_NOT_NEEDED when it already leads, "
+        "PREFERRED_LEADER_NOT_AVAILABLE when it cannot). 1 (unclean): give an offline "
+        "partition (no live ISR member) a leader from its live replicas, with ISR = [it], "
+        "which may lose acknowledged records (ELECTION_NOT_NEEDED when the partition has a "
+        "leader, ELIGIBLE_LEADERS_NOT_AVAILABLE when no replica is live). `topic_partitions` "
+        "nil = every partition; the answer then lists only the partitions that were elected.",
+        request=Struct(
+            Field("election_type", INT8, default=ELECTION_PREFERRED, doc="0 preferred, 1 unclean"),
+            Field(
+                "topic_partitions",
+                Nullable(
+                    Array(
+                        Struct(
+                            Field("topic", STRING),
+                            Field("partitions", Array(INT32)),
+                            name="ElectLeadersTopic",
+                        )
+                    )
+                ),
+                default=None,
+                doc="nil = all partitions",
+            ),
+            Field("timeout_ms", INT32, default=30_000),
+        ),
+        response=Struct(
+            THROTTLE,
+            Field("error_code", INT16, default=0, doc="whole-request error"),
+            Field(
+                "replica_election_results",
+                Array(
+                    Struct(
+                        Field("topic", STRING),
+                        Field(
+                            "partition_result",
+                            Array(
+                                Struct(
+                                    Field("partition_id", INT32),
+                                    Field("error_code", INT16),
+                                    ERROR_MESSAGE,
+                                    name="ElectLeadersPartitionResult",
+                                )
+                            ),
+                        ),
+                        name="ElectLeadersTopicResult",
+                    )
+                ),
+            ),
+        ),
+    )
+)
+
+
+def group_partitions(partitions: list[tuple[str, int]] | None) -> list[dict] | None:
+    """[(topic, partition)] → ElectLeaders' topic_partitions ([{topic, partitions}])."""
+    if partitions is None:
+        return None
+    grouped: dict[str, list[int]] = {}
+    for topic, p in partitions:
+        grouped.setdefault(topic, []).append(p)
+    return [{"topic": t, "partitions": ps} for t, ps in grouped.items()]
+
+
+def flatten_election_results(results: list[dict]) -> list[dict]:
+    """ElectLeaders' replica_election_results → [{topic, partition, error_code, error_message}]."""
+    return [
+        {
+            "topic": t["topic"],
+            "partition": r["partition_id"],
+            "error_code": r["error_code"],
+            "error_message": r.get("error_message"),
+        }
+        for t in results
+        for r in t["partition_result"]
+    ]
+
+
+def group_election_results(results: list[dict]) -> list[dict]:
+    """[{topic, partition, error_code, error_message}] → ElectLeaders' replica_election_results
+    (topics in first-seen order)."""
+    grouped: dict[str, list[dict]] = {}
+    for r in results:
+        grouped.setdefault(r["topic"], []).append(
+            {
+                "partition_id": r["partition"],
+                "error_code": r["error_code"],
+                "error_message": r.get("error_message"),
+            }
+        )
+    return [{"topic": t, "partition_result": rs} for t, rs in grouped.items()]
+
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4

@@ -69,6 +69,9 @@ class FakeChannel:
     def create_partitions(self, topics, validate_only=False):
         raise NotImplementedError
 
+    def elect_leaders(self, election_type, partitions=None):
+        raise NotImplementedError
+
     def incremental_alter_configs(self, resources, validate_only=False):
         raise NotImplementedError
 

@@ -539,3 +539,53 @@ def test_topic_configs_the_log_cannot_use_are_rejected(env, key, bad, good):
     )
     assert r["error_code"] == E.INVALID_CONFIG and key in r["error_message"], r
     assert c.image.topic_config("t")[key] == good
+
+
+def test_unclean_election_through_elect_leaders(env):
+    """ElectLeaders type 1: an offline partition whose last ISR member is gone gets a live
+    replica as leader with ISR = [it]; partitions with a leader need none; none live, none
+    eligible; an unknown type is refused."""
+    from client.errors import InvalidRequestError
+
+    c, _, _ = env
+    e = up(c, 1, 2)
+    c.create_topics([topic("u", assignments=[{"partition": 0, "broker_ids": [1, 2]}])])
+    assert c.elect_leaders(1, [("u", 0)])[0]["error_code"] == E.ELECTION_NOT_NEEDED
+    # 2 leaves (ISR [1]) and comes back out of the ISR; then 1 leaves: offline, ISR [1]
+    c.broker_heartbeat(2, e[2], c.last_written_offset, want_shutdown=True)
+    e[2] = c.register_broker(2, "h", 2, None, "again")["broker_epoch"]
+    c.broker_heartbeat(2, e[2], c.last_written_offset)
+    c.broker_heartbeat(1, e[1], c.last_written_offset, want_shutdown=True)
+    reg = c.image.partition("u", 0)
+    assert (reg.leader, reg.isr) == (NO_LEADER, (1,))
+    assert c.elect_leaders(0, [("u", 0)])[0]["error_code"] == E.PREFERRED_LEADER_NOT_AVAILABLE
+    res = c.elect_leaders(1, [("u", 0), ("nope", 0)])
+    assert [r["error_code"] for r in res] == [0, E.UNKNOWN_TOPIC_OR_PARTITION]
+    reg = c.image.partition("u", 0)
+    assert (reg.leader, reg.isr) == (2, (2,))
+    assert c.elect_leaders(1, [("u", 0)])[0]["error_code"] == E.ELECTION_NOT_NEEDED
+    # nobody live: no eligible leader
+    c.broker_heartbeat(2, e[2], c.last_written_offset, want_shutdown=True)
+    res = c.elect_leaders(1, [("u", 0)])
+    assert res[0]["error_code"] == E.ELIGIBLE_LEADERS_NOT_AVAILABLE
+    assert c.elect_leaders(1, None) == []  # all partitions: only the elected are listed
+    with pytest.raises(InvalidRequestError, match="election type"):
+        c.elect_leaders(7, None)
+
+
+def test_auto_rebalance_respects_the_imbalance_percentage():
+    """leader.imbalance.per.broker.percentage: a broker's partitions led elsewhere are moved
+    back only when their share is above the percentage (Kafka's trigger)."""
+    from controller.metadata.image import MetadataImage, PartitionRegistration, TopicImage
+    from controller.quorum.replication import imbalanced_partitions
+
+    def reg(replicas, leader):
+        return PartitionRegistration(tuple(replicas), tuple(replicas), leader, 1, 1)
+
+    parts = {p: reg([1, 2], 1) for p in range(10)}
+    parts[0] = reg([1, 2], 2)  # 1 of broker 1's 10 preferred partitions led elsewhere: 10 %
+    parts[10] = reg([2, 1], 1)  # broker 2's only preferred partition led elsewhere: 100 %
+    image = MetadataImage(topics={"t": TopicImage("t", b"x" * 16, parts)})
+    assert imbalanced_partitions(image, 10) == [("t", 10)]
+    assert imbalanced_partitions(image, 9) == [("t", 0), ("t", 10)]
+    assert imbalanced_partitions(image, 100) == []
