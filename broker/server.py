@@ -108,6 +108,9 @@ class NetworkOnlyNode:
         for d in self._log_dirs:
             os.makedirs(d, exist_ok=True)
 
+    def controlled_shutdown(self) -> None:
+        pass  # (no controller, no partitions to move)
+
     def shutdown(self) -> None:
         pass
 

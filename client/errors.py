@@ -2,7 +2,8 @@
 
     GregorError
     +-- BrokerResponseError          an error code from the wire (ErrorCode, retriable flag)
-    |   +-- OffsetOutOfRangeError, CorruptRecordError, UnknownTopicOrPartitionError, ...
+    |   +-- OffsetOutOfRangeError    (+-- LogTruncationError: the consumer's records are gone)
+    |   +-- CorruptRecordError, UnknownTopicOrPartitionError, ...
     |       one class per ErrorCode; never renumber or reuse a code
     +-- LocalError                   failures that never cross the wire
         +-- ConfigError              bad configuration (names key, value, expectation)
@@ -140,7 +141,21 @@ from client.errors_wire import (
     raise_for_code,
 )
 
+
+class LogTruncationError(OffsetOutOfRangeError):
+    """The consumer's position is past the point where the partition's new leader's log
+    diverges from the one it read (records it consumed are gone: an unclean election).
+    Raised by poll() under auto.offset.reset=none (Kafka's LogTruncationException); `seek()`
+    to go on. Not a wire code of its own (error_for_code never returns it)."""
+
+    def __init__(self, message: str, tp: object = None, divergent_offset: int = -1) -> None:
+        super().__init__(message)
+        self.tp = tp
+        self.divergent_offset = divergent_offset
+
+
 __all__ = [
+    "LogTruncationError",
     "RETRIABLE",
     "BrokerResponseError",
     "ClientClosedError",

@@ -34,7 +34,7 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
             int(p["fetch_offset"]),
             max(1, int(p["partition_max_bytes"])),
             int(p["current_leader_epoch"]),
-            int(p["last_fetched_epoch"]) if params.is_follower else -1,
+            int(p["last_fetched_epoch"]),
         )
         for t in body["topics"]
         for p in t["partitions"]

@@ -407,7 +407,7 @@ class ReplicaManager:
             except _Err:
                 return True
             log = part.log
-            if params.is_follower and diverging(part, spec) is not None:
+            if diverging(part, spec) is not None:
                 return True
             limit = None if params.is_follower else part.high_watermark
             end = log.end_offset if limit is None else limit
@@ -452,11 +452,11 @@ class ReplicaManager:
                 entry["high_watermark"] = hw
                 entry["last_stable_offset"] = hw
                 entry["log_start_offset"] = log.log_start_offset
-                if params.is_follower:
-                    div = diverging(part, spec)
-                    if div is not None:  # the answer says where to truncate, no records
-                        entry["diverging_epoch"], entry["diverging_end_offset"] = div
-                        continue
+                # a follower truncates there; a consumer detects truncation (KIP-320)
+                div = diverging(part, spec)
+                if div is not None:  # the answer says where the logs diverge, no records
+                    entry["diverging_epoch"], entry["diverging_end_offset"] = div
+                    continue
                 limit = None if params.is_follower else hw
                 budget = min(spec.partition_max_bytes, remaining)
                 if got_any and budget <= 0:
@@ -581,9 +581,10 @@ class ReplicaManager:
 
 
 def diverging(part: Partition, spec: FetchPartitionSpec) -> tuple[int, int] | None:
-    """KIP-320 on the leader: (largest epoch <= the follower's last fetched epoch, its end
-    offset here) when the follower's log diverged from this one, else None. A leader that
-    knows no epoch that old answers (-1, its log start offset)."""
+    """KIP-320 on the leader: (largest epoch <= the fetcher's last fetched epoch, its end
+    offset here) when what the follower holds, or what the consumer read, diverged from this
+    log, else None. A leader that knows no epoch that old answers (-1, its log start
+    offset)."""
     if spec.last_fetched_epoch < 0:
         return None
     epoch, end = part.log.end_offset_for_epoch(spec.last_fetched_epoch)

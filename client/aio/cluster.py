@@ -111,6 +111,14 @@ class ClusterMetadata:
             self._available[topic] = got
         return got
 
+    def leader_epoch_for(self, tp: TopicPartition) -> int:
+        """The partition's leader epoch in this metadata (-1 when unknown)."""
+        parts = self.topics.get(tp.topic)
+        if parts is None or not 0 <= tp.partition < len(parts):
+            return -1
+        p = parts[tp.partition]
+        return p.leader_epoch if p.partition == tp.partition else -1
+
     def leader_for(self, tp: TopicPartition) -> int:
         parts = self.topics.get(tp.topic)
         if parts is None or not 0 <= tp.partition < len(parts):

@@ -25,12 +25,13 @@ from client.aio.types import ConsumerRecord, TopicPartition
 from client.errors import (
     ErrorCode,
     GregorError,
+    LogTruncationError,
     MessageTooLargeError,
     OffsetOutOfRangeError,
     error_for_code,
 )
 from client.protocol import ApiKey
-from client.records import decode_partition_records, next_offset
+from client.records import decode_partition_records, next_offset_and_epoch
 
 log = logging.getLogger(__name__)
 _new = tuple.__new__
@@ -65,6 +66,7 @@ class PartitionState:
         "needs_reset",
         "retry_at",
         "fetch_bytes",
+        "fetch_epoch",
     )
 
     def __init__(self) -> None:
@@ -77,6 +79,9 @@ class PartitionState:
         self.needs_reset = True
         self.retry_at = 0.0
         self.fetch_bytes = 0  # > 0: a larger partition_max_bytes after an oversized batch
+        # Leader epoch of the last batch fetched, sent as last_fetched_epoch so the leader can
+        # say where its log diverges from what was read (-1: unknown, after a seek or reset)
+        self.fetch_epoch = -1
 
 
 class Fetcher:
@@ -109,6 +114,7 @@ class Fetcher:
         st.position = st.fetch_offset = offset
         st.needs_reset = False
         self._drop(tp)
+        st.retry_at = 0.0
 
     def request_reset(self, tp: TopicPartition) -> None:
         st = self.states[tp]
@@ -128,6 +134,7 @@ class Fetcher:
     def _drop(self, tp: TopicPartition) -> None:
         st = self.states[tp]
         st.generation += 1
+        st.fetch_epoch = -1  # (the epoch at the position is not known)
         if st.position is not None:
             st.fetch_offset = st.position
         self.buffer = collections.deque(c for c in self.buffer if c[0] != tp)
@@ -266,6 +273,7 @@ class Fetcher:
 
     async def _fetch_once(self, node: int, parts: list[tuple[TopicPartition, int, int]]) -> None:
         cfg = self.config
+        md = self.cluster.metadata
         topics: dict[str, list[dict]] = {}
         for tp, offset, _gen in parts:
             st = self.states.get(tp)
@@ -275,6 +283,11 @@ class Fetcher:
                     "partition": tp.partition,
                     "fetch_offset": offset,
                     "partition_max_bytes": grown or cfg.max_partition_fetch_bytes,
+                    # KIP-320: a leader of another epoch answers FENCED/UNKNOWN_LEADER_EPOCH
+                    # (metadata is refreshed), and one whose log diverges from what was
+                    # read says where (truncation detection, _diverged)
+                    "current_leader_epoch": md.leader_epoch_for(tp),
+                    "last_fetched_epoch": st.fetch_epoch if st is not None else -1,
                 }
             )
         body = {
@@ -361,15 +374,21 @@ class Fetcher:
             return None
         st.high_watermark = p["high_watermark"]
         st.log_start_offset = p["log_start_offset"]
+        if p.get("diverging_end_offset", -1) >= 0:
+            self._diverged(tp, st, p["diverging_epoch"], p["diverging_end_offset"])
+            return None
         data = p["records"]
         if not data:
             return None
         offset = sent[0]
         try:
-            end = next_offset(data)
+            got = next_offset_and_epoch(data)
         except GregorError as exc:
             self.errors.append(exc)
             return None
+        end = None if got is None else got[0]
+        if got is not None:
+            st.fetch_epoch = got[1]
         if end is None:
             # Only part of one batch fit in partition_max_bytes: ask for more next time.
             size = max(st.fetch_bytes or self.config.max_partition_fetch_bytes, len(data)) * 2
@@ -387,6 +406,47 @@ class Fetcher:
         st.fetch_offset = max(offset, end)
         self.buffered_bytes += len(data)
         return tp, data, offset
+
+    def _diverged(self, tp: TopicPartition, st: PartitionState, epoch: int, end: int) -> None:
+        """The leader's log diverges from what this consumer fetched at offset `end` (the end of
+        `epoch` there): only after an unclean election can records below the HW go. Buffered
+        records past it are dropped; when the position itself is past it (records the user
+        consumed are gone) the consumer raises LogTruncationError under
+        auto.offset.reset=none, else logs a warning and goes on from `end` (Kafka's rule)."""
+        name = f"{tp.topic}-{tp.partition}"
+        position = st.position if st.position is not None else end
+        if end >= position:
+            log.info(
+                "%s: the leader's log diverges at %d, past the position: refetching", name, end
+            )
+            self._drop(tp)
+            return
+        if self.config.auto_offset_reset == "none":
+            self.errors.append(
+                LogTruncationError(
+                    f"{name}: truncation detected: the position {position} is past the offset "
+                    f"{end} where the leader's log diverges (end of epoch {epoch}); records "
+                    f"{end}..{position - 1} that were consumed are gone: seek() to go on",
+                    tp,
+                    end,
+                )
+            )
+            self._drop(tp)
+            st.retry_at = float("inf")  # until the user seeks
+            return
+        log.warning(
+            "%s: truncation detected: the position %d is past the offset %d where the leader's "
+            "log diverges (end of epoch %d); records %d..%d that were consumed are gone; "
+            "going on from %d",
+            name,
+            position,
+            end,
+            epoch,
+            end,
+            position - 1,
+            end,
+        )
+        self.seek(tp, end)
 
     def _buffer_records(self, tp: TopicPartition, data: bytes, offset: int) -> None:
         """Queue what _on_partition accepted, undecoded: drain() decodes a chunk when it first

@@ -28,6 +28,7 @@ from client.records.reader import (
     decode_records,
     iter_batches,
     next_offset,
+    next_offset_and_epoch,
 )
 from client.records.record import ConsumerRecord, Record
 
@@ -48,6 +49,7 @@ __all__ = [
     "iter_batches",
     "iter_headers",
     "next_offset",
+    "next_offset_and_epoch",
     "parse_header",
     "set_base_offset",
     "set_partition_leader_epoch",

@@ -186,6 +186,12 @@ def next_offset(buf: Buffer) -> int | None:
     """The offset after the last whole batch of `buf` (its base_offset + last_offset_delta + 1),
     from the headers alone: no CRC check, no decoding. None when `buf` holds no whole batch.
     Raises CorruptRecordError when a batch's size field is below the header size."""
+    got = next_offset_and_epoch(buf)
+    return None if got is None else got[0]
+
+
+def next_offset_and_epoch(buf: Buffer) -> tuple[int, int] | None:
+    """(next_offset(buf), the partition leader epoch of its last whole batch), or None."""
     mv = memoryview(buf)
     last = -1
     for last, _ in _whole_batches(mv):  # noqa: B007 (the last whole batch is wanted)
@@ -193,7 +199,7 @@ def next_offset(buf: Buffer) -> int | None:
     if last < 0:
         return None
     h = parse_header(mv, last)
-    return h.base_offset + h.last_offset_delta + 1
+    return h.base_offset + h.last_offset_delta + 1, h.partition_leader_epoch
 
 
 def decode_records(buf: Buffer, check_crc: bool = True) -> list[Record]:

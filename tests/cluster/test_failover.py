@@ -6,6 +6,10 @@ processes on loopback, topics with replication factor 3 and min.insync.replicas 
   a follower and truncates its unreplicated records (KIP-320's diverging epoch), and once it
   leads again (a preferred election through ElectLeaders) its log holds exactly what the
   others hold. No consumer ever saw the unreplicated records: they were above the HW.
+- truncation detection: after an unclean election (ElectLeaders, type unclean) gives the
+  partition an out-of-sync leader, a consumer whose position is past where the new leader's
+  log diverges raises LogTruncationError under auto.offset.reset=none, and goes on from the
+  divergence point (with a warning) under earliest; it never skips or re-reads silently.
 - controlled shutdown (SIGTERM) of each broker in turn under acks=all load: the producer sees
   no error at all (leadership moves first; at most retriable errors, retried), every
   acknowledged value is read back at its offset, and the ISR returns to 3 after each restart.
@@ -20,12 +24,22 @@ import pytest
 from helpers import poll_n, wait_until
 
 from client import Admin, Consumer, Producer, TopicPartition
-from client.errors import GregorError
+from client.errors import GregorError, LogTruncationError
 
 
 def _describe(bootstrap: str, topic: str) -> list:
     with Admin(bootstrap_servers=bootstrap) as admin:
         return admin.describe_topic(topic).partitions
+
+
+def _leader(bootstrap: str, topic: str) -> int | None:
+    """The leader of partition 0 as `bootstrap` sees it (None while describing fails, e.g.
+    while its metadata still names a dead leader)."""
+    try:
+        with Admin(bootstrap_servers=bootstrap, request_timeout_ms=2000) as admin:
+            return admin.describe_topic(topic).partitions[0].leader
+    except GregorError:
+        return None
 
 
 def _wait_isr(b, topic: str, timeout: float = 30.0) -> list:
@@ -112,6 +126,68 @@ def test_old_leader_truncates_records_it_alone_had(broker_cluster) -> None:
         assert prod.send("d", b"after", partition=0).result(30).offset == start + 30
     got = [r.value for r in _read(b.bootstrap(old), tp, start + 31)]
     assert got == expected + [b"after"], "the old leader kept records it alone had"
+
+
+@pytest.mark.slow
+def test_consumers_detect_truncation_after_an_unclean_election(broker_cluster) -> None:
+    _q, b = broker_cluster()
+    tp = TopicPartition("tr", 0)
+    with Admin(bootstrap_servers=b.bootstrap_all()) as admin:
+        admin.create_topic("tr", 1, 2, {"min.insync.replicas": "1"})
+    d = wait_until(
+        lambda: (lambda p: p if p.leader >= 0 and len(p.isr) == 2 else None)(
+            _describe(b.bootstrap_all(), "tr")[0]
+        ),
+        30,
+        "tr-0 with an ISR of 2",
+    )
+    first, second = d.leader, next(r for r in d.replicas if r != d.leader)
+    with Producer(bootstrap_servers=b.bootstrap_all(), acks="all", linger_ms=2) as prod:
+        early = [prod.send("tr", b"early-%02d" % i, partition=0) for i in range(50)]
+        assert [f.result(30).offset for f in early] == list(range(50))
+    b.stop(second, signal.SIGKILL)
+    wait_until(lambda: _describe(b.bootstrap(first), "tr")[0].isr == [first], 30, "ISR [first]")
+    with Producer(bootstrap_servers=b.bootstrap(first), acks="all", linger_ms=2) as prod:
+        late = [prod.send("tr", b"late-%02d" % i, partition=0) for i in range(50)]
+        assert [f.result(30).offset for f in late] == list(range(50, 100))
+
+    strict = Consumer(bootstrap_servers=b.bootstrap_all(), auto_offset_reset="none")
+    lenient = Consumer(bootstrap_servers=b.bootstrap_all(), auto_offset_reset="earliest")
+    try:
+        for c in (strict, lenient):
+            c.assign([tp])
+            c.seek(tp, 0)
+            assert len(poll_n(c, 100, timeout=30)) == 100
+        # the only in-sync replica dies; the other comes back: offline until an unclean election
+        b.stop(first, signal.SIGKILL)
+        b.start(second)
+        wait_until(lambda: _leader(b.bootstrap(second), "tr") == -1, 30, "tr-0 offline")
+        with Admin(bootstrap_servers=b.bootstrap(second)) as admin:
+            assert admin.elect_leaders([tp]) != {tp: None}  # preferred: not possible
+            assert admin.elect_leaders([tp], election_type="unclean") == {tp: None}
+        wait_until(lambda: _leader(b.bootstrap(second), "tr") == second, 30, "new leader")
+        with Producer(bootstrap_servers=b.bootstrap(second), acks="all", linger_ms=2) as prod:
+            after = [prod.send("tr", b"after-%02d" % i, partition=0) for i in range(10)]
+            assert [f.result(30).offset for f in after] == list(range(50, 60))
+
+        def strict_raises() -> LogTruncationError | None:
+            try:
+                assert strict.poll(timeout_ms=200) == []
+            except LogTruncationError as exc:
+                return exc
+            return None
+
+        exc = wait_until(strict_raises, 30, "LogTruncationError from the strict consumer")
+        assert exc.divergent_offset == 50 and "position 100" in str(exc)
+        got = poll_n(lenient, 10, timeout=30)
+        assert [(r.offset, r.value) for r in got] == [
+            (50 + i, b"after-%02d" % i) for i in range(10)
+        ]
+        strict.seek(tp, 50)  # the user decides: go on from the divergence point
+        assert [r.value for r in poll_n(strict, 10, timeout=30)][-1] == b"after-09"
+    finally:
+        strict.close()
+        lenient.close()
 
 
 @pytest.mark.slow

@@ -132,15 +132,18 @@ FETCH = register(
                             "diverging_epoch",
                             INT32,
                             default=-1,
-                            doc="followers: the largest leader epoch <= last_fetched_epoch "
-                            "when the follower's log diverged (KIP-320), else -1",
+                            doc="the largest leader epoch <= last_fetched_epoch when what the "
+                            "fetcher holds or read diverged from the leader's log (KIP-320), "
+                            "else -1 (also -1 when the leader knows no epoch that old: then "
+                            "diverging_end_offset is its log start)",
                         ),
                         Field(
                             "diverging_end_offset",
                             INT64,
                             default=-1,
-                            doc="... and that epoch's end offset on the leader: the follower "
-                            "truncates to it",
+                            doc="... and that epoch's end offset on the leader (-1: no "
+                            "divergence): a follower truncates to it, a consumer whose position "
+                            "is past it detects truncation",
                         ),
                         name="FetchPartitionResponse",
                     ),
