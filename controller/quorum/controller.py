@@ -13,10 +13,15 @@ from the injected `rng`, so tests drive it with a fake clock.
 Request/response shapes follow the wire bodies in CONTRACTS.md (CreateTopics, DeleteTopics,
 CreatePartitions, BrokerRegistration, BrokerHeartbeat, AlterPartition); see docs/metadata.md.
 
-The operations live in mixins over `ControllerState` (state.py: settings, image, writing records),
-one module per responsibility: topic_ops.py (topics, partitions, configs), broker_ops.py (broker
-lifecycle, fencing, producer ids), partition_ops.py (ISR changes, preferred-leader election).
-This module assembles them and owns loading the image and the periodic tick.
+The operations live in control managers split by ownership, as Kafka's (state.py has the
+shared `ControllerCore`: settings, clock, image, writing records):
+- `cluster` — ClusterControlManager (cluster_control.py): registration, heartbeats, sessions,
+  fencing, controlled shutdown, producer ids; owns the brokers' session state;
+- `replication` — ReplicationControlManager (replication_control.py): topics, partitions, ISR
+  changes, leader elections;
+- `configs` — ConfigurationControlManager (config_control.py): topic configs.
+This class puts them together, owns loading the image and the periodic tick, and offers each
+manager's requests under one name (the ControllerThread calls them by name).
 """
 
 from __future__ import annotations
@@ -32,19 +37,19 @@ from controller.metadata.delta import MetadataDelta
 from controller.metadata.image import MetadataImage
 from controller.metadata.records import NoOp, decode_record
 from controller.metadata.snapshot import load_snapshot
-from controller.quorum.broker_ops import BrokerOps
+from controller.quorum.cluster_control import ClusterControlManager
+from controller.quorum.config_control import ConfigurationControlManager
 from controller.quorum.log import MetadataLog
-from controller.quorum.partition_ops import PartitionOps
 from controller.quorum.replication import imbalanced_partitions
-from controller.quorum.state import ControllerSettings, ControllerState
-from controller.quorum.topic_ops import TopicOps
+from controller.quorum.replication_control import ReplicationControlManager
+from controller.quorum.state import ControllerCore, ControllerSettings
 
-__all__ = ["ControllerSettings", "ControllerState", "QuorumController"]
+__all__ = ["ControllerSettings", "QuorumController"]
 
 _log = logging.getLogger(__name__)
 
 
-class QuorumController(TopicOps, BrokerOps, PartitionOps):
+class QuorumController:
     def __init__(
         self,
         metadata_log: MetadataLog,
@@ -52,17 +57,50 @@ class QuorumController(TopicOps, BrokerOps, PartitionOps):
         clock: Callable[[], float] | None = None,
         rng: random.Random | None = None,
     ) -> None:
-        self.log = metadata_log
-        self.settings = ControllerSettings.from_config(config)
-        self.clock = clock or (lambda: time.monotonic() * 1000.0)
-        self.rng = rng or random.Random(1)
-        self.image = MetadataImage.EMPTY
-        self.last_written_offset = -1
-        self._last_heartbeat_ms: dict[int, float] = {}
-        self._registered_at: dict[int, int] = {}  # broker id -> offset of its registration
-        self._shutting_down: set[int] = set()
+        self.core = ControllerCore(
+            metadata_log,
+            ControllerSettings.from_config(config),
+            clock or (lambda: time.monotonic() * 1000.0),
+            rng or random.Random(1),
+        )
+        self.configs = ConfigurationControlManager(self.core)
+        self.cluster = ClusterControlManager(self.core, self.configs)
+        self.replication = ReplicationControlManager(self.core, self.cluster, self.configs)
+        # requests, by the name callers (ControllerThread.submit) use
+        self.create_topics = self.replication.create_topics
+        self.delete_topics = self.replication.delete_topics
+        self.create_partitions = self.replication.create_partitions
+        self.alter_partition = self.replication.alter_partition
+        self.elect_leaders = self.replication.elect_leaders
+        self.elect_preferred_leaders = self.replication.elect_preferred_leaders
+        self.register_broker = self.cluster.register_broker
+        self.broker_heartbeat = self.cluster.broker_heartbeat
+        self.check_sessions = self.cluster.check_sessions
+        self.forget_session = self.cluster.forget_session
+        self.allocate_producer_ids = self.cluster.allocate_producer_ids
+        self.incremental_alter_configs = self.configs.incremental_alter_configs
         self._next_rebalance_ms = self.clock() + self.settings.leader_imbalance_check_interval_ms
         self.load()
+
+    @property
+    def log(self) -> MetadataLog:
+        return self.core.log
+
+    @property
+    def settings(self) -> ControllerSettings:
+        return self.core.settings
+
+    @property
+    def image(self) -> MetadataImage:
+        """Everything written, committed or not."""
+        return self.core.image
+
+    @property
+    def last_written_offset(self) -> int:
+        return self.core.last_written_offset
+
+    def clock(self) -> float:
+        return self.core.clock()
 
     def load(self, image: MetadataImage | None = None) -> None:
         """(Re)build self.image from the committed log — on start and on becoming active — or
@@ -82,12 +120,9 @@ class QuorumController(TopicOps, BrokerOps, PartitionOps):
                         delta.replay(rec, o)
                 offset = batch[-1][0] + 1
             image = delta.apply()
-        self.image = image
-        self.last_written_offset = self.image.offset
-        now = self.clock()
-        self._last_heartbeat_ms = {b: now for b in self.image.brokers}
-        self._registered_at = {b: self.image.offset for b in self.image.brokers}
-        self._shutting_down.clear()
+        self.core.image = image
+        self.core.last_written_offset = image.offset
+        self.cluster.reset_sessions()
         _log.info(
             "[controller=%d] loaded metadata through offset %d: %d brokers, %d topics",
             self.settings.node_id,
@@ -98,7 +133,7 @@ class QuorumController(TopicOps, BrokerOps, PartitionOps):
 
     def write_noop(self) -> int:
         """Commit a NoOp (a new active controller's first write)."""
-        return self._write([NoOp()])
+        return self.core.write([NoOp()])
 
     def tick(self) -> None:
         """Periodic work (ControllerThread calls it): session expiry, and preferred-leader

@@ -1,11 +1,16 @@
-"""ControllerState: what every part of the QuorumController shares — the settings, the image of
-everything written (committed or not), and writing records to the MetadataLog.
+"""ControllerCore: what every control manager of the QuorumController shares — the settings,
+the clock and rng, the image of everything written (committed or not), and writing records to
+the MetadataLog. ControlManager is the base of the managers (Kafka's split by ownership):
 
-The operations live in mixins over this state, one module per responsibility: topic_ops.py
-(topics, partitions, configs), broker_ops.py (registration, heartbeats, fencing, producer ids),
-partition_ops.py (ISR changes, preferred-leader election); controller.py puts them together.
+- ClusterControlManager (cluster_control.py): broker registrations, heartbeats, sessions,
+  fencing, controlled shutdown, producer-id blocks; owns the brokers' session state;
+- ReplicationControlManager (replication_control.py): topics, partitions, placement, ISR
+  changes (AlterPartition), leader elections;
+- ConfigurationControlManager (config_control.py): topic configs (IncrementalAlterConfigs,
+  validation) and the per-topic settings other managers ask for.
 
-Threading: as QuorumController — exactly one thread (the controller thread) calls it.
+controller.py puts them together. Threading: as QuorumController — exactly one thread (the
+controller thread) calls it.
 """
 
 from __future__ import annotations
@@ -51,20 +56,24 @@ class ControllerSettings:
         return cls(**kw)
 
 
-class ControllerState:
-    """Attributes set by QuorumController.__init__, and the helpers every operation uses."""
+class ControllerCore:
+    """The metadata log, settings, clock and rng, and the image of every record written."""
 
-    log: MetadataLog
-    settings: ControllerSettings
-    clock: Callable[[], float]
-    rng: random.Random
-    image: MetadataImage
-    last_written_offset: int
-    _last_heartbeat_ms: dict[int, float]
-    _registered_at: dict[int, int]  # broker id -> offset of its registration
-    _shutting_down: set[int]
+    def __init__(
+        self,
+        log: MetadataLog,
+        settings: ControllerSettings,
+        clock: Callable[[], float],
+        rng: random.Random,
+    ) -> None:
+        self.log = log
+        self.settings = settings
+        self.clock = clock
+        self.rng = rng
+        self.image = MetadataImage.EMPTY
+        self.last_written_offset = -1
 
-    def _write(self, records: list[Any]) -> int:
+    def write(self, records: list[Any]) -> int:
         """Append records as one atomic batch (BatchBegin first, controller/metadata/batches.py)
         and replay them onto self.image; returns the last offset."""
         if not records:
@@ -81,15 +90,37 @@ class ControllerState:
         self.last_written_offset = last
         return last
 
-    def _check_active(self) -> None:
+    def check_active(self) -> None:
         if not self.log.is_leader():
             raise NotControllerError(
                 f"controller {self.settings.node_id} is not the active controller"
             )
 
-    def _live(self) -> set[int]:
-        return {b for b in self.image.live_brokers() if b not in self._shutting_down}
 
-    def _unclean_for(self, topic: str) -> bool:
-        v = self.image.topic_config(topic).get("unclean.leader.election.enable")
-        return self.settings.unclean_leader_election_enable if v is None else v == "true"
+class ControlManager:
+    """Base of the control managers: each owns its own state and reaches the shared core
+    (image, settings, clock, writing) through these names."""
+
+    def __init__(self, core: ControllerCore) -> None:
+        self.core = core
+
+    @property
+    def image(self) -> MetadataImage:
+        return self.core.image
+
+    @property
+    def settings(self) -> ControllerSettings:
+        return self.core.settings
+
+    @property
+    def last_written_offset(self) -> int:
+        return self.core.last_written_offset
+
+    def clock(self) -> float:
+        return self.core.clock()
+
+    def _write(self, records: list[Any]) -> int:
+        return self.core.write(records)
+
+    def _check_active(self) -> None:
+        self.core.check_active()

@@ -1,5 +1,8 @@
-"""TopicOps: CreateTopics, DeleteTopics, CreatePartitions and IncrementalAlterConfigs as
-metadata records (a QuorumController mixin over ControllerState). Controller thread only.
+"""ReplicationControlManager: topics and partitions as metadata records — CreateTopics,
+DeleteTopics, CreatePartitions (placement over the live brokers), AlterPartition (ISR changes
+guarded by leader and partition epochs) and leader elections (ElectLeaders: preferred and
+unclean). It asks the ClusterControlManager which brokers are live and the
+ConfigurationControlManager for topic configs. Controller thread only.
 """
 
 from __future__ import annotations
@@ -10,28 +13,34 @@ from typing import Any
 from client.errors import (
     BrokerResponseError,
     ErrorCode,
-    InvalidConfigError,
     InvalidPartitionsError,
     InvalidRequestError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
+from client.protocol.apis.admin import ELECTION_PREFERRED, ELECTION_UNCLEAN
 from controller.metadata.placement import assign_replicas
 from controller.metadata.records import (
     NO_LEADER,
     RESOURCE_TOPIC,
     Config,
     Partition,
+    PartitionChange,
     RemoveTopic,
     Topic,
 )
-from controller.quorum.state import ControllerState
-from controller.quorum.topic_configs import validate_topic_config
+from controller.quorum.cluster_control import ClusterControlManager
+from controller.quorum.config_control import ConfigurationControlManager
+from controller.quorum.replication import (
+    check_isr_change,
+    preferred_leader_changes,
+    unclean_leader_changes,
+)
+from controller.quorum.state import ControllerCore, ControlManager
 from controller.quorum.validation import (
     InvalidReplicaAssignmentError,
     check_assignment,
     check_topic_name,
-    config_change_records,
 )
 
 _log = logging.getLogger(__name__)
@@ -47,10 +56,20 @@ def _topic_error(name: str, code: ErrorCode, msg: str | None = None) -> dict:
     }
 
 
-class TopicOps(ControllerState):
+class ReplicationControlManager(ControlManager):
+    def __init__(
+        self,
+        core: ControllerCore,
+        cluster: ClusterControlManager,
+        configs: ConfigurationControlManager,
+    ) -> None:
+        super().__init__(core)
+        self.cluster = cluster
+        self.configs = configs
+
     def _new_topic_id(self) -> bytes:
         while True:
-            tid = self.rng.getrandbits(128).to_bytes(16, "big")
+            tid = self.core.rng.getrandbits(128).to_bytes(16, "big")
             if any(tid) and tid not in self.image.topics_by_id:
                 return tid
 
@@ -60,7 +79,7 @@ class TopicOps(ControllerState):
         names = [r.get("name") for r in requests]
         results: list[dict] = []
         records: list[Any] = []
-        brokers = {b: self.image.brokers[b].rack for b in self._live()}
+        brokers = {b: self.image.brokers[b].rack for b in self.cluster.live()}
         for req in requests:
             name: Any = req.get("name")
             if names.count(name) > 1:
@@ -103,10 +122,7 @@ class TopicOps(ControllerState):
         rf = req.get("replication_factor", -1)
         assignments = req.get("assignments") or []
         configs = {c["name"]: c.get("value") for c in (req.get("configs") or [])}
-        for k, v in configs.items():
-            err = validate_topic_config(k, v)
-            if err:
-                raise InvalidConfigError(f"{k}: {err}")
+        self.configs.check_new_topic_configs(configs)
         if assignments:
             if nparts != -1 or rf != -1:
                 raise InvalidRequestError(
@@ -128,7 +144,7 @@ class TopicOps(ControllerState):
                 raise InvalidPartitionsError(
                     f"more than {self.settings.max_partitions_per_request} partitions"
                 )
-            placement = assign_replicas(nparts, rf, brokers, self.rng)
+            placement = assign_replicas(nparts, rf, brokers, self.core.rng)
         tid = self._new_topic_id()
         recs: list[Any] = [Topic(name, tid)]
         for p in range(nparts):
@@ -169,7 +185,7 @@ class TopicOps(ControllerState):
         [{name, error_code, error_message}]."""
         self._check_active()
         results, records = [], []
-        brokers = {b: self.image.brokers[b].rack for b in self._live()}
+        brokers = {b: self.image.brokers[b].rack for b in self.cluster.live()}
         for req in topics:
             name: Any = req.get("name")
             try:
@@ -198,7 +214,7 @@ class TopicOps(ControllerState):
                     placement = by_p
                 else:
                     placement = assign_replicas(
-                        count - cur, rf, brokers, self.rng, start_partition=cur
+                        count - cur, rf, brokers, self.core.rng, start_partition=cur
                     )
             except BrokerResponseError as e:
                 results.append(
@@ -215,26 +231,118 @@ class TopicOps(ControllerState):
             self._write(records)
         return results
 
-    def incremental_alter_configs(
-        self, resources: list[dict], validate_only: bool = False
+    def elect_preferred_leaders(
+        self, partitions: list[tuple[str, int]] | None = None
     ) -> list[dict]:
-        """IncrementalAlterConfigs: resources [{resource_type (2 topic, 4 broker), resource_name,
-        configs: [{name, config_operation (0 set, 1 delete), value}]}] →
-        [{resource_type, resource_name, error_code, error_message}]."""
+        """ElectLeaders (preferred): [{topic, partition, error_code, error_message}] for the
+        requested partitions (all when None: only the ones that moved are reported)."""
+        return self.elect_leaders(ELECTION_PREFERRED, partitions)
+
+    def elect_leaders(
+        self, election_type: int, partitions: list[tuple[str, int]] | None = None
+    ) -> list[dict]:
+        """ElectLeaders: [{topic, partition, error_code, error_message}] for the requested
+        partitions (all when None: only the ones elected are reported). Preferred: the first
+        replica leads where it is live and in the ISR. Unclean: an offline partition gets a
+        live replica as leader with ISR = [it]."""
         self._check_active()
-        results, records = [], []
-        for res in resources:
-            out = {
-                "resource_type": res.get("resource_type"),
-                "resource_name": res.get("resource_name"),
-                "error_code": 0,
-                "error_message": None,
-            }
-            try:
-                records += config_change_records(self.image, res)
-            except BrokerResponseError as e:
-                out.update(error_code=int(e.code), error_message=e.message)
-            results.append(out)
-        if records and not validate_only:
-            self._write(records)
+        if election_type not in (ELECTION_PREFERRED, ELECTION_UNCLEAN):
+            raise InvalidRequestError(f"unknown election type {election_type} (0 or 1)")
+        live = self.cluster.live()
+        only = None if partitions is None else set(partitions)
+        if election_type == ELECTION_PREFERRED:
+            changes = preferred_leader_changes(self.image, live, only)
+        else:
+            changes = unclean_leader_changes(self.image, live, only)
+        elected = {(self.image.topics_by_id[c.topic_id].name, c.partition) for c in changes}
+        self._write(changes)
+        results = []
+        for topic, p in partitions if partitions is not None else sorted(elected):
+            reg = self.image.partition(topic, p)
+            if reg is None:
+                code, msg = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "unknown partition"
+            elif (topic, p) in elected:
+                code, msg = ErrorCode.NONE, None
+            elif election_type == ELECTION_PREFERRED and reg.leader == reg.replicas[0]:
+                code, msg = ErrorCode.ELECTION_NOT_NEEDED, "the preferred replica already leads"
+            elif election_type == ELECTION_PREFERRED:
+                code, msg = (
+                    ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+                    f"preferred replica {reg.replicas[0]} is not live or not in the ISR",
+                )
+            elif reg.leader >= 0:
+                code, msg = ErrorCode.ELECTION_NOT_NEEDED, f"broker {reg.leader} leads"
+            else:
+                code, msg = (
+                    ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                    f"no replica of {list(reg.replicas)} is live",
+                )
+            results.append(
+                {"topic": topic, "partition": p, "error_code": int(code), "error_message": msg}
+            )
+        if changes:
+            _log.log(
+                logging.WARNING if election_type == ELECTION_UNCLEAN else logging.INFO,
+                "[controller=%d] %s leaders elected for %d partitions",
+                self.settings.node_id,
+                "unclean" if election_type == ELECTION_UNCLEAN else "preferred",
+                len(changes),
+            )
         return results
+
+    def alter_partition(self, broker_id: int, broker_epoch: int, topics: list[dict]) -> dict:
+        """AlterPartition: topics [{name, partitions: [{partition, leader_epoch, new_isr,
+        partition_epoch}]}] → {error_code, topics: [{name, partitions: [{partition, error_code,
+        leader_id, leader_epoch, isr, partition_epoch}]}]}."""
+        self._check_active()
+        b = self.image.brokers.get(broker_id)
+        if b is None or b.broker_epoch != broker_epoch:
+            return {"error_code": int(ErrorCode.STALE_BROKER_EPOCH), "topics": []}
+        live = set(self.image.live_brokers())
+        out_topics, records, pending, seen = [], [], [], set()
+        for treq in topics:
+            name: Any = treq.get("name")
+            t = self.image.topics.get(name)
+            parts_out = []
+            for preq in treq.get("partitions", []):
+                p = preq["partition"]
+                reg = t.partitions.get(p) if t is not None else None
+                res = {
+                    "partition": p,
+                    "error_code": 0,
+                    "leader_id": -1,
+                    "leader_epoch": -1,
+                    "isr": [],
+                    "partition_epoch": -1,
+                }
+                parts_out.append(res)
+                if reg is None or t is None:
+                    res["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                    continue
+                if (name, p) in seen:
+                    res["error_code"] = int(ErrorCode.INVALID_REQUEST)
+                    continue
+                seen.add((name, p))
+                code, new_isr = check_isr_change(reg, broker_id, preq, live)
+                res["error_code"] = int(code)
+                if new_isr is not None:
+                    records.append(PartitionChange(t.topic_id, p, isr=new_isr))
+                pending.append((name, p, res))
+            out_topics.append({"name": name, "partitions": parts_out})
+        if records:
+            self._write(records)
+        for name, p, res in pending:
+            if res["error_code"] in (
+                0,
+                int(ErrorCode.FENCED_LEADER_EPOCH),
+                int(ErrorCode.INVALID_UPDATE_VERSION),
+            ):
+                reg = self.image.partition(name, p)
+                assert reg is not None  # only partitions that exist are pending
+                res.update(
+                    leader_id=reg.leader,
+                    leader_epoch=reg.leader_epoch,
+                    isr=list(reg.isr),
+                    partition_epoch=reg.partition_epoch,
+                )
+        return {"error_code": 0, "topics": out_topics}

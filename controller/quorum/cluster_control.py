@@ -1,6 +1,7 @@
-"""BrokerOps: BrokerRegistration, BrokerHeartbeat (fencing, unfencing, controlled shutdown),
-session expiry and producer-id blocks (a QuorumController mixin over ControllerState).
-Controller thread only.
+"""ClusterControlManager: BrokerRegistration, BrokerHeartbeat (fencing, unfencing, controlled
+shutdown), session expiry and producer-id blocks. It owns the brokers' session state (last
+heartbeat, registration offset, who is shutting down) and says which brokers are live for the
+other managers. Controller thread only.
 """
 
 from __future__ import annotations
@@ -11,13 +12,33 @@ from typing import Any
 from client.errors import ErrorCode
 from controller.metadata.delta import MetadataDelta
 from controller.metadata.records import FenceBroker, ProducerIds, RegisterBroker, UnfenceBroker
+from controller.quorum.config_control import ConfigurationControlManager
 from controller.quorum.replication import elect_offline_changes, remove_broker_changes
-from controller.quorum.state import ControllerState
+from controller.quorum.state import ControllerCore, ControlManager
 
 _log = logging.getLogger(__name__)
 
 
-class BrokerOps(ControllerState):
+class ClusterControlManager(ControlManager):
+    def __init__(self, core: ControllerCore, configs: ConfigurationControlManager) -> None:
+        super().__init__(core)
+        self.configs = configs
+        self._last_heartbeat_ms: dict[int, float] = {}
+        self._registered_at: dict[int, int] = {}  # broker id -> offset of its registration
+        self._shutting_down: set[int] = set()
+
+    def reset_sessions(self) -> None:
+        """After a load: every registered broker counts as just heard from (and registered at
+        the image's offset); nobody is shutting down."""
+        now = self.clock()
+        self._last_heartbeat_ms = {b: now for b in self.image.brokers}
+        self._registered_at = {b: self.image.offset for b in self.image.brokers}
+        self._shutting_down.clear()
+
+    def live(self) -> set[int]:
+        """Unfenced brokers not in a controlled shutdown: the ones that may lead."""
+        return {b for b in self.image.live_brokers() if b not in self._shutting_down}
+
     def forget_session(self, broker_id: int) -> None:
         """Drop the liveness grace a load gives `broker_id` (every registered broker counts as
         just heard from after a load): for a combined node's own broker, whose earlier
@@ -51,7 +72,7 @@ class BrokerOps(ControllerState):
         if old is not None:
             # A restarted broker leaves every ISR and leadership until it has caught up again.
             records += remove_broker_changes(
-                self.image, broker_id, self._live() - {broker_id}, self._unclean_for
+                self.image, broker_id, self.live() - {broker_id}, self.configs.unclean_for
             )
         records.append(RegisterBroker(broker_id, epoch, host, port, rack, incarnation_id, True))
         last = self._write(records)
@@ -71,7 +92,7 @@ class BrokerOps(ControllerState):
     def _fence(self, broker_id: int, reason: str) -> None:
         b = self.image.brokers[broker_id]
         records: list[Any] = remove_broker_changes(
-            self.image, broker_id, self._live() - {broker_id}, self._unclean_for
+            self.image, broker_id, self.live() - {broker_id}, self.configs.unclean_for
         )
         if not b.fenced:
             records.append(FenceBroker(broker_id, b.broker_epoch))
@@ -114,7 +135,7 @@ class BrokerOps(ControllerState):
             if broker_id not in self._shutting_down:
                 self._shutting_down.add(broker_id)
                 changes = remove_broker_changes(
-                    self.image, broker_id, self._live(), self._unclean_for
+                    self.image, broker_id, self.live(), self.configs.unclean_for
                 )
                 self._write(changes)
                 _log.info(
@@ -137,7 +158,7 @@ class BrokerOps(ControllerState):
             delta = MetadataDelta(self.image)
             delta.replay(records[0], self.image.offset + 1)
             records += elect_offline_changes(
-                delta.apply(), self._live() | {broker_id}, self._unclean_for
+                delta.apply(), self.live() | {broker_id}, self.configs.unclean_for
             )
             self._write(records)
             _log.info(

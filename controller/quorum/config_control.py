@@ -1,0 +1,52 @@
+"""ConfigurationControlManager: topic configs — IncrementalAlterConfigs as Config records,
+validation of the configs a new topic is created with, and the per-topic settings the other
+managers ask for (unclean leader election). Controller thread only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from client.errors import BrokerResponseError, InvalidConfigError
+from controller.quorum.state import ControlManager
+from controller.quorum.topic_configs import validate_topic_config
+from controller.quorum.validation import config_change_records
+
+
+class ConfigurationControlManager(ControlManager):
+    def unclean_for(self, topic: str) -> bool:
+        """unclean.leader.election.enable for `topic`: its config, else the controller's."""
+        v = self.image.topic_config(topic).get("unclean.leader.election.enable")
+        return self.settings.unclean_leader_election_enable if v is None else v == "true"
+
+    @staticmethod
+    def check_new_topic_configs(configs: dict[str, Any]) -> None:
+        """Raise InvalidConfigError naming the first bad key of a new topic's configs."""
+        for k, v in configs.items():
+            err = validate_topic_config(k, v)
+            if err:
+                raise InvalidConfigError(f"{k}: {err}")
+
+    def incremental_alter_configs(
+        self, resources: list[dict], validate_only: bool = False
+    ) -> list[dict]:
+        """IncrementalAlterConfigs: resources [{resource_type (2 topic, 4 broker), resource_name,
+        configs: [{name, config_operation (0 set, 1 delete), value}]}] →
+        [{resource_type, resource_name, error_code, error_message}]."""
+        self._check_active()
+        results, records = [], []
+        for res in resources:
+            out = {
+                "resource_type": res.get("resource_type"),
+                "resource_name": res.get("resource_name"),
+                "error_code": 0,
+                "error_message": None,
+            }
+            try:
+                records += config_change_records(self.image, res)
+            except BrokerResponseError as e:
+                out.update(error_code=int(e.code), error_message=e.message)
+            results.append(out)
+        if records and not validate_only:
+            self._write(records)
+        return results
