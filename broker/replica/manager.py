@@ -4,7 +4,8 @@
     rm.apply_metadata(image, delta)                 # from the metadata publisher
     rm.append_records(acks, timeout_ms, {(t, p): batches}, callback) -> dict | None
     rm.fetch_records(params, [FetchPartitionSpec], callback)      -> list | None
-    rm.list_offsets(replica_id, [(t, p, timestamp)])                -> list[dict]
+    rm.list_offsets(replica_id, [(t, p, timestamp, epoch)])        -> list[dict]
+    rm.offsets_for_leader_epoch([(t, p, current_epoch, epoch)])    -> list[dict]
     rm.on_flushed(topic, partition, flushed_offset)                 # the flushers' callback
 
 append/fetch return the answer at once, or None after parking a DelayedProduce/DelayedFetch
@@ -21,7 +22,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 from broker.log import Log, LogManager
 from broker.purgatory import Purgatory
@@ -32,7 +33,9 @@ from broker.replica.delayed import (
     fetch_key,
     produce_key,
 )
+from broker.replica.offsets import OffsetQueries
 from broker.replica.partition import Partition
+from broker.replica.specs import FetchParams, FetchPartitionSpec, ReplicaError, diverging
 from client.errors import BrokerResponseError, ErrorCode, OffsetOutOfRangeError, StorageError
 
 _log = logging.getLogger(__name__)
@@ -56,35 +59,7 @@ class ReplicaSettings:
         )
 
 
-class FetchPartitionSpec(NamedTuple):
-    topic: str
-    partition: int
-    fetch_offset: int
-    partition_max_bytes: int
-    current_leader_epoch: int = -1
-    last_fetched_epoch: int = -1  # followers: the epoch of the last batch they hold
-
-
-@dataclass(frozen=True)
-class FetchParams:
-    replica_id: int  # -1 consumer, else a follower's broker id
-    max_wait_ms: int
-    min_bytes: int
-    max_bytes: int
-
-    @property
-    def is_follower(self) -> bool:
-        return self.replica_id >= 0
-
-
-def _error_name(code: int) -> str:
-    try:
-        return ErrorCode(code).name
-    except ValueError:
-        return f"error {code}"
-
-
-class ReplicaManager:
+class ReplicaManager(OffsetQueries):
     def __init__(
         self,
         node_id: int,
@@ -249,27 +224,29 @@ class ReplicaManager:
 
     # -- produce --------------------------------------------------------------------------------
 
-    def _missing(self, tp: TopicPartition) -> _Err:
+    def _missing(self, tp: TopicPartition) -> ReplicaError:
         failed = self.failed.get(tp)
         if failed is not None:  # retriable: the next metadata image applies it again
-            return _Err(
+            return ReplicaError(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER,
                 f"{tp[0]}-{tp[1]} is not served by broker {self.node_id}: its metadata failed"
                 f" to apply ({failed})",
             )
-        return _Err(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown partition {tp[0]}-{tp[1]}")
+        return ReplicaError(
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown partition {tp[0]}-{tp[1]}"
+        )
 
     def _leader_partition(self, tp: TopicPartition) -> Partition:
         part = self._partitions.get(tp)
         if part is None:
             raise self._missing(tp)
         if not part.is_leader:
-            raise _Err(
+            raise ReplicaError(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER,
                 f"broker {self.node_id} is not the leader of {tp[0]}-{tp[1]}",
             )
         if part.log.offline:
-            raise _Err(ErrorCode.KAFKA_STORAGE_ERROR, f"log of {tp[0]}-{tp[1]} is offline")
+            raise ReplicaError(ErrorCode.KAFKA_STORAGE_ERROR, f"log of {tp[0]}-{tp[1]} is offline")
         return part
 
     def append_records(
@@ -315,12 +292,12 @@ class ReplicaManager:
                 isr_size = len(part.isr)
                 min_isr = self._min_insync_for(tp[0])
                 if isr_size < min_isr:
-                    raise _Err(
+                    raise ReplicaError(
                         ErrorCode.NOT_ENOUGH_REPLICAS,
                         f"isr {list(part.isr)} smaller than min.insync.replicas {min_isr}",
                     )
             info = part.log.append_as_leader(records, part.leader_epoch)
-        except _Err as e:
+        except ReplicaError as e:
             return ProducePartitionStatus(int(e.code), error_message=e.message)
         except BrokerResponseError as exc:
             return ProducePartitionStatus(int(exc.code), error_message=str(exc))
@@ -390,12 +367,18 @@ class ReplicaManager:
         if part is None:
             raise self._missing(tp)
         if not part.is_leader:
-            raise _Err(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"not the leader of {tp[0]}-{tp[1]}")
+            raise ReplicaError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER, f"not the leader of {tp[0]}-{tp[1]}"
+            )
         if spec.current_leader_epoch >= 0:
             if spec.current_leader_epoch < part.leader_epoch:
-                raise _Err(ErrorCode.FENCED_LEADER_EPOCH, "fetch from an older leader epoch")
+                raise ReplicaError(
+                    ErrorCode.FENCED_LEADER_EPOCH, "fetch from an older leader epoch"
+                )
             if spec.current_leader_epoch > part.leader_epoch:
-                raise _Err(ErrorCode.UNKNOWN_LEADER_EPOCH, "fetch from a newer leader epoch")
+                raise ReplicaError(
+                    ErrorCode.UNKNOWN_LEADER_EPOCH, "fetch from a newer leader epoch"
+                )
         return part
 
     def fetch_satisfied(self, params: FetchParams, partitions: list[FetchPartitionSpec]) -> bool:
@@ -404,7 +387,7 @@ class ReplicaManager:
         for spec in partitions:
             try:
                 part = self._fetchable_part(spec)
-            except _Err:
+            except ReplicaError:
                 return True
             log = part.log
             if diverging(part, spec) is not None:
@@ -470,7 +453,7 @@ class ReplicaManager:
                     remaining -= len(data)
                     entry["records"] = data
                 entry["log_start_offset"] = res.log_start_offset
-            except _Err as e:
+            except ReplicaError as e:
                 entry["error_code"] = int(e.code)
             except OffsetOutOfRangeError as exc:
                 entry["error_code"] = int(ErrorCode.OFFSET_OUT_OF_RANGE)
@@ -486,7 +469,7 @@ class ReplicaManager:
         acks=all produces) and it may be proposed back into the ISR."""
         try:
             part = self._fetchable_part(spec)
-        except _Err:
+        except ReplicaError:
             return  # the read answers with the error
         if diverging(part, spec) is not None:
             return
@@ -522,45 +505,6 @@ class ReplicaManager:
 
     # -- list offsets ---------------------------------------------------------------------------
 
-    def list_offsets(
-        self, replica_id: int, requests: list[tuple[str, int, int, int]]
-    ) -> list[dict[str, Any]]:
-        """[(topic, partition, timestamp, current_leader_epoch)] → [{topic, partition,
-        error_code, timestamp, offset, leader_epoch}]. -2 earliest, -1 latest (the HW for
-        consumers, the log end for followers), else the first offset with timestamp >= ts."""
-        out = []
-        for topic, p, ts, cur_epoch in requests:
-            entry: dict[str, Any] = {
-                "topic": topic,
-                "partition": p,
-                "error_code": 0,
-                "timestamp": -1,
-                "offset": -1,
-                "leader_epoch": -1,
-            }
-            out.append(entry)
-            try:
-                part = self._fetchable_part(FetchPartitionSpec(topic, p, 0, 0, cur_epoch))
-                log = part.log
-                hw = part.high_watermark if replica_id < 0 else log.end_offset
-                entry["leader_epoch"] = part.leader_epoch
-                if ts == -2:
-                    entry["offset"] = log.log_start_offset
-                elif ts == -1:
-                    entry["offset"] = hw
-                else:
-                    found = log.offset_for_timestamp(ts)
-                    if found is not None and found.offset < hw:
-                        entry["timestamp"] = found.timestamp
-                        entry["offset"] = found.offset
-                        entry["leader_epoch"] = found.leader_epoch
-            except _Err as e:
-                entry["error_code"] = int(e.code)
-            except StorageError as exc:
-                entry["error_code"] = int(ErrorCode.KAFKA_STORAGE_ERROR)
-                _log.error("list_offsets %s-%d: %s", topic, p, exc)
-        return out
-
     # -- periodic -------------------------------------------------------------------------------
 
     def wake_offline(self) -> int:
@@ -578,27 +522,3 @@ class ReplicaManager:
 
     def checkpoint_high_watermarks(self) -> None:
         self.log_manager.checkpoint_high_watermarks(self.high_watermarks())
-
-
-def diverging(part: Partition, spec: FetchPartitionSpec) -> tuple[int, int] | None:
-    """KIP-320 on the leader: (largest epoch <= the fetcher's last fetched epoch, its end
-    offset here) when what the follower holds, or what the consumer read, diverged from this
-    log, else None. A leader that knows no epoch that old answers (-1, its log start
-    offset)."""
-    if spec.last_fetched_epoch < 0:
-        return None
-    epoch, end = part.log.end_offset_for_epoch(spec.last_fetched_epoch)
-    if epoch < 0:
-        return (-1, part.log.log_start_offset)
-    if epoch < spec.last_fetched_epoch or end < spec.fetch_offset:
-        return (epoch, end)
-    return None
-
-
-class _Err(Exception):
-    """A per-partition error inside the replica manager (never escapes it)."""
-
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message or _error_name(int(code))

@@ -1,4 +1,4 @@
-"""ElectLeaders (43) against a combined `gregor server` (one replica per partition, so the
+"""ElectLeaders (43) and OffsetForLeaderEpoch (23) against a combined `gregor server` (one replica per partition, so the
 preferred replica always leads): Admin.elect_leaders answers per partition, the CLI prints
 Kafka's lines and exits 0 when no election was needed, unknown partitions and election types
 are errors, and PartitionDescription carries the leader epoch."""
@@ -65,3 +65,32 @@ def test_cli_elect_leaders(broker_server) -> None:
     assert "for partition c-7: UnknownTopicOrPartitionError" in r.stdout
     r = _gregor("topics", "elect-leaders", *bs)
     assert r.returncode == 2 and "--topic" in r.stderr
+
+
+def test_offset_for_leader_epoch_on_the_wire(broker_server) -> None:
+    """OffsetForLeaderEpoch (23) against a combined server: the current epoch ends at the log
+    end; an epoch newer than the leader's in current_leader_epoch is UNKNOWN_LEADER_EPOCH."""
+    with Admin(bootstrap_servers=broker_server.bootstrap) as admin:
+        admin.create_topic("ep", partitions=1)
+        epoch = admin.describe_topic("ep").partitions[0].leader_epoch
+    from client import Producer
+
+    with Producer(bootstrap_servers=broker_server.bootstrap) as prod:
+        for i in range(4):
+            prod.send("ep", b"%d" % i, partition=0).result(10)
+    body = {
+        "topics": [
+            {
+                "name": "ep",
+                "partitions": [
+                    {"partition": 0, "current_leader_epoch": epoch, "leader_epoch": epoch},
+                    {"partition": 0, "current_leader_epoch": epoch + 1, "leader_epoch": epoch},
+                ],
+            }
+        ]
+    }
+    with RawClient((broker_server.host, broker_server.port)) as c:
+        resp = c.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, 0, body)
+    ok, newer = resp["topics"][0]["partitions"]
+    assert (ok["error_code"], ok["leader_epoch"], ok["end_offset"]) == (0, epoch, 4)
+    assert newer["error_code"] == ErrorCode.UNKNOWN_LEADER_EPOCH

@@ -1,4 +1,4 @@
-"""Data-path APIs: Produce (0), Fetch (1), ListOffsets (2).
+"""Data-path APIs: Produce (0), Fetch (1), ListOffsets (2), OffsetForLeaderEpoch (23).
 
 Topic/partition nesting follows Kafka: a request carries `topics: [{name, partitions: [{partition,
 ...}]}]` and the response mirrors it with a per-partition `error_code`. Record batches travel as
@@ -201,3 +201,50 @@ LIST_OFFSETS = register(
         ),
     )
 )
+
+
+OFFSET_FOR_LEADER_EPOCH = register(
+    ApiSpec(
+        key=ApiKey.OFFSET_FOR_LEADER_EPOCH,
+        name="OffsetForLeaderEpoch",
+        doc="KIP-101/279: the end offset of a leader epoch in the leader's log (the start of the "
+        "next epoch, or the log end for the current one), with the largest epoch <= the one "
+        "asked that the log knows; (-1, -1) when it knows none that old. Answered by partition "
+        "leaders (NOT_LEADER_OR_FOLLOWER elsewhere); `current_leader_epoch` other than the "
+        "leader's gets FENCED_LEADER_EPOCH (older) or UNKNOWN_LEADER_EPOCH (newer). Gregor's "
+        "followers and consumers get the same answer in Fetch (diverging_epoch); this API is "
+        "for tools and Kafka-style clients.",
+        request=Struct(
+            Field("replica_id", INT32, default=-1, doc="-1 for clients, else a broker id"),
+            Field(
+                "topics",
+                topics(
+                    Struct(
+                        Field("partition", INT32),
+                        Field("current_leader_epoch", INT32, default=-1),
+                        Field("leader_epoch", INT32),
+                        name="OffsetForLeaderPartition",
+                    ),
+                    "OffsetForLeader",
+                ),
+            ),
+        ),
+        response=Struct(
+            THROTTLE,
+            Field(
+                "topics",
+                topics(
+                    Struct(
+                        Field("error_code", INT16),
+                        Field("partition", INT32),
+                        Field("leader_epoch", INT32, default=-1),
+                        Field("end_offset", INT64, default=-1),
+                        name="EpochEndOffset",
+                    ),
+                    "OffsetForLeaderResult",
+                ),
+            ),
+        ),
+    )
+)
+

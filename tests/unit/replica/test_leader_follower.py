@@ -195,3 +195,28 @@ def test_leader_without_the_followers_epoch_sends_it_back_to_its_start(pair):
     assert (entry["diverging_epoch"], entry["diverging_end_offset"]) == (-1, 0)
     apply_fetched(follower.rm.get_partition("t", 0), entry)
     assert flog.end_offset == 0
+
+
+def test_offsets_for_leader_epoch(pair):
+    """OffsetForLeaderEpoch (KIP-101/279) on the leader: the largest epoch <= the one asked and
+    its end offset (the next epoch's start, or the log end); epoch fencing; leaders only."""
+    leader, follower = pair
+    llog = leader.lm.get("t", 0)
+    llog.append_as_leader(build_batch([(None, b"a")] * 5), 0)
+    llog.append_as_leader(build_batch([(None, b"b")] * 3), 2)
+    ask = [("t", 0, -1, 0), ("t", 0, -1, 1), ("t", 0, -1, 2), ("t", 0, -1, 7)]
+    got = leader.rm.offsets_for_leader_epoch(ask)
+    assert [(r["error_code"], r["leader_epoch"], r["end_offset"]) for r in got] == [
+        (0, 0, 5),
+        (0, 0, 5),
+        (0, 2, 8),
+        (0, 2, 8),
+    ]
+    got = leader.rm.offsets_for_leader_epoch([("t", 0, 3, 0), ("t", 0, 1, 0), ("t", 9, -1, 0)])
+    assert [r["error_code"] for r in got] == [
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ]
+    (r,) = follower.rm.offsets_for_leader_epoch([("t", 0, -1, 0)])
+    assert r["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER

@@ -1,0 +1,62 @@
+"""What a fetch asks for (FetchParams, FetchPartitionSpec), the replica manager's per-partition
+error, and KIP-320's divergence check on the leader."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from broker.replica.partition import Partition
+from client.errors import ErrorCode
+
+
+class FetchPartitionSpec(NamedTuple):
+    topic: str
+    partition: int
+    fetch_offset: int
+    partition_max_bytes: int
+    current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1  # followers: the epoch of the last batch they hold
+
+
+@dataclass(frozen=True)
+class FetchParams:
+    replica_id: int  # -1 consumer, else a follower's broker id
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+
+    @property
+    def is_follower(self) -> bool:
+        return self.replica_id >= 0
+
+
+def _error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"error {code}"
+
+
+def diverging(part: Partition, spec: FetchPartitionSpec) -> tuple[int, int] | None:
+    """KIP-320 on the leader: (largest epoch <= the fetcher's last fetched epoch, its end
+    offset here) when what the follower holds, or what the consumer read, diverged from this
+    log, else None. A leader that knows no epoch that old answers (-1, its log start
+    offset)."""
+    if spec.last_fetched_epoch < 0:
+        return None
+    epoch, end = part.log.end_offset_for_epoch(spec.last_fetched_epoch)
+    if epoch < 0:
+        return (-1, part.log.log_start_offset)
+    if epoch < spec.last_fetched_epoch or end < spec.fetch_offset:
+        return (epoch, end)
+    return None
+
+
+class ReplicaError(Exception):
+    """A per-partition error inside the replica manager (never escapes it)."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message or _error_name(int(code))
