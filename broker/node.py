@@ -45,6 +45,7 @@ from typing import Any
 from broker.lifecycle import BrokerLifecycle
 from broker.log import LogConfig, LogManager
 from broker.metadata_publisher import MetadataPublisher
+from broker.producer_ids import ProducerIdManager
 from broker.purgatory import Purgatory, SystemTimer
 from broker.quorum_link import LocalQuorum, RemoteQuorum
 from broker.replica import ReplicaManager, ReplicaSettings
@@ -142,6 +143,9 @@ class Services:
         self.fetch_purgatory = node.fetch_purgatory
         self.controller: ControllerChannel = node.controller
         self.publisher = node.publisher
+        self.producer_ids = ProducerIdManager(
+            node.controller, node.node_id, lambda: node.lifecycle.broker_epoch
+        )
 
     @property
     def metadata(self) -> MetadataImage:

@@ -1,7 +1,7 @@
 """ControllerChannel: the one interface between a broker and the controller quorum.
 
 A broker registers, heartbeats (which also asks for fencing or a controlled shutdown), reports
-ISR changes, and forwards the admin requests that change metadata (topics, partitions,
+ISR changes, takes blocks of producer ids, and forwards the admin requests that change metadata (topics, partitions,
 configs, leader elections). Two implementations, and nothing above this seam knows which one it has:
 
 - in-process: `CombinedController` (controller/quorum/combined.py), the one-voter quorum of a
@@ -51,6 +51,11 @@ class ControllerChannel(Protocol):
 
     def alter_partition(self, broker_id: int, broker_epoch: int, topics: list[dict]) -> Future:
         """AlterPartition (ISR changes from a leader) → the per-partition results."""
+        ...
+
+    def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> Future:
+        """AllocateProducerIds → {error_code, producer_id_start, producer_id_len}: a block of
+        producer ids for this broker's InitProducerId answers."""
         ...
 
     def create_topics(self, requests: list[dict], validate_only: bool = False) -> Future:

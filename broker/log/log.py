@@ -24,6 +24,7 @@ from typing import NamedTuple, TypeVar
 
 from client.errors import (
     CorruptRecordError,
+    InvalidRecordError,
     MessageTooLargeError,
     OffsetOutOfRangeError,
     StorageError,
@@ -33,7 +34,9 @@ from client.records.header import peek_size, set_base_offset, set_partition_lead
 from .checkpoint import fsync_dir
 from .config import LogConfig
 from .epoch_cache import LeaderEpochCache
+from .producer_state import BatchEntry, ProducerStateManager
 from .recovery import load_segments
+from .retention import LogRetention
 from .segment import LogSegment
 
 _log = logging.getLogger(__name__)
@@ -76,7 +79,7 @@ class TimestampOffset(NamedTuple):
     leader_epoch: int
 
 
-class Log:
+class Log(LogRetention):
     """A partition log. Opening runs recovery (see recovery.py) when `clean` is False."""
 
     def __init__(
@@ -109,6 +112,7 @@ class Log:
         self._dir_dirty = False
         self._dirty: dict[int, LogSegment] = {}
         self._prefix = f"[{topic}-{partition}]"
+        self._producers: ProducerStateManager | None = None  # built on first use
         self.directory.mkdir(parents=True, exist_ok=True)
         now = clock()
         self._segments: list[LogSegment] = load_segments(
@@ -228,6 +232,12 @@ class Log:
         headers = self._validate(buf, True)
         with self._lock:
             self._check_online()
+            if headers[0][1].producer_id >= 0 or len(headers) > 1:
+                dup = self._check_producer_locked(headers)
+                if dup is not None:  # a retry of a batch already here: its offsets, no write
+                    return AppendInfo(
+                        dup.first_offset, dup.last_offset, -1, 0, 0, 0, self._log_start_offset
+                    )
             first = offset = self._end()
             batches = []
             max_ts = -1
@@ -243,6 +253,9 @@ class Log:
             if leader_epoch > self.epoch_cache.latest_epoch:
                 self._guard(self.epoch_cache.assign, leader_epoch, first)
             self._write(buf, batches, first, offset)
+            if self._producers is not None:
+                for (_pos, h), (base, *_rest) in zip(headers, batches, strict=True):
+                    self._producers.update(h, base)
             return AppendInfo(
                 first, offset - 1, max_ts, len(batches), records_n, len(buf), self._log_start_offset
             )
@@ -272,6 +285,9 @@ class Log:
                 if h.max_timestamp > max_ts:
                     max_ts = h.max_timestamp
             self._write(view, batches, first, expected)
+            if self._producers is not None:
+                for _pos, h in headers:
+                    self._producers.update(h, h.base_offset)
             return AppendInfo(
                 first,
                 expected - 1,
@@ -281,6 +297,34 @@ class Log:
                 len(view),
                 self._log_start_offset,
             )
+
+    def _check_producer_locked(self, headers: list[tuple]) -> BatchEntry | None:
+        """Idempotence on the leader (producer_state.py): an idempotent produce carries one
+        batch per partition; its earlier append if it is a retry, else None."""
+        if any(h.producer_id >= 0 for _pos, h in headers):
+            if len(headers) != 1:
+                raise InvalidRecordError(
+                    f"{self._prefix} an idempotent produce carries one batch per partition, "
+                    f"not {len(headers)}"
+                )
+            return self.producer_state_locked().check(headers[0][1], f"{self._prefix} ")
+        return None
+
+    def producer_state_locked(self) -> ProducerStateManager:
+        """The producer state, built from the batch headers when first needed (lock held)."""
+        if self._producers is None:
+            self._producers = self._guard(
+                lambda: ProducerStateManager.from_headers(
+                    h for seg in self._segments for h in seg.headers()
+                )
+            )
+            if self._producers:
+                _log.info(
+                    "%s producer state of %d producers rebuilt from the log",
+                    self._prefix,
+                    len(self._producers),
+                )
+        return self._producers
 
     def _guard(self, fn: Callable[..., T], *args: object) -> T:
         """Run a file operation; an OSError marks the log offline and becomes StorageError."""
@@ -454,6 +498,7 @@ class Log:
 
     def _after_truncation_locked(self) -> None:
         self._generation += 1
+        self._producers = None  # rebuilt from what is left on next use
         end = self._end()
         if end < self._log_start_offset:  # a batch straddling the start offset went whole
             self._log_start_offset = end
@@ -465,63 +510,6 @@ class Log:
         self._dirty.pop(seg.base_offset, None)
         seg.delete()
         self._dir_dirty = True
-
-    def delete_old_segments(self, high_watermark: int | None = None) -> int:
-        """Retention: delete the oldest non-active segments whose largest timestamp is older than
-        retention_ms, then while the log exceeds retention_bytes; only segments wholly below
-        `high_watermark` when given. Returns the number of segments deleted."""
-        now = self._clock()
-        cfg = self.config
-        with self._lock:
-            deleted = 0
-            total = sum(s.size for s in self._segments)
-            while len(self._segments) > 1:
-                seg = self._segments[0]
-                if high_watermark is not None and seg.next_offset > high_watermark:
-                    break
-                expired = cfg.retention_ms >= 0 and now - seg.largest_timestamp > cfg.retention_ms
-                too_big = cfg.retention_bytes >= 0 and total - seg.size >= cfg.retention_bytes
-                if not (expired or too_big):
-                    break
-                _log.info(
-                    "%s retention deletes segment %d (%s)",
-                    self._prefix,
-                    seg.base_offset,
-                    "retention_ms" if expired else "retention_bytes",
-                )
-                self._segments.pop(0)
-                self._bases.pop(0)
-                total -= seg.size
-                self._guard(self._delete_segment_locked, seg)
-                deleted += 1
-            if deleted:
-                self._advance_start_locked(self._segments[0].base_offset)
-        if deleted and self._on_lso_changed is not None:
-            self._on_lso_changed(self)
-        return deleted
-
-    def delete_records_before(self, offset: int) -> int:
-        """Advance the log start offset to `offset` (DeleteRecords) and delete the segments now
-        wholly below it (never the active one). Returns the new log start offset."""
-        with self._lock:
-            if offset > self._end():
-                raise OffsetOutOfRangeError(
-                    f"{self._prefix} offset {offset} above end {self._end()}"
-                )
-            if offset <= self._log_start_offset:
-                return self._log_start_offset
-            while len(self._segments) > 1 and self._segments[1].base_offset <= offset:
-                self._bases.pop(0)
-                self._guard(self._delete_segment_locked, self._segments.pop(0))
-            self._advance_start_locked(offset)
-        if self._on_lso_changed is not None:
-            self._on_lso_changed(self)
-        return offset
-
-    def _advance_start_locked(self, offset: int) -> None:
-        if offset > self._log_start_offset:
-            self._log_start_offset = offset
-            self._guard(self.epoch_cache.truncate_from_start, offset)
 
     # -- durability ----------------------------------------------------------------------------
 

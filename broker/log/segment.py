@@ -163,6 +163,11 @@ class LogSegment:
             self._index_batch(h.base_offset, pos, h.size, h.max_timestamp)
             self.next_offset = h.next_offset
 
+    def headers(self) -> Iterator[BatchHeader]:
+        """Every batch header of the segment, in order (no CRC check)."""
+        for _pos, h in self._scan(check_crc=False):
+            yield h
+
     def _scan(self, check_crc: bool) -> Iterator[tuple[int, BatchHeader]]:
         """Yield (position, header) of each batch from position 0; raises CorruptRecordError at
         the first invalid batch (a torn tail included)."""

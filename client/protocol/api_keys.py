@@ -28,6 +28,7 @@ class ApiKey(IntEnum):
     DESCRIBE_CLUSTER = 60
     BROKER_REGISTRATION = 62
     BROKER_HEARTBEAT = 63
+    ALLOCATE_PRODUCER_IDS = 67
     CONSUMER_GROUP_HEARTBEAT = 68
     # Internal controller APIs (docs/architecture.md §3): 1000 and up.
     RAFT_MESSAGE = 1000

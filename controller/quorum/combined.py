@@ -363,6 +363,9 @@ class CombinedController:
     ) -> concurrent.futures.Future:
         return self.runner.create_partitions(topics, validate_only)
 
+    def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> concurrent.futures.Future:
+        return self.runner.allocate_producer_ids(broker_id, broker_epoch)
+
     def elect_leaders(
         self, election_type: int, partitions: list[tuple[str, int]] | None = None
     ) -> concurrent.futures.Future:

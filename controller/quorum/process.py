@@ -176,6 +176,7 @@ class ControllerProcess:
             ApiKey.BROKER_REGISTRATION: self._broker_registration,
             ApiKey.BROKER_HEARTBEAT: self._broker_heartbeat,
             ApiKey.ALTER_PARTITION: self._alter_partition,
+            ApiKey.ALLOCATE_PRODUCER_IDS: self._allocate_producer_ids,
         }
         # Admin APIs forwarded by brokers; served once their schemas (H-client) are registered.
         optional = {
@@ -331,6 +332,9 @@ class ControllerProcess:
             "error_code": 0,
             "replica_election_results": group_election_results(list(results)),
         }
+
+    async def _allocate_producer_ids(self, b: dict) -> dict:
+        return await self._call("allocate_producer_ids", b["broker_id"], b["broker_epoch"])
 
     async def _alter_partition(self, b: dict) -> dict:
         return await self._call("alter_partition", b["broker_id"], b["broker_epoch"], b["topics"])

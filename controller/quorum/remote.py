@@ -199,6 +199,9 @@ class RemoteController:
     def alter_partition(self, *a: Any, **k: Any) -> concurrent.futures.Future:
         return self.submit("alter_partition", *a, **k)
 
+    def allocate_producer_ids(self, *a: Any, **k: Any) -> concurrent.futures.Future:
+        return self.submit("allocate_producer_ids", *a, **k)
+
     def elect_leaders(self, *a: Any, **k: Any) -> concurrent.futures.Future:
         return self.submit("elect_leaders", *a, **k)
 
@@ -303,6 +306,14 @@ def _create_partitions(
     )
 
 
+def _allocate(broker_id: int, broker_epoch: int) -> tuple:
+    return (
+        ApiKey.ALLOCATE_PRODUCER_IDS,
+        {"broker_id": broker_id, "broker_epoch": broker_epoch},
+        _same,
+    )
+
+
 def _elect(election_type: int, partitions: list[tuple[str, int]] | None = None) -> tuple:
     return (
         ApiKey.ELECT_LEADERS,
@@ -328,6 +339,7 @@ _CALLS: dict[str, Any] = {
     "create_partitions": _create_partitions,
     "incremental_alter_configs": _alter_configs,
     "elect_leaders": _elect,
+    "allocate_producer_ids": _allocate,
     "describe_quorum": lambda: (ApiKey.DESCRIBE_QUORUM, {}, _same),
 }
 

@@ -249,3 +249,52 @@ def test_controlled_shutdown_of_each_broker_under_load(broker_cluster) -> None:
         read = {r.offset: r.value for r in got}
         for off, v in by_offset.items():
             assert read.get(off) == v, f"cs-{p} offset {off}: {read.get(off)!r}, not {v!r}"
+
+
+@pytest.mark.slow
+def test_a_retry_after_failover_is_a_duplicate_on_the_new_leader(broker_cluster) -> None:
+    """Issue 12 (broker side) on the cluster: producer ids come from the remote controller
+    quorum's blocks; followers keep the producer state they replicate, so the retry of an
+    acknowledged idempotent batch sent to the new leader after a SIGKILL of the old one is
+    answered with the original offset and stored once."""
+    from helpers import RawClient
+
+    from client.protocol import ApiKey
+    from client.records import build_batch
+
+    _q, b = broker_cluster()
+    with Admin(bootstrap_servers=b.bootstrap_all()) as admin:
+        admin.create_topic("idem", 1, 3, {"min.insync.replicas": "2"})
+    (d,) = _wait_isr(b, "idem")
+
+    def send(node: int, seq: int, value: bytes) -> dict:
+        batch = build_batch([(None, value)], producer_id=pid, producer_epoch=0, base_sequence=seq)
+        body = {
+            "acks": -1,
+            "timeout_ms": 10_000,
+            "topics": [{"name": "idem", "partitions": [{"partition": 0, "records": batch}]}],
+        }
+        host, port = b.bootstrap(node).split(":")
+        with RawClient((host, int(port))) as c:
+            return c.request(ApiKey.PRODUCE, 0, body)["topics"][0]["partitions"][0]
+
+    host, port = b.bootstrap(d.leader).split(":")
+    with RawClient((host, int(port))) as c:
+        resp = c.request(ApiKey.INIT_PRODUCER_ID, 0, {"transactional_id": None})
+    assert resp["error_code"] == 0, resp
+    pid = resp["producer_id"]
+    offsets = [send(d.leader, i, b"v%d" % i)["base_offset"] for i in range(5)]
+    assert offsets == list(range(5))
+    b.stop(d.leader, signal.SIGKILL)
+    new = wait_until(
+        lambda: (lambda p: p if p not in (-1, d.leader, None) else None)(
+            _leader(b.bootstrap_all(), "idem")
+        ),
+        30,
+        "a new leader",
+    )
+    again = send(new, 4, b"v4")  # the producer never heard the last answer: it retries
+    assert (again["error_code"], again["base_offset"]) == (0, 4), again
+    assert send(new, 5, b"v5")["base_offset"] == 5
+    got = _read(b.bootstrap(new), TopicPartition("idem", 0), 6)
+    assert [r.value for r in got] == [b"v%d" % i for i in range(6)]

@@ -210,3 +210,20 @@ ALTER_PARTITION = register(
         ),
     )
 )
+
+
+ALLOCATE_PRODUCER_IDS = register(
+    ApiSpec(
+        key=ApiKey.ALLOCATE_PRODUCER_IDS,
+        name="AllocateProducerIds",
+        internal=True,
+        doc="A broker asks the controller for a block of producer ids (committed through the "
+        "metadata log, so no id is handed out twice); it serves InitProducerId from the block.",
+        request=Struct(Field("broker_id", INT32), Field("broker_epoch", INT64)),
+        response=Struct(
+            Field("error_code", INT16),
+            Field("producer_id_start", INT64, default=-1),
+            Field("producer_id_len", INT32, default=0),
+        ),
+    )
+)

@@ -1,4 +1,5 @@
-"""Data-path APIs: Produce (0), Fetch (1), ListOffsets (2), OffsetForLeaderEpoch (23).
+"""Data-path APIs: Produce (0), Fetch (1), ListOffsets (2), InitProducerId (22),
+OffsetForLeaderEpoch (23).
 
 Topic/partition nesting follows Kafka: a request carries `topics: [{name, partitions: [{partition,
 ...}]}]` and the response mirrors it with a per-partition `error_code`. Record batches travel as
@@ -248,3 +249,23 @@ OFFSET_FOR_LEADER_EPOCH = register(
     )
 )
 
+
+INIT_PRODUCER_ID = register(
+    ApiSpec(
+        key=ApiKey.INIT_PRODUCER_ID,
+        name="InitProducerId",
+        doc="A new producer id (epoch 0) for an idempotent producer, from the block of ids the "
+        "broker holds (a new block comes from the controller). Transactions are not supported: "
+        "a non-null transactional_id is refused with INVALID_REQUEST.",
+        request=Struct(
+            Field("transactional_id", Nullable(STRING), default=None),
+            Field("transaction_timeout_ms", INT32, default=60_000),
+        ),
+        response=Struct(
+            THROTTLE,
+            Field("error_code", INT16),
+            Field("producer_id", INT64, default=-1),
+            Field("producer_epoch", INT16, default=-1),
+        ),
+    )
+)

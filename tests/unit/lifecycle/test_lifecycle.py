@@ -72,6 +72,9 @@ class FakeChannel:
     def elect_leaders(self, election_type, partitions=None):
         raise NotImplementedError
 
+    def allocate_producer_ids(self, broker_id, broker_epoch):
+        raise NotImplementedError
+
     def incremental_alter_configs(self, resources, validate_only=False):
         raise NotImplementedError
 

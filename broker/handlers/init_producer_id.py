@@ -1,0 +1,41 @@
+"""InitProducerId (22): a new producer id, epoch 0, for an idempotent producer (from the
+broker's block of ids; broker/producer_ids.py). The response is sent from the future's callback
+when a new block has to come from the controller. Transactions are not supported: a
+transactional_id is refused with INVALID_REQUEST."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+from typing import Any
+
+from broker.handlers.base import RequestContext, handler
+from client.errors import ErrorCode
+from client.protocol import ApiKey
+
+log = logging.getLogger(__name__)
+
+
+def _body(code: int, pid: int = -1, epoch: int = -1) -> dict:
+    return {"throttle_time_ms": 0, "error_code": code, "producer_id": pid, "producer_epoch": epoch}
+
+
+@handler(ApiKey.INIT_PRODUCER_ID)
+def handle(ctx: RequestContext, body: dict) -> dict | None:
+    services: Any = ctx.services
+    if body["transactional_id"] is not None:
+        ctx.respond_error(
+            ErrorCode.INVALID_REQUEST, "transactions are not supported: no transactional_id"
+        )
+        return None
+
+    def done(f: concurrent.futures.Future) -> None:
+        exc = f.exception()
+        if exc is None:
+            ctx.respond(_body(0, int(f.result()), 0))
+            return
+        log.warning("no producer id: %s", exc)
+        ctx.respond(_body(int(getattr(exc, "code", ErrorCode.UNKNOWN_SERVER_ERROR))))
+
+    services.producer_ids.next_id().add_done_callback(done)
+    return None

@@ -1,0 +1,127 @@
+"""Per-partition producer state for idempotent producers (Kafka's ProducerStateManager).
+
+For each producer id the log keeps its epoch and its last 5 batches (sequence range and offset
+range). A leader checks an idempotent batch against it before appending:
+
+- the same sequence range as one of the 5 kept batches: a retry of a batch that is already in
+  the log; the append answers with that batch's offsets and writes nothing;
+- otherwise the first sequence must follow the last one kept (sequences wrap past 2^31-1 to 0);
+  a gap or a step back is OUT_OF_ORDER_SEQUENCE_NUMBER;
+- an epoch below the kept one is INVALID_PRODUCER_EPOCH (a fenced producer); a new, higher
+  epoch starts again at sequence 0;
+- an unknown producer id must start at sequence 0, else UNKNOWN_PRODUCER_ID (its state is gone,
+  e.g. retention deleted its batches: the producer starts over with a new id).
+
+Leaders, followers (as they replicate) and a restarted broker all derive the state from the
+log's batch headers, so it follows the log through restarts and leader changes. The Log builds
+it lazily, by scanning its batch headers, the first time an idempotent batch needs it, and drops
+it when the log is truncated (rebuilt on next use). Not thread-safe: the Log calls it under its
+lock.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterable
+from typing import NamedTuple
+
+from client.errors import (
+    InvalidProducerEpochError,
+    OutOfOrderSequenceNumberError,
+    UnknownProducerIdError,
+)
+from client.records.header import BatchHeader
+
+BATCHES_KEPT = 5  # Kafka's: max.in.flight.requests.per.connection up to 5 keeps order
+_INT32_MAX = 2**31 - 1
+
+
+def seq_add(seq: int, n: int) -> int:
+    """`seq` + `n` in the batch sequence space (wraps past 2^31-1 to 0, as Kafka's)."""
+    if seq > _INT32_MAX - n:
+        return n - (_INT32_MAX - seq) - 1
+    return seq + n
+
+
+class BatchEntry(NamedTuple):
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+
+
+class ProducerEntry:
+    __slots__ = ("epoch", "batches")
+
+    def __init__(self, epoch: int) -> None:
+        self.epoch = epoch
+        self.batches: collections.deque[BatchEntry] = collections.deque(maxlen=BATCHES_KEPT)
+
+
+class ProducerStateManager:
+    def __init__(self) -> None:
+        self.producers: dict[int, ProducerEntry] = {}
+
+    def __len__(self) -> int:
+        return len(self.producers)
+
+    def check(self, h: BatchHeader, where: str = "") -> BatchEntry | None:
+        """Leader, before appending the idempotent batch `h`: its earlier append (a duplicate:
+        answer with those offsets, append nothing) or None (append it). Raises
+        OutOfOrderSequenceNumberError, InvalidProducerEpochError, UnknownProducerIdError."""
+        pid, epoch, first = h.producer_id, h.producer_epoch, h.base_sequence
+        last = seq_add(first, h.last_offset_delta)
+        e = self.producers.get(pid)
+        if e is None:
+            if first != 0:
+                raise UnknownProducerIdError(
+                    f"{where}producer {pid} is not known here (its state is gone) and its batch "
+                    f"starts at sequence {first}, not 0"
+                )
+            return None
+        if epoch < e.epoch:
+            raise InvalidProducerEpochError(
+                f"{where}producer {pid} epoch {epoch} is fenced by epoch {e.epoch}"
+            )
+        if epoch > e.epoch:
+            if first != 0:
+                raise OutOfOrderSequenceNumberError(
+                    f"{where}producer {pid}: a new epoch {epoch} starts at sequence 0, not {first}"
+                )
+            return None
+        for b in e.batches:
+            if b.first_seq == first and b.last_seq == last:
+                return b
+        expected = seq_add(e.batches[-1].last_seq, 1) if e.batches else 0
+        if first != expected:
+            raise OutOfOrderSequenceNumberError(
+                f"{where}producer {pid} epoch {epoch}: sequence {first}, expected {expected}"
+            )
+        return None
+
+    def update(self, h: BatchHeader, first_offset: int) -> None:
+        """Record the batch `h`, appended at `first_offset` (leader, follower or a rebuild)."""
+        pid = h.producer_id
+        if pid < 0:
+            return
+        e = self.producers.get(pid)
+        if e is None or h.producer_epoch > e.epoch:
+            e = self.producers[pid] = ProducerEntry(h.producer_epoch)
+        elif h.producer_epoch < e.epoch:
+            return  # (a fenced producer's batch, replicated before the fencing)
+        e.batches.append(
+            BatchEntry(
+                h.base_sequence,
+                seq_add(h.base_sequence, h.last_offset_delta),
+                first_offset,
+                first_offset + h.last_offset_delta,
+            )
+        )
+
+    @classmethod
+    def from_headers(cls, headers: Iterable[BatchHeader]) -> ProducerStateManager:
+        """The state a log's batch headers (oldest first) give."""
+        state = cls()
+        for h in headers:
+            state.update(h, h.base_offset)
+        return state

@@ -1,0 +1,101 @@
+"""Idempotent appends on a real Log (broker/log/producer_state.py): a retried batch is stored
+once and answered with its first offsets; sequence gaps, fenced epochs and unknown producers
+are refused; the state is rebuilt from the log after a restart and after truncation, and
+followers keep it as they replicate."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.log import Log, LogConfig
+from broker.log.producer_state import seq_add
+from client.errors import (
+    InvalidProducerEpochError,
+    InvalidRecordError,
+    OutOfOrderSequenceNumberError,
+    UnknownProducerIdError,
+)
+from client.records import build_batch, decode_records
+
+
+def _log(path, name: str = "t-0") -> Log:
+    return Log(path / name, "t", 0, LogConfig(segment_bytes=1024), lambda: 1_000_000)
+
+
+def _batch(pid: int, epoch: int, seq: int, n: int = 3, tag: bytes = b"v") -> bytes:
+    return build_batch(
+        [(None, b"%s%d" % (tag, seq + i)) for i in range(n)],
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=seq,
+    )
+
+
+def _values(log: Log) -> list[bytes]:
+    return [r.value for r in decode_records(log.read(0, 1 << 24).data)]
+
+
+def test_a_retried_batch_is_stored_once(tmp_path) -> None:
+    log = _log(tmp_path)
+    try:
+        a = log.append_as_leader(_batch(7, 0, 0), 0)
+        other = log.append_as_leader(build_batch([(None, b"plain")]), 0)  # not idempotent
+        b = log.append_as_leader(_batch(7, 0, 3), 0)
+        again = log.append_as_leader(_batch(7, 0, 0), 0)  # a retry of the first batch
+        assert (again.first_offset, again.last_offset) == (a.first_offset, a.last_offset) == (0, 2)
+        assert (other.first_offset, b.first_offset) == (3, 4)
+        assert log.end_offset == 7
+        assert _values(log) == [b"v0", b"v1", b"v2", b"plain", b"v3", b"v4", b"v5"]
+        with pytest.raises(OutOfOrderSequenceNumberError, match="sequence 9, expected 6"):
+            log.append_as_leader(_batch(7, 0, 9), 0)
+        with pytest.raises(UnknownProducerIdError):
+            log.append_as_leader(_batch(8, 0, 5), 0)
+        log.append_as_leader(_batch(7, 1, 0, tag=b"e1-"), 0)  # a new epoch starts at 0
+        with pytest.raises(InvalidProducerEpochError, match="fenced"):
+            log.append_as_leader(_batch(7, 0, 6), 0)
+        two = _batch(9, 0, 0) + _batch(9, 0, 3)
+        with pytest.raises(InvalidRecordError, match="one batch per partition"):
+            log.append_as_leader(two, 0)
+    finally:
+        log.close()
+
+
+def test_the_state_survives_a_restart_and_follows_truncation(tmp_path) -> None:
+    log = _log(tmp_path)
+    for seq in range(0, 60, 3):  # several segments (segment_bytes 1024)
+        log.append_as_leader(_batch(7, 0, seq), 0)
+    assert len(log.segment_base_offsets) > 1
+    log.close()
+    log = _log(tmp_path)
+    try:
+        assert log.append_as_leader(_batch(7, 0, 57), 0).first_offset == 57  # rebuilt: a dup
+        assert log.end_offset == 60
+        log.truncate_to(30)  # e.g. a follower cut back to its leader
+        assert log.append_as_leader(_batch(7, 0, 30), 0).first_offset == 30  # no longer a dup
+        with pytest.raises(OutOfOrderSequenceNumberError):
+            log.append_as_leader(_batch(7, 0, 57), 0)
+    finally:
+        log.close()
+
+
+def test_followers_keep_the_state_they_replicate(tmp_path) -> None:
+    leader, follower = _log(tmp_path, "l-0"), _log(tmp_path, "f-0")
+    try:
+        follower.append_as_leader(_batch(5, 0, 0), 0)  # loads the follower's (empty) state
+        follower.truncate_to(0)
+        follower.producer_state_locked()
+        for seq in (0, 3):
+            leader.append_as_leader(_batch(5, 0, seq), 0)
+        follower.append_as_follower(leader.read(0, 1 << 20).data)
+        # the follower becomes leader: the producer's retry of its last batch is a duplicate
+        assert follower.append_as_leader(_batch(5, 0, 3), 1).first_offset == 3
+        assert follower.end_offset == 6
+    finally:
+        leader.close()
+        follower.close()
+
+
+def test_sequences_wrap() -> None:
+    assert seq_add(2**31 - 1, 1) == 0
+    assert seq_add(2**31 - 2, 3) == 1
+    assert seq_add(5, 2) == 7
