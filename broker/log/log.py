@@ -24,7 +24,6 @@ from typing import NamedTuple, TypeVar
 
 from client.errors import (
     CorruptRecordError,
-    InvalidRecordError,
     MessageTooLargeError,
     OffsetOutOfRangeError,
     StorageError,
@@ -34,7 +33,7 @@ from client.records.header import peek_size, set_base_offset, set_partition_lead
 from .checkpoint import fsync_dir
 from .config import LogConfig
 from .epoch_cache import LeaderEpochCache
-from .producer_state import BatchEntry, ProducerStateManager
+from .producer_state import ProducerStateManager
 from .recovery import load_segments
 from .retention import LogRetention
 from .segment import LogSegment
@@ -234,10 +233,8 @@ class Log(LogRetention):
             self._check_online()
             if headers[0][1].producer_id >= 0 or len(headers) > 1:
                 dup = self._check_producer_locked(headers)
-                if dup is not None:  # a retry of a batch already here: its offsets, no write
-                    return AppendInfo(
-                        dup.first_offset, dup.last_offset, -1, 0, 0, 0, self._log_start_offset
-                    )
+                if dup is not None:  # a retry of batches already here: their offsets, no write
+                    return AppendInfo(dup[0], dup[1], -1, 0, 0, 0, self._log_start_offset)
             first = offset = self._end()
             batches = []
             max_ts = -1
@@ -298,16 +295,13 @@ class Log(LogRetention):
                 self._log_start_offset,
             )
 
-    def _check_producer_locked(self, headers: list[tuple]) -> BatchEntry | None:
-        """Idempotence on the leader (producer_state.py): an idempotent produce carries one
-        batch per partition; its earlier append if it is a retry, else None."""
+    def _check_producer_locked(self, headers: list[tuple]) -> tuple[int, int] | None:
+        """Idempotence on the leader (producer_state.py): the (first, last) offsets of the
+        earlier append when the request's batches are a retry, else None."""
         if any(h.producer_id >= 0 for _pos, h in headers):
-            if len(headers) != 1:
-                raise InvalidRecordError(
-                    f"{self._prefix} an idempotent produce carries one batch per partition, "
-                    f"not {len(headers)}"
-                )
-            return self.producer_state_locked().check(headers[0][1], f"{self._prefix} ")
+            return self.producer_state_locked().check_run(
+                [h for _pos, h in headers], f"{self._prefix} "
+            )
         return None
 
     def producer_state_locked(self) -> ProducerStateManager:

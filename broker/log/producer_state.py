@@ -12,6 +12,9 @@ range). A leader checks an idempotent batch against it before appending:
 - an unknown producer id must start at sequence 0, else UNKNOWN_PRODUCER_ID (its state is gone,
   e.g. retention deleted its batches: the producer starts over with a new id).
 
+A request may carry several consecutive batches of one producer for a partition (`check_run`):
+they are appended whole, so a retry of the same batches is recognised by its last one.
+
 Leaders, followers (as they replicate) and a restarted broker all derive the state from the
 log's batch headers, so it follows the log through restarts and leader changes. The Log builds
 it lazily, by scanning its batch headers, the first time an idempotent batch needs it, and drops
@@ -27,6 +30,7 @@ from typing import NamedTuple
 
 from client.errors import (
     InvalidProducerEpochError,
+    InvalidRecordError,
     OutOfOrderSequenceNumberError,
     UnknownProducerIdError,
 )
@@ -96,6 +100,43 @@ class ProducerStateManager:
         if first != expected:
             raise OutOfOrderSequenceNumberError(
                 f"{where}producer {pid} epoch {epoch}: sequence {first}, expected {expected}"
+            )
+        return None
+
+    def check_run(self, hs: list[BatchHeader], where: str = "") -> tuple[int, int] | None:
+        """Leader, before appending the batches one produce request carries for a partition.
+        They must be of one producer and epoch with consecutive sequences (INVALID_RECORD
+        otherwise). Returns the (first, last) offsets of their earlier append when the request
+        is a retry (its last batch is one of the kept ones: the request was appended whole, so
+        its offsets end there), else None once the first batch passed `check`. A request only
+        partly appended before (its first batch a duplicate, its last not) is refused with
+        OUT_OF_ORDER_SEQUENCE_NUMBER."""
+        first = hs[0]
+        if len(hs) == 1:
+            dup = self.check(first, where)
+            return None if dup is None else (dup.first_offset, dup.last_offset)
+        for prev, h in zip(hs, hs[1:], strict=False):
+            if (
+                h.producer_id != first.producer_id
+                or h.producer_epoch != first.producer_epoch
+                or h.base_sequence != seq_add(prev.base_sequence, prev.last_offset_delta + 1)
+            ):
+                raise InvalidRecordError(
+                    f"{where}the batches of one request must be of one producer and epoch with "
+                    f"consecutive sequences"
+                )
+        last = hs[-1]
+        e = self.producers.get(first.producer_id)
+        if e is not None and e.epoch == first.producer_epoch:
+            last_seq = seq_add(last.base_sequence, last.last_offset_delta)
+            for b in e.batches:
+                if b.first_seq == last.base_sequence and b.last_seq == last_seq:
+                    total = sum(h.last_offset_delta + 1 for h in hs)
+                    return b.last_offset - total + 1, b.last_offset
+        if self.check(first, where) is not None:
+            raise OutOfOrderSequenceNumberError(
+                f"{where}producer {first.producer_id}: the batches from sequence "
+                f"{first.base_sequence} were only partly appended before"
             )
         return None
 

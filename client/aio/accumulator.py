@@ -48,6 +48,7 @@ class ProducerBatch:
         "full",
         "timestamp_ms",
         "last_error",
+        "producer",
     )
 
     def __init__(self, tp: TopicPartition, now: float, delivery_timeout: float) -> None:
@@ -65,6 +66,7 @@ class ProducerBatch:
         self.full = False
         self.timestamp_ms = time.time_ns() // 1_000_000  # for (key, value) entries
         self.last_error: BaseException | None = None  # of the last failed attempt (retried)
+        self.producer: tuple[int, int, int] | None = None  # idempotence: (id, epoch, sequence)
 
     def __repr__(self) -> str:
         return f"<ProducerBatch {self.tp.topic}-{self.tp.partition} n={len(self.entries)} size={self.size}>"
@@ -287,14 +289,28 @@ class RecordAccumulator:
                         due = b.created + linger
                         next_at = due if next_at is None else min(next_at, due)
                         break
-                    if taken and total + b.size > limit:
-                        break
+                    if taken and (total + b.size > limit or b.attempts != taken[0].attempts > 0):
+                        break  # (a retried request goes out again with the same batches)
                     b.full = True
                     taken.append(dq.popleft())
                     total += b.size
                 if taken:
                     ready[tp] = taken
         return ready, expired, next_at
+
+    def pop_expired(self, now: float) -> list[ProducerBatch]:
+        """Remove and return the batches past their delivery deadline (head of each queue)."""
+        out: list[ProducerBatch] = []
+        with self.lock:
+            for dq in self.batches.values():
+                while dq and dq[0].deadline <= now:
+                    out.append(dq.popleft())
+        return out
+
+    def queued(self) -> list[ProducerBatch]:
+        """Every queued batch, in partition order (not removed)."""
+        with self.lock:
+            return [b for dq in self.batches.values() for b in dq]
 
     def full_unencoded(self, partitions: set[TopicPartition], limit: int) -> list[ProducerBatch]:
         """Full, not yet encoded batches of `partitions` (up to `limit` bytes in all). Full

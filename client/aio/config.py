@@ -35,6 +35,9 @@ def resolve_config(
     (kwargs win). Returns a namespace with snake_case attributes."""
     settings = dict(config or {})
     extra = dict(kwargs)
+    explicit_idempotence = any(
+        k in src for src in (settings, extra) for k in ("enable.idempotence", "enable_idempotence")
+    )
     callables: dict[str, Any] = dict.fromkeys(SERIALIZERS[role])
     for source in (settings, extra):
         for name in list(source):
@@ -53,6 +56,7 @@ def resolve_config(
     if role == "producer":
         out["acks"] = {"all": -1, "-1": -1, "0": 0, "1": 1}[str(out["acks"])]
         out["compression_type"] = out.get("compression_type") or "none"
+        out["idempotence_explicit"] = explicit_idempotence
     return SimpleNamespace(role=role, **out)
 
 

@@ -31,6 +31,7 @@ from typing import Any
 from client.aio.accumulator import RECORD_OVERHEAD, BulkResult, RecordAccumulator
 from client.aio.cluster import ClusterClient
 from client.aio.config import resolve_config
+from client.aio.idempotence import idempotence_enabled
 from client.aio.sender import Sender
 from client.aio.types import RecordMetadata, TopicPartition
 from client.errors import (
@@ -84,6 +85,7 @@ class Producer:
             delivery_timeout_ms=cfg.delivery_timeout_ms,
             wake=self._wake,
         )
+        self._idempotent = idempotence_enabled(cfg, cfg.idempotence_explicit)
         self._sticky = StickyPartitioner()
         self._sender: Sender | None = None
         self._started = False
@@ -105,7 +107,7 @@ class Producer:
                 return
             self._loop = asyncio.get_running_loop()
             self._loop_thread = threading.get_ident()
-            self._sender = Sender(self.config, self._cluster, self._acc)
+            self._sender = Sender(self.config, self._cluster, self._acc, self._idempotent)
             await self._cluster.refresh()
             self._sender.start()
             self._started = True

@@ -22,6 +22,7 @@ from typing import Any
 
 from client.aio.accumulator import ProducerBatch, RecordAccumulator
 from client.aio.cluster import ClusterClient
+from client.aio.idempotence import IdempotenceState
 from client.aio.types import RecordMetadata, TopicPartition
 from client.errors import (
     ClientClosedError,
@@ -49,8 +50,16 @@ _METADATA_ERRORS = frozenset(
 class Sender:
     """Loop-owned. Started by Producer.start(), stopped by Producer.close()."""
 
-    def __init__(self, config: Any, cluster: ClusterClient, acc: RecordAccumulator) -> None:
+    def __init__(
+        self,
+        config: Any,
+        cluster: ClusterClient,
+        acc: RecordAccumulator,
+        idempotent: bool = False,
+    ) -> None:
         self.config = config
+        self.idem = IdempotenceState() if idempotent else None
+        self._init_task: asyncio.Task | None = None
         self.cluster = cluster
         self.acc = acc
         self.wake_event = asyncio.Event()
@@ -74,7 +83,17 @@ class Sender:
             now = time.monotonic()
             if self.cluster.stale and (self._refresh is None or self._refresh.done()):
                 self._refresh = asyncio.ensure_future(self._refresh_metadata())
-            ready, expired, next_at = acc.drain(now, self.muted, self.flushing > 0 or self.stopping)
+            if self.idem is not None and not self.idem.ready:
+                # no producer id yet (or a new one after a reset): nothing is sent until it
+                # comes, but batches still expire
+                if self._init_task is None or self._init_task.done():
+                    self._init_task = asyncio.ensure_future(self._init_producer_id())
+                ready: dict[TopicPartition, list[ProducerBatch]] = {}
+                expired, next_at = acc.pop_expired(now), None
+            else:
+                ready, expired, next_at = acc.drain(
+                    now, self.muted, self.flushing > 0 or self.stopping
+                )
             for b in expired:
                 self._finish(b, self._expired(b))
             if ready:
@@ -102,14 +121,43 @@ class Sender:
         """Encode one full batch of a partition whose request is in flight, so the next request
         is ready the moment the answer arrives (encoding overlaps the broker's append and
         fsync instead of following it). Returns True if it encoded one."""
+        if self.idem is not None and not self.idem.ready:
+            return False
         todo = self.acc.full_unencoded(self.muted, self.config.max_request_size)
         if not todo:
             return False
-        b = todo[0]
-        b.payload = build_batch(
-            b.entries, compression=self.config.compression_type, timestamp_ms=b.timestamp_ms
-        )
+        self._encode(todo[0])
         return True
+
+    async def _init_producer_id(self) -> None:
+        assert self.idem is not None
+        try:
+            await self.idem.init(self.cluster)
+        except GregorError as exc:
+            log.info("InitProducerId failed: %s; retrying", exc)
+            await asyncio.sleep(self.config.retry_backoff_ms / 1000)
+        finally:
+            self.wake_event.set()
+
+    def _encode(self, b: ProducerBatch) -> None:
+        """Build the batch's payload; with idempotence, numbered once (retries resend it)."""
+        idem = self.idem
+        if idem is None:
+            b.payload = build_batch(
+                b.entries, compression=self.config.compression_type, timestamp_ms=b.timestamp_ms
+            )
+            return
+        if b.producer is None:
+            b.producer = idem.number(b.tp, len(b.entries))
+        pid, epoch, seq = b.producer
+        b.payload = build_batch(
+            b.entries,
+            compression=self.config.compression_type,
+            timestamp_ms=b.timestamp_ms,
+            producer_id=pid,
+            producer_epoch=epoch,
+            base_sequence=seq,
+        )
 
     async def _refresh_metadata(self) -> None:
         try:
@@ -137,6 +185,10 @@ class Sender:
                 self.acc.reenqueue(batches, backoff)  # keep order; look again after back-off
                 next_at = backoff if next_at is None else min(next_at, backoff)
                 continue
+            if self.idem is not None:  # numbered now, in queue order, before any encoding ahead
+                for b in batches:
+                    if b.producer is None:
+                        b.producer = self.idem.number(tp, len(b.entries))
             by_node.setdefault(leader, []).append((tp, batches))
         for node, parts in by_node.items():
             for tp, _ in parts:
@@ -158,15 +210,21 @@ class Sender:
         cfg = self.config
         topics: dict[str, list[dict]] = {}
         nbytes = 0
+        if self.idem is not None and not self.idem.ready:
+            # the producer id was reset since these were drained: send them under the next one
+            for tp, batches in parts:
+                self.muted.discard(tp)
+                for b in batches:
+                    if b.attempts == 0:  # never sent: numbered again
+                        b.producer = b.payload = None
+                self.acc.reenqueue(batches, 0.0)
+            self.wake_event.set()
+            return
         try:
             for tp, batches in parts:
                 for b in batches:
                     if b.payload is None:
-                        b.payload = build_batch(
-                            b.entries,
-                            compression=cfg.compression_type,
-                            timestamp_ms=b.timestamp_ms,
-                        )
+                        self._encode(b)
                 payloads: list[bytes] = [b.payload for b in batches]  # type: ignore[misc]
                 nbytes += sum(map(len, payloads))
                 topics.setdefault(tp.topic, []).append(
@@ -278,6 +336,13 @@ class Sender:
         self.muted.discard(tp)
         now = time.monotonic()
         retriable = getattr(exc, "retriable", False) and not self.stopping_hard
+        if self.idem is not None and getattr(exc, "code", None) == ErrorCode.UNKNOWN_PRODUCER_ID:
+            # the leader has no state for this producer id (and stored nothing): number these
+            # batches again under a new producer id and send them again
+            self.idem.reset(str(exc), self.acc.queued())
+            for b in batches:
+                b.producer = b.payload = None
+            retriable = not self.stopping_hard
         keep: list[ProducerBatch] = []
         for b in batches:
             b.attempts += 1
@@ -305,6 +370,16 @@ class Sender:
         append_time: int = -1,
     ) -> None:
         """Resolve every future of the batch and free its buffer space."""
+        idem = self.idem
+        if (
+            error is not None
+            and idem is not None
+            and b.producer is not None
+            and b.producer[0] == idem.producer_id
+        ):  # its partition's sequence now has a gap the leader would refuse
+            idem.reset(
+                f"a batch of {b.tp.topic}-{b.tp.partition} failed: {error}", self.acc.queued()
+            )
         self.acc.release(b)
         self.space_freed.set()
         topic, partition = b.tp

@@ -34,7 +34,7 @@ KEYS = [
     key("max.block.ms", "duration_ms", 60_000, "how long send() blocks for buffer space or metadata", P, at_least(0)),
     key("max.request.size", "size", 1 * MiB, "largest Produce request per partition", P, at_least(1024)),
     key("allow.auto.create.topics", "bool", True, "let the broker create a missing topic on the producer's metadata request (when its auto.create.topics.enable is set)", P),
-    key("enable.idempotence", "bool", False, "producer ids and sequence numbers for exactly-once appends (Kafka's default: true)", P, status=REFUSED, why='brokers store a retried idempotent batch once (InitProducerId, sequence checks), but the producer does not number its batches yet; retries may store a batch twice'),
+    key("enable.idempotence", "bool", True, "producer ids and sequence numbers: a retried batch is stored once (needs acks=all, retries > 0, max.in.flight <= 5; left at its default, a conflicting setting turns it off)", P),
     key("transactional.id", "str", None, "enables transactions with this id", P, status=REFUSED, why='transactions are not built yet'),
     key("group.id", "str", None, "consumer group to join; None: no group (assign() and no commits)", CO, status=REFUSED, why='consumer groups are not built yet: use assign(), or subscribe() without group_id (every partition is read; nothing is committed)'),
     key("group.instance.id", "str", None, "static membership id", CO, status=REFUSED, why='consumer groups are not built yet'),

@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _idempotence import idempotence_ab  # noqa: E402
 from _server import start_server, stop_server  # noqa: E402
 
 
@@ -111,12 +112,15 @@ def run_suite(bootstrap: str, args: argparse.Namespace, records: int, kib_record
     suffix = f"{int(time.time() * 1000)}"
     results: dict = {}
     with Admin({"bootstrap.servers": bootstrap}) as admin:
-        for name in ("small", "kib", "steady", "rtt"):
+        for name in ("small", "kib", "steady", "rtt", "ab0", "ab1", "ab2", "ab3"):
             admin.create_topic(f"bench-{name}-{suffix}", partitions=1)
         if args.threads:
             admin.create_topic(f"bench-par-{suffix}", partitions=args.parallel)
     results["throughput_100b"] = run_produce(
         tuned, f"bench-small-{suffix}", records, 100, "bulk", 5000
+    )
+    results["idempotence_100b"] = idempotence_ab(
+        tuned, [f"bench-ab{i}-{suffix}" for i in range(4)], records
     )
     results["throughput_1kib"] = run_produce(
         tuned, f"bench-kib-{suffix}", kib_records, 1024, "bulk", 1000

@@ -4,7 +4,8 @@ cluster up`, on loopback); prints one JSON object.
 
   1. throughput: one producer process, 100-byte values, acks=all, a topic with replication
      factor 3 and min.insync.replicas 2 (fsync on every replica: log.flush.on.ack)
-     (goal >= 400,000 records/s on the 2-core machine)
+     (goal >= 400,000 records/s on the 2-core machine); idempotent (the default) and not
+     (idempotence must cost <= 10%)
   2. latency at a steady --steady-rate records/s (default 5,000): p50/p99 per record
   3. failover: --kills times (default 20), SIGKILL the partition's leader and time from the
      kill to the first acknowledged acks=all write on that partition (goal p99 <= 3 s with
@@ -29,6 +30,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _idempotence import idempotence_ab  # noqa: E402
 
 from broker.cluster_cmd import Node, spawn_node, stop_nodes, write_configs  # noqa: E402
 from client import Admin, Producer  # noqa: E402
@@ -170,9 +174,9 @@ def main() -> int:
         )
         suffix = int(time.time())
         with Admin(bootstrap_servers=bootstrap) as admin:
-            for name in ("small", "steady"):
+            for name in ("small", "steady", "ab0", "ab1", "ab2", "ab3"):
                 admin.create_topic(f"bench-{name}-{suffix}", 1, 3, {"min.insync.replicas": "2"})
-        for name in ("small", "steady"):
+        for name in ("small", "steady", "ab0", "ab1", "ab2", "ab3"):
             wait_isr(bootstrap, f"bench-{name}-{suffix}")
         tuned = {
             "bootstrap.servers": bootstrap,
@@ -183,6 +187,9 @@ def main() -> int:
         }
         out["throughput_100b_rf3"] = run_produce(
             tuned, f"bench-small-{suffix}", args.records, 100, "bulk", 5000
+        )
+        out["idempotence_100b_rf3"] = idempotence_ab(
+            tuned, [f"bench-ab{i}-{suffix}" for i in range(4)], args.records
         )
         steady_n = int(args.steady_rate * args.steady_seconds)
         out["steady_latency_rf3"] = run_produce(

@@ -6,8 +6,9 @@ pause/resume, offset resets, oversized batches, admin, config errors, closed and
 clients.
 
 The proxy rewrites error codes of answers the broker really gave, so a "failed" produce was in
-fact appended: without idempotence a retried produce duplicates its records, as in Kafka. The
-tests count those duplicates from the requests the proxy recorded rather than assume none.
+fact appended: without idempotence a retried produce duplicates its records, as in Kafka; with
+it (the default) the leader answers the retry as a duplicate. The tests count duplicates from
+the requests the proxy recorded rather than assume none.
 """
 
 from __future__ import annotations
@@ -95,10 +96,12 @@ def records_sent(proxy: FaultProxy) -> int:
 
 
 async def test_retriable_produce_error_is_retried_and_duplicates(broker, proxy) -> None:
-    """(was test_retriable_produce_error_then_success)"""
+    """Without idempotence (was test_retriable_produce_error_then_success)."""
     create_topic(broker.bootstrap, "r")
     proxy.inject_error(ApiKey.PRODUCE, ErrorCode.NOT_ENOUGH_REPLICAS, times=3)
-    async with aio.Producer(bootstrap_servers=proxy.bootstrap, retry_backoff_ms=1) as p:
+    async with aio.Producer(
+        bootstrap_servers=proxy.bootstrap, retry_backoff_ms=1, enable_idempotence=False
+    ) as p:
         md = await (await p.send("r", b"v"))
     assert proxy.pending(ApiKey.PRODUCE) == 0 and proxy.applied("error") == 3
     assert len(proxy.requests(ApiKey.PRODUCE)) == 4
@@ -106,6 +109,23 @@ async def test_retriable_produce_error_is_retried_and_duplicates(broker, proxy) 
     assert md.offset == 3
     assert [(r.offset, r.value) for r in read_log(broker.bootstrap, "r")] == [
         (i, b"v") for i in range(4)
+    ]
+
+
+async def test_idempotent_retries_store_the_batch_once(broker, proxy) -> None:
+    """Issue 12: the same refused-but-appended attempts, with idempotence (the default): the
+    leader answers the retries as duplicates with the first copy's offset; one copy in the log,
+    and the next record follows it."""
+    create_topic(broker.bootstrap, "ri")
+    proxy.inject_error(ApiKey.PRODUCE, ErrorCode.NOT_ENOUGH_REPLICAS, times=3)
+    async with aio.Producer(bootstrap_servers=proxy.bootstrap, retry_backoff_ms=1) as p:
+        md = await (await p.send("ri", b"v"))
+        assert len(proxy.requests(ApiKey.PRODUCE)) == 4 and proxy.applied("error") == 3
+        assert md.offset == 0
+        assert (await (await p.send("ri", b"w"))).offset == 1
+    assert [(r.offset, r.value) for r in read_log(broker.bootstrap, "ri")] == [
+        (0, b"v"),
+        (1, b"w"),
     ]
 
 
@@ -150,9 +170,10 @@ def test_keyed_send_many_retried_on_not_leader_lands_on_kafka_partitions(broker,
     first_fault = keys.index(ApiKey.PRODUCE)
     assert ApiKey.METADATA in keys[first_fault + 1 :]
     got = read_log(broker.bootstrap, "k", 7)
-    # The refused batches were appended too, so some records are there twice.
-    assert len(got) == records_sent(proxy) > 304
-    assert {(r.key, r.value) for r in got if r.value != b"v"} == set(records)
+    # The refused batches were appended too, but their retries were answered as duplicates
+    # (idempotence): every record once, although more were sent.
+    assert len(got) == 304 < records_sent(proxy)
+    assert sorted((r.key, r.value) for r in got if r.value != b"v") == sorted(records)
     for r in got:
         assert r.partition == default_partition(r.key, 7), r
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from client import Consumer, Producer
+from client import Consumer
 from client.config import load_config
 from client.config.keydef import IGNORED, REFUSED, ConfigKey, attr_name, env_name
 from client.config.loader import _warned, client_config
@@ -72,7 +72,7 @@ NOT_YET = [k for k in REGISTRY.keys.values() if not k.implemented]
 
 
 def test_the_known_no_op_keys_are_marked() -> None:
-    for name in ("enable.idempotence", "enable.auto.commit", "session.timeout.ms", "group.id"):
+    for name in ("enable.auto.commit", "session.timeout.ms", "group.id"):
         assert REGISTRY.get(name).status == REFUSED, name
 
 
@@ -109,12 +109,28 @@ def test_ignored_keys_warn_once(k: ConfigKey, caplog) -> None:
     assert len(said) == 1 and "has no effect yet" in said[0], said
 
 
-def test_consumer_group_and_idempotent_producer_are_refused() -> None:
+def test_consumer_groups_are_refused() -> None:
     with pytest.raises(ConfigError, match="'group.id'.*consumer groups are not built yet"):
         Consumer(bootstrap_servers="127.0.0.1:1", group_id="g")
-    with pytest.raises(ConfigError, match="'enable.idempotence'"):
-        Producer(bootstrap_servers="127.0.0.1:1", enable_idempotence=True)
     Consumer(bootstrap_servers="127.0.0.1:1", enable_auto_commit=False).close()
+
+
+def test_idempotence_settings() -> None:
+    """On by default (Kafka 3's rule); asked for explicitly it must not conflict; left at its
+    default, a conflicting setting turns it off."""
+
+    def idempotent(*args, **kw) -> bool:
+        from client import aio
+
+        return aio.Producer(*args, bootstrap_servers="127.0.0.1:1", **kw)._idempotent
+
+    assert idempotent()
+    assert not idempotent(acks=1)
+    assert not idempotent(enable_idempotence=False)
+    with pytest.raises(ConfigError, match="enable.idempotence=true conflicts with acks=1"):
+        idempotent(enable_idempotence=True, acks=1)
+    with pytest.raises(ConfigError, match="max.in.flight.requests.per.connection=6"):
+        idempotent({"enable.idempotence": True, "max.in.flight.requests.per.connection": 6})
 
 
 def _yaml_scalar(value) -> str:

@@ -53,9 +53,19 @@ def test_a_retried_batch_is_stored_once(tmp_path) -> None:
         log.append_as_leader(_batch(7, 1, 0, tag=b"e1-"), 0)  # a new epoch starts at 0
         with pytest.raises(InvalidProducerEpochError, match="fenced"):
             log.append_as_leader(_batch(7, 0, 6), 0)
-        two = _batch(9, 0, 0) + _batch(9, 0, 3)
-        with pytest.raises(InvalidRecordError, match="one batch per partition"):
-            log.append_as_leader(two, 0)
+        # one request, several consecutive batches: appended whole; its retry is a duplicate
+        run = _batch(9, 0, 0) + _batch(9, 0, 3, n=2) + _batch(9, 0, 5)
+        first = log.append_as_leader(run, 0)
+        again = log.append_as_leader(run, 0)
+        assert (again.first_offset, again.last_offset) == (first.first_offset, first.last_offset)
+        assert again.last_offset - again.first_offset == 7
+        with pytest.raises(InvalidRecordError, match="consecutive sequences"):
+            log.append_as_leader(_batch(9, 0, 8) + _batch(9, 0, 20), 0)
+        with pytest.raises(InvalidRecordError, match="one producer"):
+            log.append_as_leader(_batch(9, 0, 8) + build_batch([(None, b"plain")]), 0)
+        # its first batch appended before, its last not: only partly a retry
+        with pytest.raises(OutOfOrderSequenceNumberError, match="partly appended"):
+            log.append_as_leader(_batch(9, 0, 5) + _batch(9, 0, 8), 0)
     finally:
         log.close()
 
