@@ -33,7 +33,12 @@ from client.records.header import peek_size, set_base_offset, set_partition_lead
 from .checkpoint import fsync_dir
 from .config import LogConfig
 from .epoch_cache import LeaderEpochCache
-from .producer_state import ProducerStateManager
+from .producer_state import (
+    ProducerStateManager,
+    delete_snapshots_after,
+    latest_snapshot,
+    write_snapshot,
+)
 from .recovery import load_segments
 from .retention import LogRetention
 from .segment import LogSegment
@@ -307,16 +312,20 @@ class Log(LogRetention):
     def producer_state_locked(self) -> ProducerStateManager:
         """The producer state, built from the batch headers when first needed (lock held)."""
         if self._producers is None:
-            self._producers = self._guard(
-                lambda: ProducerStateManager.from_headers(
-                    h for seg in self._segments for h in seg.headers()
-                )
-            )
-            if self._producers:
+            snap = latest_snapshot(self.directory, self._end())
+            start, state = snap if snap is not None else (0, ProducerStateManager())
+            for seg in self._segments:
+                if seg.next_offset > start:
+                    for h in self._guard(lambda s=seg: list(s.headers())):
+                        if h.base_offset >= start:
+                            state.update(h, h.base_offset)
+            self._producers = state
+            if state:
                 _log.info(
-                    "%s producer state of %d producers rebuilt from the log",
+                    "%s producer state of %d producers rebuilt from %s",
                     self._prefix,
-                    len(self._producers),
+                    len(state),
+                    f"the snapshot at {start} and the log after it" if snap else "the log",
                 )
         return self._producers
 
@@ -347,6 +356,8 @@ class Log(LogRetention):
 
     def _roll_locked(self) -> LogSegment:
         old = self._segments[-1]
+        if self._producers is not None:  # a restart then scans only from here
+            write_snapshot(self.directory, old.next_offset, self._producers)
         seg = LogSegment(self.directory, old.next_offset, self.config, self._clock())
         self._segments.append(seg)
         self._bases.append(seg.base_offset)
@@ -493,6 +504,7 @@ class Log(LogRetention):
     def _after_truncation_locked(self) -> None:
         self._generation += 1
         self._producers = None  # rebuilt from what is left on next use
+        delete_snapshots_after(self.directory, self._end())
         end = self._end()
         if end < self._log_start_offset:  # a batch straddling the start offset went whole
             self._log_start_offset = end

@@ -17,16 +17,26 @@ they are appended whole, so a retry of the same batches is recognised by its las
 
 Leaders, followers (as they replicate) and a restarted broker all derive the state from the
 log's batch headers, so it follows the log through restarts and leader changes. The Log builds
-it lazily, by scanning its batch headers, the first time an idempotent batch needs it, and drops
-it when the log is truncated (rebuilt on next use). Not thread-safe: the Log calls it under its
-lock.
+it lazily the first time an idempotent batch needs it, from its latest snapshot and the batch
+headers after it (or from every header when there is none), and drops it when the log is
+truncated (rebuilt on next use). While loaded, a snapshot is written at each segment roll
+(`<offset>.snapshot`: the state of every batch below that offset, as Kafka's), so a restart
+scans only the active segment; the latest two are kept, those past a truncation point are
+deleted, and a damaged one is skipped (an older one or a full scan serves). Not thread-safe:
+the Log calls it under its lock.
 """
 
 from __future__ import annotations
 
 import collections
+import logging
+import os
+import zlib
 from collections.abc import Iterable
+from pathlib import Path
 from typing import NamedTuple
+
+import msgpack
 
 from client.errors import (
     InvalidProducerEpochError,
@@ -36,6 +46,10 @@ from client.errors import (
 )
 from client.records.header import BatchHeader
 
+_log = logging.getLogger(__name__)
+
+SNAPSHOT_SUFFIX = ".snapshot"
+SNAPSHOTS_KEPT = 2
 BATCHES_KEPT = 5  # Kafka's: max.in.flight.requests.per.connection up to 5 keeps order
 _INT32_MAX = 2**31 - 1
 
@@ -166,3 +180,65 @@ class ProducerStateManager:
         for h in headers:
             state.update(h, h.base_offset)
         return state
+
+    def to_bytes(self) -> bytes:
+        """msgpack of {producer id: [epoch, [[first_seq, last_seq, first_offset, last_offset]]]},
+        followed by its CRC-32."""
+        body = msgpack.packb(
+            {pid: [e.epoch, [list(b) for b in e.batches]] for pid, e in self.producers.items()}
+        )
+        return body + zlib.crc32(body).to_bytes(4, "big")
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> ProducerStateManager:
+        """The state `to_bytes` wrote; ValueError when the bytes are damaged."""
+        body, crc = data[:-4], data[-4:]
+        if len(data) < 5 or zlib.crc32(body).to_bytes(4, "big") != crc:
+            raise ValueError("bad CRC")
+        state = cls()
+        for pid, (epoch, batches) in msgpack.unpackb(body, strict_map_key=False).items():
+            e = state.producers[int(pid)] = ProducerEntry(int(epoch))
+            e.batches.extend(BatchEntry(*map(int, b)) for b in batches)
+        return state
+
+
+def _snapshots(directory: Path) -> list[tuple[int, Path]]:
+    out = []
+    for path in directory.glob("*" + SNAPSHOT_SUFFIX):
+        stem = path.name[: -len(SNAPSHOT_SUFFIX)]
+        if len(stem) == 20 and stem.isdigit():
+            out.append((int(stem), path))
+    return sorted(out)
+
+
+def write_snapshot(directory: Path, offset: int, state: ProducerStateManager) -> None:
+    """`<offset>.snapshot` (written whole, then renamed), keeping the latest SNAPSHOTS_KEPT.
+    Best effort: a failure is logged (a later build scans more of the log)."""
+    path = directory / f"{offset:020d}{SNAPSHOT_SUFFIX}"
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_bytes(state.to_bytes())
+        os.replace(tmp, path)
+        for _off, old in _snapshots(directory)[:-SNAPSHOTS_KEPT]:
+            old.unlink(missing_ok=True)
+    except OSError as exc:
+        _log.warning("%s: producer-state snapshot at %d not written: %s", directory, offset, exc)
+
+
+def delete_snapshots_after(directory: Path, end: int) -> None:
+    """Drop the snapshots of states past `end` (the log was truncated there)."""
+    for off, path in _snapshots(directory):
+        if off > end:
+            path.unlink(missing_ok=True)
+
+
+def latest_snapshot(directory: Path, end: int) -> tuple[int, ProducerStateManager] | None:
+    """(offset, state) of the newest readable snapshot at or below `end`, or None."""
+    for off, path in reversed(_snapshots(directory)):
+        if off > end:
+            continue
+        try:
+            return off, ProducerStateManager.from_bytes(path.read_bytes())
+        except (OSError, ValueError, msgpack.UnpackException, TypeError) as exc:
+            _log.warning("%s: skipping damaged producer-state snapshot: %s", path, exc)
+    return None

@@ -109,3 +109,41 @@ def test_sequences_wrap() -> None:
     assert seq_add(2**31 - 1, 1) == 0
     assert seq_add(2**31 - 2, 3) == 1
     assert seq_add(5, 2) == 7
+
+
+def test_snapshots_at_rolls_bound_the_scan_after_a_restart(tmp_path, monkeypatch) -> None:
+    """While the state is loaded, each segment roll writes `<offset>.snapshot`; a restart
+    rebuilds from the latest one and the headers after it only; a truncation below a snapshot
+    deletes it; a damaged snapshot is skipped."""
+    from broker.log.segment import LogSegment
+
+    log = _log(tmp_path)
+    for seq in range(0, 90, 3):
+        log.append_as_leader(_batch(7, 0, seq), 0)
+    bases = log.segment_base_offsets
+    snaps = sorted(p.name for p in (tmp_path / "t-0").glob("*.snapshot"))
+    assert len(bases) >= 3 and snaps == [f"{b:020d}.snapshot" for b in bases[-2:]]
+    log.close()
+
+    scanned: list[int] = []
+    real = LogSegment.headers
+
+    def counting(self):
+        for h in real(self):
+            scanned.append(h.base_offset)
+            yield h
+
+    monkeypatch.setattr(LogSegment, "headers", counting)
+    log = _log(tmp_path)
+    try:
+        assert log.append_as_leader(_batch(7, 0, 87), 0).first_offset == 87  # a duplicate
+        assert min(scanned) >= bases[-1]  # only the active segment was read
+        log.truncate_to(bases[-1] - 3)  # below the latest snapshot: it goes
+        snaps = sorted(p.name for p in (tmp_path / "t-0").glob("*.snapshot"))
+        assert snaps == [f"{bases[-2]:020d}.snapshot"]
+        (tmp_path / "t-0" / snaps[0]).write_bytes(b"\x00garbage")  # damaged: skipped
+        scanned.clear()
+        assert log.append_as_leader(_batch(7, 0, bases[-1] - 6), 0).first_offset == bases[-1] - 6
+        assert min(scanned) == 0  # no readable snapshot: the whole log
+    finally:
+        log.close()
