@@ -1,0 +1,88 @@
+"""The fault harness's history (CHECKER.md, principle 1): every client operation as JSON lines,
+`invoke` then `ok`, `fail` or `info`, with a monotonic time and a process id.
+
+    {"type": "invoke", "op": 7, "process": "p1", "f": "send", "partition": 0, "value": "p1-12",
+     "time": 12.345}
+    {"type": "ok", "op": 7, "process": "p1", "f": "send", "partition": 0, "value": "p1-12",
+     "offset": 40, "time": 12.351}
+    {"type": "ok", "op": 9, "process": "r1", "f": "poll", "partition": 0, "value": "p1-12",
+     "offset": 40, "time": 12.4}
+
+`f` is "send" (a producer's write) or "poll" (a reader's read, recorded as a completed op per
+record). An error that guarantees the write was not applied is `fail`; a timeout, a lost
+connection or NOT_ENOUGH_REPLICAS_AFTER_APPEND is `info` (unknown). Values are unique:
+`{producer}-{seq}`, each producer's `seq` increasing per partition. Thread-safe.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+
+class History:
+    def __init__(self, path: Path | str | None = None) -> None:
+        self._lock = threading.Lock()
+        self._ops = itertools.count()
+        self._file: TextIO | None = open(path, "w") if path is not None else None  # noqa: SIM115
+        self.entries: list[dict[str, Any]] = []
+        self._pending: dict[int, dict[str, Any]] = {}
+
+    def _add(self, entry: dict[str, Any]) -> None:
+        entry["time"] = time.monotonic()
+        with self._lock:
+            self.entries.append(entry)
+            if self._file is not None:
+                self._file.write(json.dumps(entry) + "\n")
+
+    def invoke(self, process: str, f: str, partition: int, value: str) -> int:
+        op = next(self._ops)
+        entry = {"type": "invoke", "op": op, "process": process, "f": f}
+        entry.update(partition=partition, value=value)
+        with self._lock:
+            self._pending[op] = entry
+        self._add(dict(entry))
+        return op
+
+    def _complete(self, op: int, kind: str, **extra: Any) -> None:
+        with self._lock:
+            inv = self._pending.pop(op)
+        self._add({**inv, "type": kind, **extra})
+
+    def ok(self, op: int, offset: int) -> None:
+        self._complete(op, "ok", offset=offset)
+
+    def fail(self, op: int, error: str) -> None:
+        self._complete(op, "fail", error=error)
+
+    def info(self, op: int, error: str) -> None:
+        self._complete(op, "info", error=error)
+
+    def polled(self, process: str, partition: int, offset: int, value: str) -> None:
+        """A reader returned `value` at `offset` (one completed poll op per record)."""
+        op = next(self._ops)
+        self._add(
+            {
+                "type": "ok",
+                "op": op,
+                "process": process,
+                "f": "poll",
+                "partition": partition,
+                "value": value,
+                "offset": offset,
+            }  # fmt: skip
+        )
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def read_history(path: Path | str) -> list[dict[str, Any]]:
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]

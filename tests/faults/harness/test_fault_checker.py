@@ -1,0 +1,162 @@
+"""The checker's own tests (CHECKER.md: each check has a synthetic history that must fail it):
+a clean history passes, and each planted anomaly is caught by its check (and only by the
+checks that the same fault also breaks, e.g. a gap in the log is also a reader's skip)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+
+import pytest
+from fault_checker import check
+from fault_history import History, read_history
+
+
+def _clean(tmp_path=None, seed: int = 7):
+    """2 producers x 2 partitions, acks interleaved, one failed write (not applied), one
+    unknown write (applied), a reader polling everything in order; the final read matching."""
+    rng = random.Random(seed)
+    h = History(tmp_path / "history.jsonl" if tmp_path else None)
+    logs: dict[int, list[tuple[int, str]]] = {0: [], 1: []}
+    seq = {("p1", 0): 0, ("p1", 1): 0, ("p2", 0): 0, ("p2", 1): 0}
+    for i in range(200):
+        producer, p = rng.choice(["p1", "p2"]), rng.choice([0, 1])
+        value = f"{producer}-{seq[(producer, p)]}"
+        seq[(producer, p)] += 1
+        op = h.invoke(producer, "send", p, value)
+        if i == 50:
+            h.fail(op, "NOT_LEADER_OR_FOLLOWER")  # refused before appending: not in the log
+            continue
+        logs[p].append((len(logs[p]), value))
+        if i == 60:
+            h.info(op, "timed out")  # unknown: it was appended
+        else:
+            h.ok(op, len(logs[p]) - 1)
+    for p, records in logs.items():
+        for off, value in records:
+            h.polled("r1", p, off, value)
+    h.close()
+    return (
+        h.entries,
+        logs,
+        [
+            {"type": "leader", "node": 4, "partition": 0, "epoch": 0},
+            {"type": "leader", "node": 5, "partition": 0, "epoch": 1},
+            {"type": "raft_leader", "node": 1, "term": 3},
+            {"type": "raft_leader", "node": 2, "term": 4},
+        ],
+    )
+
+
+def test_a_clean_history_is_valid(tmp_path) -> None:
+    entries, final, events = _clean(tmp_path)
+    report = check(read_history(tmp_path / "history.jsonl"), final, events)
+    assert report["valid"], report["anomalies"]
+    assert report["writes"] == {"ok": 198, "fail": 1, "info": 1} and report["reads"] == 199
+    json.dumps(report)  # a JSON report
+
+
+def _first_ok(entries, f="send", p=0):
+    return next(e for e in entries if e["type"] == "ok" and e["f"] == f and e["partition"] == p)
+
+
+def plant_lost(entries, final, events):
+    """The last acknowledged record of partition 0 is gone from the log (no reader saw it)."""
+    off, value = final[0].pop()
+    entries[:] = [
+        e for e in entries if not (e["f"] == "poll" and e["partition"] == 0 and e["offset"] == off)
+    ]
+
+
+def plant_duplicated(entries, final, events):
+    off, value = final[0][3]
+    final[0].append((len(final[0]), value))
+
+
+def plant_inconsistent(entries, final, events):
+    e = _first_ok(entries, "poll", 1)
+    e["value"] = "p9-0"  # a reader saw another value at an acknowledged offset
+
+
+def plant_reordered(entries, final, events):
+    """Two of p1's values stored the other way round, and acked and read as stored."""
+    mine = [i for i, (_o, v) in enumerate(final[1]) if v.startswith("p1-")]
+    (oa, va), (ob, vb) = final[1][mine[0]], final[1][mine[1]]
+    final[1][mine[0]], final[1][mine[1]] = (oa, vb), (ob, va)
+    for e in entries:
+        if e["partition"] != 1 or "offset" not in e:
+            continue
+        if e["f"] == "send" and e["value"] in (va, vb):
+            e["offset"] = ob if e["value"] == va else oa
+        elif e["f"] == "poll" and e["offset"] in (oa, ob):
+            e["value"] = vb if e["offset"] == oa else va
+
+
+def plant_gap(entries, final, events):
+    final[1] = [(o + (1 if o >= 10 else 0), v) for o, v in final[1]]
+    for e in entries:
+        if e["partition"] == 1 and "offset" in e and e["offset"] >= 10:
+            e["offset"] += 1
+
+
+def plant_reader_skip(entries, final, events):
+    polls = [e for e in entries if e["f"] == "poll" and e["partition"] == 0]
+    entries.remove(polls[5])
+
+
+def plant_reader_back(entries, final, events):
+    polls = [e for e in entries if e["f"] == "poll" and e["partition"] == 0]
+    entries.append(copy.deepcopy(polls[3]))
+
+
+def plant_two_leaders(entries, final, events):
+    events.append({"type": "leader", "node": 6, "partition": 0, "epoch": 1})
+
+
+def plant_term_back(entries, final, events):
+    events.append({"type": "raft_leader", "node": 2, "term": 2})
+
+
+def plant_aborted_read(entries, final, events):
+    failed = next(e for e in entries if e["type"] == "fail")
+    final[failed["partition"]].append((len(final[failed["partition"]]), failed["value"]))
+
+
+def plant_phantom(entries, final, events):
+    entries.append(
+        {
+            "type": "ok",
+            "op": 10**6,
+            "process": "r1",
+            "f": "poll",
+            "partition": 0,
+            "offset": len(final[0]),
+            "value": "p1-999",
+        }  # fmt: skip
+    )
+
+
+@pytest.mark.parametrize(
+    ("plant", "caught_by"),
+    [
+        (plant_lost, {"lost"}),
+        (plant_duplicated, {"duplicated", "reordered"}),
+        (plant_inconsistent, {"inconsistent", "phantom_reads"}),
+        (plant_reordered, {"reordered"}),
+        (plant_gap, {"gaps", "reader_skips"}),
+        (plant_reader_skip, {"reader_skips"}),
+        (plant_reader_back, {"reader_skips"}),
+        (plant_two_leaders, {"leader_conflicts"}),
+        (plant_term_back, {"leader_conflicts"}),
+        (plant_aborted_read, {"aborted_reads", "reordered"}),
+        (plant_phantom, {"phantom_reads"}),
+    ],
+    ids=lambda x: x.__name__ if callable(x) else "",
+)
+def test_each_planted_anomaly_is_caught(plant, caught_by) -> None:
+    entries, final, events = _clean()
+    plant(entries, final, events)
+    report = check(entries, final, events)
+    flagged = {name for name in report["anomalies"]}
+    assert not report["valid"] and flagged == caught_by, report["anomalies"]
