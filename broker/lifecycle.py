@@ -4,7 +4,9 @@
     RUNNING --controlled_shutdown--> SHUTTING_DOWN --leadership moved, fenced--> STOPPED
 
 - register: BrokerRegistration with a new incarnation id per process start (a restarted broker
-  is a new incarnation; the controller fences the old one's leadership away).
+  is a new incarnation; the controller fences the old one's leadership away). While the old
+  incarnation's session is still open (DUPLICATE_BROKER_REGISTRATION: killed and restarted
+  within broker.session.timeout.ms) the registration is retried until it expires.
 - catch up: heartbeats carry the broker's OWN published metadata offset, and the controller
   unfences the broker once that reaches its registration record.
 - running: `heartbeat()` every broker.heartbeat.interval.ms (the node's task thread); a broker
@@ -24,6 +26,7 @@ import time
 import uuid
 from typing import Any
 
+from client.errors import ErrorCode
 from controller.channel import ControllerChannel
 
 _log = logging.getLogger(__name__)
@@ -35,6 +38,9 @@ STARTING, REGISTERED, RUNNING, SHUTTING_DOWN, STOPPED = (
     "shutting down",
     "stopped",
 )
+
+
+REGISTRATION_RETRY_S = 0.2
 
 
 class BrokerLifecycleError(RuntimeError):
@@ -60,10 +66,26 @@ class BrokerLifecycle:
     def start(self, host: str, port: int, rack: str | None, timeout: float = 30.0) -> int:
         """Register, then heartbeat until unfenced; returns the broker epoch.
         Raises BrokerLifecycleError (or the channel's error) when it does not get there."""
-        reg = self.channel.register_broker(
-            self.node_id, host, port, rack, self.incarnation_id
-        ).result(timeout)
-        if reg.get("error_code", 0) != 0:
+        deadline = time.monotonic() + timeout
+        waited = False
+        while True:
+            reg = self.channel.register_broker(
+                self.node_id, host, port, rack, self.incarnation_id
+            ).result(timeout)
+            code = reg.get("error_code", 0)
+            if code != ErrorCode.DUPLICATE_BROKER_REGISTRATION or time.monotonic() > deadline:
+                break
+            # The previous incarnation (killed, restarted at once) still has a session: retry
+            # until the controller fences it (broker.session.timeout.ms), as Kafka's brokers do.
+            if not waited:
+                _log.info(
+                    "[broker=%d] the previous incarnation's session is still open; retrying the"
+                    " registration until it expires",
+                    self.node_id,
+                )
+                waited = True
+            time.sleep(REGISTRATION_RETRY_S)
+        if code != 0:
             raise BrokerLifecycleError(f"broker {self.node_id} registration failed: {reg}")
         self.broker_epoch = int(reg["broker_epoch"])
         self._set(REGISTERED)

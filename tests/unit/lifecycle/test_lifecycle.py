@@ -17,6 +17,7 @@ from broker.lifecycle import (
     BrokerLifecycle,
     BrokerLifecycleError,
 )
+from client.errors import ErrorCode
 from controller.channel import ControllerChannel
 from controller.quorum.combined import CombinedController
 from controller.quorum.remote import RemoteController
@@ -32,15 +33,19 @@ class FakeChannel:
     """Unfences once the broker reports offset >= `caught_up_at`; confirms a controlled
     shutdown on the second want_shutdown heartbeat."""
 
-    def __init__(self, caught_up_at: int = 5, register_error: int = 0) -> None:
+    def __init__(
+        self, caught_up_at: int = 5, register_error: int = 0, refusals: int = 10**9
+    ) -> None:
         self.caught_up_at = caught_up_at
         self.register_error = register_error
+        self.refusals = refusals  # the first `refusals` registrations get register_error
         self.registrations: list[tuple] = []
         self.heartbeats: list[tuple[int, bool]] = []
 
     def register_broker(self, broker_id, host, port, rack=None, incarnation_id=""):
         self.registrations.append((broker_id, host, port, rack, incarnation_id))
-        return _done({"error_code": self.register_error, "broker_epoch": 42})
+        refused = len(self.registrations) <= self.refusals
+        return _done({"error_code": self.register_error if refused else 0, "broker_epoch": 42})
 
     def broker_heartbeat(
         self, broker_id, broker_epoch, offset, want_fence=False, want_shutdown=False
@@ -118,7 +123,9 @@ def test_every_start_is_a_new_incarnation() -> None:
 
 def test_refused_registration_and_never_unfenced_are_errors() -> None:
     with pytest.raises(BrokerLifecycleError, match="registration failed"):
-        BrokerLifecycle(4, FakeChannel(register_error=101), FakePublisher()).start("h", 1, None)
+        BrokerLifecycle(4, FakeChannel(register_error=101), FakePublisher()).start(
+            "h", 1, None, timeout=0.3
+        )
     lc = BrokerLifecycle(4, FakeChannel(caught_up_at=10**9), FakePublisher())
     with pytest.raises(BrokerLifecycleError, match="not unfenced"):
         lc.start("h", 1, None, timeout=0.05)
@@ -144,3 +151,13 @@ def test_both_controller_front_ends_are_controller_channels() -> None:
         assert isinstance(remote, ControllerChannel)
     finally:
         remote.close()
+
+
+def test_a_restart_within_the_old_session_retries_the_registration() -> None:
+    """Found by fault scenario S1: a broker SIGKILLed and restarted at once got
+    DUPLICATE_BROKER_REGISTRATION (its previous incarnation's session was still open) and
+    exited. It now retries until the controller fences the old incarnation, as Kafka's."""
+    ch = FakeChannel(register_error=int(ErrorCode.DUPLICATE_BROKER_REGISTRATION), refusals=3)
+    lc = BrokerLifecycle(4, ch, FakePublisher())
+    assert lc.start("h", 1, None, timeout=10) == 42
+    assert len(ch.registrations) == 4 and lc.state == RUNNING
