@@ -222,7 +222,12 @@ class ClusterClient:
             b = md.brokers.get(node_id)
             conn = self._conns[node_id]
             if b is None or (b.host, b.port) != (conn.host, conn.port):
-                self._conns.pop(node_id).close()
+                # (retriable: a request in flight there goes to the partition's new leader;
+                # e.g. a broker in a controlled shutdown leaves the metadata before it exits)
+                why = "left the cluster metadata" if b is None else "moved"
+                self._conns.pop(node_id).close(
+                    ConnectionFailedError(f"connection to {conn.address} closed: broker {why}")
+                )
 
     async def wait_for_partitions(self, topic: str, timeout_ms: float) -> ClusterMetadata:
         """Metadata with `topic` known (refreshing with back-off); raises the topic's error or
@@ -326,7 +331,7 @@ class ClusterClient:
             raise ClientClosedError("client closed")
         old = self._conns.get(node_id)
         if old is not None:
-            old.close()
+            old.close(ConnectionFailedError(f"connection to {old.address} replaced"))
         self._conns[node_id] = conn
         return conn
 

@@ -409,3 +409,29 @@ def test_unreachable_bootstrap_fails_fast_and_cleans_up() -> None:
         Producer(bootstrap_servers="127.0.0.1:1", socket_connection_setup_timeout_ms=1000)
     assert time.monotonic() - started < 5
     assert threading.active_count() == before  # the loop thread was stopped
+
+
+async def test_a_request_to_a_broker_that_left_the_metadata_fails_retriably(broker) -> None:
+    """Found by test_controlled_shutdown_of_each_broker_under_load (CI): a broker in a
+    controlled shutdown leaves the metadata before it exits; the client closed its connection
+    with ClientClosedError, which failed in-flight produces for good. The error is now a
+    retriable ConnectionFailedError, so they go to the partition's new leader."""
+    from client.aio.cluster import ClusterMetadata
+    from client.errors import ConnectionFailedError
+
+    create_topic(broker.bootstrap, "gone")
+    async with aio.Producer(bootstrap_servers=broker.bootstrap) as p:
+        cluster = p._cluster
+        md = await cluster.refresh(["gone"])
+        node = next(iter(md.brokers))
+        conn = await cluster.connection(node)
+        body = {
+            "max_wait_ms": 5000,  # a long poll at the end: in flight when the broker "leaves"
+            "topics": [{"name": "gone", "partitions": [{"partition": 0, "fetch_offset": 0}]}],
+        }
+        pending = asyncio.ensure_future(conn.request(ApiKey.FETCH, body))
+        await asyncio.sleep(0)  # (let the request go out)
+        cluster._drop_departed(ClusterMetadata(brokers={}, topics=md.topics))
+        with pytest.raises(ConnectionFailedError, match="left the cluster metadata") as info:
+            await pending
+        assert info.value.retriable
