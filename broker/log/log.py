@@ -236,10 +236,9 @@ class Log(LogRetention):
         headers = self._validate(buf, True)
         with self._lock:
             self._check_online()
-            if headers[0][1].producer_id >= 0 or len(headers) > 1:
-                dup = self._check_producer_locked(headers)
-                if dup is not None:  # a retry of batches already here: their offsets, no write
-                    return AppendInfo(dup[0], dup[1], -1, 0, 0, 0, self._log_start_offset)
+            dup = self._check_producer_locked(headers)
+            if dup is not None:  # a retry of batches already here: their offsets, no write
+                return AppendInfo(dup[0], dup[1], -1, 0, 0, 0, self._log_start_offset)
             first = offset = self._end()
             batches = []
             max_ts = -1

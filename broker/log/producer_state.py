@@ -44,21 +44,13 @@ from client.errors import (
     OutOfOrderSequenceNumberError,
     UnknownProducerIdError,
 )
-from client.records.header import BatchHeader
+from client.records.header import BatchHeader, seq_add
 
 _log = logging.getLogger(__name__)
 
 SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOTS_KEPT = 2
 BATCHES_KEPT = 5  # Kafka's: max.in.flight.requests.per.connection up to 5 keeps order
-_INT32_MAX = 2**31 - 1
-
-
-def seq_add(seq: int, n: int) -> int:
-    """`seq` + `n` in the batch sequence space (wraps past 2^31-1 to 0, as Kafka's)."""
-    if seq > _INT32_MAX - n:
-        return n - (_INT32_MAX - seq) - 1
-    return seq + n
 
 
 class BatchEntry(NamedTuple):

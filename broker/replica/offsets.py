@@ -5,6 +5,7 @@ log). A ReplicaManager mixin over its leader lookup. Thread-safe as the ReplicaM
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from broker.replica.partition import Partition
@@ -18,25 +19,39 @@ class OffsetQueries:
     def _fetchable_part(self, spec: FetchPartitionSpec) -> Partition:
         raise NotImplementedError  # ReplicaManager's: the leader of spec, or ReplicaError
 
+    def _answer(
+        self,
+        what: str,
+        topic: str,
+        p: int,
+        current_leader_epoch: int,
+        defaults: dict[str, Any],
+        fill: Callable[[Partition, dict[str, Any]], None],
+    ) -> dict[str, Any]:
+        """One partition's answer: `defaults` (and error_code 0) filled in by `fill` on this
+        leader's partition, or the error that kept it from being asked."""
+        entry: dict[str, Any] = {"topic": topic, "partition": p, "error_code": 0, **defaults}
+        try:
+            fill(
+                self._fetchable_part(FetchPartitionSpec(topic, p, 0, 0, current_leader_epoch)),
+                entry,
+            )
+        except ReplicaError as e:
+            entry["error_code"] = int(e.code)
+        except StorageError as exc:
+            entry["error_code"] = int(ErrorCode.KAFKA_STORAGE_ERROR)
+            _log.error("%s %s-%d: %s", what, topic, p, exc)
+        return entry
+
     def list_offsets(
         self, replica_id: int, requests: list[tuple[str, int, int, int]]
     ) -> list[dict[str, Any]]:
         """[(topic, partition, timestamp, current_leader_epoch)] → [{topic, partition,
         error_code, timestamp, offset, leader_epoch}]. -2 earliest, -1 latest (the HW for
         consumers, the log end for followers), else the first offset with timestamp >= ts."""
-        out = []
-        for topic, p, ts, cur_epoch in requests:
-            entry: dict[str, Any] = {
-                "topic": topic,
-                "partition": p,
-                "error_code": 0,
-                "timestamp": -1,
-                "offset": -1,
-                "leader_epoch": -1,
-            }
-            out.append(entry)
-            try:
-                part = self._fetchable_part(FetchPartitionSpec(topic, p, 0, 0, cur_epoch))
+
+        def by_time(ts: int) -> Callable[[Partition, dict[str, Any]], None]:
+            def fill(part: Partition, entry: dict[str, Any]) -> None:
                 log = part.log
                 hw = part.high_watermark if replica_id < 0 else log.end_offset
                 entry["leader_epoch"] = part.leader_epoch
@@ -50,12 +65,14 @@ class OffsetQueries:
                         entry["timestamp"] = found.timestamp
                         entry["offset"] = found.offset
                         entry["leader_epoch"] = found.leader_epoch
-            except ReplicaError as e:
-                entry["error_code"] = int(e.code)
-            except StorageError as exc:
-                entry["error_code"] = int(ErrorCode.KAFKA_STORAGE_ERROR)
-                _log.error("list_offsets %s-%d: %s", topic, p, exc)
-        return out
+
+            return fill
+
+        defaults = {"timestamp": -1, "offset": -1, "leader_epoch": -1}
+        return [
+            self._answer("list_offsets", topic, p, cur_epoch, defaults, by_time(ts))
+            for topic, p, ts, cur_epoch in requests
+        ]
 
     def offsets_for_leader_epoch(
         self, requests: list[tuple[str, int, int, int]]
@@ -65,22 +82,15 @@ class OffsetQueries:
         its end offset (the start of the next epoch, or the log end for the latest); (-1, -1)
         when the log knows no epoch that old. Leaders only; a current_leader_epoch that is not
         this leader's gets FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH."""
-        out = []
-        for topic, p, cur_epoch, epoch in requests:
-            entry: dict[str, Any] = {
-                "topic": topic,
-                "partition": p,
-                "error_code": 0,
-                "leader_epoch": -1,
-                "end_offset": -1,
-            }
-            out.append(entry)
-            try:
-                part = self._fetchable_part(FetchPartitionSpec(topic, p, 0, 0, cur_epoch))
+
+        def epoch_end(epoch: int) -> Callable[[Partition, dict[str, Any]], None]:
+            def fill(part: Partition, entry: dict[str, Any]) -> None:
                 entry["leader_epoch"], entry["end_offset"] = part.log.end_offset_for_epoch(epoch)
-            except ReplicaError as e:
-                entry["error_code"] = int(e.code)
-            except StorageError as exc:
-                entry["error_code"] = int(ErrorCode.KAFKA_STORAGE_ERROR)
-                _log.error("offsets_for_leader_epoch %s-%d: %s", topic, p, exc)
-        return out
+
+            return fill
+
+        defaults = {"leader_epoch": -1, "end_offset": -1}
+        return [
+            self._answer("offsets_for_leader_epoch", topic, p, cur, defaults, epoch_end(epoch))
+            for topic, p, cur, epoch in requests
+        ]

@@ -289,7 +289,7 @@ class RecordAccumulator:
                         due = b.created + linger
                         next_at = due if next_at is None else min(next_at, due)
                         break
-                    if taken and (total + b.size > limit or b.attempts != taken[0].attempts > 0):
+                    if taken and (total + b.size > limit or b.attempts != taken[0].attempts):
                         break  # (a retried request goes out again with the same batches)
                     b.full = True
                     taken.append(dq.popleft())

@@ -21,27 +21,11 @@ import logging
 from typing import Any
 
 from client.aio.types import TopicPartition
-from client.errors import ConfigError, ErrorCode, error_for_code
+from client.errors import ConfigError, error_for_code
 from client.protocol import ApiKey
+from client.records.header import seq_add
 
 log = logging.getLogger(__name__)
-
-_INT32_MAX = 2**31 - 1
-# Answers that mean the leader no longer accepts this producer's numbering
-SEQUENCE_ERRORS = frozenset(
-    {
-        ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
-        ErrorCode.UNKNOWN_PRODUCER_ID,
-        ErrorCode.INVALID_PRODUCER_EPOCH,
-    }
-)
-
-
-def seq_add(seq: int, n: int) -> int:
-    """`seq` + `n` in the batch sequence space (wraps past 2^31-1 to 0, as Kafka's)."""
-    if seq > _INT32_MAX - n:
-        return n - (_INT32_MAX - seq) - 1
-    return seq + n
 
 
 def idempotence_enabled(cfg: Any, explicit: bool) -> bool:
@@ -89,11 +73,14 @@ class IdempotenceState:
         self._next_seq.clear()
         log.info("producer id %d epoch %d", self.producer_id, self.epoch)
 
-    def number(self, tp: TopicPartition, count: int) -> tuple[int, int, int]:
-        """(producer id, epoch, base sequence) for the next batch of `tp` with `count` records."""
-        seq = self._next_seq.get(tp, 0)
-        self._next_seq[tp] = seq_add(seq, count)
-        return self.producer_id, self.epoch, seq
+    def number(self, b: Any) -> tuple[int, int, int]:
+        """The batch's (producer id, epoch, base sequence): given the next sequence of its
+        partition the first time, kept after that (a retry carries the same numbers)."""
+        if b.producer is None:
+            seq = self._next_seq.get(b.tp, 0)
+            self._next_seq[b.tp] = seq_add(seq, len(b.entries))
+            b.producer = (self.producer_id, self.epoch, seq)
+        return b.producer
 
     def reset(self, why: str, queued: list[Any]) -> None:
         """Start over with a new producer id (asked for before the next send). Queued batches

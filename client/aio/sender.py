@@ -8,9 +8,10 @@ them from the responses.
 
 Retriable errors (NOT_LEADER_OR_FOLLOWER, timeouts, lost connections, ...) put the batches back
 at the head of their partition after retry.backoff.ms (with a metadata refresh for leader
-errors) until `retries` or delivery.timeout.ms run out; a leader in reconnect back-off is not
-sent to, the metadata is asked again every retry.backoff.ms until a leader answers; the partition stays muted while its
-request is in flight, so records of one partition are written in send order.
+errors) until `retries` or delivery.timeout.ms run out. A leader in reconnect back-off is not
+sent to: the metadata is asked again every retry.backoff.ms until a leader answers. The
+partition stays muted while its request is in flight, so records of one partition are written
+in send order, and a retried request goes out again with the same batches.
 """
 
 from __future__ import annotations
@@ -141,15 +142,7 @@ class Sender:
 
     def _encode(self, b: ProducerBatch) -> None:
         """Build the batch's payload; with idempotence, numbered once (retries resend it)."""
-        idem = self.idem
-        if idem is None:
-            b.payload = build_batch(
-                b.entries, compression=self.config.compression_type, timestamp_ms=b.timestamp_ms
-            )
-            return
-        if b.producer is None:
-            b.producer = idem.number(b.tp, len(b.entries))
-        pid, epoch, seq = b.producer
+        pid, epoch, seq = (-1, -1, -1) if self.idem is None else self.idem.number(b)
         b.payload = build_batch(
             b.entries,
             compression=self.config.compression_type,
@@ -187,8 +180,7 @@ class Sender:
                 continue
             if self.idem is not None:  # numbered now, in queue order, before any encoding ahead
                 for b in batches:
-                    if b.producer is None:
-                        b.producer = self.idem.number(tp, len(b.entries))
+                    self.idem.number(b)
             by_node.setdefault(leader, []).append((tp, batches))
         for node, parts in by_node.items():
             for tp, _ in parts:

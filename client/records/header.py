@@ -55,6 +55,14 @@ NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 NO_PARTITION_LEADER_EPOCH = -1
+_SEQUENCE_MAX = 2**31 - 1
+
+
+def seq_add(seq: int, n: int) -> int:
+    """`seq` + `n` in the batch sequence space (wraps past 2^31-1 to 0, as Kafka's)."""
+    if seq > _SEQUENCE_MAX - n:
+        return n - (_SEQUENCE_MAX - seq) - 1
+    return seq + n
 
 
 class BatchHeader(NamedTuple):

@@ -42,14 +42,17 @@ from controller.quorum.config_control import ConfigurationControlManager
 from controller.quorum.log import MetadataLog
 from controller.quorum.replication import imbalanced_partitions
 from controller.quorum.replication_control import ReplicationControlManager
-from controller.quorum.state import ControllerCore, ControllerSettings
+from controller.quorum.state import ControllerCore, ControllerSettings, ControlManager
 
 __all__ = ["ControllerSettings", "QuorumController"]
 
 _log = logging.getLogger(__name__)
 
 
-class QuorumController:
+class QuorumController(ControlManager):
+    """The managers put together (`image`, `settings`, `clock`, `last_written_offset` come from
+    the shared core, as in each manager)."""
+
     def __init__(
         self,
         metadata_log: MetadataLog,
@@ -57,11 +60,13 @@ class QuorumController:
         clock: Callable[[], float] | None = None,
         rng: random.Random | None = None,
     ) -> None:
-        self.core = ControllerCore(
-            metadata_log,
-            ControllerSettings.from_config(config),
-            clock or (lambda: time.monotonic() * 1000.0),
-            rng or random.Random(1),
+        super().__init__(
+            ControllerCore(
+                metadata_log,
+                ControllerSettings.from_config(config),
+                clock or (lambda: time.monotonic() * 1000.0),
+                rng or random.Random(1),
+            )
         )
         self.configs = ConfigurationControlManager(self.core)
         self.cluster = ClusterControlManager(self.core, self.configs)
@@ -85,22 +90,6 @@ class QuorumController:
     @property
     def log(self) -> MetadataLog:
         return self.core.log
-
-    @property
-    def settings(self) -> ControllerSettings:
-        return self.core.settings
-
-    @property
-    def image(self) -> MetadataImage:
-        """Everything written, committed or not."""
-        return self.core.image
-
-    @property
-    def last_written_offset(self) -> int:
-        return self.core.last_written_offset
-
-    def clock(self) -> float:
-        return self.core.clock()
 
     def load(self, image: MetadataImage | None = None) -> None:
         """(Re)build self.image from the committed log — on start and on becoming active — or

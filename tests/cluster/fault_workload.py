@@ -21,6 +21,8 @@ from fault_history import History
 from client import Consumer, Producer, TopicPartition
 from client.errors import GregorError, NotEnoughReplicasError
 
+PACE_S = 0.002  # between one producer's writes: a few hundred writes/s each (CHECKER.md)
+
 
 class Workload:
     def __init__(
@@ -75,7 +77,7 @@ class Workload:
                     if len(pending) >= 50:
                         self._settle(pending)
                         pending = []
-                    time.sleep(0.002)
+                    self._stop.wait(PACE_S)  # the write rate (ends at once on stop)
                 self._settle(pending)
         except BaseException as exc:  # (reported by stop())
             self.errors.append(exc)

@@ -430,7 +430,7 @@ async def test_a_request_to_a_broker_that_left_the_metadata_fails_retriably(brok
             "topics": [{"name": "gone", "partitions": [{"partition": 0, "fetch_offset": 0}]}],
         }
         pending = asyncio.ensure_future(conn.request(ApiKey.FETCH, body))
-        await asyncio.sleep(0)  # (let the request go out)
+        await async_wait_until(lambda: conn.in_flight, 5, "the fetch in flight")
         cluster._drop_departed(ClusterMetadata(brokers={}, topics=md.topics))
         with pytest.raises(ConnectionFailedError, match="left the cluster metadata") as info:
             await pending

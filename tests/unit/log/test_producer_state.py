@@ -8,7 +8,6 @@ from __future__ import annotations
 import pytest
 
 from broker.log import Log, LogConfig
-from broker.log.producer_state import seq_add
 from client.errors import (
     InvalidProducerEpochError,
     InvalidRecordError,
@@ -16,6 +15,7 @@ from client.errors import (
     UnknownProducerIdError,
 )
 from client.records import build_batch, decode_records
+from client.records.header import seq_add
 
 
 def _log(path, name: str = "t-0") -> Log:
