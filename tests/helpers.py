@@ -194,9 +194,12 @@ class GregorProcess:
             self.proc.stdout.close()
 
 
-def spawn_gregor(args: list[str], data_dir: Path, stderr_path: Path) -> GregorProcess:
+def spawn_gregor(
+    args: list[str], data_dir: Path, stderr_path: Path, group: int | None = None
+) -> GregorProcess:
     """Start `gregor ARGS` in its own session (its pid is its process-group id), without the
-    caller's GREGOR_* environment, stderr to `stderr_path`; wait_ready() on the result."""
+    caller's GREGOR_* environment, stderr to `stderr_path`; wait_ready() on the result. `group`:
+    run it with that gid (root only), so iptables' owner match can tell its packets apart."""
     err = open(stderr_path, "wb")  # noqa: SIM115 - closed by GregorProcess.close()
     env = {k: v for k, v in os.environ.items() if not k.startswith("GREGOR_")}
     proc = subprocess.Popen(
@@ -206,6 +209,7 @@ def spawn_gregor(args: list[str], data_dir: Path, stderr_path: Path) -> GregorPr
         stderr=err,
         env=env,
         start_new_session=True,
+        group=group,
     )
     return GregorProcess(proc, data_dir, stderr_path, err)
 

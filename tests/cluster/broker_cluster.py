@@ -32,6 +32,7 @@ class Brokers:
                 "broker.heartbeat.interval.ms: 300\n" + extra
             )
         self.procs: dict[int, GregorProcess] = {}
+        self.gids: dict[int, int] = {}  # node -> gid to run it with (network faults)
         self._all: list[GregorProcess] = []
 
     def start(self, n: int, timeout: float = 30.0) -> GregorProcess:
@@ -39,6 +40,7 @@ class Brokers:
             ["broker", "--config", str(self.configs[n])],
             self.tmp / f"broker-{n}",
             self.tmp / f"broker-{n}.{len(self._all)}.stderr",
+            self.gids.get(n),
         )
         self._all.append(gp)
         self.procs[n] = gp

@@ -78,6 +78,7 @@ class ControllerQuorum:
             self.configs[n].write_text("\n".join(lines) + "\n")
         self.procs: dict[int, GregorProcess] = {}  # running (possibly paused)
         self.paused: set[int] = set()
+        self.gids: dict[int, int] = {}  # node -> gid to run it with (network faults)
         self._started: list[GregorProcess] = []  # every process this object started
         self._observers: list[tuple[RemoteMetadataLog, MetadataLoader]] = []
         self._runs = 0
@@ -90,6 +91,7 @@ class ControllerQuorum:
             ["controller", "--config", str(self.configs[n])],
             self.tmp / f"controller-{n}",
             self.tmp / f"controller-{n}.run{self._runs}.stderr",
+            self.gids.get(n),
         )
         self._started.append(gp)
         self.procs[n] = gp

@@ -9,9 +9,10 @@
      "offset": 40, "time": 12.4}
 
 `f` is "send" (a producer's write) or "poll" (a reader's read, recorded as a completed op per
-record). An error that guarantees the write was not applied is `fail`; a timeout, a lost
-connection or NOT_ENOUGH_REPLICAS_AFTER_APPEND is `info` (unknown). Values are unique:
-`{producer}-{seq}`, each producer's `seq` increasing per partition. Thread-safe.
+record); the nemesis logs `{"type": "nemesis", "f": "start" | "stop", "fault": ...}`. An
+error that guarantees the write was not applied is `fail`; a timeout, a lost connection or
+NOT_ENOUGH_REPLICAS_AFTER_APPEND is `info` (unknown). Values are unique: `{producer}-{seq}`,
+each producer's `seq` increasing per partition. Thread-safe.
 """
 
 from __future__ import annotations
@@ -76,6 +77,11 @@ class History:
                 "offset": offset,
             }  # fmt: skip
         )
+
+    def nemesis(self, f: str, fault: str, **detail: Any) -> None:
+        """A fault starting (`f` "start") or reverted ("stop"); the checker's figures measure
+        failover and recovery from these."""
+        self._add({"type": "nemesis", "f": f, "fault": fault, **detail})
 
     def close(self) -> None:
         if self._file is not None:

@@ -22,6 +22,7 @@ from client import Consumer, Producer, TopicPartition
 from client.errors import GregorError, NotEnoughReplicasError
 
 PACE_S = 0.002  # between one producer's writes: a few hundred writes/s each (CHECKER.md)
+MAX_OUTSTANDING = 2000  # unresolved writes per producer
 
 
 class Workload:
@@ -54,8 +55,18 @@ class Workload:
     def acked(self) -> int:
         return sum(1 for e in list(self.history.entries) if e["type"] == "ok" and e["f"] == "send")
 
+    def acked_since(self, t: float) -> bool:
+        """Whether a write invoked at or after monotonic time `t` was acknowledged."""
+        invoked = {e["op"] for e in list(self.history.entries)
+                   if e["type"] == "invoke" and e["time"] >= t}  # fmt: skip
+        return any(e["type"] == "ok" and e["op"] in invoked for e in list(self.history.entries))
+
     def _produce(self, name: str) -> None:
+        """Write round-robin over the partitions without waiting for acknowledgements (each
+        outcome is recorded by the future's callback), so a stalled partition does not hold
+        up writes to the others; at most MAX_OUTSTANDING writes unresolved at once."""
         seq = [0] * self.partitions
+        outstanding = threading.Semaphore(MAX_OUTSTANDING)
         try:
             with Producer(
                 bootstrap_servers=self.bootstrap,
@@ -65,33 +76,37 @@ class Workload:
                 delivery_timeout_ms=10_000,
                 retry_backoff_ms=50,
             ) as prod:
-                pending: list[tuple[int, Any]] = []
                 i = 0
                 while not self._stop.is_set():
+                    if not outstanding.acquire(timeout=0.1):
+                        continue
                     p = i % self.partitions
                     i += 1
                     value = f"{name}-{seq[p]}"
                     seq[p] += 1
                     op = self.history.invoke(name, "send", p, value)
-                    pending.append((op, prod.send(self.topic, value.encode(), partition=p)))
-                    if len(pending) >= 50:
-                        self._settle(pending)
-                        pending = []
+                    fut = prod.send(self.topic, value.encode(), partition=p)
+                    fut.add_done_callback(lambda f, op=op: self._settle(op, f, outstanding))
                     self._stop.wait(PACE_S)  # the write rate (ends at once on stop)
-                self._settle(pending)
+            # closing the producer delivered or failed everything (delivery timeout); the
+            # callbacks have run
+            for _ in range(MAX_OUTSTANDING):
+                if not outstanding.acquire(timeout=30):
+                    raise AssertionError(f"{name}: writes still unresolved 30 s after close")
         except BaseException as exc:  # (reported by stop())
             self.errors.append(exc)
 
-    def _settle(self, pending: list[tuple[int, Any]]) -> None:
-        for op, fut in pending:
-            try:
-                md = fut.result(30)
-            except NotEnoughReplicasError as exc:
+    def _settle(self, op: int, fut: Any, outstanding: threading.Semaphore) -> None:
+        try:
+            exc = fut.exception()
+            if exc is None:
+                self.history.ok(op, fut.result().offset)
+            elif isinstance(exc, NotEnoughReplicasError):
                 self.history.fail(op, repr(exc))
-            except GregorError as exc:
+            else:  # timeouts, lost connections, AFTER_APPEND: unknown
                 self.history.info(op, repr(exc))
-            else:
-                self.history.ok(op, md.offset)
+        finally:
+            outstanding.release()
 
     def _read(self) -> None:
         try:

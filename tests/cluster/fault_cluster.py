@@ -1,0 +1,157 @@
+"""The system under test of the fault harness (CHECKER.md): 3 `gregor controller` + 3 `gregor
+broker` processes with the scaled-down timeouts, one topic of 3 partitions (RF 3, min ISR 2,
+unclean election off), and the questions the nemesis and the checks ask of it: who leads a
+partition, who leads the quorum, is every partition healthy, does it take a probe write (C7).
+
+Every process is started in its own session with a gid of its own (fault_net.py) and killed
+by `close()`, also when the scenario failed.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from broker_cluster import Brokers
+from controller_quorum import ControllerQuorum
+from fault_net import NODE_GID_BASE, Endpoint
+from helpers import wait_until
+
+from client import Admin, Producer
+from client.errors import GregorError
+
+TOPIC = "chaos"
+PARTITIONS = 3
+MIN_ISR = 2
+BROKERS = (4, 5, 6)
+
+
+class Cluster:
+    def __init__(self, workdir: Path, broker_overrides: dict[str, Any] | None = None) -> None:
+        self.workdir = workdir
+        self.quorum = ControllerQuorum(
+            workdir / "quorum",
+            3,
+            **{
+                "broker.session.timeout.ms": 2500,
+                "controller.quorum.election.timeout.ms": 500,
+            },
+        )
+        (workdir / "brokers").mkdir(parents=True, exist_ok=True)
+        overrides = {
+            "replica.lag.time.max.ms": 2000,
+            "replica.fetch.backoff.ms": 200,
+            **(broker_overrides or {}),
+        }
+        self.brokers = Brokers(workdir / "brokers", self.quorum.voters, list(BROKERS), overrides)
+        for n in self.quorum.ids:
+            self.quorum.gids[n] = NODE_GID_BASE + n
+        for n in BROKERS:
+            self.brokers.gids[n] = NODE_GID_BASE + n
+
+    def start(self) -> None:
+        self.quorum.start_all()
+        self.quorum.wait_leader(15, "a controller leader")
+        for n in BROKERS:
+            self.brokers.start(n)
+        with Admin(bootstrap_servers=self.bootstrap) as admin:
+            admin.create_topic(TOPIC, PARTITIONS, 3, {"min.insync.replicas": str(MIN_ISR)})
+        wait_until(lambda: self.healthy(3), 30, f"{TOPIC} with ISR 3")
+
+    def close(self) -> None:
+        self.brokers.close()
+        self.quorum.close()
+
+    @property
+    def bootstrap(self) -> str:
+        return self.brokers.bootstrap_all()
+
+    # -- endpoints for network faults ----------------------------------------------------------
+    def broker_endpoint(self, n: int) -> Endpoint:
+        return Endpoint(f"broker-{n}", self.brokers.gids[n], self.brokers.ports[n])
+
+    def controller_endpoint(self, n: int) -> Endpoint:
+        return Endpoint(f"controller-{n}", self.quorum.gids[n], self.quorum.ports[n])
+
+    def endpoints(self) -> list[Endpoint]:
+        return [self.controller_endpoint(n) for n in self.quorum.ids] + [
+            self.broker_endpoint(n) for n in BROKERS
+        ]
+
+    # -- questions -----------------------------------------------------------------------------
+    def partitions(self, topic: str = TOPIC) -> list | None:
+        try:
+            with Admin(bootstrap_servers=self.bootstrap, request_timeout_ms=2000) as admin:
+                return admin.describe_topic(topic).partitions
+        except GregorError:
+            return None
+
+    def leader_of(self, partition: int = 0) -> int | None:
+        ps = self.partitions()
+        return ps[partition].leader if ps and ps[partition].leader >= 0 else None
+
+    def wait_leader_of(self, partition: int = 0, not_: int | None = None) -> int:
+        return wait_until(
+            lambda: (lambda n: n if n is not None and n != not_ else None)(
+                self.leader_of(partition)
+            ),
+            30,
+            f"a leader of {TOPIC}-{partition}" + (f" other than {not_}" if not_ else ""),
+        )
+
+    def healthy(self, isr: int = MIN_ISR) -> bool:
+        ps = self.partitions()
+        return bool(ps) and all(p.leader >= 0 and len(p.isr) >= isr for p in ps)
+
+    def recovered(self) -> bool:
+        """C7: every partition has a leader and an ISR >= min ISR, and takes an acks=all write."""
+        if not self.healthy(MIN_ISR):
+            return False
+        with Producer(
+            bootstrap_servers=self.bootstrap, acks="all", delivery_timeout_ms=5000
+        ) as prod:
+            try:
+                for p in range(PARTITIONS):
+                    # unique and increasing, so the checker takes probes for one more producer
+                    prod.send(TOPIC, b"probe-%d" % time.monotonic_ns(), partition=p).result(10)
+            except GregorError:
+                return False
+        return True
+
+    def controller_leader(self) -> int:
+        return self.quorum.wait_leader(30, "a controller leader")
+
+    # -- the nodes' own events (CHECKER.md principle 7) ----------------------------------------
+    def broker_logs(self) -> dict[int, list[Path]]:
+        return {n: sorted(self.brokers.tmp.glob(f"broker-{n}.*.stderr")) for n in BROKERS}
+
+    def controller_logs(self) -> dict[int, list[Path]]:
+        return {
+            n: sorted(self.quorum.tmp.glob(f"controller-{n}.*.stderr")) for n in self.quorum.ids
+        }
+
+
+_RAFT_LEADER = re.compile(r"\[raft node=(?P<node>\d+)\] became leader in term (?P<term>\d+)")
+_COUNTED = {
+    "isr_changes": re.compile(r"ISR change to \[[^\]]*\] accepted"),
+    "truncations": re.compile(r"truncating (to|fully)"),
+    "elections": re.compile(r"became leader \(epoch"),
+}
+
+
+def raft_events(logs: dict[int, list[Path]]) -> list[dict]:
+    events = []
+    for paths in logs.values():
+        for path in paths:
+            for m in _RAFT_LEADER.finditer(path.read_text(errors="replace")):
+                events.append({"type": "raft_leader", "node": int(m["node"]),
+                               "term": int(m["term"])})  # fmt: skip
+    return events
+
+
+def log_counts(logs: dict[int, list[Path]]) -> dict[str, int]:
+    """ISR changes, truncations and partition elections the brokers logged."""
+    text = "".join(p.read_text(errors="replace") for paths in logs.values() for p in paths)
+    return {name: len(rx.findall(text)) for name, rx in _COUNTED.items()}

@@ -1,0 +1,359 @@
+"""The scenarios of the fault harness (CHECKER.md S1-S10) and the run that checks one.
+
+    report = run_scenario("S4", workdir, seed=7, duration=0)   # 0: each fault the minimum times
+
+A run starts the cluster (fault_cluster.py), the workload (fault_workload.py), waits for steady
+writes, applies the scenario's seeded fault schedule through the nemesis (fault_nemesis.py; every
+fault reverted in `finally`), heals, requires recovery within 10 s (C7), stops the workload, does
+the final read and hands the history, the final read and the nodes' events to the checker
+(fault_checker.py). The report (checks, figures) is written to `workdir/<name>-report.json`; the
+history, node logs and data dirs stay in `workdir`. `duration` > 0 repeats the scenario's fault
+pattern until that many seconds of faults have passed (scripts/chaos.py runs them long).
+
+Network scenarios run inside a network namespace of their own: called outside one, run_scenario
+runs scripts/chaos.py in a fresh namespace and returns the report it wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import fault_net
+from fault_checker import check
+from fault_cluster import PARTITIONS, TOPIC, Cluster, log_counts, raft_events
+from fault_figures import timing
+from fault_history import History
+from fault_nemesis import Nemesis, active_segment, missing_strace
+from fault_workload import Workload, final_read, leader_events
+from helpers import wait_until
+
+from client import Admin
+from client.errors import GregorError, TopicAlreadyExistsError
+
+CHAOS = Path(__file__).resolve().parents[2] / "scripts" / "chaos.py"
+RECOVERY_S = 10.0
+
+
+@dataclass
+class Run:
+    cluster: Cluster
+    nemesis: Nemesis
+    rng: random.Random
+    duration: float
+    figures: dict[str, Any] = field(default_factory=dict)
+    anomalies: list[dict[str, Any]] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
+
+    def rounds(self, minimum: int) -> Iterator[int]:
+        """The scenario's fault pattern `minimum` times, then again until `duration` passed."""
+        i = 0
+        while i < minimum or time.monotonic() - self.started < self.duration:
+            yield i
+            i += 1
+
+    def hold(self, low: float, high: float) -> None:
+        self.nemesis.hold(self.rng.uniform(low, high))
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    summary: str
+    faults: Callable[[Run], None]
+    network: bool = False
+    missing: Callable[[], str | None] = lambda: None  # why it cannot run here, or None
+    broker_overrides: dict[str, Any] = field(default_factory=dict)
+
+
+# -- the scenarios -------------------------------------------------------------------------------
+
+
+def s1(run: Run) -> None:
+    c = run.cluster
+    for _ in run.rounds(4):
+        with run.nemesis.kill_broker(c.wait_leader_of(0)):
+            run.hold(2.0, 3.0)
+        wait_until(lambda: c.healthy(3), 60, "ISR 3 again")
+
+
+def s2(run: Run) -> None:
+    c, q = run.cluster, run.cluster.quorum
+    created: list[str] = []
+    elections: list[float] = []
+    for i in run.rounds(3):
+        lid = c.controller_leader()
+        t0 = time.monotonic()
+        with run.nemesis.kill_controller(lid):
+            q.wait_leader(30, "a new controller leader")
+            elections.append(round(time.monotonic() - t0, 3))
+            created.append(_create_topic(c, f"{TOPIC}-extra-{i}"))  # while the old one is down
+            run.hold(1.0, 2.0)
+        c.controller_leader()
+    run.figures["controller_election_s"] = elections
+    for name in created:
+        wait_until(lambda n=name: _topic_ready(c, n), 30, f"{name} created with a leader")
+
+
+def _create_topic(c: Cluster, name: str) -> str:
+    def attempt() -> bool:
+        try:
+            with Admin(bootstrap_servers=c.bootstrap, request_timeout_ms=3000) as admin:
+                admin.create_topic(name, 1, 3)
+        except TopicAlreadyExistsError:
+            return True  # an earlier attempt went through
+        except GregorError:
+            return False
+        return True
+
+    wait_until(attempt, 30, f"create {name} during controller failover")
+    return name
+
+
+def _topic_ready(c: Cluster, name: str) -> bool:
+    ps = c.partitions(name)
+    return bool(ps) and all(p.leader >= 0 for p in ps)
+
+
+def s3(run: Run) -> None:
+    c = run.cluster
+    for _ in run.rounds(2):
+        with run.nemesis.pause_broker(c.wait_leader_of(0)):
+            run.hold(6.0, 6.5)
+        wait_until(lambda: c.healthy(3), 60, "ISR 3 again")
+
+
+def s4(run: Run) -> None:
+    c = run.cluster
+    for _ in run.rounds(1):
+        leader = c.wait_leader_of(0)
+        others = [e for e in c.endpoints() if e.name != f"broker-{leader}"]
+        with run.nemesis.isolate(c.broker_endpoint(leader), others):
+            run.hold(10.0, 11.0)
+        wait_until(lambda: c.healthy(3), 60, "ISR 3 again")
+
+
+def s5(run: Run) -> None:
+    c, q = run.cluster, run.cluster.quorum
+    terms: list[int] = []
+    for _ in run.rounds(1):
+        lid, term = q.wait_leader_term(30, "a controller leader")
+        others = [e for e in c.endpoints() if e.name != f"controller-{lid}"]
+        with run.nemesis.isolate(c.controller_endpoint(lid), others):
+            q.wait_leader_term(30, "a leader of the majority")  # (the isolated one is asked too)
+            run.hold(6.0, 8.0)
+        after_heal = q.wait_leader_term(30, "one leader after heal")[1]
+        terms += [term, after_heal]
+        # a ring: the leader and one follower cannot talk; each still reaches a majority
+        lid, ring_term = q.wait_leader_term(30, "a controller leader")
+        follower = next(n for n in q.ids if n != lid)
+        with run.nemesis.cut_links([(c.controller_endpoint(lid), c.controller_endpoint(follower))]):
+            run.hold(6.0, 8.0)
+        end_term = q.wait_leader_term(30, "one leader after the ring")[1]
+        terms.append(end_term)
+        if end_term - ring_term > 1:  # PreVote: the cut follower must not keep bumping the term
+            run.anomalies.append({"check": "term_explosion", "ring_term": ring_term,
+                                  "end_term": end_term})  # fmt: skip
+        if after_heal - term > 2:
+            run.anomalies.append({"check": "term_explosion", "before": term,
+                                  "after_heal": after_heal})  # fmt: skip
+    run.figures["raft_terms"] = terms
+
+
+def s6(run: Run) -> None:
+    c = run.cluster
+    for _ in run.rounds(1):
+        with run.nemesis.loss(c.broker_endpoint(c.wait_leader_of(0)), 0.3):
+            run.hold(10.0, 11.0)
+        with run.nemesis.cut_clients():
+            run.hold(5.0, 6.0)
+        wait_until(lambda: c.healthy(3), 60, "ISR 3 again")
+
+
+def s7(run: Run) -> None:
+    c = run.cluster
+    for _ in run.rounds(1):
+        leader = c.wait_leader_of(0)
+        with run.nemesis.slow_fsync(leader, 300):
+            run.hold(10.0, 11.0)
+        wait_until(lambda: c.healthy(3), 60, "ISR 3 again")
+        leader = c.wait_leader_of(0)
+        follower = next(n for n in c.brokers.procs if n != leader)
+        seg = active_segment(c.brokers.tmp / f"broker-{follower}", TOPIC, 0)
+        with run.nemesis.write_eio(follower, seg):
+            wait_until(lambda f=follower: f not in _isr(c, 0), 30, "the failed follower out of ISR")
+        with run.nemesis.kill_broker(follower):  # heal: restart it on its (healthy) disk
+            pass
+        wait_until(lambda: c.healthy(3), 60, "ISR 3 again")
+
+
+def _isr(c: Cluster, partition: int) -> list[int]:
+    ps = c.partitions()
+    return list(ps[partition].isr) if ps else []
+
+
+def s8(run: Run) -> None:
+    c = run.cluster
+    for _ in run.rounds(1):
+        leader = c.wait_leader_of(0)
+        follower = next(n for n in c.brokers.procs if n != leader)
+        with run.nemesis.kill_broker(follower):
+            run.nemesis.torn_tail(follower, run.rng.randint(1, 60))
+        wait_until(lambda: c.healthy(3), 60, "ISR 3 after the torn tail")
+        first = c.wait_leader_of(0)  # F14: kill the leader, then the next one as soon as it shows
+        with run.nemesis.kill_broker(first):
+            second = c.wait_leader_of(0, not_=first)
+            with run.nemesis.kill_broker(second):
+                run.hold(1.0, 2.0)
+        wait_until(lambda: c.healthy(3), 60, "ISR 3 again")
+
+
+SCENARIOS = {
+    s.name: s
+    for s in [
+        Scenario("S1", "SIGKILL the p0 leader x4, restart after 2-3 s", s1),
+        Scenario("S2", "SIGKILL the active controller x3 while producing and creating topics", s2),
+        Scenario("S3", "SIGSTOP the p0 leader 6 s past its session, x2", s3),
+        Scenario(
+            "S4",
+            "isolate the p0 leader from brokers and controllers 10 s",
+            s4,
+            network=True,
+            missing=fault_net.missing_tools,
+        ),
+        Scenario(
+            "S5",
+            "isolate the controller leader, then a ring (leader-follower link cut)",
+            s5,
+            network=True,
+            missing=fault_net.missing_tools,
+        ),
+        Scenario(
+            "S6",
+            "30 % packet loss on the p0 leader 10 s, then clients cut 5 s",
+            s6,
+            network=True,
+            missing=fault_net.missing_tools,
+        ),
+        Scenario(
+            "S7",
+            "fsync delayed 300 ms on the p0 leader 10 s, then EIO on a follower's segment writes",
+            s7,
+            missing=missing_strace,
+        ),
+        Scenario("S8", "torn tail on a follower, then a double failover", s8),
+    ]  # fmt: skip
+}
+
+
+# -- the run -------------------------------------------------------------------------------------
+
+
+def run_scenario(name: str, workdir: Path, seed: int, duration: float = 0.0) -> dict[str, Any]:
+    sc = SCENARIOS[name]
+    why = sc.missing()
+    if why:
+        return {"scenario": name, "seed": seed, "skipped": why}
+    workdir.mkdir(parents=True, exist_ok=True)
+    if sc.network and not fault_net.inside_netns():
+        argv = [sys.executable, str(CHAOS), "--scenario", name, "--seed", str(seed),
+                "--duration", str(duration), "--out", str(workdir)]  # fmt: skip
+        fault_net.in_netns(argv, timeout=300 + duration * 2)
+        path = workdir / f"{name}-report.json"
+        assert path.exists(), f"{name} in its namespace wrote no report (see {workdir})"
+        return json.loads(path.read_text())
+    report = _run_here(sc, workdir, seed, duration)
+    (workdir / f"{name}-report.json").write_text(json.dumps(report, indent=2))
+    return report
+
+
+def _run_here(sc: Scenario, workdir: Path, seed: int, duration: float) -> dict[str, Any]:
+    cluster = Cluster(workdir, sc.broker_overrides)
+    history = History(workdir / f"{sc.name}-history.jsonl")
+    net = fault_net.Net() if sc.network else None
+    nemesis = Nemesis(cluster, history, net)
+    run = Run(cluster, nemesis, random.Random(seed), duration)
+    try:
+        cluster.start()
+        workload = Workload(cluster.bootstrap, TOPIC, PARTITIONS, history)
+        workload.start()
+        try:
+            wait_until(lambda: workload.acked() > 300, 30, "steady writes")
+            run.started = time.monotonic()
+            try:
+                sc.faults(run)
+            finally:
+                nemesis.heal_all()
+                if net is not None:
+                    net.heal()
+            healed = time.monotonic()
+            try:
+                wait_until(cluster.recovered, RECOVERY_S, "recovery within 10 s of heal (C7)")
+                probe_s: float | None = round(time.monotonic() - healed, 3)
+            except AssertionError:
+                probe_s = None
+                run.anomalies.append({"check": "recovery", "within_s": RECOVERY_S})
+            # the workload's own first write after heal (its recovery time), before it stops
+            _wait_quietly(lambda: workload.acked_since(healed), 20)
+        finally:
+            workload.stop()
+            history.close()
+        final = final_read(cluster.bootstrap, TOPIC, PARTITIONS)
+        events = leader_events(cluster.broker_logs(), TOPIC) + raft_events(
+            cluster.controller_logs()
+        )
+        report = check(history.entries, final, events)
+        report.update(timing(history.entries))
+        report.update(log_counts(cluster.broker_logs()))
+    finally:
+        cluster.close()
+    if run.anomalies:
+        report["valid"] = False
+        report["anomalies"]["scenario"] = run.anomalies
+    report.update(
+        scenario=sc.name,
+        summary=sc.summary,
+        seed=seed,
+        duration=duration,
+        recovery_probe_s=probe_s,
+        raft_elections=sum(1 for e in events if e["type"] == "raft_leader"),
+        **run.figures,
+    )
+    return report
+
+
+def _wait_quietly(cond: Callable[[], object], timeout: float) -> None:
+    try:
+        wait_until(cond, timeout, "")
+    except AssertionError:
+        pass  # (the figure then says None)
+
+
+COLUMNS = ("scenario", "valid", "ok", "fail", "info", "lost", "duplicated", "reordered",
+           "inconsistent", "longest_write_unavailable_s", "longest_failover_s", "recovery_s")  # fmt: skip
+
+
+def summary_table(reports: list[dict[str, Any]]) -> str:
+    """One line per scenario, the figures CHECKER.md asks for."""
+    rows = [COLUMNS]
+    for r in reports:
+        if "skipped" in r:
+            rows.append((r["scenario"], "skipped: " + r["skipped"]))
+            continue
+        w = r["writes"]
+        rows.append(tuple(str(x) for x in (
+            r["scenario"], r["valid"], w["ok"], w["fail"], w["info"], r["lost"],
+            r["duplicated"], r["reordered"], r["inconsistent"],
+            r["longest_write_unavailable_s"], r["longest_failover_s"], r["recovery_s"],
+        )))  # fmt: skip
+    widths = [max(len(str(row[i])) for row in rows if i < len(row)) for i in range(len(COLUMNS))]
+    return "\n".join(
+        "  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=False)).rstrip()
+        for row in rows
+    )
