@@ -26,10 +26,14 @@ from typing import Any, TextIO
 
 
 class History:
-    def __init__(self, path: Path | str | None = None) -> None:
+    def __init__(self, path: Path | str | None = None, op_base: int = 0, mode: str = "w") -> None:
+        """`op_base`: where this history's op ids start (a second process's history merged
+        into this one takes its own range); `mode` "a" appends to an earlier run's file."""
         self._lock = threading.Lock()
-        self._ops = itertools.count()
-        self._file: TextIO | None = open(path, "w") if path is not None else None  # noqa: SIM115
+        self._ops = itertools.count(op_base)
+        self._file: TextIO | None = (
+            open(path, mode, buffering=1) if path is not None else None  # noqa: SIM115
+        )  # line-buffered: a SIGKILLed writer loses at most its last line
         self.entries: list[dict[str, Any]] = []
         self._pending: dict[int, dict[str, Any]] = {}
 
@@ -82,6 +86,14 @@ class History:
         """A fault starting (`f` "start") or reverted ("stop"); the checker's figures measure
         failover and recovery from these."""
         self._add({"type": "nemesis", "f": f, "fault": fault, **detail})
+
+    def merge(self, entries: list[dict[str, Any]]) -> None:
+        """Add another process's entries (their times are of the same monotonic clock)."""
+        with self._lock:
+            self.entries.extend(entries)
+            if self._file is not None:
+                for e in entries:
+                    self._file.write(json.dumps(e) + "\n")
 
     def close(self) -> None:
         if self._file is not None:

@@ -7,7 +7,7 @@ start/stop entries in the history so the checker can measure failover and recove
 
 Faults: kill_broker (F1), kill_controller (F2), pause_broker (F3), isolate (F4a/F4b, in a
 network namespace), loss (F5), cut_clients (F4c), slow_fsync (F6, strace), write_eio (F7,
-strace), torn_tail (F8). One fault at a time; `heal_all()` reverts whatever is still applied.
+strace), torn_tail (F8), crash_producer (F11). One fault at a time; `heal_all()` reverts whatever is still applied.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from pathlib import Path
 from fault_cluster import Cluster
 from fault_history import History
 from fault_net import Endpoint, Net
+from fault_producer import ProducerProcess
 
 
 class Nemesis:
@@ -72,6 +73,11 @@ class Nemesis:
         b = self.cluster.brokers
         b.pause(n)
         return self._fault("pause_broker", lambda: b.resume(n), node=n)
+
+    def crash_producer(self, producer: ProducerProcess) -> contextlib.AbstractContextManager[None]:
+        """F11: SIGKILL a producer process mid-batch; started again (same name) on exit."""
+        producer.kill()
+        return self._fault("crash_producer", producer.start, run=producer.runs)
 
     # -- network (inside the harness's namespace) ----------------------------------------------
     def _net(self) -> Net:

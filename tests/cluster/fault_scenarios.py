@@ -31,6 +31,7 @@ from fault_cluster import PARTITIONS, TOPIC, Cluster, log_counts, raft_events
 from fault_figures import timing
 from fault_history import History
 from fault_nemesis import Nemesis, active_segment, missing_strace
+from fault_producer import ProducerProcess
 from fault_workload import Workload, final_read, leader_events
 from helpers import wait_until
 
@@ -49,6 +50,7 @@ class Run:
     duration: float
     figures: dict[str, Any] = field(default_factory=dict)
     anomalies: list[dict[str, Any]] = field(default_factory=list)
+    producers: list[ProducerProcess] = field(default_factory=list)  # in processes of their own
     started: float = field(default_factory=time.monotonic)
 
     def rounds(self, minimum: int) -> Iterator[int]:
@@ -214,6 +216,20 @@ def s8(run: Run) -> None:
         wait_until(lambda: c.healthy(3), 60, "ISR 3 again")
 
 
+def s10(run: Run) -> None:
+    c = run.cluster
+    x = ProducerProcess(c.bootstrap, TOPIC, PARTITIONS, "x1", c.workdir / "x1-history.jsonl")
+    run.producers.append(x)
+    x.start()
+    for _ in run.rounds(3):
+        before = x.acked()
+        wait_until(lambda b=before: x.acked() > b + 200, 30, "the producer process writing")
+        with run.nemesis.crash_producer(x):
+            pass
+    before = x.acked()
+    wait_until(lambda: x.acked() > before + 200, 30, "the restarted producer writing")
+
+
 SCENARIOS = {
     s.name: s
     for s in [
@@ -248,6 +264,7 @@ SCENARIOS = {
             missing=missing_strace,
         ),
         Scenario("S8", "torn tail on a follower, then a double failover", s8),
+        Scenario("S10", "a producer process SIGKILLed mid-batch x3, restarted with its name", s10),
     ]  # fmt: skip
 }
 
@@ -302,6 +319,9 @@ def _run_here(sc: Scenario, workdir: Path, seed: int, duration: float) -> dict[s
             # the workload's own first write after heal (its recovery time), before it stops
             _wait_quietly(lambda: workload.acked_since(healed), 20)
         finally:
+            for x in run.producers:
+                x.stop()
+                history.merge(x.entries())
             workload.stop()
             history.close()
         final = final_read(cluster.bootstrap, TOPIC, PARTITIONS)

@@ -61,11 +61,17 @@ class Workload:
                    if e["type"] == "invoke" and e["time"] >= t}  # fmt: skip
         return any(e["type"] == "ok" and e["op"] in invoked for e in list(self.history.entries))
 
-    def _produce(self, name: str) -> None:
+    def produce_as(self, name: str, seq: list[int], stop: threading.Event) -> None:
+        """Be producer `name` in this thread, from sequence numbers `seq` (one per partition),
+        until `stop` (fault_producer.py runs one in a process of its own)."""
+        self._stop = stop
+        self._produce(name, seq)
+
+    def _produce(self, name: str, seq: list[int] | None = None) -> None:
         """Write round-robin over the partitions without waiting for acknowledgements (each
         outcome is recorded by the future's callback), so a stalled partition does not hold
         up writes to the others; at most MAX_OUTSTANDING writes unresolved at once."""
-        seq = [0] * self.partitions
+        seq = list(seq) if seq is not None else [0] * self.partitions
         outstanding = threading.Semaphore(MAX_OUTSTANDING)
         try:
             with Producer(
