@@ -336,11 +336,13 @@ class ClusterClient:
         return conn
 
     async def any_connection(self) -> BrokerConnection:
-        """A connection to some broker: a live one if any, else each known/bootstrap address."""
+        """A connection to some broker: the live one with the fewest requests in flight if any
+        (Kafka's least-loaded node: a stalled broker, e.g. a paused leader, piles requests up
+        and is not asked for metadata), else each known/bootstrap address."""
         self._check_open()
-        for conn in self._conns.values():
-            if conn.connected:
-                return conn
+        live = [conn for conn in self._conns.values() if conn.connected]
+        if live:
+            return min(live, key=lambda conn: conn.in_flight)
         if self._bootstrap_conn is not None and self._bootstrap_conn.connected:
             return self._bootstrap_conn
         errors = []

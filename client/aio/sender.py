@@ -249,7 +249,10 @@ class Sender:
                 node,
                 ApiKey.PRODUCE,
                 body,
-                timeout_ms=cfg.request_timeout_ms + 5000,
+                # the broker answers by its own timeout_ms; the margin covers the trip back
+                # without keeping a stalled leader's batches much longer than asked
+                timeout_ms=cfg.request_timeout_ms
+                + min(5000, max(500, cfg.request_timeout_ms // 4)),
                 expect_response=cfg.acks != 0,
                 vectored=vectored,
             )
