@@ -154,6 +154,7 @@ class ClusterClient:
         self._closed = False
         self._backoff_until: dict[int, float] = {}
         self._failures: dict[int, int] = {}
+        self._avoid: int | None = None  # a broker not to ask for the next metadata
 
     # -- topics of interest ----------------------------------------------------------------------
 
@@ -165,9 +166,13 @@ class ClusterClient:
             self._need_update = True
         return bool(new)
 
-    def request_update(self) -> None:
-        """Ask for a refresh before the next use (after NOT_LEADER / UNKNOWN_TOPIC errors)."""
+    def request_update(self, avoid: int | None = None) -> None:
+        """Ask for a refresh before the next use (after NOT_LEADER / UNKNOWN_TOPIC errors).
+        `avoid`: a broker whose view is in doubt (a leader that timed out or said it no longer
+        leads); the refresh asks another broker when one answers."""
         self._need_update = True
+        if avoid is not None:
+            self._avoid = avoid
 
     @property
     def stale(self) -> bool:
@@ -205,10 +210,13 @@ class ClusterClient:
             "allow_auto_topic_creation": self.allow_auto_topic_creation and topics is not None,
         }
         try:
-            body = await self.send_any(ApiKey.METADATA, req)
+            conn = await self.any_connection(avoid=self._avoid)
+            body: Any = await conn.request(ApiKey.METADATA, req)
         except BaseException:
             self._need_update = True
             raise
+        if conn.node_id != self._avoid:
+            self._avoid = None
         md = ClusterMetadata.from_response(
             body, self.metadata, full=topics is None or not self.metadata.updated_at
         )
@@ -335,18 +343,23 @@ class ClusterClient:
         self._conns[node_id] = conn
         return conn
 
-    async def any_connection(self) -> BrokerConnection:
+    async def any_connection(self, avoid: int | None = None) -> BrokerConnection:
         """A connection to some broker: the live one with the fewest requests in flight if any
         (Kafka's least-loaded node: a stalled broker, e.g. a paused leader, piles requests up
-        and is not asked for metadata), else each known/bootstrap address."""
+        and is not asked for metadata), else each known/bootstrap address. Broker `avoid` is
+        taken only when no other answers."""
         self._check_open()
         live = [conn for conn in self._conns.values() if conn.connected]
-        if live:
-            return min(live, key=lambda conn: conn.in_flight)
+        others = [conn for conn in live if conn.node_id != avoid]
+        if others:
+            return min(others, key=lambda conn: conn.in_flight)
         if self._bootstrap_conn is not None and self._bootstrap_conn.connected:
             return self._bootstrap_conn
         errors = []
-        for node_id in list(self.metadata.brokers):
+        for node_id in sorted(self.metadata.brokers, key=lambda n: n == avoid):
+            conn = self._conns.get(node_id)
+            if conn is not None and conn.connected:
+                return conn  # (the avoided one: no other broker answered)
             try:
                 return await self.connection(node_id)
             except ConnectionFailedError as exc:

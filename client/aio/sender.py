@@ -44,6 +44,11 @@ _METADATA_ERRORS = frozenset(
         ErrorCode.LEADER_NOT_AVAILABLE,
         ErrorCode.FENCED_LEADER_EPOCH,
         ErrorCode.KAFKA_STORAGE_ERROR,
+        # the leader could not reach its followers in time: often a leader cut off from the
+        # cluster, which another broker's metadata already shows replaced
+        ErrorCode.REQUEST_TIMED_OUT,
+        ErrorCode.NOT_ENOUGH_REPLICAS,
+        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
     }
 )
 
@@ -264,7 +269,7 @@ class Sender:
                     self._finish(b, closed)
             raise
         except GregorError as exc:
-            self.cluster.request_update()
+            self.cluster.request_update(avoid=node)
             for tp, batches in parts:
                 self._retry_or_fail(tp, batches, exc)
             self.wake_event.set()
@@ -297,8 +302,8 @@ class Sender:
                 if got["error_message"]:
                     msg += f": {got['error_message']}"
                 err = error_for_code(code)(msg)
-                if code in _METADATA_ERRORS:
-                    self.cluster.request_update()
+                if code in _METADATA_ERRORS:  # asked of another broker than this leader
+                    self.cluster.request_update(avoid=node)
                 self._retry_or_fail(tp, batches, err)
                 continue
             self.muted.discard(tp)
