@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from broker.log import Log
 
 _log = logging.getLogger(__name__)
+ISR_RETRY_BACKOFF_MS = 200  # after a refused ISR change, before the next proposal
 
 
 def _now_ms() -> int:
@@ -62,6 +63,8 @@ class Partition:
     leader_epoch_start_offset: int = 0
     # an ISR change sent to the controller and not committed yet: (new isr, sent at ms)
     pending_isr: tuple[tuple[int, ...], int] | None = None
+    # after the controller refused a change: no new proposal before this (ms)
+    isr_retry_at_ms: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -91,6 +94,7 @@ class Partition:
             new_term = leader_epoch != self.leader_epoch or not self.is_leader
             if partition_epoch != self.partition_epoch or new_term:
                 self.pending_isr = None  # committed (or overtaken): a new proposal may go
+                self.isr_retry_at_ms = 0
             if new_term:
                 now = _now_ms()
                 # ISR members get the lag time to fetch from the new leader (Kafka does this)
@@ -187,8 +191,10 @@ class Partition:
     # -- ISR changes (leader) ---------------------------------------------------------------------
 
     def _can_propose(self, now: int, retry_ms: int) -> bool:
-        return self.is_leader and (
-            self.pending_isr is None or now - self.pending_isr[1] >= retry_ms
+        return (
+            self.is_leader
+            and now >= self.isr_retry_at_ms
+            and (self.pending_isr is None or now - self.pending_isr[1] >= retry_ms)
         )
 
     def isr_to_shrink(self, lag_ms: int, now_ms: int | None = None, retry_ms: int = 5000):
@@ -225,10 +231,13 @@ class Partition:
             self.pending_isr = (new_isr, now)
             return new_isr
 
-    def isr_change_failed(self) -> None:
-        """The controller refused or did not answer: a later check proposes again."""
+    def isr_change_failed(self, backoff_ms: int = ISR_RETRY_BACKOFF_MS) -> None:
+        """The controller refused or did not answer: a check `backoff_ms` later proposes again
+        (not at the next fetch: a follower that is not eligible yet, e.g. still fenced after a
+        restart, made the leader ask every few milliseconds)."""
         with self._lock:
             self.pending_isr = None
+            self.isr_retry_at_ms = _now_ms() + backoff_ms
 
     def maybe_advance_high_watermark(self) -> bool:
         """Recompute the HW (after a flush or an append); True when it moved."""

@@ -85,6 +85,20 @@ def test_shrink_proposes_only_lagging_followers_once(h):
     assert part.isr == (1, 2) and part.pending_isr is None
 
 
+def test_a_refused_isr_change_is_proposed_again_only_after_a_back_off(h):
+    from broker.replica.partition import ISR_RETRY_BACKOFF_MS, _now_ms
+
+    part = h.rm.get_partition("t", 0)
+    part.followers[3].last_caught_up_ms -= 120_000
+    now = _now_ms()
+    assert part.isr_to_shrink(60_000, now_ms=now) == (1, 2)
+    part.isr_change_failed()  # e.g. the controller answered INVALID_REQUEST
+    assert part.pending_isr is None  # the HW no longer counts the proposal
+    assert part.isr_to_shrink(60_000, now_ms=now + 1) is None  # not at the next check
+    later = now + ISR_RETRY_BACKOFF_MS + 1000
+    assert part.isr_to_shrink(60_000, now_ms=later) == (1, 2)
+
+
 def test_expand_when_the_follower_reaches_the_hw(h):
     h.replay(PartitionChange(TID, 0, isr=(1, 2)))
     part = h.rm.get_partition("t", 0)
