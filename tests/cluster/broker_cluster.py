@@ -15,9 +15,17 @@ from helpers import GregorProcess, spawn_gregor
 
 class Brokers:
     def __init__(
-        self, tmp: Path, voters: str, ids: list[int], overrides: dict[str, Any] | None = None
+        self,
+        tmp: Path,
+        voters: str,
+        ids: list[int],
+        overrides: dict[str, Any] | None = None,
+        data_dirs: dict[int, Path] | None = None,
     ) -> None:
+        """`data_dirs`: a broker's log dir elsewhere than `tmp/broker-N` (e.g. on a small
+        or failing file system); configs and logs stay in `tmp`."""
         self.tmp = tmp
+        self.data_dirs = {n: tmp / f"broker-{n}" for n in ids} | (data_dirs or {})
         self.ports = dict(zip(ids, free_ports(len(ids)), strict=True))
         self.configs: dict[int, Path] = {}
         extra = "".join(f"{k}: {v}\n" for k, v in (overrides or {}).items())
@@ -28,7 +36,7 @@ class Brokers:
                 f"node.id: {n}\n"
                 f'controller.quorum.voters: "{voters}"\n'
                 f"listeners: PLAINTEXT://{HOST}:{port}\n"
-                f"log.dirs: {tmp / f'broker-{n}'}\n"
+                f"log.dirs: {self.data_dirs[n]}\n"
                 "broker.heartbeat.interval.ms: 300\n" + extra
             )
         self.procs: dict[int, GregorProcess] = {}
@@ -38,7 +46,7 @@ class Brokers:
     def start(self, n: int, timeout: float = 30.0) -> GregorProcess:
         gp = spawn_gregor(
             ["broker", "--config", str(self.configs[n])],
-            self.tmp / f"broker-{n}",
+            self.data_dirs[n],
             self.tmp / f"broker-{n}.{len(self._all)}.stderr",
             self.gids.get(n),
         )

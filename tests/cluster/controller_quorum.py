@@ -52,8 +52,13 @@ def free_ports(n: int) -> list[int]:
 
 
 class ControllerQuorum:
-    def __init__(self, tmp: Path, size: int = 3, **overrides: Any) -> None:
+    def __init__(
+        self, tmp: Path, size: int = 3, data_root: Path | None = None, **overrides: Any
+    ) -> None:
+        """`data_root`: where the metadata dirs go (default `tmp`; configs and logs stay in
+        `tmp`), e.g. a file system that fails on command."""
         self.tmp = tmp
+        self.data_root = data_root or tmp
         tmp.mkdir(parents=True, exist_ok=True)
         self.ids = list(range(1, size + 1))
         self.ports = dict(zip(self.ids, free_ports(size), strict=True))
@@ -71,7 +76,7 @@ class ControllerQuorum:
                 "process.roles: controller",
                 f"node.id: {n}",
                 f'controller.quorum.voters: "{self.voters}"',
-                f"metadata.log.dir: {tmp / f'controller-{n}'}",
+                f"metadata.log.dir: {self.data_root / f'controller-{n}'}",
                 *(f"{k}: {v}" for k, v in settings.items()),
             ]
             self.configs[n] = tmp / f"controller-{n}.yaml"
@@ -89,7 +94,7 @@ class ControllerQuorum:
         self._runs += 1
         gp = spawn_gregor(
             ["controller", "--config", str(self.configs[n])],
-            self.tmp / f"controller-{n}",
+            self.data_root / f"controller-{n}",
             self.tmp / f"controller-{n}.run{self._runs}.stderr",
             self.gids.get(n),
         )

@@ -29,11 +29,21 @@ BROKERS = (4, 5, 6)
 
 
 class Cluster:
-    def __init__(self, workdir: Path, broker_overrides: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        broker_overrides: dict[str, Any] | None = None,
+        data_root: Path | None = None,
+        broker_data: dict[int, Path] | None = None,
+    ) -> None:
+        """`data_root`: every node's data dir under it (default: under `workdir`);
+        `broker_data`: a broker's log dir somewhere else still (e.g. a small disk)."""
         self.workdir = workdir
+        root = data_root or workdir
         self.quorum = ControllerQuorum(
             workdir / "quorum",
             3,
+            data_root=root / "quorum",
             **{
                 "broker.session.timeout.ms": 2500,
                 "controller.quorum.election.timeout.ms": 500,
@@ -45,7 +55,10 @@ class Cluster:
             "replica.fetch.backoff.ms": 200,
             **(broker_overrides or {}),
         }
-        self.brokers = Brokers(workdir / "brokers", self.quorum.voters, list(BROKERS), overrides)
+        dirs = {n: root / "brokers" / f"broker-{n}" for n in BROKERS} | (broker_data or {})
+        self.brokers = Brokers(
+            workdir / "brokers", self.quorum.voters, list(BROKERS), overrides, dirs
+        )
         for n in self.quorum.ids:
             self.quorum.gids[n] = NODE_GID_BASE + n
         for n in BROKERS:
@@ -138,6 +151,7 @@ _COUNTED = {
     "isr_changes": re.compile(r"ISR change to \[[^\]]*\] accepted"),
     "truncations": re.compile(r"truncating (to|fully)"),
     "elections": re.compile(r"became leader \(epoch"),
+    "torn_tails_recovered": re.compile(r"recovery truncated segment"),
 }
 
 

@@ -159,7 +159,7 @@ class Nemesis:
         """F8 on a stopped broker n: the active segment of `chaos-0` loses its last `cut` bytes
         (a tear inside its last batch), as a crash mid-write leaves it. Returns the segment."""
         assert n not in self.cluster.brokers.procs, "tear the tail of a stopped broker"
-        seg = active_segment(self.cluster.brokers.tmp / f"broker-{n}", "chaos", 0)
+        seg = active_segment(self.cluster.brokers.data_dirs[n], "chaos", 0)
         size = seg.stat().st_size
         os.truncate(seg, max(0, size - cut))
         self.history.nemesis("start", "torn_tail", node=n, path=str(seg), cut=cut, size=size)

@@ -187,7 +187,7 @@ def s7(run: Run) -> None:
         wait_until(lambda: c.healthy(3), 60, "ISR 3 again")
         leader = c.wait_leader_of(0)
         follower = next(n for n in c.brokers.procs if n != leader)
-        seg = active_segment(c.brokers.tmp / f"broker-{follower}", TOPIC, 0)
+        seg = active_segment(c.brokers.data_dirs[follower], TOPIC, 0)
         with run.nemesis.write_eio(follower, seg):
             wait_until(lambda f=follower: f not in _isr(c, 0), 30, "the failed follower out of ISR")
         with run.nemesis.kill_broker(follower):  # heal: restart it on its (healthy) disk
