@@ -3,8 +3,8 @@ broker` processes with the scaled-down timeouts, one topic of 3 partitions (RF 3
 unclean election off), and the questions the nemesis and the checks ask of it: who leads a
 partition, who leads the quorum, is every partition healthy, does it take a probe write (C7).
 
-Every process is started in its own session with a gid of its own (fault_net.py) and killed
-by `close()`, also when the scenario failed.
+Every process is started in its own session (with a gid of its own for network faults,
+fault_net.py) and killed by `close()`, also when the scenario failed.
 """
 
 from __future__ import annotations
@@ -35,9 +35,11 @@ class Cluster:
         broker_overrides: dict[str, Any] | None = None,
         data_root: Path | None = None,
         broker_data: dict[int, Path] | None = None,
+        own_gids: bool = False,
     ) -> None:
         """`data_root`: every node's data dir under it (default: under `workdir`);
-        `broker_data`: a broker's log dir somewhere else still (e.g. a small disk)."""
+        `broker_data`: a broker's log dir somewhere else still (e.g. a small disk);
+        `own_gids`: each node runs with a gid of its own (network faults, fault_net.py)."""
         self.workdir = workdir
         root = data_root or workdir
         self.quorum = ControllerQuorum(
@@ -59,10 +61,11 @@ class Cluster:
         self.brokers = Brokers(
             workdir / "brokers", self.quorum.voters, list(BROKERS), overrides, dirs
         )
-        for n in self.quorum.ids:
-            self.quorum.gids[n] = NODE_GID_BASE + n
-        for n in BROKERS:
-            self.brokers.gids[n] = NODE_GID_BASE + n
+        if own_gids:  # (not always: a FUSE mount refuses processes of another gid)
+            for n in self.quorum.ids:
+                self.quorum.gids[n] = NODE_GID_BASE + n
+            for n in BROKERS:
+                self.brokers.gids[n] = NODE_GID_BASE + n
 
     def start(self) -> None:
         self.quorum.start_all()

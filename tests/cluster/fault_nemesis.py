@@ -7,7 +7,8 @@ start/stop entries in the history so the checker can measure failover and recove
 
 Faults: kill_broker (F1), kill_controller (F2), pause_broker (F3), isolate (F4a/F4b, in a
 network namespace), loss (F5), cut_clients (F4c), slow_fsync (F6, strace), write_eio (F7,
-strace), torn_tail (F8), crash_producer (F11). One fault at a time; `heal_all()` reverts whatever is still applied.
+strace), torn_tail (F8), power_loss (F9, LazyFS), fill_disk (F10, a small ext4),
+crash_producer (F11). One fault at a time; `heal_all()` reverts whatever is still applied.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import subprocess
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from fault_cluster import Cluster
 from fault_history import History
@@ -33,6 +35,8 @@ class Nemesis:
         self.history = history
         self.net = net
         self._reverts: list[tuple[str, object]] = []  # (fault, revert callable) still applied
+        # what each power loss dropped: (bytes, of which unsynced segment writes)
+        self.lost_bytes: list[tuple[int, int]] = []
 
     @staticmethod
     def hold(seconds: float) -> None:
@@ -165,6 +169,55 @@ class Nemesis:
         self.history.nemesis("start", "torn_tail", node=n, path=str(seg), cut=cut, size=size)
         self.history.nemesis("stop", "torn_tail", node=n)
         return seg
+
+    def power_loss(
+        self, fs: Any, torn_seed: int | None = None
+    ) -> contextlib.AbstractContextManager[None]:
+        """F9 on every node at once: SIGKILL every controller and broker, then drop what the
+        LazyFS mount `fs` (holding every node's data) has not seen fsynced; every node starts
+        again on exit (controllers first). `torn_seed`: each file keeps a random prefix of its
+        unsynced pages instead (a disk that wrote part of its cache back)."""
+        c = self.cluster
+        b, q = c.brokers, c.quorum
+        brokers, controllers = sorted(b.procs), sorted(q.procs)
+        for gp in [*b.procs.values(), *q.procs.values()]:  # all at once, then reap
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(gp.proc.pid, signal.SIGKILL)
+        for n in brokers:
+            b.procs.pop(n).proc.wait(30)
+        for n in controllers:
+            q.reap(n)
+        report = fs.drop_unsynced(torn_seed=torn_seed)
+        segments = sum(f["unsynced_writes"] for path, f in report.files.items()
+                       if path.endswith(".log"))  # fmt: skip
+        self.lost_bytes.append((report.bytes_lost, segments))
+
+        def revert() -> None:
+            for n in controllers:
+                q.spawn(n)
+            for n in controllers:
+                q.procs[n].wait_ready(30)
+            for n in brokers:
+                b.start(n)
+
+        return self._fault("power_loss", revert, bytes_lost=report.bytes_lost,
+                           segment_bytes_unsynced=segments, files=sorted(report.files))  # fmt: skip
+
+    def fill_disk(
+        self, disk: Any, n: int, leave_bytes: int
+    ) -> contextlib.AbstractContextManager[None]:
+        """F10: broker n's log dir (on the small disk `disk`) fills up, leaving `leave_bytes`
+        for it to run into ENOSPC; on exit the filler goes and broker n restarts (a log dir
+        that went offline comes back only with a restart, as in Kafka)."""
+        filler = disk.fill(leave_bytes=leave_bytes)
+
+        def revert() -> None:
+            filler.unlink()
+            if n in self.cluster.brokers.procs:
+                self.cluster.brokers.stop(n, signal.SIGKILL)
+            self.cluster.brokers.start(n)
+
+        return self._fault("fill_disk", revert, node=n, leave_bytes=leave_bytes)
 
 
 def active_segment(log_dir: Path, topic: str, partition: int) -> Path:

@@ -16,11 +16,13 @@ runs scripts/chaos.py in a fresh namespace and returns the report it wrote.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,6 +53,7 @@ class Run:
     figures: dict[str, Any] = field(default_factory=dict)
     anomalies: list[dict[str, Any]] = field(default_factory=list)
     producers: list[ProducerProcess] = field(default_factory=list)  # in processes of their own
+    storage: Any = None  # the LazyFS mount or the small disk, when the scenario has one
     started: float = field(default_factory=time.monotonic)
 
     def rounds(self, minimum: int) -> Iterator[int]:
@@ -72,17 +75,28 @@ class Scenario:
     network: bool = False
     missing: Callable[[], str | None] = lambda: None  # why it cannot run here, or None
     broker_overrides: dict[str, Any] = field(default_factory=dict)
+    # "lazyfs": every node's data on one LazyFS mount (power loss); "small-disk": the log dir
+    # of broker SMALL_DISK_BROKER on a small loop-mounted ext4 (full disk)
+    storage: str = "disk"
 
 
 # -- the scenarios -------------------------------------------------------------------------------
 
 
-def s1(run: Run) -> None:
+def _on_the_p0_leader(
+    run: Run, times: int, fault: Callable[[int], AbstractContextManager[None]], hold: tuple
+) -> None:
+    """`fault` on the current leader of partition 0 for a seeded time in `hold` (low, high),
+    `times` times, the ISR whole again after each."""
     c = run.cluster
-    for _ in run.rounds(4):
-        with run.nemesis.kill_broker(c.wait_leader_of(0)):
-            run.hold(2.0, 3.0)
+    for _ in run.rounds(times):
+        with fault(c.wait_leader_of(0)):
+            run.hold(*hold)
         wait_until(lambda: c.healthy(3), 60, "ISR 3 again")
+
+
+def s1(run: Run) -> None:
+    _on_the_p0_leader(run, 4, run.nemesis.kill_broker, (2.0, 3.0))
 
 
 def s2(run: Run) -> None:
@@ -124,11 +138,7 @@ def _topic_ready(c: Cluster, name: str) -> bool:
 
 
 def s3(run: Run) -> None:
-    c = run.cluster
-    for _ in run.rounds(2):
-        with run.nemesis.pause_broker(c.wait_leader_of(0)):
-            run.hold(6.0, 6.5)
-        wait_until(lambda: c.healthy(3), 60, "ISR 3 again")
+    _on_the_p0_leader(run, 2, run.nemesis.pause_broker, (6.0, 6.5))
 
 
 def s4(run: Run) -> None:
@@ -216,8 +226,39 @@ def s8(run: Run) -> None:
         wait_until(lambda: c.healthy(3), 60, "ISR 3 again")
 
 
+def s9(run: Run) -> None:
+    c = run.cluster
+    for i in run.rounds(2):
+        # the plain loss, then a torn one: each file keeps a random prefix of its unsynced pages
+        torn = run.rng.randrange(1 << 30) if i % 2 else None
+        with run.nemesis.power_loss(run.storage, torn_seed=torn):
+            pass
+        wait_until(lambda: c.healthy(3), 60, "ISR 3 after the power loss")
+    # (the .lock files' pids are never fsynced, so bytes_lost is never 0; the segment bytes say
+    # whether records in flight were dropped too)
+    run.figures["power_loss_bytes_lost"] = [b for b, _s in run.nemesis.lost_bytes]
+    run.figures["power_loss_segment_bytes_unsynced"] = [s for _b, s in run.nemesis.lost_bytes]
+
+
+SMALL_DISK_BROKER = 4
+SMALL_DISK_MIB = 64
+
+
 def s10(run: Run) -> None:
     c = run.cluster
+    n = SMALL_DISK_BROKER
+    for _ in run.rounds(1):
+        with run.nemesis.fill_disk(run.storage, n, leave_bytes=256 << 10):
+            wait_until(
+                lambda: (ps := c.partitions()) is not None and all(n not in p.isr for p in ps),
+                60,
+                f"broker {n} out of every ISR (ENOSPC)",
+            )
+        wait_until(lambda: c.healthy(3), 60, "ISR 3 after the disk was freed")
+    offline = [p for p in c.brokers.tmp.glob(f"broker-{n}.*.stderr")
+               if "No space left on device" in p.read_text(errors="replace")]  # fmt: skip
+    if not offline:
+        run.anomalies.append({"check": "full_disk_not_seen", "broker": n})
     x = ProducerProcess(c.bootstrap, TOPIC, PARTITIONS, "x1", c.workdir / "x1-history.jsonl")
     run.producers.append(x)
     x.start()
@@ -228,6 +269,18 @@ def s10(run: Run) -> None:
             pass
     before = x.acked()
     wait_until(lambda: x.acked() > before + 200, 30, "the restarted producer writing")
+
+
+def _lazyfs_missing() -> str | None:
+    from lazyfs import unavailable_reason
+
+    return unavailable_reason()
+
+
+def _disk_missing() -> str | None:
+    from fault_disks import unavailable_reason
+
+    return unavailable_reason()
 
 
 SCENARIOS = {
@@ -264,7 +317,21 @@ SCENARIOS = {
             missing=missing_strace,
         ),
         Scenario("S8", "torn tail on a follower, then a double failover", s8),
-        Scenario("S10", "a producer process SIGKILLed mid-batch x3, restarted with its name", s10),
+        Scenario(
+            "S9",
+            "power loss of every node at once (LazyFS drops what was not fsynced)",
+            s9,
+            missing=_lazyfs_missing,
+            storage="lazyfs",
+        ),
+        Scenario(
+            "S10",
+            "broker 4's disk full until it leaves the ISR; then a producer process "
+            "SIGKILLed mid-batch x3, restarted with its name",
+            s10,
+            missing=_disk_missing,
+            storage="small-disk",
+        ),
     ]  # fmt: skip
 }
 
@@ -291,11 +358,36 @@ def run_scenario(name: str, workdir: Path, seed: int, duration: float = 0.0) -> 
 
 
 def _run_here(sc: Scenario, workdir: Path, seed: int, duration: float) -> dict[str, Any]:
-    cluster = Cluster(workdir, sc.broker_overrides)
+    with contextlib.ExitStack() as stack:
+        storage, data_root, broker_data = _storage(sc, workdir, stack)
+        cluster = Cluster(workdir, sc.broker_overrides, data_root, broker_data, sc.network)
+        return _run_cluster(sc, cluster, storage, workdir, seed, duration)
+
+
+def _storage(sc: Scenario, workdir: Path, stack: contextlib.ExitStack) -> tuple[Any, Any, Any]:
+    """The scenario's special storage (unmounted by `stack` after the cluster is gone)."""
+    if sc.storage == "lazyfs":
+        from lazyfs import LazyFS
+
+        fs = stack.enter_context(LazyFS(workdir / "lazyfs-disk", workdir / "lazyfs-mnt"))
+        return fs, workdir / "lazyfs-mnt", None
+    if sc.storage == "small-disk":
+        from fault_disks import LoopExt4
+
+        disk = stack.enter_context(
+            LoopExt4(workdir / "small.img", workdir / "small-mnt", size_mib=SMALL_DISK_MIB)
+        )
+        return disk, None, {SMALL_DISK_BROKER: disk.mountpoint / "log"}
+    return None, None, None
+
+
+def _run_cluster(
+    sc: Scenario, cluster: Cluster, storage: Any, workdir: Path, seed: int, duration: float
+) -> dict[str, Any]:
     history = History(workdir / f"{sc.name}-history.jsonl")
     net = fault_net.Net() if sc.network else None
     nemesis = Nemesis(cluster, history, net)
-    run = Run(cluster, nemesis, random.Random(seed), duration)
+    run = Run(cluster, nemesis, random.Random(seed), duration, storage=storage)
     try:
         cluster.start()
         workload = Workload(cluster.bootstrap, TOPIC, PARTITIONS, history)
