@@ -4,6 +4,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/_venv.sh "dev,spark,compression"
+# The storage fault tests need libfuse2 (the LazyFS power-loss layer, tests/cluster/lazyfs.py,
+# through fusepy) and mkfs.ext4 (the loop-mounted full disk, tests/cluster/fault_disks.py):
+# install them when missing and running as root; without them those tests skip with the reason.
+# (Debian's "fuse" package is not needed as root, and conflicts with the fuse3 already there.)
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    missing=()
+    ldconfig -p 2>/dev/null | grep 'libfuse\.so\.2' >/dev/null || missing+=(libfuse2)
+    command -v mkfs.ext4 >/dev/null 2>&1 || missing+=(e2fsprogs)
+    if [ ${#missing[@]} -gt 0 ]; then
+        echo "== installing ${missing[*]}" >&2
+        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"; } >&2 \
+            || echo "could not install ${missing[*]}: the tests that need them will skip" >&2
+    fi
+fi
 echo "== ruff" >&2
 ruff check .
 echo "== import-linter" >&2
