@@ -15,9 +15,11 @@ undone, and directory fsync is accepted and does nothing. So this layer tests th
 fsynced before it is relied on; it does not test missing directory fsyncs. The backing files are
 written, not fsynced, at an fsync: the backing file system is never power-cut.
 
-`drop_unsynced(torn_seed=N)` is harsher: per file, a random prefix of the unsynced pages (in
-offset order) reaches the disk before the cut, a torn tail as a disk writing back its cache in
-order would leave. Files with an unsynced truncation are dropped whole.
+`drop_unsynced(torn_seed=N)` is another possible outcome: per file, on its own, a random prefix
+of the unsynced pages (in offset order, cut on a 512-byte boundary) reaches the disk before the
+cut, a torn tail as a disk writing back its cache would leave; so one file may keep unsynced
+bytes that another, written earlier, lost. A file with an unsynced truncation loses all its
+unsynced changes.
 
 Use (as root, with /dev/fuse, libfuse2 and fusepy; `unavailable_reason()` says what is missing):
 
@@ -26,6 +28,13 @@ Use (as root, with /dev/fuse, libfuse2 and fusepy; `unavailable_reason()` says w
         report = fs.drop_unsynced()                   # waits until no file is open; remounts
         assert report.bytes_lost > 0, report.files    # what the power loss threw away
         ... restart the server on the same dir ...
+
+Several nodes (scenario S9): one mount can hold every node's data and metadata dirs, so one
+`drop_unsynced()` cuts the power of all at once (kill every node first); or one mount per
+node, dropped one after the other. Unsynced data lives in the mount process's memory, with no
+cap: fine for servers that fsync before acknowledging, not for hours of unflushed writes.
+Measured on the 2-core VM: mount 50-130 ms; `gregor perf produce` of 100-byte records with
+acks=all, 112k records/s on LazyFS against 170k on the plain disk (send mode), a single node.
 
 The mount runs in its own process (`python lazyfs.py serve BACKING MOUNTPOINT`, own session),
 controlled by JSON lines over its stdin/stdout; when its stdin closes (the test process died)
