@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import shutil
 import subprocess
 import sys
@@ -113,6 +114,8 @@ class LazyFS:
         self.mountpoint = Path(mountpoint).resolve()
         self._stderr = stderr
         self._proc: subprocess.Popen | None = None
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        self._pump_thread: threading.Thread | None = None
         self.mount_s: float | None = None  # seconds the last mount took
 
     def mount(self, timeout: float = 20.0) -> float:
@@ -134,6 +137,12 @@ class LazyFS:
             start_new_session=True,
             text=True,
         )
+        self._lines = queue.Queue()
+        self._pump_thread = threading.Thread(
+            target=self._pump, args=(self._proc.stdout, self._lines), name="lazyfs-out"
+        )
+        self._pump_thread.daemon = True  # ends at the process's EOF, joined by _stop
+        self._pump_thread.start()
         try:
             msg = self._read(timeout)
             if msg.get("event") != "ready":
@@ -150,16 +159,21 @@ class LazyFS:
         return self.mount_s
 
     def _read(self, timeout: float) -> dict[str, Any]:
-        assert self._proc is not None and self._proc.stdout is not None
-        result: list[str] = []
-        reader = threading.Thread(target=lambda: result.append(self._proc.stdout.readline()))  # type: ignore[union-attr]
-        reader.daemon = True
-        reader.start()
-        reader.join(timeout)
-        if not result or not result[0]:
-            code = self._proc.poll()
+        """The mount process's next message (its stdout is read by one thread per mount)."""
+        try:
+            line = self._lines.get(timeout=timeout)
+        except queue.Empty:
+            line = None
+        if not line:
+            code = self._proc.poll() if self._proc is not None else None
             raise LazyFSError(f"no answer from the LazyFS process (exit status {code})")
-        return json.loads(result[0])
+        return json.loads(line)
+
+    @staticmethod
+    def _pump(stdout: IO[str], lines: queue.Queue[str | None]) -> None:
+        for line in stdout:
+            lines.put(line)
+        lines.put(None)
 
     def _command(self, cmd: str, timeout: float = 60.0, **args: Any) -> Any:
         if self._proc is None or self._proc.poll() is not None:
@@ -229,6 +243,8 @@ class LazyFS:
                     os.killpg(proc.pid, 9)
                     proc.wait(15)
                     _unmount(self.mountpoint)
+                if self._pump_thread is not None:
+                    self._pump_thread.join(10)
                 if proc.stdout is not None:
                     proc.stdout.close()
 
