@@ -209,7 +209,7 @@ def test_power_loss_catches_acks_before_fsync(tmp_path: Path, seed: int) -> None
     out = _power_loss(tmp_path, seed, False, "--override", "log.flush.on.ack=false")
     lost = _lost(out)
     print(f"lost {len(lost)} of {len(out.acked)} acknowledged records")
-    assert len(lost) > len(out.acked) // 2
+    assert lost, "a server acknowledging before fsync lost nothing: the drop did not bite"
 
 
 @pytest.mark.slow
