@@ -6,6 +6,7 @@ writes (a `write` that takes only part of the buffer), and fsync that really wri
         filler = disk.fill(leave_bytes=4 << 20)   # a file that leaves ~4 MiB free
         ... produce until ENOSPC ...
         filler.unlink()                           # space again
+        disk.remount(read_only=True)              # EROFS from now on; read_only=False undoes it
     # unmounted (umount, or umount -l when busy) and the loop device detached, also on failure
 
 The image is made with no reserved blocks (-m 0: root would use them anyway) and its inode
@@ -86,6 +87,13 @@ class LoopExt4:
             self.device = None
         if problems:
             raise RuntimeError("; ".join(problems))
+
+    def remount(self, read_only: bool) -> None:
+        """Remount read-only (writes then fail with EROFS, as after ext4 errors=remount-ro)
+        or back read-write."""
+        res = _run("mount", "-o", f"remount,{'ro' if read_only else 'rw'}", str(self.mountpoint))
+        if res.returncode != 0:
+            raise RuntimeError(f"remount of {self.mountpoint} failed: {res.stderr.strip()}")
 
     def free_bytes(self) -> int:
         sv = os.statvfs(self.mountpoint)
