@@ -9,11 +9,21 @@ when that file is fsynced (fsync or fdatasync; msync of a shared mapping is an f
 no kernel cache remembers the lost bytes.
 
 Metadata operations (create, mkdir, rename, unlink, rmdir, link, chmod, utimens) go through to
-the backing directory at once, as on a journaling file system with ordered metadata: a file
-created and never fsynced survives the power loss with its synced size (0), a rename is never
-undone, and directory fsync is accepted and does nothing. So this layer tests that data is
-fsynced before it is relied on; it does not test missing directory fsyncs. The backing files are
-written, not fsynced, at an fsync: the backing file system is never power-cut.
+the backing directory at once by default, as on a journaling file system with ordered metadata
+(Jepsen's LazyFS does the same): a file created and never fsynced survives the power loss with
+its synced size (0), a rename is never undone, and directory fsync does nothing. So by default
+the layer tests that data is fsynced before it is relied on, not that directories are.
+
+`LazyFS(..., dir_fsync=True)` is stricter, as POSIX: a directory entry made by create, mkdir,
+link, symlink or rename lasts only once its directory is fsynced (for a rename, either of its
+two directories); a power loss undoes the others, newest first (a file goes back to its old
+name, a file a rename replaced comes back; a directory that goes takes its contents with it).
+Removals (unlink, rmdir) stay durable at once. A file a rename replaced waits in
+`.lazyfs-trash` in the backing root (hidden from the mount) until the rename is durable. On ext4 and XFS an fsync of any file commits every earlier metadata
+change, so this mode is harsher than those; it finds code that relies on that.
+
+The backing files are written, not fsynced, at an fsync: the backing file system is never
+power-cut.
 
 `drop_unsynced(torn_seed=N)` is another possible outcome: per file, on its own, a random prefix
 of the unsynced pages (in offset order, cut on a 512-byte boundary) reaches the disk before the
@@ -90,6 +100,7 @@ class DropReport:
     files: dict[str, dict[str, Any]] = field(default_factory=dict)
     bytes_lost: int = 0
     torn_bytes_kept: int = 0
+    entries_undone: int = 0  # with dir_fsync: directory entries made since their dir's fsync
     remount_s: float = 0.0
 
 
@@ -109,8 +120,16 @@ class LazyFS:
     """A LazyFS mount of `backing` on `mountpoint` (both made if missing), run in a child
     process. Not thread-safe: one test thread drives it. `stderr` takes the child's log."""
 
-    def __init__(self, backing: Path | str, mountpoint: Path | str, stderr: IO | None = None):
+    def __init__(
+        self,
+        backing: Path | str,
+        mountpoint: Path | str,
+        stderr: IO | None = None,
+        *,
+        dir_fsync: bool = False,
+    ):
         self.backing = Path(backing).resolve()
+        self.dir_fsync = dir_fsync
         self.mountpoint = Path(mountpoint).resolve()
         self._stderr = stderr
         self._proc: subprocess.Popen | None = None
@@ -130,7 +149,8 @@ class LazyFS:
         t0 = time.monotonic()
         self._proc = subprocess.Popen(
             [sys.executable, str(Path(__file__).resolve()), "serve"]
-            + [str(self.backing), str(self.mountpoint)],
+            + [str(self.backing), str(self.mountpoint)]
+            + (["--dir-fsync"] if self.dir_fsync else []),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
@@ -212,6 +232,7 @@ class LazyFS:
             files=before["files"],
             bytes_lost=max(0, before["unsynced_bytes"] - before["torn_bytes_kept"]),
             torn_bytes_kept=before["torn_bytes_kept"],
+            entries_undone=before["entries_undone"],
             remount_s=time.monotonic() - t0,
         )
 
@@ -257,6 +278,9 @@ class LazyFS:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 4 or sys.argv[1] != "serve":
-        sys.exit("usage: lazyfs.py serve BACKING MOUNTPOINT")
-    serve(sys.argv[2], sys.argv[3])
+    args = sys.argv[1:]
+    dir_fsync = "--dir-fsync" in args
+    args = [a for a in args if a != "--dir-fsync"]
+    if len(args) != 3 or args[0] != "serve":
+        sys.exit("usage: lazyfs.py serve BACKING MOUNTPOINT [--dir-fsync]")
+    serve(args[1], args[2], dir_fsync)

@@ -9,16 +9,34 @@ import errno
 import json
 import os
 import random
+import shutil
 import stat
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 PAGE = 64 * 1024  # unsynced data is kept in pages of this size
 MAX_WRITE = 128 * 1024  # the largest FUSE write and read (big_writes)
+TRASH = ".lazyfs-trash"  # in the backing root, hidden from the mount (dir_fsync mode)
+
+
+@dataclass
+class _Entry:
+    """A directory entry made since its directory's last fsync (dir_fsync mode): `new` (create,
+    mkdir, link, symlink) at `path`, or a rename from `old` to `path` that replaced `victim`
+    (kept in the trash until the rename is durable). Durable once one of `dirs` (backing inode
+    numbers of the directories involved) is fsynced."""
+
+    kind: str
+    path: str
+    ino: int
+    dirs: tuple[int, ...]
+    old: str = ""
+    victim: str = ""
 
 
 class _Node:
@@ -129,8 +147,14 @@ class LazyOps:
     use_ns = True
     flag_nullpath_ok = 1  # read/write/fsync of an unlinked open file get path None (hard_remove)
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, dir_fsync: bool = False) -> None:
         self.root = root
+        self.dir_fsync = dir_fsync
+        self._entries: list[_Entry] = []  # not yet durable, oldest first (dir_fsync mode)
+        self._trash_seq = 0
+        if dir_fsync:
+            shutil.rmtree(os.path.join(root, TRASH), ignore_errors=True)
+            os.mkdir(os.path.join(root, TRASH))
         self._lock = threading.Lock()
         self._nodes: dict[int, _Node] = {}  # backing st_ino -> node
         self._handles: dict[int, _Node] = {}
@@ -151,7 +175,63 @@ class LazyOps:
         return getattr(self, op)(*args)
 
     def _real(self, path: str) -> str:
-        return os.path.join(self.root, path.lstrip("/"))
+        rel = path.lstrip("/")
+        if rel == TRASH or rel.startswith(TRASH + "/"):
+            from fuse import FuseOSError
+
+            raise FuseOSError(errno.ENOENT)
+        return os.path.join(self.root, rel)
+
+    # -- directory entries in dir_fsync mode (all under self._lock)
+    def _dir_ino(self, path: str) -> int:
+        return os.lstat(self._real(os.path.dirname(path.rstrip("/")) or "/")).st_ino
+
+    def _to_trash(self, real: str) -> str:
+        self._trash_seq += 1
+        dest = os.path.join(self.root, TRASH, str(self._trash_seq))
+        os.rename(real, dest)
+        return dest
+
+    def _made(self, path: str) -> None:
+        if self.dir_fsync:
+            ino = os.lstat(self._real(path)).st_ino
+            self._entries.append(_Entry("new", path, ino, (self._dir_ino(path),)))
+
+    def _undo_entries(self) -> int:
+        """Power loss: undo every entry not yet durable, newest first (one whose path changed
+        since, e.g. renamed on, is left as it is). Returns how many were undone."""
+        undone = 0
+        for e in reversed(self._entries):
+            real = os.path.join(self.root, e.path.lstrip("/"))
+            try:
+                if os.lstat(real).st_ino != e.ino:
+                    continue
+            except FileNotFoundError:
+                continue
+            if e.kind == "new":
+                self._to_trash(real)  # a directory goes with what it holds
+            else:
+                old = os.path.join(self.root, e.old.lstrip("/"))
+                if os.path.lexists(old):
+                    continue
+                os.rename(real, old)
+                if e.victim:
+                    os.rename(e.victim, real)
+            undone += 1
+        self._entries.clear()
+        self._empty_trash()
+        return undone
+
+    def _empty_trash(self, keep: frozenset[str] = frozenset()) -> None:
+        trash = os.path.join(self.root, TRASH)
+        for name in os.listdir(trash):
+            path = os.path.join(trash, name)
+            if path in keep:
+                continue
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
 
     # -- nodes and handles
     def _node_for(self, path: str, fd: int | None = None) -> _Node:
@@ -193,8 +273,12 @@ class LazyOps:
 
     # -- files
     def create(self, path: str, mode: int, fi: Any = None) -> int:
-        fd = os.open(self._real(path), os.O_RDWR | os.O_CREAT, mode)
         with self._lock:
+            try:
+                fd = os.open(self._real(path), os.O_RDWR | os.O_CREAT | os.O_EXCL, mode)
+                self._made(path)
+            except FileExistsError:  # made meanwhile through another open: not ours
+                fd = os.open(self._real(path), os.O_RDWR, mode)
             return self._open_handle(self._node_for(path, fd))
 
     def open(self, path: str, flags: int) -> int:
@@ -275,8 +359,22 @@ class LazyOps:
                 st = os.lstat(self._real(new))
                 victim = self._nodes.get(st.st_ino) if st.st_nlink <= 1 else None
             except FileNotFoundError:
-                victim = None
-            os.rename(self._real(old), self._real(new))
+                st, victim = None, None
+            if self.dir_fsync:
+                if st is not None and stat.S_ISDIR(st.st_mode) and os.listdir(self._real(new)):
+                    raise OSError(errno.ENOTEMPTY, os.strerror(errno.ENOTEMPTY))
+                trashed = self._to_trash(self._real(new)) if st is not None else ""
+                try:
+                    os.rename(self._real(old), self._real(new))
+                except OSError:
+                    if trashed:
+                        os.rename(trashed, self._real(new))
+                    raise
+                dirs = (self._dir_ino(old), self._dir_ino(new))
+                ino = os.lstat(self._real(new)).st_ino
+                self._entries.append(_Entry("rename", new, ino, dirs, old, trashed))
+            else:
+                os.rename(self._real(old), self._real(new))
             if victim is not None:
                 victim.unlinked = True
                 self._forget_if_idle(victim)
@@ -286,16 +384,22 @@ class LazyOps:
                     node.path = new + node.path[len(old) :]
 
     def mkdir(self, path: str, mode: int) -> None:
-        os.mkdir(self._real(path), mode)
+        with self._lock:
+            os.mkdir(self._real(path), mode)
+            self._made(path)
 
     def rmdir(self, path: str) -> None:
         os.rmdir(self._real(path))
 
     def link(self, target: str, source: str) -> None:
-        os.link(self._real(source), self._real(target))
+        with self._lock:
+            os.link(self._real(source), self._real(target))
+            self._made(target)
 
     def symlink(self, target: str, source: str) -> None:
-        os.symlink(source, self._real(target))
+        with self._lock:
+            os.symlink(source, self._real(target))
+            self._made(target)
 
     def readlink(self, path: str) -> str:
         return os.readlink(self._real(path))
@@ -316,10 +420,22 @@ class LazyOps:
             raise FuseOSError(errno.EACCES)
 
     def readdir(self, path: str | None, fh: int) -> list[str]:
-        return [".", "..", *os.listdir(self._real(path or "/"))]
+        names = os.listdir(self._real(path or "/"))
+        return [".", "..", *(n for n in names if n != TRASH or (path or "/") != "/")]
 
     def fsyncdir(self, path: str | None, datasync: int, fh: int) -> None:
-        pass  # metadata is durable at once (see the module docstring)
+        """Without dir_fsync, entries are durable at once and this does nothing; with it, the
+        entries made in this directory since become durable (and replaced files go)."""
+        if not self.dir_fsync or path is None:
+            return
+        with self._lock:
+            ino = os.lstat(self._real(path)).st_ino
+            durable = [e for e in self._entries if ino in e.dirs]
+            self._entries = [e for e in self._entries if ino not in e.dirs]
+            for e in durable:
+                if e.victim:
+                    self._empty_trash(keep=frozenset(x.victim for x in self._entries))
+                    break
 
     def statfs(self, path: str) -> dict[str, int]:
         sv = os.statvfs(self._real(path))
@@ -331,6 +447,7 @@ class LazyOps:
         with self._lock:
             nodes = list(self._nodes.values())
             handles = sorted({n.path for n in self._handles.values()})
+            entries = [e.path for e in self._entries]
         files = {}
         for n in nodes:
             with n.lock:
@@ -348,6 +465,7 @@ class LazyOps:
             "fsyncs": self.fsyncs,
             "writes": self.writes,
             "bytes_written": self.bytes_written,
+            "unsynced_entries": entries,
         }
 
     def drop(self, torn_seed: int | None) -> dict[str, Any]:
@@ -364,6 +482,7 @@ class LazyOps:
                         kept += node.sync(upto=cut - cut % 512)
                     node.drop()
                 self._forget_if_idle(node)
+            before["entries_undone"] = self._undo_entries() if self.dir_fsync else 0
         before["torn_bytes_kept"] = kept
         return before
 
@@ -375,11 +494,11 @@ class LazyOps:
                 node.sync()
 
 
-def serve(backing: str, mountpoint: str) -> None:
+def serve(backing: str, mountpoint: str, dir_fsync: bool = False) -> None:
     """The mount process: FUSE in the foreground, a control thread on stdin/stdout."""
     from fuse import FUSE
 
-    ops = LazyOps(os.path.abspath(backing))
+    ops = LazyOps(os.path.abspath(backing), dir_fsync)
     out_lock = threading.Lock()
     out = sys.stdout
 

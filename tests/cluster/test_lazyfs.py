@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from lazyfs import PAGE, LazyFS, LazyFSError, unavailable_reason
 
-from client.fsutil import write_atomic
+from client.fsutil import fsync_dir, write_atomic
 
 
 @pytest.fixture
@@ -205,3 +205,42 @@ def test_random_operations_match_a_model(lazy: LazyFS) -> None:
         for n in names:
             assert (m / n).read_bytes() == durable[n], (seed, n)
             current[n] = bytearray(durable[n])
+
+
+@pytest.fixture
+def strict(tmp_path: Path) -> Iterator[LazyFS]:
+    """A mount in dir_fsync mode: directory entries are durable only once their dir is fsynced."""
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    with LazyFS(tmp_path / "disk", tmp_path / "mnt", dir_fsync=True) as fs:
+        yield fs
+
+
+def test_dir_fsync_mode_loses_entries_of_directories_not_fsynced(strict: LazyFS) -> None:
+    m = strict.mountpoint
+    _write(m / "dir-fsynced", b"data", sync=True)
+    fsync_dir(m)
+    _write(m / "no-dir-fsync", b"data", sync=True)  # data durable, its name not
+    (m / "a" / "b").mkdir(parents=True)
+    _write(m / "a" / "b" / "x", b"deep", sync=True)
+    fsync_dir(m / "a" / "b")  # x is in b for good, but b is not in a, nor a in the root
+    assert strict.stats()["unsynced_entries"] == ["/no-dir-fsync", "/a", "/a/b"]
+    assert ".lazyfs-trash" not in os.listdir(m) and not (m / ".lazyfs-trash").exists()
+    report = strict.drop_unsynced()
+    assert report.entries_undone == 3
+    assert sorted(os.listdir(m)) == ["dir-fsynced"]
+    assert (m / "dir-fsynced").read_bytes() == b"data"
+
+
+def test_dir_fsync_mode_undoes_a_rename_until_the_directory_is_fsynced(strict: LazyFS) -> None:
+    m = strict.mountpoint
+    write_atomic(m / "checkpoint", b"v1")  # temp, fsync, rename, fsync dir: durable
+    _write(m / "checkpoint.tmp", b"v2", sync=True)
+    os.replace(m / "checkpoint.tmp", m / "checkpoint")  # without the directory fsync
+    assert (m / "checkpoint").read_bytes() == b"v2"
+    strict.drop_unsynced()
+    assert os.listdir(m) == ["checkpoint"] and (m / "checkpoint").read_bytes() == b"v1"
+    write_atomic(m / "checkpoint", b"v3")
+    strict.drop_unsynced()
+    assert os.listdir(m) == ["checkpoint"] and (m / "checkpoint").read_bytes() == b"v3"
