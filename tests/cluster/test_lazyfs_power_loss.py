@@ -121,13 +121,15 @@ class Outcome:
     logs: dict[int, list[tuple[int, bytes]]]  # after the restart
 
 
-def _power_loss(tmp_path: Path, seed: int, torn: bool, *opts: str) -> Outcome:
+def _power_loss(
+    tmp_path: Path, seed: int, torn: bool, *opts: str, dir_fsync: bool = False
+) -> Outcome:
     """Produce, SIGKILL, drop what was not fsynced, restart; the restarted server's logs."""
     rng = random.Random(seed)
     target = rng.randrange(1500, 4000)
     with (
         open(tmp_path / "lazyfs.log", "wb") as fs_log,
-        LazyFS(tmp_path / "disk", tmp_path / "mnt", stderr=fs_log) as fs,
+        LazyFS(tmp_path / "disk", tmp_path / "mnt", stderr=fs_log, dir_fsync=dir_fsync) as fs,
     ):
         data = fs.mountpoint / "data"  # log dir and __cluster_metadata/ both under it
         with _server(data, tmp_path / "gregor-1.stderr", *opts) as gp:
@@ -150,11 +152,15 @@ def _power_loss(tmp_path: Path, seed: int, torn: bool, *opts: str) -> Outcome:
             f"acked {len(writer.acked)} ({n / (t1 - t0):.0f} records/s acks=all on LazyFS), "
             f"failed/unknown {writer.failed}; power loss dropped {report.bytes_lost} bytes "
             f"(torn tails kept {report.torn_bytes_kept}) in {len(report.files)} files, "
+            f"{report.entries_undone} directory entries undone, "
             f"remount {report.remount_s * 1000:.0f} ms: {sorted(report.files)}"
         )
-        if not torn:  # on the mount, every file is back to what was synced
+        if not torn:  # on the mount, every file is back to what was synced (or gone)
             for path, f in report.files.items():
-                assert os.stat(fs.mountpoint / path.lstrip("/")).st_size == f["synced_size"]
+                file = fs.mountpoint / path.lstrip("/")
+                assert (file.stat().st_size if file.exists() else 0) == f["synced_size"] or (
+                    dir_fsync and not file.exists()
+                ), (path, f)
         with _server(data, tmp_path / "gregor-2.stderr", *opts) as gp2:
             assert "UNCLEAN" in gp2.stderr()  # no clean-shutdown marker: logs were recovered
             logs = _read_all(gp2.bootstrap)
@@ -184,9 +190,15 @@ def seed() -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("torn", [False, True], ids=["drop", "torn"])
-def test_power_loss_keeps_every_acknowledged_record(tmp_path: Path, seed: int, torn: bool) -> None:
-    out = _power_loss(tmp_path, seed, torn)
+@pytest.mark.parametrize(
+    "torn, dir_fsync", [(False, False), (True, False), (False, True)], ids=["drop", "torn", "dir"]
+)
+def test_power_loss_keeps_every_acknowledged_record(
+    tmp_path: Path, seed: int, torn: bool, dir_fsync: bool
+) -> None:
+    """ "dir": the mount also loses directory entries made since their directory's last fsync
+    (LazyFS dir_fsync mode)."""
+    out = _power_loss(tmp_path, seed, torn, dir_fsync=dir_fsync)
     # the layer had something to lose, and lost it: files of the partitions were written after
     # their last fsync (today: producer-state snapshots, written at each roll and not fsynced,
     # and the active segments' indexes, which recovery rebuilds; sometimes the log's tail)
@@ -213,7 +225,8 @@ def test_power_loss_catches_acks_before_fsync(tmp_path: Path, seed: int) -> None
 
 
 @pytest.mark.slow
-def test_power_loss_keeps_every_created_topic(tmp_path: Path, seed: int) -> None:
+@pytest.mark.parametrize("dir_fsync", [False, True], ids=["drop", "dir"])
+def test_power_loss_keeps_every_created_topic(tmp_path: Path, seed: int, dir_fsync: bool) -> None:
     """The metadata side (the Raft log of the combined server, under data/__cluster_metadata):
     topics are created one after another until a seeded moment, the server is SIGKILLed during
     a creation and the unsynced bytes dropped; every topic whose creation was acknowledged is
@@ -225,7 +238,7 @@ def test_power_loss_keeps_every_created_topic(tmp_path: Path, seed: int) -> None
     created: list[str] = []
     with (
         open(tmp_path / "lazyfs.log", "wb") as fs_log,
-        LazyFS(tmp_path / "disk", tmp_path / "mnt", stderr=fs_log) as fs,
+        LazyFS(tmp_path / "disk", tmp_path / "mnt", stderr=fs_log, dir_fsync=dir_fsync) as fs,
     ):
         data = fs.mountpoint / "data"
         with _server(data, tmp_path / "gregor-1.stderr") as gp:
@@ -255,7 +268,7 @@ def test_power_loss_keeps_every_created_topic(tmp_path: Path, seed: int) -> None
         report = fs.drop_unsynced()
         print(
             f"{len(created)} topics acknowledged; power loss dropped {report.bytes_lost} bytes"
-            f" in {sorted(report.files)}"
+            f" in {sorted(report.files)}, {report.entries_undone} directory entries undone"
         )
         with _server(data, tmp_path / "gregor-2.stderr") as gp2:
             with Admin(bootstrap_servers=gp2.bootstrap) as admin:
