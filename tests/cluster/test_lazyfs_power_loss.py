@@ -1,12 +1,16 @@
 """Power loss on a single node (fault F9): a real `gregor server` whose log dirs and metadata
 dir are on a LazyFS mount (tests/cluster/lazyfs.py) takes acks=all writes from an idempotent
-producer; it is SIGKILLed mid-stream, everything not fsynced is dropped (round 1), or a random
-prefix of it is kept, leaving torn tails (round 2), and the server restarts on what is left.
+producer; it is SIGKILLed mid-stream, everything not fsynced is dropped ("drop"), or a random
+prefix of it is kept, leaving torn tails ("torn"), or directory entries not made durable by a
+directory fsync are undone as well ("dir", LazyFS dir_fsync mode), and the server restarts on
+what is left.
 
 Every acknowledged record must be there at the offset its ack named, the logs contiguous and
 free of duplicates, and the server writable again. The test also shows the layer had something
-to lose: bytes of the topic's partition files written after their last fsync are gone. Seeded
-(the seed picks the kill moment and the torn cuts): GREGOR_POWER_SEED=N replays.
+to lose: bytes of the topic's partition files written after their last fsync are gone; and the
+same run against a server that acknowledges before fsyncing must lose records. A second test
+does the same for topic creations (the Raft metadata log). Seeded (the seed picks the kill
+moment and the torn cuts): GREGOR_POWER_SEED=N replays.
 """
 
 from __future__ import annotations
