@@ -52,7 +52,7 @@ from broker.replica import ReplicaManager, ReplicaSettings
 from broker.replica.fetcher import FetcherSettings, ReplicaFetcherManager
 from broker.replica.isr import IsrProposer
 from client.errors import ConfigError
-from client.fsutil import lock_directories
+from client.fsutil import lock_directories, make_dirs
 from controller.channel import ControllerChannel
 from controller.metadata.image import MetadataImage
 from controller.metadata.records import RESOURCE_TOPIC
@@ -199,7 +199,7 @@ class BrokerNode:
         self.advertised = _host_port(listeners[0])
         self.rack = _cfg(config, "broker_rack", None)
         for d in self.log_dirs:
-            os.makedirs(d, exist_ok=True)
+            make_dirs(d)
         self.combined = check_process_roles(config)
         # Before anything reads or writes them: one process per log dir and metadata dir.
         locked: list[Path | str] = [*self.log_dirs]

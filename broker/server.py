@@ -28,7 +28,6 @@ signal handling); `request_shutdown` from anywhere (signal handlers included).
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import threading
 import time
@@ -39,6 +38,7 @@ from typing import Any
 from broker.io_pool import IoPool
 from broker.network.socket_server import NetworkSettings, SocketServer
 from broker.request_channel import RequestChannel
+from client.fsutil import make_dirs
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ class NetworkOnlyNode:
 
     def start(self) -> None:
         for d in self._log_dirs:
-            os.makedirs(d, exist_ok=True)
+            make_dirs(d)
 
     def controlled_shutdown(self) -> None:
         pass  # (no controller, no partitions to move)

@@ -19,6 +19,25 @@ def fsync_dir(path: Path | str) -> None:
         os.close(fd)
 
 
+def make_dirs(path: Path | str) -> None:
+    """`mkdir -p` that lasts: every directory it creates is made durable in its parent (the
+    parent is fsynced), as Kafka does for a new log dir. POSIX promises a directory entry only
+    once its directory is fsynced: without this, a power loss soon after the first start could
+    take a new data directory away with everything fsynced inside it. Directories that exist
+    already cost one stat."""
+    path = Path(path)
+    missing: list[Path] = []
+    while not path.exists() and path.parent != path:
+        missing.append(path)
+        path = path.parent
+    for directory in reversed(missing):
+        try:
+            directory.mkdir()
+        except FileExistsError:  # made meanwhile by another thread or process
+            pass
+        fsync_dir(directory.parent)
+
+
 def write_atomic(path: Path | str, data: bytes | str) -> None:
     """Replace `path` with `data` atomically and durably (temp, fsync, rename, fsync dir).
     A crash leaves either the old file or the new one, never a mix."""
@@ -62,7 +81,7 @@ class DirectoryLock:
         import fcntl
 
         self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
+        make_dirs(self.directory)
         path = self.directory / LOCK_FILE
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:

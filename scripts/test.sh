@@ -4,17 +4,25 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/_venv.sh "dev,spark,compression"
-# The fault harness (tests/cluster/test_fault_scenarios.py) cuts links with iptables inside a
-# network namespace it makes and injects storage faults with strace: install them from Debian
-# when missing and we may (root); without them those scenarios skip with the reason.
-missing=()
-command -v iptables >/dev/null 2>&1 || missing+=(iptables)
-command -v strace >/dev/null 2>&1 || missing+=(strace)
-command -v ip >/dev/null 2>&1 || missing+=(iproute2)
-if [ ${#missing[@]} -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "installing ${missing[*]} for the fault harness" >&2
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-        --no-install-recommends "${missing[@]}") >&2 || echo "could not install ${missing[*]}" >&2
+# The fault tests need tools from Debian: iptables and iproute2 (network faults inside a
+# namespace the harness makes), strace (slow and failing fsync/write), libfuse2 (the LazyFS
+# power-loss layer, tests/cluster/lazyfs.py, through fusepy) and mkfs.ext4 (the loop-mounted
+# full disk, tests/cluster/fault_disks.py). Installed when missing and running as root; without
+# them those tests skip with the reason. (Debian's "fuse" package is not needed as root, and
+# conflicts with the fuse3 already there.)
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    missing=()
+    command -v iptables >/dev/null 2>&1 || missing+=(iptables)
+    command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+    command -v strace >/dev/null 2>&1 || missing+=(strace)
+    ldconfig -p 2>/dev/null | grep 'libfuse\.so\.2' >/dev/null || missing+=(libfuse2)
+    command -v mkfs.ext4 >/dev/null 2>&1 || missing+=(e2fsprogs)
+    if [ ${#missing[@]} -gt 0 ]; then
+        echo "== installing ${missing[*]}" >&2
+        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+            --no-install-recommends "${missing[@]}"; } >&2 \
+            || echo "could not install ${missing[*]}: the tests that need them will skip" >&2
+    fi
 fi
 echo "== ruff" >&2
 ruff check .

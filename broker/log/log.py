@@ -28,6 +28,7 @@ from client.errors import (
     OffsetOutOfRangeError,
     StorageError,
 )
+from client.fsutil import make_dirs
 from client.records.header import peek_size, set_base_offset, set_partition_leader_epoch, validate
 
 from .checkpoint import fsync_dir
@@ -117,7 +118,7 @@ class Log(LogRetention):
         self._dirty: dict[int, LogSegment] = {}
         self._prefix = f"[{topic}-{partition}]"
         self._producers: ProducerStateManager | None = None  # built on first use
-        self.directory.mkdir(parents=True, exist_ok=True)
+        make_dirs(self.directory)
         now = clock()
         self._segments: list[LogSegment] = load_segments(
             self.directory, config, now, recovery_point, clean, self._prefix

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from client.errors import StorageError
+from client.fsutil import make_dirs
 
 from .checkpoint import fsync_dir, read_offsets, write_offsets
 from .config import LogConfig
@@ -87,7 +88,7 @@ class LogManager:
     # -- start-up ------------------------------------------------------------------------------
 
     def _open_dir(self, log_dir: Path) -> None:
-        log_dir.mkdir(parents=True, exist_ok=True)
+        make_dirs(log_dir)
         marker = log_dir / CLEAN_SHUTDOWN_MARKER
         clean = marker.exists()
         recovery_points = read_offsets(log_dir / RECOVERY_POINT_CHECKPOINT)

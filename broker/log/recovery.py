@@ -5,7 +5,9 @@ tail found from the last index entry; a failed check falls back to full recovery
 segment). After an unclean shutdown, segments from the one holding the recovery point onward
 are scanned batch by batch with CRC checks and their indexes rebuilt; at the first invalid or
 torn batch the segment is cut there (WARNING with offset and reason) and every later segment is
-deleted. Nothing before the last valid batch is ever dropped.
+deleted; so are the later segments when a segment ends on a whole batch below the next one's
+base offset (a gap: its tail was lost while a later file survived a power loss). Nothing before
+the last valid batch is ever dropped.
 
 Called from the thread opening the Log (LogManager start-up or get_or_create).
 """
@@ -63,8 +65,21 @@ def load_segments(
                 truncated,
                 reason,
             )
+        elif next_base is not None and seg.next_offset < next_base:
+            # Whole batches at the end of this segment are missing while a later segment
+            # survived (a power loss wrote the files back independently): the log ends here.
+            _log.warning(
+                "%s recovery found a gap: segment %d ends at offset %d, the next segment starts"
+                " at %d (its tail was lost); the log ends at offset %d",
+                prefix,
+                base,
+                seg.next_offset,
+                next_base,
+                seg.next_offset,
+            )
+        if truncated or (next_base is not None and seg.next_offset < next_base):
             for later in bases[i + 1 :]:
-                _log.warning("%s recovery deletes segment %d after the corrupt tail", prefix, later)
+                _log.warning("%s recovery deletes segment %d after the lost tail", prefix, later)
                 for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX):
                     (directory / segment_name(later, suffix)).unlink(missing_ok=True)
             break

@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from client.errors import NotControllerError
-from client.fsutil import fsync_dir, write_atomic
+from client.fsutil import fsync_dir, make_dirs, write_atomic
 from controller.metadata.image import MetadataImage
 from controller.metadata.records import encode_record
 from controller.metadata.snapshot import image_to_records
@@ -155,7 +155,7 @@ class CombinedController:
     ) -> None:
         self.node_id = node_id
         self.metadata_dir = os.path.abspath(metadata_dir)
-        os.makedirs(self.metadata_dir, exist_ok=True)
+        make_dirs(self.metadata_dir)
         self._old_files = old_local_log_files(self.metadata_dir)
         marker = os.path.join(self.metadata_dir, MIGRATION_MARKER)
         self._must_migrate = bool(self._old_files) and not os.path.exists(marker)

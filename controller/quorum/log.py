@@ -35,7 +35,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 
 from client.errors import OffsetOutOfRangeError, StorageError
-from client.fsutil import fsync_dir
+from client.fsutil import fsync_dir, make_dirs
 from client.records.crc import crc32c
 
 _log = logging.getLogger(__name__)
@@ -112,7 +112,7 @@ class LocalMetadataLog(MetadataLog):
         self._lock = threading.RLock()
         self._listeners: list[Listener] = []
         self._max_records = max_records_in_memory
-        os.makedirs(directory, exist_ok=True)
+        make_dirs(directory)
         self._snapshot: tuple[int, bytes] | None = self._load_snapshot()
         self._start = self._snapshot[0] + 1 if self._snapshot else 0
         self._entries: list[tuple[int, bytes]] = []

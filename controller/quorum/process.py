@@ -30,7 +30,7 @@ from typing import Any
 import msgpack
 
 from client.errors import ErrorCode, OffsetOutOfRangeError
-from client.fsutil import DirectoryLock
+from client.fsutil import DirectoryLock, make_dirs
 from client.protocol.api_keys import ApiKey
 from client.protocol.apis.admin import group_election_results
 from client.protocol.schema import API_SPECS
@@ -80,7 +80,7 @@ class ControllerProcess:
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self) -> tuple[str, int]:
-        os.makedirs(self.data_dir, exist_ok=True)
+        make_dirs(self.data_dir)
         self._dir_lock = DirectoryLock(self.data_dir)  # DirectoryInUseError: held elsewhere
         holder: dict[str, PeerTransport] = {}
         self.log = RaftMetadataLog(

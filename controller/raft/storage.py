@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from client.errors import StorageError
-from client.fsutil import fsync_dir, write_atomic
+from client.fsutil import fsync_dir, make_dirs, write_atomic
 from client.records.crc import crc32c
 from controller.raft.messages import Entry, EntryKind, HardState, Snapshot
 from controller.raft.state import Ready, StorageState
@@ -92,7 +92,7 @@ class RaftStorage:
     # ------------------------------------------------------------------ recovery
     def load(self) -> StorageState:
         """Read everything back (creating the directory if needed); truncates a torn tail."""
-        self.dir.mkdir(parents=True, exist_ok=True)
+        make_dirs(self.dir)
         for tmp in self.dir.glob("*.tmp"):
             _log.warning("%s removing leftover %s", self._prefix, tmp.name)
             tmp.unlink()

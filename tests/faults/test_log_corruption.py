@@ -151,3 +151,31 @@ def test_missing_or_garbled_indexes_are_rebuilt(tmp_path, caplog, clean, damage)
     for seg in segments(tmp_path)[:-1]:
         assert seg.with_suffix(".index").stat().st_size % 8 == 0
         assert seg.with_suffix(".index").stat().st_size > 0
+
+
+@pytest.mark.parametrize("lost", ["last batch", "whole segment"])
+def test_a_segment_that_lost_its_tail_on_a_batch_boundary_ends_the_log(tmp_path, caplog, lost):
+    """A power loss can keep a later segment's data and lose the end of an earlier one (each
+    file is written back on its own; the LazyFS power-loss test of the ack-before-fsync server
+    in tests/cluster/test_lazyfs_power_loss.py left such holes): the earlier segment then ends
+    on a whole batch, below the next segment's base offset. Recovery must cut the log at that
+    gap and delete the later segments, not serve a log with a hole in it."""
+    batches = build(tmp_path, clean=False)  # batch i holds offsets 2i and 2i + 1
+    segs = segments(tmp_path)
+    assert len(segs) >= 3
+    middle, next_base = segs[1], int(segs[2].stem)
+    if lost == "last batch":
+        os.truncate(middle, middle.stat().st_size - len(batches[next_base // 2 - 1]))
+        n_ok = next_base // 2 - 1
+    else:
+        os.truncate(middle, 0)
+        n_ok = int(middle.stem) // 2
+    with caplog.at_level(logging.WARNING, logger="broker.log"):
+        mgr, got = reopen_and_read(tmp_path)
+    assert got == batches[:n_ok]
+    assert mgr.get("t", 0).end_offset == 2 * n_ok
+    assert [p.name for p in segments(tmp_path)] == [s.name for s in segs[:2]]
+    assert any("gap" in r.message and f"offset {2 * n_ok}" in r.message for r in caplog.records)
+    mgr.get("t", 0).append_as_leader(make_batch([b"again"]), 2)  # the log goes on from there
+    assert mgr.get("t", 0).end_offset == 2 * n_ok + 1
+    mgr.close()
