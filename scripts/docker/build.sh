@@ -37,9 +37,11 @@ sys.exit(f"{whl} lacks the C extensions {missing}: is a C compiler installed?" i
 PY
 t2=$(date +%s)
 
-docker build -q --build-arg BASE_IMAGE="$base" --build-arg WHEELHOUSE="$wheels" -t "$IMAGE" . >/dev/null
-# The classic builder leaves the build stage behind as an untagged image: remove ours.
-docker image prune -f --filter label=org.gregor.stage=build >/dev/null
+# The classic builder leaves the build stage behind as an untagged image (and, when a step
+# fails, the steps before it): remove ours, whatever the outcome.
+trap 'docker image prune -f --filter label=org.gregor.stage=build >/dev/null' EXIT
+docker build -q --force-rm --build-arg BASE_IMAGE="$base" --build-arg WHEELHOUSE="$wheels" \
+    -t "$IMAGE" . >/dev/null
 t3=$(date +%s)
 size=$(docker image inspect -f '{{.Size}}' "$IMAGE")
 echo "built $IMAGE from $base: $(( size / 1000000 )) MB; base image $((t1 - t0)) s," \
