@@ -38,7 +38,7 @@ from functools import partial
 from typing import Any
 
 from broker.io_pool import IoPool
-from broker.listeners import Listeners
+from broker.listeners import Listeners, parse_endpoints
 from broker.network.socket_server import NetworkSettings, SocketServer
 from broker.request_channel import RequestChannel
 
@@ -88,18 +88,12 @@ def _as_list(value: Any) -> list[str]:
 
 
 def parse_listener(listeners: Any) -> tuple[str, int]:
-    """The first listener of `listeners` ("PLAINTEXT://h:p,..." or "h:p" or a list) → (h, p)."""
-    items = _as_list(listeners)
-    if not items:
+    """The first listener of `listeners` ("NAME://h:p,..." or "h:p" or a list) → (h, p);
+    ValueError (a ConfigError) naming `listeners` when there is none or it is malformed."""
+    endpoints = parse_endpoints(listeners, "listeners")
+    if not endpoints:
         raise ValueError("listeners: no listener configured")
-    first = items[0]
-    if "://" in first:
-        first = first.split("://", 1)[1]
-    host, sep, port = first.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ValueError(f"listeners: expected HOST:PORT, got {items[0]!r}")
-    host = host.strip("[]")  # [::1]:9092
-    return host, int(port)
+    return endpoints[0].host, endpoints[0].port
 
 
 class NetworkOnlyNode:
