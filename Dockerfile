@@ -1,37 +1,59 @@
-# Gregor server image.   Build: docker build -t gregor .   Run: docker compose up
-# BASE_IMAGE: any Debian-like image with Python 3.11 and pip (users: python:3.11-slim).
+# Gregor server image (docs/docker.md).
+#   Users:            docker build -t gregor:dev .        (or: docker compose build)
+#   No registry here: scripts/docker/build.sh             (local base image + wheels built on the host)
+# BASE_IMAGE: a Debian-like image with Python 3.11 and its venv module (users: python:3.11-slim;
+#   without a registry: gregor-base:bookworm from scripts/docker/base-image.sh).
+# WHEELHOUSE: a directory of the build context. Empty (the default, scripts/docker/no-wheels):
+#   the build stage compiles Gregor's wheel (with its C extensions) and fetches its dependencies'
+#   wheels, which needs apt and PyPI. Holding wheels (scripts/docker/build.sh puts them in
+#   .docker-wheels/): those are installed as they are, nothing is fetched.
 ARG BASE_IMAGE=python:3.11-slim
 
-# -- build: wheels of Gregor (with its C extensions) and of its dependencies --------------------
+# -- build: the wheels of Gregor and of its dependencies ----------------------------------------
 FROM ${BASE_IMAGE} AS build
-RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \
-    && rm -rf /var/lib/apt/lists/*
+# (the classic builder keeps this stage as an untagged image: scripts/docker/build.sh removes it)
+LABEL org.gregor.stage=build
+ARG WHEELHOUSE=scripts/docker/no-wheels
 WORKDIR /src
+COPY ${WHEELHOUSE}/ /wheels/
 # setup.py declares the C extensions (client/records/_speedups.c, _crc.c): without it the wheel
 # would be pure Python.
 COPY pyproject.toml setup.py README.md ./
 COPY client ./client
 COPY controller ./controller
 COPY broker ./broker
-RUN pip wheel --no-cache-dir --wheel-dir /wheels ".[compression]"
+RUN if ls /wheels/gregor-*.whl >/dev/null 2>&1; then \
+        echo "prebuilt wheels:" && ls /wheels; \
+    else \
+        apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \
+        && rm -rf /var/lib/apt/lists/* \
+        && python3 -m pip wheel --no-cache-dir --wheel-dir /wheels ".[compression]"; \
+    fi
+# A venv works the same on both bases (Debian's python3 refuses system-wide pip installs). It is
+# built here and copied whole, so neither the wheels nor pip and setuptools reach the image.
+ENV VIRTUAL_ENV=/opt/gregor/venv
+RUN python3 -m venv "$VIRTUAL_ENV" \
+    && "$VIRTUAL_ENV/bin/python" -m pip install -q --no-cache-dir --no-index \
+        --disable-pip-version-check --find-links /wheels "gregor[compression]" \
+    && "$VIRTUAL_ENV/bin/python" -m pip uninstall -q -y pip setuptools
 
-# -- run: no compiler, a non-root user ---------------------------------------------------------
+# -- run: no compiler, no pip in the venv, a non-root user ---------------------------------------
 FROM ${BASE_IMAGE}
-COPY --from=build /wheels /wheels
+ENV VIRTUAL_ENV=/opt/gregor/venv PATH=/opt/gregor/venv/bin:$PATH PYTHONUNBUFFERED=1
+COPY --from=build /opt/gregor/venv /opt/gregor/venv
 # The extensions are optional at install time (pip skips one that fails to compile); an image
 # without them is ~2x slower, so the build fails instead.
-RUN pip install --no-cache-dir --no-index --find-links /wheels "gregor[compression]" \
-    && rm -rf /wheels \
-    && python -c "import client.records._speedups, client.records._crc; \
+RUN python -c "import client.records._speedups, client.records._crc; \
 import client.records.crc as c; c.require_c_extension(); \
 from client.records import reader, builder; \
-assert reader.DECODER == 'c' and builder.ENCODER == 'c', (reader.DECODER, builder.ENCODER)"
-RUN useradd --system --uid 10001 --user-group --home-dir /var/lib/gregor gregor \
+assert reader.DECODER == 'c' and builder.ENCODER == 'c', (reader.DECODER, builder.ENCODER)" \
+    && gregor --version \
+    && useradd --system --uid 10001 --user-group --home-dir /var/lib/gregor gregor \
     && mkdir -p /var/lib/gregor && chown gregor:gregor /var/lib/gregor
 WORKDIR /opt/gregor
 COPY config ./config
 USER gregor
 VOLUME /var/lib/gregor
-EXPOSE 9092
+EXPOSE 9092 19092 9093
 ENTRYPOINT ["gregor"]
 CMD ["server", "--config", "config/docker/single-node.yaml"]

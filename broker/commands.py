@@ -12,6 +12,12 @@ tests wait for:
 Configuration comes from client.config.load_config("broker", path, os.environ, overrides):
 YAML file, then GREGOR_* environment variables, then --override/--data-dir/--host/--port.
 A bad configuration prints one line naming the key on stderr and exits with status 2.
+With more than one listener (broker/listeners.py) one line per listener follows it, with
+the address the listener binds and the one it advertises:
+
+      listener INTERNAL: bound 0.0.0.0:9092, advertised broker-1:9092 (inter-broker)
+      listener EXTERNAL: bound 0.0.0.0:19092, advertised localhost:19092
+
 SIGTERM / SIGINT shut down gracefully (exit 0). A fatal error (the one-voter controller's Raft
 storage failed) shuts down just as gracefully, prints `gregor server: stopped after a fatal
 error: REASON` on stderr and exits 1; so does a start-up that fails.
@@ -81,17 +87,18 @@ def build_overrides(args: argparse.Namespace) -> dict[str, str]:
 
 def load_broker_config(args: argparse.Namespace) -> Any:
     """Load the config for `args` (raises ConfigError / ValueError with a one-line message)."""
-    from broker.server import parse_listener
+    from broker.listeners import Endpoint, parse_endpoints
     from client.config import load_config
 
     overrides = build_overrides(args)
     cfg = load_config("broker", args.config, os.environ, overrides)
     if args.host is not None or args.port is not None:
-        host, port = parse_listener(cfg.listeners)
-        host = args.host if args.host is not None else host
-        port = args.port if args.port is not None else port
-        shown = f"[{host}]" if ":" in host else host
-        overrides["listeners"] = f"PLAINTEXT://{shown}:{port}"
+        # --host/--port change the first listener (the only one of the embedded defaults)
+        first, *rest = parse_endpoints(cfg.listeners)
+        host = args.host if args.host is not None else first.host
+        port = args.port if args.port is not None else first.port
+        changed = [Endpoint(first.name, host, port), *rest]
+        overrides["listeners"] = ",".join(str(e) for e in changed)
         cfg = load_config("broker", args.config, os.environ, overrides)
     return cfg
 
@@ -135,6 +142,9 @@ def run_server(args: argparse.Namespace) -> int:
         f"gregor {command} listening on {shown}:{port}, data in {data} (node {settings.node_id})",
         flush=True,
     )
+    if len(server.listeners.bind) > 1:  # which address each listener gives its clients
+        for line in server.listeners.describe():
+            print(f"  {line}", flush=True)
     server.serve_forever()
     if server.exit_code:
         print(

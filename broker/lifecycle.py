@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from client.errors import ErrorCode
@@ -63,14 +64,22 @@ class BrokerLifecycle:
             _log.info("[broker=%d] %s -> %s", self.node_id, self.state, state)
             self.state = state
 
-    def start(self, host: str, port: int, rack: str | None, timeout: float = 30.0) -> int:
-        """Register, then heartbeat until unfenced; returns the broker epoch.
+    def start(
+        self,
+        host: str,
+        port: int,
+        rack: str | None,
+        timeout: float = 30.0,
+        endpoints: Sequence[tuple[str, str, int]] = (),
+    ) -> int:
+        """Register (`host:port`: the inter-broker endpoint; `endpoints`: every listener's
+        (name, host, port)), then heartbeat until unfenced; returns the broker epoch.
         Raises BrokerLifecycleError (or the channel's error) when it does not get there."""
         deadline = time.monotonic() + timeout
         waited = False
         while True:
             reg = self.channel.register_broker(
-                self.node_id, host, port, rack, self.incarnation_id
+                self.node_id, host, port, rack, self.incarnation_id, list(endpoints)
             ).result(timeout)
             code = reg.get("error_code", 0)
             if code != ErrorCode.DUPLICATE_BROKER_REGISTRATION or time.monotonic() > deadline:

@@ -1,7 +1,7 @@
 """BrokerNode: one broker's parts, built and owned in one place (combined or broker-only).
 
     node = BrokerNode(config)      # builds; nothing runs yet
-    node.services.advertised = (host, port)   # BrokerServer sets the bound address (port 0)
+    node.bind_listeners(listeners) # BrokerServer: the listeners with their bound ports (port 0)
     node.start()                   # replays metadata, registers, unfences, starts background work
     node.services                  # what RequestContext.services is (see Services)
     node.shutdown()                # flush all, clean-shutdown marker, stop every thread
@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.lifecycle import BrokerLifecycle
+from broker.listeners import Listeners
 from broker.log import LogConfig, LogManager
 from broker.metadata_publisher import MetadataPublisher
 from broker.producer_ids import ProducerIdManager
@@ -81,13 +82,6 @@ def _as_list(value: Any) -> list[str]:
     if isinstance(value, str):
         return [v.strip() for v in value.split(",") if v.strip()]
     return [str(v) for v in value]
-
-
-def _host_port(item: str) -> tuple[str, int]:
-    if "://" in item:
-        item = item.split("://", 1)[1]
-    host, _, port = item.rpartition(":")
-    return host.strip("[]"), int(port)
 
 
 def _write_atomically(path: Path, text: str) -> None:
@@ -136,7 +130,8 @@ class Services:
         self.config = node.config
         self.node_id = node.node_id
         self.cluster_id = node.cluster_id
-        self.advertised: tuple[str, int] = node.advertised
+        self.advertised: tuple[str, int] = node.advertised  # on inter.broker.listener.name
+        self.listeners: Listeners = node.listeners
         self.replica_manager = node.replica_manager
         self.log_manager = node.log_manager
         self.produce_purgatory = node.produce_purgatory
@@ -146,6 +141,11 @@ class Services:
         self.producer_ids = ProducerIdManager(
             node.controller, node.node_id, lambda: node.lifecycle.broker_epoch
         )
+
+    def advertised_for(self, listener: str) -> tuple[str, int]:
+        """This broker's advertised address on `listener` (the inter-broker one if unknown)."""
+        e = self.listeners.advertised_for(listener)
+        return self.advertised if e is None else (e.host, e.port)
 
     @property
     def metadata(self) -> MetadataImage:
@@ -195,8 +195,9 @@ class BrokerNode:
         self.log_dirs = [os.path.abspath(d) for d in _as_list(config.log_dirs)]
         if not self.log_dirs:
             raise ValueError("log.dirs is empty")
-        listeners = _as_list(_cfg(config, "advertised_listeners", ())) or _as_list(config.listeners)
-        self.advertised = _host_port(listeners[0])
+        self.listeners = Listeners.from_config(config)
+        inter = self.listeners.inter_broker_endpoint
+        self.advertised = (inter.host, inter.port)
         self.rack = _cfg(config, "broker_rack", None)
         for d in self.log_dirs:
             make_dirs(d)
@@ -324,10 +325,17 @@ class BrokerNode:
             if topic in topics:
                 log.config = self._topic_log_config(topic)
 
+    def bind_listeners(self, listeners: Listeners) -> None:
+        """The listeners as bound (BrokerServer, before `start`): port 0 replaced by the real one."""
+        self.listeners = self.services.listeners = listeners
+        inter = listeners.inter_broker_endpoint
+        self.advertised = self.services.advertised = (inter.host, inter.port)
+
     def _endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
-        """Where broker `broker_id` listens, from the latest metadata (replica fetchers)."""
+        """Where broker `broker_id` listens for replicas (its endpoint on this broker's
+        inter.broker.listener.name), from the latest metadata (replica fetchers)."""
         b = self.publisher.image.brokers.get(broker_id)
-        return None if b is None else (b.host, b.port)
+        return None if b is None else b.endpoint(self.listeners.inter_broker)
 
     def _min_insync_for(self, topic: str) -> int:
         value = self.publisher.image.topic_config(topic).get("min.insync.replicas")
@@ -364,7 +372,12 @@ class BrokerNode:
         self.log_manager.start_flushers(self.replica_manager.on_flushed)
         self.quorum.start(timeout)  # replays / follows the committed log into the publisher
         host, port = self.advertised
-        self.broker_epoch = self.lifecycle.start(host, port, self.rack, timeout)
+        inter = self.listeners.inter_broker
+        endpoints = [
+            (name, host, port) if name == inter else (name, h, p)
+            for name, h, p in self.listeners.registration()
+        ]
+        self.broker_epoch = self.lifecycle.start(host, port, self.rack, timeout, endpoints)
         self._tasks = threading.Thread(target=self._run_tasks, name="broker-tasks", daemon=True)
         self._tasks.start()
         _log.info(

@@ -3,9 +3,10 @@
     clients ⇄ acceptor → network threads (uvloop each) ⇄ request channel (bounded) → I/O pool
                                                                      → handlers → BrokerNode services
 
-Start-up (`start()`, returns once listening): bind the listening socket (port 0 → ephemeral),
-build and start the node (`build_node`, the one place the node is wired in), start the I/O
-pool, then the network threads and the acceptor.
+Start-up (`start()`, returns once listening): bind one listening socket per listener (port 0 →
+ephemeral; broker/listeners.py), build the node (`build_node`, the one place the node is wired
+in), tell it the bound listeners, start it, start the I/O pool, then the network threads and
+the acceptors.
 
 Graceful shutdown (`shutdown()`, idempotent): first the controlled shutdown
 (`node.controlled_shutdown()`, while still serving, as Kafka does: followers keep fetching and
@@ -36,6 +37,7 @@ from functools import partial
 from typing import Any
 
 from broker.io_pool import IoPool
+from broker.listeners import Listeners, parse_endpoints
 from broker.network.socket_server import NetworkSettings, SocketServer
 from broker.request_channel import RequestChannel
 from client.fsutil import make_dirs
@@ -52,14 +54,18 @@ class ServerSettings:
     queued_max_requests: int
     node_id: int
     log_dirs: tuple[str, ...]
+    listeners: Listeners
 
     @classmethod
     def from_config(cls, config: Any) -> ServerSettings:
-        host, port = parse_listener(config.listeners)
+        listeners = Listeners.from_config(config)  # ConfigError: bad names, unknown advertised
+        first, *rest = listeners.bind
         return cls(
             network=NetworkSettings(
-                host=host,
-                port=port,
+                host=first.host,
+                port=first.port,
+                name=first.name,
+                extra_listeners=tuple((e.name, e.host, e.port) for e in rest),
                 num_network_threads=int(config.num_network_threads),
                 socket_request_max_bytes=int(config.socket_request_max_bytes),
                 connections_max_idle_ms=int(config.connections_max_idle_ms),
@@ -71,6 +77,7 @@ class ServerSettings:
             queued_max_requests=int(config.queued_max_requests),
             node_id=int(config.node_id),
             log_dirs=tuple(_as_list(config.log_dirs)),
+            listeners=listeners,
         )
 
 
@@ -81,18 +88,12 @@ def _as_list(value: Any) -> list[str]:
 
 
 def parse_listener(listeners: Any) -> tuple[str, int]:
-    """The first listener of `listeners` ("PLAINTEXT://h:p,..." or "h:p" or a list) → (h, p)."""
-    items = _as_list(listeners)
-    if not items:
+    """The first listener of `listeners` ("NAME://h:p,..." or "h:p" or a list) → (h, p);
+    ValueError (a ConfigError) naming `listeners` when there is none or it is malformed."""
+    endpoints = parse_endpoints(listeners, "listeners")
+    if not endpoints:
         raise ValueError("listeners: no listener configured")
-    first = items[0]
-    if "://" in first:
-        first = first.split("://", 1)[1]
-    host, sep, port = first.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ValueError(f"listeners: expected HOST:PORT, got {items[0]!r}")
-    host = host.strip("[]")  # [::1]:9092
-    return host, int(port)
+    return endpoints[0].host, endpoints[0].port
 
 
 class NetworkOnlyNode:
@@ -158,7 +159,8 @@ class BrokerServer:
         self.channel = RequestChannel(self.settings.queued_max_requests)
         self.socket_server = SocketServer(self.settings.network, self.channel)
         self.io_pool: IoPool | None = None
-        self.address: tuple[str, int] | None = None
+        self.address: tuple[str, int] | None = None  # the first listener's bound address
+        self.listeners: Listeners = self.settings.listeners  # ports filled in once bound
         self._state_lock = threading.Lock()
         self._started = False
         self._stopped = False
@@ -188,8 +190,12 @@ class BrokerServer:
             self._started = True
         t0 = time.monotonic()
         try:
-            self.address = self.socket_server.acceptor.bind()
+            bound = self.socket_server.bind()
+            self.address = bound[self.listeners.bind[0].name]
+            self.listeners = self.listeners.with_bound(bound)
             self.node = self._node_factory(self.config, self.address)
+            if hasattr(self.node, "bind_listeners"):
+                self.node.bind_listeners(self.listeners)
             if hasattr(self.node, "on_fatal"):
                 self.node.on_fatal = self.fail
             self.node.start()
@@ -203,9 +209,7 @@ class BrokerServer:
                 self.settings.num_io_threads,
             )
             self.io_pool.start()
-            for p in self.socket_server.processors:
-                p.start()
-            self.socket_server.acceptor.start()
+            self.socket_server.start_accepting()
         except BaseException:
             log.exception("broker start-up failed; shutting down what started")
             self.shutdown(timeout=5.0)
@@ -219,6 +223,8 @@ class BrokerServer:
             self.settings.num_io_threads,
             (time.monotonic() - t0) * 1000,
         )
+        for line in self.listeners.describe():
+            log.info("broker %d %s", self.settings.node_id, line)
         return self.address
 
     def fail(self, reason: str) -> None:

@@ -17,6 +17,7 @@ committed; a future may fail with NOT_CONTROLLER or a timeout. Any thread may ca
 from __future__ import annotations
 
 import concurrent.futures
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 Future = concurrent.futures.Future
@@ -31,8 +32,10 @@ class ControllerChannel(Protocol):
         port: int,
         rack: str | None = None,
         incarnation_id: str = "",
+        endpoints: Sequence[tuple[str, str, int]] = (),
     ) -> Future:
-        """BrokerRegistration → {error_code, broker_epoch}; the broker starts fenced."""
+        """BrokerRegistration → {error_code, broker_epoch}; the broker starts fenced. `host:port`
+        is where other brokers fetch from; `endpoints` each listener's (name, host, port)."""
         ...
 
     def broker_heartbeat(

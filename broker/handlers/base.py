@@ -74,6 +74,17 @@ class RequestContext:
         return self.request.connection_id
 
     @property
+    def listener(self) -> str:
+        """The name of the listener the request came in on (broker/listeners.py)."""
+        return getattr(self.request.connection, "listener", "PLAINTEXT")
+
+    def advertised(self) -> tuple[str, int]:
+        """This broker's advertised address on the request's listener."""
+        services = self.services
+        advertised_for = getattr(services, "advertised_for", None)
+        return services.advertised if advertised_for is None else advertised_for(self.listener)
+
+    @property
     def responded(self) -> bool:
         return self._done
 

@@ -1,5 +1,6 @@
 """DescribeCluster (60): cluster id, controller id and the live brokers of the image (with
-`include_fenced_brokers`, the fenced ones too, marked)."""
+`include_fenced_brokers`, the fenced ones too, marked), each by its address on the listener the
+request came in on (as Metadata)."""
 
 from __future__ import annotations
 
@@ -14,19 +15,23 @@ def handle(ctx: RequestContext, body: dict) -> dict:
     services: Any = ctx.services
     image = services.metadata
     fenced_too = bool(body.get("include_fenced_brokers"))
-    brokers = [
-        {
-            "broker_id": b.broker_id,
-            "host": b.host,
-            "port": b.port,
-            "rack": b.rack,
-            "is_fenced": b.fenced,
-        }
-        for b in sorted(image.brokers.values(), key=lambda b: b.broker_id)
-        if fenced_too or not b.fenced
-    ]
+    brokers = []
+    for b in sorted(image.brokers.values(), key=lambda b: b.broker_id):
+        endpoint = b.endpoint(ctx.listener)  # on the request's listener, as Metadata
+        if endpoint is None or not (fenced_too or not b.fenced):
+            continue
+        host, port = endpoint
+        brokers.append(
+            {
+                "broker_id": b.broker_id,
+                "host": host,
+                "port": port,
+                "rack": b.rack,
+                "is_fenced": b.fenced,
+            }
+        )
     if not brokers:
-        host, port = services.advertised
+        host, port = ctx.advertised()
         brokers = [{"broker_id": services.node_id, "host": host, "port": port, "rack": None}]
     return {
         "error_code": 0,

@@ -21,7 +21,7 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
     if services.controller is None:  # a node with no link to any quorum (tests' network-only)
         ctx.respond_error(ErrorCode.UNSUPPORTED_VERSION, "no controller quorum behind this node")
         return None
-    host, port = services.advertised
+    host, port = ctx.advertised()
     fut = services.controller.describe_quorum(f"{host}:{port}")
 
     def done(f: Any) -> None:

@@ -1,5 +1,6 @@
-"""The acceptor: the listening socket and one thread (its own uvloop loop) that accepts
-connections and hands them to the network threads round-robin.
+"""The acceptor: one listener's socket and one thread (its own uvloop loop) that accepts
+connections and hands them to the network threads round-robin, tagged with the listener's name
+(one acceptor per listener; the network threads are shared).
 
 Past `max.connections` live connections a new one is accepted and closed at once (so it does
 not sit in the backlog and the listening socket does not stay readable: the accept loop never
@@ -63,7 +64,9 @@ class Acceptor:
         quota: ConnectionQuota,
         backlog: int = 512,
         refusal_log_interval_s: float = 10.0,
+        listener: str = "PLAINTEXT",
     ) -> None:
+        self.listener = listener  # its name (broker/listeners.py), given to each connection
         self.host = host
         self.port = port
         self._processors = processors
@@ -92,7 +95,8 @@ class Acceptor:
 
     def start(self) -> None:
         assert self._sock is not None, "bind() first"
-        self._thread = threading.Thread(target=self._run, name="acceptor", daemon=True)
+        name = "acceptor" if self.listener == "PLAINTEXT" else f"acceptor-{self.listener}"
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
         if not self._ready.wait(10.0):
             raise RuntimeError("acceptor thread did not start")
@@ -140,7 +144,7 @@ class Acceptor:
             processor = self._processors[self._next % len(self._processors)]
             self._next += 1
             try:
-                processor.accept(conn, peer)
+                processor.accept(conn, peer, self.listener)
             except RuntimeError:  # its loop is closed: we are shutting down
                 conn.close()
                 self._quota.release()

@@ -55,9 +55,12 @@ DIRECT_WRITE_MAX = 256 * 1024  # larger responses (fetches) are written by the n
 
 
 class Connection(asyncio.BufferedProtocol):
-    def __init__(self, processor: Processor, connection_id: str) -> None:
+    def __init__(
+        self, processor: Processor, connection_id: str, listener: str = "PLAINTEXT"
+    ) -> None:
         self.processor = processor
         self.connection_id = connection_id
+        self.listener = listener  # the name of the listener it was accepted on
         self._reader = FrameReader(processor.max_frame_bytes)
         self._pool = processor.memory_pool
         self._grant_callback = self._memory_granted_threadsafe  # one identity, for cancel()

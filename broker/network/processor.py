@@ -63,9 +63,10 @@ class Processor:
         if not self._ready.wait(10.0):
             raise RuntimeError(f"network thread {self.index} did not start")
 
-    def accept(self, sock: socket.socket, peer: object) -> None:
-        """Take ownership of an accepted, non-blocking socket."""
-        self.loop.call_soon_threadsafe(self._attach, sock, peer)
+    def accept(self, sock: socket.socket, peer: object, listener: str = "PLAINTEXT") -> None:
+        """Take ownership of an accepted, non-blocking socket, accepted on `listener` (its name:
+        the handlers answer with the addresses advertised for it)."""
+        self.loop.call_soon_threadsafe(self._attach, sock, peer, listener)
 
     def stop_processing(self) -> None:
         """Stop taking new requests (in-flight ones still get their responses written)."""
@@ -101,14 +102,14 @@ class Processor:
     def _sweep_interval_s(self) -> float:
         return min(1.0, max(0.005, min(self.idle_ms, self.receive_timeout_ms) / 4000.0))
 
-    def _attach(self, sock: socket.socket, peer: object) -> None:
+    def _attach(self, sock: socket.socket, peer: object, listener: str = "PLAINTEXT") -> None:
         if self.draining:
             sock.close()
             self._on_connection_closed()
             return
         self._next_id += 1
         conn_id = f"{self.index}-{self._next_id}-{_fmt_peer(peer)}"
-        coro = self.loop.connect_accepted_socket(lambda: Connection(self, conn_id), sock)
+        coro = self.loop.connect_accepted_socket(lambda: Connection(self, conn_id, listener), sock)
         task = self.loop.create_task(coro)
         self._attaching.add(task)
         task.add_done_callback(lambda t: self._attached(t, sock, conn_id))

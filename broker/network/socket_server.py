@@ -1,4 +1,5 @@
-"""SocketServer: the acceptor plus `num.network.threads` network threads (Kafka's SocketServer).
+"""SocketServer: one acceptor per listener plus `num.network.threads` network threads shared by
+all listeners (Kafka's SocketServer).
 
 No business rules here: bytes in, `Request`s onto the request channel, response frames out.
 
@@ -8,7 +9,7 @@ Threads: all methods from the server's control thread.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from broker.network.acceptor import Acceptor, ConnectionQuota
 from broker.network.memory_pool import MemoryPool
@@ -30,6 +31,13 @@ class NetworkSettings:
     max_connections: int = 2**31 - 1
     queued_max_request_bytes: int = 100 * 1024 * 1024
     socket_request_receive_timeout_ms: int = 30_000
+    # Further listeners beyond (host, port), which is named `name`: (name, host, port) each.
+    name: str = "PLAINTEXT"
+    extra_listeners: tuple[tuple[str, str, int], ...] = field(default=())
+
+    @property
+    def listeners(self) -> list[tuple[str, str, int]]:
+        return [(self.name, self.host, self.port), *self.extra_listeners]
 
 
 class SocketServer:
@@ -44,19 +52,36 @@ class SocketServer:
             Processor(i, channel, self.memory_pool, settings, self.quota.release)
             for i in range(settings.num_network_threads)
         ]
-        self.acceptor = Acceptor(settings.host, settings.port, self.processors, self.quota)
+        self.acceptors = [
+            Acceptor(host, port, self.processors, self.quota, listener=name)
+            for name, host, port in settings.listeners
+        ]
+        self.acceptor = self.acceptors[0]  # the first listener's
         self.address: tuple[str, int] | None = None
 
-    def start(self) -> tuple[str, int]:
-        """Bind, start the network threads and the acceptor; returns the bound (host, port)."""
-        self.address = self.acceptor.bind()
+    def bind(self) -> dict[str, tuple[str, int]]:
+        """Bind every listener; returns {name: bound (host, port)} (port 0 → the real port)."""
+        bound = {a.listener: a.bind() for a in self.acceptors}
+        self.address = bound[self.acceptor.listener]
+        return bound
+
+    def start_accepting(self) -> None:
+        """Start the network threads, then the acceptors (after `bind`)."""
         for p in self.processors:
             p.start()
-        self.acceptor.start()
+        for a in self.acceptors:
+            a.start()
+
+    def start(self) -> tuple[str, int]:
+        """Bind, start the network threads and the acceptors; returns the first bound address."""
+        self.bind()
+        self.start_accepting()
+        assert self.address is not None
         return self.address
 
     def stop_accepting(self) -> None:
-        self.acceptor.stop()
+        for a in self.acceptors:
+            a.stop()
 
     def stop_processing(self) -> None:
         """No new requests are taken from any connection (graceful shutdown, step 1)."""
@@ -65,7 +90,7 @@ class SocketServer:
 
     def shutdown(self, timeout: float = 5.0) -> None:
         """Stop accepting, close every connection after flushing written responses, join threads."""
-        self.acceptor.stop()
+        self.stop_accepting()
         for p in self.processors:
             p.shutdown(timeout)
 

@@ -224,7 +224,9 @@ def items_in(choices: Sequence[str]) -> Validator:
     )
 
 
-_HOST_PORT = re.compile(r"^(?:[A-Za-z_]+://)?(\[[0-9a-fA-F:.]+\]|[^:\s\[\]]*):(\d{1,5})$")
+_HOST_PORT = re.compile(
+    r"^(?:[A-Za-z_][A-Za-z0-9_]*://)?(\[[0-9a-fA-F:.]+\]|[^:\s\[\]]*):(\d{1,5})$"
+)
 _VOTER = re.compile(r"^\d+@(\[[0-9a-fA-F:.]+\]|[^:\s\[\]@]+):(\d{1,5})$")
 
 

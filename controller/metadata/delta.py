@@ -154,7 +154,14 @@ class MetadataDelta:
     # -- record handlers -----------------------------------------------------------------------
     def _register_broker(self, r: RegisterBroker) -> None:
         self._w_brokers()[r.broker_id] = BrokerRegistration(
-            r.broker_id, r.broker_epoch, r.host, r.port, r.rack, r.incarnation_id, r.fenced
+            r.broker_id,
+            r.broker_epoch,
+            r.host,
+            r.port,
+            r.rack,
+            r.incarnation_id,
+            r.fenced,
+            tuple(r.endpoints),
         )
         self.changed_brokers.add(r.broker_id)
 

@@ -26,6 +26,19 @@ class BrokerRegistration:
     rack: str | None
     incarnation_id: str
     fenced: bool
+    # Each listener's advertised (name, host, port); empty for a broker registered with its
+    # host/port only (one listener). host/port are the inter-broker listener's.
+    endpoints: tuple[tuple[str, str, int], ...] = ()
+
+    def endpoint(self, listener: str) -> tuple[str, int] | None:
+        """Where a client that connected on `listener` reaches this broker; None when the broker
+        has no such listener (Kafka leaves it out of the answer)."""
+        if not self.endpoints:
+            return (self.host, self.port)
+        for name, host, port in self.endpoints:
+            if name == listener:
+                return (host, port)
+        return None
 
 
 @dataclass(frozen=True)

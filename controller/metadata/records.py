@@ -42,6 +42,8 @@ class RegisterBroker:
     rack: str | None = None
     incarnation_id: str = ""
     fenced: bool = True
+    # Every listener's advertised (name, host, port); empty (an older writer): host/port only.
+    endpoints: tuple[tuple[str, str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -190,6 +192,22 @@ RECORD_TYPES: dict[int, type] = {
 }
 
 _TUPLE_FIELDS = {"replicas", "isr"}
+_PAIR_FIELDS = {"endpoints"}  # lists of [name, host, port]
+
+
+def _endpoints(cls: type, name: str, v: Any) -> tuple[tuple[str, str, int], ...]:
+    if not isinstance(v, list) or not all(
+        isinstance(e, list)
+        and len(e) == 3
+        and isinstance(e[0], str)
+        and isinstance(e[1], str)
+        and isinstance(e[2], int)
+        for e in v
+    ):
+        raise CorruptRecordError(f"{cls.__name__}.{name}: expected a list of [name, host, port]")
+    return tuple((e[0], e[1], e[2]) for e in v)
+
+
 _FIELDS: dict[type, tuple[dataclasses.Field, ...]] = {
     cls: dataclasses.fields(cls) for cls in RECORD_TYPES.values()
 }
@@ -224,6 +242,8 @@ def decode_record(data: bytes) -> Any:
                 if not isinstance(v, list):
                     raise CorruptRecordError(f"{cls.__name__}.{f.name}: expected a list")
                 v = tuple(v)
+            if f.name in _PAIR_FIELDS and v is not None:
+                v = _endpoints(cls, f.name, v)
             kwargs[f.name] = v
     try:
         return cls(**kwargs)

@@ -38,7 +38,14 @@ def image_to_records(image: MetadataImage) -> list[Any]:
         b = image.brokers[bid]
         out.append(
             RegisterBroker(
-                b.broker_id, b.broker_epoch, b.host, b.port, b.rack, b.incarnation_id, b.fenced
+                b.broker_id,
+                b.broker_epoch,
+                b.host,
+                b.port,
+                b.rack,
+                b.incarnation_id,
+                b.fenced,
+                b.endpoints,
             )
         )
     for name in sorted(image.topics):

@@ -7,6 +7,7 @@ other managers. Controller thread only.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from client.errors import ErrorCode
@@ -53,8 +54,10 @@ class ClusterControlManager(ControlManager):
         port: int,
         rack: str | None = None,
         incarnation_id: str = "",
+        endpoints: Sequence[tuple[str, str, int]] = (),
     ) -> dict:
-        """BrokerRegistration → {error_code, broker_epoch}. The broker starts fenced."""
+        """BrokerRegistration → {error_code, broker_epoch}. The broker starts fenced. `host:port`
+        is its inter-broker endpoint; `endpoints` each listener's (name, host, port)."""
         self._check_active()
         now = self.clock()
         old = self.image.brokers.get(broker_id)
@@ -74,18 +77,22 @@ class ClusterControlManager(ControlManager):
             records += remove_broker_changes(
                 self.image, broker_id, self.live() - {broker_id}, self.configs.unclean_for
             )
-        records.append(RegisterBroker(broker_id, epoch, host, port, rack, incarnation_id, True))
+        eps = tuple((str(n), str(h), int(p)) for n, h, p in endpoints)
+        records.append(
+            RegisterBroker(broker_id, epoch, host, port, rack, incarnation_id, True, eps)
+        )
         last = self._write(records)
         self._last_heartbeat_ms[broker_id] = now
         self._registered_at[broker_id] = last
         _log.info(
-            "[controller=%d] registered broker %d epoch %d at %s:%d rack=%s",
+            "[controller=%d] registered broker %d epoch %d at %s:%d rack=%s%s",
             self.settings.node_id,
             broker_id,
             epoch,
             host,
             port,
             rack,
+            "".join(f" {n}://{h}:{p}" for n, h, p in eps) if len(eps) > 1 else "",
         )
         return {"error_code": 0, "broker_epoch": epoch}
 

@@ -44,7 +44,7 @@ import os
 import random
 import shutil
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from client.errors import NotControllerError
@@ -330,8 +330,11 @@ class CombinedController:
         port: int,
         rack: str | None = None,
         incarnation_id: str = "",
+        endpoints: Sequence[tuple[str, str, int]] = (),
     ) -> concurrent.futures.Future:
-        return self.runner.register_broker(broker_id, host, port, rack, incarnation_id)
+        return self.runner.register_broker(
+            broker_id, host, port, rack, incarnation_id, list(endpoints)
+        )
 
     def broker_heartbeat(
         self,

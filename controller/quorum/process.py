@@ -277,8 +277,15 @@ class ControllerProcess:
         return await asyncio.wrap_future(self.runner.submit(method, *args))
 
     async def _broker_registration(self, b: dict) -> dict:
+        endpoints = [(e["name"], e["host"], e["port"]) for e in b.get("endpoints") or ()]
         return await self._call(
-            "register_broker", b["broker_id"], b["host"], b["port"], b["rack"], b["incarnation_id"]
+            "register_broker",
+            b["broker_id"],
+            b["host"],
+            b["port"],
+            b["rack"],
+            b["incarnation_id"],
+            endpoints,
         )
 
     async def _broker_heartbeat(self, b: dict) -> dict:

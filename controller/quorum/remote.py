@@ -28,6 +28,7 @@ import concurrent.futures
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from client.errors import (
@@ -217,7 +218,12 @@ def _same(resp: dict) -> dict:
 
 
 def _register(
-    broker_id: int, host: str, port: int, rack: str | None = None, incarnation_id: str = ""
+    broker_id: int,
+    host: str,
+    port: int,
+    rack: str | None = None,
+    incarnation_id: str = "",
+    endpoints: Sequence[tuple[str, str, int]] = (),
 ) -> tuple:
     return (
         ApiKey.BROKER_REGISTRATION,
@@ -227,6 +233,7 @@ def _register(
             "port": port,
             "rack": rack,
             "incarnation_id": incarnation_id,
+            "endpoints": [{"name": n, "host": h, "port": p} for n, h, p in endpoints],
         },
         lambda r: {"error_code": r["error_code"], "broker_epoch": r.get("broker_epoch", -1)},
     )

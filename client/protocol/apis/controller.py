@@ -120,9 +120,15 @@ BROKER_REGISTRATION = register(
             Field("broker_id", INT32),
             Field("cluster_id", Nullable(STRING), default=None),
             Field("incarnation_id", STRING, default=""),
-            Field("host", STRING),
+            Field("host", STRING, doc="the inter-broker listener's advertised host"),
             Field("port", INT32),
             Field("rack", Nullable(STRING), default=None),
+            Field(
+                "endpoints",
+                Array(Struct(Field("name", STRING), Field("host", STRING), Field("port", INT32))),
+                default=list,
+                doc="every listener's advertised address, by listener name (empty: host/port only)",
+            ),
         ),
         response=Struct(Field("error_code", INT16), Field("broker_epoch", INT64, default=-1)),
     )

@@ -42,7 +42,7 @@ class FakeChannel:
         self.registrations: list[tuple] = []
         self.heartbeats: list[tuple[int, bool]] = []
 
-    def register_broker(self, broker_id, host, port, rack=None, incarnation_id=""):
+    def register_broker(self, broker_id, host, port, rack=None, incarnation_id="", endpoints=()):
         self.registrations.append((broker_id, host, port, rack, incarnation_id))
         refused = len(self.registrations) <= self.refusals
         return _done({"error_code": self.register_error if refused else 0, "broker_epoch": 42})

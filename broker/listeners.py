@@ -1,0 +1,164 @@
+"""Named listeners: Kafka's `listeners`, `advertised.listeners` and `inter.broker.listener.name`.
+
+    listeners: INTERNAL://0.0.0.0:9092,EXTERNAL://0.0.0.0:19092
+    advertised.listeners: INTERNAL://broker-1:9092,EXTERNAL://localhost:19092
+    inter.broker.listener.name: INTERNAL
+
+Each listener is one listening socket. An item without `NAME://` is named PLAINTEXT, so the
+one-listener form (`listeners: 127.0.0.1:9092`) keeps working. Every listener speaks the same
+plaintext protocol (`PLAINTEXT://` and `SSL://` name no security protocol here, only a listener);
+the name says which advertised address a client that connected on it is given:
+
+- the broker registers the advertised endpoint of every listener with the controller;
+- Metadata and DescribeCluster answer, for each broker, its endpoint on the listener the request
+  came in on (a broker without that listener is left out, as Kafka does), so a client on the host
+  that bootstrapped from localhost:19092 is told `localhost:1909N`, and a client inside the compose
+  network that used broker-1:9092 is told `broker-N:9092`;
+- followers fetch from the leader's endpoint on `inter.broker.listener.name` (default: the first
+  listener), the one the registration's own host/port also carry.
+
+An advertised entry names a listener (the unnamed form matches PLAINTEXT); a listener with no
+advertised entry advertises the address it binds, and port 0 in either is replaced by the
+port actually bound (tests bind ephemeral ports).
+
+Pure parsing, no sockets: any thread.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from client.errors import ConfigError
+
+DEFAULT_NAME = "PLAINTEXT"
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    name: str
+    host: str
+    port: int
+
+    @property
+    def address(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+    def __str__(self) -> str:
+        return f"{self.name}://{self.address}"
+
+
+def _items(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    return [str(v).strip() for v in value if str(v).strip()]
+
+
+def parse_endpoint(item: str, key: str = "listeners") -> Endpoint:
+    """`NAME://HOST:PORT`, `HOST:PORT` (named PLAINTEXT) or `[v6]:PORT` → Endpoint."""
+    name, rest = DEFAULT_NAME, item
+    if "://" in item:
+        name, rest = item.split("://", 1)
+        if not _NAME.match(name):
+            raise ConfigError(
+                f"{key}: listener name {name!r} in {item!r} must be letters, digits, _"
+            )
+        name = name.upper()
+    host, sep, port = rest.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise ConfigError(f"{key}: expected [NAME://]HOST:PORT, got {item!r}")
+    return Endpoint(name, host.strip("[]"), int(port))
+
+
+def parse_endpoints(value: Any, key: str = "listeners") -> list[Endpoint]:
+    """Every item of a comma-separated string or list; ConfigError on a repeated name."""
+    out = [parse_endpoint(i, key) for i in _items(value)]
+    seen: set[str] = set()
+    for e in out:
+        if e.name in seen:
+            raise ConfigError(
+                f"{key}: listener name {e.name} appears twice in {','.join(_items(value))!r}"
+                " (give each listener its own NAME://)"
+            )
+        seen.add(e.name)
+    return out
+
+
+def _cfg(config: Any, attr: str, default: Any) -> Any:
+    value = getattr(config, attr, default)
+    return default if value is None else value
+
+
+@dataclass(frozen=True)
+class Listeners:
+    """What the broker binds (`bind`), what it advertises per listener (`advertised`, same order
+    and names), and the listener replicas use (`inter_broker`)."""
+
+    bind: tuple[Endpoint, ...]
+    advertised: tuple[Endpoint, ...]
+    inter_broker: str
+
+    @classmethod
+    def from_config(cls, config: Any) -> Listeners:
+        bind = parse_endpoints(_cfg(config, "listeners", ()), "listeners")
+        if not bind:
+            raise ConfigError("listeners: no listener configured")
+        by_name = {e.name: e for e in bind}
+        adv = parse_endpoints(_cfg(config, "advertised_listeners", ()), "advertised.listeners")
+        for e in adv:
+            if e.name not in by_name:
+                raise ConfigError(
+                    f"advertised.listeners: {e} names listener {e.name}, which is not in"
+                    f" listeners ({','.join(str(b) for b in bind)})"
+                )
+        adv_by_name = {e.name: e for e in adv}
+        advertised = tuple(adv_by_name.get(b.name, b) for b in bind)
+        inter = str(_cfg(config, "inter_broker_listener_name", "") or "").upper() or bind[0].name
+        if inter not in by_name:
+            raise ConfigError(
+                f"inter.broker.listener.name: {inter} is not a listener (listeners:"
+                f" {', '.join(by_name)})"
+            )
+        return cls(tuple(bind), advertised, inter)
+
+    def with_bound(self, bound: Mapping[str, tuple[str, int]]) -> Listeners:
+        """Port 0 (advertised or not) replaced by the port `bound[name]` the socket got."""
+
+        def fix(e: Endpoint) -> Endpoint:
+            b = bound.get(e.name)
+            return e if e.port != 0 or b is None else Endpoint(e.name, e.host, b[1])
+
+        return Listeners(
+            tuple(Endpoint(e.name, *bound[e.name]) if e.name in bound else e for e in self.bind),
+            tuple(fix(e) for e in self.advertised),
+            self.inter_broker,
+        )
+
+    def advertised_for(self, name: str) -> Endpoint | None:
+        for e in self.advertised:
+            if e.name == name:
+                return e
+        return None
+
+    @property
+    def inter_broker_endpoint(self) -> Endpoint:
+        e = self.advertised_for(self.inter_broker)
+        assert e is not None  # checked in from_config
+        return e
+
+    def registration(self) -> list[tuple[str, str, int]]:
+        """The endpoints a broker registers: (name, advertised host, advertised port)."""
+        return [(e.name, e.host, e.port) for e in self.advertised]
+
+    def describe(self) -> list[str]:
+        """One line per listener, for the start-up output: bound and advertised address."""
+        return [
+            f"listener {b.name}: bound {b.address}, advertised {a.address}"
+            + (" (inter-broker)" if b.name == self.inter_broker else "")
+            for b, a in zip(self.bind, self.advertised, strict=True)
+        ]
