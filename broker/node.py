@@ -217,7 +217,10 @@ class BrokerNode:
         self.log_config = log_config_from(config)
         self.publisher: MetadataPublisher
         self.log_manager = LogManager(
-            self.log_dirs, self.log_config, topic_config=self._topic_log_config
+            self.log_dirs,
+            self.log_config,
+            topic_config=self._topic_log_config,
+            max_open_files=int(_cfg(config, "log_max_open_files", -1)),
         )
         self.timer = SystemTimer("purgatory")
         self.produce_purgatory = Purgatory("produce", self.timer)

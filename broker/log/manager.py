@@ -10,7 +10,10 @@ Layout of each log dir (docs/storage.md):
 
 Checkpoints are written atomically (checkpoint.py). At start-up every log is opened; without the
 clean-shutdown marker, logs recover from their recovery point. An OSError in a directory marks it
-offline: its logs refuse appends, other directories keep working.
+offline: its logs refuse appends, other directories keep working. Running out of file
+descriptors (EMFILE/ENFILE) is not a disk failure and never marks a directory offline: segment
+descriptors live in one bounded LRU per log dir (handles.py, `log.max.open.files`), and an
+operation that still finds no descriptor fails alone with FileLimitError.
 
 Threads: all methods are thread-safe (a manager lock guards the maps and the checkpoint files);
 call them from I/O workers or the broker's lifecycle thread, never from an event loop.
@@ -32,6 +35,7 @@ from client.errors import StorageError
 from .checkpoint import fsync_dir, read_offsets, write_offsets
 from .config import LogConfig
 from .flusher import Flusher, OnFlushed
+from .handles import FileHandles, derive_max_open_files, fd_limit_error, is_fd_limit, nofile_limit
 from .log import Log
 
 _log = logging.getLogger(__name__)
@@ -55,6 +59,28 @@ def parse_partition_dir(name: str) -> TopicPartition | None:
     return topic, int(partition)
 
 
+def _remove_partial(directory: Path) -> None:
+    """Remove a partition directory whose creation failed. Out of descriptors, listing it is
+    impossible, so the files a new log makes are removed by name (a leftover only gets
+    reused by the next creation of that partition)."""
+    try:
+        shutil.rmtree(directory)
+        return
+    except OSError:
+        pass
+    first = "0" * 20
+    for name in (f"{first}.log", f"{first}.index", f"{first}.timeindex", "leader-epoch-checkpoint"):
+        for path in (directory / name, directory / f"{name}.tmp"):
+            try:
+                path.unlink(missing_ok=True)
+            except OSError:
+                pass
+    try:
+        directory.rmdir()
+    except OSError as exc:
+        _log.warning("%s: partly created partition directory left behind: %s", directory, exc)
+
+
 class LogManager:
     def __init__(
         self,
@@ -63,12 +89,27 @@ class LogManager:
         clock: Callable[[], int] = _now_ms,
         *,
         topic_config: Callable[[str], LogConfig] | None = None,
+        max_open_files: int = -1,
     ) -> None:
         """Open every log of `log_dirs`. `clock()` returns wall-clock milliseconds;
-        `topic_config(topic)` gives a topic's LogConfig (default: `config` for all)."""
+        `topic_config(topic)` gives a topic's LogConfig (default: `config` for all);
+        `max_open_files` bounds the open segment descriptors of all dirs together (-1: half
+        the process's RLIMIT_NOFILE; handles.py)."""
         self.log_dirs = [Path(d).resolve() for d in log_dirs]
         if not self.log_dirs:
             raise ValueError("LogManager needs at least one log dir")
+        self.max_open_files = derive_max_open_files(max_open_files)
+        per_dir = max(1, self.max_open_files // len(self.log_dirs))
+        self._handles = {d: FileHandles(per_dir, str(d)) for d in self.log_dirs}
+        self._counts = {d: 0 for d in self.log_dirs}  # logs per dir
+        _log.info(
+            "file handle budget: %d open segment files (%d per log dir, log.max.open.files=%s)"
+            " of an open-files limit of %d (RLIMIT_NOFILE); index files hold none",
+            self.max_open_files,
+            per_dir,
+            max_open_files if max_open_files >= 0 else "-1: limit/2",
+            nofile_limit(),
+        )
         self.config = config
         self._clock = clock
         self._topic_config = topic_config or (lambda topic: config)
@@ -111,6 +152,8 @@ class LogManager:
             self._logs[tp] = self._new_log(
                 entry, tp, clean, recovery_points.get(tp, 0), start_offsets.get(tp)
             )
+            self._counts[log_dir] += 1
+        self._handles[log_dir].close_all_idle()  # inactive partitions hold no descriptor
         if clean:
             marker.unlink()
             fsync_dir(log_dir)
@@ -129,7 +172,16 @@ class LogManager:
             clean=clean,
             on_storage_error=self._on_storage_error,
             on_log_start_offset_changed=self._on_log_start_offset_changed,
+            handles=self._handles[directory.parent],
         )
+
+    def handles(self, log_dir: Path) -> FileHandles:
+        """The open-segment cache of `log_dir` (statistics for tests and benchmarks)."""
+        return self._handles[Path(log_dir).resolve()]
+
+    def open_segment_files(self) -> int:
+        """Segment descriptors open now, over every log dir."""
+        return sum(h.open_count for h in self._handles.values())
 
     # -- logs ----------------------------------------------------------------------------------
 
@@ -152,15 +204,11 @@ class LogManager:
             online = [d for d in self.log_dirs if d not in self._offline]
             if not online:
                 raise StorageError("every log dir is offline")
-            counts = {d: 0 for d in online}
-            for other in self._logs.values():
-                parent = other.log_dir
-                if parent in counts:
-                    counts[parent] += 1
+            counts = self._counts  # kept up to date: no walk over every log per creation
             log_dir = min(online, key=lambda d: counts[d])
             directory = log_dir / f"{topic}-{partition}"
             try:
-                directory.mkdir()
+                directory.mkdir(exist_ok=True)  # a refused creation may have left it
                 fsync_dir(log_dir)
                 log = Log(
                     directory,
@@ -170,11 +218,20 @@ class LogManager:
                     self._clock,
                     on_storage_error=self._on_storage_error,
                     on_log_start_offset_changed=self._on_log_start_offset_changed,
+                    handles=self._handles[log_dir],
                 )
             except OSError as exc:
+                if is_fd_limit(exc):  # refused, nothing offline: remove what was made
+                    _remove_partial(directory)
+                    _log.error("cannot create log %s-%d: %s", topic, partition, exc)
+                    if isinstance(exc, StorageError):
+                        raise
+                    raise fd_limit_error(exc, f"creating log {topic}-{partition}") from exc
                 self._mark_offline(log_dir, exc)
                 raise StorageError(exc.errno, f"creating {directory}: {exc}") from exc
+            log.release_fds()  # a new partition holds no descriptor until it is used
             self._logs[tp] = log
+            self._counts[log_dir] += 1
             _log.info("created log %s-%d in %s", topic, partition, log_dir)
             return log
 
@@ -186,6 +243,7 @@ class LogManager:
                 return False
             log.close()
             log_dir = log.log_dir
+            self._counts[log_dir] -= 1
             doomed = log_dir / f"{log.directory.name}.{uuid.uuid4().hex}-delete"
             try:
                 os.rename(log.directory, doomed)
@@ -211,6 +269,9 @@ class LogManager:
         self._mark_offline(log.log_dir, exc)
 
     def _mark_offline(self, log_dir: Path, exc: OSError) -> None:
+        if is_fd_limit(exc):  # out of descriptors is not a disk failure
+            _log.error("log dir %s stays online: %s", log_dir, exc)
+            return
         with self._lock:
             if log_dir in self._offline:
                 return
