@@ -264,7 +264,9 @@ class BrokerNode:
         self.quorum.loader.subscribe(self.publisher.publish)
         self.publisher.subscribe(self._on_metadata)
         self.services = Services(self)
-        self.lifecycle = BrokerLifecycle(self.node_id, self.controller, self.publisher)
+        self.lifecycle = BrokerLifecycle(
+            self.node_id, self.controller, self.publisher, self.replica_manager.failed_replicas
+        )
         self.broker_epoch = -1
         self.isr_proposer = IsrProposer(self.controller, self.node_id, lambda: self.broker_epoch)
         self.replica_manager.isr_proposer = self.isr_proposer.propose
@@ -388,6 +390,7 @@ class BrokerNode:
             "recovery_checkpoint": 60_000,
             "flush_due": 100,
             "offline_check": 100,
+            "retry_failed": 5000,
             "isr_shrink": max(1, self._lag_time_ms() // 2),
         }
         actions: dict[str, Callable[[], object]] = {
@@ -397,6 +400,9 @@ class BrokerNode:
             "recovery_checkpoint": self.log_manager.checkpoint_recovery_points,
             "flush_due": self._flush_due,
             "offline_check": self.replica_manager.wake_offline,
+            "retry_failed": lambda: self.replica_manager.retry_failed(
+                lambda: self.publisher.latest_image
+            ),
             "isr_shrink": lambda: self.replica_manager.shrink_isrs(self._lag_time_ms()),
         }
         now = time.monotonic()

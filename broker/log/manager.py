@@ -223,7 +223,7 @@ class LogManager:
             except OSError as exc:
                 if is_fd_limit(exc):  # refused, nothing offline: remove what was made
                     _remove_partial(directory)
-                    _log.error("cannot create log %s-%d: %s", topic, partition, exc)
+                    _log.debug("cannot create log %s-%d: %s", topic, partition, exc)
                     if isinstance(exc, StorageError):
                         raise
                     raise fd_limit_error(exc, f"creating log {topic}-{partition}") from exc

@@ -76,6 +76,7 @@ class ReplicaManager(OffsetQueries):
         self.settings = settings or ReplicaSettings()
         self._min_insync_for = min_insync_for or (lambda topic: self.settings.min_insync_replicas)
         self._lock = threading.Lock()
+        self._apply_lock = threading.Lock()  # one metadata application at a time
         self._partitions: dict[TopicPartition, Partition] = {}
         self._checkpointed_hw = log_manager.read_high_watermarks()
         self._offline_seen: set[TopicPartition] = set()
@@ -98,9 +99,29 @@ class ReplicaManager(OffsetQueries):
     def high_watermarks(self) -> dict[TopicPartition, int]:
         return {tp: p.high_watermark for tp, p in self.partitions().items()}
 
+    def failed_replicas(self) -> list[tuple[str, int]]:
+        """The replicas whose metadata failed to apply (a log that could not be created or
+        opened): the heartbeat reports them to the controller."""
+        return sorted(self.failed)
+
+    def retry_failed(self, latest_image: Callable[[], Any]) -> None:
+        """Apply failed partitions again from `latest_image()` (periodic: a failure such as
+        running out of file descriptors may pass without any new metadata arriving)."""
+        if self.failed:
+            with self._apply_lock:
+                image = latest_image()
+                retry = [(tp, image.partition(*tp)) for tp in list(self.failed)]
+                for tp, reg in retry:
+                    if reg is not None:
+                        self._apply_guarded(tp, reg)
+
     def apply_metadata(self, image: Any, delta: Any) -> None:
         """Bring local replicas in line with `image` (delta None: full resync). Called by the
         metadata publisher, in commit order: become leader / follower, stop replica, delete."""
+        with self._apply_lock:
+            self._apply_metadata(image, delta)
+
+    def _apply_metadata(self, image: Any, delta: Any) -> None:
         if delta is not None:
             for topic in delta.deleted_topics:
                 self._delete_topic(topic)

@@ -7,13 +7,18 @@ other managers. Controller thread only.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import Any
 
 from client.errors import ErrorCode
 from controller.metadata.delta import MetadataDelta
 from controller.metadata.records import FenceBroker, ProducerIds, RegisterBroker, UnfenceBroker
 from controller.quorum.config_control import ConfigurationControlManager
-from controller.quorum.replication import elect_offline_changes, remove_broker_changes
+from controller.quorum.replication import (
+    elect_offline_changes,
+    failed_replica_changes,
+    remove_broker_changes,
+)
 from controller.quorum.state import ControllerCore, ControlManager
 
 _log = logging.getLogger(__name__)
@@ -26,6 +31,8 @@ class ClusterControlManager(ControlManager):
         self._last_heartbeat_ms: dict[int, float] = {}
         self._registered_at: dict[int, int] = {}  # broker id -> offset of its registration
         self._shutting_down: set[int] = set()
+        # replicas each broker reported it could not create or open (last heartbeat's list)
+        self._failed: dict[int, frozenset[tuple[str, int]]] = {}
 
     def reset_sessions(self) -> None:
         """After a load: every registered broker counts as just heard from (and registered at
@@ -34,6 +41,7 @@ class ClusterControlManager(ControlManager):
         self._last_heartbeat_ms = {b: now for b in self.image.brokers}
         self._registered_at = {b: self.image.offset for b in self.image.brokers}
         self._shutting_down.clear()
+        self._failed.clear()
 
     def live(self) -> set[int]:
         """Unfenced brokers not in a controlled shutdown: the ones that may lead."""
@@ -78,6 +86,7 @@ class ClusterControlManager(ControlManager):
         last = self._write(records)
         self._last_heartbeat_ms[broker_id] = now
         self._registered_at[broker_id] = last
+        self._failed.pop(broker_id, None)
         _log.info(
             "[controller=%d] registered broker %d epoch %d at %s:%d rack=%s",
             self.settings.node_id,
@@ -90,6 +99,7 @@ class ClusterControlManager(ControlManager):
         return {"error_code": 0, "broker_epoch": epoch}
 
     def _fence(self, broker_id: int, reason: str) -> None:
+        self._failed.pop(broker_id, None)  # it reports them again once unfenced
         b = self.image.brokers[broker_id]
         records: list[Any] = remove_broker_changes(
             self.image, broker_id, self.live() - {broker_id}, self.configs.unclean_for
@@ -112,8 +122,11 @@ class ClusterControlManager(ControlManager):
         current_metadata_offset: int,
         want_fence: bool = False,
         want_shutdown: bool = False,
+        failed_replicas: Iterable[tuple[str, int]] = (),
     ) -> dict:
-        """BrokerHeartbeat → {error_code, is_caught_up, is_fenced, should_shut_down}."""
+        """BrokerHeartbeat → {error_code, is_caught_up, is_fenced, should_shut_down}.
+        `failed_replicas`: every replica the broker could not create or open (see
+        `_failed_replicas`)."""
         self._check_active()
         b = self.image.brokers.get(broker_id)
         resp = {
@@ -167,8 +180,55 @@ class ClusterControlManager(ControlManager):
                 broker_id,
                 len(records) - 1,
             )
+        if not want_shutdown and not want_fence:
+            self._failed_replicas(broker_id, frozenset((t, int(p)) for t, p in failed_replicas))
         resp["is_fenced"] = self.image.brokers[broker_id].fenced
         return resp
+
+    def _failed_replicas(self, broker_id: int, failed: frozenset[tuple[str, int]]) -> None:
+        """Act on a change in the replicas `broker_id` cannot serve: leadership and ISR
+        membership of newly failed ones move to other replicas; healed ones that were left
+        leaderless get a leader again. Work in proportion to the partitions named."""
+        before = self._failed.get(broker_id, frozenset())
+        if failed == before:
+            return
+        if failed:
+            self._failed[broker_id] = failed
+        else:
+            self._failed.pop(broker_id, None)
+        live = self.live()
+
+        def live_for(tp: tuple[str, int]) -> set[int]:
+            return {b for b in live if tp not in self._failed.get(b, ())}
+
+        new, healed = failed - before, before - failed
+        changes = failed_replica_changes(
+            self.image, broker_id, sorted(new), sorted(healed), live_for, self.configs.unclean_for
+        )
+        if new:
+            _log.warning(
+                "[controller=%d] broker %d cannot create or open %d replicas (%s%s);"
+                " %d partition changes",
+                self.settings.node_id,
+                broker_id,
+                len(new),
+                ", ".join(f"{t}-{p}" for t, p in sorted(new)[:5]),
+                ", ..." if len(new) > 5 else "",
+                len(changes),
+            )
+        if healed:
+            _log.info(
+                "[controller=%d] broker %d serves %d replicas again",
+                self.settings.node_id,
+                broker_id,
+                len(healed),
+            )
+        if changes:
+            self._write(changes)
+
+    def failed_replicas(self, broker_id: int) -> frozenset[tuple[str, int]]:
+        """The replicas `broker_id` last reported it could not create or open."""
+        return self._failed.get(broker_id, frozenset())
 
     def check_sessions(self) -> list[int]:
         """Fence brokers whose session expired; returns their ids. Call periodically."""

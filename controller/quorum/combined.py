@@ -44,7 +44,7 @@ import os
 import random
 import shutil
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from client.errors import NotControllerError
@@ -340,9 +340,15 @@ class CombinedController:
         current_metadata_offset: int,
         want_fence: bool = False,
         want_shutdown: bool = False,
+        failed_replicas: Sequence[tuple[str, int]] = (),
     ) -> concurrent.futures.Future:
         return self.runner.broker_heartbeat(
-            broker_id, broker_epoch, current_metadata_offset, want_fence, want_shutdown
+            broker_id,
+            broker_epoch,
+            current_metadata_offset,
+            want_fence,
+            want_shutdown,
+            failed_replicas,
         )
 
     def alter_partition(
