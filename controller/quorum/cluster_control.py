@@ -11,7 +11,6 @@ from collections.abc import Iterable
 from typing import Any
 
 from client.errors import ErrorCode
-from controller.metadata.delta import MetadataDelta
 from controller.metadata.records import FenceBroker, ProducerIds, RegisterBroker, UnfenceBroker
 from controller.quorum.config_control import ConfigurationControlManager
 from controller.quorum.replication import (
@@ -75,15 +74,16 @@ class ClusterControlManager(ControlManager):
         ):
             return {"error_code": int(ErrorCode.DUPLICATE_BROKER_REGISTRATION), "broker_epoch": -1}
         epoch = self.last_written_offset + 1
-        records: list[Any] = []
+        changes: list[Any] = []
         self._shutting_down.discard(broker_id)
         if old is not None:
             # A restarted broker leaves every ISR and leadership until it has caught up again.
-            records += remove_broker_changes(
+            changes = remove_broker_changes(
                 self.image, broker_id, self.live() - {broker_id}, self.configs.unclean_for
             )
-        records.append(RegisterBroker(broker_id, epoch, host, port, rack, incarnation_id, True))
-        last = self._write(records)
+        last = self._write_changes(
+            changes, [RegisterBroker(broker_id, epoch, host, port, rack, incarnation_id, True)]
+        )
         self._last_heartbeat_ms[broker_id] = now
         self._registered_at[broker_id] = last
         self._failed.pop(broker_id, None)
@@ -104,15 +104,13 @@ class ClusterControlManager(ControlManager):
         records: list[Any] = remove_broker_changes(
             self.image, broker_id, self.live() - {broker_id}, self.configs.unclean_for
         )
-        if not b.fenced:
-            records.append(FenceBroker(broker_id, b.broker_epoch))
-        self._write(records)
+        self._write_changes(records, [] if b.fenced else [FenceBroker(broker_id, b.broker_epoch)])
         _log.info(
             "[controller=%d] fenced broker %d (%s); %d partition changes",
             self.settings.node_id,
             broker_id,
             reason,
-            len(records) - 1,
+            len(records),
         )
 
     def broker_heartbeat(
@@ -150,7 +148,7 @@ class ClusterControlManager(ControlManager):
                 changes = remove_broker_changes(
                     self.image, broker_id, self.live(), self.configs.unclean_for
                 )
-                self._write(changes)
+                self._write_changes(changes)
                 _log.info(
                     "[controller=%d] controlled shutdown of broker %d: %d partition changes",
                     self.settings.node_id,
@@ -167,18 +165,16 @@ class ClusterControlManager(ControlManager):
         elif b.fenced and caught_up and broker_id not in self._shutting_down:
             # (a broker shutting down stays fenced until it registers again, even if a
             # heartbeat sent before it asked to shut down arrives late)
-            records: list[Any] = [UnfenceBroker(broker_id, broker_epoch)]
-            delta = MetadataDelta(self.image)
-            delta.replay(records[0], self.image.offset + 1)
-            records += elect_offline_changes(
-                delta.apply(), self.live() | {broker_id}, self.configs.unclean_for
+            self._write([UnfenceBroker(broker_id, broker_epoch)])
+            elected = elect_offline_changes(
+                self.image, self.live() | {broker_id}, self.configs.unclean_for
             )
-            self._write(records)
+            self._write_changes(elected)
             _log.info(
                 "[controller=%d] unfenced broker %d; %d partitions elected",
                 self.settings.node_id,
                 broker_id,
-                len(records) - 1,
+                len(elected),
             )
         if not want_shutdown and not want_fence:
             self._failed_replicas(broker_id, frozenset((t, int(p)) for t, p in failed_replicas))
@@ -223,8 +219,7 @@ class ClusterControlManager(ControlManager):
                 broker_id,
                 len(healed),
             )
-        if changes:
-            self._write(changes)
+        self._write_changes(changes)
 
     def failed_replicas(self, broker_id: int) -> frozenset[tuple[str, int]]:
         """The replicas `broker_id` last reported it could not create or open."""

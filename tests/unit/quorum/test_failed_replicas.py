@@ -46,3 +46,29 @@ def test_failed_sole_replica_goes_leaderless_and_returns_when_healed(env):  # no
     c.broker_heartbeat(1, epochs[1], c.last_written_offset, failed_replicas=[("solo", 1), ("x", 0)])
     beat(c, epochs, 1)
     assert c.image.partition("solo", 1).leader == 1
+
+
+def test_a_broker_leading_more_than_a_batch_reregisters_in_bounded_batches(env):  # noqa: F811
+    """12,000 partitions led by one broker: its restart (leaderless all) and its unfencing
+    (elected all) are written in batches the Raft log accepts (<= MAX_RECORDS_PER_BATCH + 1)."""
+    from controller.quorum.state import MAX_RECORDS_PER_BATCH
+
+    c, clock, log = env
+    up(c, 1)
+    c.create_topics([topic("big", 12_000, 1)])
+    clock.advance(1500)  # the old incarnation's session is over (it was killed)
+    sizes: list[int] = []
+    append = log.append
+
+    def spy(records):
+        sizes.append(len(records))
+        return append(records)
+
+    log.append = spy
+    r = c.register_broker(1, "127.0.0.1", 9001, None, "inc-again")
+    assert r["error_code"] == 0
+    assert all(reg.leader == NO_LEADER for reg in c.image.topics["big"].partitions.values())
+    hb = c.broker_heartbeat(1, r["broker_epoch"], c.last_written_offset)
+    assert not hb["is_fenced"]
+    assert all(reg.leader == 1 for reg in c.image.topics["big"].partitions.values())
+    assert max(sizes) <= MAX_RECORDS_PER_BATCH + 1 and sum(sizes) > 2 * 12_000, sizes
