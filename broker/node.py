@@ -42,7 +42,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from broker.lifecycle import BrokerLifecycle
+from broker.lifecycle import RUNNING, BrokerLifecycle
 from broker.log import LogConfig, LogManager
 from broker.metadata_publisher import MetadataPublisher
 from broker.producer_ids import ProducerIdManager
@@ -370,6 +370,9 @@ class BrokerNode:
         self.quorum.start(timeout)  # replays / follows the committed log into the publisher
         host, port = self.advertised
         self.broker_epoch = self.lifecycle.start(host, port, self.rack, timeout)
+        # caught up with the metadata log: logs it does not list are stray (a full resync kept
+        # them in case later records re-created them)
+        self.replica_manager.delete_strays(self.publisher.image)
         self._tasks = threading.Thread(target=self._run_tasks, name="broker-tasks", daemon=True)
         self._tasks.start()
         _log.info(
@@ -391,6 +394,7 @@ class BrokerNode:
             "flush_due": 100,
             "offline_check": 100,
             "retry_failed": 5000,
+            "stray_check": 5000,
             "isr_shrink": max(1, self._lag_time_ms() // 2),
         }
         actions: dict[str, Callable[[], object]] = {
@@ -400,6 +404,7 @@ class BrokerNode:
             "recovery_checkpoint": self.log_manager.checkpoint_recovery_points,
             "flush_due": self._flush_due,
             "offline_check": self.replica_manager.wake_offline,
+            "stray_check": self._delete_strays,
             "retry_failed": lambda: self.replica_manager.retry_failed(
                 lambda: self.publisher.latest_image
             ),
@@ -417,6 +422,12 @@ class BrokerNode:
                     except Exception:
                         _log.exception("[broker=%d] periodic task %s failed", self.node_id, name)
             self._stop.wait(max(0.0, min(due.values()) - time.monotonic()))
+
+    def _delete_strays(self) -> None:
+        """Periodic: after a full resync while running, logs the metadata does not list are
+        deleted once the broker is caught up again (it heartbeats as RUNNING)."""
+        if self.lifecycle.state == RUNNING:
+            self.replica_manager.delete_strays(self.publisher.image)
 
     def _lag_time_ms(self) -> int:
         return int(_cfg(self.config, "replica_lag_time_max_ms", 30_000))

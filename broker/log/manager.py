@@ -237,24 +237,36 @@ class LogManager:
 
     def delete(self, topic: str, partition: int) -> bool:
         """Close and remove the log's directory (renamed to *-delete first, then removed)."""
+        return self.delete_many([(topic, partition)]) == 1
+
+    def delete_many(self, tps: Iterable[TopicPartition]) -> int:
+        """Delete the logs of `tps` (those that exist): each directory is renamed to
+        *-delete (one directory fsync per log dir makes the renames durable: an unfinished
+        removal is finished at start-up), removed, and each log dir's checkpoints are
+        rewritten once for all of them. Returns how many logs were deleted."""
         with self._lock:
-            log = self._logs.pop((topic, partition), None)
-            if log is None:
-                return False
-            log.close()
-            log_dir = log.log_dir
-            self._counts[log_dir] -= 1
-            doomed = log_dir / f"{log.directory.name}.{uuid.uuid4().hex}-delete"
-            try:
-                os.rename(log.directory, doomed)
-                fsync_dir(log_dir)
-                shutil.rmtree(doomed)
-            except OSError as exc:
-                self._mark_offline(log_dir, exc)
-                raise StorageError(exc.errno, f"deleting {log.directory}: {exc}") from exc
-            self._write_dir_checkpoints(log_dir)
-            _log.info("deleted log %s-%d", topic, partition)
-            return True
+            doomed: dict[Path, list[tuple[Log, Path]]] = {}
+            for tp in tps:
+                log = self._logs.pop(tp, None)
+                if log is None:
+                    continue
+                log.close()
+                self._counts[log.log_dir] -= 1
+                target = log.log_dir / f"{log.directory.name}.{uuid.uuid4().hex}-delete"
+                doomed.setdefault(log.log_dir, []).append((log, target))
+            for log_dir, logs in doomed.items():
+                try:
+                    for log, target in logs:
+                        os.rename(log.directory, target)
+                    fsync_dir(log_dir)
+                    for log, target in logs:
+                        shutil.rmtree(target)
+                        _log.info("deleted log %s-%d", log.topic, log.partition)
+                except OSError as exc:
+                    self._mark_offline(log_dir, exc)
+                    raise StorageError(exc.errno, f"deleting logs in {log_dir}: {exc}") from exc
+                self._write_dir_checkpoints(log_dir)
+            return sum(len(logs) for logs in doomed.values())
 
     # -- offline directories -------------------------------------------------------------------
 
@@ -284,6 +296,8 @@ class LogManager:
     # -- checkpoints ---------------------------------------------------------------------------
 
     def _logs_in(self, log_dir: Path) -> dict[TopicPartition, Log]:
+        if len(self.log_dirs) == 1:  # the common case: no walk comparing paths
+            return dict(self._logs) if log_dir == self.log_dirs[0] else {}
         return {tp: log for tp, log in self._logs.items() if log.log_dir == log_dir}
 
     def _write(self, log_dir: Path, name: str, offsets: dict[TopicPartition, int]) -> None:

@@ -77,6 +77,8 @@ class ReplicaManager(OffsetQueries):
         self._min_insync_for = min_insync_for or (lambda topic: self.settings.min_insync_replicas)
         self._lock = threading.Lock()
         self._apply_lock = threading.Lock()  # one metadata application at a time
+        # local logs a full resync found unknown to the metadata (delete_strays)
+        self._strays: set[TopicPartition] = set()
         self._partitions: dict[TopicPartition, Partition] = {}
         self._checkpointed_hw = log_manager.read_high_watermarks()
         self._offline_seen: set[TopicPartition] = set()
@@ -127,13 +129,22 @@ class ReplicaManager(OffsetQueries):
                 self._delete_topic(topic)
             touched: Iterable[tuple[TopicPartition, Any]] = delta.changed_partitions.items()
         else:
+            # A full resync (a snapshot was loaded). Local replicas the image does not list
+            # stop being served, but their logs stay until this broker has caught up with the
+            # metadata log (delete_strays): records not yet visible may re-create them, and
+            # deleting them now would lose their data.
             live = {(t.name, p) for t in image.topics.values() for p in t.partitions}
             for tp in list(self.partitions()):
                 if tp not in live:
-                    self._stop_replica(tp, delete=True)
-            for tp in self.log_manager.logs():
-                if tp not in live:
-                    self._stop_replica(tp, delete=True)
+                    self._stop_replica(tp, delete=False)
+                    self._strays.add(tp)
+            self._strays.update(tp for tp in self.log_manager.logs() if tp not in live)
+            if self._strays:
+                _log.info(
+                    "%d local logs are not in the metadata at offset %d: kept until caught up",
+                    len(self._strays),
+                    image.offset,
+                )
             touched = [
                 ((t.name, p), reg) for t in image.topics.values() for p, reg in t.partitions.items()
             ]
@@ -181,6 +192,7 @@ class ReplicaManager(OffsetQueries):
             _log.info("[%s-%d] metadata applied again: serving it", tp[0], tp[1])
 
     def _apply_partition(self, tp: TopicPartition, reg: Any) -> None:
+        self._strays.discard(tp)  # known again: its log is this replica's
         part = self._partitions.get(tp)
         if part is None:
             log = self.log_manager.get_or_create(*tp)
@@ -218,18 +230,35 @@ class ReplicaManager(OffsetQueries):
             self._partitions.pop(tp, None)
         self._wake(tp)
         if delete:
-            try:
-                self.log_manager.delete(*tp)
-            except StorageError as exc:
-                _log.error("[%s-%d] deleting the log failed: %s", tp[0], tp[1], exc)
+            self._delete_logs([tp])
+
+    def _delete_logs(self, tps: list[TopicPartition]) -> None:
+        self._strays.difference_update(tps)
+        try:
+            self.log_manager.delete_many(tps)
+        except StorageError as exc:
+            _log.error("deleting the logs of %d partitions failed: %s", len(tps), exc)
 
     def _delete_topic(self, topic: str) -> None:
         doomed = {tp for tp in self.partitions() if tp[0] == topic}
         doomed |= {tp for tp in self.log_manager.logs() if tp[0] == topic}
         for tp in sorted(doomed):
-            self._stop_replica(tp, delete=True)
+            self._stop_replica(tp, delete=False)
+        self._delete_logs(sorted(doomed))  # the checkpoints are rewritten once, not per log
         if doomed:
             _log.info("deleted topic %s (%d local partitions)", topic, len(doomed))
+
+    def delete_strays(self, image: Any) -> int:
+        """Delete the logs a full resync kept that `image` still does not list. Call once the
+        broker has caught up with the metadata log (after its start, then periodically).
+        Returns how many were deleted."""
+        with self._apply_lock:
+            doomed = sorted(tp for tp in self._strays if image.partition(*tp) is None)
+            self._strays.clear()
+            if doomed:
+                _log.info("deleting %d local logs the metadata does not list", len(doomed))
+                self._delete_logs(doomed)
+            return len(doomed)
 
     def _wake(self, tp: TopicPartition) -> None:
         self.produce_purgatory.check_and_complete(produce_key(*tp))
