@@ -45,6 +45,7 @@ def start_server(data_dir: str) -> Server:
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("GREGOR_")}
     log_path = data_dir + ".stderr"
+    os.makedirs(os.path.dirname(os.path.abspath(data_dir)), exist_ok=True)
     t0 = time.monotonic()
     with open(log_path, "ab") as err:
         proc = subprocess.Popen(
