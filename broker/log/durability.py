@@ -17,12 +17,14 @@ from client.errors import StorageError
 
 from .checkpoint import fsync_dir
 from .config import LogConfig
+from .epoch_cache import LeaderEpochCache
 from .segment import LogSegment
 
 
 class LogDurability:
     # the Log's state this mixin works on (set by Log.__init__)
     config: LogConfig
+    epoch_cache: LeaderEpochCache
     directory: Path
     _clock: Callable[[], int]
     _lock: threading.Lock
@@ -52,6 +54,42 @@ class LogDurability:
             or self._clock() - self._last_flush_ms >= cfg.flush_ms
         )
 
+    def prepare_covered_flush(self) -> tuple[int, int] | bool:
+        """The first half of a flush covered by a file-system-wide sync (syncfs.py), for the
+        flusher. Returns True when there is nothing to flush, False when this log needs its
+        own flush() (a rolled segment's indexes or a new epoch to write), else a token: the
+        flush lock is then held until finish_covered_flush(token, ...) is called, after the
+        sync (which must start after this call)."""
+        self._flush_lock.acquire()
+        with self._lock:
+            target = self._end()
+            if target <= self._flushed and not self._dirty and not self._dir_dirty:
+                if not self.epoch_cache.dirty:
+                    self._flush_lock.release()
+                    return True
+            active = self._segments[-1]
+            if self.epoch_cache.dirty or any(seg is not active for seg in self._dirty.values()):
+                self._flush_lock.release()
+                return False
+            self._dirty.clear()
+            self._dir_dirty = False
+            return target, self._generation
+
+    def finish_covered_flush(self, token: tuple[int, int], error: OSError | None) -> int:
+        """The second half: the sync succeeded (error None) or failed. Returns the new
+        flushed offset; raises StorageError (the log dir goes offline) on `error`."""
+        target, generation = token
+        try:
+            if error is not None:
+                raise self._fail(error) from error
+            with self._lock:
+                if generation == self._generation and target > self._flushed:
+                    self._flushed = target
+                self._last_flush_ms = self._clock()
+                return self._flushed
+        finally:
+            self._flush_lock.release()
+
     def flush(self) -> int:
         """fsync data and indexes of every segment written since the last flush, and the
         directory when files were created or removed. Returns the new flushed offset: the end
@@ -61,7 +99,13 @@ class LogDurability:
             with self._lock:
                 target = self._end()
                 generation = self._generation
-                if target <= self._flushed and not self._dirty and not self._dir_dirty:
+                epochs = self.epoch_cache.dirty
+                if (
+                    target <= self._flushed
+                    and not self._dirty
+                    and not self._dir_dirty
+                    and not epochs
+                ):
                     return self._flushed
                 segments = list(self._dirty.values())
                 self._dirty.clear()
@@ -93,7 +137,9 @@ class LogDurability:
                     os.fdatasync(fd)
                 for fd in fds:
                     os.fdatasync(fd)
-                if dir_dirty:
+                if epochs:  # the leader epochs of the data this flush covers
+                    self.epoch_cache.persist()
+                elif dir_dirty:  # (persist fsyncs the directory)
                     fsync_dir(self.directory)
             except OSError as exc:
                 raise self._fail(exc) from exc

@@ -100,7 +100,11 @@ class Log(LogRetention, LogDurability):
         on_storage_error: Callable[[Log, OSError], None] | None = None,
         on_log_start_offset_changed: Callable[[Log], None] | None = None,
         handles: FileHandles | None = None,
+        flush_recovered: bool = True,
     ) -> None:
+        """`flush_recovered=False` (the LogManager, which flushes many recovered logs in
+        parallel): after an unclean open the recovered data is left for the caller to
+        flush(); until then the flushed offset stays at the recovery point."""
         self.directory = Path(directory)
         # the cache of open segment descriptors (the log dir's; a private one when alone)
         self._handles = handles or FileHandles(64, str(directory))
@@ -144,14 +148,20 @@ class Log(LogRetention, LogDurability):
         # entries past the end are stale (an entry may start exactly at the end: kept)
         self.epoch_cache.truncate_from_end(self._end() + 1)
         self.epoch_cache.truncate_from_start(lso)
-        if not clean:  # whatever recovery kept is on disk now; make it durable
+        if not clean:  # whatever recovery kept past the recovery point: make it durable
             for seg in self._segments:
-                self._dirty[seg.base_offset] = seg
+                if seg.next_offset > recovery_point or seg is self._segments[-1]:
+                    self._dirty[seg.base_offset] = seg
+                    # a new epoch's checkpoint entry is written by the flush after the
+                    # append: one lost in the crash is found again in the batch headers
+                    for h in self._guard(lambda s=seg: list(s.headers())):
+                        if h.partition_leader_epoch > self.epoch_cache.latest_epoch:
+                            self.epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
             self._dir_dirty = True
-        self._flushed = self._end() if clean else lso
-        if not clean:
-            self.flush()
+        self._flushed = self._end() if clean else max(lso, min(recovery_point, self._end()))
         self._last_flush_ms = now
+        if not clean and flush_recovered:
+            self.flush()
 
     # -- state ---------------------------------------------------------------------------------
 

@@ -28,13 +28,14 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from client.errors import StorageError
 
 from .checkpoint import fsync_dir, read_offsets, write_offsets
 from .config import LogConfig
-from .flusher import Flusher, OnFlushed
+from .flusher import PARALLELISM, Flusher, OnFlushed
 from .handles import FileHandles, derive_max_open_files, fd_limit_error, is_fd_limit, nofile_limit
 from .log import Log
 
@@ -153,10 +154,19 @@ class LogManager:
                 entry, tp, clean, recovery_points.get(tp, 0), start_offsets.get(tp)
             )
             self._counts[log_dir] += 1
+        if not clean:  # make what recovery kept durable: many fdatasyncs, so in parallel
+            self._flush_all([self._logs[tp] for _entry, tp in found])
         self._handles[log_dir].close_all_idle()  # inactive partitions hold no descriptor
         if clean:
             marker.unlink()
             fsync_dir(log_dir)
+
+    def _flush_all(self, logs: list[Log]) -> None:
+        """Flush `logs` on up to PARALLELISM threads (the file system commits concurrent
+        fdatasyncs together); a failure marks the dir offline and is raised."""
+        with ThreadPoolExecutor(PARALLELISM, thread_name_prefix="recovery-flush") as pool:
+            for _ in pool.map(lambda log: log.flush(), logs):
+                pass
 
     def _new_log(
         self, directory: Path, tp: TopicPartition, clean: bool, recovery_point: int, lso: int | None
@@ -173,6 +183,7 @@ class LogManager:
             on_storage_error=self._on_storage_error,
             on_log_start_offset_changed=self._on_log_start_offset_changed,
             handles=self._handles[directory.parent],
+            flush_recovered=False,  # _open_dir flushes them all in parallel
         )
 
     def handles(self, log_dir: Path) -> FileHandles:
@@ -389,7 +400,9 @@ class LogManager:
         with self._lock:
             for log_dir in self.log_dirs:
                 if log_dir not in self._flushers:
-                    self._flushers[log_dir] = Flusher(log_dir.name, on_flushed).start()
+                    self._flushers[log_dir] = Flusher(
+                        log_dir.name, on_flushed, directory=log_dir
+                    ).start()
 
     def flusher_for(self, log: Log) -> Flusher:
         return self._flushers[log.log_dir]
