@@ -11,7 +11,10 @@ A round with several logs flushes them on up to `parallelism` threads at once (t
 own pool): each log's fdatasync is a disk round trip (~1-2 ms here), and the file system
 commits concurrent ones together (ext4's journal joins them into one transaction), so a round
 over 500 logs takes ~60 ms instead of ~1 s one after the other (docs/storage.md). Each log is
-still flushed by exactly one thread per round, and its errors stay its own.
+still flushed by exactly one thread per round, and its errors stay its own. A round of at least
+SYNCFS_MIN_LOGS logs (given the log dir, on Linux 5.8+) is covered by one syncfs of the log
+dir's file system instead (syncfs.py): every log's target is taken first, then one sync, then
+every log's flushed offset advances; a failed syncfs fails every log of the round.
 
 The pending set holds at most one entry per log and at most `max_pending` entries; a caller that
 finds it full waits (back-pressure). `stop()` drains what is pending, then joins the thread
@@ -25,11 +28,13 @@ import threading
 import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from client.errors import StorageError
 
 from .handles import FileLimitError
 from .log import Log
+from .syncfs import SYNCFS_MIN_LOGS, syncfs
 
 _log = logging.getLogger(__name__)
 
@@ -47,8 +52,12 @@ class Flusher:
         on_flushed: OnFlushed | None = None,
         max_pending: int = 100_000,
         parallelism: int = PARALLELISM,
+        directory: Path | None = None,
     ) -> None:
+        """`directory`: the log dir, for a round covered by syncfs (None: never)."""
         self.name = name
+        self._directory = directory
+        self.syncfs_rounds = 0  # rounds covered by one syncfs (a statistic)
         self._parallelism = parallelism
         self._pool: ThreadPoolExecutor | None = None  # made on the first round that needs it
         self._on_flushed = on_flushed
@@ -103,7 +112,11 @@ class Flusher:
             retry: list[Log] = []
             try:
                 logs = list(batch.values())
-                if len(logs) == 1 or self._parallelism <= 1:
+                if self._directory is not None and syncfs and len(logs) >= SYNCFS_MIN_LOGS:
+                    logs = self._covered_round(logs)
+                if not logs:
+                    outcomes = []
+                elif len(logs) == 1 or self._parallelism <= 1:
                     outcomes = [self._flush_one(log) for log in logs]
                 else:
                     if self._pool is None:
@@ -122,6 +135,53 @@ class Flusher:
                         for log in retry:
                             self._pending.setdefault(id(log), log)
 
+    def _covered_round(self, logs: list[Log]) -> list[Log]:
+        """Flush `logs` with one syncfs; returns those that need a flush of their own."""
+        assert self._directory is not None and syncfs is not None
+        own: list[Log] = []
+        tokens: list[tuple[Log, tuple[int, int]]] = []
+        try:
+            for log in logs:
+                token = log.prepare_covered_flush()
+                if token is False:
+                    own.append(log)
+                elif token is not True:
+                    assert isinstance(token, tuple)
+                    tokens.append((log, token))
+            error: OSError | None = None
+            if tokens:
+                try:
+                    syncfs(self._directory)
+                except OSError as exc:
+                    error = exc
+                self.syncfs_rounds += 1
+        finally:  # every prepared log gets its flush lock back, whatever happened
+            results = []
+            for log, token in tokens:
+                try:
+                    results.append((log, log.finish_covered_flush(token, error)))
+                except StorageError as exc:
+                    _log.error(
+                        "[%s-%d] flush failed, log directory offline: %s",
+                        log.topic,
+                        log.partition,
+                        exc,
+                    )
+        for log, after in results:
+            self._report(log, after)
+        return own
+
+    def _report(self, log: Log, after: int) -> None:
+        with self._cond:
+            if after == self._reported.get(log, -1):
+                return
+            self._reported[log] = after
+        if self._on_flushed is not None:
+            try:
+                self._on_flushed(log.topic, log.partition, after)
+            except Exception:
+                _log.exception("on_flushed(%s, %d, %d) raised", log.topic, log.partition, after)
+
     def _flush_one(self, log: Log) -> bool | None:
         """Flush one log and report its new flushed offset. True when flushed, False when it
         failed for good (its log dir is offline), None to try again (out of descriptors)."""
@@ -135,15 +195,7 @@ class Flusher:
                 "[%s-%d] flush failed, log directory offline: %s", log.topic, log.partition, exc
             )
             return False
-        with self._cond:
-            if after == self._reported.get(log, -1):
-                return True
-            self._reported[log] = after
-        if self._on_flushed is not None:
-            try:
-                self._on_flushed(log.topic, log.partition, after)
-            except Exception:
-                _log.exception("on_flushed(%s, %d, %d) raised", log.topic, log.partition, after)
+        self._report(log, after)
         return True
 
     def stop(self) -> None:
