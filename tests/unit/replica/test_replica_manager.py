@@ -4,6 +4,7 @@ per-partition errors, deletion."""
 
 from __future__ import annotations
 
+import errno
 import threading
 import time
 
@@ -246,7 +247,8 @@ def test_offline_log_fails_waiting_produce_with_storage_error(tmp_path):
         cb = lambda s: (box.update(s), done.set())  # noqa: E731
         assert h.rm.append_records(-1, 10_000, {("t", 0): build_batch([(None, b"x")])}, cb) is None
         assert h.rm.wake_offline() == 0 and not done.is_set()
-        h.lm.get("t", 0).mark_offline()  # what a failed fsync does
+        log = h.lm.get("t", 0)  # what a failed fsync does: the log and its dir go offline
+        log._fail(OSError(errno.EIO, "fdatasync: Input/output error"))
         assert h.rm.wake_offline() == 1
         assert done.wait(5)
         assert box[("t", 0)].error_code == ErrorCode.KAFKA_STORAGE_ERROR
