@@ -393,8 +393,7 @@ class LogSegment:
         self.file.close()
 
     def delete(self) -> None:
-        self.index.close(write=False)  # no point writing buffered entries of a deleted file
-        self.time_index.close(write=False)
-        self.close()
+        # no point writing buffered index entries of a deleted file: only the .log fd closes
+        self.file.close()
         for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX):
             (self.directory / segment_name(self.base_offset, suffix)).unlink(missing_ok=True)
