@@ -18,6 +18,7 @@ from client.errors import StorageError
 from .checkpoint import fsync_dir
 from .config import LogConfig
 from .epoch_cache import LeaderEpochCache
+from .handles import is_fd_limit
 from .segment import LogSegment
 
 
@@ -54,7 +55,7 @@ class LogDurability:
             or self._clock() - self._last_flush_ms >= cfg.flush_ms
         )
 
-    def prepare_covered_flush(self) -> tuple[int, int] | bool:
+    def prepare_covered_flush(self) -> tuple[int, int, list[LogSegment], bool] | bool:
         """The first half of a flush covered by a file-system-wide sync (syncfs.py), for the
         flusher. Returns True when there is nothing to flush, False when this log needs its
         own flush() (a rolled segment's indexes or a new epoch to write), else a token: the
@@ -71,16 +72,26 @@ class LogDurability:
             if self.epoch_cache.dirty or any(seg is not active for seg in self._dirty.values()):
                 self._flush_lock.release()
                 return False
+            token = (target, self._generation, list(self._dirty.values()), self._dir_dirty)
             self._dirty.clear()
             self._dir_dirty = False
-            return target, self._generation
+            return token
 
-    def finish_covered_flush(self, token: tuple[int, int], error: OSError | None) -> int:
+    def finish_covered_flush(
+        self, token: tuple[int, int, list[LogSegment], bool], error: OSError | None
+    ) -> int:
         """The second half: the sync succeeded (error None) or failed. Returns the new
-        flushed offset; raises StorageError (the log dir goes offline) on `error`."""
-        target, generation = token
+        flushed offset; raises StorageError (the log dir goes offline) on `error`, or
+        FileLimitError (nothing offline, what was to flush is kept for a later flush) when
+        it failed for lack of a file descriptor."""
+        target, generation, segments, dir_dirty = token
         try:
             if error is not None:
+                if is_fd_limit(error):
+                    with self._lock:
+                        for seg in segments:
+                            self._dirty.setdefault(seg.base_offset, seg)
+                        self._dir_dirty = self._dir_dirty or dir_dirty
                 raise self._fail(error) from error
             with self._lock:
                 if generation == self._generation and target > self._flushed:

@@ -24,6 +24,7 @@ and its pool.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import weakref
 from collections.abc import Callable
@@ -32,9 +33,9 @@ from pathlib import Path
 
 from client.errors import StorageError
 
-from .handles import FileLimitError
+from .handles import FileLimitError, is_fd_limit
 from .log import Log
-from .syncfs import SYNCFS_MIN_LOGS, syncfs
+from .syncfs import SYNCFS_MIN_LOGS, open_dir, syncfs
 
 _log = logging.getLogger(__name__)
 
@@ -57,6 +58,7 @@ class Flusher:
         """`directory`: the log dir, for a round covered by syncfs (None: never)."""
         self.name = name
         self._directory = directory
+        self._dir_fd = -1  # on `directory`, for syncfs: opened on first use, closed by stop()
         self.syncfs_rounds = 0  # rounds covered by one syncfs (a statistic)
         self._parallelism = parallelism
         self._pool: ThreadPoolExecutor | None = None  # made on the first round that needs it
@@ -139,8 +141,16 @@ class Flusher:
         """Flush `logs` with one syncfs; returns those that need a flush of their own."""
         assert self._directory is not None and syncfs is not None
         own: list[Log] = []
-        tokens: list[tuple[Log, tuple[int, int]]] = []
+        tokens: list[tuple[Log, tuple]] = []
+        error: OSError | None = None
         try:
+            if self._dir_fd < 0:
+                try:
+                    self._dir_fd = open_dir(self._directory)
+                except OSError as exc:
+                    if not is_fd_limit(exc):
+                        raise
+                    return logs  # no descriptor for the sync: each log flushes on its own
             for log in logs:
                 token = log.prepare_covered_flush()
                 if token is False:
@@ -148,10 +158,9 @@ class Flusher:
                 elif token is not True:
                     assert isinstance(token, tuple)
                     tokens.append((log, token))
-            error: OSError | None = None
             if tokens:
                 try:
-                    syncfs(self._directory)
+                    syncfs(self._dir_fd)
                 except OSError as exc:
                     error = exc
                 self.syncfs_rounds += 1
@@ -160,6 +169,8 @@ class Flusher:
             for log, token in tokens:
                 try:
                     results.append((log, log.finish_covered_flush(token, error)))
+                except FileLimitError:
+                    own.append(log)  # (kept dirty) flushed on its own, which retries
                 except StorageError as exc:
                     _log.error(
                         "[%s-%d] flush failed, log directory offline: %s",
@@ -207,3 +218,6 @@ class Flusher:
             self._thread.join()
         if self._pool is not None:
             self._pool.shutdown(wait=True)
+        if self._dir_fd >= 0:
+            os.close(self._dir_fd)
+            self._dir_fd = -1

@@ -155,8 +155,13 @@ class Log(LogRetention, LogDurability):
                     # a new epoch's checkpoint entry is written by the flush after the
                     # append: one lost in the crash is found again in the batch headers
                     for h in self._guard(lambda s=seg: list(s.headers())):
-                        if h.partition_leader_epoch > self.epoch_cache.latest_epoch:
-                            self.epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
+                        if (
+                            h.partition_leader_epoch > self.epoch_cache.latest_epoch
+                            and h.next_offset > lso  # (below the log start: no epoch kept)
+                        ):
+                            self.epoch_cache.assign(
+                                h.partition_leader_epoch, max(h.base_offset, lso)
+                            )
             self._dir_dirty = True
         self._flushed = self._end() if clean else max(lso, min(recovery_point, self._end()))
         self._last_flush_ms = now

@@ -37,7 +37,7 @@ def _kernel_at_least(major: int, minor: int) -> bool:
         return False
 
 
-def _load() -> Callable[[Path], None] | None:
+def _load() -> Callable[[int], None] | None:
     if not sys.platform.startswith("linux") or not _kernel_at_least(5, 8):
         return None
     try:
@@ -47,17 +47,19 @@ def _load() -> Callable[[Path], None] | None:
     fn.argtypes = [ctypes.c_int]
     fn.restype = ctypes.c_int
 
-    def syncfs(directory: Path) -> None:
-        """Write back the whole file system holding `directory`; OSError on failure."""
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            if fn(fd) != 0:
-                err = ctypes.get_errno()
-                raise OSError(err, f"syncfs({directory}): {os.strerror(err)}")
-        finally:
-            os.close(fd)
+    def syncfs(fd: int) -> None:
+        """Write back the whole file system holding the open file `fd`; OSError on failure."""
+        if fn(fd) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"syncfs: {os.strerror(err)}")
 
     return syncfs
+
+
+def open_dir(directory: Path) -> int:
+    """A descriptor on `directory` to pass to syncfs (the flusher keeps one per log dir, so a
+    round never needs a new descriptor)."""
+    return os.open(directory, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
 
 
 syncfs = _load()
