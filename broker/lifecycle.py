@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from client.errors import ErrorCode
@@ -49,12 +49,21 @@ class BrokerLifecycleError(RuntimeError):
 
 
 class BrokerLifecycle:
-    def __init__(self, node_id: int, channel: ControllerChannel, publisher: Any) -> None:
+    def __init__(
+        self,
+        node_id: int,
+        channel: ControllerChannel,
+        publisher: Any,
+        failed_replicas: Callable[[], list[tuple[str, int]]] | None = None,
+    ) -> None:
         """`publisher.image.offset` is the broker's published metadata offset and
-        `publisher.wait_for(predicate, timeout)` waits for a newer image (MetadataPublisher)."""
+        `publisher.wait_for(predicate, timeout)` waits for a newer image (MetadataPublisher).
+        `failed_replicas()`: the replicas this broker could not create or open, reported with
+        every heartbeat so the controller moves their leadership elsewhere."""
         self.node_id = node_id
         self.channel = channel
         self.publisher = publisher
+        self._failed_replicas = failed_replicas or list
         self.incarnation_id = uuid.uuid4().hex  # one per process start
         self.broker_epoch = -1
         self.state = STARTING
@@ -127,6 +136,7 @@ class BrokerLifecycle:
             self.broker_epoch,
             self.publisher.image.offset,
             want_shutdown=want_shutdown,
+            failed_replicas=self._failed_replicas(),
         ).result(timeout)
         if hb.get("error_code", 0) != 0:
             raise BrokerLifecycleError(f"broker {self.node_id} heartbeat failed: {hb}")

@@ -42,7 +42,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from broker.lifecycle import BrokerLifecycle
+from broker.lifecycle import RUNNING, BrokerLifecycle
 from broker.listeners import Listeners
 from broker.log import LogConfig, LogManager
 from broker.metadata_publisher import MetadataPublisher
@@ -218,7 +218,10 @@ class BrokerNode:
         self.log_config = log_config_from(config)
         self.publisher: MetadataPublisher
         self.log_manager = LogManager(
-            self.log_dirs, self.log_config, topic_config=self._topic_log_config
+            self.log_dirs,
+            self.log_config,
+            topic_config=self._topic_log_config,
+            max_open_files=int(_cfg(config, "log_max_open_files", -1)),
         )
         self.timer = SystemTimer("purgatory")
         self.produce_purgatory = Purgatory("produce", self.timer)
@@ -262,7 +265,9 @@ class BrokerNode:
         self.quorum.loader.subscribe(self.publisher.publish)
         self.publisher.subscribe(self._on_metadata)
         self.services = Services(self)
-        self.lifecycle = BrokerLifecycle(self.node_id, self.controller, self.publisher)
+        self.lifecycle = BrokerLifecycle(
+            self.node_id, self.controller, self.publisher, self.replica_manager.failed_replicas
+        )
         self.broker_epoch = -1
         self.isr_proposer = IsrProposer(self.controller, self.node_id, lambda: self.broker_epoch)
         self.replica_manager.isr_proposer = self.isr_proposer.propose
@@ -378,6 +383,9 @@ class BrokerNode:
             for name, h, p in self.listeners.registration()
         ]
         self.broker_epoch = self.lifecycle.start(host, port, self.rack, timeout, endpoints)
+        # caught up with the metadata log: logs it does not list are stray (a full resync kept
+        # them in case later records re-created them)
+        self.replica_manager.delete_strays(self.publisher.image)
         self._tasks = threading.Thread(target=self._run_tasks, name="broker-tasks", daemon=True)
         self._tasks.start()
         _log.info(
@@ -398,6 +406,8 @@ class BrokerNode:
             "recovery_checkpoint": 60_000,
             "flush_due": 100,
             "offline_check": 100,
+            "retry_failed": 5000,
+            "stray_check": 5000,
             "isr_shrink": max(1, self._lag_time_ms() // 2),
         }
         actions: dict[str, Callable[[], object]] = {
@@ -407,6 +417,10 @@ class BrokerNode:
             "recovery_checkpoint": self.log_manager.checkpoint_recovery_points,
             "flush_due": self._flush_due,
             "offline_check": self.replica_manager.wake_offline,
+            "stray_check": self._delete_strays,
+            "retry_failed": lambda: self.replica_manager.retry_failed(
+                lambda: self.publisher.latest_image
+            ),
             "isr_shrink": lambda: self.replica_manager.shrink_isrs(self._lag_time_ms()),
         }
         now = time.monotonic()
@@ -421,6 +435,12 @@ class BrokerNode:
                     except Exception:
                         _log.exception("[broker=%d] periodic task %s failed", self.node_id, name)
             self._stop.wait(max(0.0, min(due.values()) - time.monotonic()))
+
+    def _delete_strays(self) -> None:
+        """Periodic: after a full resync while running, logs the metadata does not list are
+        deleted once the broker is caught up again (it heartbeats as RUNNING)."""
+        if self.lifecycle.state == RUNNING:
+            self.replica_manager.delete_strays(self.publisher.image)
 
     def _lag_time_ms(self) -> int:
         return int(_cfg(self.config, "replica_lag_time_max_ms", 30_000))

@@ -45,11 +45,13 @@ class ControllerChannel(Protocol):
         current_metadata_offset: int,
         want_fence: bool = False,
         want_shutdown: bool = False,
+        failed_replicas: Sequence[tuple[str, int]] = (),
     ) -> Future:
         """BrokerHeartbeat → {error_code, is_caught_up, is_fenced, should_shut_down}.
         `current_metadata_offset` is the broker's own published image offset (the controller
         unfences it once that reaches its registration); `want_shutdown` asks for a controlled
-        shutdown (leadership moved off, then fenced)."""
+        shutdown (leadership moved off, then fenced); `failed_replicas` are the (topic,
+        partition) replicas the broker could not create or open (all of them, every time)."""
         ...
 
     def alter_partition(self, broker_id: int, broker_epoch: int, topics: list[dict]) -> Future:

@@ -1,13 +1,19 @@
 """Leader-epoch cache: epoch -> first offset written in that epoch (KIP-101 / KIP-279).
 
 Persisted as `leader-epoch-checkpoint` in the partition directory (format in checkpoint.py),
-rewritten atomically on every change (changes happen once per leader change, truncation or log
-start advance, never per append). Called with the owning Log's lock held.
+rewritten atomically. A new epoch (`assign`, once per leader change, on the first append in it)
+is only recorded in memory and marked dirty: the log's next flush persists it (`persist`)
+together with the data it covers, so the first write to each of thousands of partitions does
+not pay an fsync of its own on the request path. A crash before that flush loses nothing: the
+epoch is in the headers of the batches past the recovery point, and recovery assigns it again
+from them (log.py). Truncations persist at once. Called with the owning Log's lock held, except
+`persist`, which the flush calls outside it (a lock of its own keeps writers apart).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from pathlib import Path
 
 from .checkpoint import read_epochs, write_epochs
@@ -23,6 +29,8 @@ class LeaderEpochCache:
     def __init__(self, directory: Path) -> None:
         self.path = directory / CHECKPOINT_NAME
         self._entries: list[tuple[int, int]] = read_epochs(self.path)
+        self.dirty = False  # entries changed since the file was last written
+        self._write_lock = threading.Lock()
 
     @property
     def entries(self) -> list[tuple[int, int]]:
@@ -56,7 +64,7 @@ class LeaderEpochCache:
                 start_offset,
             )
         self._entries.append((epoch, start_offset))
-        self._persist()
+        self.dirty = True  # after the append: persist() clears it before copying the entries
 
     def end_offset_for_epoch(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """(largest epoch <= `epoch`, end offset of that epoch) per KIP-279: the start offset of
@@ -98,5 +106,20 @@ class LeaderEpochCache:
             self._entries = []
             self._persist()
 
+    def persist(self) -> None:
+        """Write the entries if they changed since the last write (any thread). On failure
+        they stay dirty and the error is raised."""
+        with self._write_lock:
+            if not self.dirty:
+                return
+            self.dirty = False
+            entries = list(self._entries)
+            try:
+                write_epochs(self.path, entries)
+            except BaseException:
+                self.dirty = True
+                raise
+
     def _persist(self) -> None:
-        write_epochs(self.path, self._entries)
+        self.dirty = True
+        self.persist()

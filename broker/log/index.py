@@ -15,7 +15,9 @@ Time index, 12-byte entries, big-endian, appended in timestamp order:
 An offset-index entry is added for a batch when more than `index_interval_bytes` were appended
 since the previous entry; a time-index entry is added at the same moment when the segment's
 largest timestamp grew. Both files are plain append-only files mirrored in memory as lists, so
-a lookup is a bisect. New entries reach the file in blocks of WRITE_EVERY (one pwrite instead
+a lookup is a bisect, and hold no file descriptor: each block write opens, writes and closes
+the file (a broker with many partitions keeps its descriptors bounded: handles.py). New
+entries reach the file in blocks of WRITE_EVERY (one pwrite instead
 of one per entry: a 16 KiB batch appends an entry each time), and at release/close/sync_fd, so
 the file may lag the memory by up to WRITE_EVERY - 1 entries between those points; lookups use
 memory only. They are derived data: a missing, short or inconsistent file is rebuilt from the
@@ -37,6 +39,8 @@ from client.errors import StorageError
 OFFSET_ENTRY = struct.Struct(">II")
 TIME_ENTRY = struct.Struct(">qI")
 WRITE_EVERY = 64  # entries buffered in memory before one pwrite
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_FLAGS = os.O_RDWR | os.O_CREAT | _CLOEXEC
 
 _log = logging.getLogger(__name__)
 
@@ -49,35 +53,29 @@ class _IndexFile:
         self.base_offset = base_offset
         self.max_entries = max(1, max_bytes // self.entry.size)
         self.existed = path.exists()
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        if not self.existed:  # every segment has both index files, even empty ones
+            os.close(os.open(path, _FLAGS, 0o644))
         self._keys: list[int] = []
         self._values: list[int] = []
         self._written = 0  # entries [0, _written) are in the file; the rest only in memory
 
-    @property
-    def fd(self) -> int:
-        """The file's fd, reopened on demand after release()."""
-        if self._fd < 0:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        return self._fd
-
     def release(self) -> None:
-        """Close the fd of an index that is no longer written (entries stay in memory)."""
+        """Write buffered entries of an index that is no longer written (it holds no fd)."""
         self.close()
 
     def sync_fd(self) -> int:
         """A new fd on the file for fsync outside the Log's lock (caller closes it); buffered
         entries are written first."""
         self.write_pending()
-        return os.dup(self._fd) if self._fd >= 0 else os.open(self.path, os.O_RDONLY)
+        return os.open(self.path, os.O_RDONLY | _CLOEXEC)
 
     def _load(self) -> bool:
         """Read the file into memory; False (and empty) if its length is not whole entries."""
-        size = os.fstat(self.fd).st_size
-        if size % self.entry.size:
-            return False
-        data = os.pread(self.fd, size, 0) if size else b""
-        if len(data) != size:
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            data = b""
+        if len(data) % self.entry.size:
             return False
         keys, values = self._keys, self._values
         for a, b in self.entry.iter_unpack(data):
@@ -109,10 +107,14 @@ class _IndexFile:
         pack = self.entry.pack
         data = b"".join([pack(a, b) for a, b in zip(self._keys[w:], self._values[w:], strict=True)])
         pos = w * self.entry.size
-        written = os.pwrite(self.fd, data, pos)
-        if written != len(data):
-            os.ftruncate(self.fd, pos)
-            raise StorageError(f"{self.path}: short index write ({written} of {len(data)})")
+        fd = os.open(self.path, _FLAGS, 0o644)
+        try:
+            written = os.pwrite(fd, data, pos)
+            if written != len(data):
+                os.ftruncate(fd, pos)
+                raise StorageError(f"{self.path}: short index write ({written} of {len(data)})")
+        finally:
+            os.close(fd)
         self._written = n
 
     def _truncate_entries(self, count: int) -> None:
@@ -120,7 +122,7 @@ class _IndexFile:
             del self._keys[count:]
             del self._values[count:]
         if count <= self._written:  # entries past _written were never in the file
-            os.ftruncate(self.fd, count * self.entry.size)
+            os.truncate(self.path, count * self.entry.size)
             self._written = count
 
     def reset(self) -> None:
@@ -128,18 +130,14 @@ class _IndexFile:
         self._truncate_entries(0)
 
     def close(self, write: bool = True) -> None:
-        """Write buffered entries (unless `write` is False), then close the fd. A failed write
-        is logged, not raised: the index is derived data, and a short file is still a valid
-        (sparser) index or gets rebuilt when the segment is opened."""
-        if self._fd >= 0:
+        """Write buffered entries (unless `write` is False). A failed write is logged, not
+        raised: the index is derived data, and a short file is still a valid (sparser) index
+        or gets rebuilt when the segment is opened."""
+        if write:
             try:
-                if write:
-                    self.write_pending()
+                self.write_pending()
             except OSError as exc:
                 _log.warning("%s: buffered index entries not written: %s", self.path, exc)
-            finally:
-                os.close(self._fd)
-                self._fd = -1
 
     def delete(self) -> None:
         self.close(write=False)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import bisect
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -31,9 +30,10 @@ from client.errors import (
 from client.fsutil import make_dirs
 from client.records.header import peek_size, set_base_offset, set_partition_leader_epoch, validate
 
-from .checkpoint import fsync_dir
 from .config import LogConfig
+from .durability import LogDurability
 from .epoch_cache import LeaderEpochCache
+from .handles import FileHandles, fd_limit_error, is_fd_limit
 from .producer_state import (
     ProducerStateManager,
     delete_snapshots_after,
@@ -84,7 +84,7 @@ class TimestampOffset(NamedTuple):
     leader_epoch: int
 
 
-class Log(LogRetention):
+class Log(LogRetention, LogDurability):
     """A partition log. Opening runs recovery (see recovery.py) when `clean` is False."""
 
     def __init__(
@@ -100,8 +100,15 @@ class Log(LogRetention):
         clean: bool = True,
         on_storage_error: Callable[[Log, OSError], None] | None = None,
         on_log_start_offset_changed: Callable[[Log], None] | None = None,
+        handles: FileHandles | None = None,
+        flush_recovered: bool = True,
     ) -> None:
+        """`flush_recovered=False` (the LogManager, which flushes many recovered logs in
+        parallel): after an unclean open the recovered data is left for the caller to
+        flush(); until then the flushed offset stays at the recovery point."""
         self.directory = Path(directory)
+        # the cache of open segment descriptors (the log dir's; a private one when alone)
+        self._handles = handles or FileHandles(64, str(directory))
         self.log_dir = self.directory.parent  # the log.dirs entry (hash cached: a hot dict key)
         self.topic = topic
         self.partition = partition
@@ -121,11 +128,11 @@ class Log(LogRetention):
         make_dirs(self.directory)
         now = clock()
         self._segments: list[LogSegment] = load_segments(
-            self.directory, config, now, recovery_point, clean, self._prefix
+            self.directory, config, now, recovery_point, clean, self._prefix, self._handles
         )
         if not self._segments:
             start = log_start_offset or 0
-            self._segments.append(LogSegment(self.directory, start, config, now))
+            self._segments.append(LogSegment(self.directory, start, config, now, self._handles))
             self._dir_dirty = True
         self._bases = [s.base_offset for s in self._segments]
         self.epoch_cache = LeaderEpochCache(self.directory)
@@ -142,14 +149,25 @@ class Log(LogRetention):
         # entries past the end are stale (an entry may start exactly at the end: kept)
         self.epoch_cache.truncate_from_end(self._end() + 1)
         self.epoch_cache.truncate_from_start(lso)
-        if not clean:  # whatever recovery kept is on disk now; make it durable
+        if not clean:  # whatever recovery kept past the recovery point: make it durable
             for seg in self._segments:
-                self._dirty[seg.base_offset] = seg
+                if seg.next_offset > recovery_point or seg is self._segments[-1]:
+                    self._dirty[seg.base_offset] = seg
+                    # a new epoch's checkpoint entry is written by the flush after the
+                    # append: one lost in the crash is found again in the batch headers
+                    for h in self._guard(lambda s=seg: list(s.headers())):
+                        if (
+                            h.partition_leader_epoch > self.epoch_cache.latest_epoch
+                            and h.next_offset > lso  # (below the log start: no epoch kept)
+                        ):
+                            self.epoch_cache.assign(
+                                h.partition_leader_epoch, max(h.base_offset, lso)
+                            )
             self._dir_dirty = True
-        self._flushed = self._end() if clean else lso
-        if not clean:
-            self.flush()
+        self._flushed = self._end() if clean else max(lso, min(recovery_point, self._end()))
         self._last_flush_ms = now
+        if not clean and flush_recovered:
+            self.flush()
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -189,6 +207,8 @@ class Log(LogRetention):
         self._offline = True
 
     def _fail(self, exc: OSError) -> StorageError:
+        if is_fd_limit(exc):  # out of descriptors is not a disk failure: nothing goes offline
+            return exc if isinstance(exc, StorageError) else fd_limit_error(exc, self._prefix)
         self._offline = True
         if self._on_storage_error is not None:
             self._on_storage_error(self, exc)
@@ -358,7 +378,7 @@ class Log(LogRetention):
         old = self._segments[-1]
         if self._producers is not None:  # a restart then scans only from here
             write_snapshot(self.directory, old.next_offset, self._producers)
-        seg = LogSegment(self.directory, old.next_offset, self.config, self._clock())
+        seg = LogSegment(self.directory, old.next_offset, self.config, self._clock(), self._handles)
         self._segments.append(seg)
         self._bases.append(seg.base_offset)
         self._dir_dirty = True
@@ -488,7 +508,7 @@ class Log(LogRetention):
         try:
             for seg in self._segments:
                 self._delete_segment_locked(seg)
-            seg = LogSegment(self.directory, offset, self.config, self._clock())
+            seg = LogSegment(self.directory, offset, self.config, self._clock(), self._handles)
             self._segments = [seg]
             self._bases = [offset]
             self._dirty = {offset: seg}
@@ -517,71 +537,12 @@ class Log(LogRetention):
         seg.delete()
         self._dir_dirty = True
 
-    # -- durability ----------------------------------------------------------------------------
-
-    def should_flush(self) -> bool:
-        """Whether unflushed data should be fsynced now under this log's flush policy."""
-        unflushed = self._end() - self._flushed
-        if unflushed <= 0 and not self._dirty:
-            return False
-        cfg = self.config
-        return (
-            cfg.flush_on_ack
-            or unflushed >= cfg.flush_messages
-            or self._clock() - self._last_flush_ms >= cfg.flush_ms
-        )
-
-    def flush(self) -> int:
-        """fsync data and indexes of every segment written since the last flush, and the
-        directory when files were created or removed. Returns the new flushed offset: the end
-        offset seen when the flush started (appends racing with the fsync wait for the next
-        round). Raises StorageError (and marks the log offline) when an fsync fails."""
-        with self._flush_lock:
-            with self._lock:
-                target = self._end()
-                generation = self._generation
-                if target <= self._flushed and not self._dirty and not self._dir_dirty:
-                    return self._flushed
-                segments = list(self._dirty.values())
-                self._dirty.clear()
-                active = self._segments[-1]
-                # No syscall under the lock on the common path (only the active segment dirty):
-                # its fd is pinned, so a concurrent truncation or close defers closing it.
-                # The active segment's indexes are rebuilt by recovery after a crash (recovery
-                # starts at or before it), so only its data is fsynced; a rolled segment gets its
-                # indexes fsynced once (the roll marks it dirty), through fresh fds.
-                pinned = [seg for seg in segments if seg is active]
-                fds: list[int] = []
-                try:
-                    for seg in segments:
-                        if seg is not active:
-                            fds.extend(seg.sync_fds())
-                except OSError as exc:
-                    for fd in fds:
-                        os.close(fd)
-                    raise self._fail(exc) from exc
-                pinned_fds = [seg.pin() for seg in pinned]
-                dir_dirty, self._dir_dirty = self._dir_dirty, False
-            try:
-                for fd in pinned_fds:
-                    os.fdatasync(fd)
-                for fd in fds:
-                    os.fdatasync(fd)
-                if dir_dirty:
-                    fsync_dir(self.directory)
-            except OSError as exc:
-                raise self._fail(exc) from exc
-            finally:
-                for fd in fds:
-                    os.close(fd)
-                with self._lock:
-                    for seg in pinned:
-                        seg.unpin()
-            with self._lock:
-                if generation == self._generation and target > self._flushed:
-                    self._flushed = target
-                self._last_flush_ms = self._clock()
-                return self._flushed
+    def release_fds(self) -> None:
+        """Close the segment descriptors nobody uses now (an idle log holds none; they reopen
+        on the next use)."""
+        with self._lock:
+            for seg in self._segments:
+                seg.release_fd()
 
     def close(self) -> None:
         """Close every fd (no flush: call flush() first for a clean close)."""

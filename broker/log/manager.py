@@ -10,7 +10,10 @@ Layout of each log dir (docs/storage.md):
 
 Checkpoints are written atomically (checkpoint.py). At start-up every log is opened; without the
 clean-shutdown marker, logs recover from their recovery point. An OSError in a directory marks it
-offline: its logs refuse appends, other directories keep working.
+offline: its logs refuse appends, other directories keep working. Running out of file
+descriptors (EMFILE/ENFILE) is not a disk failure and never marks a directory offline: segment
+descriptors live in one bounded LRU per log dir (handles.py, `log.max.open.files`), and an
+operation that still finds no descriptor fails alone with FileLimitError.
 
 Threads: all methods are thread-safe (a manager lock guards the maps and the checkpoint files);
 call them from I/O workers or the broker's lifecycle thread, never from an event loop.
@@ -25,6 +28,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from client.errors import StorageError
@@ -32,7 +36,8 @@ from client.fsutil import make_dirs
 
 from .checkpoint import fsync_dir, read_offsets, write_offsets
 from .config import LogConfig
-from .flusher import Flusher, OnFlushed
+from .flusher import PARALLELISM, Flusher, OnFlushed
+from .handles import FileHandles, derive_max_open_files, fd_limit_error, is_fd_limit, nofile_limit
 from .log import Log
 
 _log = logging.getLogger(__name__)
@@ -56,6 +61,28 @@ def parse_partition_dir(name: str) -> TopicPartition | None:
     return topic, int(partition)
 
 
+def _remove_partial(directory: Path) -> None:
+    """Remove a partition directory whose creation failed. Out of descriptors, listing it is
+    impossible, so the files a new log makes are removed by name (a leftover only gets
+    reused by the next creation of that partition)."""
+    try:
+        shutil.rmtree(directory)
+        return
+    except OSError:
+        pass
+    first = "0" * 20
+    for name in (f"{first}.log", f"{first}.index", f"{first}.timeindex", "leader-epoch-checkpoint"):
+        for path in (directory / name, directory / f"{name}.tmp"):
+            try:
+                path.unlink(missing_ok=True)
+            except OSError:
+                pass
+    try:
+        directory.rmdir()
+    except OSError as exc:
+        _log.warning("%s: partly created partition directory left behind: %s", directory, exc)
+
+
 class LogManager:
     def __init__(
         self,
@@ -64,12 +91,27 @@ class LogManager:
         clock: Callable[[], int] = _now_ms,
         *,
         topic_config: Callable[[str], LogConfig] | None = None,
+        max_open_files: int = -1,
     ) -> None:
         """Open every log of `log_dirs`. `clock()` returns wall-clock milliseconds;
-        `topic_config(topic)` gives a topic's LogConfig (default: `config` for all)."""
+        `topic_config(topic)` gives a topic's LogConfig (default: `config` for all);
+        `max_open_files` bounds the open segment descriptors of all dirs together (-1: half
+        the process's RLIMIT_NOFILE; handles.py)."""
         self.log_dirs = [Path(d).resolve() for d in log_dirs]
         if not self.log_dirs:
             raise ValueError("LogManager needs at least one log dir")
+        self.max_open_files = derive_max_open_files(max_open_files)
+        per_dir = max(1, self.max_open_files // len(self.log_dirs))
+        self._handles = {d: FileHandles(per_dir, str(d)) for d in self.log_dirs}
+        self._counts = {d: 0 for d in self.log_dirs}  # logs per dir
+        _log.info(
+            "file handle budget: %d open segment files (%d per log dir, log.max.open.files=%s)"
+            " of an open-files limit of %d (RLIMIT_NOFILE); index files hold none",
+            self.max_open_files,
+            per_dir,
+            max_open_files if max_open_files >= 0 else "-1: limit/2",
+            nofile_limit(),
+        )
         self.config = config
         self._clock = clock
         self._topic_config = topic_config or (lambda topic: config)
@@ -112,9 +154,20 @@ class LogManager:
             self._logs[tp] = self._new_log(
                 entry, tp, clean, recovery_points.get(tp, 0), start_offsets.get(tp)
             )
+            self._counts[log_dir] += 1
+        if not clean:  # make what recovery kept durable: many fdatasyncs, so in parallel
+            self._flush_all([self._logs[tp] for _entry, tp in found])
+        self._handles[log_dir].close_all_idle()  # inactive partitions hold no descriptor
         if clean:
             marker.unlink()
             fsync_dir(log_dir)
+
+    def _flush_all(self, logs: list[Log]) -> None:
+        """Flush `logs` on up to PARALLELISM threads (the file system commits concurrent
+        fdatasyncs together); a failure marks the dir offline and is raised."""
+        with ThreadPoolExecutor(PARALLELISM, thread_name_prefix="recovery-flush") as pool:
+            for _ in pool.map(lambda log: log.flush(), logs):
+                pass
 
     def _new_log(
         self, directory: Path, tp: TopicPartition, clean: bool, recovery_point: int, lso: int | None
@@ -130,7 +183,17 @@ class LogManager:
             clean=clean,
             on_storage_error=self._on_storage_error,
             on_log_start_offset_changed=self._on_log_start_offset_changed,
+            handles=self._handles[directory.parent],
+            flush_recovered=False,  # _open_dir flushes them all in parallel
         )
+
+    def handles(self, log_dir: Path) -> FileHandles:
+        """The open-segment cache of `log_dir` (statistics for tests and benchmarks)."""
+        return self._handles[Path(log_dir).resolve()]
+
+    def open_segment_files(self) -> int:
+        """Segment descriptors open now, over every log dir."""
+        return sum(h.open_count for h in self._handles.values())
 
     # -- logs ----------------------------------------------------------------------------------
 
@@ -153,15 +216,11 @@ class LogManager:
             online = [d for d in self.log_dirs if d not in self._offline]
             if not online:
                 raise StorageError("every log dir is offline")
-            counts = {d: 0 for d in online}
-            for other in self._logs.values():
-                parent = other.log_dir
-                if parent in counts:
-                    counts[parent] += 1
+            counts = self._counts  # kept up to date: no walk over every log per creation
             log_dir = min(online, key=lambda d: counts[d])
             directory = log_dir / f"{topic}-{partition}"
             try:
-                directory.mkdir()
+                directory.mkdir(exist_ok=True)  # a refused creation may have left it
                 fsync_dir(log_dir)
                 log = Log(
                     directory,
@@ -171,33 +230,55 @@ class LogManager:
                     self._clock,
                     on_storage_error=self._on_storage_error,
                     on_log_start_offset_changed=self._on_log_start_offset_changed,
+                    handles=self._handles[log_dir],
                 )
             except OSError as exc:
+                if is_fd_limit(exc):  # refused, nothing offline: remove what was made
+                    _remove_partial(directory)
+                    _log.debug("cannot create log %s-%d: %s", topic, partition, exc)
+                    if isinstance(exc, StorageError):
+                        raise
+                    raise fd_limit_error(exc, f"creating log {topic}-{partition}") from exc
                 self._mark_offline(log_dir, exc)
                 raise StorageError(exc.errno, f"creating {directory}: {exc}") from exc
+            log.release_fds()  # a new partition holds no descriptor until it is used
             self._logs[tp] = log
+            self._counts[log_dir] += 1
             _log.info("created log %s-%d in %s", topic, partition, log_dir)
             return log
 
     def delete(self, topic: str, partition: int) -> bool:
         """Close and remove the log's directory (renamed to *-delete first, then removed)."""
+        return self.delete_many([(topic, partition)]) == 1
+
+    def delete_many(self, tps: Iterable[TopicPartition]) -> int:
+        """Delete the logs of `tps` (those that exist): each directory is renamed to
+        *-delete (one directory fsync per log dir makes the renames durable: an unfinished
+        removal is finished at start-up), removed, and each log dir's checkpoints are
+        rewritten once for all of them. Returns how many logs were deleted."""
         with self._lock:
-            log = self._logs.pop((topic, partition), None)
-            if log is None:
-                return False
-            log.close()
-            log_dir = log.log_dir
-            doomed = log_dir / f"{log.directory.name}.{uuid.uuid4().hex}-delete"
-            try:
-                os.rename(log.directory, doomed)
-                fsync_dir(log_dir)
-                shutil.rmtree(doomed)
-            except OSError as exc:
-                self._mark_offline(log_dir, exc)
-                raise StorageError(exc.errno, f"deleting {log.directory}: {exc}") from exc
-            self._write_dir_checkpoints(log_dir)
-            _log.info("deleted log %s-%d", topic, partition)
-            return True
+            doomed: dict[Path, list[tuple[Log, Path]]] = {}
+            for tp in tps:
+                log = self._logs.pop(tp, None)
+                if log is None:
+                    continue
+                log.close()
+                self._counts[log.log_dir] -= 1
+                target = log.log_dir / f"{log.directory.name}.{uuid.uuid4().hex}-delete"
+                doomed.setdefault(log.log_dir, []).append((log, target))
+            for log_dir, logs in doomed.items():
+                try:
+                    for log, target in logs:
+                        os.rename(log.directory, target)
+                    fsync_dir(log_dir)
+                    for log, target in logs:
+                        shutil.rmtree(target)
+                        _log.info("deleted log %s-%d", log.topic, log.partition)
+                except OSError as exc:
+                    self._mark_offline(log_dir, exc)
+                    raise StorageError(exc.errno, f"deleting logs in {log_dir}: {exc}") from exc
+                self._write_dir_checkpoints(log_dir)
+            return sum(len(logs) for logs in doomed.values())
 
     # -- offline directories -------------------------------------------------------------------
 
@@ -212,6 +293,9 @@ class LogManager:
         self._mark_offline(log.log_dir, exc)
 
     def _mark_offline(self, log_dir: Path, exc: OSError) -> None:
+        if is_fd_limit(exc):  # out of descriptors is not a disk failure
+            _log.error("log dir %s stays online: %s", log_dir, exc)
+            return
         with self._lock:
             if log_dir in self._offline:
                 return
@@ -224,6 +308,8 @@ class LogManager:
     # -- checkpoints ---------------------------------------------------------------------------
 
     def _logs_in(self, log_dir: Path) -> dict[TopicPartition, Log]:
+        if len(self.log_dirs) == 1:  # the common case: no walk comparing paths
+            return dict(self._logs) if log_dir == self.log_dirs[0] else {}
         return {tp: log for tp, log in self._logs.items() if log.log_dir == log_dir}
 
     def _write(self, log_dir: Path, name: str, offsets: dict[TopicPartition, int]) -> None:
@@ -315,7 +401,9 @@ class LogManager:
         with self._lock:
             for log_dir in self.log_dirs:
                 if log_dir not in self._flushers:
-                    self._flushers[log_dir] = Flusher(log_dir.name, on_flushed).start()
+                    self._flushers[log_dir] = Flusher(
+                        log_dir.name, on_flushed, directory=log_dir
+                    ).start()
 
     def flusher_for(self, log: Log) -> Flusher:
         return self._flushers[log.log_dir]

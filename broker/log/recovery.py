@@ -18,6 +18,7 @@ import logging
 from pathlib import Path
 
 from .config import LogConfig
+from .handles import FileHandles
 from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, LogSegment, segment_name
 
 _log = logging.getLogger(__name__)
@@ -29,7 +30,13 @@ def _base_of(path: Path) -> int | None:
 
 
 def load_segments(
-    directory: Path, config: LogConfig, now_ms: int, recovery_point: int, clean: bool, prefix: str
+    directory: Path,
+    config: LogConfig,
+    now_ms: int,
+    recovery_point: int,
+    clean: bool,
+    prefix: str,
+    handles: FileHandles | None = None,
 ) -> list[LogSegment]:
     """Open (and if needed recover) every segment of `directory`, oldest first."""
     bases: list[int] = []
@@ -48,7 +55,7 @@ def load_segments(
                 path.unlink()
     segments: list[LogSegment] = []
     for i, base in enumerate(bases):
-        seg = LogSegment(directory, base, config, now_ms)
+        seg = LogSegment(directory, base, config, now_ms, handles)
         segments.append(seg)
         next_base = bases[i + 1] if i + 1 < len(bases) else None
         below_recovery_point = next_base is not None and next_base <= recovery_point

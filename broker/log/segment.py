@@ -5,9 +5,11 @@ layout in client/records/header.py): no per-file header, no padding. Its name is
 first batch. `size` counts only whole batches that were written completely; a failed or short
 append is rolled back with ftruncate, so every byte below `size` belongs to a whole batch.
 
-Reads use os.pread on the fd kept open for the segment's life. All methods are called with the
-owning Log's lock held (I/O worker threads, the flusher for fsync on a dup'ed fd, recovery at
-start-up).
+Reads use os.pread. The .log file's descriptor comes from the log dir's FileHandles cache
+(handles.py): opened on first use, closed again when the cache needs room, pinned for the length
+of each call. The index files hold no descriptor (index.py). All methods are called with the
+owning Log's lock held (I/O worker threads, the flusher, recovery at start-up) except
+`pin`/`unpin`, which a flush uses to fsync outside that lock.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from client.records.header import (
 )
 
 from .config import LogConfig
+from .handles import FileHandles, SegmentFile
 from .index import OffsetIndex, TimeIndex
 from .writeback import CHUNK, start_writeback
 
@@ -51,11 +54,22 @@ def segment_name(base_offset: int, suffix: str) -> str:
 class LogSegment:
     """A .log file with its indexes. `next_offset` is one past the last offset it holds."""
 
-    def __init__(self, directory: Path, base_offset: int, config: LogConfig, now_ms: int) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        config: LogConfig,
+        now_ms: int,
+        handles: FileHandles | None = None,
+    ) -> None:
+        """Open (creating if missing) the segment at `base_offset`. `handles`: the cache its
+        .log descriptor lives in (default: a private one, for a segment used on its own)."""
         self.directory = directory
         self.base_offset = base_offset
         self.path = directory / segment_name(base_offset, LOG_SUFFIX)
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.file = SegmentFile(self.path, handles or FileHandles(4, str(directory)))
+        with self.file as fd:  # creates the file
+            self.size = os.fstat(fd).st_size
         try:
             self.index = OffsetIndex(
                 directory / segment_name(base_offset, INDEX_SUFFIX),
@@ -68,16 +82,13 @@ class LogSegment:
                 config.index_size_max_bytes,
             )
         except OSError:
-            os.close(self.fd)
+            self.file.close()
             raise
         self.index_interval_bytes = config.index_interval_bytes
-        self.size = os.fstat(self.fd).st_size
         self.next_offset = base_offset
         self.largest_timestamp = -1
         self.bytes_since_index = 0
         self.created_ms = now_ms
-        self._pins = 0  # flushes using self.fd outside the Log's lock
-        self._close_pending = False
 
     # -- opening -----------------------------------------------------------------------------
 
@@ -148,7 +159,8 @@ class LogSegment:
         if truncated:
             if reason is None:
                 reason = f"torn batch at position {valid_end}"
-            os.ftruncate(self.fd, valid_end)
+            with self.file as fd:
+                os.ftruncate(fd, valid_end)
             self.size = valid_end
         return truncated, reason
 
@@ -181,7 +193,9 @@ class LogSegment:
                     f"torn batch at position {pos}: needs {size} bytes, {self.size - pos} present"
                 )
             if check_crc:
-                h = validate(os.pread(self.fd, size, pos), 0, check_crc=True)
+                with self.file as fd:
+                    data = os.pread(fd, size, pos)
+                h = validate(data, 0, check_crc=True)
             else:
                 h = parse_header(self.header_bytes(pos, HEADER_SIZE))
                 if h.magic != MAGIC:
@@ -218,26 +232,29 @@ class LogSegment:
         view = memoryview(data)
         pos = start
         early = start_writeback if writeback and len(view) > CHUNK else None
+        fd = self.file.acquire()  # an OSError here changed nothing: no rollback
         try:
             while view:
-                written = os.pwrite(self.fd, view[:CHUNK] if early else view, pos)
+                written = os.pwrite(fd, view[:CHUNK] if early else view, pos)
                 if written <= 0:
                     raise OSError(errno.EIO, f"pwrite wrote {written} bytes")
                 if early:
-                    early(self.fd, pos, written)
+                    early(fd, pos, written)
                 pos += written
                 view = view[written:]
             for base_offset, rel, size, max_ts in batches:
                 self._index_batch(base_offset, start + rel, size, max_ts)
         except OSError as exc:
-            self._rollback(start, next_offset_before=self.next_offset)
+            self._rollback(fd, start, next_offset_before=self.next_offset)
             raise StorageError(exc.errno, f"{self.path}: append failed: {exc}") from exc
+        finally:
+            self.file.release()
         self.size = pos
         self.next_offset = next_offset
 
-    def _rollback(self, size: int, next_offset_before: int) -> None:
+    def _rollback(self, fd: int, size: int, next_offset_before: int) -> None:
         try:
-            os.ftruncate(self.fd, size)
+            os.ftruncate(fd, size)
             self.index.truncate_to(next_offset_before)
             self.time_index.truncate_to(next_offset_before)
         except OSError as exc:
@@ -250,10 +267,12 @@ class LogSegment:
     # -- reading -----------------------------------------------------------------------------
 
     def header_bytes(self, pos: int, n: int) -> bytes:
-        return os.pread(self.fd, n, pos)
+        with self.file as fd:
+            return os.pread(fd, n, pos)
 
     def header_at(self, pos: int) -> BatchHeader:
-        data = os.pread(self.fd, HEADER_SIZE, pos)
+        with self.file as fd:
+            data = os.pread(fd, HEADER_SIZE, pos)
         h = parse_header(data)
         if h.batch_length < HEADER_SIZE - LOG_OVERHEAD or pos + h.size > self.size:
             raise CorruptRecordError(f"{self.path}: bad batch length {h.batch_length} at {pos}")
@@ -308,7 +327,8 @@ class LogSegment:
                 return limit, limit_offset
 
     def read(self, start: int, end: int) -> bytes:
-        data = os.pread(self.fd, end - start, start)
+        with self.file as fd:
+            data = os.pread(fd, end - start, start)
         if len(data) != end - start:
             raise StorageError(errno.EIO, f"{self.path}: short read at {start}")
         return data
@@ -322,7 +342,8 @@ class LogSegment:
             return 0
         pos, h = found
         removed = self.size - pos
-        os.ftruncate(self.fd, pos)
+        with self.file as fd:
+            os.ftruncate(fd, pos)
         self.size = pos
         self.index.truncate_to(h.base_offset)
         self.time_index.truncate_to(h.base_offset)
@@ -335,8 +356,10 @@ class LogSegment:
         return removed
 
     def sync_fds(self) -> list[int]:
-        """New fds on the .log and index files, to fsync outside the Log's lock."""
-        fds = [os.dup(self.fd)]
+        """New fds on the .log and index files, to fsync outside the Log's lock (the caller
+        closes them). Dirty pages belong to the file, so a fresh fd syncs them all."""
+        flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+        fds = [os.open(self.path, flags)]
         try:
             fds.append(self.index.sync_fd())
             fds.append(self.time_index.sync_fd())
@@ -347,39 +370,30 @@ class LogSegment:
         return fds
 
     def release_index_fds(self) -> None:
-        """Close the index fds of a segment that is no longer active (saves fds)."""
+        """Write the buffered entries of a segment that is no longer active."""
         self.index.release()
         self.time_index.release()
 
+    def release_fd(self) -> None:
+        """Close the .log descriptor if nobody uses it (it reopens on the next use)."""
+        self.file.release_fd()
+
     def pin(self) -> int:
-        """Keep the .log fd open for an fsync outside the Log's lock; returns it. unpin() after."""
-        assert self.fd >= 0, self.path
-        self._pins += 1
-        return self.fd
+        """The .log fd, kept open for an fsync outside the Log's lock. unpin() after."""
+        return self.file.acquire()
 
     def unpin(self) -> None:
-        self._pins -= 1
-        if self._pins == 0 and self._close_pending:
-            self._close_pending = False
-            self._close_fd()
-
-    def _close_fd(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        self.file.release()
 
     def close(self) -> None:
-        """Close the files (the .log fd only once no flush has it pinned)."""
+        """Write buffered index entries and close the .log fd (only once no flush has it
+        pinned)."""
         self.index.close()
         self.time_index.close()
-        if self._pins:
-            self._close_pending = True
-        else:
-            self._close_fd()
+        self.file.close()
 
     def delete(self) -> None:
-        self.index.close(write=False)  # no point writing buffered entries of a deleted file
-        self.time_index.close(write=False)
-        self.close()
+        # no point writing buffered index entries of a deleted file: only the .log fd closes
+        self.file.close()
         for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX):
             (self.directory / segment_name(self.base_offset, suffix)).unlink(missing_ok=True)

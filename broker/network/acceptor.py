@@ -78,6 +78,8 @@ class Acceptor:
         self._refusal_log_interval_s = refusal_log_interval_s
         self._refusal_log_at = float("-inf")  # monotonic time of the last refusal warning
         self._refused_logged = 0  # self.refused when it was logged
+        self._starved_log_at = float("-inf")  # last "out of descriptors" error logged
+        self._starved = 0  # accept failures for lack of descriptors or memory (a statistic)
         self.address: tuple[str, int] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -126,8 +128,19 @@ class Acceptor:
                 return
             except OSError as exc:
                 if exc.errno in _RESOURCE_ERRNOS:
-                    # Out of descriptors: stop accepting for a moment rather than spin.
-                    log.error("accept failed (%s); pausing accepts for 100 ms", exc)
+                    # Out of descriptors: stop accepting for a moment rather than spin, and
+                    # say so at most once per refusal-log interval (not every 100 ms).
+                    self._starved += 1
+                    now = time.monotonic()
+                    if now - self._starved_log_at >= self._refusal_log_interval_s:
+                        self._starved_log_at = now
+                        log.error(
+                            "accept failed (%s); pausing accepts for 100 ms at a time"
+                            " (%d times so far; logged at most every %.0f s)",
+                            exc,
+                            self._starved,
+                            self._refusal_log_interval_s,
+                        )
                     assert self._loop is not None
                     self._loop.remove_reader(sock.fileno())
                     self._loop.call_later(0.1, self._resume_accepting)

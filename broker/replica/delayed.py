@@ -72,17 +72,27 @@ class DelayedProduce(DelayedOperation):
         self.statuses = statuses
         self._manager = manager
         self._callback = callback
+        # the partitions still waiting, in order; those before _next are answered. A request
+        # over thousands of partitions is woken once per partition: each try resumes where
+        # the last stopped, so a request costs O(partitions) checks, not O(partitions^2).
+        self._waiting = self._pending()
+        self._next = 0
 
     def _pending(self) -> list[tuple[tuple[str, int], ProducePartitionStatus]]:
         return [(tp, s) for tp, s in self.statuses.items() if s.required_offset >= 0]
 
     def try_complete(self) -> bool:
-        for tp, status in self._pending():
-            code = self._manager.check_produce_acked(tp, status, self.acks)
-            if code is None:
-                return False
-            status.error_code = code
-            status.required_offset = -1
+        """Under the operation's lock (safe_try_complete): one caller at a time."""
+        waiting, check = self._waiting, self._manager.check_produce_acked
+        while self._next < len(waiting):
+            tp, status = waiting[self._next]
+            if status.required_offset >= 0:
+                code = check(tp, status, self.acks)
+                if code is None:
+                    return False
+                status.error_code = code
+                status.required_offset = -1
+            self._next += 1
         return self.force_complete()
 
     def on_complete(self) -> None:

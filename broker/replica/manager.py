@@ -13,6 +13,9 @@ that calls `callback` exactly once later (any thread). Durability (docs/architec
 log.flush.on.ack=true an acks=1/all write is acknowledged only once the group-commit fsync
 covers it, and the high watermark never passes the leader's flushed offset (Partition).
 
+Applying metadata (become leader/follower, stop, delete, failed replicas, stray logs) is in
+apply.py, the ListOffsets/OffsetForLeaderEpoch answers in offsets.py (mixins of this class).
+
 Threads: every public method is thread-safe (I/O workers, flusher threads, the publisher).
 """
 
@@ -20,12 +23,13 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from broker.log import Log, LogManager
 from broker.purgatory import Purgatory
+from broker.replica.apply import MetadataApplier
 from broker.replica.delayed import (
     DelayedFetch,
     DelayedProduce,
@@ -59,7 +63,7 @@ class ReplicaSettings:
         )
 
 
-class ReplicaManager(OffsetQueries):
+class ReplicaManager(MetadataApplier, OffsetQueries):
     def __init__(
         self,
         node_id: int,
@@ -76,6 +80,9 @@ class ReplicaManager(OffsetQueries):
         self.settings = settings or ReplicaSettings()
         self._min_insync_for = min_insync_for or (lambda topic: self.settings.min_insync_replicas)
         self._lock = threading.Lock()
+        self._apply_lock = threading.Lock()  # one metadata application at a time
+        # local logs a full resync found unknown to the metadata (delete_strays)
+        self._strays: set[TopicPartition] = set()
         self._partitions: dict[TopicPartition, Partition] = {}
         self._checkpointed_hw = log_manager.read_high_watermarks()
         self._offline_seen: set[TopicPartition] = set()
@@ -97,118 +104,6 @@ class ReplicaManager(OffsetQueries):
 
     def high_watermarks(self) -> dict[TopicPartition, int]:
         return {tp: p.high_watermark for tp, p in self.partitions().items()}
-
-    def apply_metadata(self, image: Any, delta: Any) -> None:
-        """Bring local replicas in line with `image` (delta None: full resync). Called by the
-        metadata publisher, in commit order: become leader / follower, stop replica, delete."""
-        if delta is not None:
-            for topic in delta.deleted_topics:
-                self._delete_topic(topic)
-            touched: Iterable[tuple[TopicPartition, Any]] = delta.changed_partitions.items()
-        else:
-            live = {(t.name, p) for t in image.topics.values() for p in t.partitions}
-            for tp in list(self.partitions()):
-                if tp not in live:
-                    self._stop_replica(tp, delete=True)
-            for tp in self.log_manager.logs():
-                if tp not in live:
-                    self._stop_replica(tp, delete=True)
-            touched = [
-                ((t.name, p), reg) for t in image.topics.values() for p, reg in t.partitions.items()
-            ]
-        # Partitions that failed before are applied again from this image (a resync), even when
-        # this delta does not touch them.
-        retry = [(tp, image.topics[tp[0]].partitions.get(tp[1])) for tp in list(self.failed)
-                 if tp[0] in image.topics]  # fmt: skip
-        seen: set[TopicPartition] = set()
-        for tp, reg in [*touched, *((tp, r) for tp, r in retry if r is not None)]:
-            if tp in seen:
-                continue
-            seen.add(tp)
-            self._apply_guarded(tp, reg)
-        for tp in [tp for tp in self.failed if tp[0] not in image.topics]:
-            del self.failed[tp]  # its topic is gone: nothing left to resync
-
-    def _apply_guarded(self, tp: TopicPartition, reg: Any) -> None:
-        """Apply one partition's registration. A failure is not swallowed: the partition stops
-        being served (requests get NOT_LEADER_OR_FOLLOWER, clients refresh and retry), the
-        error is logged, and the next image applies it again (`failed`)."""
-        try:
-            if self.node_id in reg.replicas:
-                self._apply_partition(tp, reg)
-            elif tp in self._partitions:
-                self._stop_replica(tp, delete=True)
-        except Exception as exc:
-            first = tp not in self.failed
-            self.failed[tp] = f"{type(exc).__name__}: {exc}"
-            if self.fetchers is not None:
-                self.fetchers.remove(tp)
-            with self._lock:
-                self._partitions.pop(tp, None)
-            self._wake(tp)
-            if first:
-                _log.error(
-                    "[%s-%d] applying metadata failed, not serving it until a later image"
-                    " applies: %s",
-                    tp[0],
-                    tp[1],
-                    exc,
-                    exc_info=True,
-                )
-            return
-        if self.failed.pop(tp, None) is not None:
-            _log.info("[%s-%d] metadata applied again: serving it", tp[0], tp[1])
-
-    def _apply_partition(self, tp: TopicPartition, reg: Any) -> None:
-        part = self._partitions.get(tp)
-        if part is None:
-            log = self.log_manager.get_or_create(*tp)
-            part = Partition(
-                tp[0], tp[1], self.node_id, log, flush_on_ack=self.settings.flush_on_ack
-            )
-            with self._lock:
-                self._partitions[tp] = part
-        fetchers = self.fetchers
-        if reg.leader == self.node_id:
-            if fetchers is not None:
-                fetchers.remove(tp)
-            part.make_leader(
-                reg.leader_epoch,
-                reg.partition_epoch,
-                tuple(reg.replicas),
-                tuple(reg.isr),
-                self._checkpointed_hw.get(tp, 0),
-            )
-        else:
-            part.make_follower(
-                reg.leader, reg.leader_epoch, reg.partition_epoch, reg.replicas, reg.isr
-            )
-            if fetchers is not None:
-                if reg.leader >= 0:
-                    fetchers.add(tp, reg.leader, reg.leader_epoch)
-                else:
-                    fetchers.remove(tp)
-        self._wake(tp)
-
-    def _stop_replica(self, tp: TopicPartition, delete: bool) -> None:
-        if self.fetchers is not None:
-            self.fetchers.remove(tp)
-        with self._lock:
-            self._partitions.pop(tp, None)
-        self._wake(tp)
-        if delete:
-            try:
-                self.log_manager.delete(*tp)
-            except StorageError as exc:
-                _log.error("[%s-%d] deleting the log failed: %s", tp[0], tp[1], exc)
-
-    def _delete_topic(self, topic: str) -> None:
-        doomed = {tp for tp in self.partitions() if tp[0] == topic}
-        doomed |= {tp for tp in self.log_manager.logs() if tp[0] == topic}
-        for tp in sorted(doomed):
-            self._stop_replica(tp, delete=True)
-        if doomed:
-            _log.info("deleted topic %s (%d local partitions)", topic, len(doomed))
 
     def _wake(self, tp: TopicPartition) -> None:
         self.produce_purgatory.check_and_complete(produce_key(*tp))
@@ -510,7 +405,10 @@ class ReplicaManager(OffsetQueries):
     def wake_offline(self) -> int:
         """Complete waiting operations of partitions whose log directory went offline (a
         failed group commit reports nothing): they answer KAFKA_STORAGE_ERROR now rather than
-        time out. Call periodically (the node's tasks thread). Returns partitions woken."""
+        time out. Call periodically (the node's tasks thread). Returns partitions woken.
+        Free while every log dir is online (it runs every 100 ms over every partition)."""
+        if not self.log_manager.offline_dirs():
+            return 0
         woken = 0
         for tp, part in self.partitions().items():
             if part.log.offline and tp not in self._offline_seen:

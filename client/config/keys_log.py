@@ -19,6 +19,7 @@ KEYS = [
     key("log.retention.bytes", "size", -1, "delete old segments while a partition is bigger than this; -1: no limit", B, at_least_or_minus_one(0)),
     key("log.retention.check.interval.ms", "duration_ms", 300_000, "how often retention is checked", B, at_least(1)),
     key("log.segment.delete.delay.ms", "duration_ms", 60_000, "wait before deleting a segment's files after it leaves the log", B, at_least(0), status=IGNORED, why='segments leave the log and their files are deleted at once'),
+    key("log.max.open.files", "int", -1, "segment files a broker keeps open at once (an LRU over all log dirs; index files hold none); -1: half the process's open-files limit (RLIMIT_NOFILE); must stay below that limit", B, at_least_or_minus_one(16)),
     key("log.flush.on.ack", "bool", True, "fsync appended records before acknowledging them (group commit); false: Kafka's page-cache behaviour", B),
     key("log.flush.interval.messages", "int", LONG_MAX, "with log.flush.on.ack=false: fsync after this many records", B, at_least(1)),
     key("log.flush.interval.ms", "duration_ms", LONG_MAX, "with log.flush.on.ack=false: fsync after this many ms", B, at_least(1)),

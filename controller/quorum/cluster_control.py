@@ -7,14 +7,17 @@ other managers. Controller thread only.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from client.errors import ErrorCode
-from controller.metadata.delta import MetadataDelta
 from controller.metadata.records import FenceBroker, ProducerIds, RegisterBroker, UnfenceBroker
 from controller.quorum.config_control import ConfigurationControlManager
-from controller.quorum.replication import elect_offline_changes, remove_broker_changes
+from controller.quorum.replication import (
+    elect_offline_changes,
+    failed_replica_changes,
+    remove_broker_changes,
+)
 from controller.quorum.state import ControllerCore, ControlManager
 
 _log = logging.getLogger(__name__)
@@ -27,6 +30,8 @@ class ClusterControlManager(ControlManager):
         self._last_heartbeat_ms: dict[int, float] = {}
         self._registered_at: dict[int, int] = {}  # broker id -> offset of its registration
         self._shutting_down: set[int] = set()
+        # replicas each broker reported it could not create or open (last heartbeat's list)
+        self._failed: dict[int, frozenset[tuple[str, int]]] = {}
 
     def reset_sessions(self) -> None:
         """After a load: every registered broker counts as just heard from (and registered at
@@ -35,6 +40,7 @@ class ClusterControlManager(ControlManager):
         self._last_heartbeat_ms = {b: now for b in self.image.brokers}
         self._registered_at = {b: self.image.offset for b in self.image.brokers}
         self._shutting_down.clear()
+        self._failed.clear()
 
     def live(self) -> set[int]:
         """Unfenced brokers not in a controlled shutdown: the ones that may lead."""
@@ -70,20 +76,20 @@ class ClusterControlManager(ControlManager):
         ):
             return {"error_code": int(ErrorCode.DUPLICATE_BROKER_REGISTRATION), "broker_epoch": -1}
         epoch = self.last_written_offset + 1
-        records: list[Any] = []
+        changes: list[Any] = []
         self._shutting_down.discard(broker_id)
         if old is not None:
             # A restarted broker leaves every ISR and leadership until it has caught up again.
-            records += remove_broker_changes(
+            changes = remove_broker_changes(
                 self.image, broker_id, self.live() - {broker_id}, self.configs.unclean_for
             )
         eps = tuple((str(n), str(h), int(p)) for n, h, p in endpoints)
-        records.append(
-            RegisterBroker(broker_id, epoch, host, port, rack, incarnation_id, True, eps)
+        last = self._write_changes(
+            changes, [RegisterBroker(broker_id, epoch, host, port, rack, incarnation_id, True, eps)]
         )
-        last = self._write(records)
         self._last_heartbeat_ms[broker_id] = now
         self._registered_at[broker_id] = last
+        self._failed.pop(broker_id, None)
         _log.info(
             "[controller=%d] registered broker %d epoch %d at %s:%d rack=%s%s",
             self.settings.node_id,
@@ -97,19 +103,18 @@ class ClusterControlManager(ControlManager):
         return {"error_code": 0, "broker_epoch": epoch}
 
     def _fence(self, broker_id: int, reason: str) -> None:
+        self._failed.pop(broker_id, None)  # it reports them again once unfenced
         b = self.image.brokers[broker_id]
         records: list[Any] = remove_broker_changes(
             self.image, broker_id, self.live() - {broker_id}, self.configs.unclean_for
         )
-        if not b.fenced:
-            records.append(FenceBroker(broker_id, b.broker_epoch))
-        self._write(records)
+        self._write_changes(records, [] if b.fenced else [FenceBroker(broker_id, b.broker_epoch)])
         _log.info(
             "[controller=%d] fenced broker %d (%s); %d partition changes",
             self.settings.node_id,
             broker_id,
             reason,
-            len(records) - 1,
+            len(records),
         )
 
     def broker_heartbeat(
@@ -119,8 +124,11 @@ class ClusterControlManager(ControlManager):
         current_metadata_offset: int,
         want_fence: bool = False,
         want_shutdown: bool = False,
+        failed_replicas: Iterable[tuple[str, int]] = (),
     ) -> dict:
-        """BrokerHeartbeat → {error_code, is_caught_up, is_fenced, should_shut_down}."""
+        """BrokerHeartbeat → {error_code, is_caught_up, is_fenced, should_shut_down}.
+        `failed_replicas`: every replica the broker could not create or open (see
+        `_failed_replicas`)."""
         self._check_active()
         b = self.image.brokers.get(broker_id)
         resp = {
@@ -144,7 +152,7 @@ class ClusterControlManager(ControlManager):
                 changes = remove_broker_changes(
                     self.image, broker_id, self.live(), self.configs.unclean_for
                 )
-                self._write(changes)
+                self._write_changes(changes)
                 _log.info(
                     "[controller=%d] controlled shutdown of broker %d: %d partition changes",
                     self.settings.node_id,
@@ -161,21 +169,65 @@ class ClusterControlManager(ControlManager):
         elif b.fenced and caught_up and broker_id not in self._shutting_down:
             # (a broker shutting down stays fenced until it registers again, even if a
             # heartbeat sent before it asked to shut down arrives late)
-            records: list[Any] = [UnfenceBroker(broker_id, broker_epoch)]
-            delta = MetadataDelta(self.image)
-            delta.replay(records[0], self.image.offset + 1)
-            records += elect_offline_changes(
-                delta.apply(), self.live() | {broker_id}, self.configs.unclean_for
+            self._write([UnfenceBroker(broker_id, broker_epoch)])
+            elected = elect_offline_changes(
+                self.image, self.live() | {broker_id}, self.configs.unclean_for
             )
-            self._write(records)
+            self._write_changes(elected)
             _log.info(
                 "[controller=%d] unfenced broker %d; %d partitions elected",
                 self.settings.node_id,
                 broker_id,
-                len(records) - 1,
+                len(elected),
             )
+        if not want_shutdown and not want_fence:
+            self._failed_replicas(broker_id, frozenset((t, int(p)) for t, p in failed_replicas))
         resp["is_fenced"] = self.image.brokers[broker_id].fenced
         return resp
+
+    def _failed_replicas(self, broker_id: int, failed: frozenset[tuple[str, int]]) -> None:
+        """Act on a change in the replicas `broker_id` cannot serve: leadership and ISR
+        membership of newly failed ones move to other replicas; healed ones that were left
+        leaderless get a leader again. Work in proportion to the partitions named."""
+        before = self._failed.get(broker_id, frozenset())
+        if failed == before:
+            return
+        if failed:
+            self._failed[broker_id] = failed
+        else:
+            self._failed.pop(broker_id, None)
+        live = self.live()
+
+        def live_for(tp: tuple[str, int]) -> set[int]:
+            return {b for b in live if tp not in self._failed.get(b, ())}
+
+        new, healed = failed - before, before - failed
+        changes = failed_replica_changes(
+            self.image, broker_id, sorted(new), sorted(healed), live_for, self.configs.unclean_for
+        )
+        if new:
+            _log.warning(
+                "[controller=%d] broker %d cannot create or open %d replicas (%s%s);"
+                " %d partition changes",
+                self.settings.node_id,
+                broker_id,
+                len(new),
+                ", ".join(f"{t}-{p}" for t, p in sorted(new)[:5]),
+                ", ..." if len(new) > 5 else "",
+                len(changes),
+            )
+        if healed:
+            _log.info(
+                "[controller=%d] broker %d serves %d replicas again",
+                self.settings.node_id,
+                broker_id,
+                len(healed),
+            )
+        self._write_changes(changes)
+
+    def failed_replicas(self, broker_id: int) -> frozenset[tuple[str, int]]:
+        """The replicas `broker_id` last reported it could not create or open."""
+        return self._failed.get(broker_id, frozenset())
 
     def check_sessions(self) -> list[int]:
         """Fence brokers whose session expired; returns their ids. Call periodically."""

@@ -343,9 +343,15 @@ class CombinedController:
         current_metadata_offset: int,
         want_fence: bool = False,
         want_shutdown: bool = False,
+        failed_replicas: Sequence[tuple[str, int]] = (),
     ) -> concurrent.futures.Future:
         return self.runner.broker_heartbeat(
-            broker_id, broker_epoch, current_metadata_offset, want_fence, want_shutdown
+            broker_id,
+            broker_epoch,
+            current_metadata_offset,
+            want_fence,
+            want_shutdown,
+            failed_replicas,
         )
 
     def alter_partition(

@@ -84,25 +84,34 @@ class MetadataLoader:
                 self._catch_up()
 
     def _reload_from_snapshot(self) -> None:
+        """Load the latest snapshot. Subscribers hear of it (delta None) only once the records
+        after it are replayed too (`_catch_up`): a snapshot older than the log's end does not
+        list what those records create, and a full resync against it would take their
+        partitions for deleted ones (and delete their logs)."""
         snap = self.log.latest_snapshot()
         self.image = load_snapshot(snap[1]) if snap else MetadataImage.EMPTY
         self._since_snapshot = 0
         self._batches.reset()
         self._position = self.image.offset + 1
         _log.info("metadata image reloaded from snapshot at offset %d", self.image.offset)
-        for cb in list(self._subscribers):
-            cb(self.image, None)
 
     def _catch_up(self) -> None:
+        resync = False  # a snapshot was loaded: publish the caught-up image as a full resync
         if self.image.offset < 0 and self.log.log_start_offset() > 0:
             self._reload_from_snapshot()
+            resync = True
         while True:
             try:
                 batch = self.log.read(self._position, self.read_batch)
             except OffsetOutOfRangeError:
                 self._reload_from_snapshot()
+                resync = True
                 continue
             if not batch:
+                if resync:
+                    _log.info("metadata image caught up at offset %d", self.image.offset)
+                    for cb in list(self._subscribers):
+                        cb(self.image, None)
                 return
             self._position = batch[-1][0] + 1
             delta = MetadataDelta(self.image)
@@ -112,8 +121,9 @@ class MetadataLoader:
             if not delta.records_replayed:
                 continue  # only part of an open batch so far
             self.image = delta.apply()
-            for cb in list(self._subscribers):
-                cb(self.image, delta)
+            if not resync:
+                for cb in list(self._subscribers):
+                    cb(self.image, delta)
             self._since_snapshot += len(batch)
             if self.snapshot_every_records and self._since_snapshot >= self.snapshot_every_records:
                 self._since_snapshot = 0

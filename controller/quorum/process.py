@@ -296,6 +296,7 @@ class ControllerProcess:
             b["current_metadata_offset"],
             b["want_fence"],
             b["want_shutdown"],
+            [(r["topic"], r["partition"]) for r in b.get("failed_replicas", ())],
         )
 
     async def _create_topics(self, b: dict) -> dict:

@@ -245,6 +245,7 @@ def _heartbeat(
     current_metadata_offset: int,
     want_fence: bool = False,
     want_shutdown: bool = False,
+    failed_replicas: Sequence[tuple[str, int]] = (),
 ) -> tuple:
     return (
         ApiKey.BROKER_HEARTBEAT,
@@ -254,6 +255,7 @@ def _heartbeat(
             "current_metadata_offset": current_metadata_offset,
             "want_fence": want_fence,
             "want_shutdown": want_shutdown,
+            "failed_replicas": [{"topic": t, "partition": p} for t, p in failed_replicas],
         },
         lambda r: {
             k: r.get(k, d)

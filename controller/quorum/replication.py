@@ -53,15 +53,61 @@ def remove_broker_changes(
     out: list[PartitionChange] = []
     for t in image.topics.values():
         for p, reg in t.partitions.items():
-            if broker_id not in reg.isr and reg.leader != broker_id:
-                continue
-            isr = tuple(b for b in reg.isr if b != broker_id) or reg.isr
-            leader = reg.leader
-            if leader == broker_id or leader == NO_LEADER:
-                leader, isr = choose_leader(reg, isr, live - {broker_id}, unclean_for(t.name))
-            ch = _change(t.topic_id, p, reg, leader, isr)
+            ch = _remove_from(t.topic_id, p, reg, broker_id, live, unclean_for(t.name))
             if ch is not None:
                 out.append(ch)
+    return out
+
+
+def _remove_from(
+    topic_id: bytes,
+    p: int,
+    reg: PartitionRegistration,
+    broker_id: int,
+    live: set[int],
+    unclean: bool,
+) -> PartitionChange | None:
+    if broker_id not in reg.isr and reg.leader != broker_id:
+        return None
+    isr = tuple(b for b in reg.isr if b != broker_id) or reg.isr
+    leader = reg.leader
+    if leader == broker_id or leader == NO_LEADER:
+        leader, isr = choose_leader(reg, isr, live - {broker_id}, unclean)
+    return _change(topic_id, p, reg, leader, isr)
+
+
+def failed_replica_changes(
+    image: MetadataImage,
+    broker_id: int,
+    failed: Iterable[tuple[str, int]],
+    healed: Iterable[tuple[str, int]],
+    live_for: Callable[[tuple[str, int]], set[int]],
+    unclean_for: Callable[[str], bool],
+) -> list[PartitionChange]:
+    """A broker reported replicas it could not create or open (`failed`): take it out of
+    their ISR and leadership, as if fenced for those partitions only (the last ISR member
+    stays in the ISR, leaderless). `healed` are replicas it reported before and serves now:
+    a leaderless one of them gets a leader again. `live_for(tp)`: who may lead tp (the live
+    brokers not reporting it failed). Touches only the partitions named, whatever the size
+    of the cluster."""
+    out: list[PartitionChange] = []
+    for tp in failed:
+        t = image.topics.get(tp[0])
+        reg = None if t is None else t.partitions.get(tp[1])
+        if t is None or reg is None:
+            continue
+        ch = _remove_from(t.topic_id, tp[1], reg, broker_id, live_for(tp), unclean_for(t.name))
+        if ch is not None:
+            out.append(ch)
+    for tp in healed:
+        t = image.topics.get(tp[0])
+        reg = None if t is None else t.partitions.get(tp[1])
+        if t is None or reg is None or reg.leader != NO_LEADER:
+            continue
+        leader, isr = choose_leader(reg, reg.isr, live_for(tp), unclean_for(t.name))
+        ch = _change(t.topic_id, tp[1], reg, leader, isr)
+        if ch is not None:
+            out.append(ch)
     return out
 
 

@@ -255,7 +255,7 @@ class ReplicationControlManager(ControlManager):
         else:
             changes = unclean_leader_changes(self.image, live, only)
         elected = {(self.image.topics_by_id[c.topic_id].name, c.partition) for c in changes}
-        self._write(changes)
+        self._write_changes(changes)
         results = []
         for topic, p in partitions if partitions is not None else sorted(elected):
             reg = self.image.partition(topic, p)

@@ -26,6 +26,10 @@ from controller.metadata.image import MetadataImage
 from controller.metadata.records import BatchBegin, encode_record
 from controller.quorum.log import MetadataLog
 
+# largest batch of independent records written at once (the Raft core holds at most 10,000
+# uncommitted entries; Kafka's controller caps a non-atomic write at 10,000 records too)
+MAX_RECORDS_PER_BATCH = 5_000
+
 
 @dataclass(frozen=True)
 class ControllerSettings:
@@ -121,6 +125,19 @@ class ControlManager:
 
     def _write(self, records: list[Any]) -> int:
         return self.core.write(records)
+
+    def _write_changes(self, changes: list[Any], then: list[Any] | None = None) -> int:
+        """Write independent records (partition changes: each stands alone) in batches of at
+        most MAX_RECORDS_PER_BATCH, then `then` as one more atomic batch. A broker leading
+        tens of thousands of partitions re-registers, fences or shuts down without a batch
+        larger than the Raft log takes uncommitted at once. Not atomic as a whole: a failure
+        half-way leaves some changes written, which the retry finds done."""
+        last = self.last_written_offset
+        for i in range(0, len(changes), MAX_RECORDS_PER_BATCH):
+            last = self.core.write(changes[i : i + MAX_RECORDS_PER_BATCH])
+        if then:
+            last = self.core.write(then)
+        return last
 
     def _check_active(self) -> None:
         self.core.check_active()

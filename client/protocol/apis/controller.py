@@ -146,6 +146,19 @@ BROKER_HEARTBEAT = register(
             Field("current_metadata_offset", INT64),
             Field("want_fence", BOOL, default=False),
             Field("want_shutdown", BOOL, default=False),
+            # replicas this broker could not create or open (e.g. out of file descriptors):
+            # the controller moves their leadership and ISR membership elsewhere
+            Field(
+                "failed_replicas",
+                Array(
+                    Struct(
+                        Field("topic", STRING),
+                        Field("partition", INT32),
+                        name="BrokerHeartbeatFailedReplica",
+                    )
+                ),
+                default=(),
+            ),
         ),
         response=Struct(
             Field("error_code", INT16),

@@ -37,6 +37,7 @@ class FakeChannel:
         self, caught_up_at: int = 5, register_error: int = 0, refusals: int = 10**9
     ) -> None:
         self.caught_up_at = caught_up_at
+        self.failed_reports: list[list] = []
         self.register_error = register_error
         self.refusals = refusals  # the first `refusals` registrations get register_error
         self.registrations: list[tuple] = []
@@ -48,9 +49,16 @@ class FakeChannel:
         return _done({"error_code": self.register_error if refused else 0, "broker_epoch": 42})
 
     def broker_heartbeat(
-        self, broker_id, broker_epoch, offset, want_fence=False, want_shutdown=False
+        self,
+        broker_id,
+        broker_epoch,
+        offset,
+        want_fence=False,
+        want_shutdown=False,
+        failed_replicas=(),
     ):
         assert broker_epoch == 42
+        self.failed_reports.append(list(failed_replicas))
         self.heartbeats.append((offset, want_shutdown))
         shutdowns = sum(1 for _, w in self.heartbeats if w)
         return _done(
@@ -161,3 +169,15 @@ def test_a_restart_within_the_old_session_retries_the_registration() -> None:
     lc = BrokerLifecycle(4, ch, FakePublisher())
     assert lc.start("h", 1, None, timeout=10) == 42
     assert len(ch.registrations) == 4 and lc.state == RUNNING
+
+
+def test_heartbeats_report_the_replicas_that_failed() -> None:
+    failed: list[tuple[str, int]] = []
+    ch = FakeChannel(caught_up_at=0)
+    lc = BrokerLifecycle(4, ch, FakePublisher(), lambda: list(failed))
+    lc.start("127.0.0.1", 9192, None, timeout=5)
+    failed.append(("t", 3))
+    lc.heartbeat()
+    failed.clear()
+    lc.heartbeat()
+    assert ch.failed_reports[-2:] == [[("t", 3)], []]

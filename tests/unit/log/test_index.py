@@ -91,7 +91,7 @@ def test_pinned_segment_fd_survives_close_until_unpinned(tmp_path):
     seg.delete()
     os.fdatasync(fd)  # still open
     seg.unpin()
-    assert seg.fd == -1
+    assert not seg.file.is_open
 
 
 def test_entries_reach_the_file_in_blocks_and_on_sync_fd_and_close(tmp_path):

@@ -4,6 +4,7 @@ per-partition errors, deletion."""
 
 from __future__ import annotations
 
+import errno
 import threading
 import time
 
@@ -215,11 +216,18 @@ def test_delete_topic_removes_logs(h):
     assert h.lm.get("t", 1) is None
 
 
-def test_full_resync_from_snapshot_drops_unknown_logs(h):
+def test_full_resync_from_snapshot_drops_unknown_logs_once_caught_up(h):
     h.lm.get_or_create("stale", 0)
+    h.lm.get_or_create("later", 0).append_as_leader(build_batch([(None, b"kept")]), 0)
     h.rm.apply_metadata(h.image, None)
-    assert h.lm.get("stale", 0) is None
+    # kept until the broker has caught up: a later record may re-create them
+    assert h.lm.get("stale", 0) is not None and h.rm.get_partition("stale", 0) is None
     assert h.rm.get_partition("t", 0).is_leader
+    later = b"\x02" * 16
+    h.replay(Topic("later", later), PartitionRecord(later, 0, (1,), (1,), 1, 0, 0))
+    assert h.rm.get_partition("later", 0).log.end_offset == 1  # its data survived
+    assert h.rm.delete_strays(h.image) == 1
+    assert h.lm.get("stale", 0) is None and h.lm.get("later", 0) is not None
 
 
 def test_list_offsets_latest_is_high_watermark(h):
@@ -239,7 +247,8 @@ def test_offline_log_fails_waiting_produce_with_storage_error(tmp_path):
         cb = lambda s: (box.update(s), done.set())  # noqa: E731
         assert h.rm.append_records(-1, 10_000, {("t", 0): build_batch([(None, b"x")])}, cb) is None
         assert h.rm.wake_offline() == 0 and not done.is_set()
-        h.lm.get("t", 0).mark_offline()  # what a failed fsync does
+        log = h.lm.get("t", 0)  # what a failed fsync does: the log and its dir go offline
+        log._fail(OSError(errno.EIO, "fdatasync: Input/output error"))
         assert h.rm.wake_offline() == 1
         assert done.wait(5)
         assert box[("t", 0)].error_code == ErrorCode.KAFKA_STORAGE_ERROR

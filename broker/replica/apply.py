@@ -1,0 +1,200 @@
+"""Applying committed metadata to the local replicas (a ReplicaManager mixin): become leader
+or follower, stop a replica, delete logs; partitions whose registration failed to apply (e.g.
+out of file descriptors) are retried and reported; after a full resync, logs the image does not
+list are kept until the broker has caught up (`delete_strays`). One application at a time
+(`_apply_lock`): the metadata publisher's thread, or the broker-tasks thread for the retries.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from broker.log import LogManager
+from broker.replica.partition import Partition
+from client.errors import StorageError
+
+_log = logging.getLogger("broker.replica.manager")
+
+TopicPartition = tuple[str, int]
+
+
+class MetadataApplier:
+    # the ReplicaManager's state this mixin works on (set by its __init__)
+    node_id: int
+    log_manager: LogManager
+    settings: Any
+    fetchers: Any
+    failed: dict[TopicPartition, str]
+    _lock: threading.Lock
+    _apply_lock: threading.Lock
+    _partitions: dict[TopicPartition, Partition]
+    _strays: set[TopicPartition]
+    _checkpointed_hw: dict[TopicPartition, int]
+
+    def partitions(self) -> dict[TopicPartition, Partition]:
+        raise NotImplementedError
+
+    def _wake(self, tp: TopicPartition) -> None:
+        raise NotImplementedError
+
+    def failed_replicas(self) -> list[tuple[str, int]]:
+        """The replicas whose metadata failed to apply (a log that could not be created or
+        opened): the heartbeat reports them to the controller."""
+        return sorted(self.failed)
+
+    def retry_failed(self, latest_image: Callable[[], Any]) -> None:
+        """Apply failed partitions again from `latest_image()` (periodic: a failure such as
+        running out of file descriptors may pass without any new metadata arriving)."""
+        if self.failed:
+            with self._apply_lock:
+                image = latest_image()
+                retry = [(tp, image.partition(*tp)) for tp in list(self.failed)]
+                for tp, reg in retry:
+                    if reg is not None:
+                        self._apply_guarded(tp, reg)
+
+    def apply_metadata(self, image: Any, delta: Any) -> None:
+        """Bring local replicas in line with `image` (delta None: full resync). Called by the
+        metadata publisher, in commit order: become leader / follower, stop replica, delete."""
+        with self._apply_lock:
+            self._apply_metadata(image, delta)
+
+    def _apply_metadata(self, image: Any, delta: Any) -> None:
+        if delta is not None:
+            for topic in delta.deleted_topics:
+                self._delete_topic(topic)
+            touched: Iterable[tuple[TopicPartition, Any]] = delta.changed_partitions.items()
+        else:
+            # A full resync (a snapshot was loaded). Local replicas the image does not list
+            # stop being served, but their logs stay until this broker has caught up with the
+            # metadata log (delete_strays): records not yet visible may re-create them, and
+            # deleting them now would lose their data.
+            live = {(t.name, p) for t in image.topics.values() for p in t.partitions}
+            for tp in list(self.partitions()):
+                if tp not in live:
+                    self._stop_replica(tp, delete=False)
+                    self._strays.add(tp)
+            self._strays.update(tp for tp in self.log_manager.logs() if tp not in live)
+            if self._strays:
+                _log.info(
+                    "%d local logs are not in the metadata at offset %d: kept until caught up",
+                    len(self._strays),
+                    image.offset,
+                )
+            touched = [
+                ((t.name, p), reg) for t in image.topics.values() for p, reg in t.partitions.items()
+            ]
+        # Partitions that failed before are applied again from this image (a resync), even when
+        # this delta does not touch them.
+        retry = [(tp, image.topics[tp[0]].partitions.get(tp[1])) for tp in list(self.failed)
+                 if tp[0] in image.topics]  # fmt: skip
+        seen: set[TopicPartition] = set()
+        for tp, reg in [*touched, *((tp, r) for tp, r in retry if r is not None)]:
+            if tp in seen:
+                continue
+            seen.add(tp)
+            self._apply_guarded(tp, reg)
+        for tp in [tp for tp in self.failed if tp[0] not in image.topics]:
+            del self.failed[tp]  # its topic is gone: nothing left to resync
+
+    def _apply_guarded(self, tp: TopicPartition, reg: Any) -> None:
+        """Apply one partition's registration. A failure is not swallowed: the partition stops
+        being served (requests get NOT_LEADER_OR_FOLLOWER, clients refresh and retry), the
+        error is logged, and the next image applies it again (`failed`)."""
+        try:
+            if self.node_id in reg.replicas:
+                self._apply_partition(tp, reg)
+            elif tp in self._partitions:
+                self._stop_replica(tp, delete=True)
+        except Exception as exc:
+            first = tp not in self.failed
+            self.failed[tp] = f"{type(exc).__name__}: {exc}"
+            if self.fetchers is not None:
+                self.fetchers.remove(tp)
+            with self._lock:
+                self._partitions.pop(tp, None)
+            self._wake(tp)
+            if first:
+                _log.error(
+                    "[%s-%d] applying metadata failed, not serving it until a later image"
+                    " applies: %s",
+                    tp[0],
+                    tp[1],
+                    exc,
+                    exc_info=True,
+                )
+            return
+        if self.failed.pop(tp, None) is not None:
+            _log.info("[%s-%d] metadata applied again: serving it", tp[0], tp[1])
+
+    def _apply_partition(self, tp: TopicPartition, reg: Any) -> None:
+        self._strays.discard(tp)  # known again: its log is this replica's
+        part = self._partitions.get(tp)
+        if part is None:
+            log = self.log_manager.get_or_create(*tp)
+            part = Partition(
+                tp[0], tp[1], self.node_id, log, flush_on_ack=self.settings.flush_on_ack
+            )
+            with self._lock:
+                self._partitions[tp] = part
+        fetchers = self.fetchers
+        if reg.leader == self.node_id:
+            if fetchers is not None:
+                fetchers.remove(tp)
+            part.make_leader(
+                reg.leader_epoch,
+                reg.partition_epoch,
+                tuple(reg.replicas),
+                tuple(reg.isr),
+                self._checkpointed_hw.get(tp, 0),
+            )
+        else:
+            part.make_follower(
+                reg.leader, reg.leader_epoch, reg.partition_epoch, reg.replicas, reg.isr
+            )
+            if fetchers is not None:
+                if reg.leader >= 0:
+                    fetchers.add(tp, reg.leader, reg.leader_epoch)
+                else:
+                    fetchers.remove(tp)
+        self._wake(tp)
+
+    def _stop_replica(self, tp: TopicPartition, delete: bool) -> None:
+        if self.fetchers is not None:
+            self.fetchers.remove(tp)
+        with self._lock:
+            self._partitions.pop(tp, None)
+        self._wake(tp)
+        if delete:
+            self._delete_logs([tp])
+
+    def _delete_logs(self, tps: list[TopicPartition]) -> None:
+        self._strays.difference_update(tps)
+        try:
+            self.log_manager.delete_many(tps)
+        except StorageError as exc:
+            _log.error("deleting the logs of %d partitions failed: %s", len(tps), exc)
+
+    def _delete_topic(self, topic: str) -> None:
+        doomed = {tp for tp in self.partitions() if tp[0] == topic}
+        doomed |= {tp for tp in self.log_manager.logs() if tp[0] == topic}
+        for tp in sorted(doomed):
+            self._stop_replica(tp, delete=False)
+        self._delete_logs(sorted(doomed))  # the checkpoints are rewritten once, not per log
+        if doomed:
+            _log.info("deleted topic %s (%d local partitions)", topic, len(doomed))
+
+    def delete_strays(self, image: Any) -> int:
+        """Delete the logs a full resync kept that `image` still does not list. Call once the
+        broker has caught up with the metadata log (after its start, then periodically).
+        Returns how many were deleted."""
+        with self._apply_lock:
+            doomed = sorted(tp for tp in self._strays if image.partition(*tp) is None)
+            self._strays.clear()
+            if doomed:
+                _log.info("deleting %d local logs the metadata does not list", len(doomed))
+                self._delete_logs(doomed)
+            return len(doomed)

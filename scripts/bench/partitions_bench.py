@@ -1,0 +1,231 @@
+#!/usr/bin/env python
+"""Many partitions on one broker: a real `gregor server` subprocess per partition count; prints
+one JSON object.
+
+For each count (default 1,000 / 5,000 / 10,000, in topics of --per-topic partitions) on a fresh
+data dir:
+  - create time per topic (first / median / last, seconds; Admin.create_topic, which answers
+    once the controller committed it) and the time until the broker leads every partition;
+  - the server's RSS (MiB), open descriptors and idle CPU (% of one core over --idle-seconds);
+  - list_topics time (a Metadata request for every topic, through Admin);
+  - produce rate (records/s, 100-byte values, acks=all, fsync-before-ack on) from one producer:
+    every record to one partition, then round-robin over every partition twice (the first
+    pass is each partition's first write, the second the steady state);
+  - restart time until the ready line: after SIGTERM (clean) and after SIGKILL (unclean).
+
+    .venv/bin/python scripts/bench/partitions_bench.py [--counts 1000,5000,10000]
+        [--per-topic 100] [--records 200000] [--data-dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _server import READY, Server, gregor_command, stop_server  # noqa: E402
+
+VALUE = b"x" * 100
+
+
+def start_server(data_dir: str) -> Server:
+    """`gregor server` on `data_dir`, its stderr appended to `data_dir`.stderr (kept when it
+    fails to start, whose tail is then shown)."""
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GREGOR_")}
+    log_path = data_dir + ".stderr"
+    os.makedirs(os.path.dirname(os.path.abspath(data_dir)), exist_ok=True)
+    t0 = time.monotonic()
+    with open(log_path, "ab") as err:
+        proc = subprocess.Popen(
+            [*gregor_command(), "server", "--port", "0", "--data-dir", data_dir],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            env=env,
+            text=True,
+            start_new_session=True,
+        )
+    assert proc.stdout is not None
+    while time.monotonic() - t0 < 300:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        m = READY.search(line)
+        if m:
+            port = int(m["port"])
+            return Server(proc, f"127.0.0.1:{port}", port, time.monotonic() - t0)
+    stop_server(proc)
+    with open(log_path, errors="replace") as f:
+        tail = f.read()[-3000:]
+    raise SystemExit(f"gregor server not ready (exit {proc.poll()}):\n{tail}")
+
+
+def _proc_stats(pid: int) -> dict:
+    with open(f"/proc/{pid}/status") as f:
+        rss_kib = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+    return {"rss_mib": round(rss_kib / 1024, 1), "open_fds": len(os.listdir(f"/proc/{pid}/fd"))}
+
+
+def _cpu_s(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _idle_cpu_percent(pid: int, seconds: float) -> float:
+    c0, t0 = _cpu_s(pid), time.monotonic()
+    time.sleep(seconds)  # a benchmark measuring an idle process, not a test
+    return round(100 * (_cpu_s(pid) - c0) / (time.monotonic() - t0), 2)
+
+
+def _all_led(bootstrap: str, topics: list[str], per_topic: int, timeout: float) -> float:
+    """Seconds until Metadata shows a leader for every partition of `topics`."""
+    from client import Admin
+
+    t0 = time.monotonic()
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        while time.monotonic() - t0 < timeout:
+            try:
+                if all(
+                    len(d.partitions) == per_topic and all(p.leader >= 0 for p in d.partitions)
+                    for d in (admin.describe_topic(t) for t in topics)
+                ):
+                    return time.monotonic() - t0
+            except Exception:  # a topic not visible yet: ask again
+                pass
+            time.sleep(0.05)
+    raise SystemExit(f"not every partition led within {timeout} s")
+
+
+def _produce(
+    bootstrap: str, targets: list[tuple[str, int]], records: int, linger_ms: int = 5
+) -> dict:
+    """One producer, acks=all, `records` 100-byte records spread round-robin over `targets`."""
+    from client import Producer
+
+    cfg = {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": linger_ms}
+    with Producer(cfg) as producer:
+        for topic in sorted({t for t, _ in targets}):
+            producer.partitions_for(topic)
+        n = len(targets)
+        t0 = time.monotonic()
+        futs = [producer.send(targets[i % n][0], VALUE, partition=targets[i % n][1])
+                for i in range(records)]  # fmt: skip
+        producer.flush()
+        elapsed = time.monotonic() - t0
+    errors = sum(1 for f in futs if f.exception() is not None)
+    return {
+        "partitions": n,
+        "records": records,
+        "records_per_s": round(records / elapsed, 1),
+        "seconds": round(elapsed, 2),
+        "errors": errors,
+        "linger_ms": linger_ms,
+    }
+
+
+def run_count(count: int, args: argparse.Namespace, base: str) -> dict:
+    from client import Admin
+
+    per_topic = args.per_topic
+    topics = [f"p{i:05d}" for i in range(max(1, count // per_topic))]
+    data = os.path.join(base, f"data-{count}")
+    out: dict = {"partitions": len(topics) * per_topic, "topics": len(topics)}
+    server: Server | None = start_server(data)
+    try:
+        assert server is not None
+        times = []
+        with Admin({"bootstrap.servers": server.bootstrap}) as admin:
+            for name in topics:
+                t0 = time.monotonic()
+                admin.create_topic(name, partitions=per_topic)
+                times.append(time.monotonic() - t0)
+        out["create_s"] = {
+            "first": round(times[0], 4),
+            "median": round(statistics.median(times), 4),
+            "last": round(times[-1], 4),
+            "total": round(sum(times), 2),
+        }
+        out["all_led_after_create_s"] = round(_all_led(server.bootstrap, topics, per_topic, 300), 2)
+        out["idle"] = _proc_stats(server.proc.pid)
+        out["idle"]["cpu_percent"] = _idle_cpu_percent(server.proc.pid, args.idle_seconds)
+        with Admin({"bootstrap.servers": server.bootstrap}) as admin:
+            t0 = time.monotonic()
+            listed = admin.list_topics()
+            out["list_topics_s"] = round(time.monotonic() - t0, 3)
+            assert len([t for t in listed if t.startswith("p")]) == len(topics), len(listed)
+        one = [(topics[0], 0)]
+        every = [(t, p) for p in range(per_topic) for t in topics]
+        out["produce_one_partition"] = _produce(server.bootstrap, one, args.records)
+        # the first pass writes each partition's first batch (a new leader epoch: its
+        # checkpoint file is written and the partition directory fsynced once); the second
+        # is the steady state
+        out["produce_round_robin_first"] = _produce(server.bootstrap, every, args.records)
+        out["produce_round_robin"] = _produce(server.bootstrap, every, args.records)
+        out["round_robin_vs_one"] = round(
+            out["produce_round_robin"]["records_per_s"]
+            / out["produce_one_partition"]["records_per_s"],
+            3,
+        )
+        out["after_produce"] = _proc_stats(server.proc.pid)
+        stop_server(server.proc)  # clean stop
+        server = None
+        server = start_server(data)
+        out["restart_clean_ready_s"] = round(server.ready_s, 2)
+        out["after_restart"] = _proc_stats(server.proc.pid)
+        os.killpg(server.proc.pid, signal.SIGKILL)
+        server.proc.wait(30)
+        server.proc.stdout.close() if server.proc.stdout else None
+        server = None
+        server = start_server(data)
+        out["restart_unclean_ready_s"] = round(server.ready_s, 2)
+        out["all_led_after_unclean_restart_s"] = round(
+            _all_led(server.bootstrap, topics[-3:], per_topic, 120), 2
+        )
+    finally:
+        if server is not None:
+            stop_server(server.proc)
+        shutil.rmtree(data, ignore_errors=True)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--counts", default="1000,5000,10000")
+    ap.add_argument("--per-topic", type=int, default=100)
+    ap.add_argument("--records", type=int, default=200_000)
+    ap.add_argument("--idle-seconds", type=float, default=5.0)
+    ap.add_argument("--data-dir", help="where the servers keep data (default: a temp dir)")
+    args = ap.parse_args()
+    base = tempfile.mkdtemp(prefix="gregor-partitions-bench-", dir=args.data_dir)
+    result: dict = {
+        "load_before": os.getloadavg()[0],
+        "nofile_limit": __import__("resource").getrlimit(__import__("resource").RLIMIT_NOFILE)[0],
+        "runs": [],
+    }
+    try:
+        for count in (int(c) for c in args.counts.split(",")):
+            run = run_count(count, args, base)
+            result["runs"].append(run)
+            print(json.dumps(run), file=sys.stderr, flush=True)  # progress
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    result["load_after"] = os.getloadavg()[0]
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
