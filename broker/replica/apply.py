@@ -42,8 +42,13 @@ class MetadataApplier:
 
     def failed_replicas(self) -> list[tuple[str, int]]:
         """The replicas whose metadata failed to apply (a log that could not be created or
-        opened): the heartbeat reports them to the controller."""
-        return sorted(self.failed)
+        opened) and those whose log directory went offline (a disk error: full, EIO): the
+        heartbeat reports them to the controller, which moves their leadership and ISR
+        membership to other replicas (Kafka's offline log dirs, KIP-858)."""
+        failed = set(self.failed)
+        if self.log_manager.offline_dirs():
+            failed |= {tp for tp, part in self.partitions().items() if part.log.offline}
+        return sorted(failed)
 
     def retry_failed(self, latest_image: Callable[[], Any]) -> None:
         """Apply failed partitions again from `latest_image()` (periodic: a failure such as

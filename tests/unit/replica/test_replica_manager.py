@@ -258,6 +258,24 @@ def test_offline_log_fails_waiting_produce_with_storage_error(tmp_path):
         h.close()
 
 
+def test_replicas_of_an_offline_log_dir_are_reported_as_failed(tmp_path):
+    """The heartbeat's failed replicas include every replica whose log dir went offline (a full
+    disk, EIO), so the controller moves their leadership and ISR membership elsewhere (found by
+    fault scenario S10: a leader with a full disk kept its partition unwritable)."""
+    h = Harness(tmp_path)
+    try:
+        h.replay(
+            Topic("t", TID),
+            PartitionRecord(TID, 0, (1,), (1,), 1, 0, 0),
+            PartitionRecord(TID, 1, (1,), (1,), 1, 0, 0),
+        )
+        assert h.rm.failed_replicas() == []
+        h.lm.get("t", 0)._fail(OSError(errno.ENOSPC, "No space left on device"))
+        assert h.rm.failed_replicas() == [("t", 0), ("t", 1)]  # the whole dir is offline
+    finally:
+        h.close()
+
+
 def test_a_partition_whose_metadata_fails_to_apply_is_not_served_and_resyncs(h, caplog):
     """Issue 11: a failure to apply a delta is not swallowed. The partition stops being served,
     the error is reported, and the next image applies it again; the others are unaffected."""
