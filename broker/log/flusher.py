@@ -35,7 +35,7 @@ from client.errors import StorageError
 
 from .handles import FileLimitError, is_fd_limit
 from .log import Log
-from .syncfs import SYNCFS_MIN_LOGS, open_dir, syncfs
+from .syncfs import SYNCFS_MIN_LOGS, covers, open_dir, syncfs
 
 _log = logging.getLogger(__name__)
 
@@ -57,7 +57,8 @@ class Flusher:
     ) -> None:
         """`directory`: the log dir, for a round covered by syncfs (None: never)."""
         self.name = name
-        self._directory = directory
+        # (only where syncfs makes the data durable: not on FUSE or network file systems)
+        self._directory = directory if directory is not None and covers(directory) else None
         self._dir_fd = -1  # on `directory`, for syncfs: opened on first use, closed by stop()
         self.syncfs_rounds = 0  # rounds covered by one syncfs (a statistic)
         self._parallelism = parallelism
