@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
+import time
 import weakref
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -24,6 +25,7 @@ from typing import Any
 from client import aio
 from client.aio.admin import QuorumDescription
 from client.aio.futures import DeliveryFuture
+from client.aio.group import Callback, GroupEvent
 from client.aio.types import ConsumerRecord, TopicPartition
 from client.errors import ClientClosedError
 
@@ -190,10 +192,16 @@ class Consumer(_SyncClient):
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         self._run(_call(self._core.assign, list(partitions)))
 
-    def subscribe(self, topics: Iterable[str]) -> None:
-        self._run(
-            _call(self._core.subscribe, list(topics) if not isinstance(topics, str) else topics)
-        )
+    def subscribe(
+        self,
+        topics: Iterable[str],
+        on_assign: Callback | None = None,
+        on_revoke: Callback | None = None,
+        on_lost: Callback | None = None,
+    ) -> None:
+        """As client.aio.Consumer.subscribe; the callbacks run from poll() in this thread."""
+        topics = list(topics) if not isinstance(topics, str) else topics
+        self._run(_call(self._core.subscribe, topics, on_assign, on_revoke, on_lost))
 
     def unsubscribe(self) -> None:
         self._run(_call(self._core.unsubscribe))
@@ -205,7 +213,42 @@ class Consumer(_SyncClient):
         return self._run(_call(self._core.assignment))
 
     def poll(self, timeout_ms: int = 0, max_records: int | None = None) -> list[ConsumerRecord]:
-        return self._run(self._core.poll(timeout_ms, max_records))
+        """Records, after running any group callback (on_assign/on_revoke/on_lost) here, in
+        the caller's thread."""
+        deadline = time.monotonic() + timeout_ms / 1000
+        while True:
+            got = self._run(self._core._poll((deadline - time.monotonic()) * 1000, max_records))
+            if not isinstance(got, GroupEvent):
+                return got
+            try:
+                if got.callback is not None:
+                    got.callback(list(got.partitions))
+            finally:
+                self._run(self._core._event_done(got))
+
+    def commit(
+        self, offsets: Mapping[TopicPartition, int] | None = None, asynchronous: bool = False
+    ) -> None:
+        """Commit `offsets` ({tp: next offset}), default every assigned partition's position.
+        asynchronous=True returns at once (a failure is logged)."""
+        self._run(self._core.commit(offsets, asynchronous))
+
+    def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
+        return self._run(self._core.committed(list(partitions)))
+
+    def close(self, timeout: float | None = None) -> None:
+        """Commit (enable.auto.commit), run on_revoke here, leave the group at once, close."""
+        if self._closed:
+            return
+        try:
+            ev = self._run(self._core._leave_prepare())
+            try:
+                if ev is not None and ev.callback is not None:
+                    ev.callback(list(ev.partitions))
+            finally:
+                self._run(self._core._leave_finish())
+        finally:
+            super().close(timeout)
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
         while not self._closed:

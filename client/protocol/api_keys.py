@@ -13,6 +13,7 @@ class ApiKey(IntEnum):
     OFFSET_COMMIT = 8
     OFFSET_FETCH = 9
     FIND_COORDINATOR = 10
+    LIST_GROUPS = 16
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
@@ -30,6 +31,7 @@ class ApiKey(IntEnum):
     BROKER_HEARTBEAT = 63
     ALLOCATE_PRODUCER_IDS = 67
     CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
     # Internal controller APIs (docs/architecture.md §3): 1000 and up.
     RAFT_MESSAGE = 1000
     METADATA_FETCH = 1001
