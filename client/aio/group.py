@@ -40,6 +40,7 @@ from typing import Any, NamedTuple
 
 from client.aio.types import TopicPartition
 from client.errors import (
+    ClientClosedError,
     ErrorCode,
     GregorError,
     GregorTimeoutError,
@@ -115,8 +116,6 @@ class GroupMember:
         self.on_assign, self.on_revoke, self.on_lost = on_assign, on_revoke, on_lost
         self._left = False
         self._hb_now.set()
-        if self._task is None or self._task.done():
-            self._task = asyncio.ensure_future(self._heartbeat_loop())
         self._auto_commit_at = time.monotonic() + self.config.auto_commit_interval_ms / 1000
 
     async def _heartbeat_loop(self) -> None:
@@ -132,7 +131,7 @@ class GroupMember:
                 except asyncio.CancelledError:
                     raise
                 except GregorError as exc:
-                    if not exc.retriable:
+                    if not exc.retriable and not isinstance(exc, ClientClosedError):
                         log.error("%s heartbeat failed: %s", self._prefix, exc)
                         self.errors.append(exc)
                         return
@@ -217,7 +216,10 @@ class GroupMember:
             raise self.errors.pop(0)
 
     async def next_event(self) -> GroupEvent | None:
-        """The next callback poll() must run, with the work before it done; None: nothing."""
+        """The next callback poll() must run, with the work before it done; None: nothing.
+        The first call starts the heartbeat task (after the consumer's first metadata)."""
+        if self._task is None and not self._left and not self.errors:
+            self._task = asyncio.ensure_future(self._heartbeat_loop())
         if self._lost:
             lost = tuple(sorted(self.owned))
             self.fetcher.assign([])
