@@ -24,6 +24,7 @@ from typing import Any
 
 from client import aio
 from client.aio.admin import QuorumDescription
+from client.aio.admin_groups import GroupDescription, GroupListing
 from client.aio.futures import DeliveryFuture
 from client.aio.group import Callback, GroupEvent
 from client.aio.types import ConsumerRecord, TopicPartition
@@ -335,6 +336,12 @@ class Admin(_SyncClient):
 
     def describe_topic(self, name: str) -> aio.TopicDescription:
         return self._run(self._core.describe_topic(name))
+
+    def list_groups(self) -> list[GroupListing]:
+        return self._run(self._core.list_groups())
+
+    def describe_group(self, group_id: str, **kw: Any) -> GroupDescription:
+        return self._run(self._core.describe_group(group_id, **kw))
 
     def describe_cluster(self, *, include_fenced: bool = False) -> aio.ClusterDescription:
         """Cluster id, active controller and brokers (see client.aio.Admin.describe_cluster)."""
