@@ -63,7 +63,7 @@ def test_consume_with_a_group_resumes_and_describe_shows_the_lag(server) -> None
     second = gregor("consume", "t", "--group", "G", "--max-messages", "20", *bs)
     assert second.returncode == 0, second.stderr
     seen = first.stdout.split() + second.stdout.split()
-    assert sorted(seen) == ["v%02d" % i for i in range(30)]  # resumed: none twice, none lost
+    assert sorted(seen) == [f"v{i:02d}" for i in range(30)]  # resumed: none twice, none lost
     assert json.loads(gregor("groups", "describe", "G", "--json", *bs).stdout)["total_lag"] == 0
 
 
