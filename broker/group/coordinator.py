@@ -269,7 +269,14 @@ class GroupCoordinator:
                     "replication_factor": rf,
                     "assignments": [],
                     "configs": [
-                        {"name": "segment.bytes", "value": str(self.settings.offsets_segment_bytes)}
+                        {
+                            "name": "segment.bytes",
+                            "value": str(self.settings.offsets_segment_bytes),
+                        },
+                        # Kept forever until log compaction exists: time or size retention
+                        # would delete the only record of a group's committed offset.
+                        {"name": "retention.ms", "value": "-1"},
+                        {"name": "retention.bytes", "value": "-1"},
                     ],
                 }
             ]
