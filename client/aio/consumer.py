@@ -83,8 +83,13 @@ class Consumer:
         await self._cluster.close()
 
     async def _leave_prepare(self) -> GroupEvent | None:
-        """close(), step 1: commit and the revoke event of what the member owns."""
-        if self._group is None or self._subscription is None:
+        """close(), step 1: commit and the revoke event of what the member owns (with assign()
+        and a group_id: the auto-commit only)."""
+        if self._group is None:
+            return None
+        if self._subscription is None:
+            if self.config.enable_auto_commit and self._fetcher.states:
+                await self._group.commit_positions(list(self._fetcher.states))
             return None
         return await self._group.leave_prepare()
 
@@ -203,7 +208,9 @@ class Consumer:
                 ev = await g.next_event()
                 if ev is not None:
                     return ev
-                await g.maybe_auto_commit()
+                await g.maybe_auto_commit(g.owned)
+            elif self._group is not None and f.states:  # assign() with a group_id
+                await self._group.maybe_auto_commit(list(f.states))
             if self._subscription is not None or self._cluster.stale:
                 try:
                     await self._update_subscription()
@@ -245,11 +252,13 @@ class Consumer:
         self, offsets: Mapping[TopicPartition, int] | None = None, asynchronous: bool = False
     ) -> asyncio.Task | None:
         """Commit `offsets` ({tp: next offset to read}), default the positions of every
-        assigned partition (the records poll() returned). asynchronous=True returns the
-        background task at once (failures are logged)."""
+        assigned partition (the records poll() returned). With assign() (no subscription) the
+        commit goes to the group without membership, which the coordinator accepts while the
+        group has no members. asynchronous=True returns the background task at once
+        (failures are logged)."""
         g = self._member()
         await self.start()
-        todo = g.current_positions() if offsets is None else {
+        todo = g.positions(list(self._fetcher.states)) if offsets is None else {
             TopicPartition(*tp): int(off) for tp, off in offsets.items()
         }  # fmt: skip
         if asynchronous:

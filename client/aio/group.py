@@ -294,18 +294,17 @@ class GroupMember:
 
     # -- commits ---------------------------------------------------------------------------------
 
-    async def maybe_auto_commit(self) -> None:
+    async def maybe_auto_commit(self, tps: Iterable[TopicPartition]) -> None:
         """From poll(): every auto.commit.interval.ms, commit (in the background) the positions
-        of the records poll() returned so far."""
+        of `tps` (the owned partitions; with assign(), the assigned ones): the records poll()
+        returned so far."""
         if not self.config.enable_auto_commit or time.monotonic() < self._auto_commit_at:
             return
         self._auto_commit_at = time.monotonic() + self.config.auto_commit_interval_ms / 1000
         if any(not t.done() for t in self._commits):
             return  # one auto-commit at a time
         changed = {
-            tp: off
-            for tp, off in self._positions(self.owned).items()
-            if self._committed.get(tp) != off
+            tp: off for tp, off in self._positions(tps).items() if self._committed.get(tp) != off
         }
         if changed:
             self.commit_in_background(changed)
@@ -321,8 +320,19 @@ class GroupMember:
         if not task.cancelled() and task.exception() is not None:
             log.warning("%s background commit failed: %s", self._prefix, task.exception())
 
-    def current_positions(self) -> dict[TopicPartition, int]:
-        return self._positions(self.owned)
+    def positions(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return self._positions(tps)
+
+    async def commit_positions(self, tps: Iterable[TopicPartition]) -> None:
+        """Commit (and wait for) the positions of `tps` that changed since the last commit:
+        close() of an assign()-mode consumer with enable.auto.commit."""
+        changed = {
+            tp: off for tp, off in self._positions(tps).items() if self._committed.get(tp) != off
+        }
+        try:
+            await self.commit(changed)
+        except GregorError as exc:
+            log.warning("%s commit on close failed: %s", self._prefix, exc)
 
     async def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
         """OffsetCommit to the coordinator with this member's id and epoch, retried through
