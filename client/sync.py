@@ -205,7 +205,17 @@ class Consumer(_SyncClient):
         self._run(_call(self._core.subscribe, topics, on_assign, on_revoke, on_lost))
 
     def unsubscribe(self) -> None:
+        """In a group: commit (enable.auto.commit), run on_revoke here, leave at once."""
+        self._leave_group()
         self._run(_call(self._core.unsubscribe))
+
+    def _leave_group(self) -> None:
+        ev = self._run(self._core._leave_prepare())
+        try:
+            if ev is not None and ev.callback is not None:
+                ev.callback(list(ev.partitions))
+        finally:
+            self._run(self._core._leave_finish())
 
     def subscription(self) -> set[str]:
         return self._core.subscription()
@@ -242,12 +252,7 @@ class Consumer(_SyncClient):
         if self._closed:
             return
         try:
-            ev = self._run(self._core._leave_prepare())
-            try:
-                if ev is not None and ev.callback is not None:
-                    ev.callback(list(ev.partitions))
-            finally:
-                self._run(self._core._leave_finish())
+            self._leave_group()
         finally:
             super().close(timeout)
 

@@ -70,14 +70,9 @@ class Consumer:
         """Leave the group at once (after the auto-commit and on_revoke), then close."""
         if self._closed:
             return
-        ev = await self._leave_prepare()
-        try:
-            if ev is not None:
-                self._run_callback(ev)
-        finally:
-            await self._leave_finish()
         if self._leaving is not None:
             await asyncio.gather(self._leaving, return_exceptions=True)
+        await self._leave_group()
         self._closed = True
         await self._fetcher.close()
         await self._cluster.close()
@@ -137,13 +132,21 @@ class Consumer:
             self._fetcher.assign([])
 
     def unsubscribe(self) -> None:
-        """Stop reading. In a group this leaves it (in the background: on_revoke is not called;
-        close() is the way to leave with the callback)."""
+        """Stop reading. In a group this leaves it, in a task of this loop: the auto-commit,
+        on_revoke, then the leave heartbeat (close() waits for it)."""
         if self._group is not None and self._subscription is not None:
-            group = self._group
-            self._leaving = asyncio.ensure_future(group.leave())
+            self._leaving = asyncio.ensure_future(self._leave_group())
+            return
         self._subscription = None
         self._fetcher.assign([])
+
+    async def _leave_group(self) -> None:
+        ev = await self._leave_prepare()
+        try:
+            if ev is not None:
+                self._run_callback(ev)
+        finally:
+            await self._leave_finish()
 
     def subscription(self) -> set[str]:
         return set(self._subscription or ())

@@ -70,8 +70,9 @@ def test_consume_with_a_group_resumes_and_describe_shows_the_lag(server) -> None
 def test_describe_shows_members_and_their_partitions(server) -> None:
     with Admin(bootstrap_servers=server.bootstrap) as admin:
         admin.create_topic("m", partitions=4)
+        revoked: list = []
         with Consumer(bootstrap_servers=server.bootstrap, group_id="live") as c:
-            c.subscribe(["m"])
+            c.subscribe(["m"], on_revoke=revoked.extend)
             wait_until(lambda: c.poll(50) is not None and len(c.assignment()) == 4, 60,
                        "the member to own every partition")  # fmt: skip
             c.commit({TopicPartition("m", 0): 0})
@@ -85,5 +86,14 @@ def test_describe_shows_members_and_their_partitions(server) -> None:
             }
             assert [p.committed_offset for p in d.partitions] == [0, None, None, None]
             assert [(g.group_id, g.state) for g in admin.list_groups()] == [("live", "stable")]
+            # unsubscribe() commits, calls on_revoke here and leaves at once
+            c.unsubscribe()
+            assert sorted(tp.partition for tp in revoked) == [0, 1, 2, 3]
+            assert admin.describe_group("live").members == []
+            assert c.assignment() == set()
+            c.subscribe(["m"])  # and can join again, as a new member
+            wait_until(lambda: c.poll(50) is not None and len(c.assignment()) == 4, 60,
+                       "the member to own every partition again")  # fmt: skip
+            assert len(admin.describe_group("live").members) == 1
         # close() left the group at once
         assert admin.describe_group("live").members == []
