@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import re
 import threading
 import time
 import weakref
@@ -195,13 +196,14 @@ class Consumer(_SyncClient):
 
     def subscribe(
         self,
-        topics: Iterable[str],
+        topics: Iterable[str] | re.Pattern,
         on_assign: Callback | None = None,
         on_revoke: Callback | None = None,
         on_lost: Callback | None = None,
     ) -> None:
         """As client.aio.Consumer.subscribe; the callbacks run from poll() in this thread."""
-        topics = list(topics) if not isinstance(topics, str) else topics
+        if not isinstance(topics, (str, re.Pattern)):
+            topics = list(topics)
         self._run(_call(self._core.subscribe, topics, on_assign, on_revoke, on_lost))
 
     def unsubscribe(self) -> None:

@@ -6,7 +6,8 @@
 - `coordinator.py`: the shards this broker leads, loading, expiry, the commit write path.
 """
 
-from broker.group.coordinator import OFFSETS_TOPIC, GroupCoordinator, GroupSettings, partition_for
+from broker.group.coordinator import GroupCoordinator
+from broker.group.offsets_topic import OFFSETS_TOPIC, GroupSettings, partition_for
 from broker.group.state import GroupError
 
 __all__ = ["OFFSETS_TOPIC", "GroupCoordinator", "GroupError", "GroupSettings", "partition_for"]

@@ -31,49 +31,21 @@ from typing import Any
 
 from broker.group.assignors import ASSIGNORS, TP
 from broker.group.offsets import CommittedOffset, OffsetTable, commit_batch
+from broker.group.offsets_topic import (
+    OFFSETS_TOPIC,
+    GroupSettings,
+    OffsetsTopic,
+    TopicRegex,
+    partition_for,
+)
 from broker.group.state import ConsumerGroup, GroupError
 from client.errors import ErrorCode
-from client.partitioner import murmur2
 from client.records import decode_records
 
 log = logging.getLogger(__name__)
 
-OFFSETS_TOPIC = "__consumer_offsets"
 MAX_METADATA_BYTES = 4096  # Kafka's offset.metadata.max.bytes default
 _LOAD_READ_BYTES = 1024 * 1024
-
-
-def partition_for(group_id: str, num_partitions: int) -> int:
-    """abs(murmur2(group_id)) % partitions, with Kafka's Utils.abs (MIN_VALUE -> 0)."""
-    h = murmur2(group_id.encode("utf-8"))
-    return (0 if h == -(2**31) else abs(h)) % num_partitions
-
-
-@dataclass(frozen=True)
-class GroupSettings:
-    session_timeout_ms: int = 45_000
-    min_session_timeout_ms: int = 6000
-    max_session_timeout_ms: int = 1_800_000
-    heartbeat_interval_ms: int = 5000
-    offsets_partitions: int = 50
-    offsets_replication_factor: int = 1
-    offsets_segment_bytes: int = 100 * 1024 * 1024
-    commit_timeout_ms: int = 5000
-    max_size: int = 2**31 - 1
-
-    @classmethod
-    def from_config(cls, config: Any) -> GroupSettings:
-        return cls(
-            session_timeout_ms=int(config.group_consumer_session_timeout_ms),
-            min_session_timeout_ms=int(config.group_min_session_timeout_ms),
-            max_session_timeout_ms=int(config.group_max_session_timeout_ms),
-            heartbeat_interval_ms=int(config.group_consumer_heartbeat_interval_ms),
-            offsets_partitions=int(config.offsets_topic_num_partitions),
-            offsets_replication_factor=int(config.offsets_topic_replication_factor),
-            offsets_segment_bytes=int(config.offsets_topic_segment_bytes),
-            commit_timeout_ms=int(config.offsets_commit_timeout_ms),
-            max_size=int(config.group_max_size),
-        )
 
 
 @dataclass
@@ -119,7 +91,8 @@ class GroupCoordinator:
         self._wake = threading.Condition(self._lock)
         self._stop = False
         self._thread: threading.Thread | None = None
-        self._creating_since = 0.0  # monotonic s of the last __consumer_offsets create request
+        self.offsets_topic = OffsetsTopic(node_id, settings, image)
+        self.topic_regex = TopicRegex()
         self._prefix = f"[broker={node_id} group-coordinator]"
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -228,70 +201,9 @@ class GroupCoordinator:
         topic = self._image().topics.get(OFFSETS_TOPIC)
         return len(topic.partitions) if topic is not None else self.settings.offsets_partitions
 
-    # -- FindCoordinator -------------------------------------------------------------------------
-
     def find(self, group_id: str, controller: Any) -> tuple[int, int, str, int, str | None]:
-        """(error code, node id, host, port, message) of the coordinator of `group_id`."""
-        image = self._image()
-        topic = image.topics.get(OFFSETS_TOPIC)
-        if topic is None:
-            self._create_offsets_topic(image, controller)
-            return (int(ErrorCode.COORDINATOR_NOT_AVAILABLE), -1, "", -1,
-                    f"{OFFSETS_TOPIC} is being created")  # fmt: skip
-        p = partition_for(group_id, len(topic.partitions))
-        reg = topic.partitions.get(p)
-        broker = image.brokers.get(reg.leader) if reg is not None else None
-        if broker is None or broker.fenced:
-            return (int(ErrorCode.COORDINATOR_NOT_AVAILABLE), -1, "", -1,
-                    f"{OFFSETS_TOPIC}-{p} has no leader")  # fmt: skip
-        return 0, broker.broker_id, broker.host, broker.port, None
-
-    def _create_offsets_topic(self, image: Any, controller: Any) -> None:
-        now = time.monotonic()
-        with self._lock:
-            if now - self._creating_since < 5:
-                return
-            self._creating_since = now
-        live = len(image.live_brokers())
-        rf = max(1, min(self.settings.offsets_replication_factor, live))
-        log.info(
-            "%s creating %s: %d partitions, replication factor %d%s",
-            self._prefix, OFFSETS_TOPIC, self.settings.offsets_partitions, rf,
-            "" if rf == self.settings.offsets_replication_factor else
-            f" (offsets.topic.replication.factor={self.settings.offsets_replication_factor}"
-            f" clamped to the {live} live brokers)",
-        )  # fmt: skip
-        fut = controller.create_topics(
-            [
-                {
-                    "name": OFFSETS_TOPIC,
-                    "num_partitions": self.settings.offsets_partitions,
-                    "replication_factor": rf,
-                    "assignments": [],
-                    "configs": [
-                        {
-                            "name": "segment.bytes",
-                            "value": str(self.settings.offsets_segment_bytes),
-                        },
-                        # Kept forever until log compaction exists: time or size retention
-                        # would delete the only record of a group's committed offset.
-                        {"name": "retention.ms", "value": "-1"},
-                        {"name": "retention.bytes", "value": "-1"},
-                    ],
-                }
-            ]
-        )
-        fut.add_done_callback(self._created)
-
-    def _created(self, fut: Any) -> None:
-        exc = fut.exception()
-        if exc is not None:
-            log.warning("%s creating %s failed: %s", self._prefix, OFFSETS_TOPIC, exc)
-            return
-        for r in fut.result() or []:
-            code = r.get("error_code", 0)
-            if code and code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                log.warning("%s creating %s failed: %s", self._prefix, OFFSETS_TOPIC, r)
+        """FindCoordinator: (error code, node id, host, port, message); offsets_topic.py."""
+        return self.offsets_topic.find(group_id, controller)
 
     # -- ConsumerGroupHeartbeat ------------------------------------------------------------------
 
@@ -308,6 +220,8 @@ class GroupCoordinator:
             frozenset((t["topic"], p) for t in owned for p in t["partitions"])
             if owned is not None else None
         )  # fmt: skip
+        if body["subscribed_topic_regex"]:
+            self.topic_regex.compiled(body["subscribed_topic_regex"])  # INVALID_REQUEST if bad
         s = self.settings
         session = body["session_timeout_ms"]
         if session < 0:
@@ -343,6 +257,8 @@ class GroupCoordinator:
                 now_ms=self._clock(),
                 subscribed=body["subscribed_topic_names"],
                 owned=owned_set,
+                regex=body["subscribed_topic_regex"],
+                resolve=lambda rx: self.topic_regex.matching(image, rx),
                 assignor=assignor,
                 session_timeout_ms=session,
                 rebalance_timeout_ms=body["rebalance_timeout_ms"]
@@ -493,6 +409,7 @@ class GroupCoordinator:
                     "client_id": m.client_id,
                     "client_host": m.client_host,
                     "subscribed_topic_names": list(m.subscribed),
+                    "subscribed_topic_regex": m.regex,
                     "assignment": _nested(m.assigned),
                     "target_assignment": _nested(g.target.get(m.member_id, frozenset())),
                 }

@@ -47,7 +47,9 @@ class Member:
     rebalance_timeout_ms: int
     client_id: str = ""
     client_host: str = ""
-    subscribed: tuple[str, ...] = ()
+    subscribed: tuple[str, ...] = ()  # names asked for and names the regex matched
+    names: tuple[str, ...] = ()  # names asked for
+    regex: str | None = None
     member_epoch: int = 0
     previous_epoch: int = -1
     assigned: frozenset[TP] = EMPTY  # owned now, as far as the coordinator knows
@@ -129,6 +131,8 @@ class ConsumerGroup:
         now_ms: int,
         subscribed: list[str] | None,
         owned: frozenset[TP] | None,
+        regex: str | None = None,
+        resolve: Callable[[str], tuple[str, ...]] | None = None,
         assignor: str | None,
         session_timeout_ms: int,
         rebalance_timeout_ms: int,
@@ -143,14 +147,17 @@ class ConsumerGroup:
             self.remove(member_id)
             return HeartbeatResult(member_id, -1, None)
         if member_epoch == 0:
-            if not subscribed:
+            if not subscribed and not regex:
                 raise GroupError(
-                    ErrorCode.INVALID_REQUEST, "a joining member must name the topics it subscribes"
+                    ErrorCode.INVALID_REQUEST,
+                    "a joining member must name the topics it subscribes, or a regex",
                 )
             if member_id in self.members:  # a rejoin after being fenced: start over
                 self.remove(member_id)
             m = Member(member_id, session_timeout_ms, rebalance_timeout_ms, client_id, client_host)
-            m.subscribed = tuple(sorted(set(subscribed)))
+            m.names = tuple(sorted(set(subscribed or ())))
+            m.regex = regex or None
+            m.subscribed = self._resolve(m, resolve)
             self.members[member_id] = m
             self.group_epoch += 1
             owned = EMPTY
@@ -172,8 +179,13 @@ class ConsumerGroup:
                     f"member {member_id} sent epoch {member_epoch}, its epoch is"
                     f" {m.member_epoch}: fenced",
                 )
-            if subscribed is not None and tuple(sorted(set(subscribed))) != m.subscribed:
-                m.subscribed = tuple(sorted(set(subscribed)))
+            if subscribed is not None:
+                m.names = tuple(sorted(set(subscribed)))
+            if regex is not None:
+                m.regex = regex or None
+            now_subscribed = self._resolve(m, resolve)
+            if now_subscribed != m.subscribed:
+                m.subscribed = now_subscribed
                 self.group_epoch += 1
         if assignor and assignor != self.assignor:
             if not self.members or list(self.members) == [member_id]:
@@ -182,6 +194,12 @@ class ConsumerGroup:
         self._maybe_compute_target(partition_counts)
         self._reconcile(m, owned, now_ms)
         return HeartbeatResult(member_id, m.member_epoch, m.owned_after_revocation)
+
+    @staticmethod
+    def _resolve(m: Member, resolve: Callable[[str], tuple[str, ...]] | None) -> tuple[str, ...]:
+        if m.regex is None or resolve is None:
+            return m.names
+        return tuple(sorted(set(m.names) | set(resolve(m.regex))))
 
     def _maybe_compute_target(self, partition_counts: Callable[[list[str]], Mapping[str, int]]):
         topics = sorted({t for m in self.members.values() for t in m.subscribed})

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -46,6 +47,7 @@ class Consumer:
             GroupMember(cfg, self._cluster, self._fetcher) if cfg.group_id else None
         )
         self._subscription: list[str] | None = None
+        self._pattern: str | None = None
         self._leaving: asyncio.Task | None = None
         self._started = False
         self._closed = False
@@ -107,27 +109,40 @@ class Consumer:
 
     def subscribe(
         self,
-        topics: Iterable[str],
+        topics: Iterable[str] | re.Pattern,
         on_assign: Callback | None = None,
         on_revoke: Callback | None = None,
         on_lost: Callback | None = None,
     ) -> None:
-        """Subscribe to `topics`. With a group_id the group's coordinator assigns partitions;
-        the callbacks get lists of TopicPartition and run from poll(). Without one, every
-        partition of each topic is read (the callbacks are refused: there are no rebalances)."""
+        """Subscribe to `topics` (a list of names) or a compiled pattern (`re.compile(...)`,
+        with a group_id only: the coordinator matches it in full against the topic names,
+        topics created later included). With a group_id the group's coordinator assigns
+        partitions; the callbacks get lists of TopicPartition and run from poll(). Without
+        one, every partition of each topic is read (the callbacks are refused: there are no
+        rebalances)."""
         self._check_open()
-        if isinstance(topics, str):
-            raise ConfigError("subscribe() takes a list of topic names")
-        topics = list(topics)
-        if not topics:
-            raise ConfigError("subscribe() needs at least one topic (unsubscribe() to stop)")
+        pattern: str | None = None
+        if isinstance(topics, re.Pattern):
+            if self._group is None:
+                raise ConfigError("subscribing to a pattern needs a group_id")
+            pattern = str(topics.pattern)
+            names: list[str] = []
+        elif isinstance(topics, str):
+            raise ConfigError(
+                "subscribe() takes a list of topic names, or re.compile(pattern) for a regex"
+            )
+        else:
+            names = list(topics)
+            if not names:
+                raise ConfigError("subscribe() needs at least one topic (unsubscribe() to stop)")
         if self._group is None and (on_assign or on_revoke or on_lost):
             raise ConfigError("on_assign/on_revoke/on_lost need a group_id")
-        self._subscription = topics
-        self._cluster.add_topics(self._subscription)
+        self._subscription = names
+        self._pattern = pattern
+        self._cluster.add_topics(names)
         self._cluster.request_update()
         if self._group is not None:
-            self._group.subscribe(topics, on_assign, on_revoke, on_lost)
+            self._group.subscribe(names, on_assign, on_revoke, on_lost, pattern)
         else:
             self._fetcher.assign([])
 
@@ -149,6 +164,10 @@ class Consumer:
             await self._leave_finish()
 
     def subscription(self) -> set[str]:
+        """The topic names subscribed to; with a pattern, the topics of the current
+        assignment (the coordinator resolves the pattern)."""
+        if self._pattern is not None and self._subscription is not None:
+            return set(self._subscription) | {tp.topic for tp in self._fetcher.states}
         return set(self._subscription or ())
 
     def assignment(self) -> set[TopicPartition]:

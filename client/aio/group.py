@@ -86,6 +86,7 @@ class GroupMember:
         self.member_id = uuid.uuid4().hex
         self.member_epoch = 0
         self.topics: list[str] = []
+        self.pattern: str | None = None  # a regex subscription, matched by the coordinator
         self.owned: set[TopicPartition] = set()  # what the application owns (callbacks ran)
         self.target: set[TopicPartition] | None = None  # from the coordinator's last answer
         self.on_assign: Callback | None = None
@@ -111,8 +112,10 @@ class GroupMember:
         on_assign: Callback | None,
         on_revoke: Callback | None,
         on_lost: Callback | None,
+        pattern: str | None = None,
     ) -> None:
         self.topics = sorted(set(topics))
+        self.pattern = pattern
         self.on_assign, self.on_revoke, self.on_lost = on_assign, on_revoke, on_lost
         self._left = False
         self._hb_now.set()
@@ -124,7 +127,7 @@ class GroupMember:
             wait = self.interval_s
             if self._lost:
                 wait = 0.1  # rejoin only once poll() has run the lost event
-            elif self.topics:
+            elif self.topics or self.pattern:
                 try:
                     await self._heartbeat_once()
                     wait = self.interval_s
@@ -166,6 +169,11 @@ class GroupMember:
         log.info("%s coordinator is broker %d", self._prefix, self.coordinator)
         return self.coordinator
 
+    async def _send(self, node: int, api_key: int, body: dict) -> dict:
+        """To the coordinator over the client's coordinator connection (not behind fetches)."""
+        conn = await self.cluster.coordinator_connection(node)
+        return await conn.request(api_key, body)  # type: ignore[return-value]
+
     async def _heartbeat_once(self) -> None:
         node = await self._find_coordinator()
         cfg = self.config
@@ -177,10 +185,11 @@ class GroupMember:
             "rebalance_timeout_ms": cfg.max_poll_interval_ms,
             "session_timeout_ms": -1 if cfg.session_timeout_ms is None else cfg.session_timeout_ms,
             "subscribed_topic_names": self.topics,
+            "subscribed_topic_regex": self.pattern or "",
             "server_assignor": cfg.group_remote_assignor,
             "owned_topic_partitions": _nested(self.owned),
         }
-        resp = await self.cluster.send(node, ApiKey.CONSUMER_GROUP_HEARTBEAT, body)
+        resp = await self._send(node, ApiKey.CONSUMER_GROUP_HEARTBEAT, body)
         code = resp["error_code"]
         if code in _REJOIN:
             log.warning(
@@ -260,6 +269,8 @@ class GroupMember:
         self._hb_now.set()
 
     async def _start_positions(self, add: set[TopicPartition]) -> None:
+        if self.cluster.add_topics({tp.topic for tp in add}):  # (topics a regex matched)
+            self.cluster.request_update()
         committed = await self.committed(add)
         self.fetcher.assign(sorted(self.owned | add))
         reset = []
@@ -355,7 +366,7 @@ class GroupMember:
             }
             try:
                 node = await self._find_coordinator()
-                resp = await self.cluster.send(node, ApiKey.OFFSET_COMMIT, body)
+                resp = await self._send(node, ApiKey.OFFSET_COMMIT, body)
             except GregorError as exc:
                 if not exc.retriable:
                     raise
@@ -401,7 +412,7 @@ class GroupMember:
         while True:
             try:
                 node = await self._find_coordinator()
-                resp = await self.cluster.send(node, ApiKey.OFFSET_FETCH, body)
+                resp = await self._send(node, ApiKey.OFFSET_FETCH, body)
                 if resp["error_code"]:
                     if resp["error_code"] in _COORDINATOR_MOVED:
                         self.coordinator = None
@@ -455,7 +466,7 @@ class GroupMember:
         if self.member_epoch > 0 and self.coordinator is not None:
             body = {"group_id": self.group_id, "member_id": self.member_id, "member_epoch": -1}
             try:
-                await self.cluster.send(self.coordinator, ApiKey.CONSUMER_GROUP_HEARTBEAT, body)
+                await self._send(self.coordinator, ApiKey.CONSUMER_GROUP_HEARTBEAT, body)
                 log.info("%s left the group", self._prefix)
             except GregorError as exc:
                 log.warning("%s leave heartbeat failed (the session timeout will do): %s",
@@ -463,3 +474,4 @@ class GroupMember:
         self.member_epoch = 0
         self.member_id = uuid.uuid4().hex  # a later subscribe() joins as a new member
         self.topics = []
+        self.pattern = None

@@ -231,6 +231,14 @@ CONSUMER_GROUP_HEARTBEAT = register(
                 default=None,
                 doc="nil = unchanged since the last heartbeat",
             ),
+            Field(
+                "subscribed_topic_regex",
+                Nullable(STRING),
+                default=None,
+                doc='nil = unchanged; "" = none. A Python `re` pattern matched in full '
+                "against every topic name but the internal `__consumer_offsets`; re-evaluated "
+                "on each heartbeat, so topics created later join the subscription",
+            ),
             Field("server_assignor", Nullable(STRING), default=None, doc="uniform or range"),
             Field(
                 "owned_topic_partitions",
@@ -285,6 +293,7 @@ CONSUMER_GROUP_DESCRIBE = register(
                                     Field("client_id", STRING, default=""),
                                     Field("client_host", STRING, default=""),
                                     Field("subscribed_topic_names", Array(STRING)),
+                                    Field("subscribed_topic_regex", Nullable(STRING), default=None),
                                     Field("assignment", _topic_partitions("MemberAssignment")),
                                     Field(
                                         "target_assignment",

@@ -129,3 +129,28 @@ def test_random_membership_never_double_owns() -> None:
     if clients:
         assert g.state == "stable"
         assert sorted(tp for _e, o in clients.values() for tp in o) == [("t", p) for p in range(6)]
+
+
+def test_regex_subscription_follows_the_topics() -> None:
+    import re
+
+    topics = ["orders-eu", "orders-us-x", "billing"]
+    counts = {"orders-eu": 2, "orders-us-x": 1, "billing": 3, "orders-us": 1}
+
+    def beat(mid: str, epoch: int, owned=None, regex=None):
+        return g.heartbeat(
+            mid, epoch, now_ms=0, subscribed=None, owned=owned, assignor=None, regex=regex,
+            resolve=lambda rx: tuple(t for t in topics if re.fullmatch(rx, t)),
+            session_timeout_ms=1000, rebalance_timeout_ms=5000,
+            partition_counts=lambda ts: {t: counts[t] for t in ts},
+        )  # fmt: skip
+
+    g = ConsumerGroup("g")
+    r = beat("a", 0, regex=r"orders-[a-z]{2}")
+    assert r.assignment == {("orders-eu", 0), ("orders-eu", 1)}
+    epoch = g.group_epoch
+    topics.append("orders-us")  # created later: the next heartbeat picks it up
+    r = beat("a", r.member_epoch, owned=r.assignment)
+    assert g.group_epoch > epoch
+    assert r.assignment == {("orders-eu", 0), ("orders-eu", 1), ("orders-us", 0)}
+    assert g.members["a"].subscribed == ("orders-eu", "orders-us")
