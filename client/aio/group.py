@@ -96,6 +96,7 @@ class GroupMember:
         self.interval_s = 0.0
         self.errors: list[BaseException] = []
         self._lost = False  # fenced: the lost event must run before rejoining
+        self.last_poll = time.monotonic()
         self._left = False
         self._task: asyncio.Task | None = None
         self._hb_now = asyncio.Event()
@@ -118,6 +119,7 @@ class GroupMember:
         self.pattern = pattern
         self.on_assign, self.on_revoke, self.on_lost = on_assign, on_revoke, on_lost
         self._left = False
+        self.last_poll = time.monotonic()
         self._hb_now.set()
         self._auto_commit_at = time.monotonic() + self.config.auto_commit_interval_ms / 1000
 
@@ -127,6 +129,9 @@ class GroupMember:
             wait = self.interval_s
             if self._lost:
                 wait = 0.1  # rejoin only once poll() has run the lost event
+            elif self.member_epoch > 0 and self._poll_overdue():
+                await self._leave_on_poll_timeout()
+                wait = 0.1
             elif self.topics or self.pattern:
                 try:
                     await self._heartbeat_once()
@@ -169,6 +174,30 @@ class GroupMember:
         log.info("%s coordinator is broker %d", self._prefix, self.coordinator)
         return self.coordinator
 
+    def _poll_overdue(self) -> bool:
+        return time.monotonic() - self.last_poll > self.config.max_poll_interval_ms / 1000
+
+    async def _leave_on_poll_timeout(self) -> None:
+        """max.poll.interval.ms passed without a poll(): leave (epoch -1) so the partitions go
+        to members that make progress. The member id and epoch stay as they were until the
+        next poll() runs on_lost and rejoins, so a late commit is refused by the coordinator
+        (UNKNOWN_MEMBER_ID), as Kafka's consumer does."""
+        log.warning(
+            "%s poll() not called for more than max.poll.interval.ms=%d: leaving the group;"
+            " partitions %s are lost (the next poll() rejoins)",
+            self._prefix, self.config.max_poll_interval_ms, sorted(self.owned),
+        )  # fmt: skip
+        self._lost = True
+        self.target = None
+        self.fetcher.wake.set()
+        if self.coordinator is not None:
+            body = {"group_id": self.group_id, "member_id": self.member_id, "member_epoch": -1}
+            try:
+                await self._send(self.coordinator, ApiKey.CONSUMER_GROUP_HEARTBEAT, body)
+            except GregorError as exc:
+                log.warning("%s leave heartbeat failed (the session timeout will do): %s",
+                            self._prefix, exc)  # fmt: skip
+
     async def _send(self, node: int, api_key: int, body: dict) -> dict:
         """To the coordinator over the client's coordinator connection (not behind fetches)."""
         conn = await self.cluster.coordinator_connection(node)
@@ -196,9 +225,8 @@ class GroupMember:
                 "%s heartbeat at epoch %d: %s; partitions %s are lost, rejoining",
                 self._prefix, epoch, ErrorCode(code).name, sorted(self.owned),
             )  # fmt: skip
-            self.member_epoch = 0
             self.target = None
-            self._lost = True
+            self._lost = True  # (the epoch goes to 0 once poll() ran the lost event)
             self.fetcher.wake.set()
             return
         if code:
@@ -227,6 +255,7 @@ class GroupMember:
     async def next_event(self) -> GroupEvent | None:
         """The next callback poll() must run, with the work before it done; None: nothing.
         The first call starts the heartbeat task (after the consumer's first metadata)."""
+        self.last_poll = time.monotonic()
         if self._task is None and not self._left and not self.errors:
             self._task = asyncio.ensure_future(self._heartbeat_loop())
         if self._lost:
@@ -258,6 +287,7 @@ class GroupMember:
         if ev.kind == "lost":
             self.owned.clear()
             self._committed.clear()
+            self.member_epoch = 0  # rejoin
             self._lost = False
         elif ev.kind == "revoke":
             self.owned.difference_update(ev.partitions)
@@ -386,7 +416,7 @@ class GroupMember:
             err = error_for_code(code)(msg or f"OffsetCommit for group {self.group_id}")
             if code in _COORDINATOR_MOVED:
                 self.coordinator = None
-            elif code != ErrorCode.STALE_MEMBER_EPOCH or self.member_epoch <= 0:
+            elif code != ErrorCode.STALE_MEMBER_EPOCH or self.member_epoch <= 0 or self._lost:
                 if not err.retriable:
                     raise err
             # STALE_MEMBER_EPOCH: a heartbeat answer with the new epoch is on its way

@@ -46,7 +46,7 @@ KEYS = [
     key("fetch.max.wait.ms", "duration_ms", 500, "... or at most this long", CO, at_least(0)),
     key("max.partition.fetch.bytes", "size", 1 * MiB, "bytes per partition per fetch", CO, at_least(1)),
     key("max.poll.records", "int", 500, "records returned by one poll()", CO, at_least(1)),
-    key("max.poll.interval.ms", "duration_ms", 300_000, "a member not polling for this long leaves the group", CO, at_least(1), status=REFUSED, why='not enforced yet: a member that stops polling keeps its partitions while its heartbeats go on'),
+    key("max.poll.interval.ms", "duration_ms", 300_000, "with a group: a member that does not call poll() for this long leaves the group (its partitions go to the others, its commits are refused; the next poll() calls on_lost and rejoins); also how long it may take to revoke partitions", CO, at_least(1)),
     key("fetch.buffer.bytes", "size", 64 * MiB, "fetched-but-unpolled bytes before prefetching pauses", CO, at_least(1024)),
     key("isolation.level", "enum", "read_uncommitted", "read_committed hides records of open or aborted transactions", CO, choices=("read_uncommitted", "read_committed")),
     key("check.crcs", "bool", True, "verify each fetched batch's CRC-32C", CO),
