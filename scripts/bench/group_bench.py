@@ -146,7 +146,7 @@ def commits(bootstrap: str, n: int) -> dict:
 def consume_rate(bootstrap: str, records: int, grouped: bool, run: int) -> float:
     from client import Consumer, TopicPartition
 
-    kw = {"group_id": f"cr{run}", "auto_offset_reset": "earliest"} if grouped else {}
+    kw = {"group_id": f"cr{run}"} if grouped else {}
     with Consumer(bootstrap_servers=bootstrap, max_poll_records=100_000,
                   auto_offset_reset="earliest", **kw) as c:  # fmt: skip
         if grouped:
@@ -185,7 +185,9 @@ def main() -> int:
     out: dict = {"load_avg": os.getloadavg(), "heartbeat_interval_ms": args.heartbeat_ms}
     try:
         out["rebalance_s"] = [round(rebalance(srv.bootstrap, i), 3) for i in range(args.repeat)]
+        print(json.dumps(out), file=sys.stderr, flush=True)
         out["commit"] = commits(srv.bootstrap, args.commits)
+        print(json.dumps(out), file=sys.stderr, flush=True)
         with Admin(bootstrap_servers=srv.bootstrap) as admin:
             admin.create_topic("cr", partitions=1)
         run_produce({"bootstrap.servers": srv.bootstrap}, "cr", args.records, 100, partition=0)
