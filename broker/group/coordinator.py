@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 
 MAX_METADATA_BYTES = 4096  # Kafka's offset.metadata.max.bytes default
 _LOAD_READ_BYTES = 1024 * 1024
+UNRELEASED_HEARTBEAT_MS = 250  # the interval told to a member waiting for released partitions
 
 
 @dataclass
@@ -267,6 +268,12 @@ class GroupCoordinator:
                 client_id=client_id or "",
                 client_host=client_host,
             )  # fmt: skip
+            interval = s.heartbeat_interval_ms
+            m = group.members.get(member_id)
+            if m is not None and group.target.get(member_id, frozenset()) - m.assigned:
+                # Partitions of its target are still owned by others: heartbeat again soon to
+                # get them once released, rather than one full interval later.
+                interval = min(interval, UNRELEASED_HEARTBEAT_MS)
             if group.group_epoch != before:
                 log.info(
                     "%s group %s epoch %d (%d members) after a heartbeat of %s (epoch %d)",
@@ -277,7 +284,7 @@ class GroupCoordinator:
             "error_code": 0,
             "member_id": result.member_id,
             "member_epoch": result.member_epoch,
-            "heartbeat_interval_ms": s.heartbeat_interval_ms,
+            "heartbeat_interval_ms": interval,
             "assignment": None if result.assignment is None else _nested(result.assignment),
         }
 
