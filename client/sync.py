@@ -350,6 +350,17 @@ class Admin(_SyncClient):
     def describe_group(self, group_id: str, **kw: Any) -> GroupDescription:
         return self._run(self._core.describe_group(group_id, **kw))
 
+    def delete_group(self, group_id: str, **kw: Any) -> None:
+        self._run(self._core.delete_group(group_id, **kw))
+
+    def delete_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition]) -> None:
+        self._run(self._core.delete_group_offsets(group_id, list(partitions)))
+
+    def alter_group_offsets(
+        self, group_id: str, offsets: Mapping[TopicPartition, int], **kw: Any
+    ) -> None:
+        self._run(self._core.alter_group_offsets(group_id, dict(offsets), **kw))
+
     def describe_cluster(self, *, include_fenced: bool = False) -> aio.ClusterDescription:
         """Cluster id, active controller and brokers (see client.aio.Admin.describe_cluster)."""
         return self._run(self._core.describe_cluster(include_fenced=include_fenced))

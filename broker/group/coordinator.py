@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.group.assignors import ASSIGNORS, TP
-from broker.group.offsets import CommittedOffset, OffsetTable, commit_batch
+from broker.group.offsets import CommittedOffset, OffsetTable, commit_batch, tombstone_batch
 from broker.group.offsets_topic import (
     OFFSETS_TOPIC,
     GroupSettings,
@@ -39,6 +39,7 @@ from broker.group.offsets_topic import (
     partition_for,
 )
 from broker.group.state import ConsumerGroup, GroupError
+from broker.group.views import describe_body, nested
 from client.errors import ErrorCode
 from client.records import decode_records
 
@@ -285,7 +286,7 @@ class GroupCoordinator:
             "member_id": result.member_id,
             "member_epoch": result.member_epoch,
             "heartbeat_interval_ms": interval,
-            "assignment": None if result.assignment is None else _nested(result.assignment),
+            "assignment": None if result.assignment is None else nested(result.assignment),
         }
 
     def _expire(self) -> None:
@@ -335,6 +336,30 @@ class GroupCoordinator:
         if not commits:
             respond(_commit_response(body, early, 0, None))
             return
+
+        def applied(base_offset: int) -> None:
+            for i, (t, p, off, epoch, meta) in enumerate(commits):
+                shard.offsets.put(
+                    group_id, (t, p), CommittedOffset(off, epoch, meta, 0, base_offset + i)
+                )
+
+        self._write(
+            shard,
+            commit_batch(group_id, commits),
+            applied,
+            lambda code, msg: respond(_commit_response(body, early, code, msg)),
+        )
+
+    def _write(
+        self,
+        shard: Shard,
+        batch: bytes,
+        applied: Callable[[int], None],
+        answer: Callable[[int, str | None], None],
+    ) -> None:
+        """Append `batch` to the shard's partition with acks=all. Once replicated,
+        `applied(base offset)` runs under the lock (if this broker still leads the partition),
+        then `answer(0, None)`; a failed write answers the coordinator error it maps to."""
         tp = (OFFSETS_TOPIC, shard.partition)
 
         def done(statuses: Mapping[Any, Any]) -> None:
@@ -343,22 +368,83 @@ class GroupCoordinator:
             if code == 0:
                 with self._lock:
                     if self._shards.get(shard.partition) is shard:
-                        for i, (t, p, off, epoch, meta) in enumerate(commits):
-                            shard.offsets.put(
-                                group_id,
-                                (t, p),
-                                CommittedOffset(off, epoch, meta, 0, st.base_offset + i),
-                            )
-                respond(_commit_response(body, early, 0, None))
+                        applied(st.base_offset)
+                answer(0, None)
                 return
-            mapped = int(_WRITE_ERRORS.get(code, ErrorCode.UNKNOWN_SERVER_ERROR))
-            respond(_commit_response(body, early, mapped, st.error_message))
+            answer(int(_WRITE_ERRORS.get(code, ErrorCode.UNKNOWN_SERVER_ERROR)), st.error_message)
 
         res = self.replica_manager.append_records(
-            -1, self.settings.commit_timeout_ms, {tp: commit_batch(group_id, commits)}, done
+            -1, self.settings.commit_timeout_ms, {tp: batch}, done
         )
         if res is not None:
             done(res)
+
+    # -- DeleteGroups / OffsetDelete ------------------------------------------------------------
+
+    def delete_group(self, group_id: str, answer: Callable[[int, str | None], None]) -> None:
+        """DeleteGroups for one group: tombstones for its committed offsets, then forgotten.
+        NON_EMPTY_GROUP while it has members, GROUP_ID_NOT_FOUND when unknown."""
+        try:
+            with self._lock:
+                shard = self._shard(group_id)
+                g = shard.groups.get(group_id)
+                if g is not None and g.members:
+                    raise GroupError(
+                        ErrorCode.NON_EMPTY_GROUP,
+                        f"group {group_id} has {len(g.members)} members",
+                    )
+                tps = sorted(shard.offsets.get(group_id))
+                if g is None and not tps:
+                    raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} not found")
+                if not tps:
+                    shard.groups.pop(group_id, None)
+        except GroupError as exc:
+            answer(exc.code, exc.message)
+            return
+        if not tps:
+            answer(0, None)
+            return
+
+        def applied(_base: int) -> None:
+            for tp in tps:
+                shard.offsets.delete(group_id, tp)
+            g2 = shard.groups.get(group_id)
+            if g2 is not None and not g2.members:
+                del shard.groups[group_id]
+            log.info("%s group %s deleted (%d committed offsets)", self._prefix, group_id,
+                     len(tps))  # fmt: skip
+
+        self._write(shard, tombstone_batch(group_id, tps), applied, answer)
+
+    def delete_offsets(
+        self, group_id: str, tps: list[TP], answer: Callable[[dict[TP, int], int], None]
+    ) -> None:
+        """OffsetDelete: tombstones for `tps`; a partition of a topic a member subscribes to
+        gets GROUP_SUBSCRIBED_TO_TOPIC. `answer(per-partition codes, group code)`."""
+        try:
+            with self._lock:
+                shard = self._shard(group_id)
+                g = shard.groups.get(group_id)
+                if g is None and group_id not in shard.offsets.groups:
+                    raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} not found")
+                subscribed = {t for m in (g.members.values() if g else ()) for t in m.subscribed}
+        except GroupError as exc:
+            answer({}, exc.code)
+            return
+        codes = {tp: int(ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC) for tp in tps if tp[0] in subscribed}
+        todo = [tp for tp in tps if tp not in codes]
+        if not todo:
+            answer(codes, 0)
+            return
+
+        def applied(_base: int) -> None:
+            for tp in todo:
+                shard.offsets.delete(group_id, tp)
+
+        def written(code: int, _msg: str | None) -> None:
+            answer({**codes, **{tp: code for tp in todo}}, 0)
+
+        self._write(shard, tombstone_batch(group_id, todo), applied, written)
 
     def fetch_offsets(self, group_id: str, topics: list[dict] | None) -> list[dict]:
         with self._lock:
@@ -403,45 +489,13 @@ class GroupCoordinator:
         with self._lock:
             shard = self._shard(group_id)
             g = shard.groups.get(group_id)
-            if g is None:
-                if group_id not in shard.offsets.groups:
-                    raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} not found")
-                return {"error_code": 0, "group_id": group_id, "group_state": "empty",
-                        "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "",
-                        "members": []}  # fmt: skip
-            members = [
-                {
-                    "member_id": m.member_id,
-                    "member_epoch": m.member_epoch,
-                    "client_id": m.client_id,
-                    "client_host": m.client_host,
-                    "subscribed_topic_names": list(m.subscribed),
-                    "subscribed_topic_regex": m.regex,
-                    "assignment": _nested(m.assigned),
-                    "target_assignment": _nested(g.target.get(m.member_id, frozenset())),
-                }
-                for m in g.members.values()
-            ]
-            return {
-                "error_code": 0,
-                "group_id": group_id,
-                "group_state": g.state,
-                "group_epoch": g.group_epoch,
-                "assignment_epoch": g.assignment_epoch,
-                "assignor_name": g.assignor,
-                "members": members,
-            }
+            if g is None and group_id not in shard.offsets.groups:
+                raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} not found")
+            return describe_body(group_id, g)
 
 
 def _counts(image: Any, topics: list[str]) -> dict[str, int]:
     return {t: len(image.topics[t].partitions) for t in topics if t in image.topics}
-
-
-def _nested(tps: frozenset[TP]) -> list[dict]:
-    by_topic: dict[str, list[int]] = {}
-    for t, p in sorted(tps):
-        by_topic.setdefault(t, []).append(p)
-    return [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]
 
 
 def _commit_response(body: dict, early: dict[TP, int], code: int, message: str | None) -> dict:

@@ -61,6 +61,12 @@ def commit_batch(group_id: str, commits: list[tuple[str, int, int, int, str | No
     )
 
 
+def tombstone_batch(group_id: str, tps: list[tuple[str, int]]) -> bytes:
+    """One record batch of tombstones (value null): the offsets of `tps` are deleted."""
+    now = int(time.time() * 1000)
+    return build_batch([(offset_key(group_id, t, p), None) for t, p in tps], timestamp_ms=now)
+
+
 class OffsetTable:
     def __init__(self) -> None:
         self.groups: dict[str, dict[tuple[str, int], CommittedOffset]] = {}

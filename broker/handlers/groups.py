@@ -1,12 +1,14 @@
 """Consumer group APIs, answered by the group coordinator (broker/group/): FindCoordinator (10),
-OffsetCommit (8), OffsetFetch (9), ListGroups (16), ConsumerGroupHeartbeat (68),
-ConsumerGroupDescribe (69). A GroupError becomes the API's error code (per partition for
-OffsetCommit, per group for ConsumerGroupDescribe, whole-request otherwise). OffsetCommit is
-answered later, from the flusher/timer thread, once its record is replicated.
+OffsetCommit (8), OffsetFetch (9), ListGroups (16), DeleteGroups (42), OffsetDelete (47),
+ConsumerGroupHeartbeat (68), ConsumerGroupDescribe (69). A GroupError becomes the API's error code (per partition for
+OffsetCommit, per group for ConsumerGroupDescribe, whole-request otherwise). OffsetCommit,
+DeleteGroups and OffsetDelete are answered later, from the flusher/timer thread, once their
+records are replicated.
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from broker.group import GroupError
@@ -77,3 +79,46 @@ def consumer_group_describe(ctx: RequestContext, body: dict) -> dict:
         except GroupError as exc:
             out.append({"error_code": exc.code, "error_message": exc.message, "group_id": gid})
     return {"groups": out}
+
+
+@handler(ApiKey.DELETE_GROUPS)
+def delete_groups(ctx: RequestContext, body: dict) -> None:
+    services: Any = ctx.services
+    names = list(dict.fromkeys(body["groups_names"]))
+    results: dict[str, dict] = {}
+    lock = threading.Lock()
+    if not names:
+        ctx.respond({"results": []})
+        return None
+
+    def answered(gid: str, code: int, message: str | None) -> None:
+        with lock:
+            results[gid] = {"group_id": gid, "error_code": code, "error_message": message}
+            done = len(results) == len(names)
+        if done:
+            ctx.respond({"results": [results[g] for g in names]})
+
+    for gid in names:
+        services.group_coordinator.delete_group(
+            gid, lambda code, msg, gid=gid: answered(gid, code, msg)
+        )
+    return None
+
+
+@handler(ApiKey.OFFSET_DELETE)
+def offset_delete(ctx: RequestContext, body: dict) -> None:
+    tps = [(t["name"], p) for t in body["topics"] for p in t["partitions"]]
+
+    def answer(codes: dict, group_code: int) -> None:
+        ctx.respond({
+            "error_code": group_code,
+            "topics": [] if group_code else [
+                {"name": t["name"], "partitions": [
+                    {"partition": p, "error_code": codes.get((t["name"], p), 0)}
+                    for p in t["partitions"]]}
+                for t in body["topics"]
+            ],
+        })  # fmt: skip
+
+    ctx.services.group_coordinator.delete_offsets(body["group_id"], tps, answer)
+    return None

@@ -344,6 +344,40 @@ class Admin:
             self.config.retry_backoff_ms,
         )  # fmt: skip
 
+    async def delete_group(self, group_id: str, *, timeout_ms: int | None = None) -> None:
+        """Delete a group without members and its committed offsets (NonEmptyGroupError,
+        GroupIdNotFoundError)."""
+        self._check_open()
+        await admin_groups.delete_group(
+            self._cluster, group_id, self._timeout(timeout_ms), self.config.retry_backoff_ms
+        )
+
+    async def delete_group_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition], *, timeout_ms: int | None = None
+    ) -> None:
+        """Delete a group's committed offsets of `partitions` (GroupSubscribedToTopicError for
+        a topic one of its members subscribes to)."""
+        self._check_open()
+        await admin_groups.delete_group_offsets(
+            self._cluster, group_id, [TopicPartition(*tp) for tp in partitions],
+            self._timeout(timeout_ms), self.config.retry_backoff_ms,
+        )  # fmt: skip
+
+    async def alter_group_offsets(
+        self,
+        group_id: str,
+        offsets: Mapping[TopicPartition, int],
+        *,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """Set a group's committed offsets ({tp: next offset to read}); the group must have
+        no members (UnknownMemberIdError otherwise)."""
+        self._check_open()
+        await admin_groups.alter_group_offsets(
+            self._cluster, group_id, {TopicPartition(*tp): int(o) for tp, o in offsets.items()},
+            self._timeout(timeout_ms), self.config.retry_backoff_ms,
+        )  # fmt: skip
+
     async def describe_cluster(self, *, include_fenced: bool = False) -> ClusterDescription:
         """Cluster id, active controller, and the unfenced brokers (`include_fenced`: every
         registered broker, `fenced` set on those fenced)."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from client.aio.types import TopicPartition
-from client.errors import GregorError, GregorTimeoutError, error_for_code
+from client.errors import ConfigError, GregorError, GregorTimeoutError, error_for_code
 from client.protocol import ApiKey
 
 
@@ -82,6 +82,23 @@ async def list_groups(cluster: Any) -> list[GroupListing]:
     return [GroupListing(g, s) for g, s in sorted(out.items())]
 
 
+def _error_of(api_key: int, resp: dict) -> tuple[int, str | None]:
+    """The group-level error of an answer (retriable ones make _at_coordinator ask again)."""
+    if api_key == ApiKey.CONSUMER_GROUP_DESCRIBE:
+        g = resp["groups"][0]
+        return g["error_code"], g.get("error_message")
+    if api_key == ApiKey.DELETE_GROUPS:
+        r = resp["results"][0]
+        return r["error_code"], r.get("error_message")
+    if api_key == ApiKey.OFFSET_COMMIT:
+        for t in resp["topics"]:
+            for p in t["partitions"]:
+                if p["error_code"]:
+                    return p["error_code"], p.get("error_message")
+        return 0, None
+    return resp.get("error_code", 0), resp.get("error_message")
+
+
 async def _at_coordinator(
     cluster: Any, group_id: str, api_key: int, body: dict, timeout_ms: int, backoff_ms: int
 ) -> tuple[int, dict]:
@@ -99,12 +116,7 @@ async def _at_coordinator(
             if c["node_id"] not in cluster.metadata.brokers:
                 await cluster.refresh()
             resp = await cluster.send(c["node_id"], api_key, body)
-            code = resp.get("error_code", 0)
-            if api_key == ApiKey.CONSUMER_GROUP_DESCRIBE:
-                code = resp["groups"][0]["error_code"]
-                msg = resp["groups"][0].get("error_message")
-            else:
-                msg = resp.get("error_message")
+            code, msg = _error_of(api_key, resp)
             if code:
                 raise error_for_code(code)(msg or f"group {group_id}")
             return c["node_id"], resp
@@ -169,3 +181,48 @@ async def describe_group(
         group_id, g["group_state"], g["group_epoch"], g["assignment_epoch"], g["assignor_name"],
         node, members, partitions,
     )  # fmt: skip
+
+
+async def delete_group(cluster: Any, group_id: str, timeout_ms: int, backoff_ms: int) -> None:
+    """DeleteGroups: NonEmptyGroupError while it has members, GroupIdNotFoundError if unknown."""
+    await _at_coordinator(
+        cluster, group_id, ApiKey.DELETE_GROUPS, {"groups_names": [group_id]},
+        timeout_ms, backoff_ms,
+    )  # fmt: skip
+
+
+async def alter_group_offsets(
+    cluster: Any, group_id: str, offsets: dict[TopicPartition, int], timeout_ms: int,
+    backoff_ms: int,
+) -> None:  # fmt: skip
+    """Set committed offsets of a group without members (UnknownMemberIdError while it has
+    some: its members own the positions), as Kafka's alterConsumerGroupOffsets."""
+    for tp, off in offsets.items():
+        if off < 0:
+            raise ConfigError(f"offset for {tp[0]}-{tp[1]} must be >= 0, got {off}")
+    by_topic: dict[str, list[dict]] = {}
+    for tp, off in sorted(offsets.items()):
+        by_topic.setdefault(tp[0], []).append({"partition": tp[1], "committed_offset": off})
+    body = {
+        "group_id": group_id, "member_id": "", "member_epoch": -1,
+        "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+    }  # fmt: skip
+    await _at_coordinator(cluster, group_id, ApiKey.OFFSET_COMMIT, body, timeout_ms, backoff_ms)
+
+
+async def delete_group_offsets(
+    cluster: Any, group_id: str, tps: list[TopicPartition], timeout_ms: int, backoff_ms: int
+) -> None:
+    """OffsetDelete; GroupSubscribedToTopicError for a topic a member subscribes to."""
+    by_topic: dict[str, list[int]] = {}
+    for tp in sorted(tps):
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    body = {"group_id": group_id,
+            "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}  # fmt: skip
+    _node, resp = await _at_coordinator(
+        cluster, group_id, ApiKey.OFFSET_DELETE, body, timeout_ms, backoff_ms
+    )
+    for t in resp["topics"]:
+        for p in t["partitions"]:
+            if p["error_code"]:
+                raise error_for_code(p["error_code"])(f"{t['name']}-{p['partition']}")

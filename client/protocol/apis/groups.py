@@ -1,6 +1,6 @@
 """Consumer group APIs (KIP-848 model: the coordinator assigns, members heartbeat):
-FindCoordinator (10), OffsetCommit (8), OffsetFetch (9), ListGroups (16),
-ConsumerGroupHeartbeat (68), ConsumerGroupDescribe (69).
+FindCoordinator (10), OffsetCommit (8), OffsetFetch (9), ListGroups (16), DeleteGroups (42),
+OffsetDelete (47), ConsumerGroupHeartbeat (68), ConsumerGroupDescribe (69).
 
 A group's coordinator is the leader of partition `abs(murmur2(group_id)) %
 offsets.topic.num.partitions` of `__consumer_offsets`; every other group API goes to it and
@@ -307,6 +307,78 @@ CONSUMER_GROUP_DESCRIBE = register(
                         name="DescribedGroup",
                     )
                 ),
+            ),
+        ),
+    )
+)
+
+DELETE_GROUPS = register(
+    ApiSpec(
+        key=ApiKey.DELETE_GROUPS,
+        name="DeleteGroups",
+        doc="Delete groups without members: their committed offsets get tombstones in "
+        "`__consumer_offsets` (acks=all). NON_EMPTY_GROUP while a group has members, "
+        "GROUP_ID_NOT_FOUND for an unknown one; NOT_COORDINATOR at another broker.",
+        request=Struct(Field("groups_names", Array(STRING))),
+        response=Struct(
+            THROTTLE,
+            Field(
+                "results",
+                Array(
+                    Struct(
+                        Field("group_id", STRING),
+                        Field("error_code", INT16),
+                        ERROR_MESSAGE,
+                        name="DeletableGroupResult",
+                    )
+                ),
+            ),
+        ),
+    )
+)
+
+OFFSET_DELETE = register(
+    ApiSpec(
+        key=ApiKey.OFFSET_DELETE,
+        name="OffsetDelete",
+        doc="Delete a group's committed offsets of some partitions (tombstones, acks=all). A "
+        "partition of a topic a member subscribes to gets GROUP_SUBSCRIBED_TO_TOPIC.",
+        request=Struct(
+            Field("group_id", STRING),
+            Field(
+                "topics",
+                Array(
+                    Struct(
+                        Field("name", STRING),
+                        Field("partitions", Array(INT32)),
+                        name="OffsetDeleteTopic",
+                    )
+                ),
+            ),
+        ),
+        response=Struct(
+            Field("error_code", INT16),
+            ERROR_MESSAGE,
+            THROTTLE,
+            Field(
+                "topics",
+                Array(
+                    Struct(
+                        Field("name", STRING),
+                        Field(
+                            "partitions",
+                            Array(
+                                Struct(
+                                    Field("partition", INT32),
+                                    Field("error_code", INT16),
+                                    name="OffsetDeletePartitionResult",
+                                )
+                            ),
+                        ),
+                        name="OffsetDeleteTopicResult",
+                    )
+                ),
+                default=list,
             ),
         ),
     )

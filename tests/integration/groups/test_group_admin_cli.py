@@ -11,7 +11,11 @@ import pytest
 from helpers import gregor_command, wait_until
 
 from client import Admin, Consumer, Producer, TopicPartition
-from client.errors import GroupIdNotFoundError
+from client.errors import (
+    GroupIdNotFoundError,
+    GroupSubscribedToTopicError,
+    UnknownMemberIdError,
+)
 
 
 def gregor(*args: str, timeout: float = 90) -> subprocess.CompletedProcess:
@@ -97,3 +101,53 @@ def test_describe_shows_members_and_their_partitions(server) -> None:
             assert len(admin.describe_group("live").members) == 1
         # close() left the group at once
         assert admin.describe_group("live").members == []
+
+
+def test_reset_alter_delete_offsets_and_delete_group(server) -> None:
+    bs = ["--bootstrap-server", server.bootstrap]
+    with Admin(bootstrap_servers=server.bootstrap) as admin:
+        admin.create_topic("r", partitions=2)
+    with Producer(bootstrap_servers=server.bootstrap) as p:
+        for i in range(20):
+            p.send("r", b"x", partition=i % 2)
+        p.flush()
+    tps = [TopicPartition("r", 0), TopicPartition("r", 1)]
+    with Admin(bootstrap_servers=server.bootstrap) as admin:
+        admin.alter_group_offsets("R", {tps[0]: 3, tps[1]: 4})
+        assert [p.committed_offset for p in admin.describe_group("R").partitions] == [3, 4]
+        # dry run: prints, writes nothing
+        dry = gregor("groups", "reset-offsets", "--group", "R", "--topic", "r", "--shift-by",
+                     "-2", *bs)  # fmt: skip
+        assert dry.returncode == 0, dry.stderr
+        assert "dry run" in dry.stdout and "r  0  3  1" in dry.stdout, dry.stdout
+        assert [p.committed_offset for p in admin.describe_group("R").partitions] == [3, 4]
+        done = gregor("groups", "reset-offsets", "--group", "R", "--topic", "r", "--to-offset",
+                      "99", "--execute", "--json", *bs)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert [r["new"] for r in json.loads(done.stdout)] == [10, 10]  # clamped to the end
+        assert [p.committed_offset for p in admin.describe_group("R").partitions] == [10, 10]
+        gregor("groups", "reset-offsets", "--group", "R", "--topic", "r", "--to-earliest",
+               "--execute", *bs)  # fmt: skip
+        assert admin.describe_group("R").total_lag == 20
+        admin.delete_group_offsets("R", [tps[1]])
+        assert [(p.partition, p.committed_offset) for p in admin.describe_group("R").partitions
+                ] == [(0, 0)]  # fmt: skip
+        # a group with a member: no delete, no reset, no alter
+        with Consumer(bootstrap_servers=server.bootstrap, group_id="R") as c:
+            c.subscribe(["r"])
+            wait_until(lambda: c.poll(50) is not None and len(c.assignment()) == 2, 60,
+                       "the member to join")  # fmt: skip
+            refused = gregor("groups", "delete", "R", *bs)
+            assert refused.returncode == 1 and "NON_EMPTY_GROUP" in refused.stderr, refused
+            busy = gregor("groups", "reset-offsets", "--group", "R", "--topic", "r",
+                          "--to-latest", "--execute", *bs)  # fmt: skip
+            assert busy.returncode == 1 and "active member" in busy.stderr, busy.stderr
+            with pytest.raises(UnknownMemberIdError):
+                admin.alter_group_offsets("R", {tps[0]: 1})
+            with pytest.raises(GroupSubscribedToTopicError):
+                admin.delete_group_offsets("R", [tps[0]])
+        deleted = gregor("groups", "delete", "R", *bs)
+        assert deleted.returncode == 0, deleted.stderr
+        with pytest.raises(GroupIdNotFoundError):
+            admin.describe_group("R")
+        assert admin.list_groups() == []
