@@ -268,6 +268,7 @@ class GroupCoordinator:
                 partition_counts=lambda ts: _counts(image, ts),
                 client_id=client_id or "",
                 client_host=client_host,
+                instance_id=body["instance_id"],
             )  # fmt: skip
             interval = s.heartbeat_interval_ms
             m = group.members.get(member_id)

@@ -31,6 +31,7 @@ from broker.group.assignors import TP, assign
 from client.errors import ErrorCode
 
 EMPTY: frozenset[TP] = frozenset()
+LEAVE_STATIC = -2  # the member epoch a static member leaves with
 
 
 class GroupError(Exception):
@@ -56,6 +57,8 @@ class Member:
     revoking: frozenset[TP] = EMPTY  # part of `assigned` the member was told to give up
     session_deadline_ms: int = 0
     revoke_deadline_ms: int = -1
+    instance_id: str | None = None  # static membership
+    left_epoch: int = -1  # a static member that left (epoch -2): the epoch it had
 
     @property
     def owned_after_revocation(self) -> frozenset[TP]:
@@ -139,6 +142,7 @@ class ConsumerGroup:
         partition_counts: Callable[[list[str]], Mapping[str, int]],
         client_id: str = "",
         client_host: str = "",
+        instance_id: str | None = None,
     ) -> HeartbeatResult:
         """One ConsumerGroupHeartbeat. Raises GroupError for the error answers."""
         if not member_id:
@@ -146,6 +150,9 @@ class ConsumerGroup:
         if member_epoch == -1:
             self.remove(member_id)
             return HeartbeatResult(member_id, -1, None)
+        if member_epoch == LEAVE_STATIC:
+            self._static_leave(member_id, now_ms)
+            return HeartbeatResult(member_id, LEAVE_STATIC, None)
         if member_epoch == 0:
             if not subscribed and not regex:
                 raise GroupError(
@@ -158,8 +165,12 @@ class ConsumerGroup:
             m.names = tuple(sorted(set(subscribed or ())))
             m.regex = regex or None
             m.subscribed = self._resolve(m, resolve)
+            m.instance_id = instance_id
+            if instance_id is not None and self._replace_static(m):
+                pass  # took over the departed instance's partitions and epoch: no rebalance
+            else:
+                self.group_epoch += 1
             self.members[member_id] = m
-            self.group_epoch += 1
             owned = EMPTY
         else:
             got = self.members.get(member_id)
@@ -237,6 +248,43 @@ class ConsumerGroup:
         if m.member_epoch != self.assignment_epoch:
             m.previous_epoch = m.member_epoch
             m.member_epoch = self.assignment_epoch
+
+    # -- static membership (group.instance.id) ---------------------------------------------------
+
+    def _static_leave(self, member_id: str, now_ms: int) -> None:
+        """Epoch -2: a static member leaves for a restart. It keeps its partitions (nobody else
+        gets them) until its session timeout; a member joining with its instance id first
+        takes them over without a rebalance."""
+        m = self.members.get(member_id)
+        if m is None:
+            return
+        if m.instance_id is None:
+            self.remove(member_id)  # (not static: a plain leave)
+            return
+        m.left_epoch = m.member_epoch
+        m.member_epoch = LEAVE_STATIC
+        m.session_deadline_ms = now_ms + m.session_timeout_ms
+
+    def _replace_static(self, new: Member) -> bool:
+        """A joining member with an instance id in use: take over a departed one (True);
+        UNRELEASED_INSTANCE_ID while the old one has not left."""
+        old = next((o for o in self.members.values() if o.instance_id == new.instance_id), None)
+        if old is None:
+            return False
+        if old.member_epoch != LEAVE_STATIC:
+            raise GroupError(
+                ErrorCode.UNRELEASED_INSTANCE_ID,
+                f"instance id {new.instance_id} is still used by member {old.member_id} (it has"
+                " not left; it will be removed after its session timeout)",
+            )
+        del self.members[old.member_id]
+        new.assigned, new.revoking = old.assigned, old.revoking
+        new.member_epoch = new.previous_epoch = old.left_epoch
+        if old.member_id in self.target:
+            self.target[new.member_id] = self.target.pop(old.member_id)
+        if new.subscribed != old.subscribed:
+            self.group_epoch += 1
+        return True
 
     # -- removal ----------------------------------------------------------------------------------
 

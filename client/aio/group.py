@@ -211,6 +211,7 @@ class GroupMember:
             "group_id": self.group_id,
             "member_id": self.member_id,
             "member_epoch": epoch,
+            "instance_id": cfg.group_instance_id,
             "rebalance_timeout_ms": cfg.max_poll_interval_ms,
             "session_timeout_ms": -1 if cfg.session_timeout_ms is None else cfg.session_timeout_ms,
             "subscribed_topic_names": self.topics,
@@ -228,6 +229,12 @@ class GroupMember:
             self.target = None
             self._lost = True  # (the epoch goes to 0 once poll() ran the lost event)
             self.fetcher.wake.set()
+            return
+        if code == ErrorCode.UNRELEASED_INSTANCE_ID:
+            # The previous process with this group.instance.id has not left (a crash): the
+            # coordinator frees the id after its session timeout; join then.
+            log.warning("%s %s; retrying", self._prefix, resp.get("error_message"))
+            self.interval_s = max(self.interval_s, 0.5)
             return
         if code:
             if code in _COORDINATOR_MOVED:
@@ -481,7 +488,8 @@ class GroupMember:
         return GroupEvent("revoke", owned, self.on_revoke)
 
     async def leave(self) -> None:
-        """Send the leave heartbeat (member epoch -1) so the partitions move at once."""
+        """Send the leave heartbeat so the partitions move at once (member epoch -1), or, with
+        a group.instance.id, are kept for this instance until its session timeout (-2)."""
         self._left = True
         self._hb_now.set()
         if self._task is not None:
@@ -494,10 +502,14 @@ class GroupMember:
         self.target = None
         self.fetcher.assign([])
         if self.member_epoch > 0 and self.coordinator is not None:
-            body = {"group_id": self.group_id, "member_id": self.member_id, "member_epoch": -1}
+            static = self.config.group_instance_id is not None
+            body = {"group_id": self.group_id, "member_id": self.member_id,
+                    "member_epoch": -2 if static else -1,
+                    "instance_id": self.config.group_instance_id}  # fmt: skip
             try:
                 await self._send(self.coordinator, ApiKey.CONSUMER_GROUP_HEARTBEAT, body)
-                log.info("%s left the group", self._prefix)
+                log.info("%s left the group%s", self._prefix,
+                         " (static: its partitions wait for it)" if static else "")  # fmt: skip
             except GregorError as exc:
                 log.warning("%s leave heartbeat failed (the session timeout will do): %s",
                             self._prefix, exc)  # fmt: skip

@@ -37,7 +37,7 @@ KEYS = [
     key("enable.idempotence", "bool", True, "producer ids and sequence numbers: a retried batch is stored once (needs acks=all, retries > 0, max.in.flight <= 5; left at its default, a conflicting setting turns it off)", P),
     key("transactional.id", "str", None, "enables transactions with this id", P, status=REFUSED, why='transactions are not built yet'),
     key("group.id", "str", None, "consumer group to join (subscribe() then gets the partitions the group's coordinator assigns; commits go to the group); None: no group (subscribe() reads every partition, nothing is committed)", CO),
-    key("group.instance.id", "str", None, "static membership id", CO, status=REFUSED, why='static membership is not built yet: a restarted member joins as a new one'),
+    key("group.instance.id", "str", None, "static membership: close() leaves the group keeping this instance's partitions until its session timeout, and a consumer restarted with the same id within it gets them back without a rebalance", CO),
     key("group.remote.assignor", "enum", None, "server-side assignor the group uses (uniform or range; None: the coordinator's default, uniform)", CO, choices=("uniform", "range")),
     key("auto.offset.reset", "enum", "earliest", "where to start without a committed offset (Kafka's default: latest)", CO, choices=("earliest", "latest", "none")),
     key("enable.auto.commit", "bool", True, "with a group.id: commit the positions of the records poll() returned, every auto.commit.interval.ms from poll(), before partitions are revoked, and on close()", CO),

@@ -206,7 +206,9 @@ CONSUMER_GROUP_HEARTBEAT = register(
         key=ApiKey.CONSUMER_GROUP_HEARTBEAT,
         name="ConsumerGroupHeartbeat",
         doc="Join (member_epoch 0, a member id the client generated), heartbeat, or leave "
-        "(member_epoch -1). The answer carries the member's epoch and, when it changed, the "
+        "(member_epoch -1; -2: a static member, `instance_id`, leaving for a restart keeps its "
+        "partitions until its session timeout, and a member joining with its instance id "
+        "takes them over; UNRELEASED_INSTANCE_ID while the old one has not left). The answer carries the member's epoch and, when it changed, the "
         "partitions the member should own now: it revokes the ones it owns that are not "
         "listed, then says so in a later heartbeat (`owned_topic_partitions`), and the "
         "coordinator gives those partitions to their new owners only then. FENCED_MEMBER_EPOCH "

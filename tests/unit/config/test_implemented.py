@@ -72,7 +72,7 @@ NOT_YET = [k for k in REGISTRY.keys.values() if not k.implemented]
 
 
 def test_the_known_no_op_keys_are_marked() -> None:
-    for name in ("group.instance.id", "heartbeat.interval.ms", "partition.assignment.strategy"):
+    for name in ("heartbeat.interval.ms", "partition.assignment.strategy"):
         assert REGISTRY.get(name).status == REFUSED, name
 
 
@@ -110,8 +110,6 @@ def test_ignored_keys_warn_once(k: ConfigKey, caplog) -> None:
 
 
 def test_group_settings_not_built_are_refused() -> None:
-    with pytest.raises(ConfigError, match="'group.instance.id'.*static membership"):
-        Consumer(bootstrap_servers="127.0.0.1:1", group_id="g", group_instance_id="i")
     with pytest.raises(ConfigError, match="'heartbeat.interval.ms'.*coordinator sets"):
         Consumer(bootstrap_servers="127.0.0.1:1", group_id="g", heartbeat_interval_ms=1000)
     with pytest.raises(ConfigError, match="group_id"):

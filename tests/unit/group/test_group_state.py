@@ -154,3 +154,36 @@ def test_regex_subscription_follows_the_topics() -> None:
     assert g.group_epoch > epoch
     assert r.assignment == {("orders-eu", 0), ("orders-eu", 1), ("orders-us", 0)}
     assert g.members["a"].subscribed == ("orders-eu", "orders-us")
+
+
+def test_static_member_restart_keeps_its_partitions_without_a_rebalance() -> None:
+    def beat(mid: str, epoch: int, owned=None, instance=None, now: int = 0):
+        return g.heartbeat(
+            mid, epoch, now_ms=now, subscribed=["t"] if epoch == 0 else None,
+            owned=None if owned is None else frozenset(owned), assignor=None,
+            session_timeout_ms=1000, rebalance_timeout_ms=5000, instance_id=instance,
+            partition_counts=lambda ts: {t: COUNTS[t] for t in ts if t in COUNTS},
+        )  # fmt: skip
+
+    g = ConsumerGroup("g")
+    a = beat("a1", 0, instance="A")
+    b = beat("b", 0)
+    a = beat("a1", a.member_epoch, owned=a.assignment)  # revokes half for b
+    a = beat("a1", a.member_epoch, owned=a.assignment)
+    b = beat("b", b.member_epoch, owned=())
+    assert len(a.assignment) == 3 and len(b.assignment) == 3 and g.state == "stable"
+    epoch = g.group_epoch
+    with pytest.raises(GroupError) as e:  # another process cannot take the id while a1 is in
+        beat("a9", 0, instance="A", now=5)
+    assert e.value.code == ErrorCode.UNRELEASED_INSTANCE_ID
+    beat("a1", -2, instance="A", now=10)  # leaves for a restart
+    assert g.group_epoch == epoch
+    b2 = beat("b", b.member_epoch, owned=b.assignment, now=20)
+    assert b2.assignment == b.assignment  # b does not get a's partitions
+    a2 = beat("a2", 0, instance="A", now=40)  # the restarted instance
+    assert a2.assignment == a.assignment and g.group_epoch == epoch  # no rebalance
+    assert "a1" not in g.members
+    # Not back within the session timeout: the departed member is removed like any other.
+    beat("a2", -2, instance="A", now=50)
+    beat("b", b2.member_epoch, owned=b2.assignment, now=900)
+    assert [m.member_id for m, _why in g.expired(50 + 1000)] == ["a2"]
