@@ -172,7 +172,10 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--commits", type=int, default=2000)
     ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--what", default="rebalance,commit,consume",
+                    help="which measurements, comma-separated")  # fmt: skip
     args = ap.parse_args()
+    what = set(args.what.split(","))
 
     from client import Admin
     from client.cli.perf import run_produce
@@ -184,10 +187,14 @@ def main() -> int:
     })  # fmt: skip
     out: dict = {"load_avg": os.getloadavg(), "heartbeat_interval_ms": args.heartbeat_ms}
     try:
-        out["rebalance_s"] = [round(rebalance(srv.bootstrap, i), 3) for i in range(args.repeat)]
-        print(json.dumps(out), file=sys.stderr, flush=True)
-        out["commit"] = commits(srv.bootstrap, args.commits)
-        print(json.dumps(out), file=sys.stderr, flush=True)
+        if "rebalance" in what:
+            out["rebalance_s"] = [round(rebalance(srv.bootstrap, i), 3) for i in range(args.repeat)]
+            print(json.dumps(out), file=sys.stderr, flush=True)
+        if "commit" in what:
+            out["commit"] = commits(srv.bootstrap, args.commits)
+            print(json.dumps(out), file=sys.stderr, flush=True)
+        if "consume" not in what:
+            return 0
         with Admin(bootstrap_servers=srv.bootstrap) as admin:
             admin.create_topic("cr", partitions=1)
         run_produce({"bootstrap.servers": srv.bootstrap}, "cr", args.records, 100, partition=0)
@@ -205,7 +212,7 @@ def main() -> int:
     finally:
         stop_server(srv.proc)
         shutil.rmtree(data, ignore_errors=True)
-    print(json.dumps(out, indent=2))
+        print(json.dumps(out, indent=2))
     return 0
 
 
