@@ -158,14 +158,20 @@ class GroupCoordinator:
             return
         table = OffsetTable()
         offset, end = part.log.log_start_offset, part.log.end_offset
-        records = 0
+        records = skipped = 0
         while offset < end:
             got = part.log.read(offset, _LOAD_READ_BYTES)
             if not got.data:
                 break
             for r in decode_records(got.data):
                 if r.offset >= offset:
-                    table.replay(r.key, r.value, r.offset)
+                    try:
+                        table.replay(r.key, r.value, r.offset)
+                    except Exception as exc:  # not ours: skipped, the rest still loads
+                        skipped += 1
+                        if skipped == 1:
+                            log.warning("%s %s-%d offset %d: unreadable record skipped (%s)",
+                                        self._prefix, OFFSETS_TOPIC, p, r.offset, exc)  # fmt: skip
                     records += 1
             offset = got.next_offset
         with self._lock:

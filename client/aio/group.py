@@ -475,6 +475,9 @@ class GroupMember:
         """close()/unsubscribe(): stop fetching, commit (auto-commit), and the revoke event of
         everything owned (None when nothing is)."""
         owned = tuple(sorted(self.owned))
+        if self._lost:  # removed by the coordinator: nothing to commit, on_lost
+            self.fetcher.assign([])
+            return GroupEvent("lost", owned, self.on_lost or self.on_revoke) if owned else None
         for tp in owned:
             if tp in self.fetcher.states:
                 self.fetcher.pause(tp)

@@ -14,6 +14,7 @@ from client import Admin, Consumer, Producer, TopicPartition
 from client.errors import (
     GroupIdNotFoundError,
     GroupSubscribedToTopicError,
+    InvalidTopicError,
     UnknownMemberIdError,
 )
 
@@ -101,6 +102,10 @@ def test_describe_shows_members_and_their_partitions(server) -> None:
             assert len(admin.describe_group("live").members) == 1
         # close() left the group at once
         assert admin.describe_group("live").members == []
+    # Only the coordinator writes __consumer_offsets.
+    with Producer(bootstrap_servers=server.bootstrap) as p:
+        with pytest.raises(InvalidTopicError, match="internal"):
+            p.send("__consumer_offsets", b"junk", partition=0).result(30)
 
 
 def test_reset_alter_delete_offsets_and_delete_group(server) -> None:

@@ -78,8 +78,10 @@ def _group_in(p: int) -> str:
 def test_load_then_serve_and_not_coordinator_elsewhere() -> None:
     gc, rm, image = _coordinator({0: 1, 1: 1, 2: 2})
     g0, g2 = _group_in(0), _group_in(2)
+    garbage = build_batch([(b"\xc1 not msgpack", b"x")], base_offset=3)  # skipped
     log = FakeLog(
-        [_batch(0, [(g0, "t", 0, 5), (g0, "t", 1, 7)]), _batch(2, [(g0, "t", 0, 9)])], end=3
+        [_batch(0, [(g0, "t", 0, 5), (g0, "t", 1, 7)]), _batch(2, [(g0, "t", 0, 9)]), garbage],
+        end=4,
     )
     rm.partitions[0] = SimpleNamespace(is_leader=True, leader_epoch=0, log=log)
     rm.partitions[1] = SimpleNamespace(is_leader=True, leader_epoch=0, log=FakeLog([], 0))
