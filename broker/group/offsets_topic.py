@@ -40,7 +40,7 @@ class GroupSettings:
     max_session_timeout_ms: int = 1_800_000
     heartbeat_interval_ms: int = 5000
     offsets_partitions: int = 50
-    offsets_replication_factor: int = 1
+    offsets_replication_factor: int = 3
     offsets_segment_bytes: int = 100 * 1024 * 1024
     commit_timeout_ms: int = 5000
     max_size: int = 2**31 - 1
