@@ -42,6 +42,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from broker.group import GroupCoordinator, GroupSettings
 from broker.lifecycle import RUNNING, BrokerLifecycle
 from broker.listeners import Listeners
 from broker.log import LogConfig, LogManager
@@ -138,6 +139,7 @@ class Services:
         self.fetch_purgatory = node.fetch_purgatory
         self.controller: ControllerChannel = node.controller
         self.publisher = node.publisher
+        self.group_coordinator = node.group_coordinator
         self.producer_ids = ProducerIdManager(
             node.controller, node.node_id, lambda: node.lifecycle.broker_epoch
         )
@@ -235,6 +237,12 @@ class BrokerNode:
             min_insync_for=self._min_insync_for,
         )
         self.publisher = MetadataPublisher(self.replica_manager)
+        self.group_coordinator = GroupCoordinator(
+            self.node_id,
+            self.replica_manager,
+            GroupSettings.from_config(config),
+            image=lambda: self.publisher.image,
+        )
         self.fetchers = ReplicaFetcherManager(
             self.node_id,
             self.replica_manager,
@@ -264,6 +272,7 @@ class BrokerNode:
         self.fatal_error: BaseException | None = None
         self.quorum.loader.subscribe(self.publisher.publish)
         self.publisher.subscribe(self._on_metadata)
+        self.publisher.subscribe(self.group_coordinator.on_metadata)
         self.services = Services(self)
         self.lifecycle = BrokerLifecycle(
             self.node_id, self.controller, self.publisher, self.replica_manager.failed_replicas
@@ -375,6 +384,7 @@ class BrokerNode:
         self._started = True
         self.advertised = self.services.advertised  # BrokerServer may have set the real port
         self.log_manager.start_flushers(self.replica_manager.on_flushed)
+        self.group_coordinator.start()
         self.quorum.start(timeout)  # replays / follows the committed log into the publisher
         host, port = self.advertised
         inter = self.listeners.inter_broker
@@ -478,6 +488,7 @@ class BrokerNode:
         except Exception:
             _log.exception("[broker=%d] stopping the controller failed", self.node_id)
         self.fetchers.shutdown()
+        self.group_coordinator.shutdown()
         self.produce_purgatory.shutdown()
         self.fetch_purgatory.shutdown()
         self.timer.shutdown()

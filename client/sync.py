@@ -16,14 +16,18 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import re
 import threading
+import time
 import weakref
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from client import aio
 from client.aio.admin import QuorumDescription
+from client.aio.admin_groups import GroupDescription, GroupListing
 from client.aio.futures import DeliveryFuture
+from client.aio.group import Callback, GroupEvent
 from client.aio.types import ConsumerRecord, TopicPartition
 from client.errors import ClientClosedError
 
@@ -190,13 +194,30 @@ class Consumer(_SyncClient):
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         self._run(_call(self._core.assign, list(partitions)))
 
-    def subscribe(self, topics: Iterable[str]) -> None:
-        self._run(
-            _call(self._core.subscribe, list(topics) if not isinstance(topics, str) else topics)
-        )
+    def subscribe(
+        self,
+        topics: Iterable[str] | re.Pattern,
+        on_assign: Callback | None = None,
+        on_revoke: Callback | None = None,
+        on_lost: Callback | None = None,
+    ) -> None:
+        """As client.aio.Consumer.subscribe; the callbacks run from poll() in this thread."""
+        if not isinstance(topics, (str, re.Pattern)):
+            topics = list(topics)
+        self._run(_call(self._core.subscribe, topics, on_assign, on_revoke, on_lost))
 
     def unsubscribe(self) -> None:
+        """In a group: commit (enable.auto.commit), run on_revoke here, leave at once."""
+        self._leave_group()
         self._run(_call(self._core.unsubscribe))
+
+    def _leave_group(self) -> None:
+        ev = self._run(self._core._leave_prepare())
+        try:
+            if ev is not None and ev.callback is not None:
+                ev.callback(list(ev.partitions))
+        finally:
+            self._run(self._core._leave_finish())
 
     def subscription(self) -> set[str]:
         return self._core.subscription()
@@ -205,7 +226,37 @@ class Consumer(_SyncClient):
         return self._run(_call(self._core.assignment))
 
     def poll(self, timeout_ms: int = 0, max_records: int | None = None) -> list[ConsumerRecord]:
-        return self._run(self._core.poll(timeout_ms, max_records))
+        """Records, after running any group callback (on_assign/on_revoke/on_lost) here, in
+        the caller's thread."""
+        deadline = time.monotonic() + timeout_ms / 1000
+        while True:
+            got = self._run(self._core._poll((deadline - time.monotonic()) * 1000, max_records))
+            if not isinstance(got, GroupEvent):
+                return got
+            try:
+                if got.callback is not None:
+                    got.callback(list(got.partitions))
+            finally:
+                self._run(self._core._event_done(got))
+
+    def commit(
+        self, offsets: Mapping[TopicPartition, int] | None = None, asynchronous: bool = False
+    ) -> None:
+        """Commit `offsets` ({tp: next offset}), default every assigned partition's position.
+        asynchronous=True returns at once (a failure is logged)."""
+        self._run(self._core.commit(offsets, asynchronous))
+
+    def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
+        return self._run(self._core.committed(list(partitions)))
+
+    def close(self, timeout: float | None = None) -> None:
+        """Commit (enable.auto.commit), run on_revoke here, leave the group at once, close."""
+        if self._closed:
+            return
+        try:
+            self._leave_group()
+        finally:
+            super().close(timeout)
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
         while not self._closed:
@@ -292,6 +343,23 @@ class Admin(_SyncClient):
 
     def describe_topic(self, name: str) -> aio.TopicDescription:
         return self._run(self._core.describe_topic(name))
+
+    def list_groups(self) -> list[GroupListing]:
+        return self._run(self._core.list_groups())
+
+    def describe_group(self, group_id: str, **kw: Any) -> GroupDescription:
+        return self._run(self._core.describe_group(group_id, **kw))
+
+    def delete_group(self, group_id: str, **kw: Any) -> None:
+        self._run(self._core.delete_group(group_id, **kw))
+
+    def delete_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition]) -> None:
+        self._run(self._core.delete_group_offsets(group_id, list(partitions)))
+
+    def alter_group_offsets(
+        self, group_id: str, offsets: Mapping[TopicPartition, int], **kw: Any
+    ) -> None:
+        self._run(self._core.alter_group_offsets(group_id, dict(offsets), **kw))
 
     def describe_cluster(self, *, include_fenced: bool = False) -> aio.ClusterDescription:
         """Cluster id, active controller and brokers (see client.aio.Admin.describe_cluster)."""

@@ -79,6 +79,7 @@ import broker.handlers.describe_configs  # noqa: E402, F401
 import broker.handlers.describe_quorum  # noqa: E402, F401
 import broker.handlers.elect_leaders  # noqa: E402, F401
 import broker.handlers.fetch  # noqa: E402, F401
+import broker.handlers.groups  # noqa: E402, F401
 import broker.handlers.init_producer_id  # noqa: E402, F401
 import broker.handlers.list_offsets  # noqa: E402, F401
 import broker.handlers.metadata  # noqa: E402, F401

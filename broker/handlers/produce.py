@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from broker.group import OFFSETS_TOPIC
 from broker.handlers.base import RequestContext, handler
 from client.errors import ErrorCode
 from client.protocol import ApiKey
@@ -51,6 +52,11 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
                     int(ErrorCode.INVALID_REQUEST), error_message="partition named twice"
                 )
                 entries.pop(tp, None)
+            elif name == OFFSETS_TOPIC:
+                statuses[tp] = ProducePartitionStatus(
+                    int(ErrorCode.INVALID_TOPIC_EXCEPTION),
+                    error_message=f"{OFFSETS_TOPIC} is internal: the group coordinator writes it",
+                )
             elif name not in image.topics:
                 statuses[tp] = ProducePartitionStatus(
                     int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), error_message=f"unknown topic {name}"

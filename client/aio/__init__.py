@@ -7,6 +7,12 @@ Every object is owned by the event loop it is started on. The synchronous facade
 """
 
 from client.aio.admin import Admin, QuorumDescription, QuorumReplica
+from client.aio.admin_groups import (
+    GroupDescription,
+    GroupListing,
+    GroupMemberDescription,
+    GroupPartitionLag,
+)
 from client.aio.consumer import Consumer
 from client.aio.producer import Producer
 from client.aio.types import (
@@ -27,6 +33,10 @@ __all__ = [
     "ClusterDescription",
     "ConfigEntry",
     "ConsumerRecord",
+    "GroupDescription",
+    "GroupListing",
+    "GroupMemberDescription",
+    "GroupPartitionLag",
     "PartitionDescription",
     "Producer",
     "QuorumDescription",

@@ -19,6 +19,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from client.aio import admin_groups
+from client.aio.admin_groups import GroupDescription, GroupListing
 from client.aio.cluster import ClusterClient
 from client.aio.config import resolve_config
 from client.aio.connection import BrokerConnection
@@ -324,6 +326,57 @@ class Admin:
                 for p in parts
             ],
         )
+
+    async def list_groups(self) -> list[GroupListing]:
+        """Every consumer group: GroupListing(group_id, state)."""
+        self._check_open()
+        return await admin_groups.list_groups(self._cluster)
+
+    async def describe_group(
+        self, group_id: str, *, timeout_ms: int | None = None
+    ) -> GroupDescription:
+        """Members, assignment, and per partition the committed offset, log end offset and lag
+        (client/aio/admin_groups.py). GroupIdNotFoundError for a group with neither members
+        nor committed offsets."""
+        self._check_open()
+        return await admin_groups.describe_group(
+            self._cluster, self._offsets, group_id, self._timeout(timeout_ms),
+            self.config.retry_backoff_ms,
+        )  # fmt: skip
+
+    async def delete_group(self, group_id: str, *, timeout_ms: int | None = None) -> None:
+        """Delete a group without members and its committed offsets (NonEmptyGroupError,
+        GroupIdNotFoundError)."""
+        self._check_open()
+        await admin_groups.delete_group(
+            self._cluster, group_id, self._timeout(timeout_ms), self.config.retry_backoff_ms
+        )
+
+    async def delete_group_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition], *, timeout_ms: int | None = None
+    ) -> None:
+        """Delete a group's committed offsets of `partitions` (GroupSubscribedToTopicError for
+        a topic one of its members subscribes to)."""
+        self._check_open()
+        await admin_groups.delete_group_offsets(
+            self._cluster, group_id, [TopicPartition(*tp) for tp in partitions],
+            self._timeout(timeout_ms), self.config.retry_backoff_ms,
+        )  # fmt: skip
+
+    async def alter_group_offsets(
+        self,
+        group_id: str,
+        offsets: Mapping[TopicPartition, int],
+        *,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """Set a group's committed offsets ({tp: next offset to read}); the group must have
+        no members (UnknownMemberIdError otherwise)."""
+        self._check_open()
+        await admin_groups.alter_group_offsets(
+            self._cluster, group_id, {TopicPartition(*tp): int(o) for tp, o in offsets.items()},
+            self._timeout(timeout_ms), self.config.retry_backoff_ms,
+        )  # fmt: skip
 
     async def describe_cluster(self, *, include_fenced: bool = False) -> ClusterDescription:
         """Cluster id, active controller, and the unfenced brokers (`include_fenced`: every

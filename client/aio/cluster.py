@@ -155,6 +155,9 @@ class ClusterClient:
         self._backoff_until: dict[int, float] = {}
         self._failures: dict[int, int] = {}
         self._avoid: int | None = None  # a broker not to ask for the next metadata
+        # Second connections for group coordination (see coordinator_connection)
+        self._coord_conns: dict[int, BrokerConnection] = {}
+        self._coord_lock = asyncio.Lock()
 
     # -- topics of interest ----------------------------------------------------------------------
 
@@ -343,6 +346,36 @@ class ClusterClient:
         self._conns[node_id] = conn
         return conn
 
+    async def coordinator_connection(self, node_id: int) -> BrokerConnection:
+        """A second connection to broker `node_id` for a group's coordinator (as Kafka's
+        clients keep one): requests on a connection are answered in order, so a commit or a
+        heartbeat on the data connection would wait behind a Fetch long-polling there
+        (fetch.max.wait.ms)."""
+        self._check_open()
+        async with self._coord_lock:
+            conn = self._coord_conns.get(node_id)
+            if conn is not None and conn.connected:
+                return conn
+            b = self.metadata.brokers.get(node_id)
+            if b is None:
+                raise ConnectionFailedError(f"broker {node_id} is not in the cluster metadata")
+            conn = BrokerConnection(
+                b.host,
+                b.port,
+                node_id=node_id,
+                client_id=self.config.client_id,
+                max_in_flight=self.config.max_in_flight_requests_per_connection,
+                request_timeout_ms=self.config.request_timeout_ms,
+                connect_timeout_ms=self.config.socket_connection_setup_timeout_ms,
+                max_frame_bytes=self.config.max_response_bytes,
+            )
+            await conn.connect()
+            if self._closed:
+                conn.close()
+                raise ClientClosedError("client closed")
+            self._coord_conns[node_id] = conn
+            return conn
+
     async def any_connection(self, avoid: int | None = None) -> BrokerConnection:
         """A connection to some broker: the live one with the fewest requests in flight if any
         (Kafka's least-loaded node: a stalled broker, e.g. a paused leader, piles requests up
@@ -420,9 +453,10 @@ class ClusterClient:
             task.cancel()
         if self._refresh_task is not None and not self._refresh_task.done():
             self._refresh_task.cancel()
-        for conn in self._conns.values():
+        for conn in [*self._conns.values(), *self._coord_conns.values()]:
             conn.close()
         self._conns.clear()
+        self._coord_conns.clear()
         if self._bootstrap_conn is not None:
             self._bootstrap_conn.close()
             self._bootstrap_conn = None

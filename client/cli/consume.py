@@ -24,7 +24,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--timeout-ms", type=int, help="exit when no record arrives for this long")
     p.add_argument("--print-key", action="store_true", help="print KEY<sep>VALUE")
     p.add_argument("--key-separator", default="\t", metavar="SEP")
-    p.add_argument("--group", help="consumer group id (refused: consumer groups are not built yet)")
+    p.add_argument(
+        "--group",
+        help="consume as a member of this group: resume at its committed offsets (else"
+        " --from-beginning / auto.offset.reset) and commit what was printed",
+    )
     add_bootstrap(p)
     p.set_defaults(func=_consume)
 
@@ -35,6 +39,8 @@ def _consume(args: argparse.Namespace) -> int:
 
     if args.offset is not None and args.partition is None:
         raise SystemExit("--offset needs --partition")
+    if args.group is not None and args.partition is not None:
+        raise SystemExit("--group reads the partitions the group assigns: drop --partition")
     cfg = client_config(args, **{"group.id": args.group})
     # --from-beginning wins; else -X auto.offset.reset; else only new records (Kafka's tool).
     explicit_reset = "auto.offset.reset" in cfg
@@ -59,7 +65,9 @@ def _consume(args: argparse.Namespace) -> int:
         last = time.monotonic()
         try:
             while args.max_messages is None or count < args.max_messages:
-                records = consumer.poll(timeout_ms=200)
+                # (max_records: with --group, close() commits exactly what was printed)
+                left = None if args.max_messages is None else args.max_messages - count
+                records = consumer.poll(timeout_ms=200, max_records=left)
                 if not records:
                     if (
                         args.timeout_ms is not None

@@ -9,15 +9,15 @@ B = ("broker",)
 MiB = 1024 * 1024
 
 KEYS = [
-    key("group.initial.rebalance.delay.ms", "duration_ms", 3000, "wait for more members before the first rebalance of an empty group", B, at_least(0), status=IGNORED, why='consumer groups are not built yet'),
-    key("group.min.session.timeout.ms", "duration_ms", 6000, "smallest session timeout a member may ask for", B, at_least(1), status=IGNORED, why='consumer groups are not built yet'),
-    key("group.max.session.timeout.ms", "duration_ms", 1_800_000, "largest session timeout a member may ask for", B, at_least(1), status=IGNORED, why='consumer groups are not built yet'),
-    key("group.max.size", "int", 2**31 - 1, "members per group", B, at_least(1), status=IGNORED, why='consumer groups are not built yet'),
-    key("group.consumer.session.timeout.ms", "duration_ms", 45_000, "session timeout of members using ConsumerGroupHeartbeat", B, at_least(1), status=IGNORED, why='consumer groups are not built yet'),
-    key("group.consumer.heartbeat.interval.ms", "duration_ms", 5000, "heartbeat interval told to ConsumerGroupHeartbeat members", B, at_least(1), status=IGNORED, why='consumer groups are not built yet'),
-    key("offsets.topic.num.partitions", "int", 50, "partitions of the __consumer_offsets topic", B, at_least(1), status=IGNORED, why='consumer groups are not built yet'),
-    key("offsets.topic.replication.factor", "int", 1, "replication factor of __consumer_offsets (Kafka: 3; raise it in clusters)", B, at_least(1), status=IGNORED, why='consumer groups are not built yet'),
-    key("offsets.topic.segment.bytes", "size", 100 * MiB, "segment size of __consumer_offsets", B, at_least(1024), status=IGNORED, why='consumer groups are not built yet'),
-    key("offsets.retention.ms", "duration_ms", 7 * 86_400_000, "committed offsets of an empty group expire after this long", B, at_least(1), status=IGNORED, why='consumer groups are not built yet'),
-    key("offsets.commit.timeout.ms", "duration_ms", 5000, "an offset commit waits this long for replication", B, at_least(1), status=IGNORED, why='consumer groups are not built yet'),
+    key("group.initial.rebalance.delay.ms", "duration_ms", 3000, "wait for more members before the first rebalance of an empty group", B, at_least(0), status=IGNORED, why='KIP-848 groups assign at once on every heartbeat; there is no join phase to delay'),
+    key("group.min.session.timeout.ms", "duration_ms", 6000, "smallest session timeout a member may ask for", B, at_least(1)),
+    key("group.max.session.timeout.ms", "duration_ms", 1_800_000, "largest session timeout a member may ask for", B, at_least(1)),
+    key("group.max.size", "int", 2**31 - 1, "members per group", B, at_least(1)),
+    key("group.consumer.session.timeout.ms", "duration_ms", 45_000, "session timeout of members using ConsumerGroupHeartbeat", B, at_least(1)),
+    key("group.consumer.heartbeat.interval.ms", "duration_ms", 5000, "heartbeat interval told to ConsumerGroupHeartbeat members", B, at_least(1)),
+    key("offsets.topic.num.partitions", "int", 50, "partitions of the __consumer_offsets topic", B, at_least(1)),
+    key("offsets.topic.replication.factor", "int", 3, "replication factor of __consumer_offsets, as Kafka; clamped (and logged) to the live brokers when the topic is created on first use", B, at_least(1)),
+    key("offsets.topic.segment.bytes", "size", 100 * MiB, "segment size of __consumer_offsets", B, at_least(1024)),
+    key("offsets.retention.ms", "duration_ms", 7 * 86_400_000, "committed offsets of an empty group expire after this long", B, at_least(1), status=IGNORED, why='committed offsets do not expire yet: __consumer_offsets needs log compaction first'),
+    key("offsets.commit.timeout.ms", "duration_ms", 5000, "an offset commit waits this long for replication", B, at_least(1)),
 ]  # fmt: skip

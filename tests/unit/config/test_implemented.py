@@ -72,7 +72,7 @@ NOT_YET = [k for k in REGISTRY.keys.values() if not k.implemented]
 
 
 def test_the_known_no_op_keys_are_marked() -> None:
-    for name in ("enable.auto.commit", "session.timeout.ms", "group.id"):
+    for name in ("heartbeat.interval.ms", "partition.assignment.strategy"):
         assert REGISTRY.get(name).status == REFUSED, name
 
 
@@ -109,10 +109,12 @@ def test_ignored_keys_warn_once(k: ConfigKey, caplog) -> None:
     assert len(said) == 1 and "has no effect yet" in said[0], said
 
 
-def test_consumer_groups_are_refused() -> None:
-    with pytest.raises(ConfigError, match="'group.id'.*consumer groups are not built yet"):
-        Consumer(bootstrap_servers="127.0.0.1:1", group_id="g")
-    Consumer(bootstrap_servers="127.0.0.1:1", enable_auto_commit=False).close()
+def test_group_settings_not_built_are_refused() -> None:
+    with pytest.raises(ConfigError, match="'heartbeat.interval.ms'.*coordinator sets"):
+        Consumer(bootstrap_servers="127.0.0.1:1", group_id="g", heartbeat_interval_ms=1000)
+    with pytest.raises(ConfigError, match="group_id"):
+        Consumer(bootstrap_servers="127.0.0.1:1").subscribe(["t"], on_assign=print)
+    Consumer(bootstrap_servers="127.0.0.1:1", group_id="g", enable_auto_commit=False).close()
 
 
 def test_idempotence_settings() -> None:

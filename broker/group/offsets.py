@@ -1,0 +1,114 @@
+"""Committed offsets: the records stored in `__consumer_offsets` and the in-memory table.
+
+Record layout (msgpack, inside ordinary record batches; docs/decisions.md):
+
+    key   = [1, group_id, topic, partition]                 (1: offset commit, key version 1)
+    value = {"offset": int, "leader_epoch": int, "metadata": str | None,
+             "commit_timestamp": int}                        (None: tombstone, offset deleted)
+
+The table keeps, per group and partition, the latest committed value and the log offset of the
+record that carried it: a record only replaces a value written at a lower log offset, so commits
+acknowledged out of order (two flusher callbacks) and replays while loading give one answer.
+Not thread-safe: the coordinator holds its lock around every call.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+
+from client.records import build_batch
+
+OFFSET_COMMIT_KEY = 1
+
+
+@dataclass(frozen=True)
+class CommittedOffset:
+    offset: int
+    leader_epoch: int = -1
+    metadata: str | None = None
+    commit_timestamp: int = 0
+    log_offset: int = -1  # where the record sits in __consumer_offsets
+
+
+def offset_key(group_id: str, topic: str, partition: int) -> bytes:
+    return msgpack.packb([OFFSET_COMMIT_KEY, group_id, topic, partition])
+
+
+def offset_value(offset: int, leader_epoch: int, metadata: str | None, now_ms: int) -> bytes:
+    return msgpack.packb(
+        {
+            "offset": offset,
+            "leader_epoch": leader_epoch,
+            "metadata": metadata,
+            "commit_timestamp": now_ms,
+        }
+    )
+
+
+def commit_batch(group_id: str, commits: list[tuple[str, int, int, int, str | None]]) -> bytes:
+    """One record batch for [(topic, partition, offset, leader_epoch, metadata)]."""
+    now = int(time.time() * 1000)
+    return build_batch(
+        [
+            (offset_key(group_id, t, p), offset_value(off, epoch, meta, now))
+            for t, p, off, epoch, meta in commits
+        ],
+        timestamp_ms=now,
+    )
+
+
+def tombstone_batch(group_id: str, tps: list[tuple[str, int]]) -> bytes:
+    """One record batch of tombstones (value null): the offsets of `tps` are deleted."""
+    now = int(time.time() * 1000)
+    return build_batch([(offset_key(group_id, t, p), None) for t, p in tps], timestamp_ms=now)
+
+
+class OffsetTable:
+    def __init__(self) -> None:
+        self.groups: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
+
+    def get(self, group_id: str) -> dict[tuple[str, int], CommittedOffset]:
+        return self.groups.get(group_id, {})
+
+    def put(self, group_id: str, tp: tuple[str, int], value: CommittedOffset) -> None:
+        g = self.groups.setdefault(group_id, {})
+        old = g.get(tp)
+        if old is None or old.log_offset < value.log_offset:
+            g[tp] = value
+
+    def delete(self, group_id: str, tp: tuple[str, int]) -> None:
+        g = self.groups.get(group_id)
+        if g is not None:
+            g.pop(tp, None)
+            if not g:
+                del self.groups[group_id]
+
+    def replay(self, key: bytes | None, value: bytes | None, log_offset: int) -> bool:
+        """Apply one record read back from the log. False for a record this version does not
+        know (skipped, so a newer broker's records do not stop an older one from loading)."""
+        if key is None:
+            return False
+        k: Any = msgpack.unpackb(key)
+        if not isinstance(k, list) or not k or k[0] != OFFSET_COMMIT_KEY or len(k) != 4:
+            return False
+        group_id, topic, partition = str(k[1]), str(k[2]), int(k[3])
+        if value is None:
+            self.delete(group_id, (topic, partition))
+            return True
+        v: Any = msgpack.unpackb(value)
+        self.put(
+            group_id,
+            (topic, partition),
+            CommittedOffset(
+                int(v["offset"]),
+                int(v.get("leader_epoch", -1)),
+                v.get("metadata"),
+                int(v.get("commit_timestamp", 0)),
+                log_offset,
+            ),
+        )
+        return True
