@@ -425,6 +425,8 @@ class GroupMember:
                 self.coordinator = None
             elif code != ErrorCode.STALE_MEMBER_EPOCH or self.member_epoch <= 0 or self._lost:
                 if not err.retriable:
+                    if code in _REJOIN:  # the coordinator lost this member (e.g. it moved):
+                        self._hb_now.set()  # heartbeat now, learn it and rejoin, not in 5 s
                     raise err
             # STALE_MEMBER_EPOCH: a heartbeat answer with the new epoch is on its way
             last = err
