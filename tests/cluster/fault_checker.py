@@ -15,12 +15,16 @@ anomaly it finds, by check, and the figures of the run; `valid` is True when the
 - C8 aborted reads: a value whose write definitely failed was read.
 - C9 phantom reads: a polled value is not in the final read at the offset it was polled at.
 
-C5 (committed offsets) waits for consumer groups, C7 (recovery) is checked by the harness
-itself after heal.
+- C5 committed offsets: a partition's acknowledged commits going back, or passing what had been
+  read of it when sent (the HW); C4 for groups: a member taking a partition over starting after
+  the last committed offset (records skipped). Input: "gpoll", "commit" and "event" entries.
+
+C7 (recovery) is checked by the harness itself after heal.
 """
 
 from __future__ import annotations
 
+import bisect
 import collections
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -35,6 +39,9 @@ CHECKS = (
     "leader_conflicts",
     "aborted_reads",
     "phantom_reads",
+    "commit_regress",
+    "commit_past_hw",
+    "group_skips",
 )
 
 
@@ -60,6 +67,7 @@ def check(
     acked = [e for e in sends if e["type"] == "ok"]
     failed = {(e["partition"], e["value"]) for e in sends if e["type"] == "fail"}
     polls = [e for e in history if e.get("f") == "poll" and e["type"] == "ok"]
+    reads = polls + [e for e in history if e.get("f") == "gpoll"]  # the reader's and the group's
 
     # C1 lost
     for e in acked:
@@ -78,7 +86,7 @@ def check(
     seen: dict[tuple[int, int], set[str]] = collections.defaultdict(set)
     for (p, off), value in final_at.items():
         seen[(p, off)].add(value)
-    for e in [*acked, *polls]:
+    for e in [*acked, *reads]:
         seen[(e["partition"], e["offset"])].add(e["value"])
     found["inconsistent"] = [
         {"partition": p, "offset": off, "values": sorted(vs)}
@@ -148,10 +156,12 @@ def check(
             found["leader_conflicts"].append({"scope": list(key[:-1]), "epoch": key[-1],
                                               "nodes": sorted(nodes)})  # fmt: skip
     # C8 aborted reads
-    read_values = {(e["partition"], e["value"]) for e in polls} | set(final_count)
+    read_values = {(e["partition"], e["value"]) for e in reads} | set(final_count)
     found["aborted_reads"] = sorted(f"{p}:{v}" for p, v in failed & read_values)
+    # C5 committed offsets; C4 for group members taking a partition over
+    found.update(_group_checks(history, final_read, reads))
     # C9 phantom reads
-    for e in polls:
+    for e in reads:
         if final_at.get((e["partition"], e["offset"])) != e["value"]:
             found["phantom_reads"].append(
                 {"value": e["value"], "partition": e["partition"], "offset": e["offset"]}
@@ -160,7 +170,77 @@ def check(
     return {
         "valid": not any(found.values()),
         "writes": {"ok": counts["ok"], "fail": counts["fail"], "info": counts["info"]},
-        "reads": len(polls),
+        "reads": len(reads),
+        "commits": sum(1 for e in history if e.get("f") == "commit" and e["type"] == "ok"),
         **{name: len(items) for name, items in found.items()},
         "anomalies": {name: items[:20] for name, items in found.items() if items},
     }
+
+
+def _group_checks(
+    history: list[Mapping[str, Any]],
+    final_read: Mapping[int, list[tuple[int, str]]],
+    reads: list[Mapping[str, Any]],
+) -> dict[str, list[Any]]:
+    """C5: acknowledged commits of a partition never go back (in the order they were
+    acknowledged) and never pass what had been read of it when the commit was sent (nor the
+    final high watermark). C4 for groups: a member that takes a partition over starts reading at
+    or before the highest offset committed before its first read (acknowledged, or of unknown
+    outcome: it may be stored), the log start if none."""
+    found: dict[str, list[Any]] = {"commit_regress": [], "commit_past_hw": [], "group_skips": []}
+    invoked = {e["op"]: e["time"] for e in history if e["type"] == "invoke"}
+    commits = sorted(
+        (e for e in history if e.get("f") == "commit" and e["type"] == "ok"),
+        key=lambda e: e["time"],
+    )
+    read_at: dict[int, list[tuple[float, int]]] = collections.defaultdict(list)
+    for e in sorted(reads, key=lambda e: e.get("time", 0.0)):
+        read_at[e["partition"]].append((e.get("time", 0.0), e["offset"]))
+    highest: dict[int, list[int]] = {}  # running maximum of offsets read, per partition
+    for p, xs in read_at.items():
+        run, out = -1, []
+        for _t, off in xs:
+            run = max(run, off)
+            out.append(run)
+        highest[p] = out
+    end = {p: (max(o for o, _v in recs) + 1 if recs else 0) for p, recs in final_read.items()}
+    last: dict[int, int] = {}
+    for e in commits:
+        p, off = e["partition"], e["offset"]
+        if p in last and off < last[p]:
+            found["commit_regress"].append({"partition": p, "offset": off, "after": last[p]})
+        last[p] = max(off, last.get(p, off))
+        t = invoked.get(e["op"], e["time"])
+        i = bisect.bisect_right([x[0] for x in read_at.get(p, [])], t)
+        read_below = highest[p][i - 1] + 1 if i else 0
+        if off > read_below or off > end.get(p, 0):
+            found["commit_past_hw"].append({"partition": p, "offset": off, "read_to": read_below,
+                                            "final_end": end.get(p, 0)})  # fmt: skip
+    start = {p: (min(o for o, _v in recs) if recs else 0) for p, recs in final_read.items()}
+    maybe = [e for e in history if e.get("f") == "commit" and e["type"] in ("ok", "info")]
+    owned: set[tuple[str, int]] = set()
+    fresh: set[tuple[str, int]] = set()
+    timeline = [e for e in history if e["type"] == "event" or e.get("f") == "gpoll"]
+    for e in sorted(timeline, key=lambda e: e["time"]):
+        if e["type"] == "event":
+            keys = {(e["process"], p) for p in e["partitions"]}
+            if e["f"] == "assign":
+                fresh |= keys - owned
+                owned |= keys
+            else:  # revoke, lost
+                owned -= keys
+                fresh -= keys
+            continue
+        key = (e["process"], e["partition"])
+        if key not in fresh:
+            continue
+        fresh.discard(key)
+        # commits acknowledged before this read, and those of unknown outcome sent before it
+        # (they may have been stored): the highest the member may have been told to start at
+        done = [c["offset"] for c in maybe if c["partition"] == e["partition"]
+                and invoked.get(c["op"], c["time"]) <= e["time"]]  # fmt: skip
+        committed = max(done) if done else start.get(e["partition"], 0)
+        if e["offset"] > committed:
+            found["group_skips"].append({"process": e["process"], "partition": e["partition"],
+                                         "first_read": e["offset"], "committed": committed})  # fmt: skip
+    return found

@@ -8,8 +8,10 @@
     {"type": "ok", "op": 9, "process": "r1", "f": "poll", "partition": 0, "value": "p1-12",
      "offset": 40, "time": 12.4}
 
-`f` is "send" (a producer's write) or "poll" (a reader's read, recorded as a completed op per
-record); the nemesis logs `{"type": "nemesis", "f": "start" | "stop", "fault": ...}`. An
+`f` is "send" (a producer's write), "poll" (the assign-mode reader's read, recorded as a
+completed op per record), "gpoll" (a group member's read), "commit" (a member's offset commit,
+invoke then ok/fail/info) or, with type "event", a member's "assign" / "revoke" / "lost"; the
+nemesis logs `{"type": "nemesis", "f": "start" | "stop", "fault": ...}`. An
 error that guarantees the write was not applied is `fail`; a timeout, a lost connection or
 NOT_ENOUGH_REPLICAS_AFTER_APPEND is `info` (unknown). Values are unique: `{producer}-{seq}`,
 each producer's `seq` increasing per partition. Thread-safe.
@@ -81,6 +83,27 @@ class History:
                 "offset": offset,
             }  # fmt: skip
         )
+
+    def polled_in_group(self, process: str, partition: int, offset: int, value: str) -> None:
+        """A group member returned `value` at `offset` (f "gpoll")."""
+        self._add({"type": "ok", "op": next(self._ops), "process": process, "f": "gpoll",
+                   "partition": partition, "value": value, "offset": offset})  # fmt: skip
+
+    def commit(self, process: str, partition: int, offset: int) -> int:
+        """A group member commits `offset` (the next offset to read) for `partition`; complete
+        it with ok(op, offset), fail (refused: not stored) or info."""
+        op = next(self._ops)
+        entry = {"type": "invoke", "op": op, "process": process, "f": "commit",
+                 "partition": partition, "offset": offset}  # fmt: skip
+        with self._lock:
+            self._pending[op] = entry
+        self._add(dict(entry))
+        return op
+
+    def group_event(self, process: str, event: str, partitions: list[int]) -> None:
+        """A member's assignment changed: `event` "assign", "revoke" or "lost" (type "event")."""
+        self._add({"type": "event", "op": next(self._ops), "process": process, "f": event,
+                   "partitions": sorted(partitions)})  # fmt: skip
 
     def nemesis(self, f: str, fault: str, **detail: Any) -> None:
         """A fault starting (`f` "start") or reverted ("stop"); the checker's figures measure

@@ -2,10 +2,11 @@
 
     report = run_scenario("S4", workdir, seed=7, duration=0)   # 0: each fault the minimum times
 
-A run starts the cluster (fault_cluster.py), the workload (fault_workload.py), waits for steady
-writes, applies the scenario's seeded fault schedule through the nemesis (fault_nemesis.py; every
-fault reverted in `finally`), heals, requires recovery within 10 s (C7), stops the workload, does
-the final read and hands the history, the final read and the nodes' events to the checker
+A run starts the cluster (fault_cluster.py), the workload (fault_workload.py: producers and an
+assign-mode reader; fault_group.py: a consumer group of 2 committing after each poll), waits for
+steady writes and commits, applies the scenario's seeded fault schedule through the nemesis
+(fault_nemesis.py; every fault reverted in `finally`), heals, requires recovery within 10 s (C7),
+stops the workload, does the final read and hands the history, the final read and the nodes' events to the checker
 (fault_checker.py). The report (checks, figures) is written to `workdir/<name>-report.json`; the
 history, node logs and data dirs stay in `workdir`. `duration` > 0 repeats the scenario's fault
 pattern until that many seconds of faults have passed (scripts/chaos.py runs them long).
@@ -31,6 +32,7 @@ import fault_net
 from fault_checker import check
 from fault_cluster import PARTITIONS, TOPIC, Cluster, log_counts, raft_events
 from fault_figures import timing
+from fault_group import GroupMembers
 from fault_history import History
 from fault_nemesis import Nemesis, active_segment, missing_strace
 from fault_producer import ProducerProcess
@@ -392,8 +394,11 @@ def _run_cluster(
         cluster.start()
         workload = Workload(cluster.bootstrap, TOPIC, PARTITIONS, history)
         workload.start()
+        group = GroupMembers(cluster.bootstrap, TOPIC, history)
+        group.start()
         try:
             wait_until(lambda: workload.acked() > 300, 30, "steady writes")
+            wait_until(group.committed, 30, "the group committing")
             run.started = time.monotonic()
             try:
                 sc.faults(run)
@@ -414,6 +419,7 @@ def _run_cluster(
             for x in run.producers:
                 x.stop()
                 history.merge(x.entries())
+            group.stop()
             workload.stop()
             history.close()
         final = final_read(cluster.bootstrap, TOPIC, PARTITIONS)
@@ -447,7 +453,7 @@ def _wait_quietly(cond: Callable[[], object], timeout: float) -> None:
         pass  # (the figure then says None)
 
 
-COLUMNS = ("scenario", "valid", "ok", "fail", "info", "lost", "duplicated", "reordered",
+COLUMNS = ("scenario", "valid", "ok", "fail", "info", "commits", "lost", "duplicated", "reordered",
            "inconsistent", "longest_write_unavailable_s", "longest_failover_s", "recovery_s")  # fmt: skip
 
 
@@ -460,7 +466,7 @@ def summary_table(reports: list[dict[str, Any]]) -> str:
             continue
         w = r["writes"]
         rows.append(tuple(str(x) for x in (
-            r["scenario"], r["valid"], w["ok"], w["fail"], w["info"], r["lost"],
+            r["scenario"], r["valid"], w["ok"], w["fail"], w["info"], r["commits"], r["lost"],
             r["duplicated"], r["reordered"], r["inconsistent"],
             r["longest_write_unavailable_s"], r["longest_failover_s"], r["recovery_s"],
         )))  # fmt: skip

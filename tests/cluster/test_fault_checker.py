@@ -36,6 +36,19 @@ def _clean(tmp_path=None, seed: int = 7):
     for p, records in logs.items():
         for off, value in records:
             h.polled("r1", p, off, value)
+    # a group: g1 owns both partitions and commits after reading; then p1 moves to g2, which
+    # starts at g1's commit; a refused commit stores nothing
+    h.group_event("g1", "assign", [0, 1])
+    for p, upto in ((0, 10), (1, 5)):
+        for off, value in logs[p][:upto]:
+            h.polled_in_group("g1", p, off, value)
+        h.ok(h.commit("g1", p, upto), upto)
+    h.group_event("g1", "revoke", [1])
+    h.fail(h.commit("g1", 1, 7), "FENCED_MEMBER_EPOCH")
+    h.group_event("g2", "assign", [1])
+    for off, value in logs[1][5:10]:
+        h.polled_in_group("g2", 1, off, value)
+    h.ok(h.commit("g2", 1, 10), 10)
     h.close()
     return (
         h.entries,
@@ -53,7 +66,8 @@ def test_a_clean_history_is_valid(tmp_path) -> None:
     entries, final, events = _clean(tmp_path)
     report = check(read_history(tmp_path / "history.jsonl"), final, events)
     assert report["valid"], report["anomalies"]
-    assert report["writes"] == {"ok": 198, "fail": 1, "info": 1} and report["reads"] == 199
+    assert report["writes"] == {"ok": 198, "fail": 1, "info": 1} and report["reads"] == 199 + 20
+    assert report["commits"] == 3
     json.dumps(report)  # a JSON report
 
 
@@ -85,18 +99,18 @@ def plant_reordered(entries, final, events):
     (oa, va), (ob, vb) = final[1][mine[0]], final[1][mine[1]]
     final[1][mine[0]], final[1][mine[1]] = (oa, vb), (ob, va)
     for e in entries:
-        if e["partition"] != 1 or "offset" not in e:
+        if e.get("partition") != 1 or "offset" not in e:
             continue
         if e["f"] == "send" and e["value"] in (va, vb):
             e["offset"] = ob if e["value"] == va else oa
-        elif e["f"] == "poll" and e["offset"] in (oa, ob):
+        elif e["f"] in ("poll", "gpoll") and e["offset"] in (oa, ob):
             e["value"] = vb if e["offset"] == oa else va
 
 
 def plant_gap(entries, final, events):
     final[1] = [(o + (1 if o >= 10 else 0), v) for o, v in final[1]]
     for e in entries:
-        if e["partition"] == 1 and "offset" in e and e["offset"] >= 10:
+        if e.get("partition") == 1 and "offset" in e and e["offset"] >= 10:
             e["offset"] += 1
 
 
@@ -137,6 +151,27 @@ def plant_phantom(entries, final, events):
     )
 
 
+def _commits(entries, p):
+    return [e for e in entries if e["f"] == "commit" and e["type"] == "ok" and e["partition"] == p]
+
+
+def plant_commit_regress(entries, final, events):
+    """A commit of partition 1 acknowledged after g2's, at g1's old offset (a fenced member's
+    late commit that was accepted)."""
+    late = copy.deepcopy(_commits(entries, 1)[0])
+    late.update(op=10**6 + 1, time=entries[-1]["time"] + 1)
+    entries.append(late)
+
+
+def plant_commit_past_hw(entries, final, events):
+    _commits(entries, 0)[0]["offset"] = len(final[0]) + 5  # past everything p0 ever held
+
+
+def plant_group_skip(entries, final, events):
+    first = next(e for e in entries if e["f"] == "gpoll" and e["process"] == "g2")
+    entries.remove(first)  # g2 starts at 6, past g1's commit (5)
+
+
 @pytest.mark.parametrize(
     ("plant", "caught_by"),
     [
@@ -151,6 +186,9 @@ def plant_phantom(entries, final, events):
         (plant_term_back, {"leader_conflicts"}),
         (plant_aborted_read, {"aborted_reads", "reordered"}),
         (plant_phantom, {"phantom_reads"}),
+        (plant_commit_regress, {"commit_regress"}),
+        (plant_commit_past_hw, {"commit_past_hw"}),
+        (plant_group_skip, {"group_skips"}),
     ],
     ids=lambda x: x.__name__ if callable(x) else "",
 )

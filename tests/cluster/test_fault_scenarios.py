@@ -30,4 +30,5 @@ def test_fault_scenario(name: str, tmp_path) -> None:
     print(json.dumps({k: v for k, v in report.items() if k != "anomalies"}))
     assert report["valid"], f"{name} seed {seed}: {json.dumps(report['anomalies'])[:4000]}"
     assert report["writes"]["ok"] > 300 and report["reads"] > 0, report["writes"]
+    assert report["commits"] > 0  # the group committed: C5 had input
     assert report["elections"] >= 3  # every partition's first leader at least: C6 had input
