@@ -42,12 +42,16 @@ class MetadataApplier:
 
     def failed_replicas(self) -> list[tuple[str, int]]:
         """The replicas whose metadata failed to apply (a log that could not be created or
-        opened) and those whose log directory went offline (a disk error: full, EIO): the
-        heartbeat reports them to the controller, which moves their leadership and ISR
-        membership to other replicas (Kafka's offline log dirs, KIP-858)."""
+        opened) and those whose log directory went offline (a disk error: full, EIO) and that
+        another in-sync replica can replace: the heartbeat reports them to the controller, which
+        moves their leadership and ISR membership to other replicas (Kafka's offline log dirs,
+        KIP-858)."""
         failed = set(self.failed)
         if self.log_manager.offline_dirs():
-            failed |= {tp for tp, part in self.partitions().items() if part.log.offline}
+            # (only where another in-sync replica can take over: an only replica keeps its
+            # leadership, so what it fsynced stays readable)
+            failed |= {tp for tp, part in self.partitions().items()
+                       if part.log.offline and any(r != self.node_id for r in part.isr)}  # fmt: skip
         return sorted(failed)
 
     def retry_failed(self, latest_image: Callable[[], Any]) -> None:

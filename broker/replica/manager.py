@@ -135,13 +135,14 @@ class ReplicaManager(MetadataApplier, OffsetQueries):
         part = self._partitions.get(tp)
         if part is None:
             raise self._missing(tp)
+        if part.log.offline:  # (first: the controller moves leadership off an offline log, and
+            # the storage error says why; the client refreshes metadata on it and moves on)
+            raise ReplicaError(ErrorCode.KAFKA_STORAGE_ERROR, f"log of {tp[0]}-{tp[1]} is offline")
         if not part.is_leader:
             raise ReplicaError(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER,
                 f"broker {self.node_id} is not the leader of {tp[0]}-{tp[1]}",
             )
-        if part.log.offline:
-            raise ReplicaError(ErrorCode.KAFKA_STORAGE_ERROR, f"log of {tp[0]}-{tp[1]} is offline")
         return part
 
     def append_records(

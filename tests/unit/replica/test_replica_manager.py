@@ -266,12 +266,15 @@ def test_replicas_of_an_offline_log_dir_are_reported_as_failed(tmp_path):
     try:
         h.replay(
             Topic("t", TID),
-            PartitionRecord(TID, 0, (1,), (1,), 1, 0, 0),
-            PartitionRecord(TID, 1, (1,), (1,), 1, 0, 0),
+            PartitionRecord(TID, 0, (1, 2), (1, 2), 1, 0, 0),
+            PartitionRecord(TID, 1, (1, 2), (1, 2), 1, 0, 0),
+            PartitionRecord(TID, 2, (1,), (1,), 1, 0, 0),  # an only replica: it stays leader
         )
         assert h.rm.failed_replicas() == []
         h.lm.get("t", 0)._fail(OSError(errno.ENOSPC, "No space left on device"))
         assert h.rm.failed_replicas() == [("t", 0), ("t", 1)]  # the whole dir is offline
+        st = _append(h, {("t", 2): build_batch([(None, b"x")])})  # the only replica says why
+        assert st[("t", 2)].error_code == ErrorCode.KAFKA_STORAGE_ERROR
     finally:
         h.close()
 
