@@ -12,9 +12,8 @@ by a coordinator that died before answering (seen in scenario S1).
 
 from __future__ import annotations
 
-import threading
-
 from fault_history import History
+from fault_workload import ClientThreads
 
 from client import Consumer, TopicPartition
 from client.errors import GregorError
@@ -22,32 +21,18 @@ from client.errors import GregorError
 GROUP = "chaos-group"
 
 
-class GroupMembers:
+class GroupMembers(ClientThreads):
     def __init__(self, bootstrap: str, topic: str, history: History, members: int = 2) -> None:
+        super().__init__()
         self.bootstrap = bootstrap
         self.topic = topic
         self.history = history
-        self._stop = threading.Event()
-        self._threads = [
-            threading.Thread(target=self._member, args=(f"g{n}",), name=f"w-g{n}")
-            for n in range(1, members + 1)
-        ]
-        self.errors: list[BaseException] = []
+        for n in range(1, members + 1):
+            self._thread(f"w-g{n}", self._member, f"g{n}")
 
     def committed(self) -> bool:
         """Whether a commit was acknowledged yet."""
         return any(e["f"] == "commit" and e["type"] == "ok" for e in list(self.history.entries))
-
-    def start(self) -> None:
-        for t in self._threads:
-            t.start()
-
-    def stop(self, timeout: float = 60.0) -> None:
-        self._stop.set()
-        for t in self._threads:
-            t.join(timeout)
-        assert not any(t.is_alive() for t in self._threads), "group members did not stop"
-        assert not self.errors, self.errors
 
     def _member(self, name: str) -> None:
         h = self.history

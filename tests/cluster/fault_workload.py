@@ -25,21 +25,17 @@ PACE_S = 0.002  # between one producer's writes: a few hundred writes/s each (CH
 MAX_OUTSTANDING = 2000  # unresolved writes per producer
 
 
-class Workload:
-    def __init__(
-        self, bootstrap: str, topic: str, partitions: int, history: History, producers: int = 2
-    ) -> None:
-        self.bootstrap = bootstrap
-        self.topic = topic
-        self.partitions = partitions
-        self.history = history
+class ClientThreads:
+    """Client threads started together; `stop()` ends them (each watches `_stop`) and raises
+    what any of them raised (they append it to `errors`)."""
+
+    def __init__(self) -> None:
         self._stop = threading.Event()
-        self._threads = [
-            threading.Thread(target=self._produce, args=(f"p{n}",), name=f"w-p{n}")
-            for n in range(1, producers + 1)
-        ]
-        self._threads.append(threading.Thread(target=self._read, name="w-reader"))
+        self._threads: list[threading.Thread] = []
         self.errors: list[BaseException] = []
+
+    def _thread(self, name: str, target: Any, *args: Any) -> None:
+        self._threads.append(threading.Thread(target=target, args=args, name=name))
 
     def start(self) -> None:
         for t in self._threads:
@@ -51,6 +47,20 @@ class Workload:
             t.join(timeout)
         assert not any(t.is_alive() for t in self._threads), "workload threads did not stop"
         assert not self.errors, self.errors
+
+
+class Workload(ClientThreads):
+    def __init__(
+        self, bootstrap: str, topic: str, partitions: int, history: History, producers: int = 2
+    ) -> None:
+        super().__init__()
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.partitions = partitions
+        self.history = history
+        for n in range(1, producers + 1):
+            self._thread(f"w-p{n}", self._produce, f"p{n}")
+        self._thread("w-reader", self._read)
 
     def acked(self) -> int:
         return sum(1 for e in list(self.history.entries) if e["type"] == "ok" and e["f"] == "send")
