@@ -167,11 +167,14 @@ class LazyFS:
             msg = self._read(timeout)
             if msg.get("event") != "ready":
                 raise LazyFSError(f"unexpected first message {msg}")
-            deadline = t0 + timeout
-            while not os.path.ismount(self.mountpoint):
-                if time.monotonic() > deadline:
-                    raise LazyFSError(f"{self.mountpoint} not mounted within {timeout}s")
-                time.sleep(0.01)
+            from helpers import wait_until  # (not at the top: the mount process runs this file)
+
+            try:
+                wait_until(
+                    lambda: os.path.ismount(self.mountpoint), t0 + timeout - time.monotonic()
+                )
+            except AssertionError:
+                raise LazyFSError(f"{self.mountpoint} not mounted within {timeout}s") from None
         except BaseException:
             self._stop(sync=False)
             raise
@@ -219,11 +222,13 @@ class LazyFS:
         """Power loss. Waits (up to `timeout` s) until no file is open in the mount (kill the
         processes using it first: the kernel closes their files just after they die), throws
         away what was not fsynced, and remounts with cold kernel caches."""
-        deadline = time.monotonic() + timeout
-        while (open_files := self.stats()["open_files"]) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        if open_files:
-            raise LazyFSError(f"files still open in {self.mountpoint}: {open_files[:10]}")
+        from helpers import wait_until
+
+        try:
+            wait_until(lambda: not self.stats()["open_files"], timeout)
+        except AssertionError:
+            open_files = self.stats()["open_files"]
+            raise LazyFSError(f"files still open in {self.mountpoint}: {open_files[:10]}") from None
         before = self._command("drop", torn_seed=torn_seed)
         self._stop(sync=False)
         t0 = time.monotonic()
