@@ -271,7 +271,7 @@ class Admin:
         deadline = time.monotonic() + timeout_ms / 1000
         delay = 0.005
         while True:
-            md = await self._cluster.refresh([name])
+            md = await self._cluster.fetch_topics([name])
             parts = md.topics.get(name)
             ok = (
                 (parts is not None and len(parts) >= count and all(p.leader >= 0 for p in parts))

@@ -193,6 +193,18 @@ class ClusterClient:
             task.add_done_callback(_retrieve)
         return await asyncio.shield(task)
 
+    async def fetch_topics(self, topics: Iterable[str]) -> ClusterMetadata:
+        """Fetch metadata of exactly `topics` now, merged into what is known, without adding
+        them to the topics every later refresh asks for (an admin waiting for one new topic
+        asks for that one: not for every topic it created before, whose answer grows with
+        the cluster)."""
+        self._check_open()
+        need = self._need_update
+        try:
+            return await self._fetch_metadata(sorted(set(topics)))
+        finally:
+            self._need_update = self._need_update or need
+
     async def maybe_refresh(self) -> ClusterMetadata:
         if self.stale:
             return await self.refresh()

@@ -199,10 +199,13 @@ def run_count(count: int, args: argparse.Namespace, base: str) -> dict:
                 t0 = time.monotonic()
                 admin.create_topic(name, partitions=per_topic)
                 times.append(time.monotonic() - t0)
+        tenth = max(1, len(times) // 10)
         out["create_s"] = {
             "first": round(times[0], 4),
             "median": round(statistics.median(times), 4),
             "last": round(times[-1], 4),
+            "first_tenth_median": round(statistics.median(times[:tenth]), 4),
+            "last_tenth_median": round(statistics.median(times[-tenth:]), 4),
             "total": round(sum(times), 2),
         }
         out["all_led_after_create_s"] = round(_all_led(server.bootstrap, topics, per_topic, 300), 2)
