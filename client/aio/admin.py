@@ -299,7 +299,7 @@ class Admin:
 
     async def describe_topic(self, name: str) -> TopicDescription:
         self._check_open()
-        md = await self._cluster.refresh([name])
+        md = await self._cluster.fetch_topics([name])  # that topic only (see create_topic)
         parts = md.topics.get(name)
         if parts is None:
             code = md.topic_errors.get(name)
