@@ -273,7 +273,7 @@ class Admin:
         deadline = time.monotonic() + timeout_ms / 1000
         delay = 0.005
         while True:
-            md = await self._cluster.refresh([name])
+            md = await self._cluster.fetch_topics([name])
             parts = md.topics.get(name)
             ok = (
                 (parts is not None and len(parts) >= count and all(p.leader >= 0 for p in parts))
@@ -301,7 +301,7 @@ class Admin:
 
     async def describe_topic(self, name: str) -> TopicDescription:
         self._check_open()
-        md = await self._cluster.refresh([name])
+        md = await self._cluster.fetch_topics([name])  # that topic only (see create_topic)
         parts = md.topics.get(name)
         if parts is None:
             code = md.topic_errors.get(name)

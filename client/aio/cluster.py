@@ -201,6 +201,20 @@ class ClusterClient:
             task.add_done_callback(_retrieve)
         return await asyncio.shield(task)
 
+    async def fetch_topics(self, topics: Iterable[str]) -> ClusterMetadata:
+        """Fetch metadata of exactly `topics` now, merged into what is known (an admin waiting
+        for one new topic asks for that one: not for every topic it knew before, whose
+        answer grows with the cluster). They are added to the topics later refreshes ask
+        for, as refresh(topics) does (what follows, e.g. offsets, may need them again)."""
+        self._check_open()
+        topics = list(topics)
+        self.add_topics(topics)
+        need = self._need_update
+        try:
+            return await self._fetch_metadata(sorted(set(topics)))
+        finally:
+            self._need_update = self._need_update or need
+
     async def maybe_refresh(self) -> ClusterMetadata:
         if self.stale:
             return await self.refresh()

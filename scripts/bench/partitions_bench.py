@@ -12,6 +12,8 @@ data dir:
     every record to one partition, then round-robin over every partition twice (the first
     pass is each partition's first write, the second the steady state);
   - restart time until the ready line: after SIGTERM (clean) and after SIGKILL (unclean).
+And in process: a metadata image of --image-partitions partitions (default 100,000) built one
+100-partition topic delta at a time (first / median / last delta), snapshotted, loaded back.
 
     .venv/bin/python scripts/bench/partitions_bench.py [--counts 1000,5000,10000]
         [--per-topic 100] [--records 200000] [--data-dir DIR]
@@ -136,6 +138,51 @@ def _produce(
     }
 
 
+def metadata_image(partitions: int, per_topic: int) -> dict:
+    """In process: build an image of `partitions` partitions (RF 3 over 3 brokers) one topic
+    delta at a time, then snapshot it and load the snapshot back."""
+    from controller.metadata.delta import MetadataDelta
+    from controller.metadata.image import MetadataImage
+    from controller.metadata.records import Partition, RegisterBroker, Topic
+    from controller.metadata.snapshot import load_snapshot, snapshot_bytes
+
+    delta = MetadataDelta(MetadataImage.EMPTY)
+    offset = 0
+    for b in (1, 2, 3):
+        delta.replay(RegisterBroker(b, b, "h", 9000 + b, None, f"i{b}", False), offset)
+        offset += 1
+    image = delta.apply()
+    times = []
+    for t in range(max(1, partitions // per_topic)):
+        t0 = time.perf_counter()
+        delta = MetadataDelta(image)
+        tid = t.to_bytes(16, "big")
+        delta.replay(Topic(f"t{t:06d}", tid), offset)
+        offset += 1
+        for p in range(per_topic):
+            delta.replay(Partition(tid, p, (1, 2, 3), (1, 2, 3), 1, 0, 0), offset)
+            offset += 1
+        image = delta.apply()
+        times.append(time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    data = snapshot_bytes(image)
+    t1 = time.perf_counter()
+    loaded = load_snapshot(data)
+    t2 = time.perf_counter()
+    assert loaded.same_state(image)
+    return {
+        "partitions": partitions,
+        "topic_delta_ms": {
+            "first": round(times[0] * 1000, 3),
+            "median": round(statistics.median(times) * 1000, 3),
+            "last": round(times[-1] * 1000, 3),
+        },
+        "snapshot_bytes": len(data),
+        "snapshot_write_s": round(t1 - t0, 3),
+        "snapshot_load_s": round(t2 - t1, 3),
+    }
+
+
 def run_count(count: int, args: argparse.Namespace, base: str) -> dict:
     from client import Admin
 
@@ -152,10 +199,13 @@ def run_count(count: int, args: argparse.Namespace, base: str) -> dict:
                 t0 = time.monotonic()
                 admin.create_topic(name, partitions=per_topic)
                 times.append(time.monotonic() - t0)
+        tenth = max(1, len(times) // 10)
         out["create_s"] = {
             "first": round(times[0], 4),
             "median": round(statistics.median(times), 4),
             "last": round(times[-1], 4),
+            "first_tenth_median": round(statistics.median(times[:tenth]), 4),
+            "last_tenth_median": round(statistics.median(times[-tenth:]), 4),
             "total": round(sum(times), 2),
         }
         out["all_led_after_create_s"] = round(_all_led(server.bootstrap, topics, per_topic, 300), 2)
@@ -208,6 +258,12 @@ def main() -> int:
     ap.add_argument("--records", type=int, default=200_000)
     ap.add_argument("--idle-seconds", type=float, default=5.0)
     ap.add_argument("--data-dir", help="where the servers keep data (default: a temp dir)")
+    ap.add_argument(
+        "--image-partitions",
+        type=int,
+        default=100_000,
+        help="partitions of the in-process metadata image timed (0: skip)",
+    )
     args = ap.parse_args()
     base = tempfile.mkdtemp(prefix="gregor-partitions-bench-", dir=args.data_dir)
     result: dict = {
@@ -215,8 +271,10 @@ def main() -> int:
         "nofile_limit": __import__("resource").getrlimit(__import__("resource").RLIMIT_NOFILE)[0],
         "runs": [],
     }
+    if args.image_partitions:
+        result["metadata_image"] = metadata_image(args.image_partitions, args.per_topic)
     try:
-        for count in (int(c) for c in args.counts.split(",")):
+        for count in (int(c) for c in args.counts.split(",") if c):
             run = run_count(count, args, base)
             result["runs"].append(run)
             print(json.dumps(run), file=sys.stderr, flush=True)  # progress
