@@ -48,9 +48,17 @@ def test_offset_below_the_log_start_names_the_valid_range(server) -> None:
     _fill(server.bootstrap, "old", 40)
     tp = TopicPartition("old", 0)
     with Consumer(bootstrap_servers=server.bootstrap) as c:
-        start = wait_until(
-            lambda: c.beginning_offsets([tp])[tp], 30, "retention to move the log start"
-        )
+        seen: list[tuple[int, float]] = []  # (log start, when first seen)
+
+        def settled() -> int:
+            """The log start once retention moved it and left it for 1 s (10 checks): it
+            deletes one segment per check, so an early reading could still move."""
+            now, start = time.monotonic(), c.beginning_offsets([tp])[tp]
+            if not seen or seen[-1][0] != start:
+                seen.append((start, now))
+            return start if start > 0 and now - seen[-1][1] >= 1.0 else 0
+
+        start = wait_until(settled, 30, "retention to move the log start and stop")
         end = c.end_offsets([tp])[tp]
     bs = ["--bootstrap-server", server.bootstrap]
     r = gregor("consume", "old", "--partition", "0", "--offset", "0", "--timeout-ms", "2000", *bs)
