@@ -30,6 +30,7 @@ from client.errors import (
 from client.fsutil import make_dirs
 from client.records.header import peek_size, set_base_offset, set_partition_leader_epoch, validate
 
+from .compaction import LogCompaction
 from .config import LogConfig
 from .durability import LogDurability
 from .epoch_cache import LeaderEpochCache
@@ -84,7 +85,7 @@ class TimestampOffset(NamedTuple):
     leader_epoch: int
 
 
-class Log(LogRetention, LogDurability):
+class Log(LogRetention, LogDurability, LogCompaction):
     """A partition log. Opening runs recovery (see recovery.py) when `clean` is False."""
 
     def __init__(
@@ -284,8 +285,8 @@ class Log(LogRetention, LogDurability):
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo:
         """Append batches fetched from the leader, keeping their offsets and epochs. Each batch
-        must start where the previous ended, the first at the log end offset
-        (UnexpectedAppendOffsetError otherwise)."""
+        must start at or after where the previous ended, the first at or after the log end
+        offset (UnexpectedAppendOffsetError otherwise): a compacted leader log has gaps."""
         view = memoryview(records)
         headers = self._validate(view, False)
         with self._lock:
@@ -295,7 +296,7 @@ class Log(LogRetention, LogDurability):
             max_ts = -1
             records_n = 0
             for pos, h in headers:
-                if h.base_offset != expected:
+                if h.base_offset < expected:
                     raise UnexpectedAppendOffsetError(
                         f"{self._prefix} batch at {h.base_offset}, expected {expected}"
                     )
