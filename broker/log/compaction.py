@@ -25,7 +25,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from client.errors import InvalidRecordError
 from client.fsutil import fsync_dir, write_atomic
+from client.records.reader import decode_batch
 
 from .config import LogConfig
 from .handles import FileHandles
@@ -45,6 +47,21 @@ def cleaned_path(directory: Path, base_offset: int) -> Path:
 
 def swap_path(directory: Path, base_offset: int) -> Path:
     return directory / (segment_name(base_offset, LOG_SUFFIX) + SWAP_SUFFIX)
+
+
+def check_keys(buf: bytes | bytearray | memoryview, headers: list[tuple], prefix: str) -> None:
+    """A compacted log takes only records with a key (Kafka's rule: the cleaner could not
+    keep a keyless record): InvalidRecordError otherwise. Decodes every batch (CRCs were
+    checked already)."""
+    for pos, h in headers:
+        if h.is_control:
+            continue
+        for rec in decode_batch(buf, pos, check_crc=False):
+            if rec.key is None:
+                raise InvalidRecordError(
+                    f"{prefix} compacted topic (cleanup.policy=compact) cannot accept a record "
+                    f"without a key (offset delta {rec.offset - h.base_offset})"
+                )
 
 
 def _no_fault(step: str) -> None:

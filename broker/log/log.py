@@ -30,7 +30,7 @@ from client.errors import (
 from client.fsutil import make_dirs
 from client.records.header import peek_size, set_base_offset, set_partition_leader_epoch, validate
 
-from .compaction import LogCompaction
+from .compaction import LogCompaction, check_keys
 from .config import LogConfig
 from .durability import LogDurability
 from .epoch_cache import LeaderEpochCache
@@ -248,7 +248,8 @@ class Log(LogRetention, LogDurability, LogCompaction):
     ) -> AppendInfo:
         """Validate every batch of `records` (CRC included), assign offsets from the log end by
         rewriting base_offset and partition_leader_epoch in place, and write them in one call.
-        Raises CorruptRecordError, MessageTooLargeError, StorageError. A writable memoryview
+        Raises CorruptRecordError, MessageTooLargeError, StorageError, InvalidRecordError (a
+        keyless record for a compacted log). A writable memoryview
         (the records of a large Produce request, client/protocol/views.py) is rewritten in
         place, without a copy; anything else is copied first."""
         if type(records) is memoryview and not records.readonly:
@@ -256,6 +257,8 @@ class Log(LogRetention, LogDurability, LogCompaction):
         else:
             buf = bytearray(records)
         headers = self._validate(buf, True)
+        if self.config.compact:
+            check_keys(buf, headers, self._prefix)
         with self._lock:
             self._check_online()
             dup = self._check_producer_locked(headers)

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from helpers import wait_until
 
 from client import Admin, Consumer, Producer, TopicPartition
+from client.errors import InvalidRecordError
 from client.records import decode_records
 
 KEYS = 20
@@ -48,6 +50,8 @@ def test_a_compacted_topic_keeps_the_latest_value_per_key(broker_factory) -> Non
             value = None if i % 7 == 0 and i % KEYS < 5 else b"value-%04d-" % i + b"x" * 40
             md = p.send("kv", value, key=key, partition=0).result(30)
             sent.append((md.offset, key, value))
+        with pytest.raises(InvalidRecordError, match="without a key"):
+            p.send("kv", b"no key", partition=0).result(30)
     log = broker.server.services.log_manager.get("kv", 0)
     end = log.end_offset
     assert end == 600 and len(log.segment_base_offsets) > 1  # cleaned as it rolled, too

@@ -4,6 +4,7 @@ buffer (smaller than the key count: several passes); and crashes at each step of
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 
@@ -16,6 +17,7 @@ from broker.log.cleaner import Cleaner
 from broker.log.cleaner_thread import CleanerSettings, LogCleaner
 from broker.log.compaction import CLEANER_CHECKPOINT, cleaned_path
 from broker.log.offset_map import ENTRY_BYTES
+from client.errors import InvalidRecordError
 from client.records.builder import build_batch
 from client.records.reader import decode_records
 
@@ -65,7 +67,15 @@ def contents(log: Log) -> list[tuple[int, bytes | None, bytes | None]]:
 
 
 def append(log: Log, clock, records: list[tuple[bytes | None, bytes | None]]) -> None:
-    log.append_as_leader(build_batch(records, timestamp_ms=clock.now), 0)
+    """Append as leader. Keyless records, which a compacted log refuses, are appended as if
+    the topic were still cleanup.policy=delete (they were written before it changed)."""
+    config = log.config
+    if any(k is None for k, _v in records):
+        log.config = dataclasses.replace(config, cleanup_policy=("delete",))
+    try:
+        log.append_as_leader(build_batch(records, timestamp_ms=clock.now), 0)
+    finally:
+        log.config = config
 
 
 def clean_to_fixpoint(log: Log, cleaner: Cleaner, bound: int | None = None) -> int:
@@ -267,3 +277,14 @@ def test_retention_leaves_a_compact_only_log_alone(tmp_path) -> None:
         log.delete_old_segments()
         assert len(log.segment_base_offsets) == left, policy
         log.close()
+
+
+def test_a_compacted_log_refuses_records_without_a_key(tmp_path) -> None:
+    clock = FakeClock()
+    log = compact_log(tmp_path, clock)
+    with pytest.raises(InvalidRecordError, match="without a key"):
+        log.append_as_leader(build_batch([(b"k", b"v"), (None, b"v")]), 0)
+    assert log.end_offset == 0
+    log.append_as_leader(build_batch([(b"k", b"v"), (b"k", None)]), 0)
+    assert log.end_offset == 2
+    log.close()
