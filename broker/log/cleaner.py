@@ -236,19 +236,24 @@ class Cleaner:
 
     @staticmethod
     def _runs(segments: list[LogSegment], max_bytes: int) -> Iterator[list[LogSegment]]:
-        """Consecutive segments whose sizes add up to at most `max_bytes` (and whose offsets
-        fit one segment's 32-bit relative offsets), as Kafka groups them."""
+        """Consecutive segments whose sizes add up to at most `max_bytes`, whose offsets fit
+        one segment's 32-bit relative offsets and whose index entries one index holds, as
+        Kafka groups them (the cleaned data is no larger, so its indexes fit too)."""
         run: list[LogSegment] = []
-        size = 0
+        size = entries = time_entries = 0
         for seg in segments:
             if run and (
                 size + seg.size > max_bytes
                 or seg.next_offset - 1 - run[0].base_offset > _MAX_RELATIVE
+                or entries + len(seg.index) >= seg.index.max_entries
+                or time_entries + len(seg.time_index) >= seg.time_index.max_entries
             ):
                 yield run
-                run, size = [], 0
+                run, size, entries, time_entries = [], 0, 0, 0
             run.append(seg)
             size += seg.size
+            entries += len(seg.index)
+            time_entries += len(seg.time_index)
         if run:
             yield run
 

@@ -288,3 +288,30 @@ def test_a_compacted_log_refuses_records_without_a_key(tmp_path) -> None:
     log.append_as_leader(build_batch([(b"k", b"v"), (b"k", None)]), 0)
     assert log.end_offset == 2
     log.close()
+
+
+def test_runs_never_overflow_an_index(tmp_path) -> None:
+    clock = FakeClock()
+    config = LogConfig(
+        index_interval_bytes=0, index_size_max_bytes=48, cleanup_policy=("compact",)
+    )  # an entry for every batch, 4 entries per index: segments roll every 4 batches
+    log = Log(tmp_path / "t-0", "t", 0, config, clock)
+    produced = []
+    for i in range(60):
+        base = log.end_offset
+        key = KEYS[0] if i % 10 == 0 else b"u%d" % i  # most batches stay
+        append(log, clock, [(key, b"v%d" % i)])
+        produced.append((base, key, b"v%d" % i))
+        clock.now += 1
+    log.roll()
+    before = len(log.segment_base_offsets)
+    Cleaner(1 << 20, clock).clean(log, log.end_offset)
+    want = expected_after(produced, 0, log.end_offset, lambda o: False)
+    assert contents(log) == want
+    assert len(log.segment_base_offsets) <= before
+    for seg in log._segments[:-1]:  # every batch indexed, within what one index holds
+        assert len(seg.index) == len(list(seg.headers())) - 1, seg.base_offset  # (not the 1st)
+        assert len(seg.index) <= seg.index.max_entries, seg.base_offset
+    log = reopen(log, clock)
+    assert contents(log) == want
+    log.close()
