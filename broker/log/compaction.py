@@ -118,6 +118,18 @@ class LogCompaction:
         the next clean redoes work already done, which changes nothing)."""
         write_atomic(self.directory / CLEANER_CHECKPOINT, f"{offset}\n")
 
+    def _clamp_first_dirty_locked(self, end: int) -> None:
+        """After a truncation: the cleaner checkpoint never stays above the log end (records
+        appended again below it would count as cleaned)."""
+        path = self.directory / CLEANER_CHECKPOINT
+        if path.exists():
+            try:
+                above = int(path.read_text().strip() or 0) > end
+            except ValueError:
+                above = True
+            if above:
+                write_atomic(path, f"{end}\n")
+
     def replace_segments(
         self,
         old: list[LogSegment],

@@ -530,6 +530,7 @@ class Log(LogRetention, LogDurability, LogCompaction):
         self._producers = None  # rebuilt from what is left on next use
         delete_snapshots_after(self.directory, self._end())
         end = self._end()
+        self._clamp_first_dirty_locked(end)
         if end < self._log_start_offset:  # a batch straddling the start offset went whole
             self._log_start_offset = end
         if hasattr(self, "_flushed"):

@@ -315,3 +315,14 @@ def test_runs_never_overflow_an_index(tmp_path) -> None:
     log = reopen(log, clock)
     assert contents(log) == want
     log.close()
+
+
+def test_truncation_below_the_cleaning_point_moves_it_back(tmp_path) -> None:
+    clock = FakeClock()
+    log = compact_log(tmp_path, clock)
+    produced = _fill(log, clock)
+    Cleaner(1 << 20, clock).clean(log, log.end_offset)
+    assert log.first_dirty_offset() == log.end_offset == len(produced)
+    log.truncate_to(50)
+    assert log.first_dirty_offset() == log.end_offset <= 50
+    log.close()
