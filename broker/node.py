@@ -80,6 +80,7 @@ _TOPIC_LOG_CONFIGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "cleanup.policy": ("cleanup_policy", lambda v: tuple(_as_list(v))),
     "delete.retention.ms": ("delete_retention_ms", int),
     "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", float),
+    "min.compaction.lag.ms": ("min_compaction_lag_ms", int),
 }
 
 
@@ -119,6 +120,7 @@ def log_config_from(config: Any) -> LogConfig:
         cleanup_policy=tuple(_as_list(config.log_cleanup_policy)),
         delete_retention_ms=int(config.log_cleaner_delete_retention_ms),
         min_cleanable_dirty_ratio=float(config.log_cleaner_min_cleanable_ratio),
+        min_compaction_lag_ms=int(config.log_cleaner_min_compaction_lag_ms),
     )
 
 

@@ -93,10 +93,17 @@ class LogCompaction:
 
     def cleanable_segments(self, upper_bound: int) -> tuple[list[LogSegment], int, set[int]]:
         """(the segments the cleaner may rewrite: every one before the active segment that
-        ends at or below `upper_bound`, the log's generation, the last offsets of the batches
-        the producer state keeps). Any thread."""
+        ends at or below `upper_bound`, up to the first holding a record younger than
+        min.compaction.lag.ms, the log's generation, the last offsets of the batches the
+        producer state keeps). Any thread."""
+        lag = self.config.min_compaction_lag_ms
+        youngest = self._clock() - lag
         with self._lock:
-            segs = [s for s in self._segments[:-1] if s.next_offset <= upper_bound]
+            segs = []
+            for s in self._segments[:-1]:
+                if s.next_offset > upper_bound or (lag > 0 and s.largest_timestamp > youngest):
+                    break
+                segs.append(s)
             kept = {
                 b.last_offset
                 for entry in self.producer_state_locked().producers.values()

@@ -28,6 +28,7 @@ class LogConfig:
     cleanup_policy: tuple[str, ...] = ("delete",)  # "delete" and/or "compact" (cleaner.py)
     delete_retention_ms: int = 24 * 3600 * 1000  # compacted tombstones kept this long
     min_cleanable_dirty_ratio: float = 0.5  # the cleaner skips a log whose dirty ratio is lower
+    min_compaction_lag_ms: int = 0  # records younger than this are not compacted
 
     @property
     def compact(self) -> bool:
@@ -58,6 +59,8 @@ class LogConfig:
             )
         if self.delete_retention_ms < 0:
             raise ConfigError(f"delete_retention_ms={self.delete_retention_ms}: expected >= 0")
+        if self.min_compaction_lag_ms < 0:
+            raise ConfigError(f"min_compaction_lag_ms={self.min_compaction_lag_ms}: expected >= 0")
         if not 0.0 <= self.min_cleanable_dirty_ratio <= 1.0:
             raise ConfigError(
                 f"min_cleanable_dirty_ratio={self.min_cleanable_dirty_ratio}: expected 0..1"

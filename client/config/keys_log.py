@@ -29,6 +29,7 @@ KEYS = [
     key("log.cleaner.dedupe.buffer.size", "size", 128 * MiB, "memory of the cleaner's key -> offset map (112 bytes a key); a full map cleans in several passes", B, at_least(1024)),
     key("log.cleaner.backoff.ms", "duration_ms", 15_000, "the cleaner's sleep when no log is dirty enough", B, at_least(1)),
     key("log.cleaner.min.cleanable.ratio", "float", 0.5, "clean a log only when this share of its cleanable bytes is dirty (not yet cleaned); topic key min.cleanable.dirty.ratio", B, in_range(0.0, 1.0)),
+    key("log.cleaner.min.compaction.lag.ms", "duration_ms", 0, "a record stays uncompacted at least this long after its timestamp (the cleaner stops at the first segment holding a younger one); topic key min.compaction.lag.ms", B, at_least(0)),
     key("log.cleaner.delete.retention.ms", "duration_ms", DAY_MS, "a tombstone (null value) in a compacted log is kept at least this long after its timestamp, and until a clean has passed it; topic key delete.retention.ms", B, at_least(0)),
     key("log.message.timestamp.type", "enum", "CreateTime", "record timestamps as sent (CreateTime) or set on append (LogAppendTime)", B, choices=("CreateTime", "LogAppendTime"), status=REFUSED, why='LogAppendTime is not built yet'),
     key("num.recovery.threads.per.data.dir", "int", 1, "threads recovering logs at start-up, per log dir", B, at_least(1), status=IGNORED, why='recovery runs on one thread per start-up'),

@@ -326,3 +326,23 @@ def test_truncation_below_the_cleaning_point_moves_it_back(tmp_path) -> None:
     log.truncate_to(50)
     assert log.first_dirty_offset() == log.end_offset <= 50
     log.close()
+
+
+def test_min_compaction_lag_keeps_young_records_uncompacted(tmp_path) -> None:
+    clock = FakeClock()
+    log = compact_log(tmp_path, clock, min_compaction_lag_ms=5_000)
+    produced = _fill(log, clock)  # every record at clock.now: too young
+    assert Cleaner(1 << 20, clock).clean(log, log.end_offset) is None
+    assert contents(log) == produced
+    clock.now += 5_000  # old enough now
+    old_end = log.end_offset
+    for i in range(10):  # younger records in later segments stay as they are
+        append(log, clock, [(KEYS[i % 5], b"young")])
+        produced.append((old_end + i, KEYS[i % 5], b"young"))
+        if i == 4:
+            log.roll()
+    log.roll()
+    assert Cleaner(1 << 20, clock).clean(log, log.end_offset) is not None
+    assert log.first_dirty_offset() == old_end
+    assert contents(log) == expected_after(produced, 0, old_end, lambda o: False)
+    log.close()
