@@ -104,7 +104,7 @@ def expected_after(produced, lo: int, hi: int, dropped_tombstone) -> list:
 
 
 record = st.tuples(
-    st.sampled_from([*KEYS, None]).filter(lambda k: True),
+    st.sampled_from([*KEYS, None]),
     st.one_of(st.none(), st.binary(min_size=1, max_size=20)),
 )
 batches = st.lists(st.lists(record, min_size=1, max_size=6), min_size=1, max_size=30)
@@ -345,4 +345,32 @@ def test_min_compaction_lag_keeps_young_records_uncompacted(tmp_path) -> None:
     assert Cleaner(1 << 20, clock).clean(log, log.end_offset) is not None
     assert log.first_dirty_offset() == old_end
     assert contents(log) == expected_after(produced, 0, old_end, lambda o: False)
+    log.close()
+
+
+def test_compressed_batches_are_rebuilt_with_their_codec(tmp_path) -> None:
+    clock = FakeClock()
+    log = compact_log(tmp_path, clock, segment_bytes=300)
+    produced = []
+    for i in range(20):
+        base = log.end_offset
+        recs = [(KEYS[(i + j) % 4], b"value %d %d " % (i, j) * 5) for j in range(3)]
+        log.append_as_leader(build_batch(recs, compression="gzip", timestamp_ms=clock.now), 0)
+        produced += [(base + j, k, v) for j, (k, v) in enumerate(recs)]
+    log.roll()
+    Cleaner(1 << 20, clock).clean(log, log.end_offset)
+    assert contents(log) == expected_after(produced, 0, log.end_offset, lambda o: False)
+    assert {h.compression for seg in log._segments for h in seg.headers()} == {1}  # gzip
+    log.close()
+
+
+def test_a_paused_log_is_not_cleaned(tmp_path) -> None:
+    clock = FakeClock()
+    log = compact_log(tmp_path, clock)
+    _fill(log, clock)
+    log.flush()
+    cleaner = LogCleaner(lambda: {("t", 0): log}, CleanerSettings(enable=False))
+    with cleaner.paused([("t", 0)]):
+        assert cleaner.clean_once() is None
+    assert cleaner.clean_once() is not None
     log.close()
