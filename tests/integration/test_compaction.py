@@ -82,6 +82,7 @@ def test_a_compacted_topic_keeps_the_latest_value_per_key(broker_factory) -> Non
 def test_offsets_topic_is_compacted_and_commits_survive_cleaning(broker_factory, tmp_path) -> None:
     overrides = {
         "log.cleaner.backoff.ms": 50,
+        "log.cleaner.delete.retention.ms": 0,
         "offsets.topic.num.partitions": 1,
         "offsets.topic.segment.bytes": 2048,
         "log.cleaner.min.cleanable.ratio": 0.1,
@@ -97,6 +98,19 @@ def test_offsets_topic_is_compacted_and_commits_survive_cleaning(broker_factory,
         c.assign(tps)
         for n in range(1, 120):  # many commits of the same two keys: segments roll
             c.commit({tps[0]: n, tps[1]: 1000 + n})
+    with Consumer(
+        bootstrap_servers=broker.bootstrap, group_id="gone", enable_auto_commit=False
+    ) as c:
+        c.assign(tps)
+        c.commit({tps[0]: 7, tps[1]: 8})
+    with Admin(bootstrap_servers=broker.bootstrap) as admin:
+        admin.delete_group("gone")  # tombstones for its two offsets
+    offsets_log = broker.server.services.log_manager.get("__consumer_offsets", 0)
+    assert sum(r.value is None for r in _records(offsets_log, offsets_log.end_offset)) == 2
+    with Consumer(bootstrap_servers=broker.bootstrap, group_id="g", enable_auto_commit=False) as c:
+        c.assign(tps)
+        for n in range(120, 160):  # more commits after the tombstones: they get cleaned twice
+            c.commit({tps[0]: n, tps[1]: 1000 + n})
     log = broker.server.services.log_manager.get("__consumer_offsets", 0)
     assert log is not None and log.config.compact and not log.config.delete
     wait_until(
@@ -106,13 +120,30 @@ def test_offsets_topic_is_compacted_and_commits_survive_cleaning(broker_factory,
     )
     active = log.segment_base_offsets[-1]
     below = _records(log, active)
-    assert active > 100 and len(below) <= 2, below  # the two keys' latest commits at most
+    assert active > 150 and len(below) <= 4, below  # the latest commits, maybe tombstones
+    # the deleted group's tombstones go at the next clean that finds them below its starting
+    # point (delete.retention.ms 0 here): more commits make that clean happen
+    with Consumer(bootstrap_servers=broker.bootstrap, group_id="g", enable_auto_commit=False) as c:
+        c.assign(tps)
+        for n in range(160, 220):
+            c.commit({tps[0]: n, tps[1]: 1000 + n})
+
+    def tombstones_gone() -> bool:
+        active = log.segment_base_offsets[-1]
+        below = _records(log, active)
+        return log.first_dirty_offset() >= active and all(r.value is not None for r in below)
+
+    wait_until(tombstones_gone, 60, "tombstones dropped by a later clean")
     # a restart loads the group's offsets from the cleaned log
     broker.server.shutdown(timeout=10.0)
     broker = broker_factory(data_dir=tmp_path / "b", **overrides)
     with Consumer(bootstrap_servers=broker.bootstrap, group_id="g", enable_auto_commit=False) as c:
-        want = {tps[0]: 119, tps[1]: 1119}
+        want = {tps[0]: 219, tps[1]: 1219}
         wait_until(lambda: _committed(c, tps) == want, 60, "latest commits loaded after cleaning")
+    with Consumer(
+        bootstrap_servers=broker.bootstrap, group_id="gone", enable_auto_commit=False
+    ) as c:
+        assert _committed(c, tps) == {tps[0]: None, tps[1]: None}
 
 
 def _records(log, upto: int) -> list:
