@@ -95,7 +95,11 @@ class LogCleaner:
             ):
                 continue
             bound = self._upper_bound(tp, log, hws)
-            ratio, dirty = self.cleaner.dirty_ratio(log, bound)
+            try:
+                ratio, dirty = self.cleaner.dirty_ratio(log, bound)
+            except Exception as exc:  # e.g. its log dir failed: the others go on
+                self._skip(tp, exc)
+                continue
             if dirty and ratio >= log.config.min_cleanable_dirty_ratio and ratio > best_ratio:
                 best, best_ratio = (tp, log, bound), ratio
         return best
@@ -139,10 +143,7 @@ class LogCleaner:
         try:
             stats = self.cleaner.clean(log, bound)
         except Exception as exc:
-            self._skip_until[tp] = (
-                time.monotonic() + _SKIP_BACKOFFS * self.settings.backoff_ms / 1000
-            )
-            _log.error("[%s-%d] cleaning failed, skipped for a while: %r", tp[0], tp[1], exc)
+            self._skip(tp, exc)
             return None
         if stats is not None:
             self.passes += 1
@@ -157,6 +158,10 @@ class LogCleaner:
                 stats.tombstones_dropped, stats.elapsed_s,
             )  # fmt: skip
         return stats
+
+    def _skip(self, tp: TopicPartition, exc: Exception) -> None:
+        self._skip_until[tp] = time.monotonic() + _SKIP_BACKOFFS * self.settings.backoff_ms / 1000
+        _log.error("[%s-%d] cleaning failed, skipped for a while: %r", tp[0], tp[1], exc)
 
     # -- the thread ----------------------------------------------------------------------------
 

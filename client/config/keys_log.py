@@ -24,7 +24,7 @@ KEYS = [
     key("log.flush.interval.messages", "int", LONG_MAX, "with log.flush.on.ack=false: fsync after this many records", B, at_least(1)),
     key("log.flush.interval.ms", "duration_ms", LONG_MAX, "with log.flush.on.ack=false: fsync after this many ms", B, at_least(1)),
     key("log.cleanup.policy", "list", ("delete",), "delete (time and size retention) and/or compact (the log cleaner keeps the latest record per key); topic key cleanup.policy", B, items_in(("delete", "compact"))),
-    key("log.cleaner.enable", "bool", True, "run the log cleaner thread that compacts cleanup.policy=compact logs", B),
+    key("log.cleaner.enable", "bool", True, "run the log cleaner thread that compacts cleanup.policy=compact logs (false: they are never compacted and grow)", B),
     key("log.cleaner.threads", "int", 1, "log cleaner threads", B, at_least(1), status=REFUSED, why='one cleaner thread per broker'),
     key("log.cleaner.dedupe.buffer.size", "size", 128 * MiB, "memory of the cleaner's key -> offset map (112 bytes a key); a full map cleans in several passes", B, at_least(1024)),
     key("log.cleaner.backoff.ms", "duration_ms", 15_000, "the cleaner's sleep when no log is dirty enough", B, at_least(1)),

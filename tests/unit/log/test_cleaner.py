@@ -374,3 +374,18 @@ def test_a_paused_log_is_not_cleaned(tmp_path) -> None:
         assert cleaner.clean_once() is None
     assert cleaner.clean_once() is not None
     log.close()
+
+
+def test_a_failing_log_is_skipped_and_the_others_cleaned(tmp_path) -> None:
+    clock = FakeClock()
+    good, bad = compact_log(tmp_path / "a", clock), compact_log(tmp_path / "b", clock)
+    for log in (good, bad):
+        _fill(log, clock)
+        log.flush()
+    bad.close()  # the failure: every read of it raises StorageError now
+    logs = {("bad", 0): bad, ("good", 0): good}
+    cleaner = LogCleaner(lambda: logs, CleanerSettings(enable=False))
+    stats = [cleaner.clean_once() for _ in range(3)]
+    assert [s.topic for s in stats if s is not None] == ["t"]  # "good" (its topic is "t")
+    assert ("bad", 0) in cleaner._skip_until
+    good.close()
