@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -154,6 +155,10 @@ def _no_fault(step: str) -> None:
     return None
 
 
+class CleanAborted(Exception):
+    """The cleaner is stopping: the pass was given up (its .cleaned file deleted)."""
+
+
 class Cleaner:
     """Cleans logs one pass at a time with one OffsetMap (`dedupe_buffer_bytes` of memory)."""
 
@@ -166,6 +171,7 @@ class Cleaner:
         self.offset_map = OffsetMap(dedupe_buffer_bytes)
         self._clock = clock or (lambda: int(time.time() * 1000))
         self._fault = fault  # tests: called after each step of the swap
+        self.abort = threading.Event()  # set by the owner to stop a pass between two batches
 
     @staticmethod
     def dirty_ratio(log: Any, upper_bound: int) -> tuple[float, int]:
@@ -221,6 +227,8 @@ class Cleaner:
         omap = self.offset_map
         for seg in dirty:
             for h, batch in _batches(seg):
+                if self.abort.is_set():
+                    raise CleanAborted()
                 if h.next_offset <= first_dirty or h.is_control:
                     continue
                 stats.bytes_read += len(batch)
@@ -275,6 +283,8 @@ class Cleaner:
             last_seg = run[-1]
             for seg in run:
                 for h, batch, last in _with_last(_batches(seg)):
+                    if self.abort.is_set():
+                        raise CleanAborted()
                     stats.bytes_read += len(batch)
                     if h.is_control or h.base_offset >= map_end:
                         out.append(batch)

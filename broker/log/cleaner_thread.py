@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from .cleaner import Cleaner, CleanStats
+from .cleaner import CleanAborted, Cleaner, CleanStats
 
 _log = logging.getLogger(__name__)
 
@@ -142,6 +142,9 @@ class LogCleaner:
     def _clean(self, tp: TopicPartition, log: Any, bound: int) -> CleanStats | None:
         try:
             stats = self.cleaner.clean(log, bound)
+        except CleanAborted:
+            _log.info("[%s-%d] cleaning stopped: the broker is shutting down", tp[0], tp[1])
+            return None
         except Exception as exc:
             self._skip(tp, exc)
             return None
@@ -187,7 +190,9 @@ class LogCleaner:
                 self._wake.clear()
 
     def stop(self) -> None:
+        """Stop the thread; a pass under way is given up at its next batch."""
         self._stop.set()
+        self.cleaner.abort.set()
         self._wake.set()
         if self._thread is not None:
             self._thread.join(30.0)

@@ -389,3 +389,16 @@ def test_a_failing_log_is_skipped_and_the_others_cleaned(tmp_path) -> None:
     assert [s.topic for s in stats if s is not None] == ["t"]  # "good" (its topic is "t")
     assert ("bad", 0) in cleaner._skip_until
     good.close()
+
+
+def test_stopping_gives_up_a_pass_and_leaves_the_log_as_it_was(tmp_path) -> None:
+    clock = FakeClock()
+    log = compact_log(tmp_path, clock)
+    _fill(log, clock)
+    log.flush()
+    before = contents(log)
+    cleaner = LogCleaner(lambda: {("t", 0): log}, CleanerSettings(enable=False))
+    cleaner.stop()
+    assert cleaner.clean_once() is None
+    assert contents(log) == before and not list(log.directory.glob("*.cleaned"))
+    log.close()
