@@ -46,6 +46,7 @@ from broker.group import GroupCoordinator, GroupSettings
 from broker.lifecycle import RUNNING, BrokerLifecycle
 from broker.listeners import Listeners
 from broker.log import LogConfig, LogManager
+from broker.log.cleaner_thread import CleanerSettings
 from broker.metadata_publisher import MetadataPublisher
 from broker.producer_ids import ProducerIdManager
 from broker.purgatory import Purgatory, SystemTimer
@@ -76,6 +77,10 @@ _TOPIC_LOG_CONFIGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "max.message.bytes": ("max_message_bytes", int),
     "flush.messages": ("flush_messages", int),
     "flush.ms": ("flush_ms", int),
+    "cleanup.policy": ("cleanup_policy", lambda v: tuple(_as_list(v))),
+    "delete.retention.ms": ("delete_retention_ms", int),
+    "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", float),
+    "min.compaction.lag.ms": ("min_compaction_lag_ms", int),
 }
 
 
@@ -112,6 +117,10 @@ def log_config_from(config: Any) -> LogConfig:
         flush_messages=int(config.log_flush_interval_messages),
         flush_ms=int(config.log_flush_interval_ms),
         max_message_bytes=int(config.message_max_bytes),
+        cleanup_policy=tuple(_as_list(config.log_cleanup_policy)),
+        delete_retention_ms=int(config.log_cleaner_delete_retention_ms),
+        min_cleanable_dirty_ratio=float(config.log_cleaner_min_cleanable_ratio),
+        min_compaction_lag_ms=int(config.log_cleaner_min_compaction_lag_ms),
     )
 
 
@@ -384,6 +393,9 @@ class BrokerNode:
         self._started = True
         self.advertised = self.services.advertised  # BrokerServer may have set the real port
         self.log_manager.start_flushers(self.replica_manager.on_flushed)
+        self.log_manager.start_cleaner(
+            CleanerSettings.from_config(self.config), self.replica_manager.high_watermarks
+        )
         self.group_coordinator.start()
         self.quorum.start(timeout)  # replays / follows the committed log into the publisher
         host, port = self.advertised

@@ -112,10 +112,10 @@ class OffsetsTopic:
                             "name": "segment.bytes",
                             "value": str(self.settings.offsets_segment_bytes),
                         },
-                        # Kept forever until log compaction exists: time or size retention
-                        # would delete the only record of a group's committed offset.
-                        {"name": "retention.ms", "value": "-1"},
-                        {"name": "retention.bytes", "value": "-1"},
+                        # Compacted, never deleted by time or size: the latest commit of
+                        # each (group, topic, partition) key stays, superseded commits and
+                        # deleted groups' tombstones go (docs/groups.md).
+                        {"name": "cleanup.policy", "value": "compact"},
                     ],
                 }
             ]

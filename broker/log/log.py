@@ -30,6 +30,7 @@ from client.errors import (
 from client.fsutil import make_dirs
 from client.records.header import peek_size, set_base_offset, set_partition_leader_epoch, validate
 
+from .compaction import LogCompaction, check_keys
 from .config import LogConfig
 from .durability import LogDurability
 from .epoch_cache import LeaderEpochCache
@@ -84,7 +85,7 @@ class TimestampOffset(NamedTuple):
     leader_epoch: int
 
 
-class Log(LogRetention, LogDurability):
+class Log(LogRetention, LogDurability, LogCompaction):
     """A partition log. Opening runs recovery (see recovery.py) when `clean` is False."""
 
     def __init__(
@@ -247,7 +248,8 @@ class Log(LogRetention, LogDurability):
     ) -> AppendInfo:
         """Validate every batch of `records` (CRC included), assign offsets from the log end by
         rewriting base_offset and partition_leader_epoch in place, and write them in one call.
-        Raises CorruptRecordError, MessageTooLargeError, StorageError. A writable memoryview
+        Raises CorruptRecordError, MessageTooLargeError, StorageError, InvalidRecordError (a
+        keyless record for a compacted log). A writable memoryview
         (the records of a large Produce request, client/protocol/views.py) is rewritten in
         place, without a copy; anything else is copied first."""
         if type(records) is memoryview and not records.readonly:
@@ -255,6 +257,8 @@ class Log(LogRetention, LogDurability):
         else:
             buf = bytearray(records)
         headers = self._validate(buf, True)
+        if self.config.compact:
+            check_keys(buf, headers, self._prefix)
         with self._lock:
             self._check_online()
             dup = self._check_producer_locked(headers)
@@ -284,8 +288,8 @@ class Log(LogRetention, LogDurability):
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo:
         """Append batches fetched from the leader, keeping their offsets and epochs. Each batch
-        must start where the previous ended, the first at the log end offset
-        (UnexpectedAppendOffsetError otherwise)."""
+        must start at or after where the previous ended, the first at or after the log end
+        offset (UnexpectedAppendOffsetError otherwise): a compacted leader log has gaps."""
         view = memoryview(records)
         headers = self._validate(view, False)
         with self._lock:
@@ -295,7 +299,7 @@ class Log(LogRetention, LogDurability):
             max_ts = -1
             records_n = 0
             for pos, h in headers:
-                if h.base_offset != expected:
+                if h.base_offset < expected:
                     raise UnexpectedAppendOffsetError(
                         f"{self._prefix} batch at {h.base_offset}, expected {expected}"
                     )
@@ -526,6 +530,7 @@ class Log(LogRetention, LogDurability):
         self._producers = None  # rebuilt from what is left on next use
         delete_snapshots_after(self.directory, self._end())
         end = self._end()
+        self._clamp_first_dirty_locked(end)
         if end < self._log_start_offset:  # a batch straddling the start offset went whole
             self._log_start_offset = end
         if hasattr(self, "_flushed"):

@@ -35,6 +35,7 @@ from client.errors import StorageError
 from client.fsutil import make_dirs
 
 from .checkpoint import fsync_dir, read_offsets, write_offsets
+from .cleaner_thread import CleanerSettings, LogCleaner
 from .config import LogConfig
 from .flusher import PARALLELISM, Flusher, OnFlushed
 from .handles import FileHandles, derive_max_open_files, fd_limit_error, is_fd_limit, nofile_limit
@@ -119,6 +120,7 @@ class LogManager:
         self._logs: dict[TopicPartition, Log] = {}
         self._offline: set[Path] = set()
         self._flushers: dict[Path, Flusher] = {}
+        self.cleaner: LogCleaner | None = None  # start_cleaner
         self._closed = False
         for log_dir in self.log_dirs:
             try:
@@ -255,7 +257,16 @@ class LogManager:
         """Delete the logs of `tps` (those that exist): each directory is renamed to
         *-delete (one directory fsync per log dir makes the renames durable: an unfinished
         removal is finished at start-up), removed, and each log dir's checkpoints are
-        rewritten once for all of them. Returns how many logs were deleted."""
+        rewritten once for all of them. Returns how many logs were deleted. A cleaning pass
+        over one of them is waited for (the cleaner writes into the directory)."""
+        tps = list(tps)
+        cleaner = self.cleaner
+        if cleaner is None:
+            return self._delete_many(tps)
+        with cleaner.paused(tps):
+            return self._delete_many(tps)
+
+    def _delete_many(self, tps: list[TopicPartition]) -> int:
         with self._lock:
             doomed: dict[Path, list[tuple[Log, Path]]] = {}
             for tp in tps:
@@ -415,14 +426,32 @@ class LogManager:
             raise RuntimeError(f"no flusher for {log.log_dir}: call start_flushers() first")
         flusher.request_flush(log)
 
+    # -- compaction ----------------------------------------------------------------------------
+
+    def start_cleaner(
+        self,
+        settings: CleanerSettings,
+        high_watermarks: Callable[[], dict[TopicPartition, int]] | None = None,
+    ) -> LogCleaner:
+        """Start the log cleaner thread (cleaner_thread.py; not when settings.enable is
+        False: the LogCleaner is still returned, for clean_once); stopped by close()."""
+        with self._lock:
+            if self.cleaner is None:
+                self.cleaner = LogCleaner(self.logs, settings, high_watermarks, self._clock)
+                self.cleaner.start()
+            return self.cleaner
+
     def close(self, clean: bool = True) -> None:
-        """Stop flushers; with `clean`, flush every online log, write checkpoints and the
+        """Stop the cleaner and flushers; with `clean`, flush every online log, write checkpoints and the
         clean-shutdown marker. `clean=False` only closes files (crash simulation in tests)."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
             flushers, self._flushers = list(self._flushers.values()), {}
+            cleaner, self.cleaner = self.cleaner, None
+        if cleaner is not None:
+            cleaner.stop()
         for flusher in flushers:
             flusher.stop()
         with self._lock:

@@ -9,14 +9,24 @@ deleted; so are the later segments when a segment ends on a whole batch below th
 base offset (a gap: its tail was lost while a later file survived a power loss). Nothing before
 the last valid batch is ever dropped.
 
+First, an interrupted compaction swap (compaction.py) is settled: a `<base>.log.cleaned` file
+(written before the commit point) is deleted, the old segments stand; a `<base>.log.swap`
+(committed) replaces every old segment whose base offset lies in [base, end of the swap file),
+then becomes `<base>.log`.
+
 Called from the thread opening the Log (LogManager start-up or get_or_create).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
+from client.fsutil import fsync_dir
+from client.records.header import HEADER_SIZE, parse_header
+
+from .compaction import CLEANED_SUFFIX, SWAP_SUFFIX
 from .config import LogConfig
 from .handles import FileHandles
 from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, LogSegment, segment_name
@@ -29,6 +39,51 @@ def _base_of(path: Path) -> int | None:
     return int(stem) if len(stem) == 20 and stem.isdigit() else None
 
 
+def _swap_end(path: Path) -> int:
+    """The offset after the last batch of a swap file (fsynced whole before it was renamed)."""
+    end = _base_of(path) or 0
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        pos = 0
+        while pos + HEADER_SIZE <= size:
+            h = parse_header(os.pread(f.fileno(), HEADER_SIZE, pos))
+            end = h.next_offset
+            pos += h.size
+    return end
+
+
+def complete_swaps(directory: Path, prefix: str) -> None:
+    """Settle compaction swaps a crash interrupted (see the module docstring)."""
+    changed = False
+    for path in sorted(directory.iterdir()):
+        if path.name.endswith(LOG_SUFFIX + CLEANED_SUFFIX):
+            _log.info("%s removing unfinished cleaned segment %s", prefix, path.name)
+            path.unlink()
+            changed = True
+    for path in sorted(directory.iterdir()):
+        if not path.name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
+            continue
+        base = _base_of(path)
+        if base is None:
+            continue
+        end = _swap_end(path)
+        for old in directory.glob("*" + LOG_SUFFIX):
+            b = _base_of(old)
+            if b is not None and base <= b < end:
+                for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX):
+                    (directory / segment_name(b, suffix)).unlink(missing_ok=True)
+        for suffix in (INDEX_SUFFIX, TIMEINDEX_SUFFIX):  # rebuilt from the new segment
+            (directory / segment_name(base, suffix)).unlink(missing_ok=True)
+        os.rename(path, directory / segment_name(base, LOG_SUFFIX))
+        _log.warning(
+            "%s completed an interrupted compaction swap: segment %d now holds [%d, %d)",
+            prefix, base, base, end,
+        )  # fmt: skip
+        changed = True
+    if changed:
+        fsync_dir(directory)
+
+
 def load_segments(
     directory: Path,
     config: LogConfig,
@@ -39,6 +94,7 @@ def load_segments(
     handles: FileHandles | None = None,
 ) -> list[LogSegment]:
     """Open (and if needed recover) every segment of `directory`, oldest first."""
+    complete_swaps(directory, prefix)
     bases: list[int] = []
     for path in directory.iterdir():
         if path.name.endswith(".tmp"):

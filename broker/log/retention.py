@@ -42,9 +42,12 @@ class LogRetention:
     def delete_old_segments(self, high_watermark: int | None = None) -> int:
         """Retention: delete the oldest non-active segments whose largest timestamp is older than
         retention_ms, then while the log exceeds retention_bytes; only segments wholly below
-        `high_watermark` when given. Returns the number of segments deleted."""
+        `high_watermark` when given; nothing when cleanup.policy lacks delete. Returns the
+        number of segments deleted."""
         now = self._clock()
         cfg = self.config
+        if not cfg.delete:  # cleanup.policy=compact alone: the cleaner's, never retention's
+            return 0
         with self._lock:
             deleted = 0
             total = sum(s.size for s in self._segments)

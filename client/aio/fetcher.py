@@ -332,16 +332,16 @@ class Fetcher:
         # chunk while the caller decodes and processes this one (no await in between).
         self._done(node)
         self.send_fetches()
-        for tp, data, offset in fetched:
-            self._buffer_records(tp, data, offset)
+        for tp, data, offset, end in fetched:
+            self._buffer_records(tp, data, offset, end)
         self.wake.set()
 
     def _on_partition(
         self, tp: TopicPartition, p: dict, sent: tuple[int, int] | None
-    ) -> tuple[TopicPartition, bytes, int] | None:
+    ) -> tuple[TopicPartition, bytes, int, int] | None:
         """Handle one partition of a Fetch answer without decoding its records: errors,
         watermarks, and the next fetch offset (from the batch headers). Returns (tp, records
-        bytes, requested offset) to decode, or None. The bytes count as buffered from here."""
+        bytes, requested offset, offset after the last batch) to decode, or None. The bytes count as buffered from here."""
         st = self.states.get(tp)
         if st is None or sent is None or st.generation != sent[1] or st.fetch_offset != sent[0]:
             return None  # unassigned, sought or paused since the fetch was sent
@@ -405,7 +405,7 @@ class Fetcher:
         st.fetch_bytes = 0
         st.fetch_offset = max(offset, end)
         self.buffered_bytes += len(data)
-        return tp, data, offset
+        return tp, data, offset, end
 
     def _diverged(self, tp: TopicPartition, st: PartitionState, epoch: int, end: int) -> None:
         """The leader's log diverges from what this consumer fetched at offset `end` (the end of
@@ -448,10 +448,12 @@ class Fetcher:
         )
         self.seek(tp, end)
 
-    def _buffer_records(self, tp: TopicPartition, data: bytes, offset: int) -> None:
+    def _buffer_records(self, tp: TopicPartition, data: bytes, offset: int, end: int) -> None:
         """Queue what _on_partition accepted, undecoded: drain() decodes a chunk when it first
-        takes records from it, on the thread that polls (see drain)."""
-        self.buffer.append([tp, self.states[tp].generation, None, 0, len(data), data, offset])
+        takes records from it, on the thread that polls (see drain). `end`: the offset after
+        its last batch, where the position goes once the chunk is consumed (past the offsets
+        a compacted log no longer holds, docs/storage.md "Compaction")."""
+        self.buffer.append([tp, self.states[tp].generation, None, 0, len(data), data, offset, end])
 
     def _decode(self, chunk: list) -> bool:
         """Decode a buffered chunk in place ([tp, gen, records, next index, bytes, data,
@@ -495,9 +497,11 @@ class Fetcher:
                     continue  # _drop removed this partition's chunks
                 records, idx = chunk[2], chunk[3]
             take = min(len(records) - idx, max_records - len(out))
-            if take <= 0:  # every record is before the requested offset
+            if take <= 0:  # every record is before the requested offset, or none is left
                 self.buffer.popleft()
                 self.buffered_bytes -= nbytes
+                if st.position is not None and chunk[7] > st.position:
+                    st.position = chunk[7]  # compacted-away offsets: the position moves on
                 continue
             if kd is None and vd is None:
                 out += records if take == len(records) else records[idx : idx + take]
@@ -513,6 +517,8 @@ class Fetcher:
             if idx >= len(records):
                 self.buffer.popleft()
                 self.buffered_bytes -= nbytes
+                if chunk[7] > st.position:  # the chunk ends with compacted-away offsets
+                    st.position = chunk[7]
             else:
                 chunk[3] = idx
         return out

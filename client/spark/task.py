@@ -108,6 +108,10 @@ def iter_records(part: RangePartition) -> Iterator[list]:
                 consumer.seek(tp, pos)
                 continue
             if not recs:
+                # a compacted topic may hold no record at all in [pos, end): the consumer's
+                # position moves past the offsets the log no longer has
+                if consumer.position(tp) >= end:
+                    return
                 if time.monotonic() > deadline:
                     raise GregorTimeoutError(
                         f"{tp.topic}-{tp.partition}: no record at offset {pos} within "

@@ -74,17 +74,13 @@ def _is_ratio(v: str) -> bool:
         return False
 
 
-_COMPACTION = "log compaction is not built yet"
+_COMPACTION_LAG = "the log cleaner has no maximum compaction lag: it cleans by dirty ratio"
 # Kafka's topic keys whose feature is not built yet: the value that means "off" (None: any value
 # is refused) and what is missing. Setting them otherwise is refused, never accepted silently.
 NOT_YET: dict[str, tuple[str | None, str]] = {
-    "cleanup.policy": ("delete", _COMPACTION),
     "compression.type": ("producer", "the broker keeps batches as the producer compressed them"),
     "message.timestamp.type": ("CreateTime", "LogAppendTime is not built yet"),
-    "delete.retention.ms": (None, _COMPACTION),
-    "max.compaction.lag.ms": (None, _COMPACTION),
-    "min.cleanable.dirty.ratio": (None, _COMPACTION),
-    "min.compaction.lag.ms": (None, _COMPACTION),
+    "max.compaction.lag.ms": (None, _COMPACTION_LAG),
     "file.delete.delay.ms": (None, "segments leave the log and their files are deleted at once"),
 }
 

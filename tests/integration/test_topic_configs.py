@@ -52,7 +52,9 @@ def test_bad_changes_are_refused_naming_what_is_wrong(broker_server) -> None:
         with pytest.raises(InvalidConfigError, match="segment.bytes"):
             admin.incremental_alter_configs({("topic", "strict"): {"segment.bytes": "tiny"}})
         with pytest.raises(InvalidConfigError, match="not supported yet"):
-            admin.incremental_alter_configs({("topic", "strict"): {"cleanup.policy": "compact"}})
+            admin.incremental_alter_configs({("topic", "strict"): {"max.compaction.lag.ms": "5"}})
+        with pytest.raises(InvalidConfigError, match="cleanup.policy"):
+            admin.incremental_alter_configs({("topic", "strict"): {"cleanup.policy": "squash"}})
         with pytest.raises(InvalidConfigError, match="dynamic broker configs"):
             admin.incremental_alter_configs({("broker", "1"): {"log.retention.ms": "5"}})
         with pytest.raises(UnknownTopicOrPartitionError):

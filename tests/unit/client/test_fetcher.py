@@ -97,3 +97,25 @@ def test_only_part_of_a_batch_grows_the_fetch_size():
     st = f.states[TP]
     assert f._on_partition(TP, _answer(_data()[:64]), (0, st.generation)) is None
     assert st.fetch_offset == 0 and st.fetch_bytes == 128 and f.buffered_bytes == 0
+
+
+def _compacted(base: int, kept: list[int], last_delta: int) -> bytes:
+    """A batch as the log cleaner leaves it: offsets base..base+last_delta, only `kept` left."""
+    import msgpack
+
+    from client.records.builder import _assemble
+
+    rows = [(d, 0, b"k%d" % d, b"v", None) for d in kept]
+    section = msgpack.packb(rows, use_bin_type=True)
+    return _assemble(section, len(rows), last_delta, base, 0, 9, 9, -1, -1, -1)
+
+
+def test_compacted_gaps_and_empty_batches_move_the_position_past_them():
+    f = _fetcher()
+    st = f.states[TP]
+    data = _compacted(0, [1, 3], 4) + _compacted(5, [], 4)  # offsets 0..9: only 1 and 3 left
+    f._buffer_records(*f._on_partition(TP, _answer(data), (0, st.generation)))
+    assert [r.offset for r in f.drain(100)] == [1, 3]
+    assert st.position == 10 and st.fetch_offset == 10  # not stuck at 4 before the empty batch
+    f._buffer_records(*f._on_partition(TP, _answer(_compacted(10, [], 2)), (10, st.generation)))
+    assert f.drain(100) == [] and st.position == 13
