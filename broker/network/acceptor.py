@@ -148,8 +148,8 @@ class Acceptor:
                 log.warning("accept failed: %s", exc)
                 return
             if not self._quota.try_acquire():
+                self._refused(peer)  # counted before the close the client sees
                 conn.close()
-                self._refused(peer)
                 continue
             conn.setblocking(False)
             if conn.family in (socket.AF_INET, socket.AF_INET6):
