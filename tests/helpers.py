@@ -6,12 +6,14 @@ from __future__ import annotations
 import os
 import queue
 import re
+import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, TypeVar
@@ -212,6 +214,24 @@ def spawn_gregor(
         group=group,
     )
     return GregorProcess(proc, data_dir, stderr_path, err)
+
+
+@contextmanager
+def gregor_server(
+    data_dir: Path, stderr_path: Path, *opts: str, timeout: float = 30.0
+) -> Iterator[GregorProcess]:
+    """`gregor server --port 0 --data-dir DATA_DIR OPTS`, ready; SIGKILLed (its process group)
+    on the way out if still alive, for tests that restart a server on the same dir themselves."""
+    args = ["server", "--port", "0", "--data-dir", str(data_dir), *opts]
+    gp = spawn_gregor(args, data_dir, stderr_path)
+    try:
+        gp.wait_ready(timeout)
+        yield gp
+    finally:
+        if gp.proc.poll() is None:
+            os.killpg(gp.proc.pid, signal.SIGKILL)
+            gp.proc.wait(15)
+        gp.close()
 
 
 # -- a raw protocol client -----------------------------------------------------------------------

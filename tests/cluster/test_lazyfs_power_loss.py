@@ -20,13 +20,12 @@ import random
 import signal
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from helpers import GregorProcess, spawn_gregor, wait_until
+from helpers import GregorProcess, gregor_server, wait_until
 from lazyfs import DropReport, LazyFS, unavailable_reason
 
 from client import Admin, Consumer, Producer, TopicPartition
@@ -40,19 +39,8 @@ SERVER_OPTS = [
 ]  # fmt: skip
 
 
-@contextmanager
-def _server(data: Path, stderr_path: Path, *opts: str) -> Iterator[GregorProcess]:
-    """A `gregor server` on `data`, SIGKILLed (its process group) on the way out if alive."""
-    args = ["server", "--port", "0", "--data-dir", str(data), *SERVER_OPTS, *opts]
-    gp = spawn_gregor(args, data, stderr_path)
-    try:
-        gp.wait_ready(30)
-        yield gp
-    finally:
-        if gp.proc.poll() is None:
-            os.killpg(gp.proc.pid, signal.SIGKILL)
-            gp.proc.wait(15)
-        gp.close()
+def _server(data: Path, stderr_path: Path, *opts: str) -> AbstractContextManager[GregorProcess]:
+    return gregor_server(data, stderr_path, *SERVER_OPTS, *opts)
 
 
 class Writer(threading.Thread):

@@ -19,12 +19,11 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
-from helpers import GregorProcess, spawn_gregor, wait_until
+from helpers import GregorProcess, gregor_server, wait_until
 
 from client import Admin, Consumer, Producer, TopicPartition
 from client.errors import GregorTimeoutError, KafkaStorageError
@@ -36,20 +35,10 @@ TOPIC = "full"
 VALUE = 10_000  # bytes per record
 
 
-@contextmanager
-def _server(logs: Path, meta: Path, stderr_path: Path) -> Iterator[GregorProcess]:
-    """A `gregor server` with log.dirs=`logs`, SIGKILLed on the way out if still alive."""
-    args = ["server", "--port", "0", "--data-dir", str(logs)]
-    args += ["--override", f"metadata.log.dir={meta}", "--override", "log.segment.bytes=4194304"]
-    gp = spawn_gregor(args, logs, stderr_path)
-    try:
-        gp.wait_ready(30)
-        yield gp
-    finally:
-        if gp.proc.poll() is None:
-            os.killpg(gp.proc.pid, signal.SIGKILL)
-            gp.proc.wait(15)
-        gp.close()
+def _server(logs: Path, meta: Path, stderr_path: Path) -> AbstractContextManager[GregorProcess]:
+    """A server with log.dirs=`logs` and its metadata elsewhere (`meta`)."""
+    opts = ["--override", f"metadata.log.dir={meta}", "--override", "log.segment.bytes=4194304"]
+    return gregor_server(logs, stderr_path, *opts)
 
 
 def _produce_until_error(bootstrap: str, first: int, limit: int) -> tuple[list, BaseException]:
