@@ -1,6 +1,7 @@
 """Flusher: the group-commit thread of one log directory.
 
-`request_flush(log)` marks a log as having unflushed data and wakes the thread. Each round takes
+`request_flush(log)` marks a log as having unflushed data and wakes the thread
+(`request_flush_many(logs)`: the logs of one request, together). Each round takes
 every marked log and calls `log.flush()` once: one fsync covers every batch appended to that log
 since its previous flush, and appends that race with the fsync are marked again and covered by
 the next round. New flushed offsets are reported through `on_flushed(topic, partition,
@@ -26,8 +27,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -40,8 +40,20 @@ from .syncfs import SYNCFS_MIN_LOGS, covers, open_dir, syncfs
 _log = logging.getLogger(__name__)
 
 OnFlushed = Callable[[str, int, int], None]
+# every (topic, partition, flushed offset) of one syncfs round, in one call
+OnFlushedMany = Callable[[list[tuple[str, int, int]]], None]
 PARALLELISM = 16  # fdatasyncs in flight at once in one round (threads mostly wait on the disk)
 RETRY_S = 0.1  # wait before flushing again a log that found no file descriptor
+
+
+def flush_each(logs: list[Log]) -> None:
+    """Flush each of `logs` on the calling thread; a failure is logged (the log dir goes
+    offline, as Log.flush does), the others are flushed all the same."""
+    for log in logs:
+        try:
+            log.flush()
+        except StorageError as exc:
+            _log.error("[%s-%d] fsync failed: %s", log.topic, log.partition, exc)
 
 
 class Flusher:
@@ -54,22 +66,30 @@ class Flusher:
         max_pending: int = 100_000,
         parallelism: int = PARALLELISM,
         directory: Path | None = None,
+        on_flushed_many: OnFlushedMany | None = None,
     ) -> None:
-        """`directory`: the log dir, for a round covered by syncfs (None: never)."""
+        """`directory`: the log dir, for a round covered by syncfs (None: never).
+        `on_flushed_many`: if given, the logs a syncfs round made durable (all at once) are
+        reported in one call instead of one `on_flushed` call each: with thousands of
+        one-batch partitions per round, the broker then retries each waiting produce once per
+        round, not once per partition."""
         self.name = name
         # (only where syncfs makes the data durable: not on FUSE or network file systems)
         self._directory = directory if directory is not None and covers(directory) else None
         self._dir_fd = -1  # on `directory`, for syncfs: opened on first use, closed by stop()
+        self._dir_fd_lock = threading.Lock()
         self.syncfs_rounds = 0  # rounds covered by one syncfs (a statistic)
         self._parallelism = parallelism
         self._pool: ThreadPoolExecutor | None = None  # made on the first round that needs it
         self._on_flushed = on_flushed
+        self._on_flushed_many = on_flushed_many
         self._max_pending = max_pending
         self._cond = threading.Condition()
         self._pending: dict[int, Log] = {}
-        # last offset reported per log, so a flush done elsewhere (e.g. a direct Log.flush())
-        # is still reported by the next round; weak keys: deleted logs drop out
-        self._reported: weakref.WeakKeyDictionary[Log, int] = weakref.WeakKeyDictionary()
+        # the last offset reported is kept on each log (Log.reported_flushed_offset), so a
+        # flush done elsewhere (e.g. a direct Log.flush()) is still reported by the next round
+        # (a WeakKeyDictionary here made a weak reference per log and round: ~5 % of the
+        # broker's CPU in round-robin produce over 5,000 partitions)
         self._stopping = False
         self._busy = False
         self.rounds = 0  # flush rounds run (a statistic for benchmarks and tests)
@@ -82,20 +102,25 @@ class Flusher:
 
     def request_flush(self, log: Log) -> None:
         """Ask for `log` to be fsynced soon. Any thread; waits only if the pending set is full."""
-        with self._cond:
-            if self._stopping:
-                raise StorageError(f"flusher {self.name} is stopped")
-            key = id(log)
-            if key in self._pending:
-                return  # already marked: the thread has been woken for it
-            while len(self._pending) >= self._max_pending:
-                self._cond.wait()
+        self.request_flush_many((log,))
+
+    def request_flush_many(self, logs: Iterable[Log]) -> None:
+        """`request_flush` for every log of one request, marked under one lock: they go to the
+        same round (a Produce spread over a thousand partitions is one syncfs, not a stream of
+        small rounds of per-file fdatasyncs that the flusher took as the appends went on)."""
+        with self._cond:  # (the thread takes the set only once this lock is let go)
+            for log in logs:
+                key = id(log)
+                while key not in self._pending and len(self._pending) >= self._max_pending:
+                    if self._stopping:
+                        break
+                    self._cond.wait()
                 if self._stopping:
                     raise StorageError(f"flusher {self.name} is stopped")
-                if key in self._pending:
-                    return
-            self._pending[key] = log
-            self._cond.notify_all()
+                if key not in self._pending:  # else already marked: the thread was woken for it
+                    self._pending[key] = log
+                    if len(self._pending) == 1:  # the thread waits only for an empty set to fill
+                        self._cond.notify_all()
 
     def idle(self) -> bool:
         """True when nothing is pending or being flushed."""
@@ -138,20 +163,32 @@ class Flusher:
                         for log in retry:
                             self._pending.setdefault(id(log), log)
 
-    def _covered_round(self, logs: list[Log]) -> list[Log]:
+    def flush_now(self, logs: list[Log]) -> None:
+        """Flush `logs` on the calling thread before returning, as a round would (one syncfs
+        for SYNCFS_MIN_LOGS or more, else each on its own), without reporting them: a
+        follower's logs, which must hold what it fetched on disk before it fetches on (one
+        fdatasync per partition after each fetch took ~0.5 ms each). Any thread, beside the
+        flusher's own rounds (a log's flushes are serialised by the log). Failures are logged;
+        a failed sync takes the log dir offline, as in a round."""
+        if self._directory is not None and syncfs is not None and len(logs) >= SYNCFS_MIN_LOGS:
+            logs = self._covered_round(logs, report=False)
+        flush_each(logs)
+
+    def _covered_round(self, logs: list[Log], report: bool = True) -> list[Log]:
         """Flush `logs` with one syncfs; returns those that need a flush of their own."""
         assert self._directory is not None and syncfs is not None
         own: list[Log] = []
         tokens: list[tuple[Log, tuple]] = []
         error: OSError | None = None
         try:
-            if self._dir_fd < 0:
-                try:
-                    self._dir_fd = open_dir(self._directory)
-                except OSError as exc:
-                    if not is_fd_limit(exc):
-                        raise
-                    return logs  # no descriptor for the sync: each log flushes on its own
+            with self._dir_fd_lock:  # (opened once, also when two threads sync at once)
+                if self._dir_fd < 0:
+                    try:
+                        self._dir_fd = open_dir(self._directory)
+                    except OSError as exc:
+                        if not is_fd_limit(exc):
+                            raise
+                        return logs  # no descriptor for the sync: each log flushes on its own
             for log in logs:
                 token = log.prepare_covered_flush()
                 if token is False:
@@ -179,20 +216,30 @@ class Flusher:
                         log.partition,
                         exc,
                     )
-        for log, after in results:
-            self._report(log, after)
+        if report:
+            self._report(results)
         return own
 
-    def _report(self, log: Log, after: int) -> None:
+    def _report(self, results: list[tuple[Log, int]]) -> None:
+        """Report the new flushed offsets among `results` (log, offset): to `on_flushed_many`
+        in one call (a syncfs round's logs together), else to `on_flushed` one by one."""
         with self._cond:
-            if after == self._reported.get(log, -1):
-                return
-            self._reported[log] = after
-        if self._on_flushed is not None:
+            new = [(log, after) for log, after in results if after != log.reported_flushed_offset]
+            for log, after in new:
+                log.reported_flushed_offset = after
+        if not new:
+            return
+        if self._on_flushed_many is not None:
             try:
-                self._on_flushed(log.topic, log.partition, after)
+                self._on_flushed_many([(log.topic, log.partition, after) for log, after in new])
             except Exception:
-                _log.exception("on_flushed(%s, %d, %d) raised", log.topic, log.partition, after)
+                _log.exception("on_flushed_many(%d logs) raised", len(new))
+        elif self._on_flushed is not None:
+            for log, after in new:
+                try:
+                    self._on_flushed(log.topic, log.partition, after)
+                except Exception:
+                    _log.exception("on_flushed(%s, %d, %d) raised", log.topic, log.partition, after)
 
     def _flush_one(self, log: Log) -> bool | None:
         """Flush one log and report its new flushed offset. True when flushed, False when it
@@ -207,7 +254,7 @@ class Flusher:
                 "[%s-%d] flush failed, log directory offline: %s", log.topic, log.partition, exc
             )
             return False
-        self._report(log, after)
+        self._report([(log, after)])
         return True
 
     def stop(self) -> None:

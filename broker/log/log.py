@@ -103,6 +103,7 @@ class Log(LogRetention, LogDurability, LogCompaction):
         on_log_start_offset_changed: Callable[[Log], None] | None = None,
         handles: FileHandles | None = None,
         flush_recovered: bool = True,
+        log_dir: Path | None = None,
     ) -> None:
         """`flush_recovered=False` (the LogManager, which flushes many recovered logs in
         parallel): after an unclean open the recovered data is left for the caller to
@@ -110,9 +111,14 @@ class Log(LogRetention, LogDurability, LogCompaction):
         self.directory = Path(directory)
         # the cache of open segment descriptors (the log dir's; a private one when alone)
         self._handles = handles or FileHandles(64, str(directory))
-        self.log_dir = self.directory.parent  # the log.dirs entry (hash cached: a hot dict key)
+        # the log.dirs entry (a hot dict key): the manager's own Path object, so lookups are
+        # identity hits (a Path built here compared equal through pathlib's Python __eq__,
+        # ~2 calls per append)
+        self.log_dir = log_dir if log_dir is not None else self.directory.parent
         self.topic = topic
         self.partition = partition
+        # the flushed offset the log dir's Flusher last reported (its own, under its lock)
+        self.reported_flushed_offset = -1
         self.config = config
         self._clock = clock
         self._on_storage_error = on_storage_error

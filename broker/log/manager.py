@@ -37,7 +37,7 @@ from client.fsutil import make_dirs
 from .checkpoint import fsync_dir, read_offsets, write_offsets
 from .cleaner_thread import CleanerSettings, LogCleaner
 from .config import LogConfig
-from .flusher import PARALLELISM, Flusher, OnFlushed
+from .flusher import PARALLELISM, Flusher, OnFlushed, OnFlushedMany, flush_each
 from .handles import FileHandles, derive_max_open_files, fd_limit_error, is_fd_limit, nofile_limit
 from .log import Log
 
@@ -187,6 +187,7 @@ class LogManager:
             on_log_start_offset_changed=self._on_log_start_offset_changed,
             handles=self._handles[directory.parent],
             flush_recovered=False,  # _open_dir flushes them all in parallel
+            log_dir=next(d for d in self.log_dirs if d == directory.parent),
         )
 
     def handles(self, log_dir: Path) -> FileHandles:
@@ -233,6 +234,7 @@ class LogManager:
                     on_storage_error=self._on_storage_error,
                     on_log_start_offset_changed=self._on_log_start_offset_changed,
                     handles=self._handles[log_dir],
+                    log_dir=log_dir,
                 )
             except OSError as exc:
                 if is_fd_limit(exc):  # refused, nothing offline: remove what was made
@@ -407,13 +409,19 @@ class LogManager:
 
     # -- group commit --------------------------------------------------------------------------
 
-    def start_flushers(self, on_flushed: OnFlushed | None = None) -> None:
-        """Start one Flusher thread per log dir; stopped by close()."""
+    def start_flushers(
+        self, on_flushed: OnFlushed | None = None, on_flushed_many: OnFlushedMany | None = None
+    ) -> None:
+        """Start one Flusher thread per log dir; stopped by close(). Flushed offsets are
+        reported through `on_flushed_many` (a round's at once) when given, else `on_flushed`."""
         with self._lock:
             for log_dir in self.log_dirs:
                 if log_dir not in self._flushers:
                     self._flushers[log_dir] = Flusher(
-                        log_dir.name, on_flushed, directory=log_dir
+                        log_dir.name,
+                        None if on_flushed_many is not None else on_flushed,
+                        directory=log_dir,
+                        on_flushed_many=on_flushed_many,
                     ).start()
 
     def flusher_for(self, log: Log) -> Flusher:
@@ -421,10 +429,26 @@ class LogManager:
 
     def request_flush(self, log: Log) -> None:
         """Wake the flusher of the log's dir (start_flushers first)."""
-        flusher = self._flushers.get(log.log_dir)
-        if flusher is None:
-            raise RuntimeError(f"no flusher for {log.log_dir}: call start_flushers() first")
-        flusher.request_flush(log)
+        self.request_flush_many((log,))
+
+    def request_flush_many(self, logs: Iterable[Log]) -> None:
+        """`request_flush` for many logs: each dir's flusher is woken once, for all of its logs
+        (one group-commit round covers a whole request)."""
+        for log_dir, dir_logs in _by_dir(logs).items():
+            flusher = self._flushers.get(log_dir)
+            if flusher is None:
+                raise RuntimeError(f"no flusher for {log_dir}: call start_flushers() first")
+            flusher.request_flush_many(dir_logs)
+
+    def flush_now(self, logs: list[Log]) -> None:
+        """Flush `logs` on the calling thread before returning: per log dir one syncfs for many
+        (Flusher.flush_now), else each log on its own (also without started flushers)."""
+        for log_dir, dir_logs in _by_dir(logs).items():
+            flusher = self._flushers.get(log_dir)
+            if flusher is not None:
+                flusher.flush_now(dir_logs)
+            else:
+                flush_each(dir_logs)
 
     # -- compaction ----------------------------------------------------------------------------
 
@@ -481,3 +505,11 @@ class LogManager:
                     fsync_dir(log_dir)
                 except OSError as exc:
                     _log.error("log dir %s: clean-shutdown marker not written: %s", log_dir, exc)
+
+
+def _by_dir(logs: Iterable[Log]) -> dict[Path, list[Log]]:
+    """`logs` grouped by their log dir (each dir has its own flusher)."""
+    by_dir: dict[Path, list[Log]] = {}
+    for log in logs:
+        by_dir.setdefault(log.log_dir, []).append(log)
+    return by_dir

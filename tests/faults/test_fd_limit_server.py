@@ -1,9 +1,11 @@
 """Many partitions under a low open-files limit: a real `gregor server` started with
 RLIMIT_NOFILE 1,024 serves 1,200 partitions (3 files each, 3,600 files), keeps its descriptors
-under the limit, and when its descriptors are used up (by client sockets) it refuses the
-partitions it cannot create with an error naming the limit and the key, keeps serving every
-earlier partition, tells the controller (the refused replicas go leaderless), creates them once
-descriptors come back, and restarts on its data dir after a clean stop and after SIGKILL."""
+under the limit, and when its descriptors are used up (by client sockets) it tells the
+controller it cannot take new replicas, so the creation of a new topic is refused (CreateTopics
+and the Admin client) with an error naming the broker, the limit and the keys, and nothing is
+created; it keeps serving every earlier partition, creates the topic once descriptors come back,
+and restarts on its data dir after a clean stop and after SIGKILL. (A replica that fails after
+its topic was created: tests/cluster/test_fd_limit_failed_replica.py.)"""
 
 from __future__ import annotations
 
@@ -18,12 +20,17 @@ from pathlib import Path
 import pytest
 from helpers import GregorProcess, RawClient, gregor_command, wait_until
 
+from client import Admin
+from client.errors import ErrorCode, InvalidReplicationFactorError
 from client.protocol import ApiKey
 from client.records import build_batch, decode_records
 
 LIMIT = 1024
 TOPICS = 12
 PARTITIONS = 100  # 1,200 partitions in all
+# what the controller logs when a broker starts / stops reporting it cannot take new replicas
+CANNOT = "broker 1 cannot take new replicas"
+CAN_AGAIN = "broker 1 can take new replicas again"
 
 
 def _spawn(data: Path, stderr_path: Path) -> GregorProcess:
@@ -102,6 +109,12 @@ def _values(c: RawClient, topic: str, partition: int) -> list[bytes]:
     return [r.value for r in decode_records(p["records"])] if p["records"] else []
 
 
+def _topic_error(c: RawClient, topic: str) -> int:
+    body = {"topics": [{"name": topic}], "allow_auto_topic_creation": False}
+    [t] = c.request(ApiKey.METADATA, 0, body)["topics"]
+    return t["error_code"]
+
+
 def _leaders(c: RawClient, topic: str) -> dict[int, int]:
     body = {"topics": [{"name": topic}], "allow_auto_topic_creation": False}
     [t] = c.request(ApiKey.METADATA, 0, body)["topics"]
@@ -115,7 +128,8 @@ def test_low_fd_limit_many_partitions_refuse_serve_restart(tmp_path):
     hog: list[socket.socket] = []
     try:
         assert "file handle budget: 512 open segment files" in gp.stderr()
-        with RawClient(gp.address, timeout=60) as c:
+        with RawClient(gp.address, timeout=60) as c, Admin(bootstrap_servers=gp.bootstrap) as admin:
+            assert admin.list_topics() == []  # (connected before the descriptors run out)
             for i in range(TOPICS):
                 assert _create(c, f"t{i}", PARTITIONS)["error_code"] == 0
             for i in range(TOPICS):  # every partition gets a leader and takes a write
@@ -126,23 +140,24 @@ def test_low_fd_limit_many_partitions_refuse_serve_restart(tmp_path):
 
             # Use up the server's descriptors with client connections (the acceptor backs off
             # when it runs out: it must not spin, and the server must stay up).
+            told = gp.stderr().count(CANNOT)
             spare = LIMIT - _fds(gp) + 8
             for _ in range(spare):
                 s = socket.create_connection(gp.address, timeout=10)
                 hog.append(s)
             wait_until(lambda: _fds(gp) >= LIMIT - 2, 30, "server out of descriptors")
-
-            assert _create(c, "late", 4)["error_code"] == 0  # the controller commits it
-            # the broker cannot create the replicas: it tells the controller, which leaves
-            # them leaderless (their only replica failed) ...
-            wait_until(
-                lambda: set(_leaders(c, "late").values()) == {-1}, 60, "late partitions leaderless"
-            )
-            # ... and a produce to one is refused with an error naming the limit and the key
-            [p] = _produce(c, "late", range(1), b"x")
-            assert p["error_code"] != 0
-            assert "open-files limit 1024" in (p["error_message"] or ""), p
-            assert "log.max.open.files" in p["error_message"], p
+            # the broker's next heartbeat tells the controller it cannot take new replicas ...
+            wait_until(lambda: gp.stderr().count(CANNOT) > told, 30, "the controller told")
+            # ... so a new topic is refused, naming the broker, the limit and the keys
+            t = _create(c, "late", 4)
+            assert t["error_code"] == ErrorCode.INVALID_REPLICATION_FACTOR, t
+            msg = t["error_message"] or ""
+            assert "broker 1: out of file descriptors" in msg, msg
+            assert "open-files limit 1024" in msg and "ulimit -n" in msg, msg
+            assert "log.max.open.files" in msg, msg
+            with pytest.raises(InvalidReplicationFactorError, match="open-files limit 1024"):
+                admin.create_topic("late", 4)
+            assert _topic_error(c, "late") == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION  # not created
             # every earlier partition keeps serving meanwhile (idle descriptors are given back)
             for i in range(TOPICS):
                 for p in _produce(c, f"t{i}", range(PARTITIONS), b"second"):
@@ -150,13 +165,15 @@ def test_low_fd_limit_many_partitions_refuse_serve_restart(tmp_path):
             assert gp.proc.poll() is None
             assert "OFFLINE" not in gp.stderr()
 
-            for s in hog:  # descriptors come back: the refused replicas get created and led
+            healed = gp.stderr().count(CAN_AGAIN)
+            for s in hog:  # descriptors come back: the broker says so, the create succeeds
                 s.close()
             hog.clear()
+            wait_until(lambda: gp.stderr().count(CAN_AGAIN) > healed, 30, "the controller told")
+            assert _create(c, "late", 4)["error_code"] == 0
             wait_until(lambda: set(_leaders(c, "late").values()) == {1}, 60, "late partitions led")
-            wait_until(
-                lambda: _produce(c, "late", range(4), b"y")[0]["error_code"] == 0, 60, "late"
-            )
+            for p in _produce(c, "late", range(4), b"y"):
+                assert p["error_code"] == 0, p
             for i in range(0, TOPICS, 5):
                 assert _values(c, f"t{i}", PARTITIONS - 1) == [b"first", b"second"]
 
