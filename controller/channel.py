@@ -46,12 +46,15 @@ class ControllerChannel(Protocol):
         want_fence: bool = False,
         want_shutdown: bool = False,
         failed_replicas: Sequence[tuple[str, int]] = (),
+        cannot_create_replicas: str | None = None,
     ) -> Future:
         """BrokerHeartbeat → {error_code, is_caught_up, is_fenced, should_shut_down}.
         `current_metadata_offset` is the broker's own published image offset (the controller
         unfences it once that reaches its registration); `want_shutdown` asks for a controlled
         shutdown (leadership moved off, then fenced); `failed_replicas` are the (topic,
-        partition) replicas the broker could not create or open (all of them, every time)."""
+        partition) replicas the broker could not create or open (all of them, every time);
+        `cannot_create_replicas` says why the broker cannot take new replicas now (e.g. out of
+        file descriptors; None when it can): the controller places new replicas elsewhere."""
         ...
 
     def alter_partition(self, broker_id: int, broker_epoch: int, topics: list[dict]) -> Future:

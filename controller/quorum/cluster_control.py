@@ -22,6 +22,8 @@ from controller.quorum.state import ControllerCore, ControlManager
 
 _log = logging.getLogger(__name__)
 
+MAX_REASON_CHARS = 300  # of a broker's cannot_create_replicas reason
+
 
 class ClusterControlManager(ControlManager):
     def __init__(self, core: ControllerCore, configs: ConfigurationControlManager) -> None:
@@ -32,6 +34,9 @@ class ClusterControlManager(ControlManager):
         self._shutting_down: set[int] = set()
         # replicas each broker reported it could not create or open (last heartbeat's list)
         self._failed: dict[int, frozenset[tuple[str, int]]] = {}
+        # brokers that reported they cannot take new replicas now, with their reason
+        self._cannot_create: dict[int, str] = {}
+        self._reports = 0  # numbers the non-atomic writes of failed-replica reports
 
     def reset_sessions(self) -> None:
         """After a load: every registered broker counts as just heard from (and registered at
@@ -41,10 +46,21 @@ class ClusterControlManager(ControlManager):
         self._registered_at = {b: self.image.offset for b in self.image.brokers}
         self._shutting_down.clear()
         self._failed.clear()
+        self._cannot_create.clear()
 
     def live(self) -> set[int]:
-        """Unfenced brokers not in a controlled shutdown: the ones that may lead."""
-        return {b for b in self.image.live_brokers() if b not in self._shutting_down}
+        """Unfenced brokers not in a controlled shutdown nor being fenced: the ones that may
+        lead."""
+        return {
+            b
+            for b in self.image.live_brokers()
+            if b not in self._shutting_down and not self._unfinished(("fence", b))
+        }
+
+    def cannot_create(self) -> dict[int, str]:
+        """Live brokers that reported they cannot take new replicas, with their reason."""
+        live = self.live()
+        return {b: r for b, r in self._cannot_create.items() if b in live}
 
     def forget_session(self, broker_id: int) -> None:
         """Drop the liveness grace a load gives `broker_id` (every registered broker counts as
@@ -78,18 +94,28 @@ class ClusterControlManager(ControlManager):
         epoch = self.last_written_offset + 1
         changes: list[Any] = []
         self._shutting_down.discard(broker_id)
-        if old is not None:
+        self.core.unfinished.pop(("fence", broker_id), None)  # a fence of the old incarnation
+        self.core.unfinished.pop(("shutdown", broker_id), None)
+
+        def removals() -> list[Any]:
             # A restarted broker leaves every ISR and leadership until it has caught up again.
-            changes = remove_broker_changes(
+            return remove_broker_changes(
                 self.image, broker_id, self.live() - {broker_id}, self.configs.unclean_for
             )
+
+        if old is not None:
+            changes = removals()
         eps = tuple((str(n), str(h), int(p)) for n, h, p in endpoints)
-        last = self._write_changes(
-            changes, [RegisterBroker(broker_id, epoch, host, port, rack, incarnation_id, True, eps)]
-        )
+        register = RegisterBroker(broker_id, epoch, host, port, rack, incarnation_id, True, eps)
+        if not self._write_changes(changes, [register]):
+            # More removals than the log takes uncommitted now: register (fenced) at once and
+            # write the rest as earlier batches commit; it is not unfenced before that is done.
+            self._write([register])
+            self._write_bulk(("register", broker_id), removals)
         self._last_heartbeat_ms[broker_id] = now
-        self._registered_at[broker_id] = last
+        self._registered_at[broker_id] = self.last_written_offset
         self._failed.pop(broker_id, None)
+        self._cannot_create.pop(broker_id, None)  # its heartbeats say so again
         _log.info(
             "[controller=%d] registered broker %d epoch %d at %s:%d rack=%s%s",
             self.settings.node_id,
@@ -103,19 +129,42 @@ class ClusterControlManager(ControlManager):
         return {"error_code": 0, "broker_epoch": epoch}
 
     def _fence(self, broker_id: int, reason: str) -> None:
+        """Take `broker_id` out of every ISR and leadership, then fence it (Kafka's order: the
+        partition changes, then FenceBroker). When there are more changes than the log takes
+        uncommitted at once, the rest follows as earlier batches commit; meanwhile the broker
+        counts as not live (no election picks it) and the fence is not started again."""
+        if self._unfinished(("fence", broker_id)):
+            return
         self._failed.pop(broker_id, None)  # it reports them again once unfenced
-        b = self.image.brokers[broker_id]
-        records: list[Any] = remove_broker_changes(
-            self.image, broker_id, self.live() - {broker_id}, self.configs.unclean_for
-        )
-        self._write_changes(records, [] if b.fenced else [FenceBroker(broker_id, b.broker_epoch)])
+        self._cannot_create.pop(broker_id, None)
+        self.core.unfinished.pop(("register", broker_id), None)  # superseded by the fence
+
+        def changes() -> list[Any]:
+            return remove_broker_changes(
+                self.image, broker_id, self.live() - {broker_id}, self.configs.unclean_for
+            )
+
+        first = changes()
         _log.info(
-            "[controller=%d] fenced broker %d (%s); %d partition changes",
+            "[controller=%d] fencing broker %d (%s): %d partition changes",
             self.settings.node_id,
             broker_id,
             reason,
-            len(records),
+            len(first),
         )
+        self._write_bulk(
+            ("fence", broker_id), changes, lambda: self._fence_record(broker_id), first
+        )
+
+    def _fence_record(self, broker_id: int) -> list[Any]:
+        """The FenceBroker that ends a fence or controlled shutdown (none if fenced already)."""
+        self._failed.pop(broker_id, None)  # it reports them again once unfenced
+        self._cannot_create.pop(broker_id, None)
+        b = self.image.brokers[broker_id]
+        if b.fenced:
+            return []
+        _log.info("[controller=%d] fenced broker %d", self.settings.node_id, broker_id)
+        return [FenceBroker(broker_id, b.broker_epoch)]
 
     def broker_heartbeat(
         self,
@@ -125,10 +174,12 @@ class ClusterControlManager(ControlManager):
         want_fence: bool = False,
         want_shutdown: bool = False,
         failed_replicas: Iterable[tuple[str, int]] = (),
+        cannot_create_replicas: str | None = None,
     ) -> dict:
         """BrokerHeartbeat → {error_code, is_caught_up, is_fenced, should_shut_down}.
         `failed_replicas`: every replica the broker could not create or open (see
-        `_failed_replicas`)."""
+        `_failed_replicas`); `cannot_create_replicas`: why the broker cannot take new
+        replicas now (None when it can; see `_cannot_create_replicas`)."""
         self._check_active()
         b = self.image.brokers.get(broker_id)
         resp = {
@@ -147,43 +198,66 @@ class ClusterControlManager(ControlManager):
         caught_up = current_metadata_offset >= self._registered_at.get(broker_id, self.image.offset)
         resp["is_caught_up"] = caught_up
         if want_shutdown:
-            if broker_id not in self._shutting_down:
-                self._shutting_down.add(broker_id)
-                changes = remove_broker_changes(
-                    self.image, broker_id, self.live(), self.configs.unclean_for
-                )
-                self._write_changes(changes)
-                _log.info(
-                    "[controller=%d] controlled shutdown of broker %d: %d partition changes",
-                    self.settings.node_id,
-                    broker_id,
-                    len(changes),
-                )
-            done = not self.image.partitions_led_by(broker_id)
-            if done and not self.image.brokers[broker_id].fenced:
-                self._fence(broker_id, "controlled shutdown")
-            resp["should_shut_down"] = done
+            resp["should_shut_down"] = self._controlled_shutdown(broker_id)
         elif want_fence:
             if not b.fenced:
                 self._fence(broker_id, "requested by the broker")
-        elif b.fenced and caught_up and broker_id not in self._shutting_down:
+        elif (
+            b.fenced
+            and caught_up
+            and broker_id not in self._shutting_down
+            and not self._unfinished(("register", broker_id))
+        ):
             # (a broker shutting down stays fenced until it registers again, even if a
-            # heartbeat sent before it asked to shut down arrives late)
+            # heartbeat sent before it asked to shut down arrives late; a re-registered one
+            # until its old incarnation's removals are all written)
             self._write([UnfenceBroker(broker_id, broker_epoch)])
-            elected = elect_offline_changes(
-                self.image, self.live() | {broker_id}, self.configs.unclean_for
-            )
-            self._write_changes(elected)
+
+            def elected() -> list[Any]:
+                return elect_offline_changes(self.image, self.live(), self.configs.unclean_for)
+
+            changes = elected()
+            self._write_bulk(("elect-offline", 0), elected, first=changes)
             _log.info(
                 "[controller=%d] unfenced broker %d; %d partitions elected",
                 self.settings.node_id,
                 broker_id,
-                len(elected),
+                len(changes),
             )
         if not want_shutdown and not want_fence:
             self._failed_replicas(broker_id, frozenset((t, int(p)) for t, p in failed_replicas))
+            self._cannot_create_replicas(broker_id, cannot_create_replicas)
         resp["is_fenced"] = self.image.brokers[broker_id].fenced
         return resp
+
+    def _controlled_shutdown(self, broker_id: int) -> bool:
+        """A heartbeat asking to shut down: move every leadership and ISR membership off
+        `broker_id` (as many changes as the log takes uncommitted now, the rest as they
+        commit), then fence it. True once all of that is written (should_shut_down)."""
+        key = ("shutdown", broker_id)
+        if broker_id not in self._shutting_down:
+            self._shutting_down.add(broker_id)
+            first = remove_broker_changes(
+                self.image, broker_id, self.live(), self.configs.unclean_for
+            )
+            _log.info(
+                "[controller=%d] controlled shutdown of broker %d: %d partition changes",
+                self.settings.node_id,
+                broker_id,
+                len(first),
+            )
+        elif self._unfinished(key):
+            return False  # still being written (resumed as earlier batches commit)
+        else:  # asked again: finish what a failed attempt left (nothing, once all is done)
+            first = None
+
+        def changes() -> list[Any]:
+            return remove_broker_changes(
+                self.image, broker_id, self.live(), self.configs.unclean_for
+            )
+
+        done = self._write_bulk(key, changes, lambda: self._fence_record(broker_id), first)
+        return done and self.image.brokers[broker_id].fenced
 
     def _failed_replicas(self, broker_id: int, failed: frozenset[tuple[str, int]]) -> None:
         """Act on a change in the replicas `broker_id` cannot serve: leadership and ISR
@@ -223,7 +297,43 @@ class ClusterControlManager(ControlManager):
                 broker_id,
                 len(healed),
             )
-        self._write_changes(changes)
+        self._reports += 1
+        self._write_bulk(
+            ("failed", self._reports),
+            lambda: failed_replica_changes(
+                self.image,
+                broker_id,
+                sorted(new),
+                sorted(healed),
+                live_for,
+                self.configs.unclean_for,
+            ),
+            first=changes,
+        )
+
+    def _cannot_create_replicas(self, broker_id: int, reason: str | None) -> None:
+        """Note whether `broker_id` can take new replicas: placement (CreateTopics,
+        CreatePartitions) skips it while it reports a reason. Session state, not a record:
+        the broker says it again with every heartbeat."""
+        before = self._cannot_create.get(broker_id)
+        if reason:
+            # the latest figures win; bounded, as it ends up in error messages
+            self._cannot_create[broker_id] = reason[:MAX_REASON_CHARS]
+            if before is not None:
+                return
+            _log.warning(
+                "[controller=%d] broker %d cannot take new replicas: %s",
+                self.settings.node_id,
+                broker_id,
+                reason,
+            )
+        elif before is not None:
+            del self._cannot_create[broker_id]
+            _log.info(
+                "[controller=%d] broker %d can take new replicas again",
+                self.settings.node_id,
+                broker_id,
+            )
 
     def failed_replicas(self, broker_id: int) -> frozenset[tuple[str, int]]:
         """The replicas `broker_id` last reported it could not create or open."""

@@ -344,6 +344,7 @@ class CombinedController:
         want_fence: bool = False,
         want_shutdown: bool = False,
         failed_replicas: Sequence[tuple[str, int]] = (),
+        cannot_create_replicas: str | None = None,
     ) -> concurrent.futures.Future:
         return self.runner.broker_heartbeat(
             broker_id,
@@ -352,6 +353,7 @@ class CombinedController:
             want_fence,
             want_shutdown,
             failed_replicas,
+            cannot_create_replicas,
         )
 
     def alter_partition(

@@ -111,6 +111,7 @@ class QuorumController(ControlManager):
             image = delta.apply()
         self.core.image = image
         self.core.last_written_offset = image.offset
+        self.core.unfinished.clear()  # their requests are retried (heartbeats, session expiry)
         self.cluster.reset_sessions()
         _log.info(
             "[controller=%d] loaded metadata through offset %d: %d brokers, %d topics",
@@ -120,6 +121,11 @@ class QuorumController(ControlManager):
             len(self.image.topics),
         )
 
+    def resume(self) -> None:
+        """Continue non-atomic writes that were waiting for earlier batches to commit."""
+        if self.core.unfinished:
+            self.core.resume()
+
     def write_noop(self) -> int:
         """Commit a NoOp (a new active controller's first write)."""
         return self.core.write([NoOp()])
@@ -128,6 +134,7 @@ class QuorumController(ControlManager):
         """Periodic work (ControllerThread calls it): session expiry, and preferred-leader
         rebalancing every leader.imbalance.check.interval.ms when enabled, for the brokers whose
         share of partitions led elsewhere is above leader.imbalance.per.broker.percentage."""
+        self.resume()
         self.check_sessions()
         now = self.clock()
         if self.settings.auto_leader_rebalance_enable and now >= self._next_rebalance_ms:

@@ -64,7 +64,8 @@ class MetadataLog(ABC):
 
     @abstractmethod
     def read(self, from_offset: int, max_records: int = 10_000) -> list[tuple[int, bytes]]:
-        """Committed records with offset >= from_offset, up to max_records."""
+        """Committed records with offset >= from_offset: max_records of them whenever that many
+        follow, fewer only at the end (an observer takes a short answer for "caught up")."""
 
     @abstractmethod
     def add_listener(self, listener: Listener) -> None: ...
@@ -87,6 +88,11 @@ class MetadataLog(ABC):
     def is_leader(self) -> bool:
         """True when append() is allowed (always for the local log)."""
         return True
+
+    def uncommitted(self) -> tuple[int, int] | None:
+        """(entries appended and not yet committed, the most append() takes uncommitted), or
+        None when appends commit at once (the local log)."""
+        return None
 
     def close(self) -> None:  # noqa: B027 - optional hook
         pass

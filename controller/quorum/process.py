@@ -297,6 +297,7 @@ class ControllerProcess:
             b["want_fence"],
             b["want_shutdown"],
             [(r["topic"], r["partition"]) for r in b.get("failed_replicas", ())],
+            b.get("cannot_create_replicas"),
         )
 
     async def _create_topics(self, b: dict) -> dict:

@@ -50,6 +50,7 @@ class RaftMetadataLog(MetadataLog):
         election_timeout_ticks: int = 10,
         rng: Any = None,
         on_fatal: Callable[[BaseException], None] | None = None,
+        max_uncommitted_entries: int = 10_000,
     ) -> None:
         self.node_id = node_id
         self.tick_ms = tick_ms
@@ -64,6 +65,7 @@ class RaftMetadataLog(MetadataLog):
             election_timeout_ticks=election_timeout_ticks,
             heartbeat_ticks=1,
             max_entries_per_msg=MAX_ENTRIES_PER_MSG,
+            max_uncommitted_entries=max_uncommitted_entries,
         )
         self._listeners: list[Listener] = []
         self.on_activate: list[Callable[[], None]] = []
@@ -210,27 +212,35 @@ class RaftMetadataLog(MetadataLog):
     def committed_offset(self) -> int:
         return self._committed_offset
 
+    def uncommitted(self) -> tuple[int, int] | None:
+        node = self.node
+        return node.last_index - node.log.committed, node.max_uncommitted
+
     def end_offset(self) -> int:
         return self.node.last_index - 1
 
     def read(self, from_offset: int, max_records: int = 10_000) -> list[tuple[int, bytes]]:
+        """Applied records from `from_offset`: `max_records` of them whenever that many follow
+        (NOOP entries are skipped without counting), fewer only at the end. An observer
+        (RemoteMetadataLog) takes a short answer for "caught up" and moves its position to the
+        high watermark, so one cut short by NOOPs would make it skip records."""
         index = max(from_offset, 0) + 1
         out: list[tuple[int, bytes]] = []
-        while not out and index <= self._applied:
+        while len(out) < max_records and index <= self._applied:
             try:
-                entries = self.node.committed_entries_from(index, max_records)
+                entries = self.node.committed_entries_from(index, max_records - len(out))
             except LogCompacted as e:
                 raise OffsetOutOfRangeError(
                     f"offset {from_offset} is compacted into the snapshot at {e.snapshot_index - 1}"
                 ) from e
             if not entries:
                 break
-            out = [
+            out.extend(
                 (e.index - 1, e.data)
                 for e in entries
                 if e.kind is EntryKind.NORMAL and e.index <= self._applied
-            ]
-            index = entries[-1].index + 1  # a batch of only NOOPs: read on
+            )
+            index = entries[-1].index + 1
         return out
 
     def add_listener(self, listener: Listener) -> None:

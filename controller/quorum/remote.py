@@ -246,6 +246,7 @@ def _heartbeat(
     want_fence: bool = False,
     want_shutdown: bool = False,
     failed_replicas: Sequence[tuple[str, int]] = (),
+    cannot_create_replicas: str | None = None,
 ) -> tuple:
     return (
         ApiKey.BROKER_HEARTBEAT,
@@ -256,6 +257,7 @@ def _heartbeat(
             "want_fence": want_fence,
             "want_shutdown": want_shutdown,
             "failed_replicas": [{"topic": t, "partition": p} for t, p in failed_replicas],
+            "cannot_create_replicas": cannot_create_replicas,
         },
         lambda r: {
             k: r.get(k, d)

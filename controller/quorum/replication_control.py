@@ -1,8 +1,9 @@
 """ReplicationControlManager: topics and partitions as metadata records — CreateTopics,
-DeleteTopics, CreatePartitions (placement over the live brokers), AlterPartition (ISR changes
-guarded by leader and partition epochs) and leader elections (ElectLeaders: preferred and
-unclean). It asks the ClusterControlManager which brokers are live and the
-ConfigurationControlManager for topic configs. Controller thread only.
+DeleteTopics, CreatePartitions (placement over the live brokers that can take new replicas:
+`_place`), AlterPartition (ISR changes guarded by leader and partition epochs) and leader
+elections (ElectLeaders: preferred and unclean). It asks the ClusterControlManager which
+brokers are live (and which cannot take new replicas) and the ConfigurationControlManager for
+topic configs. Controller thread only.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from client.errors import (
     ErrorCode,
     InvalidPartitionsError,
     InvalidRequestError,
+    PolicyViolationError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
@@ -36,14 +38,26 @@ from controller.quorum.replication import (
     preferred_leader_changes,
     unclean_leader_changes,
 )
-from controller.quorum.state import ControllerCore, ControlManager
+from controller.quorum.state import MAX_RECORDS_PER_USER_OP, ControllerCore, ControlManager
 from controller.quorum.validation import (
     InvalidReplicaAssignmentError,
+    check_assigned_capacity,
     check_assignment,
+    check_capacity,
     check_topic_name,
 )
 
 _log = logging.getLogger(__name__)
+
+
+def _check_request_size(records: int, what: str) -> None:
+    """PolicyViolationError when one request's records (those before `what` and its own) would
+    pass MAX_RECORDS_PER_USER_OP: they are written as one atomic batch (state.py)."""
+    if records > MAX_RECORDS_PER_USER_OP:
+        raise PolicyViolationError(
+            f"{what} would bring this request to {records} metadata records, more than the"
+            f" {MAX_RECORDS_PER_USER_OP} one request may write: split it over several requests"
+        )
 
 
 def _topic_error(name: str, code: ErrorCode, msg: str | None = None) -> dict:
@@ -91,6 +105,7 @@ class ReplicationControlManager(ControlManager):
                 continue
             try:
                 recs, nparts, rf = self._topic_records(req, brokers)
+                _check_request_size(len(records) + len(recs), f"topic {name!r}")
             except BrokerResponseError as e:
                 results.append(_topic_error(name, e.code, e.message))
                 continue
@@ -132,6 +147,7 @@ class ReplicationControlManager(ControlManager):
             if sorted(by_p) != list(range(len(by_p))):
                 raise InvalidReplicaAssignmentError("partitions must be numbered 0..n-1")
             placement = check_assignment(self.image, by_p)
+            check_assigned_capacity(placement, self.cluster.cannot_create())
             nparts, rf = len(by_p), len(placement[0])
         else:
             if nparts == -1:
@@ -142,9 +158,10 @@ class ReplicationControlManager(ControlManager):
                 raise InvalidPartitionsError("number of partitions must be larger than 0")
             if nparts > self.settings.max_partitions_per_request:
                 raise InvalidPartitionsError(
-                    f"more than {self.settings.max_partitions_per_request} partitions"
+                    f"{nparts} partitions: more than {self.settings.max_partitions_per_request}"
+                    " in one request (create fewer, then add the rest with CreatePartitions)"
                 )
-            placement = assign_replicas(nparts, rf, brokers, self.core.rng)
+            placement = self._place(nparts, rf, brokers)
         tid = self._new_topic_id()
         recs: list[Any] = [Topic(name, tid)]
         for p in range(nparts):
@@ -156,6 +173,16 @@ class ReplicationControlManager(ControlManager):
             Config(RESOURCE_TOPIC, name, k, v) for k, v in sorted(configs.items()) if v is not None
         )
         return recs, nparts, rf
+
+    def _place(
+        self, nparts: int, rf: int, live: dict[int, str | None], start_partition: int = 0
+    ) -> dict[int, list[int]]:
+        """Automatic placement over the `live` brokers (id -> rack) that can take new replicas
+        (a broker out of file descriptors says it cannot in its heartbeats)."""
+        cannot = self.cluster.cannot_create()
+        usable = {b: r for b, r in live.items() if b not in cannot}
+        check_capacity(rf, len(usable), cannot)
+        return assign_replicas(nparts, rf, usable, self.core.rng, start_partition=start_partition)
 
     def delete_topics(self, names: list[str]) -> list[dict]:
         """DeleteTopics: [{name, error_code, error_message}] in request order."""
@@ -184,7 +211,8 @@ class ReplicationControlManager(ControlManager):
         """CreatePartitions: topics [{name, count, assignments: [[broker ids]] | None}] →
         [{name, error_code, error_message}]."""
         self._check_active()
-        results, records = [], []
+        results: list[dict] = []
+        records: list[Any] = []
         brokers = {b: self.image.brokers[b].rack for b in self.cluster.live()}
         for req in topics:
             name: Any = req.get("name")
@@ -209,13 +237,13 @@ class ReplicationControlManager(ControlManager):
                         raise InvalidReplicaAssignmentError(f"expected {count - cur} assignments")
                     by_p = {cur + i: list(a) for i, a in enumerate(assignments)}
                     check_assignment(self.image, by_p)
+                    check_assigned_capacity(by_p, self.cluster.cannot_create())
                     if any(len(v) != rf for v in by_p.values()):
                         raise InvalidReplicaAssignmentError(f"replication factor must stay {rf}")
                     placement = by_p
                 else:
-                    placement = assign_replicas(
-                        count - cur, rf, brokers, self.core.rng, start_partition=cur
-                    )
+                    placement = self._place(count - cur, rf, brokers, start_partition=cur)
+                _check_request_size(len(records) + count - cur, f"topic {name!r}")
             except BrokerResponseError as e:
                 results.append(
                     {"name": name, "error_code": int(e.code), "error_message": e.message}
@@ -255,7 +283,11 @@ class ReplicationControlManager(ControlManager):
         else:
             changes = unclean_leader_changes(self.image, live, only)
         elected = {(self.image.topics_by_id[c.topic_id].name, c.partition) for c in changes}
-        self._write_changes(changes)
+        if election_type == ELECTION_PREFERRED:
+            again = lambda: preferred_leader_changes(self.image, self.cluster.live(), only)  # noqa: E731
+        else:
+            again = lambda: unclean_leader_changes(self.image, self.cluster.live(), only)  # noqa: E731
+        self._write_bulk(("elect", election_type), again, first=changes)
         results = []
         for topic, p in partitions if partitions is not None else sorted(elected):
             reg = self.image.partition(topic, p)

@@ -151,6 +151,11 @@ class ControllerThread:
                 _log.debug("commit notification after the controller loop closed")
 
     def _complete_committed(self) -> None:
+        try:
+            if self.controller.log.is_leader():
+                self.controller.resume()  # room for the rest of a large non-atomic write
+        except Exception:
+            _log.exception("resuming the controller's unfinished writes failed")
         if not self._waiting:
             return
         committed = self.controller.log.committed_offset()

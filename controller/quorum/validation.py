@@ -8,7 +8,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from client.errors import ErrorCode, InvalidConfigError, InvalidTopicError, error_for_code
+from client.errors import (
+    ErrorCode,
+    InvalidConfigError,
+    InvalidReplicationFactorError,
+    InvalidTopicError,
+    error_for_code,
+)
 from controller.metadata.image import MetadataImage
 from controller.metadata.records import RESOURCE_BROKER, RESOURCE_TOPIC, Config
 from controller.quorum.topic_configs import validate_topic_config
@@ -47,6 +53,30 @@ def check_assignment(image: MetadataImage, by_p: dict[int, list[int]]) -> dict[i
         if unknown:
             raise InvalidReplicaAssignmentError(f"partition {p}: unknown brokers {unknown}")
     return by_p
+
+
+def check_capacity(rf: int, usable: int, cannot_create: dict[int, str]) -> None:
+    """Automatic placement of `rf` replicas over `usable` brokers, when the live brokers in
+    `cannot_create` (id -> the reason each reported) are skipped: refused with
+    INVALID_REPLICATION_FACTOR, naming each skipped broker and its reason, when too few are
+    left (as Kafka answers when too few brokers are registered). Nothing to say otherwise:
+    `assign_replicas` checks `rf` against the brokers it is given."""
+    if 0 < rf and usable < rf and cannot_create:
+        why = "; ".join(f"broker {b}: {r}" for b, r in sorted(cannot_create.items()))
+        raise InvalidReplicationFactorError(
+            f"replication factor {rf} larger than the {usable} live brokers that can take new"
+            f" replicas now ({len(cannot_create)} cannot: {why})"
+        )
+
+
+def check_assigned_capacity(by_p: dict[int, list[int]], cannot_create: dict[int, str]) -> None:
+    """Manual assignments must not name a broker that cannot take new replicas now."""
+    for p, ids in sorted(by_p.items()):
+        for b in ids:
+            if b in cannot_create:
+                raise InvalidReplicaAssignmentError(
+                    f"partition {p}: broker {b} cannot take new replicas now: {cannot_create[b]}"
+                )
 
 
 def config_change_records(image: MetadataImage, resource: dict) -> list[Config]:

@@ -159,6 +159,13 @@ BROKER_HEARTBEAT = register(
                 ),
                 default=(),
             ),
+            Field(
+                "cannot_create_replicas",
+                Nullable(STRING),
+                default=None,
+                doc="why this broker cannot take new replicas now (e.g. out of file"
+                " descriptors), null when it can: the controller places new replicas elsewhere",
+            ),
         ),
         response=Struct(
             Field("error_code", INT16),

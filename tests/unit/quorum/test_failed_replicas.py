@@ -55,7 +55,9 @@ def test_a_broker_leading_more_than_a_batch_reregisters_in_bounded_batches(env):
 
     c, clock, log = env
     up(c, 1)
-    c.create_topics([topic("big", 12_000, 1)])
+    assert c.create_topics([topic("big", 6_000, 1)])[0]["error_code"] == 0
+    [grown] = c.create_partitions([{"name": "big", "count": 12_000, "assignments": None}])
+    assert grown["error_code"] == 0  # (at most MAX_RECORDS_PER_USER_OP records per request)
     clock.advance(1500)  # the old incarnation's session is over (it was killed)
     sizes: list[int] = []
     append = log.append

@@ -69,6 +69,41 @@ def test_append_commit_read_snapshot_restart(tmp_path):
     asyncio.run(main())
 
 
+def test_read_fills_max_records_across_noops(tmp_path):
+    """A NOOP (one per term) inside the range read does not shorten the answer: an observer
+    paging with max_records takes a short answer as the end and jumps to the high watermark
+    (RemoteMetadataLog), so a short one skipped the records after it (a broker restarted on a
+    cluster with thousands of partitions lost the tail of a batch)."""
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        log = _new(tmp_path)
+        log.start(loop)
+        await _until(log.is_leader, what="single voter active")
+        for i in range(5):
+            log.append([b"a%d" % i])
+        log.close()
+        log = _new(tmp_path)  # a new term: its NOOP lands between the two runs of records
+        log.start(loop)
+        await _until(log.is_leader, what="restarted voter active")
+        for i in range(5):
+            log.append([b"b%d" % i])
+        want = [b"a%d" % i for i in range(5)] + [b"b%d" % i for i in range(5)]
+        for max_records in (1, 3, 4, 6, 9):
+            got, position = [], 0
+            while True:  # RemoteMetadataLog's paging rule
+                page = log.read(position, max_records)
+                got += page
+                if len(page) < max_records:
+                    break
+                position = page[-1][0] + 1
+            assert [d for _, d in got] == want, max_records
+            assert len({o for o, _ in got}) == len(want)
+        log.close()
+
+    asyncio.run(main())
+
+
 def test_storage_failure_is_fatal(tmp_path):
     async def main():
         fatal = []
