@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from broker.log import LogManager
+from broker.log.descriptors import DescriptorMonitor
+from broker.log.handles import is_fd_limit
 from broker.replica.partition import Partition
 from client.errors import StorageError
 
@@ -28,6 +30,7 @@ class MetadataApplier:
     settings: Any
     fetchers: Any
     failed: dict[TopicPartition, str]
+    descriptors: DescriptorMonitor
     _lock: threading.Lock
     _apply_lock: threading.Lock
     _partitions: dict[TopicPartition, Partition]
@@ -119,6 +122,8 @@ class MetadataApplier:
             elif tp in self._partitions:
                 self._stop_replica(tp, delete=True)
         except Exception as exc:
+            if is_fd_limit(exc) or (exc.__cause__ is not None and is_fd_limit(exc.__cause__)):
+                self.descriptors.note_limit_hit()  # the next heartbeat tells the controller
             first = tp not in self.failed
             self.failed[tp] = f"{type(exc).__name__}: {exc}"
             if self.fetchers is not None:

@@ -10,6 +10,11 @@ DelayedFetch waits until the fetchable bytes reach min_bytes (or a partition err
 leader changes) or max_wait_ms passes, then reads and answers. Keyed by ("fetch", topic,
 partition); retried when the HW moves (consumers) or on append (followers).
 
+DelayedSessionFetch is a follower's fetch in an incremental fetch session (KIP-227): the
+request may name none of the session's partitions, so it is keyed by the session
+(fetch_session.session_key) and retried when any partition the session holds changes; its
+condition and answer look at the named, dirty and recheck partitions (session_fetch.py).
+
 Threads: try_complete runs on whichever thread retries the key (I/O workers, flusher threads,
 the metadata publisher); on_complete exactly once on the winner (or the timer reaper).
 """
@@ -24,7 +29,9 @@ from broker.purgatory import DelayedOperation
 from client.errors import ErrorCode
 
 if TYPE_CHECKING:
+    from broker.replica.fetch_session import FetchSession
     from broker.replica.manager import FetchPartitionSpec, ReplicaManager
+    from broker.replica.session_fetch import SessionFetches, SessionFetchResult
 
 
 @dataclass
@@ -126,3 +133,32 @@ class DelayedFetch(DelayedOperation):
     def on_complete(self) -> None:
         results = self._manager.read_partitions(self.params, self.partitions)
         self._callback(results)
+
+
+class DelayedSessionFetch(DelayedOperation):
+    def __init__(
+        self,
+        delay_ms: int,
+        params: Any,
+        session: FetchSession,
+        named: list[tuple[str, int]],
+        full: bool,
+        manager: SessionFetches,
+        callback: Callable[[SessionFetchResult], None],
+    ) -> None:
+        super().__init__(delay_ms)
+        self.params = params
+        self.session = session
+        self.named = named
+        self.full = full
+        self._manager = manager
+        self._callback = callback
+
+    def try_complete(self) -> bool:
+        if self._manager.session_fetch_satisfied(self.params, self.session, self.named):
+            return self.force_complete()
+        return False
+
+    def on_complete(self) -> None:
+        m = self._manager
+        self._callback(m.session_answer(self.params, self.session, self.named, self.full))

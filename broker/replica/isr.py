@@ -1,4 +1,4 @@
-"""IsrProposer: sends a partition leader's ISR change to the controller (AlterPartition).
+"""IsrProposer: sends a partition leader's ISR changes to the controller (AlterPartition).
 
     proposer = IsrProposer(channel, node_id, broker_epoch=lambda: node.broker_epoch)
     replica_manager.isr_proposer = proposer.propose
@@ -9,13 +9,21 @@ the new partition epoch (Partition.make_leader clears the pending proposal); a r
 at once, so the next check may propose again. Guarded by the leader and partition epochs, as
 Kafka's AlterPartition.
 
+Batched as Kafka's AlterPartitionManager: at most one AlterPartition in flight; the changes
+proposed meanwhile (at most one per partition, the latest) wait and all go in the next request.
+One request per partition made a restarted follower of 5,000 partitions wait for 5,000
+controller round trips, and overran the controller channel's pending-call bound
+(THROTTLING_QUOTA_EXCEEDED, then a retry per partition).
+
 Threads: `propose` from any thread (I/O workers for expansion, the tasks thread for shrink);
-the answer arrives on the channel's thread.
+the answer arrives on the channel's thread, which sends what was queued meanwhile.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +32,8 @@ from client.errors import ErrorCode
 from controller.channel import ControllerChannel
 
 _log = logging.getLogger(__name__)
+
+_Queued = tuple[Partition, tuple[int, ...], dict]  # partition, new ISR, its AlterPartition entry
 
 
 class IsrProposer:
@@ -35,49 +45,82 @@ class IsrProposer:
         self.broker_epoch = broker_epoch
         self.proposed = 0
         self.refused = 0
+        self.requests = 0  # AlterPartition requests sent
+        self._lock = threading.Lock()
+        self._queued: dict[tuple[str, int], _Queued] = {}
+        self._in_flight = False
 
     def propose(self, part: Partition, new_isr: tuple[int, ...]) -> None:
-        self.proposed += 1
-        body = [
-            {
-                "name": part.topic,
-                "partitions": [
-                    {
-                        "partition": part.partition,
-                        "leader_epoch": part.leader_epoch,
-                        "new_isr": list(new_isr),
-                        "partition_epoch": part.partition_epoch,
-                    }
-                ],
+        with self._lock:
+            self.proposed += 1
+            # the epochs new_isr was computed against, not the ones current at sending time
+            entry = {
+                "partition": part.partition,
+                "leader_epoch": part.leader_epoch,
+                "new_isr": list(new_isr),
+                "partition_epoch": part.partition_epoch,
             }
-        ]
-        try:
-            fut = self.channel.alter_partition(self.node_id, self.broker_epoch(), body)
-        except Exception as exc:
-            self._failed(part, new_isr, str(exc))
-            return
-        fut.add_done_callback(lambda f: self._answered(part, new_isr, f))
+            self._queued[(part.topic, part.partition)] = (part, new_isr, entry)
+            if self._in_flight:
+                return  # goes with the next request, once the one in flight is answered
+            self._in_flight = True
+        self._send_queued()
 
-    def _answered(self, part: Partition, new_isr: tuple[int, ...], fut: Any) -> None:
+    def _send_queued(self) -> None:
+        """Send everything queued in one request, or clear `_in_flight` when nothing is."""
+        while True:
+            with self._lock:
+                batch, self._queued = self._queued, {}
+                if not batch:
+                    self._in_flight = False
+                    return
+            topics: dict[str, list[dict]] = {}
+            for part, _, entry in batch.values():
+                topics.setdefault(part.topic, []).append(entry)
+            body = [{"name": name, "partitions": parts} for name, parts in topics.items()]
+            try:
+                fut = self.channel.alter_partition(self.node_id, self.broker_epoch(), body)
+            except Exception as exc:
+                for part, new_isr, _ in batch.values():
+                    self._failed(part, new_isr, str(exc))
+                continue  # what was queued meanwhile
+            self.requests += 1
+            fut.add_done_callback(functools.partial(self._answered, batch))
+            return
+
+    def _answered(self, batch: dict[tuple[str, int], _Queued], fut: Any) -> None:
+        try:
+            self._settle(batch, fut)
+        finally:
+            self._send_queued()
+
+    def _settle(self, batch: dict[tuple[str, int], _Queued], fut: Any) -> None:
         try:
             resp = fut.result()
         except Exception as exc:
-            self._failed(part, new_isr, f"{type(exc).__name__}: {exc}")
+            for part, new_isr, _ in batch.values():
+                self._failed(part, new_isr, f"{type(exc).__name__}: {exc}")
             return
-        code = int(resp.get("error_code", 0))
-        if code == 0:
-            for t in resp.get("topics", []):
-                for p in t.get("partitions", []):
-                    code = code or int(p.get("error_code", 0))
-        if code != 0:
-            self._failed(part, new_isr, _name(code))
-        else:
-            _log.info(
-                "[%s-%d] ISR change to %s accepted", part.topic, part.partition, list(new_isr)
-            )
+        top = int(resp.get("error_code", 0))
+        codes = {
+            (t.get("name"), p.get("partition")): int(p.get("error_code", 0))
+            for t in resp.get("topics", [])
+            for p in t.get("partitions", [])
+        }
+        for key, (part, new_isr, _) in batch.items():
+            code = top or codes.get(key)
+            if code is None:
+                self._failed(part, new_isr, "no answer for this partition")
+            elif code != 0:
+                self._failed(part, new_isr, _name(code))
+            else:
+                _log.info(
+                    "[%s-%d] ISR change to %s accepted", part.topic, part.partition, list(new_isr)
+                )
 
     def _failed(self, part: Partition, new_isr: tuple[int, ...], why: str) -> None:
-        self.refused += 1
+        with self._lock:
+            self.refused += 1
         _log.info(
             "[%s-%d] ISR change to %s not made: %s", part.topic, part.partition, list(new_isr), why
         )

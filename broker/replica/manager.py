@@ -14,7 +14,8 @@ log.flush.on.ack=true an acks=1/all write is acknowledged only once the group-co
 covers it, and the high watermark never passes the leader's flushed offset (Partition).
 
 Applying metadata (become leader/follower, stop, delete, failed replicas, stray logs) is in
-apply.py, the ListOffsets/OffsetForLeaderEpoch answers in offsets.py (mixins of this class).
+apply.py, the ListOffsets/OffsetForLeaderEpoch answers in offsets.py, follower fetches in
+incremental fetch sessions (KIP-227) in session_fetch.py (mixins of this class).
 
 Threads: every public method is thread-safe (I/O workers, flusher threads, the publisher).
 """
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from broker.log import Log, LogManager
+from broker.log.descriptors import DescriptorMonitor
 from broker.purgatory import Purgatory
 from broker.replica.apply import MetadataApplier
 from broker.replica.delayed import (
@@ -37,8 +39,10 @@ from broker.replica.delayed import (
     fetch_key,
     produce_key,
 )
+from broker.replica.fetch_session import FetchSessionCache
 from broker.replica.offsets import OffsetQueries
 from broker.replica.partition import Partition
+from broker.replica.session_fetch import SessionFetches
 from broker.replica.specs import FetchParams, FetchPartitionSpec, ReplicaError, diverging
 from client.errors import BrokerResponseError, ErrorCode, OffsetOutOfRangeError, StorageError
 
@@ -53,6 +57,8 @@ class ReplicaSettings:
     min_insync_replicas: int = 1
     fetch_max_bytes: int = 50 * 1024 * 1024
     max_produce_timeout_ms: int = 300_000  # bound on how long a produce may stay parked
+    max_fetch_sessions: int = 1000  # 0: followers fetch without sessions
+    fetch_session_idle_ms: int = 120_000
 
     @classmethod
     def from_config(cls, config: Any) -> ReplicaSettings:
@@ -60,10 +66,12 @@ class ReplicaSettings:
             flush_on_ack=bool(config.log_flush_on_ack),
             min_insync_replicas=int(config.min_insync_replicas),
             fetch_max_bytes=int(config.fetch_max_bytes),
+            max_fetch_sessions=int(config.max_incremental_fetch_session_cache_slots),
+            fetch_session_idle_ms=int(config.replica_fetch_session_idle_ms),
         )
 
 
-class ReplicaManager(MetadataApplier, OffsetQueries):
+class ReplicaManager(MetadataApplier, OffsetQueries, SessionFetches):
     def __init__(
         self,
         node_id: int,
@@ -92,6 +100,19 @@ class ReplicaManager(MetadataApplier, OffsetQueries):
         self.isr_proposer: Callable[[Partition, tuple[int, ...]], None] | None = None
         # set by the node: the replica fetchers (broker/replica/fetcher.py)
         self.fetchers: Any = None
+        # whether new replicas can be created, as far as descriptors go (heartbeats report it)
+        self.descriptors = DescriptorMonitor()
+        # followers' incremental fetch sessions (session_fetch.py), and the broker epochs of
+        # the last metadata image (a session dies with its follower's)
+        self.fetch_sessions = FetchSessionCache(
+            self.settings.max_fetch_sessions, self.settings.fetch_session_idle_ms
+        )
+        self._broker_epochs: dict[int, int] = {}
+
+    def apply_metadata(self, image: Any, delta: Any) -> None:
+        """MetadataApplier's, then fetch sessions of restarted or departed followers close."""
+        super().apply_metadata(image, delta)
+        self.prune_fetch_sessions(image)
 
     # -- partition state -------------------------------------------------------------------------
 
@@ -107,15 +128,26 @@ class ReplicaManager(MetadataApplier, OffsetQueries):
 
     def _wake(self, tp: TopicPartition) -> None:
         self.produce_purgatory.check_and_complete(produce_key(*tp))
-        self.fetch_purgatory.check_and_complete(fetch_key(*tp))
+        self._wake_fetches([tp])
 
     def on_flushed(self, topic: str, partition: int, flushed_offset: int) -> None:
         """Flusher callback (flusher thread): the HW may move; retry waiting produces/fetches."""
-        part = self._partitions.get((topic, partition))
-        if part is None:
-            return
-        part.maybe_advance_high_watermark()
-        self._wake((topic, partition))
+        self.on_flushed_many([(topic, partition, flushed_offset)])
+
+    def on_flushed_many(self, reports: list[tuple[str, int, int]]) -> None:
+        """`on_flushed` for every log of one flush round: each high watermark moves first,
+        then each waiting produce or fetch is retried once (a produce over 1,000 partitions
+        was retried 1,000 times, once per partition's report)."""
+        moved = []
+        get = self._partitions.get
+        for topic, partition, _offset in reports:
+            part = get((topic, partition))
+            if part is not None:
+                part.maybe_advance_high_watermark()
+                moved.append((topic, partition))
+        if moved:
+            self.produce_purgatory.check_and_complete_many([produce_key(*tp) for tp in moved])
+            self._wake_fetches(moved)
 
     # -- produce --------------------------------------------------------------------------------
 
@@ -162,9 +194,14 @@ class ReplicaManager(MetadataApplier, OffsetQueries):
                 for tp in entries
             }
         statuses: dict[TopicPartition, ProducePartitionStatus] = {}
+        to_flush: list[Log] = []
         for tp, records in entries.items():
-            statuses[tp] = self._append_one(tp, records, acks)
-        waiting = [tp for tp, s in statuses.items() if s.required_offset >= 0]
+            statuses[tp] = self._append_one(tp, records, acks, to_flush)
+        if to_flush:  # after every append: one group-commit round covers the whole request
+            self.log_manager.request_flush_many(to_flush)
+        waiting = [tp for tp, s in statuses.items() if s.required_offset >= 0]  # (appended)
+        if waiting:  # followers and consumers long-polling for new bytes, once per request
+            self._wake_fetches(waiting)
         if acks == 0 or not waiting:
             for s in statuses.values():
                 s.required_offset = -1
@@ -181,7 +218,10 @@ class ReplicaManager(MetadataApplier, OffsetQueries):
             return None
         return None
 
-    def _append_one(self, tp: TopicPartition, records: bytes, acks: int) -> ProducePartitionStatus:
+    def _append_one(
+        self, tp: TopicPartition, records: bytes, acks: int, to_flush: list[Log]
+    ) -> ProducePartitionStatus:
+        """Append as leader; a log to fsync goes to `to_flush` (the caller asks for it)."""
         try:
             part = self._leader_partition(tp)
             if acks == -1:
@@ -203,12 +243,10 @@ class ReplicaManager(MetadataApplier, OffsetQueries):
             )
         required = info.last_offset + 1
         if self.settings.flush_on_ack:
-            self.log_manager.request_flush(part.log)
+            to_flush.append(part.log)
         else:
             if part.maybe_advance_high_watermark():
                 self._wake(tp)
-        # followers long-polling for new bytes
-        self.fetch_purgatory.check_and_complete(fetch_key(*tp))
         return ProducePartitionStatus(
             0,
             base_offset=info.first_offset,
@@ -359,23 +397,28 @@ class ReplicaManager(MetadataApplier, OffsetQueries):
                 _log.error("fetch %s-%d: %s", spec.topic, spec.partition, exc)
         return out
 
-    def _follower_fetched(self, params: FetchParams, spec: FetchPartitionSpec) -> None:
+    def _follower_fetched(self, params: FetchParams, spec: FetchPartitionSpec) -> bool:
         """Leader side of a follower fetch's arrival: unless it diverged (its answer will say
         where to truncate), its position is recorded (the HW may move and complete waiting
-        acks=all produces) and it may be proposed back into the ISR."""
+        acks=all produces) and it may be proposed back into the ISR. Returns whether the
+        position was recorded. A moved HW is noted in the fetch sessions holding the
+        partition (the other followers learn it with their next answer)."""
         try:
             part = self._fetchable_part(spec)
         except ReplicaError:
-            return  # the read answers with the error
+            return False  # the read answers with the error
         if diverging(part, spec) is not None:
-            return
+            return False
         if part.update_follower(params.replica_id, spec.fetch_offset):
-            self.produce_purgatory.check_and_complete(produce_key(spec.topic, spec.partition))
+            tp = (spec.topic, spec.partition)
+            self.produce_purgatory.check_and_complete(produce_key(*tp))
+            self.fetch_sessions.mark_changed([tp])
         proposer = self.isr_proposer
         if proposer is not None:
             new_isr = part.isr_to_expand(params.replica_id)
             if new_isr is not None:
                 proposer(part, new_isr)
+        return True
 
     def shrink_isrs(self, lag_time_ms: int) -> int:
         """Leaders propose dropping followers not caught up for `lag_time_ms` (the node's tasks
@@ -383,6 +426,8 @@ class ReplicaManager(MetadataApplier, OffsetQueries):
         proposer = self.isr_proposer
         if proposer is None:
             return 0
+        self.fetch_sessions.expire()
+        self.refresh_caught_up_from_sessions()
         made = 0
         for part in self.partitions().values():
             new_isr = part.isr_to_shrink(lag_time_ms)

@@ -182,6 +182,17 @@ class Partition:
             st.log_end_offset = fetch_offset
             return self._advance_locked()
 
+    def note_caught_up(self, replica_id: int, fetch_offset: int, at_ms: int) -> bool:
+        """A follower idle in a fetch session at `fetch_offset` last fetched at `at_ms`: when
+        that is the leader's log end (which only grows within a leader epoch) it was caught
+        up then. Returns True when that moved its last caught-up time."""
+        with self._lock:
+            st = self.followers.get(replica_id)
+            if st is None or fetch_offset < self.log.end_offset or at_ms <= st.last_caught_up_ms:
+                return False
+            st.last_caught_up_ms = at_ms
+            return True
+
     def update_follower_high_watermark(self, leader_hw: int) -> None:
         """Follower: the HW the leader reported, never above the local log end."""
         with self._lock:

@@ -19,6 +19,8 @@ KEYS = [
     key("replica.fetch.wait.max.ms", "duration_ms", 500, "... or at most this long", B, at_least(0)),
     key("replica.fetch.response.max.bytes", "size", 10 * MiB, "bytes per whole follower fetch response", B, at_least(1)),
     key("replica.fetch.backoff.ms", "duration_ms", 1000, "follower back-off after a fetch error", B, at_least(0)),
+    key("max.incremental.fetch.session.cache.slots", "int", 1000, "incremental fetch sessions (KIP-227) a leader keeps for its followers, least recently used evicted first; 0: followers fetch every partition every time", B, at_least(0)),
+    key("replica.fetch.session.idle.ms", "duration_ms", 120_000, "a leader drops a follower's fetch session unused this long", B, at_least(1)),
     key("replica.socket.timeout.ms", "duration_ms", 30_000, "follower fetch request timeout", B, at_least(1)),
     key("replica.high.watermark.checkpoint.interval.ms", "duration_ms", 5000, "how often high watermarks are checkpointed to disk", B, at_least(1)),
 ]  # fmt: skip

@@ -98,8 +98,21 @@ FETCH = register(
             Field("min_bytes", INT32, default=1),
             Field("max_bytes", INT32, default=DEFAULT_FETCH_MAX_BYTES),
             Field("isolation_level", INT8, default=0, doc="0 read_uncommitted, 1 read_committed"),
-            Field("session_id", INT32, default=0),
-            Field("session_epoch", INT32, default=-1),
+            Field(
+                "session_id",
+                INT32,
+                default=0,
+                doc="incremental fetch session (KIP-227, followers only): 0 asks for none or a "
+                "new one, else the id the leader gave",
+            ),
+            Field(
+                "session_epoch",
+                INT32,
+                default=-1,
+                doc="-1 full fetch without a session (consumers); 0 full fetch opening a new "
+                "session; k > 0 the k-th incremental fetch of `session_id`: `topics` lists only "
+                "partitions added or whose fetch state changed",
+            ),
             Field(
                 "topics",
                 topics(
@@ -115,10 +128,35 @@ FETCH = register(
                     "Fetch",
                 ),
             ),
+            Field(
+                "forgotten_topics",
+                Array(
+                    Struct(
+                        Field("name", STRING, doc="topic name"),
+                        Field("partitions", Array(INT32)),
+                        name="FetchForgottenTopic",
+                    )
+                ),
+                default=list,
+                doc="incremental fetches: partitions to drop from the session",
+            ),
         ),
         response=Struct(
-            Field("error_code", INT16, default=0, doc="whole-request error"),
-            Field("session_id", INT32, default=0),
+            Field(
+                "error_code",
+                INT16,
+                default=0,
+                doc="whole-request error (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH:"
+                " the follower starts over with a full fetch)",
+            ),
+            Field(
+                "session_id",
+                INT32,
+                default=0,
+                doc="the fetch session the answer belongs to (0: none). An incremental answer "
+                "lists only partitions with records, a changed high watermark or log start "
+                "offset, or an error",
+            ),
             Field(
                 "topics",
                 topics(

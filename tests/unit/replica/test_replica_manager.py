@@ -307,3 +307,54 @@ def test_a_partition_whose_metadata_fails_to_apply_is_not_served_and_resyncs(h, 
     assert h.rm.failed == {} and h.rm.get_partition("t2", 0).is_leader
     statuses = _append(h, {("t2", 0): build_batch([(None, b"y")])})
     assert statuses[("t2", 0)].error_code == 0
+
+
+def test_a_replica_refused_for_lack_of_descriptors_is_reported_once_by_the_monitor(h):
+    """A FileLimitError creating a replica tells the next heartbeat that this broker cannot
+    take new replicas (the controller then places them elsewhere); a plain OSError does not."""
+    from broker.log.descriptors import DescriptorMonitor
+    from broker.log.handles import fd_limit_error
+
+    h.rm.descriptors = DescriptorMonitor(limit=lambda: 1024, count_open=lambda: 100)
+    real = h.lm.get_or_create
+    error: list[OSError] = [OSError(errno.EIO, "Input/output error")]
+
+    def failing(topic, partition, *a, **k):
+        if topic == "t3":
+            raise error[0]
+        return real(topic, partition, *a, **k)
+
+    h.lm.get_or_create = failing
+    tid3 = b"\x03" * 16
+    h.replay(Topic("t3", tid3), PartitionRecord(tid3, 0, (1,), (1,), 1, 0, 0))
+    assert ("t3", 0) in h.rm.failed and h.rm.descriptors.reason() is None
+    error[0] = fd_limit_error(OSError(errno.EMFILE, "Too many open files"), "creating t3-0")
+    h.replay(PartitionChange(TID, 0, leader=1))  # a later image retries t3-0
+    reason = h.rm.descriptors.reason()
+    assert reason is not None and "open-files limit 1024" in reason, reason
+    assert h.rm.descriptors.reason() is None  # 924 free: the next heartbeat clears it
+
+
+def test_a_produce_over_many_partitions_asks_for_one_flush_of_them_all(tmp_path, monkeypatch):
+    """The logs of one request are handed to the flusher together, after every append (one
+    group-commit round for the request), not one by one as they are appended."""
+    h = Harness(tmp_path)
+    try:
+        n = 40
+        h.replay(Topic("m", TID), *(PartitionRecord(TID, p, (1,), (1,), 1, 0, 0) for p in range(n)))
+        calls: list[list[str]] = []
+        real = h.lm.request_flush_many
+
+        def spy(logs):
+            logs = list(logs)
+            # every append of the request is done by the time its logs are handed over
+            assert all(log.end_offset == 1 for log in logs)
+            calls.append([f"{log.topic}-{log.partition}" for log in logs])
+            return real(logs)
+
+        monkeypatch.setattr(h.lm, "request_flush_many", spy)
+        st = _append(h, {("m", p): build_batch([(None, b"v")]) for p in range(n)})
+        assert all(s.error_code == 0 for s in st.values())
+        assert calls == [[f"m-{p}" for p in range(n)]]
+    finally:
+        h.close()

@@ -1,0 +1,170 @@
+"""Incremental fetch sessions (KIP-227), the pure parts: the leader's bounded session cache
+(LRU eviction, idle expiry, epochs, dirty marking) and the follower's session handler (full
+then incremental requests, forgotten partitions, starting over on errors)."""
+
+from __future__ import annotations
+
+import random
+
+from broker.replica.fetch_session import (
+    FetchSessionCache,
+    PartitionFetchState,
+    next_epoch,
+    session_key,
+)
+from broker.replica.fetch_session_handler import FetchSessionHandler, PartitionData
+from client.errors import ErrorCode
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.ms = 1_000
+
+    def __call__(self) -> int:
+        return self.ms
+
+
+def _cache(max_sessions: int = 3, idle_ms: int = 10_000) -> tuple[FetchSessionCache, Clock]:
+    clock = Clock()
+    return FetchSessionCache(max_sessions, idle_ms, clock, random.Random(7)), clock
+
+
+ST = PartitionFetchState(0, 1 << 20, 1, -1)
+
+
+def test_lru_session_is_evicted_when_full():
+    cache, clock = _cache(max_sessions=2)
+    a = cache.create(2, 5)
+    clock.ms += 1
+    b = cache.create(3, 5)
+    assert a and b and a.id != b.id
+    clock.ms += 1
+    assert cache.get(a.id) is a  # a is now the most recently used
+    c = cache.create(2, 5)
+    assert c is not None and len(cache) == 2 and cache.evictions == 1
+    assert cache.get(b.id) is None and cache.get(a.id) is a
+
+
+def test_idle_sessions_expire():
+    cache, clock = _cache(idle_ms=1000)
+    a = cache.create(2, 5)
+    assert a is not None
+    clock.ms += 1001
+    assert cache.get(a.id) is None
+    b = cache.create(2, 5)
+    clock.ms += 1001
+    assert b is not None and cache.expire() == 1 and len(cache) == 0
+
+
+def test_no_slots_means_no_session():
+    cache, _ = _cache(max_sessions=0)
+    assert cache.create(2, 5) is None
+
+
+def test_claim_checks_replica_and_epoch():
+    cache, _ = _cache()
+    s = cache.create(2, 5)
+    assert s is not None and s.next_epoch == 1
+    assert cache.claim(s.id + 1, 2, 1) == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+    assert cache.claim(s.id, 3, 1) == ErrorCode.FETCH_SESSION_ID_NOT_FOUND  # another follower's
+    assert cache.claim(s.id, 2, 2) == ErrorCode.INVALID_FETCH_SESSION_EPOCH
+    assert cache.claim(s.id, 2, 1) is s and s.next_epoch == 2
+    assert cache.claim(s.id, 2, 1) == ErrorCode.INVALID_FETCH_SESSION_EPOCH  # a replay
+    assert next_epoch(0x7FFFFFFF) == 1
+
+
+def test_changes_mark_only_the_sessions_holding_the_partition():
+    cache, _ = _cache()
+    a, b = cache.create(2, 5), cache.create(3, 5)
+    assert a and b
+    cache.update(a, {("t", 0): ST, ("t", 1): ST}, [])
+    cache.update(b, {("t", 1): ST}, [])
+    assert cache.mark_changed([("t", 0)]) == [session_key(a.id)]
+    assert a.dirty == {("t", 0)} and not b.dirty
+    assert set(cache.mark_changed([("t", 1), ("u", 0)])) == {session_key(a.id), session_key(b.id)}
+    # a forgotten partition is no longer marked; a closed session no longer either
+    cache.update(a, {}, [("t", 0), ("t", 1)])
+    assert not a.dirty and not a.partitions
+    assert cache.mark_changed([("t", 0)]) == []
+    cache.remove(b.id)
+    assert cache.mark_changed([("t", 1)]) == []
+
+
+def test_evaluate_takes_named_dirty_and_recheck_and_clears_dirty_on_answer():
+    cache, _ = _cache()
+    s = cache.create(2, 5)
+    assert s
+    cache.update(s, {("t", p): ST for p in range(4)}, [])
+    cache.mark_changed([("t", 1)])
+    cache.note_recheck(s, ("t", 2), True)
+    got = [tp for tp, _ in cache.to_evaluate(s, [("t", 0)], take_dirty=False)]
+    assert got == [("t", 0), ("t", 1), ("t", 2)]
+    cache.to_evaluate(s, [], take_dirty=True)
+    assert [tp for tp, _ in cache.to_evaluate(s, [], take_dirty=False)] == [("t", 2)]
+
+
+def test_record_sent_reports_only_changes():
+    cache, _ = _cache()
+    s = cache.create(2, 5)
+    assert s
+    cache.update(s, {("t", 0): ST}, [])
+    assert cache.record_sent(s, ("t", 0), 10, 0, error=False)  # first time: sent
+    assert not cache.record_sent(s, ("t", 0), 10, 0, error=False)
+    assert cache.record_sent(s, ("t", 0), 11, 0, error=False)  # HW moved
+    assert cache.record_sent(s, ("t", 0), 11, 3, error=False)  # log start moved
+    assert cache.record_sent(s, ("t", 0), 11, 3, error=True)  # errors always
+    assert cache.record_sent(s, ("t", 0), 11, 3, error=False)  # and the recovery after
+
+
+def test_drop_replica_by_broker_epoch():
+    cache, _ = _cache()
+    cache.create(2, 5)
+    cache.create(2, 6)
+    cache.create(3, 5)
+    assert cache.drop_replica(2, only_broker_epoch=5) == 1
+    assert cache.replicas() == {2: {6}, 3: {5}}
+    assert cache.drop_replica(2) == 1 and cache.replicas() == {3: {5}}
+
+
+def _pd(offset: int, epoch: int = 1) -> PartitionData:
+    return PartitionData(offset, epoch, epoch, 0, 1 << 20)
+
+
+def test_handler_full_then_incremental():
+    h = FetchSessionHandler()
+    wanted = {("t", 0): _pd(0), ("t", 1): _pd(5)}
+    req = h.build(wanted)
+    assert (req.session_id, req.session_epoch) == (0, 0) and req.to_send == wanted
+    assert h.handle_response(0, 42)
+    req = h.build(wanted)  # nothing changed: an empty incremental fetch
+    assert (req.session_id, req.session_epoch, req.to_send, req.forgotten) == (42, 1, {}, [])
+    assert req.body_fields()["topics"] == [] and req.body_fields()["forgotten_topics"] == []
+    assert h.handle_response(0, 42)
+    # t-0 got records (its offset moved), t-1 was removed, t-2 added
+    wanted2 = {("t", 0): _pd(3), ("t", 2): _pd(0)}
+    req = h.build(wanted2)
+    assert req.session_epoch == 2
+    assert req.to_send == {("t", 0): _pd(3), ("t", 2): _pd(0)} and req.forgotten == [("t", 1)]
+    body = req.body_fields()
+    assert body["forgotten_topics"] == [{"name": "t", "partitions": [1]}]
+    assert h.handle_response(0, 42)
+    # a new leader epoch is a change too
+    req = h.build({("t", 0): _pd(3, epoch=2), ("t", 2): _pd(0)})
+    assert list(req.to_send) == [("t", 0)] and req.session_epoch == 3
+
+
+def test_handler_starts_over_on_session_errors_and_reset():
+    h = FetchSessionHandler()
+    wanted = {("t", 0): _pd(0)}
+    h.build(wanted)
+    h.handle_response(0, 42)
+    h.build(wanted)
+    assert not h.handle_response(int(ErrorCode.INVALID_FETCH_SESSION_EPOCH), 42)
+    req = h.build(wanted)  # full again, naming the old session so the leader closes it
+    assert (req.session_id, req.session_epoch, req.to_send) == (42, 0, wanted)
+    assert h.handle_response(0, 43)
+    h.reset()  # a lost connection
+    req = h.build(wanted)
+    assert req.full and req.to_send == wanted
+    assert not h.handle_response(0, 0)  # the leader had no slot: full fetches go on
+    assert h.build(wanted).full
