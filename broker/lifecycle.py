@@ -9,14 +9,14 @@
   within broker.session.timeout.ms) the registration is retried until it expires.
 - catch up: heartbeats carry the broker's OWN published metadata offset, and the controller
   unfences the broker once that reaches its registration record.
-- running: `heartbeat()` every broker.heartbeat.interval.ms (the node's task thread); a broker
+- running: `heartbeat()` every broker.heartbeat.interval.ms (the node's heartbeat thread); a broker
   silent for broker.session.timeout.ms is fenced by the controller.
 - controlled shutdown: heartbeats with want_shutdown until the controller has moved leadership
   off this broker and fenced it (Kafka's brokers do this on SIGTERM), bounded in time.
 
 Whether the channel reaches an in-process controller or a remote quorum is invisible here.
 Threads: `start`/`controlled_shutdown` from the node's control thread, `heartbeat` from its
-task thread; the state is a plain attribute read for logging and tests.
+heartbeat thread; the state is a plain attribute read for logging and tests.
 """
 
 from __future__ import annotations
@@ -55,15 +55,19 @@ class BrokerLifecycle:
         channel: ControllerChannel,
         publisher: Any,
         failed_replicas: Callable[[], list[tuple[str, int]]] | None = None,
+        cannot_create_replicas: Callable[[], str | None] | None = None,
     ) -> None:
         """`publisher.image.offset` is the broker's published metadata offset and
         `publisher.wait_for(predicate, timeout)` waits for a newer image (MetadataPublisher).
         `failed_replicas()`: the replicas this broker could not create or open, reported with
-        every heartbeat so the controller moves their leadership elsewhere."""
+        every heartbeat so the controller moves their leadership elsewhere.
+        `cannot_create_replicas()`: why this broker cannot take new replicas now (None when it
+        can), measured for every heartbeat so the controller places new replicas elsewhere."""
         self.node_id = node_id
         self.channel = channel
         self.publisher = publisher
         self._failed_replicas = failed_replicas or list
+        self._cannot_create_replicas = cannot_create_replicas or (lambda: None)
         self.incarnation_id = uuid.uuid4().hex  # one per process start
         self.broker_epoch = -1
         self.state = STARTING
@@ -137,6 +141,7 @@ class BrokerLifecycle:
             self.publisher.image.offset,
             want_shutdown=want_shutdown,
             failed_replicas=self._failed_replicas(),
+            cannot_create_replicas=self._cannot_create_replicas(),
         ).result(timeout)
         if hb.get("error_code", 0) != 0:
             raise BrokerLifecycleError(f"broker {self.node_id} heartbeat failed: {hb}")

@@ -202,6 +202,7 @@ def check_process_roles(config: Any) -> bool:
 class BrokerNode:
     def __init__(self, config: Any) -> None:
         self.config = config
+        self._default_min_insync: int | None = None
         self.node_id = int(config.node_id)
         self.log_dirs = [os.path.abspath(d) for d in _as_list(config.log_dirs)]
         if not self.log_dirs:
@@ -284,13 +285,18 @@ class BrokerNode:
         self.publisher.subscribe(self.group_coordinator.on_metadata)
         self.services = Services(self)
         self.lifecycle = BrokerLifecycle(
-            self.node_id, self.controller, self.publisher, self.replica_manager.failed_replicas
+            self.node_id,
+            self.controller,
+            self.publisher,
+            self.replica_manager.failed_replicas,
+            self.replica_manager.descriptors.reason,
         )
         self.broker_epoch = -1
         self.isr_proposer = IsrProposer(self.controller, self.node_id, lambda: self.broker_epoch)
         self.replica_manager.isr_proposer = self.isr_proposer.propose
         self._stop = threading.Event()
         self._tasks: threading.Thread | None = None
+        self._heartbeats: threading.Thread | None = None
         self._started = False
         self._closed = False
         self._controlled_shutdown_done = False
@@ -364,7 +370,11 @@ class BrokerNode:
         value = self.publisher.image.topic_config(topic).get("min.insync.replicas")
         if value is not None:
             return int(value)
-        return int(_cfg(self.config, "min_insync_replicas", 1))
+        # (the broker's config is immutable: read once; asked twice per partition per produce)
+        default = self._default_min_insync
+        if default is None:
+            default = self._default_min_insync = int(_cfg(self.config, "min_insync_replicas", 1))
+        return default
 
     def _controller_failed(self, exc: BaseException) -> None:
         """CombinedController's on_fatal, on the controller thread: its Raft storage failed and
@@ -392,7 +402,7 @@ class BrokerNode:
         assert not self._started, "start() called twice"
         self._started = True
         self.advertised = self.services.advertised  # BrokerServer may have set the real port
-        self.log_manager.start_flushers(self.replica_manager.on_flushed)
+        self.log_manager.start_flushers(on_flushed_many=self.replica_manager.on_flushed_many)
         self.log_manager.start_cleaner(
             CleanerSettings.from_config(self.config), self.replica_manager.high_watermarks
         )
@@ -410,6 +420,10 @@ class BrokerNode:
         self.replica_manager.delete_strays(self.publisher.image)
         self._tasks = threading.Thread(target=self._run_tasks, name="broker-tasks", daemon=True)
         self._tasks.start()
+        self._heartbeats = threading.Thread(
+            target=self._run_heartbeats, name="broker-heartbeat", daemon=True
+        )
+        self._heartbeats.start()
         _log.info(
             "[broker=%d] started: epoch %d, %d partitions, cluster %s",
             self.node_id,
@@ -418,11 +432,22 @@ class BrokerNode:
             self.cluster_id,
         )
 
+    def _run_heartbeats(self) -> None:
+        """The broker-heartbeat thread: a heartbeat every broker.heartbeat.interval.ms until
+        shutdown. A thread of its own, as Kafka's: on the broker-tasks thread a periodic task
+        waiting for the metadata applier (delete_strays takes its lock) held heartbeats back
+        while a broker created thousands of partitions, until the controller fenced it."""
+        period = int(_cfg(self.config, "broker_heartbeat_interval_ms", 2000)) / 1000
+        while not self._stop.wait(period):
+            try:
+                self.lifecycle.heartbeat()
+            except Exception:
+                _log.exception("[broker=%d] heartbeat failed", self.node_id)
+
     def _run_tasks(self) -> None:
         """The broker-tasks thread: periodic work until shutdown."""
         cfg = self.config
         periods = {
-            "heartbeat": int(_cfg(cfg, "broker_heartbeat_interval_ms", 2000)),
             "retention": int(_cfg(cfg, "log_retention_check_interval_ms", 300_000)),
             "hw_checkpoint": int(_cfg(cfg, "replica_high_watermark_checkpoint_interval_ms", 5000)),
             "recovery_checkpoint": 60_000,
@@ -433,7 +458,6 @@ class BrokerNode:
             "isr_shrink": max(1, self._lag_time_ms() // 2),
         }
         actions: dict[str, Callable[[], object]] = {
-            "heartbeat": self.lifecycle.heartbeat,
             "retention": self.run_retention,
             "hw_checkpoint": self.replica_manager.checkpoint_high_watermarks,
             "recovery_checkpoint": self.log_manager.checkpoint_recovery_points,
@@ -492,8 +516,9 @@ class BrokerNode:
             return
         self._closed = True
         self._stop.set()
-        if self._tasks is not None:
-            self._tasks.join(10.0)
+        for thread in (self._tasks, self._heartbeats):
+            if thread is not None:
+                thread.join(10.0)
         self.controlled_shutdown()
         try:
             self.quorum.stop()

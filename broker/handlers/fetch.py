@@ -2,6 +2,10 @@
 replication, followers (replica_id >= 0). Long poll: when less than min_bytes is available the
 request waits in the fetch purgatory (DelayedFetch) up to max_wait_ms, and is answered as soon
 as enough data is acknowledged. Runs on an I/O thread; the late answer on a flusher/timer thread.
+
+Incremental fetch sessions (KIP-227, broker/replica/session_fetch.py) serve followers that ask
+for them (session_epoch >= 0); consumers send session_epoch -1 and fetch without one. A
+follower's session_epoch -1 with a session id closes that session.
 """
 
 from __future__ import annotations
@@ -12,8 +16,13 @@ from broker.handlers.base import RequestContext, by_topic, handler
 from client.protocol import ApiKey
 
 
-def _response(order: list[tuple[str, int]], results: list[dict]) -> dict:
-    return {"error_code": 0, "session_id": 0, "topics": by_topic(results), "throttle_time_ms": 0}
+def _response(results: list[dict], session_id: int = 0, error_code: int = 0) -> dict:
+    return {
+        "error_code": error_code,
+        "session_id": session_id,
+        "topics": by_topic(results),
+        "throttle_time_ms": 0,
+    }
 
 
 @handler(ApiKey.FETCH)
@@ -21,6 +30,7 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
     from broker.replica import FetchParams, FetchPartitionSpec
 
     services: Any = ctx.services
+    rm = services.replica_manager
     params = FetchParams(
         replica_id=int(body["replica_id"]),
         max_wait_ms=max(0, int(body["max_wait_ms"])),
@@ -39,12 +49,31 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
         for t in body["topics"]
         for p in t["partitions"]
     ]
-    order = [(s.topic, s.partition) for s in specs]
+    session_id = int(body.get("session_id", 0))
+    session_epoch = int(body.get("session_epoch", -1))
+
+    if params.is_follower and session_epoch >= 0:
+        forgotten = [
+            (t["name"], int(p)) for t in body.get("forgotten_topics") or () for p in t["partitions"]
+        ]
+
+        def finish_session(res: Any) -> None:
+            ctx.respond(_response(res.results, res.session_id, res.error_code))
+
+        res = rm.fetch_with_session(
+            params, session_id, session_epoch, specs, forgotten, finish_session
+        )
+        if res is None:
+            return None
+        return _response(res.results, res.session_id, res.error_code)
+
+    if params.is_follower and session_id > 0:  # epoch -1: the follower closes its session
+        rm.fetch_sessions.remove(session_id, params.replica_id)
 
     def finish(results: list[dict]) -> None:
-        ctx.respond(_response(order, results))
+        ctx.respond(_response(results))
 
-    results = services.replica_manager.fetch_records(params, specs, finish)
+    results = rm.fetch_records(params, specs, finish)
     if results is None:
         return None
-    return _response(order, results)
+    return _response(results)

@@ -73,7 +73,10 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
 
     def finish(results: dict) -> None:
         if acks != 0:
-            ctx.respond(_response(order, {**statuses, **results}))
+            # built whole by _response from typed statuses (a test checks it against the
+            # schema), so not walked again by the generic check: ~0.8 us per partition, which
+            # a request spreading one-record batches over thousands of partitions paid each
+            ctx.respond_raw(_response(order, {**statuses, **results}))
 
     results = services.replica_manager.append_records(
         acks, int(body["timeout_ms"]), entries, finish
@@ -81,9 +84,9 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
     if acks == 0:
         ctx.no_response()
         return None
-    if results is None:
-        return None  # a DelayedProduce answers
-    return _response(order, {**statuses, **results})
+    if results is not None:
+        finish(results)
+    return None  # answered above, or a DelayedProduce answers
 
 
 def _log_failure(fut: Any) -> None:

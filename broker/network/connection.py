@@ -19,7 +19,9 @@ is paused and later frames already received wait in `_pending`, until the respon
 written (or `no_response()` was called). Only then is the next request taken. So responses
 leave in request order and one connection holds at most one request in the broker, plus what
 one socket read delivered. Writes respect transport flow control: while the transport's write
-buffer is above its high-water mark the connection stays muted.
+buffer is above its high-water mark the connection stays muted. Once the processor drains
+(shutdown: no new requests), a connection that was reading stops at its next read: reading is
+never left on without room made for it through the pool (`_read_more`).
 
 Response path: the thread that answers (an I/O worker, a flusher completing an acks=all
 produce, the timer) writes a small response (<= 256 KiB) straight to the socket when the
@@ -94,7 +96,7 @@ class Connection(asyncio.BufferedProtocol):
 
     def get_buffer(self, sizehint: int) -> memoryview:
         need = self._reader.room_needed()
-        if need:  # _read_more makes room before every read: this is a bug, but stay accounted
+        if need:  # reading is on only after _read_more made room: a bug, but stay accounted
             log.error("connection %s: frame array grown outside the memory pool", self)
             self._pool.force_reserve(need)
         return self._reader.get_buffer()
@@ -274,7 +276,11 @@ class Connection(asyncio.BufferedProtocol):
         if self._waiting_memory or self.closed:
             return
         if self.in_flight is not None or self._write_paused or self.processor.draining:
-            return  # muted: _pump calls again once it may read
+            # Muted, or draining (set from another thread while this connection was reading):
+            # no room is made, so no read may land either. _pump calls again once it may read
+            # (never, when draining: shutdown closes the connection).
+            self._pause_reading()
+            return
         queued = self._kernel_queued()
         need = self._reader.room_needed(queued)
         if need:
@@ -324,6 +330,11 @@ class Connection(asyncio.BufferedProtocol):
             self._reading = True
             if self._reader.buffered:
                 self.partial_since = self.processor.loop.time()
+
+    @property
+    def reading(self) -> bool:
+        """The transport is reading (loop thread; from another thread, a snapshot)."""
+        return self._reading
 
     @property
     def partial_bytes(self) -> int:

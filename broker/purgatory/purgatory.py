@@ -67,24 +67,35 @@ class Purgatory:
 
     def check_and_complete(self, key: Hashable) -> int:
         """Retry the operations watched under `key`; returns how many this call completed."""
+        return self.check_and_complete_many([key])
+
+    def check_and_complete_many(self, keys: list[Hashable]) -> int:
+        """`check_and_complete` for many keys at once: every operation watched under any of
+        them is retried once (not once per key); returns how many this call completed."""
         with self._lock:
-            watchers = self._watchers.get(key)
-            if not watchers:
-                return 0
-            ops = list(watchers)
+            found: dict[DelayedOperation, None] = {}
+            get = self._watchers.get
+            for key in keys:
+                watchers = get(key)
+                if watchers:
+                    found.update(watchers)
+        if not found:
+            return 0
         completed = 0
-        for op in ops:
+        for op in found:
             if op.is_completed:
                 continue
             try:
                 if op.safe_try_complete():
                     completed += 1
             except Exception:
-                # One broken operation must not stop the others on this key from completing.
+                # one broken operation must not stop the others on these keys from completing
                 log.exception("purgatory %s: try_complete of %r failed", self.name, op)
         with self._lock:
-            watchers = self._watchers.get(key)
-            if watchers is not None:
+            for key in keys:
+                watchers = self._watchers.get(key)
+                if watchers is None:
+                    continue
                 done = [op for op in watchers if op.is_completed]
                 for op in done:
                     del watchers[op]

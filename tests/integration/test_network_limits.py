@@ -10,6 +10,7 @@ import logging
 import re
 import socket
 import statistics
+import struct
 import threading
 import time
 from typing import Any
@@ -139,6 +140,86 @@ def test_max_connections_refused_at_once_warning_rate_limited(
     warnings = [r for r in caplog.records if "max.connections=1 reached" in r.getMessage()]
     assert len(warnings) == 1, [r.getMessage() for r in warnings]
     wait_until(lambda: b.server.socket_server.connection_count == 0, 5, "slot released")
+    api_versions_ok(b.address)
+
+
+# -- frames arriving while the broker stops, or cut off by their sender --------------------------
+
+GROWN_OUTSIDE = "grown outside the memory pool"
+SCRATCH = 64 * 1024  # a connection's scratch buffer (FrameReader's default)
+
+
+def _send_what_fits(sock: socket.socket, data: bytes) -> int:
+    """Send as much of `data` as the kernel takes now (the broker may have stopped reading)."""
+    sock.setblocking(False)
+    sent = 0
+    try:
+        while sent < len(data):
+            sent += sock.send(data[sent : sent + 65536])
+    except BlockingIOError:
+        pass
+    return sent
+
+
+def test_draining_connection_stops_reading_instead_of_growing_outside_the_pool(
+    broker_factory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The broker starts shutting down (stop_processing: no new requests) while an idle
+    connection is reading, then a large frame arrives on it (as a follower's Fetch over
+    thousands of partitions reaches a broker being stopped). The connection reads what fits in
+    its scratch buffer and stops reading: no frame array is grown, nothing outside the memory
+    pool (before the fix it kept reading without asking the pool, logged "frame array grown
+    outside the memory pool" at every growth and read the whole frame in), and the pool is
+    back to zero once the connection is closed."""
+    b = broker_factory()
+    server = b.server.socket_server
+    pool = server.memory_pool
+    frame = LENGTH.pack(1 << 20) + bytes(300_000)  # a 1 MiB frame, 300 KB of it sent
+    with caplog.at_level(logging.ERROR, logger="broker.network"), RawClient(b.address) as c:
+        assert c.request(18, 0, {})["error_code"] == 0
+
+        def reading_idle() -> list:
+            return [x for p in server.processors for x in p.connections if x.reading and x.idle]
+
+        # The response may reach us before the loop unmutes the connection: wait for that.
+        (conn,) = wait_until(reading_idle, 5, "the connection reading again after its response")
+        server.stop_processing()
+        sent = _send_what_fits(c.sock, frame)
+        assert sent > 2 * SCRATCH, sent
+        wait_until(
+            lambda: not conn.reading or GROWN_OUTSIDE in caplog.text, 5, "the connection to stop"
+        )
+        assert GROWN_OUTSIDE not in caplog.text
+        assert not conn.reading
+        assert conn.partial_bytes == SCRATCH  # what fitted in the scratch buffer; the rest waits
+        assert pool.used == 0, pool.used  # no frame array: nothing reserved
+        b.server.shutdown(timeout=10.0)
+        assert conn.closed
+    assert pool.used == 0, pool.used
+    assert GROWN_OUTSIDE not in caplog.text
+
+
+@pytest.mark.parametrize("cut", ["fin", "rst"])
+def test_large_frame_cut_off_by_its_sender_releases_the_pool(
+    broker_factory, caplog: pytest.LogCaptureFixture, cut: str
+) -> None:
+    """A peer sends 300 KB of a 1 MiB frame (the frame array is reserved in the pool) and then
+    closes (FIN) or resets (RST) its connection: the broker keeps serving others, and every
+    pool byte comes back once the connection is gone."""
+    b = broker_factory()
+    server = b.server.socket_server
+    pool = server.memory_pool
+    with caplog.at_level(logging.ERROR, logger="broker.network"):
+        c = RawClient(b.address)
+        c.send_raw(LENGTH.pack(1 << 20) + bytes(300_000))
+        wait_until(lambda: pool.used >= 300_000, 5, "the frame array reserved in the pool")
+        api_versions_ok(b.address)  # everyone else is served meanwhile
+        if cut == "rst":
+            c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        c.close()
+        wait_until(lambda: server.connection_count == 0, 5, "the connection closed")
+        wait_until(lambda: pool.used == 0, 5, "the pool back to zero")
+    assert GROWN_OUTSIDE not in caplog.text
     api_versions_ok(b.address)
 
 

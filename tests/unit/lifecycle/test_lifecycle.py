@@ -38,6 +38,7 @@ class FakeChannel:
     ) -> None:
         self.caught_up_at = caught_up_at
         self.failed_reports: list[list] = []
+        self.cannot_create_reports: list[str | None] = []
         self.register_error = register_error
         self.refusals = refusals  # the first `refusals` registrations get register_error
         self.registrations: list[tuple] = []
@@ -56,9 +57,11 @@ class FakeChannel:
         want_fence=False,
         want_shutdown=False,
         failed_replicas=(),
+        cannot_create_replicas=None,
     ):
         assert broker_epoch == 42
         self.failed_reports.append(list(failed_replicas))
+        self.cannot_create_reports.append(cannot_create_replicas)
         self.heartbeats.append((offset, want_shutdown))
         shutdowns = sum(1 for _, w in self.heartbeats if w)
         return _done(
@@ -181,3 +184,19 @@ def test_heartbeats_report_the_replicas_that_failed() -> None:
     failed.clear()
     lc.heartbeat()
     assert ch.failed_reports[-2:] == [[("t", 3)], []]
+
+
+def test_heartbeats_report_whether_new_replicas_can_be_created() -> None:
+    reason: list[str | None] = [None]
+    ch = FakeChannel(caught_up_at=0)
+    lc = BrokerLifecycle(4, ch, FakePublisher(), list, lambda: reason[0])
+    lc.start("127.0.0.1", 9192, None, timeout=5)
+    reason[0] = "out of file descriptors"
+    lc.heartbeat()
+    reason[0] = None
+    lc.heartbeat()
+    assert ch.cannot_create_reports[-2:] == ["out of file descriptors", None]
+    # without a source the broker reports that it can
+    ch2 = FakeChannel(caught_up_at=0)
+    BrokerLifecycle(4, ch2, FakePublisher()).start("127.0.0.1", 9192, None, timeout=5)
+    assert ch2.cannot_create_reports == [None]

@@ -124,3 +124,19 @@ def test_decode_request_uses_views_only_for_large_bytearray_produce_frames():
     assert type(records) is bytes  # bytes payloads: msgpack, as before
     small = produce_payload({"acks": -1, "topics": []})
     assert decode_request(small)[4] == {"acks": -1, "topics": []}
+
+
+def test_many_small_bins_before_a_large_one_are_left_to_msgpack():
+    from client.protocol.views import SMALL_BINS_FIRST
+
+    small = [{"partition": p, "records": b"s" * 200} for p in range(SMALL_BINS_FIRST)]
+    large = [{"partition": 999, "records": b"L" * (1 << 16)}]
+    # one producer spreading records over thousands of partitions: msgpack decodes it
+    payload = produce_payload({"topics": [{"name": "t", "partitions": small + large}]})
+    assert unpack_produce_views(payload) is None
+    api_key, _v, _c, _cid, body = decode_request(payload)
+    assert api_key == 0 and len(body["topics"][0]["partitions"]) == SMALL_BINS_FIRST + 1
+    # a large bin first: views as before, whatever follows
+    payload = produce_payload({"topics": [{"name": "t", "partitions": large + small}]})
+    got = unpack_produce_views(payload)
+    assert got is not None and len(views_in(got)) == 1

@@ -227,3 +227,40 @@ def test_concurrent_completion_and_expiry_exactly_once() -> None:
         assert p.watched() == 0
     finally:
         timer.shutdown()
+
+
+class PartsOp(DelayedOperation):
+    """Completes when every one of its keys is in `done`; counts its tries."""
+
+    def __init__(self, keys: list[str], done: set[str]) -> None:
+        super().__init__(60_000)
+        self.keys, self.done, self.tries = keys, done, 0
+
+    def try_complete(self) -> bool:
+        self.tries += 1
+        return all(k in self.done for k in self.keys) and self.force_complete()
+
+    def on_complete(self) -> None:
+        pass
+
+
+def test_check_and_complete_many_tries_each_operation_once(timer: SystemTimer) -> None:
+    p = Purgatory("produce", timer)
+    done: set[str] = set()
+    wide = PartsOp([f"t-{i}" for i in range(100)], done)
+    narrow = PartsOp(["t-0", "u-0"], done)
+    other = PartsOp(["v-0"], done)
+    for op in (wide, narrow, other):
+        assert p.try_complete_else_watch(op, op.keys) is False
+    tries = (wide.tries, narrow.tries, other.tries)
+    done.update(f"t-{i}" for i in range(100))
+    assert p.check_and_complete_many([f"t-{i}" for i in range(100)]) == 1  # wide only
+    assert (wide.tries, narrow.tries, other.tries) == (tries[0] + 1, tries[1] + 1, tries[2])
+    assert wide.is_completed and not narrow.is_completed
+    assert p.watched() == 3  # narrow under t-0 and u-0, other under v-0
+    done.add("u-0")
+    assert p.check_and_complete_many(["u-0", "nothing-here"]) == 1
+    # (narrow's entry under t-0 stays until purged, as with check_and_complete)
+    assert p.watched() == 2 and not other.is_completed
+    assert p.purge_completed() == 1 and p.watched() == 1
+    assert p.check_and_complete_many([]) == 0
