@@ -22,12 +22,14 @@ import itertools
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from client.aio.types import TopicPartition
 
 RECORD_OVERHEAD = 16  # rough per-record bytes beyond key and value (msgpack framing, deltas)
+_NO_BULKS: Mapping[Any, int] = MappingProxyType({})
 
 
 class ProducerBatch:
@@ -44,7 +46,7 @@ class ProducerBatch:
         "attempts",
         "payload",
         "retry_at",
-        "done_waiters",
+        "seq",
         "full",
         "timestamp_ms",
         "last_error",
@@ -57,12 +59,17 @@ class ProducerBatch:
         self.size = 0
         self.created = now
         self.deadline = now + delivery_timeout
-        self.futures: list[tuple[int, Any]] = []  # (index in entries, future)
-        self.bulks: dict[Any, int] = {}  # BulkResult -> records of it in this batch
+        # index in entries, future, index, future, ...: flat, so a record's future costs the
+        # GC no (index, future) tuple (tracked, as it holds a future) while it is queued
+        self.futures: list[Any] = []
+        # BulkResult -> records of it in this batch; waiters for the batch's end. Both are
+        # read-only empties until something is added (a batch is made per record or two when
+        # records are spread over thousands of partitions: fewer objects for the GC)
+        self.bulks: Mapping[Any, int] = _NO_BULKS
         self.attempts = 0
         self.payload: bytes | None = None
         self.retry_at = 0.0
-        self.done_waiters: list[Any] = []
+        self.seq = 0  # the accumulator's count of batches when this one was made (flush)
         self.full = False
         self.timestamp_ms = time.time_ns() // 1_000_000  # for (key, value) entries
         self.last_error: BaseException | None = None  # of the last failed attempt (retried)
@@ -116,6 +123,19 @@ class BulkResult:
             f.set_result(self.count)
 
 
+class FlushCountdown:
+    """A flush's wait: the batches made up to `upto` (their `seq`) that were incomplete when it
+    began, `remaining` of them still to finish. One object per flush, not a future per batch:
+    a producer spread over 5,000 partitions flushes thousands of batches."""
+
+    __slots__ = ("upto", "remaining", "fire")
+
+    def __init__(self, upto: int, remaining: int, fire: Callable[[], None]) -> None:
+        self.upto = upto
+        self.remaining = remaining
+        self.fire = fire
+
+
 class RecordAccumulator:
     def __init__(
         self,
@@ -139,7 +159,16 @@ class RecordAccumulator:
         self.batches: dict[TopicPartition, collections.deque[ProducerBatch]] = {}
         self.buffered = 0  # bytes appended and not yet acknowledged/failed
         self.incomplete: set[ProducerBatch] = set()
+        self._made = 0  # batches made so far: a batch's `seq`
+        self.flushes: list[FlushCountdown] = []  # flushes waiting (loop thread)
         self.closed = False
+        # When the sender will look at the queues next without being woken (the earliest
+        # linger or back-off deadline of its last drain; None: only when woken). A new batch
+        # due later than that needs no wake-up: one producer spreading records over thousands
+        # of partitions starts a batch with nearly every record, and waking the sender for
+        # each cost a loop turn and a drain apiece.
+        self.sender_deadline: float | None = None
+        self._full: set[TopicPartition] = set()  # partitions that may hold full, unencoded batches
 
     # -- any thread ------------------------------------------------------------------------------
 
@@ -170,16 +199,25 @@ class RecordAccumulator:
             ):
                 if batch is not None:
                     batch.full = True
+                    self._full.add(tp)
+                    wake = True
                 batch = self._new_batch(tp, dq)
-                wake = True
+                due = batch.created + self.linger
+                deadline = self.sender_deadline
+                if deadline is None or due < deadline:
+                    self.sender_deadline = due
+                    wake = True
             if future is not None:
-                batch.futures.append((len(batch.entries), future))
+                futures = batch.futures
+                futures.append(len(batch.entries))
+                futures.append(future)
             batch.entries.append((key, value, headers, ts))
             batch.size += size
             self.buffered += size
             full = batch.size >= self.batch_size
             if full:
                 batch.full = True
+                self._full.add(tp)
                 wake = True
         if wake:
             self._wake()
@@ -235,6 +273,7 @@ class RecordAccumulator:
                 start = end
                 if batch.size >= bs:
                     batch.full = True
+                    self._full.add(tp)
                     filled += 1
                     if start < n:
                         batch = self._new_batch(tp, dq)
@@ -243,14 +282,18 @@ class RecordAccumulator:
 
     @staticmethod
     def _note_bulk(batch: ProducerBatch, bulk: BulkResult, count: int) -> None:
-        if bulk not in batch.bulks:
+        bulks = batch.bulks
+        if bulk not in bulks:
             bulk.add_batch()
-            batch.bulks[bulk] = 0
-        batch.bulks[bulk] += count
+            if bulks is _NO_BULKS:
+                bulks = batch.bulks = {}
+            bulks[bulk] = 0  # type: ignore[index]
+        bulks[bulk] += count  # type: ignore[index]
         bulk.count += count
 
     def _new_batch(self, tp: TopicPartition, dq: collections.deque) -> ProducerBatch:
         batch = ProducerBatch(tp, self._clock(), self.delivery_timeout)
+        self._made = batch.seq = self._made + 1
         dq.append(batch)
         self.incomplete.add(batch)
         return batch
@@ -258,13 +301,19 @@ class RecordAccumulator:
     # -- event loop thread -----------------------------------------------------------------------
 
     def drain(
-        self, now: float, muted: set[TopicPartition], force: bool
+        self,
+        now: float,
+        muted: set[TopicPartition],
+        force: bool,
+        held: Callable[[TopicPartition], bool] | None = None,
     ) -> tuple[dict[TopicPartition, list[ProducerBatch]], list[ProducerBatch], float | None]:
         """Take the ready batches of every unmuted partition (up to max.request.size each).
 
         Returns (ready by partition, expired batches, when to look again or None). A batch is
-        ready when full, lingered, being retried, or when `force` (flush/close) is set. Taken
-        batches are closed to further appends.
+        ready when full, lingered, being retried, or when `force` (flush/close) is set; a
+        lingered batch that is not full stays (open to appends) while `held(tp)` (its leader
+        is busy with an earlier request: the sender is woken when that ends). Taken batches
+        are closed to further appends.
         """
         ready: dict[TopicPartition, list[ProducerBatch]] = {}
         expired: list[ProducerBatch] = []
@@ -282,7 +331,7 @@ class RecordAccumulator:
                     continue
                 while dq and dq[0].deadline <= now:
                     expired.append(dq.popleft())
-                taken: list[ProducerBatch] = []
+                taken: list[ProducerBatch] | None = None  # (no list per partition looked at)
                 total = 0
                 while dq:
                     b = dq[0]
@@ -293,20 +342,28 @@ class RecordAccumulator:
                         due = b.created + linger
                         next_at = due if next_at is None else min(next_at, due)
                         break
+                    if held is not None and not (force or b.full or b.attempts) and held(tp):
+                        break  # (no next_at: the end of the busy request wakes the sender)
                     if taken and (total + b.size > limit or b.attempts != taken[0].attempts):
                         break  # (a retried request goes out again with the same batches)
                     b.full = True
-                    taken.append(dq.popleft())
+                    if taken is None:
+                        taken = [dq.popleft()]
+                    else:
+                        taken.append(dq.popleft())
                     total += b.size
-                if taken:
+                if taken is not None:
                     ready[tp] = taken
                 if not dq:
                     emptied.append(tp)
             # only partitions with queued batches stay: a drain costs O(partitions with
             # data), not O(partitions ever written to) (one producer over 5,000 partitions
             # drains after nearly every record)
+            full = self._full
             for tp in emptied:
                 del self.batches[tp]
+                full.discard(tp)
+            self.sender_deadline = next_at
         return ready, expired, next_at
 
     def pop_expired(self, now: float) -> list[ProducerBatch]:
@@ -316,6 +373,7 @@ class RecordAccumulator:
             for dq in self.batches.values():
                 while dq and dq[0].deadline <= now:
                     out.append(dq.popleft())
+            self.sender_deadline = None  # the sender waits to be woken
         return out
 
     def queued(self) -> list[ProducerBatch]:
@@ -329,13 +387,20 @@ class RecordAccumulator:
         out: list[ProducerBatch] = []
         total = 0
         with self.lock:
-            for tp in partitions:
+            full = self._full
+            if not full:
+                return out
+            for tp in [tp for tp in full if tp in partitions]:
+                found = False
                 for b in self.batches.get(tp, ()):
                     if not b.full or total >= limit:
                         break
                     if b.payload is None:
                         out.append(b)
                         total += b.size
+                        found = True
+                if not found and total < limit:
+                    full.discard(tp)  # nothing full and unencoded left there
         return out
 
     def reenqueue(self, batches: list[ProducerBatch], retry_at: float) -> None:
@@ -347,9 +412,42 @@ class RecordAccumulator:
 
     def release(self, batch: ProducerBatch) -> None:
         """The batch is finished (acknowledged or failed): free its bytes."""
+        self.release_many((batch,))
+
+    def release_many(self, batches: Iterable[ProducerBatch]) -> None:
+        """The batches are finished (an answered request's, or one failed): their bytes freed
+        under one lock, and counted off the flushes waiting for them. Loop thread: a flush
+        whose last batch this was resolves its future here, and its waiter runs on a later
+        turn of the loop, after the caller has resolved these batches' records."""
         with self.lock:
-            self.buffered -= batch.size
-            self.incomplete.discard(batch)
+            incomplete = self.incomplete
+            flushes = self.flushes
+            for b in batches:
+                self.buffered -= b.size
+                if flushes and b in incomplete:
+                    for f in list(flushes):
+                        if b.seq <= f.upto:
+                            f.remaining -= 1
+                            if not f.remaining:
+                                flushes.remove(f)
+                                f.fire()
+                incomplete.discard(b)
+
+    def start_flush(self, fire: Callable[[], None]) -> FlushCountdown | None:
+        """A countdown of the batches incomplete now (None when there are none); `fire` is
+        called once they are all finished. Loop thread."""
+        with self.lock:
+            if not self.incomplete:
+                return None
+            f = FlushCountdown(self._made, len(self.incomplete), fire)
+            self.flushes.append(f)
+            return f
+
+    def end_flush(self, f: FlushCountdown) -> None:
+        """Forget a flush that stopped waiting (timed out or cancelled)."""
+        with self.lock:
+            if f in self.flushes:
+                self.flushes.remove(f)
 
     def take_all(self) -> list[ProducerBatch]:
         """Remove every queued batch (for an aborting close)."""

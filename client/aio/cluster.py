@@ -7,7 +7,10 @@ read `ClusterClient.metadata` without a lock.
 `ClusterClient` keeps one `BrokerConnection` per broker node (plus bootstrap connections),
 refreshes metadata on demand (coalescing concurrent refreshes), when it is older than
 metadata.max.age.ms, and when callers report NOT_LEADER_OR_FOLLOWER /
-UNKNOWN_TOPIC_OR_PARTITION (`request_update()`). Loop-owned: call it on its event loop only.
+UNKNOWN_TOPIC_OR_PARTITION (`request_update()`). A topic met for the first time while the rest
+is fresh is asked for alone (Kafka's KIP-526): a producer writing to its 50th topic does not
+fetch the other 49 again, so starting on N topics costs N topics of answers, not N²/2.
+Loop-owned: call it on its event loop only.
 """
 
 from __future__ import annotations
@@ -59,9 +62,11 @@ class ClusterMetadata:
 
     @classmethod
     def from_response(
-        cls, body: dict, previous: ClusterMetadata | None, full: bool
+        cls, body: dict, previous: ClusterMetadata | None, full: bool, keep_age: bool = False
     ) -> ClusterMetadata:
-        """Merge a Metadata response into `previous` (replacing it when `full`)."""
+        """Merge a Metadata response into `previous` (replacing it when `full`). `keep_age`:
+        the response covers only some of the topics (the rest is as old as before), so
+        `updated_at` stays `previous`'s."""
         brokers = {
             b["node_id"]: BrokerDescription(b["node_id"], b["host"], b["port"], b["rack"])
             for b in body["brokers"]
@@ -91,8 +96,14 @@ class ClusterMetadata:
                     key=lambda p: p.partition,
                 )
             )
+        updated_at = previous.updated_at if keep_age and previous is not None else 0.0
         return cls(
-            brokers, topics, errors, body["cluster_id"], body["controller_id"], time.monotonic()
+            brokers,
+            topics,
+            errors,
+            body["cluster_id"],
+            body["controller_id"],
+            updated_at or time.monotonic(),
         )
 
     def partitions_for(self, topic: str) -> list[int] | None:
@@ -148,8 +159,9 @@ class ClusterClient:
         self._bootstrap = list(config.bootstrap_servers)
         self._bootstrap_conn: BrokerConnection | None = None
         self._refresh_task: asyncio.Task | None = None
-        self._need_update = True
+        self._need_update = True  # every topic must be asked for again (an error, a new client)
         self._topics: set[str] = set()  # topics this client cares about (None = all)
+        self._new_topics: set[str] = set()  # of those, the ones not asked for yet
         self._all_topics = False
         self._closed = False
         self._backoff_until: dict[int, float] = {}
@@ -162,11 +174,12 @@ class ClusterClient:
     # -- topics of interest ----------------------------------------------------------------------
 
     def add_topics(self, topics: Iterable[str]) -> bool:
-        """Track `topics`; True if any is new (metadata needs a refresh)."""
+        """Track `topics`; True if any is new (metadata needs a refresh: of the new ones alone
+        when the rest is fresh)."""
         new = set(topics) - self._topics
         if new:
             self._topics |= new
-            self._need_update = True
+            self._new_topics |= new
         return bool(new)
 
     def request_update(self, avoid: int | None = None) -> None:
@@ -179,8 +192,12 @@ class ClusterClient:
 
     @property
     def stale(self) -> bool:
+        return self._need_update or bool(self._new_topics) or self._aged
+
+    @property
+    def _aged(self) -> bool:
         age_ms = (time.monotonic() - self.metadata.updated_at) * 1000
-        return self._need_update or age_ms > self.config.metadata_max_age_ms
+        return age_ms > self.config.metadata_max_age_ms
 
     # -- metadata ------------------------------------------------------------------------------
 
@@ -195,9 +212,11 @@ class ClusterClient:
             return await self._fetch_metadata(None)
         task = self._refresh_task
         if task is None or task.done():
-            task = self._refresh_task = asyncio.ensure_future(
-                self._fetch_metadata(sorted(self._topics))
-            )
+            if self._need_update or self._aged or not self._new_topics:
+                ask, partial = sorted(self._topics), False
+            else:  # the rest is fresh: only the topics not asked for yet (KIP-526)
+                ask, partial = sorted(self._new_topics), True
+            task = self._refresh_task = asyncio.ensure_future(self._fetch_metadata(ask, partial))
             task.add_done_callback(_retrieve)
         return await asyncio.shield(task)
 
@@ -209,19 +228,24 @@ class ClusterClient:
         self._check_open()
         topics = list(topics)
         self.add_topics(topics)
-        need = self._need_update
-        try:
-            return await self._fetch_metadata(sorted(set(topics)))
-        finally:
-            self._need_update = self._need_update or need
+        return await self._fetch_metadata(sorted(set(topics)), partial=True)
 
     async def maybe_refresh(self) -> ClusterMetadata:
         if self.stale:
             return await self.refresh()
         return self.metadata
 
-    async def _fetch_metadata(self, topics: list[str] | None) -> ClusterMetadata:
-        self._need_update = False
+    async def _fetch_metadata(
+        self, topics: list[str] | None, partial: bool = False
+    ) -> ClusterMetadata:
+        """Ask for `topics` (None: every topic) and merge the answer. `partial`: only some of
+        the tracked topics, so a full refresh still owed stays owed and the age is kept."""
+        asked = () if topics is None else topics
+        if partial:
+            self._new_topics.difference_update(asked)
+        else:
+            self._need_update = False
+            self._new_topics.clear()
         req = {
             "topics": None if topics is None else [{"name": t} for t in topics],
             "allow_auto_topic_creation": self.allow_auto_topic_creation and topics is not None,
@@ -230,12 +254,18 @@ class ClusterClient:
             conn = await self.any_connection(avoid=self._avoid)
             body: Any = await conn.request(ApiKey.METADATA, req)
         except BaseException:
-            self._need_update = True
+            if partial:  # still not asked for
+                self._new_topics.update(t for t in asked if t in self._topics)
+            else:
+                self._need_update = True
             raise
         if conn.node_id != self._avoid:
             self._avoid = None
         md = ClusterMetadata.from_response(
-            body, self.metadata, full=topics is None or not self.metadata.updated_at
+            body,
+            self.metadata,
+            full=topics is None or not self.metadata.updated_at,
+            keep_age=partial and bool(self.metadata.updated_at),
         )
         self.metadata = md
         self._drop_departed(md)
@@ -265,6 +295,8 @@ class ClusterClient:
             md = self.metadata
             if topic in md.topics and not self._need_update:
                 return md
+            if topic not in md.topics:
+                self._new_topics.add(topic)  # asked for again, alone when the rest is fresh
             try:
                 md = await self.refresh()
                 if topic in md.topics:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import socket
 from typing import Any
 
 from client.errors import (
@@ -34,6 +35,7 @@ from client.protocol import (
     encode_request,
     encode_request_parts,
 )
+from client.protocol.fast_checks import RESPONSE_FAST_CHECKS
 from client.protocol.frame_reader import FrameReader, socket_queued_bytes
 
 log = logging.getLogger(__name__)
@@ -144,9 +146,15 @@ class BrokerConnection:
         assert self._transport is not None
         sock = self._transport.get_extra_info("socket")
         if sock is not None:
-            import socket
-
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except (OSError, ValueError) as exc:
+                # the peer reset the connection as it was made: uvloop's socket then has no
+                # descriptor left (ValueError), the kernel's says EBADF/ECONNRESET (OSError)
+                self.close()
+                raise ConnectionFailedError(
+                    f"cannot connect to {self.address}: closed at once ({exc})"
+                ) from exc
         self._connected = True
         body = await self.request(ApiKey.API_VERSIONS, {}, version=0)
         assert body is not None
@@ -210,6 +218,7 @@ class BrokerConnection:
         if version is None:
             version = self.version_for(api_key)
         await self._slots.acquire()
+        held = True  # the in-flight slot, released once (acks=0: as soon as it is written)
         try:
             if self._closed_exc is not None:
                 raise self._raise_closed()
@@ -223,6 +232,8 @@ class BrokerConnection:
             assert transport is not None
             if not expect_response:
                 transport.writelines(frame)
+                held = False
+                self._slots.release()  # nothing comes back: the slot is free once written
                 await self._drain()
                 return None
             fut = asyncio.get_running_loop().create_future()
@@ -233,7 +244,8 @@ class BrokerConnection:
             if self._protocol is not None and self._protocol.paused:
                 await self._drain()
         except BaseException:
-            self._slots.release()
+            if held:
+                self._slots.release()
             raise
         try:
             raw = await fut
@@ -252,6 +264,9 @@ class BrokerConnection:
             raise self._raise_closed()
 
     def _check(self, api_key: int, version: int, raw: dict) -> dict:
+        fast = RESPONSE_FAST_CHECKS.get(api_key)
+        if fast is not None and fast(raw) is not None:
+            return raw  # exactly what the schema check would return (fast_checks.py)
         spec = API_SPECS[api_key]
         try:
             return spec.check_response(raw, version)

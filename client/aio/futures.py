@@ -15,6 +15,8 @@ import threading
 from concurrent.futures._base import FINISHED, RUNNING
 from typing import Any
 
+from client.aio.types import RecordMetadata, TopicPartition
+
 log = logging.getLogger(__name__)
 
 _LOCK = threading.Lock()  # guards lazy waiter objects and callback lists of every future
@@ -32,6 +34,9 @@ class DeliveryFuture(concurrent.futures.Future):
         "_done_callbacks",
         "_event",
         "_cond",
+        "_tp",
+        "_offset",
+        "_timestamp",
     )
 
     def __init__(self) -> None:  # no super().__init__: no Condition until someone waits
@@ -42,6 +47,9 @@ class DeliveryFuture(concurrent.futures.Future):
         self._done_callbacks: Any = None  # None, one callable, or a list of them
         self._event: threading.Event | None = None
         self._cond: threading.Condition | None = None
+        self._tp: TopicPartition | None = None  # set_acked: the result, made when asked for
+        self._offset = -1
+        self._timestamp = -1
 
     @property
     def _condition(self) -> threading.Condition:  # type: ignore[override]
@@ -82,7 +90,13 @@ class DeliveryFuture(concurrent.futures.Future):
         self._wait(timeout)
         if self._exception is not None:
             raise self._exception
-        return self._result
+        result = self._result
+        tp = self._tp
+        if result is None and tp is not None:
+            result = self._result = RecordMetadata(
+                tp.topic, tp.partition, self._offset, self._timestamp
+            )
+        return result
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         self._wait(timeout)
@@ -109,6 +123,16 @@ class DeliveryFuture(concurrent.futures.Future):
 
     def set_result(self, result: Any) -> None:
         self._finish(result, None)
+
+    def set_acked(self, tp: TopicPartition, offset: int, timestamp: int) -> None:
+        """Resolve to RecordMetadata(tp.topic, tp.partition, offset, timestamp), made when
+        result() first asks for it: an application that keeps many futures and never reads
+        their results keeps one object per record for the cyclic GC to walk, not two (the
+        producer resolves tens of thousands a second; full collections walk them all)."""
+        self._tp = tp
+        self._offset = offset
+        self._timestamp = timestamp
+        self._finish(None, None)
 
     def set_exception(self, exception: BaseException | None) -> None:
         self._finish(None, exception)

@@ -22,6 +22,7 @@ safe from other threads (the sync facade's fast path); they never block.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
 import time
@@ -77,6 +78,7 @@ class Producer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = 0
         self._wake_pending = False
+        self._tps: dict[str, list[TopicPartition]] = {}  # topic -> its TopicPartitions
         self._acc = RecordAccumulator(
             batch_size=cfg.batch_size,
             linger_ms=cfg.linger_ms,
@@ -136,26 +138,21 @@ class Producer:
             return
         sender = self._sender
         assert sender is not None
-        loop = asyncio.get_running_loop()
-        with self._acc.lock:
-            pending = list(self._acc.incomplete)
-            waiters = []
-            for b in pending:
-                w = loop.create_future()
-                b.done_waiters.append(w)
-                waiters.append(w)
-        if not waiters:
+        done = asyncio.get_running_loop().create_future()
+        countdown = self._acc.start_flush(functools.partial(_resolve, done))
+        if countdown is None:
             return
         sender.flushing += 1
         sender.wake_event.set()
         try:
-            done, not_done = await asyncio.wait(waiters, timeout=timeout)
-            if not_done:
-                raise GregorTimeoutError(
-                    f"flush: {len(not_done)} batches still undelivered after {timeout} s"
-                )
+            await asyncio.wait_for(asyncio.shield(done), timeout)
+        except TimeoutError:
+            raise GregorTimeoutError(
+                f"flush: {countdown.remaining} batches still undelivered after {timeout} s"
+            ) from None
         finally:
             sender.flushing -= 1
+            self._acc.end_flush(countdown)
 
     # -- sending -------------------------------------------------------------------------------
 
@@ -286,9 +283,10 @@ class Producer:
             return "partition"  # maybe added since the last refresh: wait for it
         elif partition < 0:
             raise ConfigError(f"partition {partition} of {topic!r}: must be >= 0")
-        ok, full = self._acc.try_append(
-            TopicPartition(topic, partition), ts, key, value, hdrs, size, fut
-        )
+        tps = self._tps.get(topic)
+        if tps is None or partition >= len(tps):  # (kept: no new tuple per record)
+            tps = self._tps[topic] = [TopicPartition(topic, p) for p in range(n)]
+        ok, full = self._acc.try_append(tps[partition], ts, key, value, hdrs, size, fut)
         if not ok:
             return "space"
         if full and sticky:
@@ -416,3 +414,8 @@ class Producer:
         self._wake_pending = False
         if self._sender is not None:
             self._sender.wake_event.set()
+
+
+def _resolve(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_result(None)

@@ -36,8 +36,16 @@ _ZSTD_CHUNK = 1 << 20
 _modules: dict[int, Any] = {}
 
 
+_BY_NAME: dict[str | None, int] = {None: NONE}  # the common spellings, one lookup
+_BY_NAME.update(CODEC_IDS)
+
+
 def codec_id(compression: str | int | None) -> int:
     """'none'/None/'gzip'/'lz4'/'zstd' (or a known id) → codec id; ValueError otherwise."""
+    if type(compression) is str or compression is None:
+        found = _BY_NAME.get(compression)  # type: ignore[arg-type]
+        if found is not None:
+            return found  # (called once per batch built)
     if compression is None:
         return NONE
     if isinstance(compression, int) and not isinstance(compression, bool):

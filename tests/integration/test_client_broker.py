@@ -147,3 +147,80 @@ def test_large_requests_go_out_vectored_and_arrive_whole(broker, monkeypatch) ->
         recs = [r for r in got if r.partition == part]
         assert [r.value for r in recs] == want
         assert [r.offset for r in recs] == list(range(1500))
+
+
+def test_acks_0_producer_keeps_sending_past_its_in_flight_limit(broker) -> None:
+    # Regression: a request with no answer (acks=0) kept its in-flight slot for good, so an
+    # acks=0 producer stalled after max.in.flight.requests.per.connection requests.
+    with Admin(bootstrap_servers=broker.bootstrap) as admin:
+        admin.create_topic("acks0", partitions=1)
+    cfg = {"bootstrap.servers": broker.bootstrap, "acks": 0, "linger.ms": 0}
+    with Producer({**cfg, "max.in.flight.requests.per.connection": 2}) as p:
+        for i in range(12):  # each flush sends (at least) one request
+            p.send("acks0", b"r%d" % i, partition=0)
+            p.flush(10)
+    with Consumer(bootstrap_servers=broker.bootstrap) as c:
+        c.assign([TopicPartition("acks0", 0)])
+        got = poll_n(c, 12, timeout=15)
+    assert [r.value for r in got] == [b"r%d" % i for i in range(12)]
+
+
+def test_connect_closed_at_once_is_a_connection_failure(broker, monkeypatch) -> None:
+    """Regression (container tier, CI): the peer reset a connection as it was made, and
+    uvloop's socket had no descriptor left when TCP_NODELAY was set: a ValueError escaped
+    connect() instead of ConnectionFailedError, and the producer's request task died with it."""
+    from client.aio.connection import BrokerConnection
+    from client.errors import ConnectionFailedError
+
+    class GoneSocket:
+        def setsockopt(self, *args: object) -> None:
+            raise ValueError("negative file descriptor")
+
+    host, port = broker.bootstrap.rsplit(":", 1)
+
+    async def go() -> None:
+        loop = asyncio.get_running_loop()
+        real = loop.create_connection
+        made = []
+
+        async def create_connection(*args, **kwargs):
+            tr, pr = await real(*args, **kwargs)
+            made.append(tr)
+            monkeypatch.setattr(tr, "get_extra_info", lambda name, default=None: GoneSocket())
+            return tr, pr
+
+        monkeypatch.setattr(loop, "create_connection", create_connection)
+        conn = BrokerConnection(host, int(port))
+        with pytest.raises(ConnectionFailedError, match="closed at once"):
+            await conn.connect()
+        assert made and made[0].is_closing()
+        assert not conn.connected
+
+    asyncio.run(go())
+
+
+def test_an_unexpected_send_failure_is_retried_not_stranded(broker, monkeypatch) -> None:
+    """Regression: an exception that is not a GregorError out of the request path left the
+    request's batches muted and unfinished, so flush() waited for them for good."""
+    from client.aio.cluster import ClusterClient
+
+    real = ClusterClient.send
+    failed = []
+
+    async def send(self, node, api_key, *args, **kwargs):
+        if api_key == ApiKey.PRODUCE and not failed:
+            failed.append(node)
+            raise ValueError("negative file descriptor")
+        return await real(self, node, api_key, *args, **kwargs)
+
+    monkeypatch.setattr(ClusterClient, "send", send)
+    with Admin(bootstrap_servers=broker.bootstrap) as admin:
+        admin.create_topic("stranded", partitions=1)
+    with Producer(bootstrap_servers=broker.bootstrap, linger_ms=0, retry_backoff_ms=10) as p:
+        md = p.send("stranded", b"once", partition=0).result(15)
+        p.flush(15)
+    assert failed and md.offset == 0
+    with Consumer(bootstrap_servers=broker.bootstrap) as c:
+        c.assign([TopicPartition("stranded", 0)])
+        got = poll_n(c, 1, timeout=15)
+    assert [r.value for r in got] == [b"once"]

@@ -435,3 +435,52 @@ async def test_a_request_to_a_broker_that_left_the_metadata_fails_retriably(brok
         with pytest.raises(ConnectionFailedError, match="left the cluster metadata") as info:
             await pending
         assert info.value.retriable
+
+
+def test_flush_times_out_naming_what_is_undelivered_then_completes(broker, proxy) -> None:
+    """A flush waits for the batches incomplete when it began (one countdown, not a future per
+    batch): with the leader's answer held back it times out naming how many are left; a later
+    flush sees them delivered."""
+    create_topic(broker.bootstrap, "fl", partitions=3)
+    with Producer(bootstrap_servers=proxy.bootstrap, linger_ms=0) as p:
+        p.partitions_for("fl")
+        proxy.delay(ApiKey.PRODUCE, 2.0)
+        futs = [p.send("fl", b"v%d" % i, partition=i % 3) for i in range(30)]
+        with pytest.raises(GregorTimeoutError, match=r"flush: [1-9]\d* batches still undelivered"):
+            p.flush(timeout=0.3)
+        p.flush(timeout=30)
+        assert all(f.done() for f in futs)
+        assert sorted(f.result().partition for f in futs) == sorted(i % 3 for i in range(30))
+    assert proxy.applied("delay") == 1
+    assert len(read_log(broker.bootstrap, "fl", 3)) == 30
+
+
+def _metadata_asks(proxy: FaultProxy) -> list[list[str] | None]:
+    """The topics each Metadata request through the proxy named (None: every topic)."""
+    out: list[list[str] | None] = []
+    for _key, body in proxy.requests(ApiKey.METADATA):
+        topics = body.get("topics")
+        out.append(None if topics is None else sorted(t["name"] for t in topics))
+    return out
+
+
+def test_a_new_topic_is_asked_for_alone_while_the_rest_is_fresh(broker, proxy) -> None:
+    """KIP-526: a producer meeting its topics one by one asks for each new one alone (it asked
+    for every known topic each time: N topics cost N²/2 topics of answers); a refresh owed
+    for another reason (here a NOT_LEADER answer) still asks for all of them."""
+    names = [f"k{i}" for i in range(5)]
+    with Admin(bootstrap_servers=broker.bootstrap) as admin:
+        for name in names:
+            admin.create_topic(name, partitions=2)
+    with Producer(bootstrap_servers=proxy.bootstrap, linger_ms=0, retry_backoff_ms=1) as p:
+        p.partitions_for(names[0])
+        before = len(_metadata_asks(proxy))
+        for name in names[1:]:
+            assert p.partitions_for(name) == [0, 1]
+        assert _metadata_asks(proxy)[before:] == [[n] for n in names[1:]]
+        assert p.send(names[4], b"a", partition=1).result(10).offset == 0
+        proxy.inject_error(ApiKey.PRODUCE, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        before = len(_metadata_asks(proxy))
+        assert p.send(names[2], b"b", partition=0).result(10).offset == 0
+        assert sorted(names) in _metadata_asks(proxy)[before:]  # the owed refresh: every topic
+    assert proxy.applied("error") == 1

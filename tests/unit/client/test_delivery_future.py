@@ -73,3 +73,23 @@ def test_a_pending_future_holds_no_containers() -> None:
     f.set_result(1)
     assert not [o for o in gc.get_referents(f) if isinstance(o, (list, dict))]
     assert concurrent.futures.wait([f], timeout=1).done == {f}
+
+
+def test_set_acked_makes_its_record_metadata_when_asked() -> None:
+    """The producer resolves a record's future with its partition, offset and timestamp; the
+    RecordMetadata is made on the first result() and kept (callbacks and wait() see it)."""
+    from client.aio.types import RecordMetadata, TopicPartition
+
+    f = DeliveryFuture()
+    seen: list = []
+    f.add_done_callback(lambda fut: seen.append(fut.result()))
+    waiter = threading.Thread(target=lambda: seen.append(concurrent.futures.wait([f], 5)))
+    waiter.start()
+    f.set_acked(TopicPartition("t", 3), 17, 1_700_000_000_000)
+    waiter.join(5)
+    md = f.result(0)
+    assert md == RecordMetadata("t", 3, 17, 1_700_000_000_000) and isinstance(md, RecordMetadata)
+    assert f.result(0) is md and seen[0] is md and f.exception(0) is None
+    assert f in seen[1].done
+    with pytest.raises(concurrent.futures.InvalidStateError):
+        f.set_acked(TopicPartition("t", 3), 18, 0)
