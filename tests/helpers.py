@@ -65,6 +65,24 @@ def poll_n(consumer: Any, n: int, timeout: float = 10.0) -> list:
     return out
 
 
+def read_to_end(bootstrap: str, topic: str, partition: int = 0, timeout: float = 60.0) -> list:
+    """Every record of one partition, from offset 0 to its end offset when asked (a compacted
+    log's gaps included); fails after `timeout` s."""
+    from client import Consumer, TopicPartition
+
+    tp = TopicPartition(topic, partition)
+    out: list = []
+    with Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as c:
+        c.assign([tp])
+        c.seek(tp, 0)
+        end = c.end_offsets([tp])[tp]
+        deadline = time.monotonic() + timeout
+        while c.position(tp) < end:
+            assert time.monotonic() < deadline, f"position {c.position(tp)} never reached {end}"
+            out += c.poll(timeout_ms=200)
+    return out
+
+
 class GatedDispatch:
     """A broker `dispatch` that records each request's correlation id and holds it until
     `gate` is set (at most `timeout` s), then dispatches it: for tests of what the broker does

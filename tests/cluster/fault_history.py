@@ -33,6 +33,8 @@ class History:
         into this one takes its own range); `mode` "a" appends to an earlier run's file."""
         self._lock = threading.Lock()
         self._ops = itertools.count(op_base)
+        if path is not None and mode == "a":
+            _drop_torn_tail(Path(path))
         self._file: TextIO | None = (
             open(path, mode, buffering=1) if path is not None else None  # noqa: SIM115
         )  # line-buffered: a SIGKILLed writer loses at most its last line
@@ -125,5 +127,24 @@ class History:
 
 
 def read_history(path: Path | str) -> list[dict[str, Any]]:
+    """The entries of a history file. A last line with no newline is left out: its writer is
+    still writing it (a reader running beside a live producer process can see half a line) or
+    was killed in the middle of it. An invoke is written before its request is sent, so a torn
+    invoke was never sent; a torn completion leaves its op unknown, as if the writer had died
+    before recording it."""
     with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+        text = f.read()
+    lines = text.split("\n")[:-1]  # the piece after the last newline is unfinished (or "")
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def _drop_torn_tail(path: Path) -> None:
+    """Before appending to a killed writer's file, cut its unfinished last line, so the new
+    writer's first entry does not join it."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return
+    if data and not data.endswith(b"\n"):
+        with open(path, "r+b") as f:
+            f.truncate(data.rfind(b"\n") + 1)

@@ -8,9 +8,9 @@ from __future__ import annotations
 import signal
 
 import pytest
-from helpers import wait_until
+from helpers import read_to_end, wait_until
 
-from client import Admin, Consumer, Producer, TopicPartition
+from client import Admin, Producer
 
 KEYS = 15
 
@@ -21,13 +21,7 @@ def _describe(bootstrap: str):
 
 
 def _read_latest(bootstrap: str) -> tuple[dict[bytes, bytes], list[int]]:
-    tp = TopicPartition("ck", 0)
-    got: list = []
-    with Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as c:
-        c.assign([tp])
-        c.seek(tp, 0)
-        end = c.end_offsets([tp])[tp]
-        wait_until(lambda: got.extend(c.poll(timeout_ms=200)) or c.position(tp) >= end, 60, "read")
+    got = read_to_end(bootstrap, "ck")
     return {r.key: r.value for r in got}, [r.offset for r in got]
 
 

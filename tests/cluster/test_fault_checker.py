@@ -198,3 +198,22 @@ def test_each_planted_anomaly_is_caught(plant, caught_by) -> None:
     report = check(entries, final, events)
     flagged = {name for name in report["anomalies"]}
     assert not report["valid"] and flagged == caught_by, report["anomalies"]
+
+
+def test_a_torn_last_line_is_left_out_and_cut_before_appending(tmp_path) -> None:
+    """A reader beside a live writer can see half a line; a killed writer can leave one. The
+    reader skips it, and a writer appending after a kill cuts it first."""
+    path = tmp_path / "history.jsonl"
+    h = History(path)
+    h.ok(h.invoke("p1", "send", 0, "v0"), 0)
+    h.close()
+    whole = path.read_text()
+    path.write_text(whole + '{"type": "ok", "o')
+    assert [e["type"] for e in read_history(path)] == ["invoke", "ok"]
+    h2 = History(path, op_base=100, mode="a")
+    h2.invoke("p1", "send", 0, "v1")
+    h2.close()
+    assert path.read_text().startswith(whole)
+    assert [(e["type"], e["op"]) for e in read_history(path)] == [
+        ("invoke", 0), ("ok", 0), ("invoke", 100)
+    ]  # fmt: skip

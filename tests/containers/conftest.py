@@ -91,3 +91,9 @@ def _logs_on_failure(request: pytest.FixtureRequest) -> Iterator[None]:
     if rep is not None and rep.failed and "compose_cluster" in request.fixturenames:
         cluster = request.getfixturevalue("compose_cluster")
         print(f"\n--- compose logs ({cluster.project}) ---\n{cluster.logs()}")
+        # A failed test may have left a node killed or cut off: the next test starts from a
+        # whole cluster, so one failure is reported once, not again by every test after it.
+        try:
+            cluster.up()
+        except Exception as exc:  # noqa: BLE001 - the next test then fails on its own
+            print(f"could not bring the cluster whole again: {exc}")

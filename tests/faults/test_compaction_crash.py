@@ -14,12 +14,11 @@ import os
 import random
 import signal
 import threading
-import time
 
 import pytest
-from helpers import wait_until
+from helpers import read_to_end, wait_until
 
-from client import Admin, Consumer, Producer, TopicPartition
+from client import Admin, Producer
 
 KEYS = 40
 
@@ -46,20 +45,6 @@ class Writer(threading.Thread):
                     seq += 1
         except Exception:  # the server died under us: expected
             pass
-
-
-def _read_all(bootstrap: str) -> list:
-    tp = TopicPartition("kc", 0)
-    out: list = []
-    with Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as c:
-        c.assign([tp])
-        c.seek(tp, 0)
-        end = c.end_offsets([tp])[tp]
-        deadline = time.monotonic() + 60
-        while c.position(tp) < end:
-            assert time.monotonic() < deadline, f"position {c.position(tp)} never reached {end}"
-            out += c.poll(timeout_ms=200)
-    return out
 
 
 @pytest.mark.slow
@@ -92,7 +77,7 @@ def test_sigkill_while_cleaning_loses_no_latest_value(gregor_process, tmp_path, 
 
     gp2 = gregor_process(data_dir=data)
     assert "UNCLEAN" in gp2.stderr()
-    got = _read_all(gp2.bootstrap)
+    got = read_to_end(gp2.bootstrap, "kc")
     offsets = [r.offset for r in got]
     assert offsets == sorted(set(offsets))
     seqs = []
