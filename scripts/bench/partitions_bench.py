@@ -1,6 +1,6 @@
 #!/usr/bin/env python
-"""Many partitions on one broker: a real `gregor server` subprocess per partition count; prints
-one JSON object.
+"""Many partitions on one broker (or on 3 brokers at replication factor 3, --brokers 3): a real
+`gregor server` subprocess per partition count; prints one JSON object.
 
 For each count (default 1,000 / 5,000 / 10,000, in topics of --per-topic partitions) on a fresh
 data dir:
@@ -15,8 +15,13 @@ data dir:
 And in process: a metadata image of --image-partitions partitions (default 100,000) built one
 100-partition topic delta at a time (first / median / last delta), snapshotted, loaded back.
 
+--brokers 3: a fresh cluster of 3 `gregor controller` and 3 `gregor broker` processes per count
+instead, on loopback, the same figures per node and a broker restarted until it is back in
+every ISR (scripts/bench/_partitions_cluster.py).
+
     .venv/bin/python scripts/bench/partitions_bench.py [--counts 1000,5000,10000]
-        [--per-topic 100] [--records 200000] [--data-dir DIR]
+        [--per-topic 100] [--records 200000] [--data-dir DIR] [--brokers 1|3]
+        [--restart-timeout 600]
 """
 
 from __future__ import annotations
@@ -36,9 +41,14 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _partitions_cluster import run_count_cluster  # noqa: E402
+from _partitions_common import (  # noqa: E402
+    create_stats,
+    idle_cpu_percent,
+    list_and_produce,
+    proc_stats,
+)
 from _server import READY, Server, gregor_command, stop_server  # noqa: E402
-
-VALUE = b"x" * 100
 
 
 def start_server(data_dir: str) -> Server:
@@ -74,24 +84,6 @@ def start_server(data_dir: str) -> Server:
     raise SystemExit(f"gregor server not ready (exit {proc.poll()}):\n{tail}")
 
 
-def _proc_stats(pid: int) -> dict:
-    with open(f"/proc/{pid}/status") as f:
-        rss_kib = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
-    return {"rss_mib": round(rss_kib / 1024, 1), "open_fds": len(os.listdir(f"/proc/{pid}/fd"))}
-
-
-def _cpu_s(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _idle_cpu_percent(pid: int, seconds: float) -> float:
-    c0, t0 = _cpu_s(pid), time.monotonic()
-    time.sleep(seconds)  # a benchmark measuring an idle process, not a test
-    return round(100 * (_cpu_s(pid) - c0) / (time.monotonic() - t0), 2)
-
-
 def _all_led(bootstrap: str, topics: list[str], per_topic: int, timeout: float) -> float:
     """Seconds until Metadata shows a leader for every partition of `topics`."""
     from client import Admin
@@ -109,33 +101,6 @@ def _all_led(bootstrap: str, topics: list[str], per_topic: int, timeout: float) 
                 pass
             time.sleep(0.05)
     raise SystemExit(f"not every partition led within {timeout} s")
-
-
-def _produce(
-    bootstrap: str, targets: list[tuple[str, int]], records: int, linger_ms: int = 5
-) -> dict:
-    """One producer, acks=all, `records` 100-byte records spread round-robin over `targets`."""
-    from client import Producer
-
-    cfg = {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": linger_ms}
-    with Producer(cfg) as producer:
-        for topic in sorted({t for t, _ in targets}):
-            producer.partitions_for(topic)
-        n = len(targets)
-        t0 = time.monotonic()
-        futs = [producer.send(targets[i % n][0], VALUE, partition=targets[i % n][1])
-                for i in range(records)]  # fmt: skip
-        producer.flush()
-        elapsed = time.monotonic() - t0
-    errors = sum(1 for f in futs if f.exception() is not None)
-    return {
-        "partitions": n,
-        "records": records,
-        "records_per_s": round(records / elapsed, 1),
-        "seconds": round(elapsed, 2),
-        "errors": errors,
-        "linger_ms": linger_ms,
-    }
 
 
 def metadata_image(partitions: int, per_topic: int) -> dict:
@@ -199,42 +164,17 @@ def run_count(count: int, args: argparse.Namespace, base: str) -> dict:
                 t0 = time.monotonic()
                 admin.create_topic(name, partitions=per_topic)
                 times.append(time.monotonic() - t0)
-        tenth = max(1, len(times) // 10)
-        out["create_s"] = {
-            "first": round(times[0], 4),
-            "median": round(statistics.median(times), 4),
-            "last": round(times[-1], 4),
-            "first_tenth_median": round(statistics.median(times[:tenth]), 4),
-            "last_tenth_median": round(statistics.median(times[-tenth:]), 4),
-            "total": round(sum(times), 2),
-        }
+        out["create_s"] = create_stats(times)
         out["all_led_after_create_s"] = round(_all_led(server.bootstrap, topics, per_topic, 300), 2)
-        out["idle"] = _proc_stats(server.proc.pid)
-        out["idle"]["cpu_percent"] = _idle_cpu_percent(server.proc.pid, args.idle_seconds)
-        with Admin({"bootstrap.servers": server.bootstrap}) as admin:
-            t0 = time.monotonic()
-            listed = admin.list_topics()
-            out["list_topics_s"] = round(time.monotonic() - t0, 3)
-            assert len([t for t in listed if t.startswith("p")]) == len(topics), len(listed)
-        one = [(topics[0], 0)]
-        every = [(t, p) for p in range(per_topic) for t in topics]
-        out["produce_one_partition"] = _produce(server.bootstrap, one, args.records)
-        # the first pass writes each partition's first batch (a new leader epoch: its
-        # checkpoint file is written and the partition directory fsynced once); the second
-        # is the steady state
-        out["produce_round_robin_first"] = _produce(server.bootstrap, every, args.records)
-        out["produce_round_robin"] = _produce(server.bootstrap, every, args.records)
-        out["round_robin_vs_one"] = round(
-            out["produce_round_robin"]["records_per_s"]
-            / out["produce_one_partition"]["records_per_s"],
-            3,
-        )
-        out["after_produce"] = _proc_stats(server.proc.pid)
+        out["idle"] = proc_stats(server.proc.pid)
+        out["idle"]["cpu_percent"] = idle_cpu_percent([server.proc.pid], args.idle_seconds)[0]
+        out.update(list_and_produce(server.bootstrap, topics, per_topic, args.records))
+        out["after_produce"] = proc_stats(server.proc.pid)
         stop_server(server.proc)  # clean stop
         server = None
         server = start_server(data)
         out["restart_clean_ready_s"] = round(server.ready_s, 2)
-        out["after_restart"] = _proc_stats(server.proc.pid)
+        out["after_restart"] = proc_stats(server.proc.pid)
         os.killpg(server.proc.pid, signal.SIGKILL)
         server.proc.wait(30)
         server.proc.stdout.close() if server.proc.stdout else None
@@ -264,9 +204,24 @@ def main() -> int:
         default=100_000,
         help="partitions of the in-process metadata image timed (0: skip)",
     )
+    ap.add_argument(
+        "--brokers",
+        type=int,
+        default=1,
+        help="1: one combined server; 3: 3 controllers and 3 brokers, replication factor 3",
+    )
+    ap.add_argument(
+        "--restart-timeout",
+        type=float,
+        default=600.0,
+        help="--brokers 3: seconds to wait for a broker to stop, start, leave or rejoin the ISRs",
+    )
     args = ap.parse_args()
+    if args.brokers not in (1, 3):
+        ap.error(f"--brokers {args.brokers}: 1 (one combined server) or 3 (a cluster) only")
     base = tempfile.mkdtemp(prefix="gregor-partitions-bench-", dir=args.data_dir)
     result: dict = {
+        **({"brokers": args.brokers, "cpus": os.cpu_count()} if args.brokers > 1 else {}),
         "load_before": os.getloadavg()[0],
         "nofile_limit": __import__("resource").getrlimit(__import__("resource").RLIMIT_NOFILE)[0],
         "runs": [],
@@ -275,7 +230,7 @@ def main() -> int:
         result["metadata_image"] = metadata_image(args.image_partitions, args.per_topic)
     try:
         for count in (int(c) for c in args.counts.split(",") if c):
-            run = run_count(count, args, base)
+            run = (run_count if args.brokers == 1 else run_count_cluster)(count, args, base)
             result["runs"].append(run)
             print(json.dumps(run), file=sys.stderr, flush=True)  # progress
     finally:

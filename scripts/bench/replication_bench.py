@@ -22,7 +22,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import sys
 import tempfile
 import time
@@ -32,55 +31,12 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _cluster import start, start_cluster, wait  # noqa: E402
 from _idempotence import idempotence_ab  # noqa: E402
 
-from broker.cluster_cmd import Node, spawn_node, stop_nodes, write_configs  # noqa: E402
+from broker.cluster_cmd import Node, stop_nodes  # noqa: E402
 from client import Admin, Producer  # noqa: E402
 from client.cli.perf import percentiles, run_produce  # noqa: E402
-
-
-def free_base_port() -> int:
-    """A port P with P..P+2 and P+101..P+103 free on loopback (checked once; races are rare)."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base + 110 > 65000:
-            continue
-        ok = True
-        for p in [base, base + 1, base + 2, base + 101, base + 102, base + 103]:
-            with socket.socket() as s:
-                try:
-                    s.bind(("127.0.0.1", p))
-                except OSError:
-                    ok = False
-                    break
-        if ok:
-            return base
-    raise RuntimeError("no free port range")
-
-
-def wait(cond, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            got = cond()
-        except Exception:
-            got = None
-        if got:
-            return got
-        time.sleep(0.02)
-    raise TimeoutError(what)
-
-
-def start(node: Node, timeout: float = 60.0) -> None:
-    node.ready.clear()
-    spawn_node(node)
-    assert node.proc is not None
-    deadline = time.monotonic() + timeout
-    while not node.ready.wait(0.1):
-        if node.proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"{node.name} did not start; see {node.log}")
 
 
 def describe(bootstrap: str, topic: str):
@@ -122,9 +78,6 @@ def failover(bootstrap: str, brokers: dict[int, Node], kills: int) -> dict:
             node.proc.wait(10)
             prod.send(topic, b"after-kill-%d" % i, partition=0).result(60)
             samples.append(time.monotonic() - t0)
-            if node._log_file is not None:
-                node._log_file.close()
-                node._log_file = None
             start(node)
     out = percentiles(samples)
     out["kills"] = kills
@@ -143,35 +96,21 @@ def main() -> int:
     args = ap.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="gregor-repl-bench-", dir=args.data_dir))
-    nodes = write_configs(tmp, 3, 3, free_base_port())
-    for n in nodes:
-        text = n.config.read_text()
+
+    def edit(n: Node, text: str) -> str:
         if n.role == "controller":
-            text = text.replace(
+            return text.replace(
                 "broker.session.timeout.ms: 6000", f"broker.session.timeout.ms: {args.session_ms}"
             )
-        else:
-            hb = max(100, args.session_ms // 4)
-            text = text.replace(
-                "broker.heartbeat.interval.ms: 1000", f"broker.heartbeat.interval.ms: {hb}"
-            )
-        n.config.write_text(text)
-    controllers = [n for n in nodes if n.role == "controller"]
-    brokers = {n.node_id: n for n in nodes if n.role == "broker"}
-    bootstrap = ",".join(n.address for n in brokers.values())
-    out: dict = {"load_before": os.getloadavg()[0], "cpus": os.cpu_count()}
-    try:
-        for n in controllers:
-            spawn_node(n)
-        for n in controllers:
-            wait(n.ready.is_set, 60, f"{n.name} ready")
-        for n in brokers.values():
-            start(n)
-        wait(
-            lambda: len(Admin(bootstrap_servers=bootstrap).describe_cluster().brokers) == 3,
-            60,
-            "3 unfenced brokers",
+        hb = max(100, args.session_ms // 4)
+        return text.replace(
+            "broker.heartbeat.interval.ms: 1000", f"broker.heartbeat.interval.ms: {hb}"
         )
+
+    out: dict = {"load_before": os.getloadavg()[0], "cpus": os.cpu_count()}
+    controllers, brokers = start_cluster(tmp, 3, 3, edit)
+    bootstrap = ",".join(n.address for n in brokers.values())
+    try:
         suffix = int(time.time())
         with Admin(bootstrap_servers=bootstrap) as admin:
             for name in ("small", "steady", "ab0", "ab1", "ab2", "ab3"):

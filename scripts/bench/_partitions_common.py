@@ -1,0 +1,101 @@
+"""What partitions_bench.py measures, for one server or for each node of a cluster (not a
+benchmark itself).
+
+proc_stats(pid) -> {"rss_mib", "open_fds"} of a process, from /proc
+idle_cpu_percent(pids, seconds) -> CPU of each process over the same `seconds` (% of one core)
+create_stats(times) -> first / median / last (and the first and last tenth's median) of the
+    per-topic create times, and their total
+produce(bootstrap, targets, records) -> the rate of one acks=all producer sending `records`
+    100-byte records round-robin over `targets` (topic, partition)
+list_and_produce(bootstrap, topics, per_topic, records) -> list_topics time and produce rates
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+
+VALUE = b"x" * 100
+
+
+def proc_stats(pid: int) -> dict:
+    with open(f"/proc/{pid}/status") as f:
+        rss_kib = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+    return {"rss_mib": round(rss_kib / 1024, 1), "open_fds": len(os.listdir(f"/proc/{pid}/fd"))}
+
+
+def _cpu_s(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def idle_cpu_percent(pids: list[int], seconds: float) -> list[float]:
+    c0, t0 = [_cpu_s(p) for p in pids], time.monotonic()
+    time.sleep(seconds)  # a benchmark measuring idle processes, not a test
+    c1, elapsed = [_cpu_s(p) for p in pids], time.monotonic() - t0
+    return [round(100 * (b - a) / elapsed, 2) for a, b in zip(c0, c1, strict=True)]
+
+
+def create_stats(times: list[float]) -> dict:
+    tenth = max(1, len(times) // 10)
+    return {
+        "first": round(times[0], 4),
+        "median": round(statistics.median(times), 4),
+        "last": round(times[-1], 4),
+        "first_tenth_median": round(statistics.median(times[:tenth]), 4),
+        "last_tenth_median": round(statistics.median(times[-tenth:]), 4),
+        "total": round(sum(times), 2),
+    }
+
+
+def produce(
+    bootstrap: str, targets: list[tuple[str, int]], records: int, linger_ms: int = 5
+) -> dict:
+    """One producer, acks=all, `records` 100-byte records spread round-robin over `targets`."""
+    from client import Producer
+
+    cfg = {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": linger_ms}
+    with Producer(cfg) as producer:
+        for topic in sorted({t for t, _ in targets}):
+            producer.partitions_for(topic)
+        n = len(targets)
+        t0 = time.monotonic()
+        futs = [producer.send(targets[i % n][0], VALUE, partition=targets[i % n][1])
+                for i in range(records)]  # fmt: skip
+        producer.flush()
+        elapsed = time.monotonic() - t0
+    errors = sum(1 for f in futs if f.exception() is not None)
+    return {
+        "partitions": n,
+        "records": records,
+        "records_per_s": round(records / elapsed, 1),
+        "seconds": round(elapsed, 2),
+        "errors": errors,
+        "linger_ms": linger_ms,
+    }
+
+
+def list_and_produce(bootstrap: str, topics: list[str], per_topic: int, records: int) -> dict:
+    """The list_topics time, then the produce rates: every record to one partition, then
+    round-robin over every partition twice (the first pass writes each partition's first
+    batch, a new leader epoch: its checkpoint file is written and the partition directory
+    fsynced once; the second is the steady state), and the second's share of the first."""
+    from client import Admin
+
+    out: dict = {}
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        t0 = time.monotonic()
+        listed = admin.list_topics()
+        out["list_topics_s"] = round(time.monotonic() - t0, 3)
+        assert len([t for t in listed if t.startswith("p")]) == len(topics), len(listed)
+    every = [(t, p) for p in range(per_topic) for t in topics]
+    out["produce_one_partition"] = produce(bootstrap, [(topics[0], 0)], records)
+    out["produce_round_robin_first"] = produce(bootstrap, every, records)
+    out["produce_round_robin"] = produce(bootstrap, every, records)
+    out["round_robin_vs_one"] = round(
+        out["produce_round_robin"]["records_per_s"] / out["produce_one_partition"]["records_per_s"],
+        3,
+    )
+    return out

@@ -1,0 +1,122 @@
+#!/usr/bin/env python
+"""One producer, one partition against round-robin over many: what each costs per record.
+
+Starts one `gregor server` (from the tree given by --root, default this one), creates
+--partitions partitions (topics of 100), writes every partition once, then --repeat times:
+100-byte records, acks=all, linger.ms 5, one `send()` per record (a future each), first all
+to one partition, then round-robin over all. For each run it prints the rate, the records per
+batch the producer made, and the CPU seconds per record of the producer's process and of the
+server (user + system, from getrusage and /proc). CPU per record is steadier than the rate on
+a shared machine: compare two trees with --root (e.g. a `git worktree` of an older commit,
+with the C extensions of client/records copied or built there).
+
+    .venv/bin/python scripts/bench/roundrobin_bench.py [--partitions 5000] [--records 200000]
+        [--repeat 3] [--root DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--partitions", type=int, default=5000)
+    ap.add_argument("--records", type=int, default=200_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--root", default=str(Path(__file__).resolve().parents[2]))
+    args = ap.parse_args()
+    root = os.path.abspath(args.root)
+    sys.path[:0] = [root, os.path.join(root, "scripts", "bench")]
+    os.environ["PYTHONPATH"] = os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])
+
+    import partitions_bench as pb
+    from _partitions_common import VALUE, produce
+
+    import client.aio.sender as sender_mod  # from `root`
+    from client import Admin
+
+    built = [0]
+    build = sender_mod.build_batch
+
+    def counting(*a: object, **k: object) -> bytes:
+        built[0] += 1
+        return build(*a, **k)  # type: ignore[arg-type]
+
+    sender_mod.build_batch = counting  # counts the batches the producer encodes
+
+    base = tempfile.mkdtemp(prefix="gregor-rr-bench-")
+    server = pb.start_server(os.path.join(base, "data"))
+    pid = server.proc.pid
+
+    def server_cpu() -> float:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def own_cpu() -> float:
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime + r.ru_stime
+
+    def run(targets: list[tuple[str, int]]) -> dict:
+        """Rate and costs of sending to `targets`, from the first send() to the end of flush()
+        (the producer's start-up and metadata requests are left out)."""
+        from client import Producer
+
+        cfg = {"bootstrap.servers": server.bootstrap, "acks": "all", "linger.ms": 5}
+        n, count = args.records, len(targets)
+        with Producer(cfg) as producer:
+            for topic in sorted({t for t, _ in targets}):
+                producer.partitions_for(topic)
+            built[0] = 0
+            c0, s0, t0 = own_cpu(), server_cpu(), time.monotonic()
+            futs = [producer.send(targets[i % count][0], VALUE, partition=targets[i % count][1])
+                    for i in range(n)]  # fmt: skip
+            producer.flush()
+            elapsed = time.monotonic() - t0
+            c1, s1 = own_cpu(), server_cpu()
+        errors = sum(1 for f in futs if f.exception() is not None)
+        return {
+            "records_per_s": round(n / elapsed, 1),
+            "errors": errors,
+            "records_per_batch": round(n / max(1, built[0]), 1),
+            "producer_cpu_us_per_record": round((c1 - c0) / n * 1e6, 2),
+            "server_cpu_us_per_record": round((s1 - s0) / n * 1e6, 2),
+        }
+
+    try:
+        topics = [f"rr{i:05d}" for i in range(max(1, args.partitions // 100))]
+        with Admin({"bootstrap.servers": server.bootstrap}) as admin:
+            for t in topics:
+                admin.create_topic(t, partitions=100)
+        pb._all_led(server.bootstrap, topics, 100, 300)
+        every = [(t, p) for p in range(100) for t in topics]
+        produce(server.bootstrap, every, len(every))  # each partition's first batch
+        out: dict = {"root": root, "partitions": len(every), "load_before": os.getloadavg()[0]}
+        runs = []
+        for _ in range(args.repeat):
+            one, spread = run([(topics[0], 0)]), run(every)
+            spread["vs_one"] = round(spread["records_per_s"] / one["records_per_s"], 3)
+            runs.append({"one_partition": one, "round_robin": spread})
+            print(json.dumps(runs[-1]), file=sys.stderr, flush=True)
+        out["runs"] = runs
+        out["median_vs_one"] = statistics.median(r["round_robin"]["vs_one"] for r in runs)
+        out["load_after"] = os.getloadavg()[0]
+        print(json.dumps(out, indent=2))
+    finally:
+        pb.stop_server(server.proc)
+        shutil.rmtree(base, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
