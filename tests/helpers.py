@@ -65,6 +65,20 @@ def poll_n(consumer: Any, n: int, timeout: float = 10.0) -> list:
     return out
 
 
+def known_partitions(bootstrap: str, topic: str) -> list | None:
+    """`topic`'s partitions as the broker an Admin on `bootstrap` asks sees them; None while
+    that broker has not applied the topic yet (create_topic waits until the broker it asked
+    shows the topic, not every broker: Kafka's describeTopics answers the same)."""
+    from client import Admin
+    from client.errors import UnknownTopicOrPartitionError
+
+    try:
+        with Admin(bootstrap_servers=bootstrap) as admin:
+            return admin.describe_topic(topic).partitions
+    except UnknownTopicOrPartitionError:
+        return None
+
+
 def read_to_end(bootstrap: str, topic: str, partition: int = 0, timeout: float = 60.0) -> list:
     """Every record of one partition, from offset 0 to its end offset when asked (a compacted
     log's gaps included); fails after `timeout` s."""

@@ -10,10 +10,10 @@ import signal
 import time
 
 import pytest
-from helpers import poll_n, wait_until
+from helpers import known_partitions, poll_n, wait_until
 
 from client import Admin, Consumer, Producer, TopicPartition
-from client.errors import InvalidReplicationFactorError, UnknownTopicOrPartitionError
+from client.errors import InvalidReplicationFactorError
 
 SESSION_MS = 3000
 
@@ -30,12 +30,8 @@ def _brokers(bootstrap: str) -> set[int]:
 
 def _leaders(bootstrap: str, topic: str) -> dict[int, int]:
     """Each partition's leader as `bootstrap` sees it; empty while that broker has not applied
-    the topic yet (create_topic waits for the broker it asked, not for every broker)."""
-    try:
-        with Admin(bootstrap_servers=bootstrap) as admin:
-            return {p.partition: p.leader for p in admin.describe_topic(topic).partitions}
-    except UnknownTopicOrPartitionError:
-        return {}
+    the topic yet."""
+    return {p.partition: p.leader for p in known_partitions(bootstrap, topic) or []}
 
 
 @pytest.mark.slow

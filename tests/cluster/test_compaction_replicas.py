@@ -8,7 +8,7 @@ from __future__ import annotations
 import signal
 
 import pytest
-from helpers import read_to_end, wait_until
+from helpers import known_partitions, read_to_end, wait_until
 
 from client import Admin, Producer
 
@@ -33,7 +33,7 @@ def test_a_follower_catches_up_across_the_leaders_gaps(broker_cluster) -> None:
             "ck", 1, 3,
             {"cleanup.policy": "compact", "segment.bytes": "2048", "min.cleanable.dirty.ratio": "0.01"},
         )  # fmt: skip
-    d = wait_until(lambda: (lambda p: p if len(p.isr) == 3 else None)(_describe(b.bootstrap_all())), 30, "ISR 3")  # fmt: skip
+    d = wait_until(lambda: (lambda ps: ps[0] if ps and len(ps[0].isr) == 3 else None)(known_partitions(b.bootstrap_all(), "ck")), 30, "ISR 3")  # fmt: skip
     leader = d.leader
     follower = next(n for n in d.replicas if n != leader)
     b.stop(follower, signal.SIGKILL)

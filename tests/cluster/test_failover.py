@@ -22,7 +22,7 @@ import signal
 import threading
 
 import pytest
-from helpers import poll_n, wait_until
+from helpers import known_partitions, poll_n, wait_until
 
 from client import Admin, Consumer, Producer, TopicPartition
 from client.errors import GregorError, LogTruncationError
@@ -45,9 +45,9 @@ def _leader(bootstrap: str, topic: str) -> int | None:
 
 def _wait_isr(b, topic: str, timeout: float = 30.0) -> list:
     return wait_until(
-        lambda: (lambda ps: ps if all(p.leader >= 0 and len(p.isr) == 3 for p in ps) else None)(
-            _describe(b.bootstrap_all(), topic)
-        ),
+        lambda: (
+            lambda ps: ps if ps and all(p.leader >= 0 and len(p.isr) == 3 for p in ps) else None
+        )(known_partitions(b.bootstrap_all(), topic)),
         timeout,
         f"every partition of {topic} with a leader and an ISR of 3",
     )

@@ -17,7 +17,7 @@ import random
 import signal
 
 import pytest
-from helpers import poll_n, wait_until
+from helpers import known_partitions, poll_n, wait_until
 
 from broker.cluster_cmd import cluster_status
 from client import Admin, Consumer, Producer, TopicPartition
@@ -34,8 +34,8 @@ def _partition(bootstrap: str, topic: str, p: int = 0):
 
 def _wait_isr(b, topic: str, size: int, timeout: float = 30.0, p: int = 0):
     return wait_until(
-        lambda: (lambda d: d if d.leader >= 0 and len(d.isr) == size else None)(
-            _partition(b.bootstrap_all(), topic, p)
+        lambda: (lambda ps: ps[p] if ps and ps[p].leader >= 0 and len(ps[p].isr) == size else None)(
+            known_partitions(b.bootstrap_all(), topic)
         ),
         timeout,
         f"{topic}-{p} with a leader and an ISR of {size}",
