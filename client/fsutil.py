@@ -43,16 +43,31 @@ def write_atomic(path: Path | str, data: bytes | str) -> None:
     A crash leaves either the old file or the new one, never a mix."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
+    _write_file(tmp, data, sync=True)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def write_plain(path: Path | str, data: bytes | str) -> None:
+    """Replace the contents of `path` with `data`, no fsync (the caller makes it durable, e.g.
+    with one file-system sync for many files, and then renames it into place). An existing
+    file is overwritten, then cut to the new length: truncating it to zero first (O_TRUNC)
+    frees its blocks, which cost ~85 us per file here against ~6 us."""
+    _write_file(path, data, sync=False, flags=0)
+
+
+def _write_file(path: Path | str, data: bytes | str, sync: bool, flags: int = os.O_TRUNC) -> None:
     view = memoryview(data.encode() if isinstance(data, str) else data)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | flags, 0o644)
     try:
         while view:  # os.write may take only part of the buffer (a full disk)
             view = view[os.write(fd, view) :]
-        os.fsync(fd)
+        if not flags & os.O_TRUNC:
+            os.ftruncate(fd, os.lseek(fd, 0, os.SEEK_CUR))
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
 
 
 LOCK_FILE = ".lock"

@@ -23,7 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from client.errors import StorageError
-from client.fsutil import fsync_dir, write_atomic  # noqa: F401  (re-exported for the log)
+from client.fsutil import fsync_dir, write_atomic, write_plain  # noqa: F401  (re-exported)
 
 VERSION = 0
 
@@ -63,10 +63,16 @@ def read_offsets(path: Path) -> dict[tuple[str, int], int]:
     return out
 
 
-def write_epochs(path: Path, entries: list[tuple[int, int]]) -> None:
-    """Write a leader-epoch checkpoint [(epoch, start_offset)] atomically."""
+def write_epochs(path: Path, entries: list[tuple[int, int]], durable: bool = True) -> None:
+    """Write a leader-epoch checkpoint [(epoch, start_offset)] atomically; `durable=False`:
+    write `path` itself, with no fsync (a staged file that a file-system sync covers before
+    it is renamed into place, epoch_cache.py)."""
     rows = [f"{e} {o}" for e, o in entries]
-    write_atomic(path, "\n".join([str(VERSION), str(len(rows)), *rows]) + "\n")
+    text = "\n".join([str(VERSION), str(len(rows)), *rows]) + "\n"
+    if durable:
+        write_atomic(path, text)
+    else:
+        write_plain(path, text)
 
 
 def read_epochs(path: Path) -> list[tuple[int, int]]:

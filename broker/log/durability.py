@@ -55,43 +55,62 @@ class LogDurability:
             or self._clock() - self._last_flush_ms >= cfg.flush_ms
         )
 
-    def prepare_covered_flush(self) -> tuple[int, int, list[LogSegment], bool] | bool:
-        """The first half of a flush covered by a file-system-wide sync (syncfs.py), for the
+    def prepare_covered_flush(self) -> tuple | bool:
+        """The first step of a flush covered by a file-system-wide sync (syncfs.py), for the
         flusher. Returns True when there is nothing to flush, False when this log needs its
-        own flush() (a rolled segment's indexes or a new epoch to write), else a token: the
-        flush lock is then held until finish_covered_flush(token, ...) is called, after the
-        sync (which must start after this call)."""
+        own flush() (a rolled segment's indexes to write, or new leader epochs that could not
+        be staged), else a token: the flush lock is then held until finish_covered_flush(token,
+        ...) is called, after the sync (which must start after this call). New leader epochs
+        are staged (epoch_cache.py): `commit_covered_flush(token)` renames them into place
+        after the sync, and a second sync makes that durable."""
         self._flush_lock.acquire()
         with self._lock:
             target = self._end()
-            if target <= self._flushed and not self._dirty and not self._dir_dirty:
-                if not self.epoch_cache.dirty:
-                    self._flush_lock.release()
-                    return True
+            epochs = self.epoch_cache.dirty
+            if target <= self._flushed and not self._dirty and not self._dir_dirty and not epochs:
+                self._flush_lock.release()
+                return True
             active = self._segments[-1]
-            if self.epoch_cache.dirty or any(seg is not active for seg in self._dirty.values()):
+            if any(seg is not active for seg in self._dirty.values()):
                 self._flush_lock.release()
                 return False
-            token = (target, self._generation, list(self._dirty.values()), self._dir_dirty)
+            generation = self._generation
+            segments = list(self._dirty.values())
+            dir_dirty = self._dir_dirty
             self._dirty.clear()
             self._dir_dirty = False
-            return token
+        staged = None
+        if epochs:
+            try:
+                staged = self.epoch_cache.stage()
+            except OSError:  # its own flush() writes them, and reports what fails
+                self._keep_dirty(segments, dir_dirty)
+                self._flush_lock.release()
+                return False
+        return target, generation, segments, dir_dirty, staged
 
-    def finish_covered_flush(
-        self, token: tuple[int, int, list[LogSegment], bool], error: OSError | None
-    ) -> int:
-        """The second half: the sync succeeded (error None) or failed. Returns the new
+    def commit_covered_flush(self, token: tuple) -> bool:
+        """The second step, after the sync: rename the staged leader epochs into place. True
+        when something was renamed (a second sync must then make it durable before
+        finish_covered_flush); raises OSError (pass it to finish_covered_flush)."""
+        staged = token[4]
+        if staged is None:
+            return False
+        self.epoch_cache.commit_staged(staged)
+        return True
+
+    def finish_covered_flush(self, token: tuple, error: OSError | None) -> int:
+        """The last step: the sync(s) succeeded (error None) or failed. Returns the new
         flushed offset; raises StorageError (the log dir goes offline) on `error`, or
         FileLimitError (nothing offline, what was to flush is kept for a later flush) when
         it failed for lack of a file descriptor."""
-        target, generation, segments, dir_dirty = token
+        target, generation, segments, dir_dirty, staged = token
         try:
             if error is not None:
+                if staged is not None:
+                    self.epoch_cache.abort_staged()
                 if is_fd_limit(error):
-                    with self._lock:
-                        for seg in segments:
-                            self._dirty.setdefault(seg.base_offset, seg)
-                        self._dir_dirty = self._dir_dirty or dir_dirty
+                    self._keep_dirty(segments, dir_dirty)
                 raise self._fail(error) from error
             with self._lock:
                 if generation == self._generation and target > self._flushed:
@@ -100,6 +119,13 @@ class LogDurability:
                 return self._flushed
         finally:
             self._flush_lock.release()
+
+    def _keep_dirty(self, segments: list[LogSegment], dir_dirty: bool) -> None:
+        """What a covered flush took is flushed by a later one after all."""
+        with self._lock:
+            for seg in segments:
+                self._dirty.setdefault(seg.base_offset, seg)
+            self._dir_dirty = self._dir_dirty or dir_dirty
 
     def flush(self) -> int:
         """fsync data and indexes of every segment written since the last flush, and the

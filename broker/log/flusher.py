@@ -15,7 +15,10 @@ over 500 logs takes ~60 ms instead of ~1 s one after the other (docs/storage.md)
 still flushed by exactly one thread per round, and its errors stay its own. A round of at least
 SYNCFS_MIN_LOGS logs (given the log dir, on Linux 5.8+) is covered by one syncfs of the log
 dir's file system instead (syncfs.py): every log's target is taken first, then one sync, then
-every log's flushed offset advances; a failed syncfs fails every log of the round.
+every log's flushed offset advances; a failed syncfs fails every log of the round. Logs with
+new leader epochs (a new leader's or follower's first writes) stage their epoch checkpoint
+before that sync and rename it into place after it; a second sync makes the renames durable
+before any offset is reported (epoch_cache.py).
 
 The pending set holds at most one entry per log and at most `max_pending` entries; a caller that
 finds it full waits (back-pressure). `stop()` drains what is pending, then joins the thread
@@ -175,11 +178,13 @@ class Flusher:
         flush_each(logs)
 
     def _covered_round(self, logs: list[Log], report: bool = True) -> list[Log]:
-        """Flush `logs` with one syncfs; returns those that need a flush of their own."""
+        """Flush `logs` with one syncfs (and a second one when some staged new leader epochs,
+        `_commit_epochs`); returns those that need a flush of their own."""
         assert self._directory is not None and syncfs is not None
         own: list[Log] = []
         tokens: list[tuple[Log, tuple]] = []
         error: OSError | None = None
+        failed: dict[Log, OSError] = {}  # logs whose staged leader epochs could not be renamed
         try:
             with self._dir_fd_lock:  # (opened once, also when two threads sync at once)
                 if self._dir_fd < 0:
@@ -202,11 +207,13 @@ class Flusher:
                 except OSError as exc:
                     error = exc
                 self.syncfs_rounds += 1
+                if error is None:
+                    error = self._commit_epochs(tokens, failed)
         finally:  # every prepared log gets its flush lock back, whatever happened
             results = []
             for log, token in tokens:
                 try:
-                    results.append((log, log.finish_covered_flush(token, error)))
+                    results.append((log, log.finish_covered_flush(token, failed.get(log, error))))
                 except FileLimitError:
                     own.append(log)  # (kept dirty) flushed on its own, which retries
                 except StorageError as exc:
@@ -219,6 +226,27 @@ class Flusher:
         if report:
             self._report(results)
         return own
+
+    def _commit_epochs(
+        self, tokens: list[tuple[Log, tuple]], failed: dict[Log, OSError]
+    ) -> OSError | None:
+        """After the round's sync: rename the leader epochs the logs staged into place, then
+        one more sync for those renames (only when there were any: a new leader's first
+        writes), before any offset is reported. A rename that fails fails its log alone (in
+        `failed`); a failed sync, every log of the round (returned)."""
+        renamed = False
+        for log, token in tokens:
+            try:
+                renamed = log.commit_covered_flush(token) or renamed
+            except OSError as exc:
+                failed[log] = exc
+        if renamed:
+            assert syncfs is not None  # (a covered round runs only where syncfs exists)
+            try:
+                syncfs(self._dir_fd)
+            except OSError as exc:
+                return exc
+        return None
 
     def _report(self, results: list[tuple[Log, int]]) -> None:
         """Report the new flushed offsets among `results` (log, offset): to `on_flushed_many`

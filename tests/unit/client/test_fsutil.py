@@ -26,3 +26,14 @@ def test_make_dirs_under_a_file_fails(tmp_path):
     (tmp_path / "f").write_text("x")
     with pytest.raises(NotADirectoryError):
         fsutil.make_dirs(tmp_path / "f" / "sub")
+
+
+def test_write_plain_overwrites_in_place_and_cuts_to_the_new_length(tmp_path):
+    path = tmp_path / "f"
+    fsutil.write_plain(path, "0\n2\n1 0\n2 5\n")
+    inode = path.stat().st_ino
+    fsutil.write_plain(path, "0\n1\n1 0\n")  # shorter: the old tail is gone
+    assert path.read_text() == "0\n1\n1 0\n"
+    fsutil.write_plain(path, b"0\n3\n1 0\n2 5\n3 9\n")  # longer
+    assert path.read_text() == "0\n3\n1 0\n2 5\n3 9\n"
+    assert path.stat().st_ino == inode  # the same file throughout, never made again
