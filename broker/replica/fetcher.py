@@ -186,6 +186,11 @@ class ReplicaFetcherThread:
         with self._lock:
             return {tp: st.leader_epoch for tp, st in self._parts.items()}
 
+    @property
+    def fetching(self) -> int:
+        """How many partitions this thread fetches."""
+        return len(self._parts)
+
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
@@ -417,7 +422,7 @@ class ReplicaFetcherManager:
         if thread is None:
             return
         thread.remove(tp)
-        if not thread.partitions():
+        if not thread.fetching:  # (not partitions(): a copy per removal made 10,000 O(n²))
             del self._threads[key]
             thread.stop()
 

@@ -89,6 +89,7 @@ class ReplicaManager(MetadataApplier, OffsetQueries, SessionFetches):
         self._min_insync_for = min_insync_for or (lambda topic: self.settings.min_insync_replicas)
         self._lock = threading.Lock()
         self._apply_lock = threading.Lock()  # one metadata application at a time
+        self._woken: list[TopicPartition] | None = None  # (apply.py: _wakes_at_end)
         # local logs a full resync found unknown to the metadata (delete_strays)
         self._strays: set[TopicPartition] = set()
         self._partitions: dict[TopicPartition, Partition] = {}
@@ -127,8 +128,12 @@ class ReplicaManager(MetadataApplier, OffsetQueries, SessionFetches):
         return {tp: p.high_watermark for tp, p in self.partitions().items()}
 
     def _wake(self, tp: TopicPartition) -> None:
-        self.produce_purgatory.check_and_complete(produce_key(*tp))
-        self._wake_fetches([tp])
+        self._wake_many([tp])
+
+    def _wake_many(self, tps: list[TopicPartition]) -> None:
+        """Retry the produces and fetches parked on `tps`, each operation once."""
+        self.produce_purgatory.check_and_complete_many([produce_key(*tp) for tp in tps])
+        self._wake_fetches(tps)
 
     def on_flushed(self, topic: str, partition: int, flushed_offset: int) -> None:
         """Flusher callback (flusher thread): the HW may move; retry waiting produces/fetches."""

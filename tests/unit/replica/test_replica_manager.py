@@ -358,3 +358,38 @@ def test_a_produce_over_many_partitions_asks_for_one_flush_of_them_all(tmp_path,
         assert calls == [[f"m-{p}" for p in range(n)]]
     finally:
         h.close()
+
+
+def test_a_metadata_change_over_many_partitions_retries_parked_requests_once(tmp_path, monkeypatch):
+    """A leadership change over many partitions retries the produces and fetches parked on
+    them once, after every partition is applied: a fetch session's parked fetch names thousands
+    of partitions, and a controlled shutdown moving 10,000 re-evaluated it 10,000 times. The
+    parked produce still fails with NOT_LEADER_OR_FOLLOWER."""
+    h = Harness(tmp_path)
+    try:
+        n = 50
+        h.replay(
+            Topic("m", TID), *(PartitionRecord(TID, p, (1, 2), (1, 2), 1, 0, 0) for p in range(n))
+        )
+        box: dict = {}
+        done = threading.Event()
+        res = h.rm.append_records(
+            -1, 5000, {("m", 0): build_batch([(None, b"x")])}, lambda s: (box.update(s), done.set())
+        )
+        assert res is None  # parked: follower 2 has not fetched it
+        retries: list[int] = []
+        for purgatory in (h.produce, h.fetch):
+            real = purgatory.check_and_complete_many
+
+            def counted(keys, real=real):
+                retries.append(len(keys))
+                return real(keys)
+
+            monkeypatch.setattr(purgatory, "check_and_complete_many", counted)
+        h.replay(*(PartitionChange(TID, p, leader=2) for p in range(n)))
+        assert retries == [n, n], retries  # one pass per purgatory over all n partitions
+        assert done.wait(5)
+        assert box[("m", 0)].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert all(not h.rm.get_partition("m", p).is_leader for p in range(n))
+    finally:
+        h.close()
