@@ -37,12 +37,9 @@ class MetadataApplier:
     _partitions: dict[TopicPartition, Partition]
     _strays: set[TopicPartition]
     _checkpointed_hw: dict[TopicPartition, int]
-    _woken: list[TopicPartition] | None  # partitions to wake when the application ends
+    _woken: list[TopicPartition]  # partitions to wake when the application ends
 
     def partitions(self) -> dict[TopicPartition, Partition]:
-        raise NotImplementedError
-
-    def _wake(self, tp: TopicPartition) -> None:
         raise NotImplementedError
 
     def _wake_many(self, tps: list[TopicPartition]) -> None:
@@ -54,21 +51,12 @@ class MetadataApplier:
         retried once, at its end (`_woken`), not once per partition: a fetch session's parked
         fetch names thousands of partitions, and a controlled shutdown moving 10,000 of them
         re-evaluated it 10,000 times (most of two brokers' CPU for ~4 s). `_apply_lock` held."""
-        woken: list[TopicPartition] = []
-        self._woken = woken
         try:
             yield
         finally:
-            self._woken = None
+            woken, self._woken = self._woken, []
             if woken:
                 self._wake_many(woken)
-
-    def _wake_applied(self, tp: TopicPartition) -> None:
-        woken = self._woken
-        if woken is None:
-            self._wake(tp)
-        else:
-            woken.append(tp)
 
     def failed_replicas(self) -> list[tuple[str, int]]:
         """The replicas whose metadata failed to apply (a log that could not be created or
@@ -157,7 +145,7 @@ class MetadataApplier:
                 self.fetchers.remove(tp)
             with self._lock:
                 self._partitions.pop(tp, None)
-            self._wake_applied(tp)
+            self._woken.append(tp)
             if first:
                 _log.error(
                     "[%s-%d] applying metadata failed, not serving it until a later image"
@@ -201,14 +189,14 @@ class MetadataApplier:
                     fetchers.add(tp, reg.leader, reg.leader_epoch)
                 else:
                     fetchers.remove(tp)
-        self._wake_applied(tp)
+        self._woken.append(tp)
 
     def _stop_replica(self, tp: TopicPartition, delete: bool) -> None:
         if self.fetchers is not None:
             self.fetchers.remove(tp)
         with self._lock:
             self._partitions.pop(tp, None)
-        self._wake_applied(tp)
+        self._woken.append(tp)
         if delete:
             self._delete_logs([tp])
 

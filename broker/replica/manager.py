@@ -89,7 +89,7 @@ class ReplicaManager(MetadataApplier, OffsetQueries, SessionFetches):
         self._min_insync_for = min_insync_for or (lambda topic: self.settings.min_insync_replicas)
         self._lock = threading.Lock()
         self._apply_lock = threading.Lock()  # one metadata application at a time
-        self._woken: list[TopicPartition] | None = None  # (apply.py: _wakes_at_end)
+        self._woken: list[TopicPartition] = []  # (apply.py: _wakes_at_end)
         # local logs a full resync found unknown to the metadata (delete_strays)
         self._strays: set[TopicPartition] = set()
         self._partitions: dict[TopicPartition, Partition] = {}
@@ -151,8 +151,7 @@ class ReplicaManager(MetadataApplier, OffsetQueries, SessionFetches):
                 part.maybe_advance_high_watermark()
                 moved.append((topic, partition))
         if moved:
-            self.produce_purgatory.check_and_complete_many([produce_key(*tp) for tp in moved])
-            self._wake_fetches(moved)
+            self._wake_many(moved)
 
     # -- produce --------------------------------------------------------------------------------
 
