@@ -53,17 +53,20 @@ def write_plain(path: Path | str, data: bytes | str) -> None:
     with one file-system sync for many files, and then renames it into place). An existing
     file is overwritten, then cut to the new length: truncating it to zero first (O_TRUNC)
     frees its blocks, which cost ~85 us per file here against ~6 us."""
-    _write_file(path, data, sync=False, flags=0)
+    _write_file(path, data, sync=False, truncate_first=False)
 
 
-def _write_file(path: Path | str, data: bytes | str, sync: bool, flags: int = os.O_TRUNC) -> None:
+def _write_file(
+    path: Path | str, data: bytes | str, sync: bool, truncate_first: bool = True
+) -> None:
     view = memoryview(data.encode() if isinstance(data, str) else data)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | flags, 0o644)
+    size = len(view)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if truncate_first else 0), 0o644)
     try:
         while view:  # os.write may take only part of the buffer (a full disk)
             view = view[os.write(fd, view) :]
-        if not flags & os.O_TRUNC:
-            os.ftruncate(fd, os.lseek(fd, 0, os.SEEK_CUR))
+        if not truncate_first:  # a longer old content is cut to the new length
+            os.ftruncate(fd, size)
         if sync:
             os.fsync(fd)
     finally:

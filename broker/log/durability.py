@@ -21,6 +21,10 @@ from .epoch_cache import LeaderEpochCache
 from .handles import is_fd_limit
 from .segment import LogSegment
 
+# a covered flush in progress: (target offset, generation, segments taken, directory dirty,
+# staged leader-epoch token or None)
+CoveredToken = tuple[int, int, list[LogSegment], bool, int | None]
+
 
 class LogDurability:
     # the Log's state this mixin works on (set by Log.__init__)
@@ -55,7 +59,7 @@ class LogDurability:
             or self._clock() - self._last_flush_ms >= cfg.flush_ms
         )
 
-    def prepare_covered_flush(self) -> tuple | bool:
+    def prepare_covered_flush(self) -> CoveredToken | bool:
         """The first step of a flush covered by a file-system-wide sync (syncfs.py), for the
         flusher. Returns True when there is nothing to flush, False when this log needs its
         own flush() (a rolled segment's indexes to write, or new leader epochs that could not
@@ -89,17 +93,17 @@ class LogDurability:
                 return False
         return target, generation, segments, dir_dirty, staged
 
-    def commit_covered_flush(self, token: tuple) -> bool:
+    def commit_covered_flush(self, token: CoveredToken) -> bool:
         """The second step, after the sync: rename the staged leader epochs into place. True
         when something was renamed (a second sync must then make it durable before
         finish_covered_flush); raises OSError (pass it to finish_covered_flush)."""
-        staged = token[4]
+        staged = token[-1]
         if staged is None:
             return False
         self.epoch_cache.commit_staged(staged)
         return True
 
-    def finish_covered_flush(self, token: tuple, error: OSError | None) -> int:
+    def finish_covered_flush(self, token: CoveredToken, error: OSError | None) -> int:
         """The last step: the sync(s) succeeded (error None) or failed. Returns the new
         flushed offset; raises StorageError (the log dir goes offline) on `error`, or
         FileLimitError (nothing offline, what was to flush is kept for a later flush) when
