@@ -450,10 +450,8 @@ class Sender:
         error: BaseException | None,
         base_offset: int = -1,
         append_time: int = -1,
-        released: bool = False,
     ) -> None:
-        """Resolve every future of the batch and free its buffer space (unless the caller
-        `released` it already)."""
+        """Resolve every future of the batch and free its buffer space."""
         idem = self.idem
         if (
             error is not None
@@ -464,9 +462,8 @@ class Sender:
             idem.reset(
                 f"a batch of {b.tp.topic}-{b.tp.partition} failed: {error}", self.acc.queued()
             )
-        if not released:
-            self.acc.release(b)
-            self.space_freed.set()
+        self.acc.release(b)
+        self.space_freed.set()
         if error is None:
             _acked(b, base_offset, append_time)
             return
