@@ -292,7 +292,12 @@ class BrokerNode:
             self.replica_manager.descriptors.reason,
         )
         self.broker_epoch = -1
-        self.isr_proposer = IsrProposer(self.controller, self.node_id, lambda: self.broker_epoch)
+        self.isr_proposer = IsrProposer(
+            self.controller,
+            self.node_id,
+            lambda: self.broker_epoch,
+            self.replica_manager.high_watermark_moved,
+        )
         self.replica_manager.isr_proposer = self.isr_proposer.propose
         self._stop = threading.Event()
         self._tasks: threading.Thread | None = None

@@ -428,6 +428,13 @@ class InconsistentClusterIdError(BrokerResponseError):
     code = ErrorCode.INCONSISTENT_CLUSTER_ID
 
 
+class IneligibleReplicaError(BrokerResponseError):
+    """AlterPartition: the new ISR adds a broker that is fenced or in a controlled shutdown
+    (KIP-841)."""
+
+    code = ErrorCode.INELIGIBLE_REPLICA
+
+
 class FencedMemberEpochError(BrokerResponseError):
     code = ErrorCode.FENCED_MEMBER_EPOCH
 

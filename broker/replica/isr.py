@@ -5,8 +5,10 @@
 
 The change takes effect only when the controller commits it and the metadata publisher applies
 the new partition epoch (Partition.make_leader clears the pending proposal); a refusal
-(FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION, a stale broker epoch) or a failed call clears it
-at once, so the next check may propose again. Guarded by the leader and partition epochs, as
+(FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION, INELIGIBLE_REPLICA, a stale broker epoch) or a
+failed call clears it at once, so the next check may propose again, and recomputes the high
+watermark without the refused follower (a follower of the maximal ISR that stopped fetching held
+it back, and nothing else would have moved it: issue 22's 120 s stall). Guarded by the leader and partition epochs, as
 Kafka's AlterPartition.
 
 Batched as Kafka's AlterPartitionManager: at most one AlterPartition in flight; the changes
@@ -38,9 +40,16 @@ _Queued = tuple[Partition, tuple[int, ...], dict]  # partition, new ISR, its Alt
 
 class IsrProposer:
     def __init__(
-        self, channel: ControllerChannel, node_id: int, broker_epoch: Callable[[], int]
+        self,
+        channel: ControllerChannel,
+        node_id: int,
+        broker_epoch: Callable[[], int],
+        hw_moved: Callable[[tuple[str, int]], None] = lambda tp: None,
     ) -> None:
+        """`hw_moved(tp)`: a refusal moved the partition's high watermark (what waits on it
+        must be completed: the replica manager's `high_watermark_moved`)."""
         self.channel = channel
+        self.hw_moved = hw_moved
         self.node_id = node_id
         self.broker_epoch = broker_epoch
         self.proposed = 0
@@ -124,7 +133,8 @@ class IsrProposer:
         _log.info(
             "[%s-%d] ISR change to %s not made: %s", part.topic, part.partition, list(new_isr), why
         )
-        part.isr_change_failed()
+        if part.isr_change_failed():
+            self.hw_moved(part.tp)
 
 
 def _name(code: int) -> str:

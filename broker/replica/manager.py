@@ -135,6 +135,16 @@ class ReplicaManager(MetadataApplier, OffsetQueries, SessionFetches):
         self.produce_purgatory.check_and_complete_many([produce_key(*tp) for tp in tps])
         self._wake_fetches(tps)
 
+    def high_watermark_moved(self, tp: TopicPartition) -> None:
+        """`tp`'s high watermark moved outside an append, a flush or a metadata application
+        (a follower's fetch, a refused ISR expansion): complete the acks=all produces waiting
+        on it, answer the consumers' fetches long-polling on it (they read up to the HW: without
+        this a consumer saw the record only at its next fetch.max.wait.ms), and note it in the
+        followers' sessions (they learn the HW with their next answer). Any thread."""
+        self.produce_purgatory.check_and_complete(produce_key(*tp))
+        self.fetch_sessions.mark_changed([tp])
+        self.fetch_purgatory.check_and_complete(fetch_key(*tp))
+
     def on_flushed(self, topic: str, partition: int, flushed_offset: int) -> None:
         """Flusher callback (flusher thread): the HW may move; retry waiting produces/fetches."""
         self.on_flushed_many([(topic, partition, flushed_offset)])
@@ -414,9 +424,7 @@ class ReplicaManager(MetadataApplier, OffsetQueries, SessionFetches):
         if diverging(part, spec) is not None:
             return False
         if part.update_follower(params.replica_id, spec.fetch_offset):
-            tp = (spec.topic, spec.partition)
-            self.produce_purgatory.check_and_complete(produce_key(*tp))
-            self.fetch_sessions.mark_changed([tp])
+            self.high_watermark_moved((spec.topic, spec.partition))
         proposer = self.isr_proposer
         if proposer is not None:
             new_isr = part.isr_to_expand(params.replica_id)
@@ -446,6 +454,9 @@ class ReplicaManager(MetadataApplier, OffsetQueries, SessionFetches):
                 )
                 proposer(part, new_isr)
                 made += 1
+                # (the proposal may replace an unanswered expansion whose member held the HW)
+                if part.maybe_advance_high_watermark():
+                    self.high_watermark_moved(part.tp)
         return made
 
     # -- list offsets ---------------------------------------------------------------------------

@@ -242,13 +242,17 @@ class Partition:
             self.pending_isr = (new_isr, now)
             return new_isr
 
-    def isr_change_failed(self, backoff_ms: int = ISR_RETRY_BACKOFF_MS) -> None:
+    def isr_change_failed(self, backoff_ms: int = ISR_RETRY_BACKOFF_MS) -> bool:
         """The controller refused or did not answer: a check `backoff_ms` later proposes again
         (not at the next fetch: a follower that is not eligible yet, e.g. still fenced after a
-        restart, made the leader ask every few milliseconds)."""
+        restart, made the leader ask every few milliseconds). Returns True when the HW moved:
+        a refused expansion no longer counts in the maximal ISR, so a follower that was
+        proposed and then stopped fetching (a broker in controlled shutdown) stops holding the
+        HW back; the caller must then complete what waits on it."""
         with self._lock:
             self.pending_isr = None
             self.isr_retry_at_ms = _now_ms() + backoff_ms
+            return self._advance_locked()
 
     def maybe_advance_high_watermark(self) -> bool:
         """Recompute the HW (after a flush or an append); True when it moved."""

@@ -187,13 +187,16 @@ def unclean_leader_changes(
 
 
 def check_isr_change(
-    reg: PartitionRegistration, broker_id: int, request: dict, live: set[int]
+    reg: PartitionRegistration, broker_id: int, request: dict, eligible: set[int]
 ) -> tuple[int, tuple[int, ...] | None]:
     """Validate one AlterPartition partition request from `broker_id` against the current
     registration: (error code, new ISR when it differs from the current one, else None).
     Codes as Kafka: NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH (leader epoch differs),
     INVALID_UPDATE_VERSION (partition epoch differs), INVALID_REQUEST (ISR without the leader,
-    duplicates, non-replicas, or newly added brokers that are fenced)."""
+    duplicates, non-replicas), INELIGIBLE_REPLICA (KIP-841: a newly added broker that is not in
+    `eligible`: fenced, being fenced, or in a controlled shutdown. A broker shutting down still
+    fetches until it stops; taken back into the ISR then, it held every acks=all write of the
+    partition until replica.lag.time.max.ms dropped it again)."""
     new_isr = tuple(request.get("new_isr", ()))
     if reg.leader != broker_id:
         return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
@@ -205,7 +208,8 @@ def check_isr_change(
         broker_id not in new_isr
         or len(set(new_isr)) != len(new_isr)
         or any(r not in reg.replicas for r in new_isr)
-        or any(r not in live and r not in reg.isr for r in new_isr)
     ):
         return ErrorCode.INVALID_REQUEST, None
+    if any(r not in eligible and r not in reg.isr for r in new_isr):
+        return ErrorCode.INELIGIBLE_REPLICA, None
     return ErrorCode.NONE, (new_isr if new_isr != reg.isr else None)

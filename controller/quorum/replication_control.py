@@ -330,7 +330,7 @@ class ReplicationControlManager(ControlManager):
         b = self.image.brokers.get(broker_id)
         if b is None or b.broker_epoch != broker_epoch:
             return {"error_code": int(ErrorCode.STALE_BROKER_EPOCH), "topics": []}
-        live = set(self.image.live_brokers())
+        eligible = self.cluster.live()  # (not fenced, nor being fenced or shutting down)
         out_topics, records, pending, seen = [], [], [], set()
         for treq in topics:
             name: Any = treq.get("name")
@@ -355,7 +355,7 @@ class ReplicationControlManager(ControlManager):
                     res["error_code"] = int(ErrorCode.INVALID_REQUEST)
                     continue
                 seen.add((name, p))
-                code, new_isr = check_isr_change(reg, broker_id, preq, live)
+                code, new_isr = check_isr_change(reg, broker_id, preq, eligible)
                 res["error_code"] = int(code)
                 if new_isr is not None:
                     records.append(PartitionChange(t.topic_id, p, isr=new_isr))

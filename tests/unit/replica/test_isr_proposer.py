@@ -4,6 +4,7 @@ in the next request (all partitions together), each partition settled by its own
 from __future__ import annotations
 
 import concurrent.futures
+import types
 
 from broker.replica.isr import IsrProposer
 from broker.replica.partition import Partition
@@ -26,7 +27,9 @@ class FakeChannel:
 
 
 def _leader(topic: str, p: int, isr=(1, 2)) -> Partition:
-    part = Partition(topic, p, 1, log=None)  # type: ignore[arg-type]  # no log is read here
+    # a refusal recomputes the HW, which reads only the log's ends
+    log = types.SimpleNamespace(flushed_offset=0, end_offset=0)
+    part = Partition(topic, p, 1, log=log)  # type: ignore[arg-type]
     part.leader_id, part.leader_epoch, part.partition_epoch = 1, 3, 7
     part.isr = isr
     part.pending_isr = ((*isr, 3), 0)  # as isr_to_expand leaves it

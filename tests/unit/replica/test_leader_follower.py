@@ -234,3 +234,68 @@ def test_offsets_for_leader_epoch(pair):
     ]
     (r,) = follower.rm.offsets_for_leader_epoch([("t", 0, -1, 0)])
     assert r["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def test_a_refused_expansion_releases_the_high_watermark_it_held(h):
+    """Issue 22's 120 s stall: a broker in controlled shutdown, already out of the ISR, fetched
+    once more; the leader proposed it back (the maximal ISR then holds the HW at its offset) and
+    the controller refused. The refusal must recompute the HW and complete the waiting produce:
+    the other follower was idle in its session, so nothing else would have moved it, and the
+    produce (and each retry of it) timed out until delivery.timeout.ms."""
+    from test_isr_proposer import FakeChannel
+
+    from broker.replica.isr import IsrProposer
+
+    h.replay(PartitionChange(TID, 0, isr=(1, 2)))
+    part = h.rm.get_partition("t", 0)
+    ch = FakeChannel()
+    proposer = IsrProposer(ch, 1, lambda: 1, h.rm.high_watermark_moved)  # type: ignore[arg-type]
+    h.rm.isr_proposer = proposer.propose
+    _follower_fetch(h, 3, 0)  # the departing broker, at the HW: proposed back into the ISR
+    assert len(ch.calls) == 1 and part.pending_isr is not None
+    done, box = _append_async(h, 2)
+    wait_until(lambda: part.log.flushed_offset >= 2, 5, "the leader's fsync")
+    _follower_fetch(h, 2, 2)  # the ISR member has it all; the pending member holds the HW
+    assert part.high_watermark == 0 and not done.is_set()
+    topics = ch.calls[0][2]
+    ch.calls[0][3].set_result(
+        {
+            "error_code": 0,
+            "topics": [
+                {
+                    "name": "t",
+                    "partitions": [
+                        {"partition": 0, "error_code": int(ErrorCode.INELIGIBLE_REPLICA)}
+                    ],
+                }
+            ],
+        }
+    )
+    assert topics[0]["partitions"][0]["new_isr"] == [1, 2, 3]
+    assert part.pending_isr is None and part.high_watermark == 2
+    assert done.wait(5), "the refusal completed nothing: the produce waits for its timeout"
+    assert box[("t", 0)].error_code == 0
+
+
+def test_a_follower_moving_the_high_watermark_answers_a_waiting_consumer(h):
+    """A consumer long-polling at the HW gets the records as soon as the followers' fetches
+    move the HW past them, not at its fetch.max.wait.ms (issue 28's 500 ms cliff)."""
+    part = h.rm.get_partition("t", 0)
+    answered = threading.Event()
+    got: list = []
+
+    def on_answer(out):
+        got.extend(out)
+        answered.set()
+
+    spec = FetchPartitionSpec("t", 0, 0, MiB, -1, -1)
+    # 60 s of long poll: answered only by a wake-up within the 10 s this test waits
+    assert h.rm.fetch_records(FetchParams(-1, 60_000, 1, MiB), [spec], on_answer) is None
+    done, _ = _append_async(h, 3)
+    wait_until(lambda: part.log.flushed_offset >= 3, 5, "the leader's fsync")
+    assert not answered.is_set()  # appended, but above the HW: nothing to read yet
+    _follower_fetch(h, 2, 3)
+    _follower_fetch(h, 3, 3)  # the HW moves to 3
+    assert part.high_watermark == 3 and done.wait(5)
+    assert answered.wait(10), "the parked consumer fetch missed the HW's move"
+    assert got[0].get("records"), got
