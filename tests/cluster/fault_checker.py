@@ -19,6 +19,12 @@ anomaly it finds, by check, and the figures of the run; `valid` is True when the
   read of it when sent (the HW); C4 for groups: a member taking a partition over starting after
   the last committed offset (records skipped). Input: "gpoll", "commit" and "event" entries.
 
+- Stalls (issue 22): a partition that took no acknowledged write for more than STALL_S while
+  writes to it were outstanding and every ISR sample of that time (type "isr", at most
+  SAMPLE_GAP_S apart) showed a leader and an ISR of at least min ISR: the cluster said it could
+  take writes and it did not. Times without samples (a fault that hides the metadata) are no
+  evidence either way and are never flagged.
+
 C7 (recovery) is checked by the harness itself after heal.
 """
 
@@ -42,7 +48,10 @@ CHECKS = (
     "commit_regress",
     "commit_past_hw",
     "group_skips",
+    "stalls",
 )
+STALL_S = 10.0  # longest tolerated time without a write while the ISR satisfies min ISR
+SAMPLE_GAP_S = 2.0  # ISR samples further apart than this are not evidence of the time between
 
 
 def _seq(value: str) -> tuple[str, int] | None:
@@ -54,6 +63,7 @@ def check(
     history: Iterable[Mapping[str, Any]],
     final_read: Mapping[int, list[tuple[int, str]]],
     events: Iterable[Mapping[str, Any]] = (),
+    min_isr: int = 2,
 ) -> dict[str, Any]:
     history = list(history)
     found: dict[str, list[Any]] = {name: [] for name in CHECKS}
@@ -166,6 +176,7 @@ def check(
             found["phantom_reads"].append(
                 {"value": e["value"], "partition": e["partition"], "offset": e["offset"]}
             )
+    found["stalls"] = stalls(history, min_isr)
     counts = collections.Counter(e["type"] for e in sends)
     return {
         "valid": not any(found.values()),
@@ -244,3 +255,65 @@ def _group_checks(
             found["group_skips"].append({"process": e["process"], "partition": e["partition"],
                                          "first_read": e["offset"], "committed": committed})  # fmt: skip
     return found
+
+
+def stalls(
+    history: list[Mapping[str, Any]], min_isr: int, limit_s: float = STALL_S
+) -> list[dict[str, Any]]:
+    """Partitions that took no acknowledged write for more than `limit_s` while writes to them
+    were outstanding and the sampled ISR satisfied `min_isr` throughout (module docstring)."""
+    acks: dict[int, list[float]] = collections.defaultdict(list)
+    invoked: dict[int, float] = {}
+    done: dict[int, float] = {}
+    for e in history:
+        if e.get("f") != "send":
+            continue
+        if e["type"] == "invoke":
+            invoked[e["op"]] = e["time"]
+        else:
+            done[e["op"]] = e["time"]
+            if e["type"] == "ok":
+                acks[e["partition"]].append(e["time"])
+    sends: dict[int, list[tuple[float, float]]] = collections.defaultdict(list)
+    for e in history:
+        if e.get("f") == "send" and e["type"] == "invoke":
+            sends[e["partition"]].append((e["time"], done.get(e["op"], float("inf"))))
+    samples: dict[int, list[tuple[float, bool, list[int]]]] = collections.defaultdict(list)
+    for e in history:
+        if e["type"] == "isr":
+            for p, (leader, isr) in e["partitions"].items():
+                healthy = leader >= 0 and len(isr) >= min_isr
+                samples[int(p)].append((e["time"], healthy, isr))
+    out = []
+    for p, ts in acks.items():
+        ts.sort()
+        runs = _healthy_runs(sorted(samples.get(p, [])))
+        for a, b in zip(ts, ts[1:], strict=False):
+            if b - a <= limit_s:
+                continue
+            for start, end, isr in runs:
+                lo, hi = max(a, start), min(b, end)
+                if hi - lo > limit_s and any(i < hi and d > lo for i, d in sends[p]):
+                    out.append({"partition": p, "no_write_from": round(a, 3),
+                                "for_s": round(hi - lo, 3), "isr": isr})  # fmt: skip
+    return out
+
+
+def _healthy_runs(
+    samples: list[tuple[float, bool, list[int]]],
+) -> list[tuple[float, float, list[int]]]:
+    """Maximal stretches of consecutive healthy samples at most SAMPLE_GAP_S apart:
+    (first time, last time, the ISR at the last sample)."""
+    runs: list[tuple[float, float, list[int]]] = []
+    start = last = None
+    isr: list[int] = []
+    for t, healthy, sample_isr in samples:
+        if healthy and start is not None and last is not None and t - last <= SAMPLE_GAP_S:
+            last, isr = t, sample_isr
+            continue
+        if start is not None and last is not None:
+            runs.append((start, last, isr))
+        start, last, isr = (t, t, sample_isr) if healthy else (None, None, [])
+    if start is not None and last is not None:
+        runs.append((start, last, isr))
+    return runs

@@ -11,7 +11,8 @@
 `f` is "send" (a producer's write), "poll" (the assign-mode reader's read, recorded as a
 completed op per record), "gpoll" (a group member's read), "commit" (a member's offset commit,
 invoke then ok/fail/info) or, with type "event", a member's "assign" / "revoke" / "lost"; the
-nemesis logs `{"type": "nemesis", "f": "start" | "stop", "fault": ...}`. An
+nemesis logs `{"type": "nemesis", "f": "start" | "stop", "fault": ...}`; the ISR monitor logs
+`{"type": "isr", "partitions": {"0": [leader, [isr...]], ...}}` samples. An
 error that guarantees the write was not applied is `fail`; a timeout, a lost connection or
 NOT_ENOUGH_REPLICAS_AFTER_APPEND is `info` (unknown). Values are unique: `{producer}-{seq}`,
 each producer's `seq` increasing per partition. Thread-safe.
@@ -111,6 +112,12 @@ class History:
         """A fault starting (`f` "start") or reverted ("stop"); the checker's figures measure
         failover and recovery from these."""
         self._add({"type": "nemesis", "f": f, "fault": fault, **detail})
+
+    def isr(self, partitions: dict[int, tuple[int, list[int]]]) -> None:
+        """A sample of every partition's (leader, ISR) as the cluster's metadata showed it
+        (type "isr"; the stall check reads them)."""
+        self._add({"type": "isr", "op": next(self._ops), "f": "isr",
+                   "partitions": {str(p): [leader, isr] for p, (leader, isr) in partitions.items()}})  # fmt: skip
 
     def merge(self, entries: list[dict[str, Any]]) -> None:
         """Add another process's entries (their times are of the same monotonic clock)."""

@@ -8,7 +8,8 @@ start/stop entries in the history so the checker can measure failover and recove
 Faults: kill_broker (F1), kill_controller (F2), pause_broker (F3), isolate (F4a/F4b, in a
 network namespace), loss (F5), cut_clients (F4c), slow_fsync (F6, strace), write_eio (F7,
 strace), torn_tail (F8), power_loss (F9, LazyFS), fill_disk (F10, a small ext4),
-crash_producer (F11). One fault at a time; `heal_all()` reverts whatever is still applied.
+crash_producer (F11), terminate_broker (F12, SIGTERM: a controlled shutdown), cpu_load (F13,
+busy loops beside the cluster; the only fault that may overlap another). One fault at a time; `heal_all()` reverts whatever is still applied.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -67,6 +69,35 @@ class Nemesis:
         b = self.cluster.brokers
         b.stop(n, signal.SIGKILL)
         return self._fault("kill_broker", lambda: b.start(n), node=n)
+
+    def terminate_broker(self, n: int) -> contextlib.AbstractContextManager[None]:
+        """F12: SIGTERM (a controlled shutdown: leaderships and ISR memberships move off it
+        first); restarted on exit."""
+        b = self.cluster.brokers
+        b.stop(n, signal.SIGTERM)
+        return self._fault("terminate_broker", lambda: b.start(n), node=n)
+
+    @contextlib.contextmanager
+    def cpu_load(self, processes: int) -> Iterator[None]:
+        """F13: `processes` busy loops beside the cluster (each in a session of its own, killed
+        on exit): the machine's run queue well past its cores, as on a loaded host."""
+        procs = [
+            subprocess.Popen(  # (bounded: killed on exit, and each ends itself after 10 min)
+                [sys.executable, "-c", "import time\nend = time.time() + 600\n"
+                 "while time.time() < end: pass"],
+                start_new_session=True,
+            )
+            for _ in range(processes)
+        ]  # fmt: skip
+
+        def revert() -> None:
+            for proc in procs:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+
+        with self._fault("cpu_load", revert, processes=processes):
+            yield
 
     def kill_controller(self, n: int) -> contextlib.AbstractContextManager[None]:
         q = self.cluster.quorum

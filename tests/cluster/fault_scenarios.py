@@ -1,4 +1,5 @@
-"""The scenarios of the fault harness (CHECKER.md S1-S10) and the run that checks one.
+"""The scenarios of the fault harness (CHECKER.md S1-S10, and S11: issue 22's stall after a
+follower's controlled shutdown under CPU load) and the run that checks one.
 
     report = run_scenario("S4", workdir, seed=7, duration=0)   # 0: each fault the minimum times
 
@@ -30,13 +31,13 @@ from typing import Any
 
 import fault_net
 from fault_checker import check
-from fault_cluster import PARTITIONS, TOPIC, Cluster, log_counts, raft_events
+from fault_cluster import MIN_ISR, PARTITIONS, TOPIC, Cluster, log_counts, raft_events
 from fault_figures import timing
 from fault_group import GroupMembers
 from fault_history import History
 from fault_nemesis import Nemesis, active_segment, missing_strace
 from fault_producer import ProducerProcess
-from fault_workload import Workload, final_read, leader_events
+from fault_workload import IsrMonitor, Workload, final_read, leader_events
 from helpers import wait_until
 
 from client import Admin
@@ -80,6 +81,8 @@ class Scenario:
     # "lazyfs": every node's data on one LazyFS mount (power loss); "small-disk": the log dir
     # of broker SMALL_DISK_BROKER on a small loop-mounted ext4 (full disk)
     storage: str = "disk"
+    producers: int = 2  # workload producers (S11 has one, as in issue 22: another producer's
+    # writes to the same partition moved its stuck high watermark along)
 
 
 # -- the scenarios -------------------------------------------------------------------------------
@@ -277,6 +280,32 @@ def s10(run: Run) -> None:
     wait_until(lambda: x.acked() > before + 200, 30, "the restarted producer writing")
 
 
+CPU_LOAD_PROCESSES = 4  # busy loops beside the cluster in S11: a run queue of ~7 on 2 cores
+
+
+def s11(run: Run) -> None:
+    """Issue 22's stall: a broker holding only follower replicas stopped with SIGTERM on a
+    loaded machine. Its controlled shutdown takes it out of the ISRs while it still fetches;
+    the leader proposed it back, the controller refused, and the HW stayed where the departed
+    follower held it (the other follower idle in its session), so the partition's writes
+    timed out for as long as the broker stayed down. The stall check flags any partition
+    without a write for 10 s while its ISR satisfies min ISR; the broker stays down longer
+    than that, and replica.lag.time.max.ms is Kafka's 30 s, so a follower wrongly left in the
+    ISR would stall it too."""
+    c = run.cluster
+    with run.nemesis.cpu_load(CPU_LOAD_PROCESSES):
+        for _ in run.rounds(3):
+            ps = c.partitions() or []
+            leaders = {p.leader for p in ps}
+            idle = [n for n in c.brokers.procs if n not in leaders]
+            # (the first round usually finds none: its broker leads nothing once restarted)
+            n = idle[0] if idle else c.wait_leader_of(0)
+            with run.nemesis.terminate_broker(n):
+                run.hold(12.0, 14.0)
+            wait_until(lambda: c.healthy(3), 60, "ISR 3 again")
+            run.hold(1.0, 2.0)
+
+
 def _lazyfs_missing() -> str | None:
     from lazyfs import unavailable_reason
 
@@ -338,6 +367,14 @@ SCENARIOS = {
             missing=_disk_missing,
             storage="small-disk",
         ),
+        Scenario(
+            "S11",
+            "SIGTERM a broker that leads nothing (a controlled shutdown), down 12-14 s, x3, "
+            "with 4 busy loops beside the cluster",
+            s11,
+            broker_overrides={"replica.lag.time.max.ms": 30_000},
+            producers=1,
+        ),
     ]  # fmt: skip
 }
 
@@ -396,10 +433,12 @@ def _run_cluster(
     run = Run(cluster, nemesis, random.Random(seed), duration, storage=storage)
     try:
         cluster.start()
-        workload = Workload(cluster.bootstrap, TOPIC, PARTITIONS, history)
+        workload = Workload(cluster.bootstrap, TOPIC, PARTITIONS, history, sc.producers)
         workload.start()
         group = GroupMembers(cluster.bootstrap, TOPIC, history)
         group.start()
+        monitor = IsrMonitor(cluster.bootstrap, TOPIC, history)
+        monitor.start()
         try:
             wait_until(lambda: workload.acked() > 300, 30, "steady writes")
             wait_until(group.committed, 30, "the group committing")
@@ -424,13 +463,14 @@ def _run_cluster(
                 x.stop()
                 history.merge(x.entries())
             group.stop()
+            monitor.stop()
             workload.stop()
             history.close()
         final = final_read(cluster.bootstrap, TOPIC, PARTITIONS)
         events = leader_events(cluster.broker_logs(), TOPIC) + raft_events(
             cluster.controller_logs()
         )
-        report = check(history.entries, final, events)
+        report = check(history.entries, final, events, MIN_ISR)
         report.update(timing(history.entries))
         report.update(log_counts(cluster.broker_logs()))
     finally:
@@ -458,7 +498,8 @@ def _wait_quietly(cond: Callable[[], object], timeout: float) -> None:
 
 
 COLUMNS = ("scenario", "valid", "ok", "fail", "info", "commits", "lost", "duplicated", "reordered",
-           "inconsistent", "longest_write_unavailable_s", "longest_failover_s", "recovery_s")  # fmt: skip
+           "inconsistent", "stalls", "longest_write_unavailable_s", "longest_failover_s",
+           "recovery_s")  # fmt: skip
 
 
 def summary_table(reports: list[dict[str, Any]]) -> str:
@@ -471,7 +512,7 @@ def summary_table(reports: list[dict[str, Any]]) -> str:
         w = r["writes"]
         rows.append(tuple(str(x) for x in (
             r["scenario"], r["valid"], w["ok"], w["fail"], w["info"], r["commits"], r["lost"],
-            r["duplicated"], r["reordered"], r["inconsistent"],
+            r["duplicated"], r["reordered"], r["inconsistent"], r.get("stalls", 0),
             r["longest_write_unavailable_s"], r["longest_failover_s"], r["recovery_s"],
         )))  # fmt: skip
     widths = [max(len(str(row[i])) for row in rows if i < len(row)) for i in range(len(COLUMNS))]

@@ -182,3 +182,33 @@ def leader_events(stderr_files: dict[int, list[Path]], topic: str) -> list[dict]
                         }  # fmt: skip
                     )
     return events
+
+
+ISR_SAMPLE_S = 0.5
+
+
+class IsrMonitor(ClientThreads):
+    """Samples every partition's leader and ISR from the brokers' metadata every ISR_SAMPLE_S
+    into the history (the stall check asks whether the ISR satisfied min ISR while a partition
+    took no write). A sample that cannot be had is skipped: the check then has no evidence
+    for that time and flags nothing there."""
+
+    def __init__(self, bootstrap: str, topic: str, history: History) -> None:
+        super().__init__()
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.history = history
+        self._thread("w-isr", self._sample)
+
+    def _sample(self) -> None:
+        from client import Admin
+
+        while not self._stop.is_set():
+            try:
+                with Admin(bootstrap_servers=self.bootstrap, request_timeout_ms=2000) as admin:
+                    while not self._stop.is_set():
+                        parts = admin.describe_topic(self.topic).partitions
+                        self.history.isr({p.partition: (p.leader, list(p.isr)) for p in parts})
+                        self._stop.wait(ISR_SAMPLE_S)
+            except GregorError:
+                self._stop.wait(ISR_SAMPLE_S)  # (no sample now: the cluster is in a fault)

@@ -217,3 +217,48 @@ def test_a_torn_last_line_is_left_out_and_cut_before_appending(tmp_path) -> None
     assert [(e["type"], e["op"]) for e in read_history(path)] == [
         ("invoke", 0), ("ok", 0), ("invoke", 100)
     ]  # fmt: skip
+
+
+def _paced(isr_during_gap: list[int] | None, gap: tuple[float, float] = (20.0, 32.0)):
+    """One producer writing partition 0 every 0.1 s for 40 s (times set by hand), ISR samples
+    every 0.5 s ([4, 5, 6] outside the gap; `isr_during_gap` inside it, None: no samples then);
+    the writes invoked in `gap` are acknowledged only at its end."""
+    entries: list[dict] = []
+    final: dict[int, list[tuple[int, str]]] = {0: []}
+    op = 0
+    for i in range(400):
+        t = i * 0.1
+        entries.append({"type": "invoke", "op": op, "process": "p1", "f": "send",
+                        "partition": 0, "value": f"p1-{i}", "time": t})  # fmt: skip
+        done = gap[1] if gap[0] <= t < gap[1] else t + 0.01
+        final[0].append((i, f"p1-{i}"))
+        entries.append({"type": "ok", "op": op, "process": "p1", "f": "send", "partition": 0,
+                        "value": f"p1-{i}", "offset": i, "time": done})  # fmt: skip
+        op += 1
+    for j in range(80):
+        t = j * 0.5
+        isr = isr_during_gap if gap[0] < t < gap[1] else [4, 5, 6]
+        if isr is None:
+            continue
+        entries.append({"type": "isr", "op": op, "f": "isr", "time": t + 0.001,
+                        "partitions": {"0": [4, isr]}})  # fmt: skip
+        op += 1
+    entries.sort(key=lambda e: e["time"])
+    return entries, final
+
+
+def test_a_stall_while_the_isr_satisfies_min_isr_is_flagged() -> None:
+    entries, final = _paced([4, 5, 6])
+    report = check(entries, final, [], min_isr=2)
+    assert not report["valid"] and report["stalls"] == 1, report["anomalies"]
+    stall = report["anomalies"]["stalls"][0]
+    assert stall["partition"] == 0 and stall["for_s"] > 10
+
+
+def test_a_stall_while_the_isr_is_below_min_isr_or_unknown_is_not() -> None:
+    for isr in ([4], None):  # the cluster said it could not take writes; no evidence at all
+        entries, final = _paced(isr)
+        report = check(entries, final, [], min_isr=2)
+        assert report["valid"] and report["stalls"] == 0, (isr, report["anomalies"])
+    entries, final = _paced([4, 5, 6], gap=(20.0, 29.0))  # 9 s: within the bound
+    assert check(entries, final, [], min_isr=2)["valid"]
