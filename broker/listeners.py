@@ -130,7 +130,7 @@ def check_security(bind: tuple[Endpoint, ...] | list[Endpoint], protocols: dict[
         raise ConfigError(
             f"listeners: listener {e} uses security protocol {protocol} ({how}), which Gregor"
             f" does not support: only PLAINTEXT listeners are (TLS and SASL are planned, see"
-            f" docs/operations.md \"Not there yet\"). Use PLAINTEXT://{e.address}, or map"
+            f' docs/operations.md "Not there yet"). Use PLAINTEXT://{e.address}, or map'
             f" {e.name} to PLAINTEXT in listener.security.protocol.map"
         )
 

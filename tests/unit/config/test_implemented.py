@@ -165,7 +165,9 @@ def test_server_file_and_environment_are_checked_too(k, source, tmp_path, caplog
         where = f"environment variable {env_name(k.name)}"
     _warned.discard(k.name)
     if k.status == REFUSED:
-        with pytest.raises(ConfigError, match=rf"'{re.escape(k.name)}' \(set by {re.escape(where)}\)"):
+        with pytest.raises(
+            ConfigError, match=rf"'{re.escape(k.name)}' \(set by {re.escape(where)}\)"
+        ):
             load_config(role, path, env)
         return
     with caplog.at_level(logging.WARNING, logger="client.config.loader"):
