@@ -91,7 +91,13 @@ def load_broker_config(args: argparse.Namespace) -> Any:
     from client.config import load_config
 
     overrides = build_overrides(args)
-    cfg = load_config("broker", args.config, os.environ, overrides)
+    # where each override came from, for error messages and DescribeConfigs
+    sources = dict.fromkeys(overrides, "command-line --override")
+    if args.data_dir:
+        sources["log.dirs"] = "command-line --data-dir"
+    elif "log.dirs" in overrides and not any(o.startswith("log.dirs=") for o in args.override):
+        sources["log.dirs"] = f"gregor {args.command_name}'s default data dir"
+    cfg = load_config("broker", args.config, os.environ, overrides, overrides_source=sources)
     if args.host is not None or args.port is not None:
         # --host/--port change the first listener (the only one of the embedded defaults)
         first, *rest = parse_endpoints(cfg.listeners)
@@ -99,7 +105,8 @@ def load_broker_config(args: argparse.Namespace) -> Any:
         port = args.port if args.port is not None else first.port
         changed = [Endpoint(first.name, host, port), *rest]
         overrides["listeners"] = ",".join(str(e) for e in changed)
-        cfg = load_config("broker", args.config, os.environ, overrides)
+        sources["listeners"] = "command-line --host/--port"
+        cfg = load_config("broker", args.config, os.environ, overrides, overrides_source=sources)
     return cfg
 
 

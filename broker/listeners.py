@@ -6,8 +6,7 @@
 
 Each listener is one listening socket. An item without `NAME://` is named PLAINTEXT, so the
 one-listener form (`listeners: 127.0.0.1:9092`) keeps working. Every listener speaks the same
-plaintext protocol (`PLAINTEXT://` and `SSL://` name no security protocol here, only a listener);
-the name says which advertised address a client that connected on it is given:
+plaintext protocol; the name says which advertised address a client that connected on it is given:
 
 - the broker registers the advertised endpoint of every listener with the controller;
 - Metadata and DescribeCluster answer, for each broker, its endpoint on the listener the request
@@ -21,6 +20,13 @@ An advertised entry names a listener (the unnamed form matches PLAINTEXT); a lis
 advertised entry advertises the address it binds, and port 0 in either is replaced by the
 port actually bound (tests bind ephemeral ports).
 
+Security protocols: as in Kafka, `listener.security.protocol.map` gives each listener name its
+security protocol (by default PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL map to themselves, and
+a map that leaves one of these names out still gives it its own protocol).
+Only PLAINTEXT is built, so a listener whose protocol is anything else stops start-up with a
+ConfigError naming it, rather than serving plain text on a port that claims TLS. A name the map
+does not list (INTERNAL, CLIENT...) is PLAINTEXT, where Kafka would refuse it.
+
 Pure parsing, no sockets: any thread.
 """
 
@@ -31,9 +37,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from client.config.types import SECURITY_PROTOCOLS
 from client.errors import ConfigError
 
 DEFAULT_NAME = "PLAINTEXT"
+SUPPORTED_PROTOCOLS = ("PLAINTEXT",)
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -94,6 +102,39 @@ def _cfg(config: Any, attr: str, default: Any) -> Any:
     return default if value is None else value
 
 
+def security_protocols(value: Any) -> dict[str, str]:
+    """`listener.security.protocol.map` (`NAME:PROTOCOL,...`) -> {NAME: PROTOCOL}, upper-cased."""
+    out: dict[str, str] = {}
+    for item in _items(value):
+        name, sep, protocol = item.partition(":")
+        if not sep or not _NAME.match(name) or not protocol:
+            raise ConfigError(
+                f"listener.security.protocol.map: expected NAME:PROTOCOL, got {item!r}"
+            )
+        out[name.upper()] = protocol.strip().upper()
+    return out
+
+
+def check_security(bind: tuple[Endpoint, ...] | list[Endpoint], protocols: dict[str, str]) -> None:
+    """ConfigError for the first listener whose security protocol is not built (only PLAINTEXT
+    is): a port that claims TLS or SASL must not serve plain text."""
+    for e in bind:
+        protocol = protocols.get(e.name, e.name if e.name in SECURITY_PROTOCOLS else DEFAULT_NAME)
+        if protocol in SUPPORTED_PROTOCOLS:
+            continue
+        how = (
+            f"its name is the security protocol {protocol}"
+            if e.name == protocol
+            else f"listener.security.protocol.map maps {e.name} to {protocol}"
+        )
+        raise ConfigError(
+            f"listeners: listener {e} uses security protocol {protocol} ({how}), which Gregor"
+            f" does not support: only PLAINTEXT listeners are (TLS and SASL are planned, see"
+            f' docs/operations.md "Not there yet"). Use PLAINTEXT://{e.address}, or map'
+            f" {e.name} to PLAINTEXT in listener.security.protocol.map"
+        )
+
+
 @dataclass(frozen=True)
 class Listeners:
     """What the broker binds (`bind`), what it advertises per listener (`advertised`, same order
@@ -108,6 +149,7 @@ class Listeners:
         bind = parse_endpoints(_cfg(config, "listeners", ()), "listeners")
         if not bind:
             raise ConfigError("listeners: no listener configured")
+        check_security(bind, security_protocols(_cfg(config, "listener_security_protocol_map", ())))
         by_name = {e.name: e for e in bind}
         adv = parse_endpoints(_cfg(config, "advertised_listeners", ()), "advertised.listeners")
         for e in adv:

@@ -71,11 +71,13 @@ def _load_config(path: str, overrides: dict[str, str]) -> Any:
         if exc.name != "client.config":
             raise
         load_config = interim_load_config  # type: ignore[assignment]
-    return load_config("controller", path, os.environ, overrides)
+    return load_config(
+        "controller", path, os.environ, overrides, overrides_source="command-line --override"
+    )
 
 
 def interim_load_config(
-    role: str, path: str | None = None, env: Any = None, overrides: Any = None
+    role: str, path: str | None = None, env: Any = None, overrides: Any = None, **_: Any
 ) -> Any:
     import difflib
     from types import SimpleNamespace

@@ -10,29 +10,11 @@ from typing import Any
 from broker.handlers.base import RequestContext, handler
 from client.errors import ErrorCode
 from client.protocol import ApiKey
+from controller.quorum.topic_configs import TOPIC_DEFAULTS  # topic key -> broker default key
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 
-# topic-level key -> the broker key that gives its default
-TOPIC_DEFAULTS = {
-    "cleanup.policy": "log.cleanup.policy",
-    "delete.retention.ms": "log.cleaner.delete.retention.ms",
-    "flush.messages": "log.flush.interval.messages",
-    "flush.ms": "log.flush.interval.ms",
-    "index.interval.bytes": "log.index.interval.bytes",
-    "max.message.bytes": "message.max.bytes",
-    "message.timestamp.type": "log.message.timestamp.type",
-    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
-    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
-    "min.insync.replicas": "min.insync.replicas",
-    "retention.bytes": "log.retention.bytes",
-    "retention.ms": "log.retention.ms",
-    "segment.bytes": "log.segment.bytes",
-    "segment.index.bytes": "log.index.size.max.bytes",
-    "segment.ms": "log.roll.ms",
-    "unclean.leader.election.enable": "unclean.leader.election.enable",
-}
 SENSITIVE_MARKERS = ("password", "secret")
 
 

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from client.config.keydef import ConfigKey, env_name
+from client.config.keydef import UNIT_NAMES, ConfigKey, env_name
 from client.config.registry import REGISTRY
 from client.config.types import format_duration_ms, format_size
 
@@ -37,13 +37,33 @@ Every key is declared once in `client/config/keys_*.py`. A process loads its set
 4. command-line overrides (`--override log.dirs=/data`).
 
 Unknown keys, wrong types and out-of-range values stop start-up with a message naming the key,
-the value, what was expected and the closest known key. Broker and controller processes accept
+the value, where it came from (the config file's path, the environment variable, the
+command-line `--override`, or the client's config dict or keyword argument) and what was
+expected, with the closest known key for a typo. A key Kafka has and Gregor does not
+(`ssl.keystore.location`, `interceptor.classes`, `zookeeper.connect`...) is refused with what
+Gregor does instead (the table is `client/config/kafka_keys.py`). Broker and controller processes accept
 each other's keys (`process.roles` may combine them). Clients (`Producer`, `Consumer`, `Admin`)
 take the client keys as a dict of dotted names or as snake_case keyword arguments, and read no
 file or environment.
 
 Inside the code every key is a snake_case attribute of the typed `Config`
 (`log.segment.bytes` → `cfg.log_segment_bytes`).
+
+## Kafka's time-unit names
+
+Kafka spells some durations in several units, and Gregor accepts each of them, as a whole number
+of that unit, for the key listed (a negative number means -1: for retention, keep forever):
+
+| Kafka's name | sets |
+|---|---|
+{unit_rows}
+
+Within one source (one YAML file, the environment, the command line) the key's own name wins,
+then the finer unit, as in Kafka: `log.retention.ms` > `log.retention.minutes` >
+`log.retention.hours`, `log.roll.ms` > `log.roll.hours`; the ignored one is logged. Across
+sources the usual order holds: `GREGOR_LOG_RETENTION_HOURS=1` beats `log.retention.ms` in the
+file. Topic configs have only the millisecond names (`retention.ms`, `segment.ms`), as in Kafka;
+`retention.hours` on a topic is refused with the `retention.ms` value to use instead.
 
 ## Implemented or not yet
 
@@ -102,14 +122,21 @@ def _cell(s: str) -> str:
     return s.replace("|", "\\|")
 
 
+def _unit_rows() -> str:
+    return "\n".join(
+        f"| `{ua.name}` | `{ua.key.name}` (in {ua.unit}) |" for ua in REGISTRY.unit_aliases.values()
+    )
+
+
 def render() -> str:
-    lines = [_INTRO.format(cmd=REGENERATE)]
+    lines = [_INTRO.format(cmd=REGENERATE, unit_rows=_unit_rows())]
     for title, keys in REGISTRY.areas:
         lines.append(f"\n## {title}\n")
         lines.append("| key | type | default | valid | roles | status | description |")
         lines.append("|---|---|---|---|---|---|---|")
         for k in keys:
             name = f"`{k.name}`" + "".join(f"<br>alias `{a}`" for a in k.aliases)
+            name += "".join(f"<br>or `{n}` (in {UNIT_NAMES[ms]})" for n, ms in k.unit_aliases)
             valid = str(k.validator) if k.validator is not None else ""
             lines.append(
                 "| "

@@ -42,6 +42,10 @@ class ConfigKey:
     area: str = field(default="", compare=False)
     status: str = IMPLEMENTED
     why: str = ""  # for a key not implemented: what is missing
+    # Kafka's names for this key in a coarser time unit, highest precedence first, each with
+    # its unit's size in ms: (("log.retention.minutes", 60_000), ("log.retention.hours", ...)).
+    # The key itself (and `aliases`) wins over all of them within one source, as in Kafka.
+    unit_aliases: tuple[tuple[str, int], ...] = ()
 
     @property
     def implemented(self) -> bool:
@@ -54,6 +58,7 @@ class ConfigKey:
         assert self.doc, f"{self.name}: every key needs a one-line doc"
         assert self.status in STATUSES, f"{self.name}: unknown status {self.status!r}"
         assert self.implemented or self.why, f"{self.name}: say why it is not implemented"
+        assert not self.unit_aliases or self.type == "duration_ms", f"{self.name}: unit aliases"
 
     @property
     def attr(self) -> str:
@@ -105,6 +110,7 @@ def key(
     aliases: Sequence[str] = (),
     status: str = IMPLEMENTED,
     why: str = "",
+    unit_aliases: Sequence[tuple[str, int]] = (),
 ) -> ConfigKey:
     """Declare a key (the one-line form used by the keys_*.py modules)."""
     return ConfigKey(
@@ -118,4 +124,35 @@ def key(
         tuple(aliases),
         status=status,
         why=why,
+        unit_aliases=tuple(unit_aliases),
     )
+
+
+UNIT_NAMES = {1000: "seconds", 60_000: "minutes", 3_600_000: "hours"}
+
+
+@dataclass(frozen=True)
+class UnitAlias:
+    """`log.retention.hours` for `log.retention.ms`: a whole number of `unit_ms` units; `rank` 1
+    is the highest precedence after the key itself (rank 0)."""
+
+    name: str
+    key: ConfigKey
+    unit_ms: int
+    rank: int
+
+    @property
+    def unit(self) -> str:
+        return UNIT_NAMES.get(self.unit_ms, f"units of {self.unit_ms} ms")
+
+    def parse(self, value: Any) -> int:
+        """Raw value -> the key's typed value in ms; a negative count is -1 (Kafka: unlimited
+        retention), left to the key's validator. ValueError('<expected>') otherwise."""
+        try:
+            n = PARSERS["int"](value)
+        except ValueError:
+            raise ValueError(f"a whole number of {self.unit}") from None
+        typed = -1 if n < 0 else n * self.unit_ms
+        if self.key.validator is not None:
+            self.key.validator(typed)
+        return typed

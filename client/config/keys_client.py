@@ -14,6 +14,7 @@ MiB = 1024 * 1024
 
 KEYS = [
     key("bootstrap.servers", "list", ("localhost:9092",), "brokers to contact first: HOST:PORT, comma-separated", PCA, host_ports()),
+    key("security.protocol", "enum", "PLAINTEXT", "protocol to talk to brokers with (Kafka's name); only PLAINTEXT is built", PCA, choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"), status=REFUSED, why="TLS and SASL are not built: every broker listener is plaintext (docs/operations.md, 'Not there yet')"),
     key("client.id", "str", None, "name sent with every request (logs, quotas); default gregor-ROLE-N", PCA),
     key("request.timeout.ms", "duration_ms", 30_000, "how long to wait for any response", PCA, at_least(1)),
     key("default.api.timeout.ms", "duration_ms", 60_000, "timeout of blocking calls without their own timeout", CA, at_least(1), status=IGNORED, why='blocking calls take their own timeout or request.timeout.ms'),
@@ -38,6 +39,7 @@ KEYS = [
     key("transactional.id", "str", None, "enables transactions with this id", P, status=REFUSED, why='transactions are not built yet'),
     key("group.id", "str", None, "consumer group to join (subscribe() then gets the partitions the group's coordinator assigns; commits go to the group); None: no group (subscribe() reads every partition, nothing is committed)", CO),
     key("group.instance.id", "str", None, "static membership: close() leaves the group keeping this instance's partitions until its session timeout, and a consumer restarted with the same id within it gets them back without a rebalance", CO),
+    key("group.protocol", "enum", "consumer", "consumer group protocol (Kafka's name; Kafka's default is classic): Gregor's groups always use the consumer protocol of KIP-848", CO, choices=("classic", "consumer"), status=REFUSED, why="the classic protocol (JoinGroup/SyncGroup, client-side assignors) is not built: groups use KIP-848's consumer protocol, the coordinator assigns partitions (pick its assignor with group.remote.assignor); drop the setting or set consumer"),
     key("group.remote.assignor", "enum", None, "server-side assignor the group uses (uniform or range; None: the coordinator's default, uniform)", CO, choices=("uniform", "range")),
     key("auto.offset.reset", "enum", "earliest", "where to start without a committed offset (Kafka's default: latest)", CO, choices=("earliest", "latest", "none")),
     key("enable.auto.commit", "bool", True, "with a group.id: commit the positions of the records poll() returned, every auto.commit.interval.ms from poll(), before partitions are revoked, and on close()", CO),

@@ -23,6 +23,6 @@ KEYS = [
     key("metadata.log.max.records.between.snapshots", "int", 10_000, "take a metadata snapshot after this many committed records", C, at_least(1)),
     key("metadata.log.max.snapshot.interval.ms", "duration_ms", 3_600_000, "take a metadata snapshot at least this often (if anything changed)", C, at_least(1), status=IGNORED, why='snapshots are taken by record count (metadata.log.max.records.between.snapshots)'),
     key("auto.leader.rebalance.enable", "bool", True, "move leadership back to preferred replicas", C),
-    key("leader.imbalance.check.interval.ms", "duration_ms", 300_000, "how often leader imbalance is checked (Kafka's .seconds key, in ms)", C, at_least(1)),
+    key("leader.imbalance.check.interval.ms", "duration_ms", 300_000, "how often leader imbalance is checked", C, at_least(1), unit_aliases=(("leader.imbalance.check.interval.seconds", 1000),)),
     key("leader.imbalance.per.broker.percentage", "int", 10, "rebalance a broker's leaders above this imbalance percentage", C, in_range(0, 100)),
 ]  # fmt: skip

@@ -18,6 +18,6 @@ KEYS = [
     key("offsets.topic.num.partitions", "int", 50, "partitions of the __consumer_offsets topic", B, at_least(1)),
     key("offsets.topic.replication.factor", "int", 3, "replication factor of __consumer_offsets, as Kafka; clamped (and logged) to the live brokers when the topic is created on first use", B, at_least(1)),
     key("offsets.topic.segment.bytes", "size", 100 * MiB, "segment size of __consumer_offsets", B, at_least(1024)),
-    key("offsets.retention.ms", "duration_ms", 7 * 86_400_000, "committed offsets of an empty group expire after this long", B, at_least(1), status=IGNORED, why='committed offsets of empty groups do not expire yet (__consumer_offsets is compacted: one record per partition stays)'),
+    key("offsets.retention.ms", "duration_ms", 7 * 86_400_000, "committed offsets of an empty group expire after this long", B, at_least(1), unit_aliases=(("offsets.retention.minutes", 60_000),), status=IGNORED, why='committed offsets of empty groups do not expire yet (__consumer_offsets is compacted: one record per partition stays)'),
     key("offsets.commit.timeout.ms", "duration_ms", 5000, "an offset commit waits this long for replication", B, at_least(1)),
 ]  # fmt: skip

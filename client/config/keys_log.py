@@ -8,14 +8,16 @@ from client.config.types import at_least, at_least_or_minus_one, in_range, items
 B = ("broker",)
 MiB = 1024 * 1024
 DAY_MS = 86_400_000
+HOUR_MS = 3_600_000
 LONG_MAX = 2**63 - 1
 
 KEYS = [
     key("log.segment.bytes", "size", 1024 * MiB, "roll a new segment when the active one reaches this size", B, in_range(75, 2**31 - 1)),
-    key("log.roll.ms", "duration_ms", 7 * DAY_MS, "roll a new segment when the active one is this old", B, at_least(1), aliases=("log.segment.ms",)),
+    key("log.roll.ms", "duration_ms", 7 * DAY_MS, "roll a new segment when the active one is this old", B, at_least(1), aliases=("log.segment.ms",), unit_aliases=(("log.roll.hours", HOUR_MS),)),
+    key("log.roll.jitter.ms", "duration_ms", 0, "most random time taken off log.roll.ms per segment, so the segments of many partitions do not roll at once", B, at_least(0), status=IGNORED, why="segments roll at exactly log.roll.ms (topic: segment.ms) of age", unit_aliases=(("log.roll.jitter.hours", HOUR_MS),)),
     key("log.index.interval.bytes", "size", 4096, "bytes of records between offset-index entries", B, at_least(0)),
     key("log.index.size.max.bytes", "size", 10 * MiB, "largest offset/time index file; the segment rolls when it is full", B, at_least(12)),
-    key("log.retention.ms", "duration_ms", 7 * DAY_MS, "delete segments older than this; -1: keep forever", B, at_least_or_minus_one(1)),
+    key("log.retention.ms", "duration_ms", 7 * DAY_MS, "delete segments older than this; -1: keep forever", B, at_least_or_minus_one(1), unit_aliases=(("log.retention.minutes", 60_000), ("log.retention.hours", HOUR_MS))),
     key("log.retention.bytes", "size", -1, "delete old segments while a partition is bigger than this; -1: no limit", B, at_least_or_minus_one(0)),
     key("log.retention.check.interval.ms", "duration_ms", 300_000, "how often retention is checked", B, at_least(1)),
     key("log.segment.delete.delay.ms", "duration_ms", 60_000, "wait before deleting a segment's files after it leaves the log", B, at_least(0), status=IGNORED, why='segments leave the log and their files are deleted at once'),

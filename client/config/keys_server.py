@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from client.config.keydef import key
-from client.config.types import Validator, at_least, host_ports, items_in, non_empty
+from client.config.types import Validator, at_least, host_ports, items_in, non_empty, protocol_map
 
 B = ("broker",)
 C = ("controller",)
@@ -19,6 +19,7 @@ KEYS = [
     key("cluster.id", "str", None, "cluster id; a node refuses to join a cluster with another id", BC),
     key("listeners", "list", ("127.0.0.1:9092",), "addresses the broker listens on: NAME://HOST:PORT (HOST:PORT is named PLAINTEXT), comma-separated, one name each; clients get the advertised addresses of the listener they connected on; port 0 picks a free port", B, host_ports()),
     key("advertised.listeners", "list", (), "addresses given to clients in metadata, per listener name (NAME://HOST:PORT; unnamed: PLAINTEXT); a listener not named here advertises the address it binds", B, _optional_listeners),
+    key("listener.security.protocol.map", "list", ("PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT", "SASL_SSL:SASL_SSL"), "listener name -> security protocol (NAME:PROTOCOL, comma-separated), as Kafka; only PLAINTEXT is built, so a listener mapped to SSL, SASL_PLAINTEXT or SASL_SSL stops start-up (TLS and SASL are not built yet); a name not in the map is PLAINTEXT, except those four names, which keep their own protocol", B, protocol_map()),
     key("inter.broker.listener.name", "str", None, "the listener whose advertised address other brokers fetch from (replication); empty: the first of listeners", B),
     key("broker.rack", "str", None, "rack of this broker, for rack-aware replica placement", B),
     key("log.dirs", "list", ("./gregor-data",), "data directories for partition logs, comma-separated", B, non_empty()),

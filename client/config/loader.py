@@ -10,6 +10,16 @@
   variables of RESERVED_ENV (test seeds, the venv path). A variable naming a key of another
   role (GREGOR_ACKS for a broker) is ignored: one shell may carry several processes' settings.
 - Overrides (CLI flags): dotted names (snake_case names are accepted too).
+- Kafka's names for a duration key in a coarser unit (`log.retention.hours`, `log.retention.minutes`
+  for `log.retention.ms`) are accepted in every layer, a whole number of that unit. Within one
+  layer the key's own name wins, then the finer unit (ms > minutes > hours), as in Kafka, and the
+  losers are logged; across layers the later layer wins as for any key.
+- An unknown key that Kafka knows (`ssl.truststore.location`, `interceptor.classes`...) is an
+  error saying so and what Gregor does instead (kafka_keys.py).
+
+Every value remembers where it came from (`Config.source`): `config file PATH`, `environment
+variable GREGOR_X`, or what the caller named its overrides (`command-line --override`, `the
+producer's config dict`...), and errors name it.
 
 Server roles (broker, controller) accept each other's keys, since process.roles may combine
 them; a client role accepts its own keys. Errors are ConfigError naming the key, the value, where
@@ -21,10 +31,11 @@ from __future__ import annotations
 import difflib
 import logging
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from client.config.keydef import CLIENT_ROLES, REFUSED, ConfigKey, attr_name
+from client.config.kafka_keys import explain
+from client.config.keydef import CLIENT_ROLES, REFUSED, ConfigKey, UnitAlias, attr_name
 from client.config.registry import REGISTRY
 from client.errors import ConfigError
 
@@ -40,26 +51,34 @@ def _closest(name: str, candidates: list[str]) -> str | None:
 
 
 def _unknown(name: str, source: str, role: str) -> ConfigError:
-    shown = name
-    known = REGISTRY.get(name) or REGISTRY.by_attr.get(name)
+    ua = REGISTRY.unit_alias(name)
+    known = REGISTRY.get(name) or REGISTRY.by_attr.get(name) or (ua.key if ua else None)
     if known is not None:
+        shown = ua.name if ua is not None else known.name
         return ConfigError(
-            f"config key '{known.name}' in {source} is not used by a {role} "
+            f"config key '{shown}' (from {source}) is not used by a {role} "
             f"(it is a {'/'.join(known.roles)} key)"
         )
-    close = _closest(name, list(REGISTRY.by_alias)) or _closest(
-        name.replace("_", "."), list(REGISTRY.by_alias)
-    )
+    why = explain(name)
+    if why is not None:
+        return ConfigError(
+            f"config key '{name}' (from {source}) is a Kafka key that Gregor does not have: {why}"
+        )
+    candidates = [*REGISTRY.by_alias, *REGISTRY.unit_aliases]
+    close = _closest(name, candidates) or _closest(name.replace("_", "."), candidates)
     hint = f" — did you mean '{close}'?" if close else ""
-    return ConfigError(f"unknown config key '{shown}' in {source}{hint}")
+    return ConfigError(f"unknown config key '{name}' (from {source}){hint}")
 
 
-def _parse(k: ConfigKey, value: Any, source: str) -> Any:
+def _parse(k: ConfigKey | UnitAlias, value: Any, source: str) -> Any:
     try:
         return k.parse(value)
     except ValueError as exc:
+        what = (
+            f"'{k.name}'" if isinstance(k, ConfigKey) else f"'{k.name}' ({k.key.name} in {k.unit})"
+        )
         raise ConfigError(
-            f"invalid value {value!r} for config key '{k.name}' in {source}: expected {exc}"
+            f"invalid value {value!r} for config key {what} from {source}: expected {exc}"
         ) from None
 
 
@@ -142,7 +161,9 @@ class Config(Mapping[str, Any]):
         return (Config, (self._role, self._values, self._sources))
 
     def source(self, name: str) -> str:
-        """Where a value came from: 'default', 'config file X', 'environment GREGOR_Y', 'override'."""
+        """Where a value came from: 'default', 'config file X', 'environment variable GREGOR_Y',
+        the overrides' source ('command-line --override'), or 'ALIAS in SOURCE' when it was
+        given as a coarser-unit alias ('log.retention.hours in config file X')."""
         k = REGISTRY.get(name)
         if k is None or k.name not in self._sources:
             raise KeyError(name)
@@ -151,21 +172,28 @@ class Config(Mapping[str, Any]):
     def to_dict(self) -> dict[str, Any]:
         return dict(self._values)
 
-    def with_overrides(self, overrides: Mapping[str, Any], source: str = "override") -> Config:
+    def with_overrides(
+        self, overrides: Mapping[str, Any], source: str = "the with_overrides() argument"
+    ) -> Config:
         """A new Config with `overrides` (dotted or snake_case names) applied on top."""
         values = dict(self._values)
         sources = dict(self._sources)
-        _apply(self._role, values, sources, overrides, source)
+        _apply(self._role, values, sources, [(str(n), v, source) for n, v in overrides.items()])
         return Config(self._role, values, sources)
 
 
-def _resolve(role: str, name: str, source: str) -> ConfigKey:
+def _resolve(role: str, name: str, source: str) -> tuple[ConfigKey, UnitAlias | None]:
+    """The key `name` sets, and the unit alias it was given as (None: the key or a same-unit
+    alias). ConfigError for a name this role does not take."""
     k = REGISTRY.get(name)
     if k is None and "." not in name:
         k = REGISTRY.by_attr.get(name)
+    ua = REGISTRY.unit_alias(name) if k is None else None
+    if ua is not None:
+        k = ua.key
     if k is None or not _accepts(role, k):
         raise _unknown(name, source, role)
-    return k
+    return k, ua
 
 
 def _accepts(role: str, k: ConfigKey) -> bool:
@@ -176,13 +204,32 @@ def _apply(
     role: str,
     values: dict[str, Any],
     sources: dict[str, str],
-    layer: Mapping[str, Any],
-    source: str,
+    layer: Iterable[tuple[str, Any, str]],
 ) -> None:
-    for name, raw in layer.items():
-        k = _resolve(role, str(name), source)
-        values[k.name] = _parse(k, raw, source)
-        sources[k.name] = source
+    """One layer of (name as given, raw value, source). Within it a key's own name wins over
+    Kafka's coarser-unit names for it (ms > minutes > hours), whatever their order; the
+    shadowed ones are still validated, and logged."""
+    chosen: dict[str, tuple[int, str, Any, str]] = {}  # key -> (rank, name given, value, source)
+    for name, raw, source in layer:
+        k, ua = _resolve(role, name, source)
+        rank = 0 if ua is None else ua.rank
+        typed = _parse(k if ua is None else ua, raw, source)
+        prev = chosen.get(k.name)
+        if prev is not None and prev[0] != rank:
+            win, lose = (prev, (rank, name, typed, source))
+            if rank < prev[0]:
+                win, lose = lose, win
+            _log.warning(
+                "config key '%s' (%s) is ignored: '%s' (%s) sets %s too and takes precedence,"
+                " as in Kafka",
+                lose[1], lose[3], win[1], win[3], k.name,
+            )  # fmt: skip
+            if win is prev:
+                continue
+        chosen[k.name] = (rank, name, typed, source)
+    for key_name, (rank, given, typed, source) in chosen.items():
+        values[key_name] = typed
+        sources[key_name] = source if rank == 0 else f"{given} in {source}"
 
 
 def load_config(
@@ -190,33 +237,51 @@ def load_config(
     path: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
     overrides: Mapping[str, Any] | None = None,
+    *,
+    overrides_source: str | Mapping[str, str] = "the overrides argument",
 ) -> Config:
     """defaults < YAML file at `path` < `env` GREGOR_* variables < `overrides` (dotted names).
 
-    `env` defaults to os.environ; pass {} to ignore the environment. Raises ConfigError.
+    `env` defaults to os.environ; pass {} to ignore the environment. `overrides_source` says
+    where the overrides came from, for errors and `Config.source` (`command-line --override`),
+    as one string or per name. Raises ConfigError.
     """
     keys = REGISTRY.for_role(role)
     values = {n: k.default if k.default is None else k.parse(k.default) for n, k in keys.items()}
     sources = dict.fromkeys(keys, "default")
     if path is not None:
-        _apply(role, values, sources, read_yaml(path), f"config file {path}")
+        source = f"config file {path}"
+        _apply(role, values, sources, [(n, v, source) for n, v in read_yaml(path).items()])
     env = os.environ if env is None else env
+    layer = []
     for var, raw in env.items():
         if not var.startswith("GREGOR_") or var in RESERVED_ENV:
             continue
         k = REGISTRY.by_env.get(var)
-        if k is None:
-            close = _closest(var, list(REGISTRY.by_env))
-            hint = f" — did you mean {close} ({REGISTRY.by_env[close].name})?" if close else ""
+        ua = REGISTRY.unit_alias_by_env.get(var)
+        if k is not None:
+            target, given = k, k.name
+        elif ua is not None:
+            target, given = ua.key, ua.name
+        else:
+            named = {v: key.name for v, key in REGISTRY.by_env.items()}
+            named.update({v: u.name for v, u in REGISTRY.unit_alias_by_env.items()})
+            close = _closest(var, list(named))
+            hint = f" — did you mean {close} ({named[close]})?" if close else ""
             raise ConfigError(
                 f"environment variable {var} matches no config key{hint} "
                 f"(GREGOR_ + the key upper-cased with '.' -> '_')"
             )
-        if k.name in keys:
-            values[k.name] = _parse(k, raw, f"environment {var}")
-            sources[k.name] = f"environment {var}"
+        if target.name in keys:
+            layer.append((given, raw, f"environment variable {var}"))
+    _apply(role, values, sources, layer)
     if overrides:
-        _apply(role, values, sources, overrides, "override")
+        by_name = overrides_source if isinstance(overrides_source, Mapping) else {}
+        default = (
+            overrides_source if isinstance(overrides_source, str) else "the overrides argument"
+        )
+        layer = [(str(n), v, by_name.get(str(n), default)) for n, v in overrides.items()]
+        _apply(role, values, sources, layer)
     _check_implemented(keys, values, sources)
     return Config(role, values, sources)
 
@@ -237,11 +302,13 @@ def _check_implemented(
             continue
         if k.status == REFUSED:
             raise ConfigError(
-                f"config key '{name}' ({sources[name]}) is not supported yet: {k.why}"
+                f"config key '{name}' (set by {sources[name]}) is not supported yet: {k.why}"
             )
         if name not in _warned:
             _warned.add(name)
-            _log.warning("config key '%s' (%s) has no effect yet: %s", name, sources[name], k.why)
+            _log.warning(
+                "config key '%s' (set by %s) has no effect yet: %s", name, sources[name], k.why
+            )
 
 
 def client_config(role: str, settings: Mapping[str, Any] | None = None, /, **kwargs: Any) -> Config:
@@ -255,10 +322,12 @@ def client_config(role: str, settings: Mapping[str, Any] | None = None, /, **kwa
     if role not in CLIENT_ROLES:
         raise ValueError(f"client_config: role must be one of {', '.join(CLIENT_ROLES)}")
     layer: dict[str, Any] = dict(settings or {})
+    given = {str(n): f"the {role}'s config dict" for n in layer}
     for name, value in kwargs.items():
         k = REGISTRY.by_attr.get(name)
         layer[k.name if k is not None else name] = value
-    return load_config(role, None, {}, layer)
+        given[k.name if k is not None else name] = f"the {role}'s keyword argument {name}"
+    return load_config(role, None, {}, layer, overrides_source=given)
 
 
 def parse_override_args(items: list[str] | tuple[str, ...]) -> dict[str, str]:

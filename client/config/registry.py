@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Sequence
 
-from client.config.keydef import ROLES, SERVER_ROLES, ConfigKey, attr_name, env_name
+from client.config.keydef import ROLES, SERVER_ROLES, ConfigKey, UnitAlias, attr_name, env_name
 
 # (module, area title) in documentation order.
 KEY_MODULES: tuple[tuple[str, str], ...] = (
@@ -35,6 +35,10 @@ class Registry:
         self.by_alias: dict[str, ConfigKey] = {}
         self.by_attr: dict[str, ConfigKey] = {}
         self.by_env: dict[str, ConfigKey] = {}
+        # Kafka's coarser-unit names (log.retention.hours): by dotted name, attribute, env name.
+        self.unit_aliases: dict[str, UnitAlias] = {}
+        self.unit_alias_by_attr: dict[str, UnitAlias] = {}
+        self.unit_alias_by_env: dict[str, UnitAlias] = {}
         for title, keys in areas:
             placed = []
             for k in keys:
@@ -45,6 +49,12 @@ class Registry:
                     assert attr_name(n) not in self.by_attr, f"attribute of {n!r} clashes"
                     self.by_attr[attr_name(n)] = k
                     self.by_env[env_name(n)] = k
+                for rank, (n, unit_ms) in enumerate(k.unit_aliases, 1):
+                    assert n not in self.by_alias and n not in self.unit_aliases, n
+                    ua = UnitAlias(n, k, unit_ms, rank)
+                    self.unit_aliases[n] = ua
+                    self.unit_alias_by_attr[attr_name(n)] = ua
+                    self.unit_alias_by_env[env_name(n)] = ua
                 self.keys[k.name] = k
                 placed.append(k)
             self.areas.append((title, placed))
@@ -52,6 +62,10 @@ class Registry:
     def get(self, name: str) -> ConfigKey | None:
         """By dotted name or alias."""
         return self.by_alias.get(name)
+
+    def unit_alias(self, name: str) -> UnitAlias | None:
+        """By dotted name, or snake_case attribute name."""
+        return self.unit_aliases.get(name) or self.unit_alias_by_attr.get(name)
 
     def for_role(self, role: str) -> dict[str, ConfigKey]:
         """Keys a process of `role` accepts. Server roles share one set: a process's

@@ -251,3 +251,17 @@ def voters() -> Validator:
         ),
         "ID@HOST:PORT[,ID@HOST:PORT...]",
     )
+
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_MAP_ITEM = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*:([A-Za-z_]+)$")
+
+
+def protocol_map() -> Validator:
+    """`NAME:PROTOCOL[,...]` (listener.security.protocol.map), PROTOCOL one of Kafka's four."""
+    return Validator(
+        lambda v: all(
+            (m := _MAP_ITEM.match(i)) and m.group(1).upper() in SECURITY_PROTOCOLS for i in v
+        ),
+        "NAME:PROTOCOL[,NAME:PROTOCOL...] with PROTOCOL one of " + ", ".join(SECURITY_PROTOCOLS),
+    )

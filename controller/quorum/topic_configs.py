@@ -1,6 +1,9 @@
 """Topic-level config keys the controller accepts in CreateTopics (Kafka's names) and their checks.
 
-`validate_topic_config(name, value) -> str | None` returns an error message or None. Pure.
+`validate_topic_config(name, value) -> str | None` returns an error message or None: for an
+unknown name, the closest topic config ("did you mean"), the topic twin of a broker key, the
+millisecond key and value for Kafka's broker-only hours/minutes names, or what Gregor does
+instead of a Kafka topic config it lacks. Pure.
 
 The bounds are those a partition log can use (broker/log/config.py `LogConfig`, which the
 controller cannot import): a value accepted here never makes a broker fall back to its default.
@@ -8,6 +11,7 @@ controller cannot import): a value accepted here never makes a broker fall back 
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable
 
 from client.records.header import HEADER_SIZE
@@ -85,10 +89,85 @@ NOT_YET: dict[str, tuple[str | None, str]] = {
 }
 
 
+# Topic key -> the broker key that gives its default (Kafka's pairs; DescribeConfigs shows them).
+TOPIC_DEFAULTS = {
+    "cleanup.policy": "log.cleanup.policy",
+    "delete.retention.ms": "log.cleaner.delete.retention.ms",
+    "flush.messages": "log.flush.interval.messages",
+    "flush.ms": "log.flush.interval.ms",
+    "index.interval.bytes": "log.index.interval.bytes",
+    "max.message.bytes": "message.max.bytes",
+    "message.timestamp.type": "log.message.timestamp.type",
+    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
+    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
+    "min.insync.replicas": "min.insync.replicas",
+    "retention.bytes": "log.retention.bytes",
+    "retention.ms": "log.retention.ms",
+    "segment.bytes": "log.segment.bytes",
+    "segment.index.bytes": "log.index.size.max.bytes",
+    "segment.ms": "log.roll.ms",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
+}
+_TOPIC_OF_BROKER_KEY = {b: t for t, b in TOPIC_DEFAULTS.items() if b != t}
+
+_HOUR = 3_600_000
+# Time-unit names Kafka has for brokers only (or not at all): topics take milliseconds.
+_TOPIC_UNIT_NAMES: dict[str, tuple[str, int]] = {
+    "retention.hours": ("retention.ms", _HOUR),
+    "retention.minutes": ("retention.ms", 60_000),
+    "log.retention.hours": ("retention.ms", _HOUR),
+    "log.retention.minutes": ("retention.ms", 60_000),
+    "segment.hours": ("segment.ms", _HOUR),
+    "roll.hours": ("segment.ms", _HOUR),
+    "log.roll.hours": ("segment.ms", _HOUR),
+}
+
+# Kafka topic keys Gregor has no twin for, and what it does instead.
+KAFKA_TOPIC_KEYS: dict[str, str] = {
+    "segment.jitter.ms": "segments roll at exactly segment.ms of age",
+    "preallocate": "segment files grow as written",
+    "message.downconversion.enable": "there is one record batch format",
+    "message.format.version": "there is one record batch format",
+    "message.timestamp.difference.max.ms": "record timestamps are not checked against the broker's clock",
+    "message.timestamp.before.max.ms": "record timestamps are not checked against the broker's clock",
+    "message.timestamp.after.max.ms": "record timestamps are not checked against the broker's clock",
+    "leader.replication.throttled.replicas": "replication is not throttled",
+    "follower.replication.throttled.replicas": "replication is not throttled",
+    "remote.storage.enable": "tiered storage is not built: logs stay in the brokers' log.dirs",
+    "local.retention.ms": "tiered storage is not built: retention.ms applies to the whole log",
+    "local.retention.bytes": "tiered storage is not built: retention.bytes applies to the whole log",
+}  # fmt: skip
+
+
+def _unknown(name: str, value: str | None) -> str:
+    """Why `name` is not a topic config, and what to set instead."""
+    msg = f"unknown topic config {name!r}"
+    if name in _TOPIC_UNIT_NAMES:
+        target, unit_ms = _TOPIC_UNIT_NAMES[name]
+        try:
+            n = int(value) if value is not None else None
+        except ValueError:
+            n = None
+        use = f"{target}={-1 if n < 0 else n * unit_ms}" if n is not None else target
+        return (
+            f"{msg}: as in Kafka, topics take {target} (milliseconds; the hours and minutes"
+            f" names are broker keys): set {use}"
+        )
+    if name in _TOPIC_OF_BROKER_KEY:
+        topic_key = _TOPIC_OF_BROKER_KEY[name]
+        return f"{msg}: {name} is the broker-wide default; the topic config is {topic_key!r}"
+    if name in KAFKA_TOPIC_KEYS:
+        return (
+            f"{msg}: it is a Kafka topic config that Gregor does not have: {KAFKA_TOPIC_KEYS[name]}"
+        )
+    close = difflib.get_close_matches(name, list(TOPIC_CONFIGS), n=1, cutoff=0.6)
+    return f"{msg} — did you mean {close[0]!r}?" if close else msg
+
+
 def validate_topic_config(name: str, value: str | None) -> str | None:
     check = TOPIC_CONFIGS.get(name)
     if check is None:
-        return f"unknown topic config {name!r}"
+        return _unknown(name, value)
     if value is None:
         return None
     err = check(value)

@@ -62,6 +62,20 @@ def test_bad_changes_are_refused_naming_what_is_wrong(broker_server) -> None:
         assert _overrides(admin, "strict") == {}
 
 
+def test_topic_config_typos_get_a_suggestion_on_create_and_alter(broker_server) -> None:
+    """Issue 22, item 5: `min.insync.replica` gets the same "did you mean" as broker and client
+    keys, from the controller, both when a topic is created and when it is altered."""
+    with Admin(bootstrap_servers=broker_server.bootstrap) as admin:
+        with pytest.raises(InvalidConfigError, match="did you mean 'min.insync.replicas'"):
+            admin.create_topic("typo", config={"min.insync.replica": "2"})
+        admin.create_topic("typo")
+        with pytest.raises(InvalidConfigError, match="did you mean 'min.insync.replicas'"):
+            admin.incremental_alter_configs({("topic", "typo"): {"min.insync.replica": "2"}})
+        with pytest.raises(InvalidConfigError, match="set retention.ms=3600000"):
+            admin.incremental_alter_configs({("topic", "typo"): {"retention.hours": "1"}})
+        assert _overrides(admin, "typo") == {}
+
+
 def _gregor(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([*gregor_command(), *args], capture_output=True, text=True, timeout=60)
 

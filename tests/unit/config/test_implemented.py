@@ -31,6 +31,7 @@ def _code() -> str:
             if rel.startswith("client/config/keys_") or rel in (
                 "client/config/docs.py",
                 "broker/handlers/describe_configs.py",  # lists topic keys' defaults, reads none
+                "controller/quorum/topic_configs.py",  # names topic keys' broker twins, reads none
             ):
                 continue  # declarations, the docs generator and DescribeConfigs are not readers
             parts.append(path.read_text())
@@ -161,10 +162,12 @@ def test_server_file_and_environment_are_checked_too(k, source, tmp_path, caplog
         where = f"config file {path}"
     else:
         env = {env_name(k.name): text}
-        where = f"environment {env_name(k.name)}"
+        where = f"environment variable {env_name(k.name)}"
     _warned.discard(k.name)
     if k.status == REFUSED:
-        with pytest.raises(ConfigError, match=rf"'{re.escape(k.name)}' \({re.escape(where)}\)"):
+        with pytest.raises(
+            ConfigError, match=rf"'{re.escape(k.name)}' \(set by {re.escape(where)}\)"
+        ):
             load_config(role, path, env)
         return
     with caplog.at_level(logging.WARNING, logger="client.config.loader"):

@@ -35,8 +35,8 @@ def test_precedence_defaults_file_env_overrides(tmp_path):
     cfg = load_config("broker", path, env, {"log.dirs": "/o"})
     assert cfg.num_io_threads == 2 and cfg.source("num.io.threads") == f"config file {path}"
     assert cfg.num_network_threads == 4
-    assert cfg.source("num.network.threads") == "environment GREGOR_NUM_NETWORK_THREADS"
-    assert cfg.log_dirs == ("/o",) and cfg.source("log.dirs") == "override"
+    assert cfg.source("num.network.threads") == "environment variable GREGOR_NUM_NETWORK_THREADS"
+    assert cfg.log_dirs == ("/o",) and cfg.source("log.dirs") == "the overrides argument"
     assert cfg.node_id == 5
     assert cfg.queued_max_requests == 500  # default
 
@@ -59,7 +59,7 @@ def test_bad_value_names_key_value_source_and_expectation(tmp_path):
     path = _yaml(tmp_path, "num.io.threads: zero\n")
     with pytest.raises(ConfigError, match=r"'zero'.*'num.io.threads'.*x.yaml.*expected an integer"):
         load_config("broker", path, {})
-    with pytest.raises(ConfigError, match=r"0.*num.io.threads.*override.*expected >= 1"):
+    with pytest.raises(ConfigError, match=r"0.*num.io.threads.*overrides argument.*expected >= 1"):
         load_config("broker", None, {}, {"num.io.threads": 0})
     with pytest.raises(ConfigError, match="listeners.*HOST:PORT"):
         load_config("broker", None, {}, {"listeners": "nonsense"})

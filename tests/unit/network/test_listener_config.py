@@ -116,3 +116,52 @@ def test_register_broker_record_round_trips_its_endpoints() -> None:
     r = RegisterBroker(4, 7, "b", 1, None, "i", True, (("A", "b", 1), ("B", "localhost", 2)))
     assert decode_record(encode_record(r)) == r
     assert decode_record(encode_record(RegisterBroker(4, 7, "b", 1))).endpoints == ()
+
+
+# -- security protocols (issue 22, item 1): only PLAINTEXT is built, anything else is refused
+
+
+@pytest.mark.parametrize(
+    ("overrides", "listener", "protocol"),
+    [
+        ({"listeners": "SSL://127.0.0.1:29098"}, "SSL://127.0.0.1:29098", "SSL"),
+        ({"listeners": "sasl_ssl://h:1"}, "SASL_SSL://h:1", "SASL_SSL"),
+        ({"listeners": "PLAINTEXT://h:1,SASL_PLAINTEXT://h:2"}, "SASL_PLAINTEXT://h:2", "SASL_PLAINTEXT"),
+        (
+            {"listeners": "CLIENT://h:1", "listener.security.protocol.map": "CLIENT:SSL"},
+            "CLIENT://h:1",
+            "SSL",
+        ),
+        (  # a map that leaves SSL out does not make an SSL listener plaintext
+            {"listeners": "SSL://h:1", "listener.security.protocol.map": "CLIENT:PLAINTEXT"},
+            "SSL://h:1",
+            "SSL",
+        ),
+    ],
+)  # fmt: skip
+def test_a_listener_that_is_not_plaintext_is_refused(
+    overrides: dict[str, str], listener: str, protocol: str
+) -> None:
+    with pytest.raises(ConfigError) as e:
+        Listeners.from_config(load_config("broker", None, {}, overrides))
+    msg = str(e.value)
+    assert f"listener {listener} uses security protocol {protocol}" in msg, msg
+    assert "only PLAINTEXT listeners are" in msg and "TLS and SASL are planned" in msg, msg
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"listeners": "PLAINTEXT://h:1"},
+        {"listeners": "INTERNAL://h:1,EXTERNAL://h:2"},  # names the map does not list
+        {"listeners": "CLIENT://h:1", "listener.security.protocol.map": "CLIENT:PLAINTEXT"},
+        {"listeners": "SSL://h:1", "listener.security.protocol.map": "ssl:plaintext"},
+    ],
+)
+def test_plaintext_listeners_named_or_mapped_are_accepted(overrides: dict[str, str]) -> None:
+    Listeners.from_config(load_config("broker", None, {}, overrides))
+
+
+def test_a_malformed_protocol_map_is_refused_by_the_loader() -> None:
+    with pytest.raises(ConfigError, match="listener.security.protocol.map.*PROTOCOL one of"):
+        load_config("broker", None, {}, {"listener.security.protocol.map": "CLIENT:TLS"})

@@ -1,0 +1,115 @@
+"""Kafka config keys Gregor does not have, and what Gregor does instead.
+
+An unknown key that Kafka knows gets this explanation instead of a bare "unknown config key":
+someone porting a Kafka config learns that the key is Kafka's, why Gregor has no such setting,
+and what to do. `explain(name)` looks a name up (dotted or snake_case; whole names first, then
+the prefixes of families such as `ssl.*`). Keys Gregor does have but has not built yet
+(`transactional.id`, `group.protocol=classic`, `security.protocol=SSL`...) are in the registry
+with a "not yet" status instead, so their Gregor-compatible values keep working.
+
+Pure data; any thread may read.
+"""
+
+from __future__ import annotations
+
+_TLS = (
+    "TLS is not built: every Gregor listener is plaintext (docs/operations.md, 'Not there yet');"
+    " leave it out, and reach remote brokers through a TLS proxy, SSH tunnel or VPN"
+)
+_SASL = (
+    "SASL authentication is not built: brokers accept every client on their plaintext"
+    " listeners; leave it out (docs/operations.md, 'Not there yet')"
+)
+_METRICS = (
+    "Gregor has no metrics reporters or JMX; leave it out (docs/operations.md, 'Not there yet')"
+)
+_CLASSES = "Gregor loads no plug-in classes by name"
+_SOCKET_BUFFERS = (
+    "Gregor uses the operating system's socket buffer sizes (net.core.*mem); leave it out"
+)
+
+# Whole names (dotted). The explanation completes "'NAME' is a Kafka key that Gregor does not
+# have: ...".
+KAFKA_KEYS: dict[str, str] = {
+    # clients
+    "key.serializer": "a producer takes a callable as key_serializer (keys that are bytes, str or None need none); class names are not loaded",
+    "value.serializer": "a producer takes a callable as value_serializer (values that are bytes, str or None need none); class names are not loaded",
+    "key.deserializer": "a consumer takes a callable as key_deserializer (without one, keys are bytes); class names are not loaded",
+    "value.deserializer": "a consumer takes a callable as value_deserializer (without one, values are bytes); class names are not loaded",
+    "interceptor.classes": f"{_CLASSES}: wrap send() / poll() in your own function instead",
+    "partitioner.class": (
+        f"{_CLASSES}: records with a key go to murmur2(key) % partitions, keyless ones stick to"
+        " a partition until its batch fills (Kafka's default); pick a partition yourself with"
+        " send(topic, value, partition=N)"
+    ),
+    "partitioner.ignore.keys": "keyed records always go to murmur2(key) % partitions; choose a partition with send(..., partition=N)",
+    "partitioner.adaptive.partitioning.enable": "keyless records stick to one partition until its batch fills, without adaptive weighting",
+    "partitioner.availability.timeout.ms": "keyless records stick to one partition until its batch fills, without adaptive weighting",
+    "client.dns.lookup": "bootstrap and broker host names are resolved by the operating system's resolver; the lookup is not configurable",
+    "client.rack": "consumers always fetch from the leader (follower fetching, KIP-392, is not built)",
+    "send.buffer.bytes": _SOCKET_BUFFERS,
+    "receive.buffer.bytes": _SOCKET_BUFFERS,
+    "socket.send.buffer.bytes": _SOCKET_BUFFERS,
+    "socket.receive.buffer.bytes": _SOCKET_BUFFERS,
+    "socket.connection.setup.timeout.max.ms": "a connect times out after socket.connection.setup.timeout.ms; set that one",
+    "retry.backoff.max.ms": "retries wait retry.backoff.ms; set that one",
+    "metadata.max.idle.ms": "metadata is refreshed every metadata.max.age.ms; set that one",
+    "transaction.timeout.ms": "transactions are not built (transactional.id is refused); the idempotent producer stores each batch once",
+    "exclude.internal.topics": "not configurable: write a subscription pattern that does not match names starting with '__' (such as __consumer_offsets)",
+    "metric.reporters": _METRICS,
+    "auto.include.jmx.reporter": _METRICS,
+    "enable.metrics.push": _METRICS,
+    "compression.gzip.level": "compression uses each codec's default level",
+    "compression.lz4.level": "compression uses each codec's default level",
+    "compression.zstd.level": "compression uses each codec's default level",
+    "group.consumer.assignor": "pick the server-side assignor with group.remote.assignor (uniform or range)",
+    "internal.leave.group.on.close": "close() leaves the group, unless group.instance.id is set (static membership)",
+    # brokers
+    "zookeeper.connect": "there is no ZooKeeper: metadata lives in the Raft controller quorum (controller.quorum.voters)",
+    "controller.listener.names": "controllers listen on their controller.quorum.voters address; there is no separate controller listener",
+    "security.inter.broker.protocol": "brokers replicate over inter.broker.listener.name, always plaintext (TLS is not built)",
+    "authorizer.class.name": "ACLs are not built: every client may do everything (docs/operations.md, 'Not there yet')",
+    "allow.everyone.if.no.acl.found": "ACLs are not built: every client may do everything",
+    "super.users": "ACLs are not built: every client may do everything",
+    "log.dir": "Gregor's key is log.dirs (one or more directories, comma-separated)",
+    "log.message.format.version": "there is one record batch format (Kafka's v2 layout, docs/record-format.md)",
+    "inter.broker.protocol.version": "every Gregor process of a cluster runs the same version; there is no protocol pinning",
+    "num.replica.alter.log.dirs.threads": "replicas do not move between log dirs (not built)",
+    "log.cleaner.io.max.bytes.per.second": "the log cleaner is not throttled",
+    "replica.selector.class": "consumers always fetch from the leader (follower fetching, KIP-392, is not built)",
+    "quota.window.num": "client quotas are not built",
+    "quota.window.size.seconds": "client quotas are not built",
+    "remote.log.storage.system.enable": "tiered storage is not built: logs stay in log.dirs",
+    "transaction.state.log.replication.factor": "transactions are not built",
+    "transaction.state.log.min.isr": "transactions are not built",
+    "transactional.id.expiration.ms": "transactions are not built",
+    "confluent.support.metrics.enable": _METRICS,
+}  # fmt: skip
+
+# Families, by prefix (dotted, ending in '.').
+KAFKA_PREFIXES: dict[str, str] = {
+    "ssl.": _TLS,
+    "sasl.": _SASL,
+    "listener.name.": "per-listener settings (TLS, SASL) are not built: every listener is plaintext",
+    "metrics.": _METRICS,
+    "confluent.": "Confluent Platform keys have no Gregor twin",
+    "remote.log.": "tiered storage is not built: logs stay in log.dirs",
+    "transaction.": "transactions are not built",
+    "quota.": "client quotas are not built",
+}
+
+
+def _dotted(name: str) -> str:
+    return name.replace("_", ".").lower() if "." not in name else name.lower()
+
+
+def explain(name: str) -> str | None:
+    """What Gregor does instead of Kafka key `name` (dotted or snake_case), or None if `name`
+    is not a Kafka key this table knows."""
+    dotted = _dotted(name)
+    if dotted in KAFKA_KEYS:
+        return KAFKA_KEYS[dotted]
+    for prefix, why in KAFKA_PREFIXES.items():
+        if dotted.startswith(prefix):
+            return why
+    return None
