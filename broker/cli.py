@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 # (module, description). A module is added here when its commands exist.
@@ -42,7 +43,31 @@ def _version() -> str:
         return "gregor (not installed)"
 
 
+# The exit status of a command whose reader went away (`gregor ... | head -1`): 128 + SIGPIPE,
+# what a shell reports for a C tool that SIGPIPE ended.
+EXIT_BROKEN_PIPE = 141
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one command. A closed stdout (the reader of a pipe exited) ends any command quietly
+    with status 141, as Python's documentation on SIGPIPE recommends: no traceback, and
+    stdout pointed at /dev/null so the interpreter's final flush cannot fail again."""
+    try:
+        code = _run(argv)
+        sys.stdout.flush()  # inside the try: buffered output may meet the closed pipe here
+        return code
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                os.dup2(devnull, stream.fileno())
+            except (OSError, ValueError):
+                pass
+        os.close(devnull)
+        return EXIT_BROKEN_PIPE
+
+
+def _run(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     func = getattr(args, "func", None)

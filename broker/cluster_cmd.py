@@ -37,9 +37,20 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("cluster", help="run a local multi-process cluster; its status")
     sub = p.add_subparsers(dest="cluster_command", metavar="ACTION", required=True)
     up = sub.add_parser("up", help="start controllers and brokers on loopback until Ctrl-C")
-    up.add_argument("--controllers", type=int, default=3, metavar="N")
-    up.add_argument("--brokers", type=int, default=3, metavar="N")
-    up.add_argument("--data-dir", default="gregor-cluster", metavar="DIR")
+    up.add_argument(
+        "--controllers",
+        type=int,
+        default=3,
+        metavar="N",
+        help="controller quorum voters (default 3)",
+    )
+    up.add_argument("--brokers", type=int, default=3, metavar="N", help="brokers (default 3)")
+    up.add_argument(
+        "--data-dir",
+        default="gregor-cluster",
+        metavar="DIR",
+        help="where the node configs, data and logs go (default ./gregor-cluster)",
+    )
     up.add_argument(
         "--base-port",
         type=int,
@@ -50,7 +61,12 @@ def register(subparsers: Any) -> None:
     up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for each node")
     up.set_defaults(func=run_up)
     st = sub.add_parser("status", help="brokers, quorum and unhealthy partitions")
-    st.add_argument("--bootstrap-server", default="127.0.0.1:9092", metavar="HOST:PORT")
+    st.add_argument(
+        "--bootstrap-server",
+        default="127.0.0.1:9092",
+        metavar="HOST:PORT",
+        help="any broker of the cluster (default 127.0.0.1:9092)",
+    )
     st.add_argument("--json", action="store_true", help="print JSON")
     st.set_defaults(func=run_status)
 

@@ -59,7 +59,12 @@ def register(subparsers: Any) -> None:
     q = subparsers.add_parser("quorum", help="inspect the metadata quorum")
     qsub = q.add_subparsers(dest="quorum_command", required=True)
     d = qsub.add_parser("describe", help="leader, term, high watermark, voters and their lag")
-    d.add_argument("--bootstrap-controller", required=True, metavar="HOST:PORT")
+    d.add_argument(
+        "--bootstrap-controller",
+        required=True,
+        metavar="HOST:PORT",
+        help="any controller of the quorum (the answer comes from its leader)",
+    )
     d.add_argument("--json", action="store_true", help="print the raw response as JSON")
     d.set_defaults(func=run_describe)
 

@@ -74,6 +74,11 @@ class RequestContext:
         return self.request.connection_id
 
     @property
+    def client_host(self) -> str:
+        """The client's address as the broker saw it, as Kafka shows it: `/127.0.0.1`."""
+        return self.request.client_host
+
+    @property
     def listener(self) -> str:
         """The name of the listener the request came in on (broker/listeners.py)."""
         return getattr(self.request.connection, "listener", "PLAINTEXT")

@@ -39,7 +39,7 @@ def find_coordinator(ctx: RequestContext, body: dict) -> dict:
 def consumer_group_heartbeat(ctx: RequestContext, body: dict) -> dict:
     services: Any = ctx.services
     try:
-        return services.group_coordinator.heartbeat(body, ctx.client_id, ctx.connection_id)
+        return services.group_coordinator.heartbeat(body, ctx.client_id, ctx.client_host)
     except GroupError as exc:
         return {"error_code": exc.code, "error_message": exc.message}
 

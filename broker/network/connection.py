@@ -58,10 +58,15 @@ DIRECT_WRITE_MAX = 256 * 1024  # larger responses (fetches) are written by the n
 
 class Connection(asyncio.BufferedProtocol):
     def __init__(
-        self, processor: Processor, connection_id: str, listener: str = "PLAINTEXT"
+        self,
+        processor: Processor,
+        connection_id: str,
+        listener: str = "PLAINTEXT",
+        peer_host: str = "",
     ) -> None:
         self.processor = processor
         self.connection_id = connection_id
+        self.peer_host = peer_host  # "/127.0.0.1": the client's address as Kafka prints it
         self.listener = listener  # the name of the listener it was accepted on
         self._reader = FrameReader(processor.max_frame_bytes)
         self._pool = processor.memory_pool

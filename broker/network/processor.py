@@ -109,7 +109,10 @@ class Processor:
             return
         self._next_id += 1
         conn_id = f"{self.index}-{self._next_id}-{_fmt_peer(peer)}"
-        coro = self.loop.connect_accepted_socket(lambda: Connection(self, conn_id, listener), sock)
+        host = _peer_host(peer)
+        coro = self.loop.connect_accepted_socket(
+            lambda: Connection(self, conn_id, listener, host), sock
+        )
         task = self.loop.create_task(coro)
         self._attaching.add(task)
         task.add_done_callback(lambda t: self._attached(t, sock, conn_id))
@@ -196,6 +199,14 @@ class Processor:
                 if conn.transport is not None:
                     conn.transport.abort()
         self.loop.stop()
+
+
+def _peer_host(peer: object) -> str:
+    """The client host as Kafka shows it (ConsumerGroupDescribe's client_host, the HOST column
+    of kafka-consumer-groups.sh): the peer's IP address after a slash, e.g. `/127.0.0.1`."""
+    if isinstance(peer, tuple) and peer:
+        return f"/{peer[0]}"
+    return f"/{peer}" if peer else ""
 
 
 def _fmt_peer(peer: object) -> str:

@@ -59,6 +59,11 @@ class Request:
     def connection_id(self) -> str:
         return self.connection.connection_id
 
+    @property
+    def client_host(self) -> str:
+        """The client's address as Kafka shows it, e.g. `/127.0.0.1`."""
+        return self.connection.peer_host
+
     def complete(self, frame: bytes | None) -> None:
         """Any thread: write `frame` (None: write nothing) on the owning loop, then unmute."""
         self._finish(frame, None)

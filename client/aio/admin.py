@@ -149,19 +149,41 @@ class Admin:
         replication_factor: int = 1,
         config: Mapping[str, str] | None = None,
         *,
+        replica_assignment: Iterable[Iterable[int]] | None = None,
         timeout_ms: int | None = None,
         validate_only: bool = False,
     ) -> None:
-        """Create `name`; raises TopicAlreadyExistsError, InvalidPartitionsError, ..."""
+        """Create `name`; raises TopicAlreadyExistsError, InvalidPartitionsError, ...
+        -1 partitions / replication_factor take the broker defaults (num.partitions,
+        default.replication.factor). `replica_assignment`: the replicas of partition 0, 1, ...
+        (broker ids, the first the preferred leader) instead of placement by the controller;
+        partitions and replication_factor then follow from it (left at their defaults, -1, or
+        equal to what it says). The controller refuses unknown or duplicate broker ids and
+        partitions of different sizes with InvalidReplicaAssignmentError."""
         self._check_open()
         timeout = self._timeout(timeout_ms)
+        assignments = []
+        if replica_assignment is not None:
+            rows = [[int(b) for b in r] for r in replica_assignment]
+            if partitions not in (1, -1, len(rows)) or (
+                rows and replication_factor not in (1, -1, len(rows[0]))
+            ):
+                raise ValueError(
+                    f"replica_assignment gives {len(rows)} partitions of"
+                    f" {len(rows[0]) if rows else 0} replicas: partitions={partitions},"
+                    f" replication_factor={replication_factor} disagree (leave them out)"
+                )
+            if not rows:
+                raise ValueError("replica_assignment is empty: give at least one partition")
+            partitions = replication_factor = -1
+            assignments = [{"partition": i, "broker_ids": r} for i, r in enumerate(rows)]
         body = {
             "topics": [
                 {
                     "name": name,
                     "num_partitions": partitions,
                     "replication_factor": replication_factor,
-                    "assignments": [],
+                    "assignments": assignments,
                     "configs": [
                         {"name": k, "value": None if v is None else str(v)}
                         for k, v in (config or {}).items()

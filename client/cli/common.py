@@ -1,4 +1,5 @@
-"""Shared pieces of the client commands: the bootstrap flag, -X overrides, error reporting."""
+"""Shared pieces of the client commands: the bootstrap flag, -X overrides, error reporting, and
+the progress line long commands show on a terminal."""
 
 from __future__ import annotations
 
@@ -6,12 +7,18 @@ import argparse
 import functools
 import logging
 import sys
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from client.errors import GregorError
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"  # where `gregor server` listens by default (README)
+ACKS_HELP = (
+    "acknowledgement the producer waits for: all (= -1, every in-sync replica, default),"
+    " 1 (the leader only) or 0 (none)"
+)
 
 
 def add_bootstrap(p: argparse.ArgumentParser) -> None:
@@ -61,3 +68,89 @@ def reports_errors(fn: Callable[[argparse.Namespace], int]) -> Callable[[argpars
             return 130
 
     return wrapper
+
+
+def on_terminal(*streams: Any) -> bool:
+    """True when every stream is a terminal (a closed or odd stream counts as not one)."""
+    try:
+        return all(s.isatty() for s in streams)
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+class Progress:
+    """A live line on stderr, rewritten once a second while a long command runs:
+    `LABEL: N[/TOTAL] records, R records/s` and, when latencies are reported through
+    `observe`, the average and maximum latency of the last second (Kafka's perf tools print
+    the same figures). Nothing at all unless `enabled` (callers pass whether the relevant
+    streams are terminals), so output that is piped or redirected stays clean.
+
+    `count` is set by the command's thread; `observe` may be called from any thread."""
+
+    def __init__(self, label: str, total: int | None = None, *, enabled: bool) -> None:
+        self.label, self.total, self.count = label, total, 0
+        self.enabled = enabled
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._lat_sum = 0.0
+        self._lat_n = 0
+        self._lat_max = 0.0
+        self._start = self._last_t = time.monotonic()
+        self._last_count = 0
+        self._shown = False
+        self._thread = threading.Thread(target=self._run, daemon=True, name="cli-progress")
+        if enabled:
+            self._thread.start()
+
+    def observe(self, latency_s: float, weight: int = 1) -> None:
+        """One acknowledgement's latency, counted `weight` times in the average."""
+        if not self.enabled:
+            return
+        with self._lock:
+            self._lat_sum += latency_s * weight
+            self._lat_n += weight
+            self._lat_max = max(self._lat_max, latency_s)
+
+    def line(self, now: float) -> str:
+        """The text of the line at `now` (resets the per-second latency figures)."""
+        count = self.count
+        rate = (count - self._last_count) / max(1e-9, now - self._last_t)
+        self._last_t, self._last_count = now, count
+        done = f"{count:,}" + (f"/{self.total:,}" if self.total else "")
+        text = f"{self.label}: {done} records, {rate:,.0f} records/s"
+        with self._lock:
+            if self._lat_n:
+                text += (
+                    f", {self._lat_sum / self._lat_n * 1000:.1f} ms avg latency,"
+                    f" {self._lat_max * 1000:.1f} ms max latency"
+                )
+            self._lat_sum, self._lat_n, self._lat_max = 0.0, 0, 0.0
+        return text
+
+    def _run(self) -> None:
+        while not self._stop.wait(1.0):
+            try:
+                sys.stderr.write("\r\x1b[K" + self.line(time.monotonic()))
+                sys.stderr.flush()
+                self._shown = True
+            except (OSError, ValueError):  # the terminal went away: stop quietly
+                return
+
+    def close(self) -> None:
+        """Stop the line and erase it (the command prints its own summary after)."""
+        if not self.enabled or self._stop.is_set():
+            return
+        self._stop.set()
+        self._thread.join()
+        if self._shown:
+            try:
+                sys.stderr.write("\r\x1b[K")
+                sys.stderr.flush()
+            except (OSError, ValueError):
+                pass
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

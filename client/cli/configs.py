@@ -21,14 +21,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sub = p.add_subparsers(dest="configs_command", metavar="ACTION", required=True)
 
     d = sub.add_parser("describe", help="a topic's configs (overrides; --all: every key)")
-    d.add_argument("--topic", required=True)
+    d.add_argument("--topic", required=True, help="the topic to describe")
     d.add_argument("--all", action="store_true", help="also the keys left at their default")
     d.add_argument("--json", action="store_true", help="print JSON")
     add_bootstrap(d)
     d.set_defaults(func=_describe)
 
     a = sub.add_parser("alter", help="set or delete topic configs (no restart needed)")
-    a.add_argument("--topic", required=True)
+    a.add_argument("--topic", required=True, help="the topic to change")
     a.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="set a key (repeatable)"
     )

@@ -24,15 +24,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="members, and per partition the committed offset, log end offset and lag",
         description="One row per partition the group owns or has committed offsets for: "
         "committed offset, log end offset (high watermark), lag (their difference; - when "
-        "nothing is committed) and the member owning it; then the total lag and the members.",
+        "nothing is committed), the member owning it and that member's host (its address as "
+        "the coordinator saw it, /IP as in Kafka); then the total lag and the members.",
     )
-    d.add_argument("group")
+    d.add_argument("group", help="the group id")
     d.add_argument("--json", action="store_true", help="print JSON")
     add_bootstrap(d)
     d.set_defaults(func=_describe)
 
     rm = sub.add_parser("delete", help="delete a group without members and its offsets")
-    rm.add_argument("group")
+    rm.add_argument("group", help="the group id")
     add_bootstrap(rm)
     rm.set_defaults(func=_delete)
 
@@ -43,12 +44,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "writes them. The group must have no members (stop its consumers first). New offsets "
         "are kept within [log start, log end].",
     )
-    r.add_argument("--group", required=True)
-    r.add_argument("--topic", required=True)
+    r.add_argument("--group", required=True, help="the group id")
+    r.add_argument("--topic", required=True, help="the topic whose offsets to reset")
     to = r.add_mutually_exclusive_group(required=True)
     to.add_argument("--to-earliest", action="store_true", help="the log start offset")
     to.add_argument("--to-latest", action="store_true", help="the log end offset")
-    to.add_argument("--to-offset", type=int, metavar="N")
+    to.add_argument("--to-offset", type=int, metavar="N", help="offset N")
     to.add_argument("--to-datetime", metavar="ISO",
                     help="the first offset at or after this time (e.g. 2026-11-25T10:00:00,"
                     " UTC unless an offset is given); the log end when none is")  # fmt: skip
@@ -95,7 +96,8 @@ def _describe(args: argparse.Namespace) -> int:
         f"Group {d.group_id}: state {d.state}, group epoch {d.group_epoch}, assignment epoch"
         f" {d.assignment_epoch}, assignor {d.assignor or '-'}, coordinator {d.coordinator}"
     )
-    rows = [("TOPIC", "PARTITION", "COMMITTED", "LOG-END", "LAG", "MEMBER")]
+    hosts = {m.member_id: m.client_host for m in d.members}
+    rows = [("TOPIC", "PARTITION", "COMMITTED", "LOG-END", "LAG", "MEMBER", "HOST")]
     rows += [
         (
             p.topic,
@@ -104,6 +106,7 @@ def _describe(args: argparse.Namespace) -> int:
             str(p.log_end_offset),
             _dash(p.lag),
             p.member_id or "-",
+            hosts.get(p.member_id or "") or "-",
         )  # fmt: skip
         for p in d.partitions
     ]
@@ -115,8 +118,8 @@ def _describe(args: argparse.Namespace) -> int:
         print("MEMBERS")
         for m in d.members:
             owned = ",".join(f"{tp.topic}-{tp.partition}" for tp in m.assignment) or "-"
-            print(f"  {m.member_id} epoch {m.member_epoch} client {m.client_id or '-'}"
-                  f" owns {owned}")  # fmt: skip
+            print(f"  {m.member_id} epoch {m.member_epoch} host {m.client_host or '-'}"
+                  f" client {m.client_id or '-'} owns {owned}")  # fmt: skip
     return 0
 
 

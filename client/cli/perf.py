@@ -7,7 +7,8 @@
 produce: `bulk` (default) queues --chunk records per send_many() call and measures each
 chunk's latency (queued -> acknowledged), counted once per record; `send` uses one future per
 record (Kafka's ProducerPerformance). --throughput caps records/s (0 = unlimited). A progress
-line goes to stderr once a second, only when stderr is a terminal.
+line (records so far, rate, and for produce the average and maximum latency of the last second)
+is rewritten on stderr once a second, only when stderr is a terminal.
 """
 
 from __future__ import annotations
@@ -19,26 +20,42 @@ import threading
 import time
 from typing import Any
 
-from client.cli.common import add_bootstrap, client_config, reports_errors
+from client.cli.common import (
+    ACKS_HELP,
+    Progress,
+    add_bootstrap,
+    client_config,
+    on_terminal,
+    reports_errors,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("perf", help="producer/consumer throughput and latency (JSON)")
     sub = p.add_subparsers(dest="perf_command", metavar="ROLE", required=True)
     pp = sub.add_parser("produce", help="producer throughput and latency")
-    pp.add_argument("--topic", required=True)
-    pp.add_argument("--num-records", type=int, required=True)
-    pp.add_argument("--record-size", type=int, default=100)
-    pp.add_argument("--acks", choices=["all", "-1", "0", "1"], default="all")
+    pp.add_argument("--topic", required=True, help="topic to write to")
+    pp.add_argument("--num-records", type=int, required=True, help="records to send")
+    pp.add_argument(
+        "--record-size", type=int, default=100, help="value size in bytes (default 100)"
+    )
+    pp.add_argument("--acks", choices=["all", "-1", "0", "1"], default="all", help=ACKS_HELP)
     pp.add_argument("--throughput", type=float, default=0, help="records/s cap (0 = none)")
-    pp.add_argument("--mode", choices=["bulk", "send"], default="bulk")
+    pp.add_argument(
+        "--mode",
+        choices=["bulk", "send"],
+        default="bulk",
+        help="bulk: send_many() per --chunk records (default); send: one future per record",
+    )
     pp.add_argument("--chunk", type=int, default=2000, help="records per send_many (bulk)")
-    pp.add_argument("--partition", type=int, default=None)
+    pp.add_argument(
+        "--partition", type=int, default=None, help="send every record to this partition"
+    )
     add_bootstrap(pp)
     pp.set_defaults(func=_produce)
     pc = sub.add_parser("consume", help="consumer throughput")
-    pc.add_argument("--topic", required=True)
-    pc.add_argument("--num-records", type=int, required=True)
+    pc.add_argument("--topic", required=True, help="topic to read from the beginning")
+    pc.add_argument("--num-records", type=int, required=True, help="stop after this many records")
     pc.add_argument("--timeout-ms", type=int, default=30_000, help="give up after this long idle")
     add_bootstrap(pc)
     pc.set_defaults(func=_consume)
@@ -63,33 +80,6 @@ def percentiles(samples: list[float], weights: list[int] | None = None) -> dict[
     return out
 
 
-class _Progress:
-    """Prints `label: N records, R rec/s` once a second to a TTY stderr; silent otherwise."""
-
-    def __init__(self, label: str, total: int) -> None:
-        self.label, self.total, self.count = label, total, 0
-        self._stop = threading.Event()
-        self._tty = sys.stderr.isatty()
-        self._start = time.monotonic()
-        self._thread = threading.Thread(target=self._run, daemon=True, name="perf-progress")
-        if self._tty:
-            self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.wait(1.0):
-            el = time.monotonic() - self._start
-            sys.stderr.write(
-                f"\r{self.label}: {self.count}/{self.total} records, {self.count / el:,.0f} rec/s  "
-            )
-            sys.stderr.flush()
-
-    def close(self) -> None:
-        self._stop.set()
-        if self._tty:
-            self._thread.join()
-            sys.stderr.write("\n")
-
-
 def run_produce(
     cfg: dict[str, Any],
     topic: str,
@@ -107,7 +97,7 @@ def run_produce(
     lat: list[float] = []
     weights: list[int] = []
     lock = threading.Lock()
-    progress = _Progress("produce", num)
+    progress = Progress("produce", num, enabled=on_terminal(sys.stderr))
     with Producer(cfg) as producer:
         producer.partitions_for(topic)
         start = time.monotonic()
@@ -117,8 +107,10 @@ def run_produce(
             def done(t0: float) -> Any:
                 def cb(f: Any) -> None:
                     if f.exception() is None:
+                        took = time.monotonic() - t0
+                        progress.observe(took)
                         with lock:
-                            lat.append(time.monotonic() - t0)
+                            lat.append(took)
 
                 return cb
 
@@ -146,8 +138,10 @@ def run_produce(
 
                 def cb(f: Any, t0: float = t0, n: int = n) -> None:
                     if f.exception() is None:
+                        took = time.monotonic() - t0
+                        progress.observe(took)
                         with lock:
-                            lat.append(time.monotonic() - t0)
+                            lat.append(took)
                             weights.append(n)
 
                 f.add_done_callback(cb)
@@ -185,7 +179,7 @@ def run_consume(cfg: dict[str, Any], topic: str, num: int, timeout_ms: int = 30_
     from client import Consumer
 
     cfg = {"auto.offset.reset": "earliest", **cfg}
-    progress = _Progress("consume", num)
+    progress = Progress("consume", num, enabled=on_terminal(sys.stderr))
     count = 0
     nbytes = 0
     with Consumer(cfg) as consumer:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from client.cli.common import add_bootstrap, client_config, reports_errors
+from client.cli.common import CommandError, add_bootstrap, client_config, reports_errors
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -13,9 +13,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sub = p.add_subparsers(dest="topics_command", metavar="ACTION", required=True)
 
     c = sub.add_parser("create", help="create a topic")
-    c.add_argument("name")
-    c.add_argument("--partitions", type=int, default=1)
-    c.add_argument("--replication-factor", type=int, default=1)
+    c.add_argument("name", help="the topic to create")
+    layout = c.add_mutually_exclusive_group()
+    layout.add_argument(
+        "--partitions",
+        type=int,
+        help="number of partitions (default: the cluster's num.partitions)",
+    )
+    c.add_argument(
+        "--replication-factor",
+        type=int,
+        help="replicas of each partition, placed by the controller (default: the cluster's"
+        " default.replication.factor)",
+    )
+    layout.add_argument(
+        "--replica-assignment",
+        metavar="B:B:B,B:B:B",
+        help="explicit replicas, e.g. 4:5:6,5:6:4: partition i gets the broker ids of the i-th"
+        " comma-separated item, the first its preferred leader; replaces --partitions and"
+        " --replication-factor",
+    )
     c.add_argument(
         "--config",
         action="append",
@@ -23,7 +40,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="KEY=VALUE",
         help="topic config, e.g. --config retention.ms=60000 (repeatable)",
     )
-    c.add_argument("--if-not-exists", action="store_true")
+    c.add_argument(
+        "--if-not-exists", action="store_true", help="succeed if the topic already exists"
+    )
     add_bootstrap(c)
     c.set_defaults(func=_create)
 
@@ -38,7 +57,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     d.set_defaults(func=_describe)
 
     a = sub.add_parser("alter", help="add partitions to a topic")
-    a.add_argument("name")
+    a.add_argument("name", help="the topic to grow")
     a.add_argument(
         "--partitions",
         type=int,
@@ -64,15 +83,35 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     e.add_argument(
         "--partition", type=int, action="append", default=[], help="with --topic (repeatable)"
     )
-    e.add_argument("--election-type", choices=("preferred", "unclean"), default="preferred")
+    e.add_argument(
+        "--election-type",
+        choices=("preferred", "unclean"),
+        default="preferred",
+        help="preferred (default) or unclean, as described above",
+    )
     add_bootstrap(e)
     e.set_defaults(func=_elect_leaders)
 
     rm = sub.add_parser("delete", help="delete a topic")
-    rm.add_argument("name")
-    rm.add_argument("--if-exists", action="store_true")
+    rm.add_argument("name", help="the topic to delete")
+    rm.add_argument("--if-exists", action="store_true", help="succeed if there is no such topic")
     add_bootstrap(rm)
     rm.set_defaults(func=_delete)
+
+
+def parse_replica_assignment(text: str) -> list[list[int]]:
+    """`4:5:6,5:6:4` -> [[4, 5, 6], [5, 6, 4]] (Kafka's --replica-assignment syntax). Only the
+    syntax is checked here; the controller checks the broker ids and the sizes."""
+    rows = []
+    for i, item in enumerate(text.split(",")):
+        try:
+            rows.append([int(b) for b in item.split(":")])
+        except ValueError:
+            raise CommandError(
+                f"--replica-assignment {text!r}: partition {i} ({item.strip()!r}) is not"
+                " broker ids separated by ':' (e.g. 4:5:6,5:6:4)"
+            ) from None
+    return rows
 
 
 def _admin(args: argparse.Namespace):
@@ -91,9 +130,20 @@ def _create(args: argparse.Namespace) -> int:
         if not sep:
             raise SystemExit(f"--config {item!r}: expected KEY=VALUE")
         configs[key] = value
+    assignment = None
+    if args.replica_assignment is not None:
+        if args.replication_factor is not None:
+            raise CommandError(
+                "--replica-assignment says each partition's replicas: drop --replication-factor"
+            )
+        assignment = parse_replica_assignment(args.replica_assignment)
+    partitions = -1 if args.partitions is None else args.partitions
+    rf = -1 if args.replication_factor is None else args.replication_factor
     with _admin(args) as admin:
         try:
-            admin.create_topic(args.name, args.partitions, args.replication_factor, configs or None)
+            admin.create_topic(
+                args.name, partitions, rf, configs or None, replica_assignment=assignment
+            )
         except TopicAlreadyExistsError:
             if not args.if_not_exists:
                 raise

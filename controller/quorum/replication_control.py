@@ -144,8 +144,13 @@ class ReplicationControlManager(ControlManager):
                     "num_partitions and replication_factor must be -1 with manual assignments"
                 )
             by_p = {a["partition"]: list(a["broker_ids"]) for a in assignments}
-            if sorted(by_p) != list(range(len(by_p))):
-                raise InvalidReplicaAssignmentError("partitions must be numbered 0..n-1")
+            if len(by_p) != len(assignments) or sorted(by_p) != list(range(len(by_p))):
+                raise InvalidReplicaAssignmentError("partitions must be numbered 0..n-1, each once")
+            if len(by_p) > self.settings.max_partitions_per_request:
+                raise InvalidPartitionsError(
+                    f"{len(by_p)} partitions: more than"
+                    f" {self.settings.max_partitions_per_request} in one request"
+                )
             placement = check_assignment(self.image, by_p)
             check_assigned_capacity(placement, self.cluster.cannot_create())
             nparts, rf = len(by_p), len(placement[0])

@@ -124,6 +124,39 @@ def test_create_topics_errors(env):
     assert "v" not in c.image.topics and log.end_offset() == end
 
 
+def test_manual_assignments_refused_with_invalid_replica_assignment(env):
+    """topics create --replica-assignment's server side: uneven sizes, duplicate or unknown
+    broker ids, and a partition listed twice are INVALID_REPLICA_ASSIGNMENT (39)."""
+    c, _, log = env
+    up(c, 1, 2, 3)
+    end = log.end_offset()
+
+    def a(*rows, numbers=None):
+        return [
+            {"partition": p, "broker_ids": list(r)}
+            for p, r in zip(numbers or range(len(rows)), rows, strict=True)
+        ]
+
+    results = c.create_topics(
+        [
+            topic("uneven", assignments=a([1, 2], [2])),
+            topic("dup", assignments=a([1, 2], [3, 3])),
+            topic("unknown", assignments=a([1, 9])),
+            topic("twice", assignments=a([1], [2], numbers=[0, 0])),
+            topic("gap", assignments=a([1], [2], numbers=[0, 2])),
+        ]
+    )
+    assert [(r["error_code"], r["error_message"]) for r in results] == [
+        (39, "every partition needs the same, non-zero number of replicas"),
+        (39, "partition 1: duplicate broker ids [3, 3]"),
+        (39, "partition 0: unknown brokers [9]"),
+        (39, "partitions must be numbered 0..n-1, each once"),
+        (39, "partitions must be numbered 0..n-1, each once"),
+    ]
+    assert ErrorCode.INVALID_REPLICA_ASSIGNMENT == 39
+    assert log.end_offset() == end
+
+
 def test_manual_assignment_and_configs(env):
     c, _, _ = env
     up(c, 1, 2, 3)
