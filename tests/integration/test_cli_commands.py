@@ -40,6 +40,23 @@ def test_quick_start(server) -> None:
     assert r.stdout.splitlines() == lines
 
 
+def test_wait_ready_script_waits_for_the_port(server) -> None:
+    """The quick start's `scripts/wait-ready.sh` (after `scripts/run.sh &`): 0 once the server
+    answers; 1 with a message naming the address when nothing answers in time."""
+    import socket
+    from pathlib import Path
+
+    script = str(Path(__file__).resolve().parents[2] / "scripts" / "wait-ready.sh")
+    r = subprocess.run([script, server.bootstrap, "30"], capture_output=True, text=True,
+                       timeout=60)  # fmt: skip
+    assert r.returncode == 0 and "gregor is up" in r.stderr, r.stderr
+    with socket.socket() as s:  # a port nobody listens on (bound, never listening)
+        s.bind(("127.0.0.1", 0))
+        closed = f"127.0.0.1:{s.getsockname()[1]}"
+        r = subprocess.run([script, closed, "1"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and closed in r.stderr, r.stderr
+
+
 @pytest.mark.slow
 def test_topics_commands_and_keys(server) -> None:
     bs = ["--bootstrap-server", server.bootstrap]
