@@ -479,10 +479,10 @@ def _watch(nodes: list[Node], stop: threading.Event) -> int:
                 rc, n.proc = n.proc.returncode, None
             pid = node_pid(n)
             if pid is not None:
-                last_pid[n.name] = pid
-                if state[n.name] != "running":
+                if state[n.name] != "running" or pid != last_pid[n.name]:  # (restarted)
                     state[n.name] = "running"
                     _say(f"{n.name} is running again (pid {pid})")
+                last_pid[n.name] = pid
             elif _is_node(last_pid[n.name], n):
                 continue  # its pid file is gone but it is still stopping
             elif state[n.name] == "running":
