@@ -246,7 +246,22 @@ def _cmdline(pid: int) -> list[str] | None:
         return out.split() or None
     except OSError:
         return None
+    if not raw:  # a zombie, or a process in the middle of its exec (for a moment, no args)
+        deadline = time.monotonic() + 1.0
+        while not raw and not _zombie(pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+            try:
+                raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                return None
     return [a.decode(errors="replace") for a in raw.split(b"\0") if a] or None
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True  # (gone)
 
 
 def node_pid(node: Node) -> int | None:

@@ -121,6 +121,8 @@ def test_cluster_up_status_restart_node_and_ctrl_c(tmp_path) -> None:
                 p.send("up", b"%d" % i, partition=0).result(30)  # auto-created
         with Admin(bootstrap_servers=bootstrap) as admin:  # RF 3, as multi-broker quickstarts
             assert [len(p.replicas) for p in admin.describe_topic("up").partitions] == [3]
+            configs = admin.describe_configs(topics=["up"], keys=["min.insync.replicas"])
+            assert configs[("topic", "up")]["min.insync.replicas"].value == "2"
         with Consumer(bootstrap_servers=bootstrap) as c:
             c.assign([TopicPartition("up", 0)])
             assert len(poll_n(c, 30, timeout=30)) == 30
