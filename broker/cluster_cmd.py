@@ -1,15 +1,31 @@
-"""`gregor cluster up|status`: a local multi-process cluster in one command, and its health.
+"""`gregor cluster up|down|status|stop-node|start-node|restart-node`: a local multi-process
+cluster in one command, its nodes one by one, and its health.
 
     gregor cluster up [--controllers 3] [--brokers 3] [--data-dir DIR] [--base-port P]
+    gregor cluster down [--data-dir DIR]
+    gregor cluster stop-node|start-node|restart-node NAME [--data-dir DIR]
     gregor cluster status [--bootstrap-server H:P] [--json]
 
-`up` writes one config file per node into DIR (controllers `controller-N.yaml`, node ids 1..C,
-listening on P+100+N; brokers `broker-N.yaml`, node ids C+1.., listening on P, P+1, ...), starts
-every node as its own `gregor` process on 127.0.0.1 (each in its own session, logging to
-DIR/<node>.log), waits until each is listening, prints the bootstrap servers and a table of
-nodes, and then waits. Ctrl-C or SIGTERM stops the brokers (each a controlled shutdown), then
-the controllers, and exits 0; a node that dies meanwhile is reported, and when every node is
-gone `up` exits 1.
+`up` on a new DIR writes one config file per node into it (controllers `controller-N.yaml`,
+node ids 1..C, listening on P+100+N; brokers `broker-N.yaml`, node ids C+1.., listening on P,
+P+1, ...; one `cluster.id`; brokers get default.replication.factor = min(3, brokers),
+min.insync.replicas = 2 from 3 brokers on (else 1) and offsets.topic.replication.factor =
+min(3, brokers), as multi-broker quickstarts do). On a DIR that already holds those files it
+resumes that cluster as the files say (same node ids, ports, cluster id, data), and refuses
+while any of its nodes still runs. It starts every node as its own `gregor` process on
+127.0.0.1 (each in its own session, stdout and stderr appended to DIR/NAME.log, its pid in
+DIR/NAME.pid), waits until each is listening, prints the bootstrap servers and a table of
+nodes, and then supervises: a node that dies is reported, one stopped with `stop-node` (its
+pid file removed first) is reported as stopped, and one started again with `start-node` is
+supervised again. Ctrl-C or SIGTERM stops every node of DIR that runs, found from the pid
+files (a pid counts only while /proc/PID/cmdline names the node's config), brokers first
+(each a controlled shutdown), then controllers, and exits 0. `up` exits on its own when no
+node is left: 0 when they were all stopped on purpose (`down`, `stop-node`), else 1.
+
+`down` stops every node of DIR the same way, from another terminal or after `up` itself was
+killed. `stop-node NAME` (SIGTERM, SIGKILL after --timeout), `start-node NAME` (as `up` starts
+it, waits until it listens) and `restart-node NAME` (both) manage one node: NAME is a file
+name of DIR without `.yaml`, e.g. broker-1 or controller-2.
 
 `status` asks any broker: the brokers (fenced or not), the metadata quorum (leader, term,
 each voter's lag), and the offline, under-replicated and under-min-ISR partitions.
@@ -20,46 +36,73 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 HOST = "127.0.0.1"
-READY = " listening on "
+READY = re.compile(r"^gregor \w+ listening on ", re.M)  # the line `gregor broker|controller` prints
+NODE_FILE = re.compile(r"^(controller|broker)-(\d+)\.yaml$")
+DEFAULT_DATA_DIR = "gregor-cluster"
 
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("cluster", help="run a local multi-process cluster; its status")
     sub = p.add_subparsers(dest="cluster_command", metavar="ACTION", required=True)
-    up = sub.add_parser("up", help="start controllers and brokers on loopback until Ctrl-C")
+    up = sub.add_parser(
+        "up", help="start (or resume) controllers and brokers on loopback until Ctrl-C"
+    )
     up.add_argument(
         "--controllers",
         type=int,
-        default=3,
+        default=None,
         metavar="N",
-        help="controller quorum voters (default 3)",
+        help="controller voters of a new cluster (default 3); a resumed one keeps its own",
     )
-    up.add_argument("--brokers", type=int, default=3, metavar="N", help="brokers (default 3)")
     up.add_argument(
-        "--data-dir",
-        default="gregor-cluster",
-        metavar="DIR",
-        help="where the node configs, data and logs go (default ./gregor-cluster)",
+        "--brokers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="brokers of a new cluster (default 3); a resumed one keeps its own",
     )
+    _data_dir(up, "the cluster's configs, data, logs and pid files; an existing one is resumed")
     up.add_argument(
         "--base-port",
         type=int,
-        default=9092,
+        default=None,
         metavar="P",
-        help="brokers listen on P, P+1, ...; controllers on P+101, P+102, ... (default 9092)",
+        help="brokers listen on P, P+1, ...; controllers on P+101, P+102, ... (default 9092;"
+        " a resumed cluster keeps its ports)",
     )
     up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for each node")
     up.set_defaults(func=run_up)
+    down = sub.add_parser("down", help="stop every node of a cluster started by `cluster up`")
+    _data_dir(down, "the cluster directory given to `cluster up`")
+    _stop_timeout(down)
+    down.set_defaults(func=run_down)
+    for action, what, func in (
+        (
+            "stop-node",
+            "stop one node (SIGTERM; a broker does a controlled shutdown)",
+            run_stop_node,
+        ),
+        ("start-node", "start one stopped node as `cluster up` does", run_start_node),
+        ("restart-node", "stop, then start one node", run_restart_node),
+    ):
+        sp = sub.add_parser(action, help=what)
+        sp.add_argument("name", metavar="NAME", help="the node: broker-N or controller-N")
+        _data_dir(sp, "the cluster directory given to `cluster up`")
+        _stop_timeout(sp)
+        sp.set_defaults(func=func)
     st = sub.add_parser("status", help="brokers, quorum and unhealthy partitions")
     st.add_argument(
         "--bootstrap-server",
@@ -71,7 +114,26 @@ def register(subparsers: Any) -> None:
     st.set_defaults(func=run_status)
 
 
-# -- up ------------------------------------------------------------------------------------------
+def _data_dir(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--data-dir",
+        default=DEFAULT_DATA_DIR,
+        metavar="DIR",
+        help=f"{what} (default {DEFAULT_DATA_DIR})",
+    )
+
+
+def _stop_timeout(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="seconds a node may take to stop (then SIGKILL) or to start listening (default 60)",
+    )
+
+
+# -- the nodes of a cluster directory -------------------------------------------------------------
 
 
 @dataclass
@@ -82,141 +144,454 @@ class Node:
     port: int
     config: Path
     log: Path
-    proc: subprocess.Popen | None = None
-    ready: threading.Event = field(default_factory=threading.Event)
-    _log_file: IO[bytes] | None = None
+    proc: subprocess.Popen | None = None  # when this process started it
 
     @property
     def address(self) -> str:
         return f"{HOST}:{self.port}"
 
+    @property
+    def pid_file(self) -> Path:
+        return self.config.with_suffix(".pid")
+
 
 def write_configs(data_dir: Path, controllers: int, brokers: int, base_port: int) -> list[Node]:
-    """One YAML file per node in `data_dir`; returns the nodes, controllers first."""
+    """One YAML file per node in `data_dir` (a new cluster); returns the nodes, controllers
+    first."""
     data_dir.mkdir(parents=True, exist_ok=True)
     voters = ",".join(f"{n}@{HOST}:{base_port + 100 + n}" for n in range(1, controllers + 1))
-    nodes = []
+    cluster_id = uuid.uuid4().hex[:22]
+    # what multi-broker quickstarts set: replicated auto-created topics and offsets, and
+    # acks=all writes that survive one broker down
+    rf = min(3, brokers)
+    topic_defaults = (
+        f"default.replication.factor: {rf}\nmin.insync.replicas: {2 if brokers >= 3 else 1}\n"
+    )
     for n in range(1, controllers + 1):
-        cfg = data_dir / f"controller-{n}.yaml"
-        cfg.write_text(
+        (data_dir / f"controller-{n}.yaml").write_text(
             "process.roles: controller\n"
             f"node.id: {n}\n"
+            f"cluster.id: {cluster_id}\n"
             f'controller.quorum.voters: "{voters}"\n'
             f"metadata.log.dir: {data_dir / f'controller-{n}'}\n"
             "controller.quorum.election.timeout.ms: 500\n"
-            "broker.session.timeout.ms: 6000\n"
+            "broker.session.timeout.ms: 6000\n" + topic_defaults
         )
-        port = base_port + 100 + n
-        nodes.append(
-            Node(f"controller-{n}", "controller", n, port, cfg, data_dir / f"controller-{n}.log")
-        )
-    for i in range(brokers):
-        node_id = controllers + 1 + i
-        cfg = data_dir / f"broker-{i + 1}.yaml"
-        cfg.write_text(
+    for i in range(1, brokers + 1):
+        (data_dir / f"broker-{i}.yaml").write_text(
             "process.roles: broker\n"
-            f"node.id: {node_id}\n"
-            f"listeners: PLAINTEXT://{HOST}:{base_port + i}\n"
+            f"node.id: {controllers + i}\n"
+            f"cluster.id: {cluster_id}\n"
+            f"listeners: PLAINTEXT://{HOST}:{base_port + i - 1}\n"
             f'controller.quorum.voters: "{voters}"\n'
-            f"log.dirs: {data_dir / f'broker-{i + 1}'}\n"
+            f"log.dirs: {data_dir / f'broker-{i}'}\n"
             "broker.heartbeat.interval.ms: 1000\n"
+            + topic_defaults
+            + f"offsets.topic.replication.factor: {rf}\n"
         )
-        nodes.append(
-            Node(
-                f"broker-{i + 1}",
-                "broker",
-                node_id,
-                base_port + i,
-                cfg,
-                data_dir / f"broker-{i + 1}.log",
-            )
-        )
+    return load_nodes(data_dir)
+
+
+def load_nodes(data_dir: Path) -> list[Node]:
+    """The nodes whose config files `data_dir` holds (controllers first, then brokers, each by
+    number), with ids and ports as the files say; [] when it holds none. ValueError (one line,
+    naming the file) for a file that does not load."""
+    from broker.listeners import parse_endpoints
+    from client.config import load_config
+    from controller.quorum.network import parse_voters
+
+    found = []
+    if data_dir.is_dir():
+        for path in data_dir.iterdir():
+            m = NODE_FILE.match(path.name)
+            if m:
+                found.append((m[1] != "controller", int(m[2]), m[1], path))
+    nodes = []
+    for _, _, role, path in sorted(found):
+        try:
+            cfg = load_config(role, str(path), {}, {})
+            if role == "controller":
+                port = parse_voters(str(cfg.controller_quorum_voters))[cfg.node_id][1]
+            else:
+                port = parse_endpoints(cfg.listeners)[0].port
+        except Exception as exc:
+            raise ValueError(f"{path}: {exc}") from None
+        nodes.append(Node(path.stem, role, cfg.node_id, port, path, path.with_suffix(".log")))
     return nodes
 
 
-def spawn_node(node: Node) -> None:
-    node._log_file = open(node.log, "ab")  # noqa: SIM115 - closed in stop_nodes
-    node.proc = subprocess.Popen(
-        [sys.executable, "-m", "broker.cli", node.role, "--config", str(node.config)],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=node._log_file,
-        start_new_session=True,  # Ctrl-C reaches `up` only; it stops the nodes in order
-    )
+def cluster_id_of(nodes: list[Node]) -> str | None:
+    from client.config import load_config
 
-    def watch() -> None:  # the ready line, then drain stdout so the child never blocks on it
-        assert node.proc is not None and node.proc.stdout is not None
-        for raw in node.proc.stdout:
-            if READY in raw.decode(errors="replace"):
-                node.ready.set()
-
-    threading.Thread(target=watch, name=f"watch-{node.name}", daemon=True).start()
-
-
-def stop_nodes(nodes: list[Node], timeout: float = 30.0) -> None:
-    """SIGTERM the given nodes together, wait for them (SIGKILL after `timeout`)."""
-    live = [n for n in nodes if n.proc is not None and n.proc.poll() is None]
-    for n in live:
-        assert n.proc is not None
-        os.killpg(n.proc.pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    for n in live:
-        assert n.proc is not None
-        try:
-            n.proc.wait(max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            os.killpg(n.proc.pid, signal.SIGKILL)
-            n.proc.wait(10)
     for n in nodes:
-        if n._log_file is not None:
-            n._log_file.close()
-            n._log_file = None
+        cid = load_config(n.role, str(n.config), {}, {}).cluster_id
+        if cid:
+            return str(cid)
+    return None
+
+
+def _cmdline(pid: int) -> list[str] | None:
+    """The arguments of process `pid` (None when there is none, or it is a zombie)."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except FileNotFoundError:
+        if Path("/proc/self").exists():
+            return None
+        try:  # no /proc (macOS): ps, split on blanks (config paths with blanks then miss)
+            out = subprocess.run(
+                ["ps", "-o", "args=", "-p", str(pid)], capture_output=True, text=True, check=False
+            ).stdout
+        except OSError:
+            return None
+        return out.split() or None
+    except OSError:
+        return None
+    if not raw:  # a zombie, or a process in the middle of its exec (for a moment, no args)
+        deadline = time.monotonic() + 1.0
+        while not raw and not _zombie(pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+            try:
+                raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                return None
+    return [a.decode(errors="replace") for a in raw.split(b"\0") if a] or None
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True  # (gone)
+
+
+def node_pid(node: Node) -> int | None:
+    """The pid of `node`'s running process, from its pid file; None when the file is missing
+    or its process is gone or is not that node (a reused pid: its command line must name the
+    node's config file)."""
+    try:
+        pid = int(node.pid_file.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return pid if _is_node(pid, node) else None
+
+
+def _is_node(pid: int, node: Node) -> bool:
+    args = _cmdline(pid)
+    return args is not None and str(node.config) in args
+
+
+def _write_pid(node: Node, pid: int) -> None:
+    tmp = node.pid_file.with_suffix(".pid.tmp")
+    tmp.write_text(f"{pid}\n")
+    os.replace(tmp, node.pid_file)
+
+
+def spawn_node(node: Node) -> int:
+    """Start `node` in its own session, stdout and stderr appended to its log, its pid in its
+    pid file; returns the log's size before (where to look for its ready line)."""
+    offset = node.log.stat().st_size if node.log.exists() else 0
+    with open(node.log, "ab") as log:
+        node.proc = subprocess.Popen(
+            [sys.executable, "-m", "broker.cli", node.role, "--config", str(node.config)],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,  # Ctrl-C reaches `up` only; it stops the nodes in order
+        )
+    _write_pid(node, node.proc.pid)
+    return offset
+
+
+def wait_ready(node: Node, offset: int, timeout: float, stop: threading.Event) -> str | None:
+    """Wait until `node` (just spawned) prints its ready line; None then, else why not."""
+    assert node.proc is not None
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with open(node.log, "rb") as f:
+                f.seek(offset)
+                if READY.search(f.read().decode(errors="replace")):
+                    return None
+        except OSError:
+            pass
+        if node.proc.poll() is not None:
+            return f"exited ({node.proc.returncode}) before it was listening; see {node.log}"
+        if stop.is_set():
+            return "stopped"
+        if time.monotonic() > deadline:
+            return f"not listening after {timeout:g}s (pid {node.proc.pid}); see {node.log}"
+        stop.wait(0.1)
+
+
+def _alive(pid: int) -> bool:
+    return _cmdline(pid) is not None
+
+
+def stop_nodes(nodes: list[Node], timeout: float = 60.0) -> list[Node]:
+    """Stop the given nodes that run, together: remove each pid file (so a supervising `up`
+    sees a stop, not a crash), SIGTERM its process group, wait (SIGKILL after `timeout`).
+    Returns the nodes it stopped."""
+    live: list[tuple[Node, int]] = []
+    for n in nodes:
+        pid = node_pid(n)
+        if pid is None and n.proc is not None and n.proc.poll() is None:
+            pid = n.proc.pid  # (its pid file was removed by hand)
+        if pid is None:
+            continue
+        n.pid_file.unlink(missing_ok=True)
+        _signal(pid, signal.SIGTERM)
+        live.append((n, pid))
+    deadline = time.monotonic() + timeout
+    for sig_kill in (False, True):
+        for n, pid in live:
+            while not _gone(n, pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        if sig_kill:
+            break
+        late = [(n, pid) for n, pid in live if not _gone(n, pid)]
+        for n, pid in late:
+            print(f"{n.name} (pid {pid}) did not stop in {timeout:g}s: SIGKILL", file=sys.stderr)
+            _signal(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10.0
+    return [n for n, _ in live]
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        if os.getpgid(pid) == pid:  # its own session (as started here): the whole group
+            os.killpg(pid, sig)
+        else:
+            os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _gone(node: Node, pid: int) -> bool:
+    if node.proc is not None and node.proc.pid == pid:
+        return node.proc.poll() is not None  # (reaps our own child)
+    return not _alive(pid)
+
+
+def stop_cluster(nodes: list[Node], timeout: float, say: Callable[[str], None]) -> None:
+    """Every running node: brokers first (controlled shutdowns need the controllers), then
+    controllers."""
+    for role in ("broker", "controller"):
+        stopped = stop_nodes([n for n in nodes if n.role == role], timeout)
+        if stopped:
+            say(f"stopped {', '.join(n.name for n in stopped)}")
+
+
+# -- up ------------------------------------------------------------------------------------------
+
+
+def _fail(action: str, message: str, code: int = 1) -> int:
+    print(f"gregor cluster {action}: {message}", file=sys.stderr, flush=True)
+    return code
+
+
+def _running(nodes: list[Node]) -> list[tuple[Node, int]]:
+    return [(n, pid) for n in nodes if (pid := node_pid(n)) is not None]
+
+
+def _resume_mismatch(args: argparse.Namespace, nodes: list[Node]) -> str | None:
+    """What an explicit flag asks that the existing cluster is not (None: nothing)."""
+    have = {
+        "--controllers": sum(n.role == "controller" for n in nodes),
+        "--brokers": sum(n.role == "broker" for n in nodes),
+        "--base-port": next((n.port for n in nodes if n.role == "broker"), None),
+    }
+    asked = {"--controllers": args.controllers, "--brokers": args.brokers,
+             "--base-port": args.base_port}  # fmt: skip
+    for flag, value in asked.items():
+        if value is not None and value != have[flag]:
+            return f"{flag} {value}, but the cluster there has {flag} {have[flag]}"
+    return None
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
 
 
 def run_up(args: argparse.Namespace) -> int:
-    if args.controllers < 1 or args.brokers < 1:
-        print("gregor cluster up: need at least one controller and one broker", file=sys.stderr)
-        return 2
     data_dir = Path(args.data_dir).resolve()
-    nodes = write_configs(data_dir, args.controllers, args.brokers, args.base_port)
+    try:
+        nodes = load_nodes(data_dir)
+    except ValueError as exc:
+        return _fail("up", f"cannot read the cluster in {data_dir}: {exc}")
+    if nodes:
+        if sum(n.role == "broker" for n in nodes) == 0 or all(n.role == "broker" for n in nodes):
+            return _fail("up", f"{data_dir} needs at least one controller-N.yaml and broker-N.yaml")
+        mismatch = _resume_mismatch(args, nodes)
+        if mismatch:
+            return _fail(
+                "up",
+                f"{data_dir} holds a cluster already: {mismatch}. Leave the flag out to resume"
+                " it, or give another --data-dir.",
+                2,
+            )
+        running = _running(nodes)
+        if running:
+            which = ", ".join(f"{n.name} (pid {pid})" for n, pid in running)
+            return _fail(
+                "up",
+                f"the cluster in {data_dir} is running already: {which}. Stop it with `gregor"
+                f" cluster down --data-dir {args.data_dir}`, or restart one node with `gregor"
+                f" cluster restart-node NAME --data-dir {args.data_dir}`.",
+            )
+        _say(
+            f"resuming the cluster in {data_dir} (cluster id {cluster_id_of(nodes) or 'per broker'})"
+        )
+    else:
+        controllers = 3 if args.controllers is None else args.controllers
+        brokers = 3 if args.brokers is None else args.brokers
+        if controllers < 1 or brokers < 1:
+            return _fail("up", "need at least one controller and one broker", 2)
+        base = 9092 if args.base_port is None else args.base_port
+        nodes = write_configs(data_dir, controllers, brokers, base)
+    return _supervise(nodes, args.data_dir, args.timeout)
+
+
+def _supervise(nodes: list[Node], dir_arg: str, timeout: float) -> int:
     controllers = [n for n in nodes if n.role == "controller"]
     brokers = [n for n in nodes if n.role == "broker"]
     stop = threading.Event()
     previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         for group in (controllers, brokers):
-            for n in group:
-                spawn_node(n)
-            for n in group:
-                assert n.proc is not None
-                deadline = time.monotonic() + args.timeout
-                while not n.ready.wait(0.1):
-                    if stop.is_set() or n.proc.poll() is not None or time.monotonic() > deadline:
-                        why = "stopped" if stop.is_set() else f"not ready (see {n.log})"
-                        print(f"gregor cluster up: {n.name} {why}", file=sys.stderr, flush=True)
-                        return 130 if stop.is_set() else 1
+            offsets = [spawn_node(n) for n in group]
+            for n, offset in zip(group, offsets, strict=True):
+                why = wait_ready(n, offset, timeout, stop)
+                if why is not None:
+                    _fail("up", f"{n.name} {why}")
+                    return 130 if stop.is_set() else 1
         bootstrap = ",".join(n.address for n in brokers)
-        print(f"bootstrap servers: {bootstrap}")
-        print(f"{'node':<14}{'id':>4}  {'address':<22}{'pid':>8}  log")
+        _say(f"bootstrap servers: {bootstrap}")
+        _say(f"{'node':<14}{'id':>4}  {'address':<22}{'pid':>8}  log")
         for n in nodes:
             assert n.proc is not None
-            print(f"{n.name:<14}{n.node_id:>4}  {n.address:<22}{n.proc.pid:>8}  {n.log}")
-        print("Ctrl-C stops the cluster.", flush=True)
-        reported: set[str] = set()
-        while not stop.wait(0.5):
-            for n in nodes:
-                if n.name not in reported and n.proc is not None and n.proc.poll() is not None:
-                    reported.add(n.name)
-                    print(f"{n.name} exited ({n.proc.returncode}); see {n.log}", flush=True)
-            if len(reported) == len(nodes):
-                print("gregor cluster up: every node is gone", file=sys.stderr, flush=True)
-                return 1
-        return 0
+            _say(f"{n.name:<14}{n.node_id:>4}  {n.address:<22}{n.proc.pid:>8}  {n.log}")
+        _say(
+            f"restart a node: gregor cluster restart-node NAME --data-dir {dir_arg} (also"
+            f" stop-node, start-node); stop all: gregor cluster down --data-dir {dir_arg}"
+        )
+        _say("Ctrl-C stops the cluster.")
+        return _watch(nodes, stop)
     finally:
-        stop_nodes(brokers)  # controlled shutdowns need the controllers
-        stop_nodes(controllers)
+        stop_cluster(nodes, 60.0, _say)
         for s, h in previous.items():
             signal.signal(s, h)
+
+
+def _watch(nodes: list[Node], stop: threading.Event) -> int:
+    """Report nodes that die, are stopped or come back, until `stop` (0) or no node is left
+    (0 when all were stopped on purpose, else 1)."""
+    state = dict.fromkeys((n.name for n in nodes), "running")
+    last_pid = {n.name: n.proc.pid if n.proc is not None else 0 for n in nodes}
+    while not stop.wait(0.5):
+        for n in nodes:
+            rc = None
+            if n.proc is not None and n.proc.poll() is not None:  # reap our own child
+                rc, n.proc = n.proc.returncode, None
+            pid = node_pid(n)
+            if pid is not None:
+                if state[n.name] != "running" or pid != last_pid[n.name]:  # (restarted)
+                    state[n.name] = "running"
+                    _say(f"{n.name} is running again (pid {pid})")
+                last_pid[n.name] = pid
+            elif _is_node(last_pid[n.name], n):
+                continue  # its pid file is gone but it is still stopping
+            elif state[n.name] == "running":
+                if n.pid_file.exists():  # gone without `stop-node`/`down`
+                    state[n.name] = "dead"
+                    code = "" if rc is None else f" ({rc})"
+                    _say(f"{n.name} exited{code}; see {n.log}")
+                else:
+                    state[n.name] = "stopped"
+                    _say(f"{n.name} stopped")
+        if "running" not in state.values():
+            if "dead" in state.values():
+                return _fail("up", "every node is gone")
+            _say("every node is stopped")
+            return 0
+    return 0
+
+
+# -- down, stop-node, start-node, restart-node ----------------------------------------------------
+
+
+def _cluster(action: str, args: argparse.Namespace) -> list[Node] | int:
+    data_dir = Path(args.data_dir).resolve()
+    try:
+        nodes = load_nodes(data_dir)
+    except ValueError as exc:
+        return _fail(action, f"cannot read the cluster in {data_dir}: {exc}")
+    if not nodes:
+        return _fail(
+            action, f"{data_dir} holds no cluster (no controller-N.yaml or broker-N.yaml)", 2
+        )
+    return nodes
+
+
+def _node(action: str, args: argparse.Namespace) -> Node | int:
+    nodes = _cluster(action, args)
+    if isinstance(nodes, int):
+        return nodes
+    for n in nodes:
+        if n.name == args.name:
+            return n
+    names = ", ".join(n.name for n in nodes)
+    return _fail(action, f"no node {args.name!r} in {args.data_dir}: its nodes are {names}", 2)
+
+
+def run_down(args: argparse.Namespace) -> int:
+    nodes = _cluster("down", args)
+    if isinstance(nodes, int):
+        return nodes
+    if not _running(nodes):
+        _say(f"no node of {Path(args.data_dir).resolve()} is running")
+        return 0
+    stop_cluster(nodes, args.timeout, _say)
+    return 0
+
+
+def run_stop_node(args: argparse.Namespace) -> int:
+    node = _node("stop-node", args)
+    if isinstance(node, int):
+        return node
+    if not stop_nodes([node], args.timeout):
+        _say(f"{node.name} is not running")
+    else:
+        _say(f"stopped {node.name}")
+    return 0
+
+
+def run_start_node(args: argparse.Namespace) -> int:
+    node = _node("start-node", args)
+    if isinstance(node, int):
+        return node
+    return _start(node, args.timeout)
+
+
+def run_restart_node(args: argparse.Namespace) -> int:
+    node = _node("restart-node", args)
+    if isinstance(node, int):
+        return node
+    if stop_nodes([node], args.timeout):
+        _say(f"stopped {node.name}")
+    return _start(node, args.timeout)
+
+
+def _start(node: Node, timeout: float) -> int:
+    pid = node_pid(node)
+    if pid is not None:
+        return _fail("start-node", f"{node.name} is running already (pid {pid})")
+    offset = spawn_node(node)
+    why = wait_ready(node, offset, timeout, threading.Event())
+    if why is not None:
+        return _fail("start-node", f"{node.name} {why}")
+    assert node.proc is not None
+    _say(f"started {node.name} (pid {node.proc.pid}) on {node.address}; log {node.log}")
+    return 0
 
 
 # -- status --------------------------------------------------------------------------------------

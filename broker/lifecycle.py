@@ -12,7 +12,8 @@
 - running: `heartbeat()` every broker.heartbeat.interval.ms (the node's heartbeat thread); a broker
   silent for broker.session.timeout.ms is fenced by the controller.
 - controlled shutdown: heartbeats with want_shutdown until the controller has moved leadership
-  off this broker and fenced it (Kafka's brokers do this on SIGTERM), bounded in time.
+  off this broker and fenced it (Kafka's brokers do this on SIGTERM), bounded in time
+  (controlled.shutdown.timeout.ms): without an answer it gives up with one line saying why.
 
 Whether the channel reaches an in-process controller or a remote quorum is invisible here.
 Threads: `start`/`controlled_shutdown` from the node's control thread, `heartbeat` from its
@@ -132,9 +133,13 @@ class BrokerLifecycle:
         """One periodic heartbeat (RUNNING only; a no-op otherwise)."""
         if self.state != RUNNING:
             return {}
-        return self._heartbeat(timeout)
+        # the call gives up when this wait does, so abandoned calls do not pile up on a
+        # channel whose controllers are gone (they would hold back the controlled shutdown's)
+        return self._heartbeat(timeout, timeout_ms=int(timeout * 1000))
 
-    def _heartbeat(self, timeout: float, want_shutdown: bool = False) -> dict:
+    def _heartbeat(
+        self, timeout: float, want_shutdown: bool = False, timeout_ms: int | None = None
+    ) -> dict:
         hb = self.channel.broker_heartbeat(
             self.node_id,
             self.broker_epoch,
@@ -142,31 +147,60 @@ class BrokerLifecycle:
             want_shutdown=want_shutdown,
             failed_replicas=self._failed_replicas(),
             cannot_create_replicas=self._cannot_create_replicas(),
+            timeout_ms=timeout_ms,
         ).result(timeout)
         if hb.get("error_code", 0) != 0:
             raise BrokerLifecycleError(f"broker {self.node_id} heartbeat failed: {hb}")
         return hb
 
-    def controlled_shutdown(self, timeout: float = 5.0) -> bool:
+    def controlled_shutdown(self, timeout: float = 4.0) -> bool:
         """Ask the controller to move leadership off this broker and fence it, so the metadata
-        says what is true while it is down. Best effort and bounded: a failure is logged and
-        the shutdown goes on. True when the controller confirmed it."""
+        says what is true while it is down. Best effort and bounded by `timeout` seconds
+        (controlled.shutdown.timeout.ms): when no controller answers in time it gives up with
+        one WARNING line saying why (the controllers tried and the last error) and the shutdown
+        goes on; the controller fences the broker later (broker.session.timeout.ms). True
+        when the controller confirmed it."""
         if self.state != RUNNING:
             self._set(STOPPED)
             return False
         self._set(SHUTTING_DOWN)
-        deadline = time.monotonic() + timeout
+        t0 = time.monotonic()
+        deadline = t0 + timeout
         try:
             while True:
                 seen = self.publisher.image.offset
-                if self._heartbeat(timeout, want_shutdown=True).get("should_shut_down"):
+                left = max(0.001, deadline - time.monotonic())
+                # the call itself gives up at the deadline (with its reason); the margin only
+                # covers a channel that ignores timeout_ms
+                hb = self._heartbeat(left + 1.0, want_shutdown=True, timeout_ms=int(left * 1000))
+                if hb.get("should_shut_down"):
                     return True
                 if time.monotonic() > deadline:
-                    _log.warning("[broker=%d] controlled shutdown timed out", self.node_id)
+                    self._gave_up(t0, "the controller had not moved leadership off it yet")
                     return False
                 self._wait_past(seen)
-        except Exception as exc:
-            _log.warning("[broker=%d] controlled shutdown failed: %s", self.node_id, exc)
+        except Exception as exc:  # (a GregorTimeoutError names the controllers tried)
+            self._gave_up(t0, failure_reason(exc))
             return False
         finally:
             self._set(STOPPED)
+
+    def _gave_up(self, t0: float, why: str) -> None:
+        _log.warning(
+            "[broker=%d] controlled shutdown gave up after %.1fs (controlled.shutdown.timeout.ms):"
+            " %s; stopping without it (the controller fences this broker after"
+            " broker.session.timeout.ms)",
+            self.node_id,
+            time.monotonic() - t0,
+            why,
+        )
+
+
+def failure_reason(exc: BaseException) -> str:
+    """One line for a failed controller call: its message, never an empty string (a bare
+    concurrent.futures.TimeoutError from `Future.result` has none)."""
+    if str(exc):
+        return str(exc)
+    if isinstance(exc, TimeoutError):
+        return "no answer from the controller quorum"
+    return type(exc).__name__

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.group import GroupCoordinator, GroupSettings
-from broker.lifecycle import RUNNING, BrokerLifecycle
+from broker.lifecycle import RUNNING, BrokerLifecycle, failure_reason
 from broker.listeners import Listeners
 from broker.log import LogConfig, LogManager
 from broker.log.cleaner_thread import CleanerSettings
@@ -54,7 +54,7 @@ from broker.quorum_link import LocalQuorum, RemoteQuorum
 from broker.replica import ReplicaManager, ReplicaSettings
 from broker.replica.fetcher import FetcherSettings, ReplicaFetcherManager
 from broker.replica.isr import IsrProposer
-from client.errors import ConfigError
+from client.errors import ConfigError, GregorError
 from client.fsutil import lock_directories, make_dirs
 from controller.channel import ControllerChannel
 from controller.metadata.image import MetadataImage
@@ -446,6 +446,11 @@ class BrokerNode:
         while not self._stop.wait(period):
             try:
                 self.lifecycle.heartbeat()
+            except (GregorError, TimeoutError) as exc:  # (the reason is the whole story)
+                if not self._stop.is_set():  # (stopping: the controller link is closing)
+                    _log.warning(
+                        "[broker=%d] heartbeat failed: %s", self.node_id, failure_reason(exc)
+                    )
             except Exception:
                 _log.exception("[broker=%d] heartbeat failed", self.node_id)
 
@@ -512,7 +517,8 @@ class BrokerNode:
             return
         self._controlled_shutdown_done = True
         if self.fatal_error is None:  # (a failed controller cannot move leadership)
-            self.lifecycle.controlled_shutdown()
+            timeout_ms = int(_cfg(self.config, "controlled_shutdown_timeout_ms", 4000))
+            self.lifecycle.controlled_shutdown(timeout_ms / 1000)
 
     def shutdown(self) -> None:
         """Stop background work and the controller, flush every log, write checkpoints and the
@@ -521,14 +527,17 @@ class BrokerNode:
             return
         self._closed = True
         self._stop.set()
-        for thread in (self._tasks, self._heartbeats):
-            if thread is not None:
-                thread.join(10.0)
+        if self._tasks is not None:
+            self._tasks.join(10.0)
         self.controlled_shutdown()
         try:
+            # before joining the heartbeat thread: a heartbeat in flight to controllers that are
+            # gone ends with the link instead of running out its request timeout
             self.quorum.stop()
         except Exception:
             _log.exception("[broker=%d] stopping the controller failed", self.node_id)
+        if self._heartbeats is not None:
+            self._heartbeats.join(10.0)
         self.fetchers.shutdown()
         self.group_coordinator.shutdown()
         self.produce_purgatory.shutdown()

@@ -47,6 +47,7 @@ class ControllerChannel(Protocol):
         want_shutdown: bool = False,
         failed_replicas: Sequence[tuple[str, int]] = (),
         cannot_create_replicas: str | None = None,
+        timeout_ms: int | None = None,
     ) -> Future:
         """BrokerHeartbeat → {error_code, is_caught_up, is_fenced, should_shut_down}.
         `current_metadata_offset` is the broker's own published image offset (the controller
@@ -54,7 +55,10 @@ class ControllerChannel(Protocol):
         shutdown (leadership moved off, then fenced); `failed_replicas` are the (topic,
         partition) replicas the broker could not create or open (all of them, every time);
         `cannot_create_replicas` says why the broker cannot take new replicas now (e.g. out of
-        file descriptors; None when it can): the controller places new replicas elsewhere."""
+        file descriptors; None when it can): the controller places new replicas elsewhere.
+        `timeout_ms`: the future fails (GregorTimeoutError naming the controllers tried and the
+        last error) when no controller answered within this long; None: the channel's own
+        request timeout (a controlled shutdown passes what is left of its time)."""
         ...
 
     def alter_partition(self, broker_id: int, broker_epoch: int, topics: list[dict]) -> Future:

@@ -345,6 +345,7 @@ class CombinedController:
         want_shutdown: bool = False,
         failed_replicas: Sequence[tuple[str, int]] = (),
         cannot_create_replicas: str | None = None,
+        timeout_ms: int | None = None,  # (in process: no network to give up on)
     ) -> concurrent.futures.Future:
         return self.runner.broker_heartbeat(
             broker_id,

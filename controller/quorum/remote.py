@@ -106,6 +106,12 @@ class RemoteController:
 
     # -- calls ---------------------------------------------------------------------------------
     def submit(self, method: str, *args: Any, **kwargs: Any) -> concurrent.futures.Future:
+        return self._submit(method, args, kwargs, None)
+
+    def _submit(
+        self, method: str, args: Any, kwargs: Any, timeout_ms: int | None
+    ) -> concurrent.futures.Future:
+        """`timeout_ms`: this call gives up sooner than `request_timeout_ms` (None: not)."""
         build = _CALLS.get(method)
         if build is None:
             raise AttributeError(f"RemoteController has no method {method!r}")
@@ -116,7 +122,10 @@ class RemoteController:
             if self._pending >= self.max_pending:
                 raise ThrottlingQuotaExceededError(f"{self._pending} controller calls pending")
             self._pending += 1
-        fut = self._pool.submit(self._run, api_key, body, unwrap)
+        timeout_s = self.request_timeout_s
+        if timeout_ms is not None:
+            timeout_s = min(timeout_s, max(0.001, timeout_ms / 1000.0))
+        fut = self._pool.submit(self._run, api_key, body, unwrap, timeout_s)
         fut.add_done_callback(self._release)
         return fut
 
@@ -127,12 +136,16 @@ class RemoteController:
         with self._lock:
             self._pending -= 1
 
-    def _run(self, api_key: int, body: dict, unwrap: Any) -> Any:
-        deadline = time.monotonic() + self.request_timeout_s
-        last: Exception | None = None
+    def _run(self, api_key: int, body: dict, unwrap: Any, timeout_s: float) -> Any:
+        deadline = time.monotonic() + timeout_s
+        last: str | None = None  # what the last failed attempt got
+        tried: dict[int, str] = {}  # voter id -> "ID@HOST:PORT", in the order tried
         hinted = False  # the previous attempt followed a NOT_CONTROLLER leader hint
         while time.monotonic() < deadline:
+            if self._closed:  # close() ends calls in flight after their current attempt
+                raise NotControllerError("remote controller client closed")
             nid, (host, port) = self.tracker.target()
+            tried.setdefault(nid, f"{nid}@{host}:{port}")
             try:
                 resp = request(
                     host,
@@ -143,11 +156,12 @@ class RemoteController:
                     client_id=self.client_id,
                 )
             except OSError as e:
-                last = e
+                last = f"controller {nid}: {e or type(e).__name__}"
                 self.tracker.failed(nid)
-                time.sleep(self.retry_backoff_s)
+                self._sleep_until(deadline)
                 continue
             if resp.get("error_code") == ErrorCode.NOT_CONTROLLER:
+                last = f"controller {nid}: NOT_CONTROLLER"
                 self.tracker.failed(nid)
                 hint = resp.get("leader_id", -1)
                 if not hinted and hint is not None and hint >= 0 and hint != nid:
@@ -156,13 +170,18 @@ class RemoteController:
                 else:
                     hinted = False
                     self._find_leader()
-                    time.sleep(self.retry_backoff_s)
+                    self._sleep_until(deadline)
                 continue
             self.tracker.set_leader(nid)
             return unwrap(resp)
         raise GregorTimeoutError(
-            f"no active controller answered within {self.request_timeout_s}s: {last}"
+            f"no active controller answered within {timeout_s:.1f}s (tried"
+            f" {', '.join(tried.values()) or 'none'}; last error: {last or 'none'})"
         )
+
+    def _sleep_until(self, deadline: float) -> None:
+        """The retry back-off, never past the call's deadline."""
+        time.sleep(max(0.0, min(self.retry_backoff_s, deadline - time.monotonic())))
 
     def _find_leader(self) -> None:
         for _nid, (host, port) in sorted(self.tracker.voters.items()):
@@ -194,8 +213,10 @@ class RemoteController:
     def register_broker(self, *a: Any, **k: Any) -> concurrent.futures.Future:
         return self.submit("register_broker", *a, **k)
 
-    def broker_heartbeat(self, *a: Any, **k: Any) -> concurrent.futures.Future:
-        return self.submit("broker_heartbeat", *a, **k)
+    def broker_heartbeat(
+        self, *a: Any, timeout_ms: int | None = None, **k: Any
+    ) -> concurrent.futures.Future:
+        return self._submit("broker_heartbeat", a, k, timeout_ms)
 
     def alter_partition(self, *a: Any, **k: Any) -> concurrent.futures.Future:
         return self.submit("alter_partition", *a, **k)

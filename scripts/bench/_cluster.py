@@ -3,7 +3,7 @@
 
 free_base_port() -> P with P.. (brokers) and P+101.. (controllers) free
 wait(cond, timeout, what): poll `cond` until truthy (TimeoutError naming `what`)
-start(node, timeout=60): spawn one node and wait for its ready line (its log file reopened)
+start(node, timeout=60): spawn one node and wait for its ready line in its log
 start_cluster(tmp, controllers, brokers, edit=None) -> (controllers, brokers by node id)
     write the configs (`edit(node, text) -> text` may change each), start the controllers, then
     the brokers, and wait until every broker is registered and unfenced; the caller stops them
@@ -13,11 +13,12 @@ start_cluster(tmp, controllers, brokers, edit=None) -> (controllers, brokers by 
 from __future__ import annotations
 
 import socket
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from broker.cluster_cmd import Node, spawn_node, stop_nodes, write_configs
+from broker.cluster_cmd import Node, spawn_node, stop_nodes, wait_ready, write_configs
 from client import Admin
 
 
@@ -60,16 +61,9 @@ def wait(cond, timeout: float, what: str):
 
 
 def start(node: Node, timeout: float = 60.0) -> None:
-    if node._log_file is not None:  # a restart: spawn_node opens the log again
-        node._log_file.close()
-        node._log_file = None
-    node.ready.clear()
-    spawn_node(node)
-    assert node.proc is not None
-    deadline = time.monotonic() + timeout
-    while not node.ready.wait(0.1):
-        if node.proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"{node.name} did not start; see {node.log}")
+    why = wait_ready(node, spawn_node(node), timeout, threading.Event())
+    if why is not None:
+        raise RuntimeError(f"{node.name} did not start: {why}")
 
 
 def start_cluster(
@@ -94,10 +88,11 @@ def start_cluster(
             return len(admin.describe_cluster().brokers) == brokers
 
     try:
-        for n in ctrl:
-            spawn_node(n)
-        for n in ctrl:
-            wait(n.ready.is_set, timeout, f"{n.name} ready")
+        offsets = [spawn_node(n) for n in ctrl]
+        for n, offset in zip(ctrl, offsets, strict=True):
+            why = wait_ready(n, offset, timeout, threading.Event())
+            if why is not None:
+                raise RuntimeError(f"{n.name} did not start: {why}")
         for n in brok.values():
             start(n, timeout)
         wait(unfenced, timeout, f"{brokers} unfenced brokers")

@@ -17,7 +17,7 @@ from broker.lifecycle import (
     BrokerLifecycle,
     BrokerLifecycleError,
 )
-from client.errors import ErrorCode
+from client.errors import ErrorCode, NotControllerError
 from controller.channel import ControllerChannel
 from controller.quorum.combined import CombinedController
 from controller.quorum.remote import RemoteController
@@ -58,6 +58,7 @@ class FakeChannel:
         want_shutdown=False,
         failed_replicas=(),
         cannot_create_replicas=None,
+        timeout_ms=None,
     ):
         assert broker_epoch == 42
         self.failed_reports.append(list(failed_replicas))
@@ -200,3 +201,50 @@ def test_heartbeats_report_whether_new_replicas_can_be_created() -> None:
     ch2 = FakeChannel(caught_up_at=0)
     BrokerLifecycle(4, ch2, FakePublisher()).start("127.0.0.1", 9192, None, timeout=5)
     assert ch2.cannot_create_reports == [None]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_controlled_shutdown_with_every_controller_gone_gives_up_in_time_and_says_why(
+    caplog,
+) -> None:
+    """Issue 22 item 3: brokers whose controllers were gone took 30 s to stop and logged
+    `controlled shutdown failed: ` with an empty reason. With no controller listening the
+    controlled shutdown now ends by its deadline with one line naming the controllers tried
+    and the error, and closing the link ends a heartbeat still in flight."""
+    voters = {n: ("127.0.0.1", _free_port()) for n in (1, 2, 3)}  # nothing listens there
+    remote = RemoteController(voters, request_timeout_ms=30_000)
+    lc = BrokerLifecycle(4, remote, FakePublisher())
+    lc.broker_epoch, lc.state = 42, RUNNING  # (as after a start against the live quorum)
+    with caplog.at_level("WARNING", logger="broker.lifecycle"):
+        assert lc.controlled_shutdown(timeout=0.5) is False  # (not after the 30 s)
+    assert lc.state == STOPPED
+    [line] = [r.getMessage() for r in caplog.records if "controlled shutdown" in r.getMessage()]
+    assert "gave up after" in line and "last error: controller" in line, line
+    for n, (host, port) in voters.items():
+        assert f"{n}@{host}:{port}" in line, line
+    assert not any(r.exc_info for r in caplog.records)  # one line, no traceback
+    # a heartbeat in flight (its own timeout 30 s) ends once the link closes
+    fut = remote.broker_heartbeat(4, 42, 0)
+    remote.close()
+    with pytest.raises((NotControllerError, concurrent.futures.CancelledError)):
+        fut.result(10)  # (cancelled when it had not started yet)
+
+
+def test_a_bare_timeout_still_gives_a_reason(caplog) -> None:
+    class SilentChannel(FakeChannel):
+        def broker_heartbeat(self, *a, **k):  # never answers
+            return concurrent.futures.Future()
+
+    lc = BrokerLifecycle(4, SilentChannel(), FakePublisher())
+    lc.broker_epoch, lc.state = 42, RUNNING
+    with caplog.at_level("WARNING", logger="broker.lifecycle"):
+        assert lc.controlled_shutdown(timeout=0.05) is False
+    [line] = [r.getMessage() for r in caplog.records]
+    assert line.rstrip().endswith("broker.session.timeout.ms)") and ": no answer from" in line
