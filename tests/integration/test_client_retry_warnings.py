@@ -1,0 +1,136 @@
+"""Retries a user would otherwise wait through in silence are logged (issue 22, item 2).
+
+A single broker with a topic of min.insync.replicas=2 answers every acks=all produce with
+NOT_ENOUGH_REPLICAS (retriable): the producer retries until delivery.timeout.ms. It used to
+say nothing (only INFO lines) until the record expired. Now the first failure is a WARNING
+naming the error, the partition and the broker; while it lasts, at most one more per interval
+(10 s) with the number of retries since; an INFO once the partition takes writes again. The
+clock of the warnings is swapped for one the test moves, so nothing waits 10 s.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import time
+
+import pytest
+from helpers import async_wait_until, gregor_command
+
+from client import aio
+from client.errors import GregorTimeoutError
+
+SENDER = "client.aio.sender"
+
+
+def _failing(caplog: pytest.LogCaptureFixture, what: str) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == SENDER and r.levelno == logging.WARNING and what in r.getMessage()
+        and " failing" in r.getMessage()
+    ]  # fmt: skip
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_not_enough_replicas_warns_once_then_per_interval_then_recovers(
+    broker_server, caplog
+) -> None:
+    caplog.set_level(logging.INFO, logger="client")
+    bootstrap = broker_server.bootstrap
+    async with aio.Admin(bootstrap_servers=bootstrap) as admin:
+        await admin.create_topic("nes", 1, config={"min.insync.replicas": "2"})
+    p = aio.Producer(
+        bootstrap_servers=bootstrap,
+        acks="all",
+        retry_backoff_ms=20,
+        request_timeout_ms=1000,
+        delivery_timeout_ms=5000,
+    )
+    await p.start()
+    try:
+        assert p._sender is not None
+        clock = _Clock()
+        retry_log = p._sender.retry_log
+        retry_log.clock = clock
+        fut = await p.send("nes", b"v")
+        first = await async_wait_until(lambda: _failing(caplog, "nes-0"), 10, "the first warning")
+        assert "produce to nes-0 (broker " in first[0], first
+        assert "NOT_ENOUGH_REPLICAS" in first[0], first
+        # many retries, still one warning while the interval has not passed
+        await async_wait_until(
+            lambda: any(ep.retries >= 5 for ep in retry_log.failing.values()),
+            10,
+            "five more retries",
+        )
+        assert len(_failing(caplog, "nes-0")) == 1
+        for _ in range(2):  # 12 s pass, failing all along: the next failure warns again
+            seen = sum(ep.retries for ep in retry_log.failing.values())
+            clock.now += 6.0
+            await async_wait_until(
+                lambda seen=seen: sum(ep.retries for ep in retry_log.failing.values()) > seen,
+                10,
+                "another retry",
+            )
+        again = await async_wait_until(
+            lambda: _failing(caplog, "nes-0")[1:], 10, "the second warning"
+        )
+        assert "still failing after 12.0 s" in again[0], again
+        assert "NOT_ENOUGH_REPLICAS" in again[0]
+        assert "retries since the last warning" in again[0], again
+        with pytest.raises(GregorTimeoutError, match="NOT_ENOUGH_REPLICAS"):
+            await fut
+        assert len(_failing(caplog, "nes-0")) == 2  # still the same 10 s on that clock
+        # the topic takes writes again: one INFO says so
+        async with aio.Admin(bootstrap_servers=bootstrap) as admin:
+            await admin.incremental_alter_configs({("topic", "nes"): {"min.insync.replicas": "1"}})
+        md = await (await p.send("nes", b"w"))
+        assert md.offset == 0
+        recovered = [
+            r.getMessage()
+            for r in caplog.records
+            if r.name == SENDER and r.levelno == logging.INFO and "recovered" in r.getMessage()
+        ]
+        assert len(recovered) == 1 and "produce to nes-0" in recovered[0], recovered
+        assert not retry_log.failing
+    finally:
+        await p.close()
+
+
+def test_cli_produce_shows_the_warning_on_stderr(broker_server) -> None:
+    """`gregor produce` to a partition that keeps refusing: the WARNING is on stderr well
+    before the record expires, then the error, and no pending-task noise on exit."""
+    bootstrap = broker_server.bootstrap
+    from client import Admin
+
+    with Admin(bootstrap_servers=bootstrap) as admin:
+        admin.create_topic("nes-cli", 1, config={"min.insync.replicas": "2"})
+    started = time.monotonic()
+    out = subprocess.run(
+        [*gregor_command(), "produce", "nes-cli", "--bootstrap-server", bootstrap,
+         "-X", "delivery.timeout.ms=3000", "-X", "request.timeout.ms=1000",
+         "-X", "retry.backoff.ms=20"],
+        input=b"one\n",
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )  # fmt: skip
+    elapsed = time.monotonic() - started
+    err = out.stderr.decode()
+    assert out.returncode == 1, err
+    warnings = [
+        line for line in err.splitlines()
+        if line.startswith("WARNING") and "produce to nes-cli-0" in line and " failing" in line
+    ]  # fmt: skip
+    assert warnings and "NOT_ENOUGH_REPLICAS" in warnings[0], err
+    assert len(warnings) <= 1 + elapsed / 10, err  # at most one per 10 s
+    assert "error: " in err and "NOT_ENOUGH_REPLICAS" in err.split("error: ", 1)[1], err
+    assert "Task was destroyed" not in err and "never retrieved" not in err, err
+    assert "Traceback" not in err, err
