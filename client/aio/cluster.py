@@ -494,11 +494,12 @@ class ClusterClient:
             raise ClientClosedError("client is closed")
 
     async def close(self) -> None:
+        """Close every connection; connects and the metadata refresh in flight are cancelled
+        and awaited (no task is left pending on the loop)."""
         self._closed = True
-        for task in list(self._connecting.values()):
+        tasks = [t for t in (*self._connecting.values(), self._refresh_task) if t is not None]
+        for task in tasks:
             task.cancel()
-        if self._refresh_task is not None and not self._refresh_task.done():
-            self._refresh_task.cancel()
         for conn in [*self._conns.values(), *self._coord_conns.values()]:
             conn.close()
         self._conns.clear()
@@ -506,3 +507,4 @@ class ClusterClient:
         if self._bootstrap_conn is not None:
             self._bootstrap_conn.close()
             self._bootstrap_conn = None
+        await asyncio.gather(*tasks, return_exceptions=True)

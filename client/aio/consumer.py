@@ -74,10 +74,14 @@ class Consumer:
             return
         if self._leaving is not None:
             await asyncio.gather(self._leaving, return_exceptions=True)
-        await self._leave_group()
-        self._closed = True
-        await self._fetcher.close()
-        await self._cluster.close()
+        try:
+            await self._leave_group()
+        finally:  # (an on_revoke that raised still lets the consumer close)
+            self._closed = True
+            if self._group is not None:
+                await self._group.close()
+            await self._fetcher.close()
+            await self._cluster.close()
 
     async def _leave_prepare(self) -> GroupEvent | None:
         """close(), step 1: commit and the revoke event of what the member owns (with assign()

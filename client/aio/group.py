@@ -473,6 +473,18 @@ class GroupMember:
 
     # -- leaving ---------------------------------------------------------------------------------
 
+    async def close(self) -> None:
+        """The consumer's close(), after leave() if it was subscribed: stop the heartbeat task
+        and let background commits finish (each ends by request.timeout.ms), so no task of
+        this member is left pending."""
+        self._left = True
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        if self._commits:
+            await asyncio.gather(*self._commits, return_exceptions=True)
+
     async def leave_prepare(self) -> GroupEvent | None:
         """close()/unsubscribe(): stop fetching, commit (auto-commit), and the revoke event of
         everything owned (None when nothing is)."""
