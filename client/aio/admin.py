@@ -37,6 +37,7 @@ from client.errors import (
     ClientClosedError,
     ConfigError,
     ConnectionFailedError,
+    ErrorCode,
     GregorTimeoutError,
     UnknownTopicOrPartitionError,
     error_for_code,
@@ -151,8 +152,12 @@ class Admin:
         *,
         timeout_ms: int | None = None,
         validate_only: bool = False,
+        exist_ok: bool = False,
     ) -> None:
-        """Create `name`; raises TopicAlreadyExistsError, InvalidPartitionsError, ..."""
+        """Create `name`; raises TopicAlreadyExistsError, InvalidPartitionsError, ...
+        `exist_ok=True`: a topic of that name already there is fine (kafka-topics.sh's
+        `--if-not-exists`); its partitions and configs are left as they are, not compared with
+        the arguments."""
         self._check_open()
         timeout = self._timeout(timeout_ms)
         body = {
@@ -173,6 +178,8 @@ class Admin:
         }
         resp = await self._cluster.send_any(ApiKey.CREATE_TOPICS, body, timeout_ms=timeout + 5000)
         for t in resp["topics"]:
+            if t["error_code"] == ErrorCode.TOPIC_ALREADY_EXISTS and exist_ok:
+                continue
             if t["error_code"]:
                 raise error_for_code(t["error_code"])(t["error_message"] or f"topic {t['name']!r}")
         if not validate_only:
