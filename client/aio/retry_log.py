@@ -14,7 +14,10 @@ can be minutes. `RetryLog` says so while it happens, as Kafka's and librdkafka's
 - while it keeps failing, at most one WARNING per `interval_s` (10 s), counting the retries
   since the last one;
 - the first success after that logs an INFO;
-- a subject that has not failed for `interval_s` starts over: its next failure warns at once.
+- a subject that has not failed for `interval_s` starts over: its next failure warns at once;
+- `grace_s`: for subjects whose first failures are routine (a topic being auto-created answers
+  LEADER_NOT_AVAILABLE for a moment), the first WARNING waits until the failures have lasted
+  that long.
 
 Each log line goes to the logger of the module that reports it (`client.aio.sender`,
 `client.aio.fetcher`, ...): the library configures no handler; an application, or the `gregor`
@@ -34,13 +37,21 @@ RETRY_WARNING_INTERVAL_S = 10.0
 
 
 class _Episode:
-    __slots__ = ("what", "since", "last_failure", "warned_at", "retries", "unwarned", "error")
+    __slots__ = (
+        "what",
+        "since",
+        "last_failure",
+        "warned_at",
+        "retries",
+        "unwarned",
+        "error",
+    )
 
     def __init__(self, what: str, now: float, error: str) -> None:
         self.what = what
         self.since = now
         self.last_failure = now
-        self.warned_at = now
+        self.warned_at: float | None = None  # None: not warned yet (within its grace)
         self.retries = 0  # failures after the first
         self.unwarned = 0  # of those, since the last warning
         self.error = error
@@ -60,20 +71,28 @@ class RetryLog:
         self.clock = clock
         self.failing: dict[Hashable, _Episode] = {}  # (empty while all is well: a cheap test)
 
-    def failed(self, key: Hashable, what: str, error: object) -> None:
-        """`what` (e.g. "produce to orders-0 (broker 2)") failed with `error` and is retried."""
+    def failed(self, key: Hashable, what: str, error: object, grace_s: float = 0.0) -> None:
+        """`what` (e.g. "produce to orders-0 (broker 2)") failed with `error` and is retried.
+        `grace_s`: warn only once it has been failing that long."""
         now = self.clock()
         ep = self.failing.get(key)
         text = str(error) or type(error).__name__
         if ep is None or now - ep.last_failure >= self.interval_s:
-            self.failing[key] = _Episode(what, now, text)
-            self.log.warning("%s failing: %s; retrying", what, text)
+            ep = self.failing[key] = _Episode(what, now, text)
+            if grace_s <= 0:
+                self.log.warning("%s failing: %s; retrying", what, text)
+                ep.warned_at = now
             return
         ep.retries += 1
         ep.unwarned += 1
         ep.last_failure = now
         ep.what, ep.error = what, text
-        if now - ep.warned_at >= self.interval_s:
+        if ep.warned_at is None:
+            if now - ep.since >= grace_s:
+                self.log.warning("%s failing for %.1f s: %s; retrying", what, now - ep.since, text)
+                ep.warned_at = now
+                ep.unwarned = 0
+        elif now - ep.warned_at >= self.interval_s:
             self.log.warning(
                 "%s still failing after %.1f s: %s; %d %s since the last warning",
                 what,
@@ -88,7 +107,7 @@ class RetryLog:
     def succeeded(self, key: Hashable) -> None:
         """`key`'s subject works again (an INFO if it was failing)."""
         ep = self.failing.pop(key, None)
-        if ep is not None:
+        if ep is not None and ep.warned_at is not None:  # (recovered within its grace: quiet)
             self.log.info(
                 "%s recovered after %d %s in %.1f s",
                 ep.what,

@@ -134,3 +134,53 @@ def test_cli_produce_shows_the_warning_on_stderr(broker_server) -> None:
     assert "error: " in err and "NOT_ENOUGH_REPLICAS" in err.split("error: ", 1)[1], err
     assert "Task was destroyed" not in err and "never retrieved" not in err, err
     assert "Traceback" not in err, err
+
+
+async def test_consumer_fetch_of_a_missing_topic_warns_then_recovers(broker_server, caplog) -> None:
+    """A consumer assigned a partition of a topic that is not there (yet) fetches nothing and
+    used to say nothing: now a WARNING names the partition and the error; once the topic is
+    created and fetched from, an INFO says so."""
+    caplog.set_level(logging.INFO, logger="client")
+    bootstrap = broker_server.bootstrap
+    tp = aio.TopicPartition("later", 0)
+    c = aio.Consumer(bootstrap_servers=bootstrap, retry_backoff_ms=20)
+    await c.start()
+    try:
+        c._fetcher.retry_log.clock = _Clock()  # (frozen: the 10 s never pass)
+        c.assign([tp])
+        c.seek(tp, 0)
+
+        def fetch_warnings() -> list[str]:
+            return [
+                r.getMessage()
+                for r in caplog.records
+                if r.name == "client.aio.fetcher" and r.levelno == logging.WARNING
+            ]
+
+        while not fetch_warnings():  # (each poll returns after its timeout: bounded below)
+            assert await c.poll(100) == []
+            assert len(caplog.records) < 10_000
+        assert "fetch of later-0" in fetch_warnings()[0], fetch_warnings()
+        assert "UNKNOWN_TOPIC_OR_PARTITION" in fetch_warnings()[0], fetch_warnings()
+        for _ in range(20):  # many more retries, no more warnings
+            await c.poll(20)
+        assert len(fetch_warnings()) == 1, fetch_warnings()
+        async with aio.Admin(bootstrap_servers=bootstrap) as admin:
+            await admin.create_topic("later", 1)
+        async with aio.Producer(bootstrap_servers=bootstrap) as p:
+            await (await p.send("later", b"here"))
+        got: list = []
+        deadline = time.monotonic() + 30
+        while not got:
+            assert time.monotonic() < deadline, "the record never came"
+            got = await c.poll(200)
+        assert got[0].value == b"here"
+        recovered = [
+            r.getMessage()
+            for r in caplog.records
+            if r.name == "client.aio.fetcher" and r.levelno == logging.INFO
+            and "recovered" in r.getMessage()
+        ]  # fmt: skip
+        assert recovered and "fetch of later-0" in recovered[0], recovered
+    finally:
+        await c.close()

@@ -66,3 +66,22 @@ def test_subjects_are_apart_and_a_quiet_interval_starts_over(caplog) -> None:
     rl.forget("b")
     rl.succeeded("b")
     assert _messages(caplog, logging.INFO) == []
+
+
+def test_grace_delays_the_first_warning_and_a_quick_recovery_stays_quiet(caplog) -> None:
+    caplog.set_level(logging.DEBUG, logger=LOGGER)
+    clock = _Clock()
+    rl = RetryLog(logging.getLogger(LOGGER), clock=clock)
+    for _ in range(4):  # 1.5 s of LEADER_NOT_AVAILABLE while a topic is being created
+        rl.failed("t", "metadata of t", "LEADER_NOT_AVAILABLE", grace_s=2.0)
+        clock.now += 0.5
+    rl.succeeded("t")
+    assert caplog.records == []
+    for _ in range(6):  # this time it lasts: one warning once 2 s have passed
+        rl.failed("t", "metadata of t", "LEADER_NOT_AVAILABLE", grace_s=2.0)
+        clock.now += 0.5
+    assert _messages(caplog, logging.WARNING) == [
+        "metadata of t failing for 2.0 s: LEADER_NOT_AVAILABLE; retrying"
+    ]
+    rl.succeeded("t")
+    assert _messages(caplog, logging.INFO) == ["metadata of t recovered after 5 retries in 3.0 s"]
