@@ -282,7 +282,8 @@ class Fetcher:
             why = "no leader in the metadata (partition offline)"
         else:
             return
-        self.retry_log.failed(tp, f"fetch of {tp.topic}-{tp.partition}", why)
+        # (a leader election or a topic being created: routine for a moment)
+        self.retry_log.failed(tp, f"fetch of {tp.topic}-{tp.partition}", why, grace_s=2.0)
 
     async def _fetch(self, node: int, parts: list[tuple[TopicPartition, int, int]]) -> None:
         try:

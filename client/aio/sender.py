@@ -238,6 +238,7 @@ class Sender:
                     "no leader in the metadata"
                     if leader < 0 or leader not in md.brokers
                     else f"leader broker {leader} unreachable (reconnect back-off)",
+                    grace_s=2.0,  # (a leader election or a new topic: routine for a moment)
                 )
                 self.acc.reenqueue(batches, backoff)  # keep order; look again after back-off
                 next_at = backoff if next_at is None else min(next_at, backoff)
