@@ -192,3 +192,62 @@ async def test_consumer_fetch_of_a_missing_topic_warns_then_recovers(broker_serv
         assert recovered and "fetch of later-0" in recovered[0], recovered
     finally:
         await c.close()
+
+
+async def test_group_heartbeats_that_keep_failing_warn_then_recover(broker_factory, caplog) -> None:
+    """A group member whose coordinator cannot be found (the broker answers FindCoordinator
+    with COORDINATOR_NOT_AVAILABLE) retries its heartbeat every retry.backoff.ms: one WARNING
+    names the group and the error, the retries do not repeat it, an INFO says when it joins."""
+    from broker.handlers import dispatch
+    from broker.handlers.base import RequestContext
+    from client.errors import ErrorCode
+    from client.protocol import ApiKey
+
+    refusing = [True]
+
+    def no_coordinator(request, services) -> None:
+        if request.api_key == ApiKey.FIND_COORDINATOR and refusing[0]:
+            RequestContext(request, services).respond_error(
+                ErrorCode.COORDINATOR_NOT_AVAILABLE, "refused by the test"
+            )
+            return
+        dispatch(request, services)
+
+    b = broker_factory(dispatch=no_coordinator)
+    caplog.set_level(logging.INFO, logger="client")
+    async with aio.Admin(bootstrap_servers=b.bootstrap) as admin:
+        await admin.create_topic("grouped", 1)
+    c = aio.Consumer(bootstrap_servers=b.bootstrap, group_id="g1", retry_backoff_ms=20)
+    await c.start()
+    try:
+        assert c._group is not None
+        c._group.retry_log.clock = _Clock()  # (frozen: the 10 s never pass)
+        c.subscribe(["grouped"])
+
+        def group_logs(level: int) -> list[str]:
+            return [
+                r.getMessage()
+                for r in caplog.records
+                if r.name == "client.aio.group" and r.levelno == level and "heartbeat" in r.getMessage()
+            ]  # fmt: skip
+
+        deadline = time.monotonic() + 30
+        while not group_logs(logging.WARNING):
+            assert time.monotonic() < deadline, "no warning"
+            await c.poll(20)
+        first = group_logs(logging.WARNING)[0]
+        assert "[group=g1 " in first and "COORDINATOR_NOT_AVAILABLE" in first, first
+        await async_wait_until(
+            lambda: any(ep.retries >= 5 for ep in c._group.retry_log.failing.values()),  # type: ignore[union-attr]
+            10,
+            "more heartbeat retries",
+        )
+        assert len(group_logs(logging.WARNING)) == 1
+        refusing[0] = False
+        while not c.assignment():
+            assert time.monotonic() < deadline, "never assigned"
+            await c.poll(50)
+        recovered = [m for m in group_logs(logging.INFO) if "recovered" in m]
+        assert len(recovered) == 1 and "[group=g1 " in recovered[0], recovered
+    finally:
+        await c.close()
