@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 import re
 import threading
 import time
@@ -30,6 +31,8 @@ from client.aio.futures import DeliveryFuture
 from client.aio.group import Callback, GroupEvent
 from client.aio.types import ConsumerRecord, TopicPartition
 from client.errors import ClientClosedError
+
+log = logging.getLogger(__name__)
 
 try:
     import uvloop
@@ -54,8 +57,21 @@ class _LoopThread:
         self.loop.call_soon(self._ready.set)
         try:
             self.loop.run_forever()
+            self._cancel_leftovers()
         finally:
             self.loop.close()
+
+    def _cancel_leftovers(self) -> None:
+        """Tasks still on the loop when it stops (a client garbage-collected or left at exit
+        without close(); close() itself leaves none) are cancelled and awaited, as
+        asyncio.run() does, instead of being destroyed pending."""
+        tasks = asyncio.all_tasks(self.loop)
+        if not tasks:
+            return
+        log.debug("cancelling %d task(s) left on the client's loop", len(tasks))
+        for t in tasks:
+            t.cancel()
+        self.loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
 
     def run(self, coro: Any, timeout: float | None = None) -> Any:
         if threading.get_ident() == self.thread.ident:

@@ -37,6 +37,7 @@ from client.errors import (
     ClientClosedError,
     ConfigError,
     ConnectionFailedError,
+    ErrorCode,
     GregorTimeoutError,
     UnknownTopicOrPartitionError,
     error_for_code,
@@ -152,6 +153,7 @@ class Admin:
         replica_assignment: Iterable[Iterable[int]] | None = None,
         timeout_ms: int | None = None,
         validate_only: bool = False,
+        exist_ok: bool = False,
     ) -> None:
         """Create `name`; raises TopicAlreadyExistsError, InvalidPartitionsError, ...
         -1 partitions / replication_factor take the broker defaults (num.partitions,
@@ -159,7 +161,10 @@ class Admin:
         (broker ids, the first the preferred leader) instead of placement by the controller;
         partitions and replication_factor then follow from it (left at their defaults, -1, or
         equal to what it says). The controller refuses unknown or duplicate broker ids and
-        partitions of different sizes with InvalidReplicaAssignmentError."""
+        partitions of different sizes with InvalidReplicaAssignmentError.
+        `exist_ok=True`: a topic of that name already there is fine (kafka-topics.sh's
+        `--if-not-exists`); its partitions and configs are left as they are, not compared with
+        the arguments."""
         self._check_open()
         timeout = self._timeout(timeout_ms)
         assignments = []
@@ -195,6 +200,8 @@ class Admin:
         }
         resp = await self._cluster.send_any(ApiKey.CREATE_TOPICS, body, timeout_ms=timeout + 5000)
         for t in resp["topics"]:
+            if t["error_code"] == ErrorCode.TOPIC_ALREADY_EXISTS and exist_ok:
+                continue
             if t["error_code"]:
                 raise error_for_code(t["error_code"])(t["error_message"] or f"topic {t['name']!r}")
         if not validate_only:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from client.aio.connection import BrokerConnection
+from client.aio.retry_log import RetryLog
 from client.aio.types import BrokerDescription, TopicPartition
 from client.errors import (
     BrokerResponseError,
@@ -170,6 +171,8 @@ class ClusterClient:
         # Second connections for group coordination (see coordinator_connection)
         self._coord_conns: dict[int, BrokerConnection] = {}
         self._coord_lock = asyncio.Lock()
+        # waits for a topic's metadata that keep failing (client/aio/retry_log.py)
+        self.retry_log = RetryLog(log)
 
     # -- topics of interest ----------------------------------------------------------------------
 
@@ -291,15 +294,18 @@ class ClusterClient:
         deadline = time.monotonic() + timeout_ms / 1000
         backoff = self.config.retry_backoff_ms / 1000
         last: Exception | None = None
+        key = ("topic", topic)
         while True:
             md = self.metadata
             if topic in md.topics and not self._need_update:
+                self.retry_log.succeeded(key)
                 return md
             if topic not in md.topics:
                 self._new_topics.add(topic)  # asked for again, alone when the rest is fresh
             try:
                 md = await self.refresh()
                 if topic in md.topics:
+                    self.retry_log.succeeded(key)
                     return md
                 code = md.topic_errors.get(topic)
                 if code is not None:
@@ -317,8 +323,13 @@ class ClusterClient:
                     f"topic {topic!r} does not exist and the broker did not create it"
                     " (auto.create.topics.enable is false there): create it first"
                 )
+            if last is not None:
+                # (a topic being created answers LEADER_NOT_AVAILABLE for a moment: no warning
+                # unless it lasts)
+                self.retry_log.failed(key, f"metadata of topic {topic!r}", last, grace_s=2.0)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
+                self.retry_log.forget(key)  # (the caller gets the error)
                 msg = f"topic {topic!r} not in metadata after {timeout_ms:.0f} ms"
                 if last is not None:
                     msg += f" (last error: {last})"
@@ -494,11 +505,12 @@ class ClusterClient:
             raise ClientClosedError("client is closed")
 
     async def close(self) -> None:
+        """Close every connection; connects and the metadata refresh in flight are cancelled
+        and awaited (no task is left pending on the loop)."""
         self._closed = True
-        for task in list(self._connecting.values()):
+        tasks = [t for t in (*self._connecting.values(), self._refresh_task) if t is not None]
+        for task in tasks:
             task.cancel()
-        if self._refresh_task is not None and not self._refresh_task.done():
-            self._refresh_task.cancel()
         for conn in [*self._conns.values(), *self._coord_conns.values()]:
             conn.close()
         self._conns.clear()
@@ -506,3 +518,4 @@ class ClusterClient:
         if self._bootstrap_conn is not None:
             self._bootstrap_conn.close()
             self._bootstrap_conn = None
+        await asyncio.gather(*tasks, return_exceptions=True)

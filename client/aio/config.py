@@ -6,12 +6,14 @@
 Both spellings go through `client.config.client_config` (the one key registry: types,
 defaults, validation, ConfigError naming the key and the closest known key). This module adds
 what a running client needs on top: bootstrap servers as (host, port) pairs, acks as an int,
-a default client id, and the (de)serializer callables, which are arguments, not config keys.
+a default client id (gregor-ROLE-PID-N), and the (de)serializer callables, which are
+arguments, not config keys.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Mapping
 from types import SimpleNamespace
 from typing import Any
@@ -51,7 +53,9 @@ def resolve_config(
     out = {name.replace(".", "_"): value for name, value in cfg.items()}
     out.update(callables)
     if out.get("client_id") is None:
-        out["client_id"] = f"gregor-{role}-{next(_ids)}"
+        # unique per process and per client, as Kafka's consumer-<group>-<n> / producer-<n>
+        # are within a JVM: the broker's logs tell two processes' clients apart
+        out["client_id"] = f"gregor-{role}-{os.getpid()}-{next(_ids)}"
     out["bootstrap_servers"] = parse_bootstrap(out["bootstrap_servers"])
     if role == "producer":
         out["acks"] = {"all": -1, "-1": -1, "0": 0, "1": 1}[str(out["acks"])]

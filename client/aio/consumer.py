@@ -27,6 +27,7 @@ from client.aio.cluster import ClusterClient
 from client.aio.config import resolve_config
 from client.aio.fetcher import Fetcher
 from client.aio.group import Callback, GroupEvent, GroupMember
+from client.aio.retry_log import RetryLog
 from client.aio.types import ConsumerRecord, TopicPartition
 from client.errors import ClientClosedError, ConfigError, GregorError
 
@@ -49,6 +50,7 @@ class Consumer:
         self._subscription: list[str] | None = None
         self._pattern: str | None = None
         self._leaving: asyncio.Task | None = None
+        self._retry_log = RetryLog(log)
         self._started = False
         self._closed = False
         if topics:
@@ -74,10 +76,14 @@ class Consumer:
             return
         if self._leaving is not None:
             await asyncio.gather(self._leaving, return_exceptions=True)
-        await self._leave_group()
-        self._closed = True
-        await self._fetcher.close()
-        await self._cluster.close()
+        try:
+            await self._leave_group()
+        finally:  # (an on_revoke that raised still lets the consumer close)
+            self._closed = True
+            if self._group is not None:
+                await self._group.close()
+            await self._fetcher.close()
+            await self._cluster.close()
 
     async def _leave_prepare(self) -> GroupEvent | None:
         """close(), step 1: commit and the revoke event of what the member owns (with assign()
@@ -238,10 +244,12 @@ class Consumer:
                     await self._update_subscription()
                     if self._cluster.stale:
                         await self._cluster.maybe_refresh()
+                    if self._retry_log.failing:
+                        self._retry_log.succeeded("metadata")
                 except GregorError as exc:
                     if not exc.retriable:
                         raise
-                    log.info("metadata refresh failed: %s", exc)
+                    self._retry_log.failed("metadata", "metadata refresh", exc)
             await f.reset_positions()
             out = f.drain(limit)
             f.send_fetches()  # prefetch while the caller processes `out`

@@ -9,6 +9,11 @@ the buffer has room, so the next records arrive while the user processes the cur
 The fetch offset runs ahead of the position; seek() and pause() drop buffered data of that
 partition (a generation counter discards answers of fetches sent before the seek).
 
+Retriable failures (a broker that does not answer, a partition without a leader, errors such
+as NOT_LEADER_OR_FOLLOWER) are retried after retry.backoff.ms, and reported through
+`RetryLog` (client/aio/retry_log.py): a WARNING when a broker's fetches or a partition's
+start failing, at most one per 10 s while it lasts, an INFO when it works again.
+
 Loop-owned: every method runs on the consumer's event loop.
 """
 
@@ -21,6 +26,7 @@ import time
 from typing import Any
 
 from client.aio.cluster import ClusterClient
+from client.aio.retry_log import RetryLog
 from client.aio.types import ConsumerRecord, TopicPartition
 from client.errors import (
     ErrorCode,
@@ -98,6 +104,7 @@ class Fetcher:
         self._in_flight: dict[int, asyncio.Task] = {}
         self._closed = False
         self._isolation = 1 if config.isolation_level == "read_committed" else 0
+        self.retry_log = RetryLog(log)
 
     # -- assignment ----------------------------------------------------------------------------
 
@@ -199,6 +206,10 @@ class Fetcher:
                         out[tp] = (p["offset"], p["timestamp"])
                         pending.pop(tp, None)
             if pending:
+                if retry:
+                    self.retry_log.failed(
+                        "list_offsets", f"ListOffsets for {len(pending)} partition(s)", retry[-1]
+                    )
                 if time.monotonic() > deadline:
                     from client.errors import GregorTimeoutError
 
@@ -208,6 +219,8 @@ class Fetcher:
                     )
                 self.cluster.request_update()
                 await asyncio.sleep(self.config.retry_backoff_ms / 1000)
+        if self.retry_log.failing:
+            self.retry_log.succeeded("list_offsets")
         return out
 
     async def reset_positions(self) -> None:
@@ -249,6 +262,7 @@ class Fetcher:
             leader = md.leader_for(tp)
             if leader < 0:
                 self.cluster.request_update()
+                self._no_leader(tp, md)
                 continue
             if leader in self._in_flight:
                 continue
@@ -257,6 +271,19 @@ class Fetcher:
             task = asyncio.ensure_future(self._fetch(node, parts))
             self._in_flight[node] = task
             task.add_done_callback(_log_failure)
+
+    def _no_leader(self, tp: TopicPartition, md: Any) -> None:
+        """An assigned partition that cannot be fetched for want of a leader: a warning once
+        the metadata says so (offline, or the topic's error), not while it is still asked."""
+        code = md.topic_errors.get(tp.topic)
+        if code is not None:
+            why = str(error_for_code(code)(f"topic {tp.topic!r}"))
+        elif tp.topic in md.topics:
+            why = "no leader in the metadata (partition offline)"
+        else:
+            return
+        # (a leader election or a topic being created: routine for a moment)
+        self.retry_log.failed(tp, f"fetch of {tp.topic}-{tp.partition}", why, grace_s=2.0)
 
     async def _fetch(self, node: int, parts: list[tuple[TopicPartition, int, int]]) -> None:
         try:
@@ -306,7 +333,9 @@ class Fetcher:
             if not exc.retriable:
                 self.errors.append(exc)
             else:
-                log.info("fetch from broker %d failed: %s", node, exc)
+                self.retry_log.failed(
+                    ("broker", node), f"fetch from broker {node} ({len(parts)} partitions)", exc
+                )
                 self.cluster.request_update()
                 backoff = time.monotonic() + cfg.retry_backoff_ms / 1000
                 for tp, _o, _g in parts:
@@ -320,12 +349,17 @@ class Fetcher:
             self.errors.append(error_for_code(resp["error_code"])(f"Fetch from broker {node}"))
             self.wake.set()
             return
+        failing = self.retry_log.failing
+        if failing and ("broker", node) in failing:
+            self.retry_log.succeeded(("broker", node))
         sent = {tp: (offset, gen) for tp, offset, gen in parts}
         fetched = []
         for t in resp["topics"]:
             for p in t["partitions"]:
                 tp = TopicPartition(t["name"], p["partition"])
-                got = self._on_partition(tp, p, sent.get(tp))
+                if failing and tp in failing and not p["error_code"]:
+                    self.retry_log.succeeded(tp)
+                got = self._on_partition(tp, p, sent.get(tp), node)
                 if got is not None:
                     fetched.append(got)
         # Pipelining: the next Fetch goes out at once, so the broker reads and sends the next
@@ -337,7 +371,7 @@ class Fetcher:
         self.wake.set()
 
     def _on_partition(
-        self, tp: TopicPartition, p: dict, sent: tuple[int, int] | None
+        self, tp: TopicPartition, p: dict, sent: tuple[int, int] | None, node: int = -1
     ) -> tuple[TopicPartition, bytes, int, int] | None:
         """Handle one partition of a Fetch answer without decoding its records: errors,
         watermarks, and the next fetch offset (from the batch headers). Returns (tp, records
@@ -369,6 +403,9 @@ class Fetcher:
             exc = error_for_code(code)(f"Fetch {tp.topic}-{tp.partition}")
             if exc.retriable:
                 st.retry_at = time.monotonic() + self.config.retry_backoff_ms / 1000
+                self.retry_log.failed(
+                    tp, f"fetch of {tp.topic}-{tp.partition} (broker {node})", exc
+                )
             else:
                 self.errors.append(exc)
             return None

@@ -38,6 +38,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
+from client.aio.retry_log import RetryLog
 from client.aio.types import TopicPartition
 from client.errors import (
     ClientClosedError,
@@ -104,6 +105,8 @@ class GroupMember:
         self._auto_commit_at = 0.0
         self._committed: dict[TopicPartition, int] = {}  # what this member last committed
         self._prefix = f"[group={self.group_id} member={self.member_id[:8]}]"
+        # heartbeats, commits and offset fetches that keep failing (client/aio/retry_log.py)
+        self.retry_log = RetryLog(log)
 
     # -- subscription and the heartbeat task -----------------------------------------------------
 
@@ -136,6 +139,7 @@ class GroupMember:
                 try:
                     await self._heartbeat_once()
                     wait = self.interval_s
+                    self.retry_log.succeeded("heartbeat")
                 except asyncio.CancelledError:
                     raise
                 except GregorError as exc:
@@ -143,7 +147,9 @@ class GroupMember:
                         log.error("%s heartbeat failed: %s", self._prefix, exc)
                         self.errors.append(exc)
                         return
-                    log.info("%s heartbeat failed (retrying): %s", self._prefix, exc)
+                    self.retry_log.failed(
+                        "heartbeat", f"{self._prefix} heartbeat to the group coordinator", exc
+                    )
                     self.coordinator = None
                     wait = backoff
                 except Exception as exc:  # a bug: surface it from poll()
@@ -409,11 +415,13 @@ class GroupMember:
                     raise
                 self.coordinator = None
                 last = exc
+                self.retry_log.failed("commit", f"{self._prefix} offset commit", exc)
                 await asyncio.sleep(self.config.retry_backoff_ms / 1000)
                 continue
             codes = {p["error_code"] for t in resp["topics"] for p in t["partitions"]}
             code = max(codes, key=lambda c: c != 0) if codes else 0
             if not code:
+                self.retry_log.succeeded("commit")
                 for tp, off in offsets.items():
                     self._committed[TopicPartition(*tp)] = int(off)
                 log.debug("%s committed %s", self._prefix, dict(offsets))
@@ -430,6 +438,8 @@ class GroupMember:
                     raise err
             # STALE_MEMBER_EPOCH: a heartbeat answer with the new epoch is on its way
             last = err
+            if code != ErrorCode.STALE_MEMBER_EPOCH:
+                self.retry_log.failed("commit", f"{self._prefix} offset commit", err)
             self._hb_now.set()
             await asyncio.sleep(self.config.retry_backoff_ms / 1000)
         raise GregorTimeoutError(
@@ -462,8 +472,12 @@ class GroupMember:
                 if not exc.retriable or time.monotonic() > deadline:
                     raise
                 self.coordinator = None
+                self.retry_log.failed(
+                    "offset_fetch", f"{self._prefix} fetching committed offsets", exc
+                )
                 await asyncio.sleep(self.config.retry_backoff_ms / 1000)
                 continue
+            self.retry_log.succeeded("offset_fetch")
             out: dict[TopicPartition, int | None] = {tp: None for tp in tps}
             for t in resp["topics"]:
                 for p in t["partitions"]:
@@ -472,6 +486,18 @@ class GroupMember:
             return out
 
     # -- leaving ---------------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """The consumer's close(), after leave() if it was subscribed: stop the heartbeat task
+        and let background commits finish (each ends by request.timeout.ms), so no task of
+        this member is left pending."""
+        self._left = True
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        if self._commits:
+            await asyncio.gather(*self._commits, return_exceptions=True)
 
     async def leave_prepare(self) -> GroupEvent | None:
         """close()/unsubscribe(): stop fetching, commit (auto-commit), and the revoke event of

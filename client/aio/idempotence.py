@@ -87,9 +87,8 @@ class IdempotenceState:
         never sent lose their numbering and are encoded again."""
         if self.producer_id < 0:
             return
-        log.warning(
-            "producer id %d: %s; starting over with a new producer id", self.producer_id, why
-        )
+        # INFO: the failure itself is the sender's WARNING ("failed to deliver ...")
+        log.info("producer id %d: %s; starting over with a new producer id", self.producer_id, why)
         self.producer_id = self.epoch = -1
         self._next_seq.clear()
         for b in queued:

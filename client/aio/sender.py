@@ -12,6 +12,15 @@ errors) until `retries` or delivery.timeout.ms run out. A leader in reconnect ba
 sent to: the metadata is asked again every retry.backoff.ms until a leader answers. The
 partition stays muted while its request is in flight, so records of one partition are written
 in send order, and a retried request goes out again with the same batches.
+
+A partition whose sends keep failing that way, and InitProducerId or metadata requests that
+keep failing, are reported through `RetryLog` (client/aio/retry_log.py): a WARNING naming the
+error, the partition and the broker at the first failure, then at most one every 10 s with
+the number of retries since, and an INFO once it works again.
+
+Every task the sender starts (its loop, one per Produce request, InitProducerId, metadata
+refreshes) is cancelled and awaited by `stop()`: closing a producer in any state leaves no
+task pending on its loop.
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ from client.aio.accumulator import ProducerBatch, RecordAccumulator
 from client.aio.cluster import ClusterClient
 from client.aio.futures import DeliveryFuture
 from client.aio.idempotence import IdempotenceState
+from client.aio.retry_log import RetryLog
 from client.aio.types import RecordMetadata, TopicPartition
 from client.errors import (
     ClientClosedError,
@@ -83,6 +93,7 @@ class Sender:
         self._refresh: asyncio.Task | None = None
         self.space_freed = asyncio.Event()
         self.idle = asyncio.Event()
+        self.retry_log = RetryLog(log)
 
     def start(self) -> None:
         self._task = asyncio.ensure_future(self._run())
@@ -167,8 +178,9 @@ class Sender:
         assert self.idem is not None
         try:
             await self.idem.init(self.cluster)
+            self.retry_log.succeeded("init_producer_id")
         except GregorError as exc:
-            log.info("InitProducerId failed: %s; retrying", exc)
+            self.retry_log.failed("init_producer_id", "InitProducerId (the producer id)", exc)
             await asyncio.sleep(self.config.retry_backoff_ms / 1000)
         finally:
             self.wake_event.set()
@@ -191,8 +203,9 @@ class Sender:
     async def _refresh_metadata(self) -> None:
         try:
             await self.cluster.refresh()
+            self.retry_log.succeeded("metadata")
         except GregorError as exc:
-            log.info("metadata refresh failed: %s", exc)
+            self.retry_log.failed("metadata", "metadata refresh", exc)
             await asyncio.sleep(self.config.retry_backoff_ms / 1000)
         finally:
             self.wake_event.set()
@@ -219,6 +232,14 @@ class Sender:
                 # new leader is used as soon as the cluster names it (Kafka's Sender skips
                 # nodes that are not ready the same way).
                 self.cluster.request_update()
+                self.retry_log.failed(
+                    tp,
+                    f"produce to {tp.topic}-{tp.partition}",
+                    "no leader in the metadata"
+                    if leader < 0 or leader not in md.brokers
+                    else f"leader broker {leader} unreachable (reconnect back-off)",
+                    grace_s=2.0,  # (a leader election or a new topic: routine for a moment)
+                )
                 self.acc.reenqueue(batches, backoff)  # keep order; look again after back-off
                 next_at = backoff if next_at is None else min(next_at, backoff)
                 continue
@@ -333,7 +354,7 @@ class Sender:
                 failure.__cause__ = exc
             self.cluster.request_update(avoid=node)
             for tp, batches in parts:
-                self._retry_or_fail(tp, batches, failure)
+                self._retry_or_fail(tp, batches, failure, node)
             self.wake_event.set()
             return
         if resp is None:  # acks=0
@@ -349,6 +370,7 @@ class Sender:
             for p in t["partitions"]:
                 answered[(name, p["partition"])] = p
         acked: list[tuple[list[ProducerBatch], int, int]] = []
+        failing = self.retry_log.failing
         for tp, batches in parts:
             got = answered.get(tp)
             if got is None:
@@ -358,6 +380,7 @@ class Sender:
                     error_for_code(ErrorCode.UNKNOWN_SERVER_ERROR)(
                         f"Produce response from broker {node} lacks {tp.topic}-{tp.partition}"
                     ),
+                    node,
                 )
                 continue
             code = got["error_code"]
@@ -368,9 +391,11 @@ class Sender:
                 err = error_for_code(code)(msg)
                 if code in _METADATA_ERRORS:  # asked of another broker than this leader
                     self.cluster.request_update(avoid=node)
-                self._retry_or_fail(tp, batches, err)
+                self._retry_or_fail(tp, batches, err, node)
                 continue
             self.muted.discard(tp)
+            if failing and tp in failing:
+                self.retry_log.succeeded(tp)
             acked.append((batches, got["base_offset"], got["log_append_time_ms"]))
         busy.release()
         if acked:
@@ -413,7 +438,7 @@ class Sender:
         return err
 
     def _retry_or_fail(
-        self, tp: TopicPartition, batches: list[ProducerBatch], exc: BaseException
+        self, tp: TopicPartition, batches: list[ProducerBatch], exc: BaseException, node: int
     ) -> None:
         self.muted.discard(tp)
         now = time.monotonic()
@@ -434,7 +459,7 @@ class Sender:
             else:
                 self._finish(b, exc)
         if keep:
-            log.info(
+            log.debug(
                 "retrying %d batch(es) of %s-%d after %s (attempt %d)",
                 len(keep),
                 tp.topic,
@@ -442,6 +467,7 @@ class Sender:
                 exc,
                 keep[0].attempts,
             )
+            self.retry_log.failed(tp, f"produce to {tp.topic}-{tp.partition} (broker {node})", exc)
             self.acc.reenqueue(keep, now + self.config.retry_backoff_ms / 1000)
 
     def _finish(
@@ -456,6 +482,7 @@ class Sender:
         if (
             error is not None
             and idem is not None
+            and not isinstance(error, ClientClosedError)  # (closing: no new producer id)
             and b.producer is not None
             and b.producer[0] == idem.producer_id
         ):  # its partition's sequence now has a gap the leader would refuse
@@ -500,9 +527,12 @@ class Sender:
             err = ClientClosedError("producer closed before these records were delivered")
             for b in self.acc.take_all():
                 self._finish(b, err)
-        if self._refresh is not None and not self._refresh.done():
-            self._refresh.cancel()
-            await asyncio.gather(self._refresh, return_exceptions=True)
+        # InitProducerId (asked again after a failed batch, even as the loop ends) and a
+        # metadata refresh may still be running or backing off: never leave them pending
+        helpers = [t for t in (self._init_task, self._refresh) if t is not None and not t.done()]
+        for t in helpers:
+            t.cancel()
+        await asyncio.gather(*helpers, return_exceptions=True)
 
 
 class _Busy:

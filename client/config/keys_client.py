@@ -15,7 +15,7 @@ MiB = 1024 * 1024
 KEYS = [
     key("bootstrap.servers", "list", ("localhost:9092",), "brokers to contact first: HOST:PORT, comma-separated", PCA, host_ports()),
     key("security.protocol", "enum", "PLAINTEXT", "protocol to talk to brokers with (Kafka's name); only PLAINTEXT is built", PCA, choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"), status=REFUSED, why="TLS and SASL are not built: every broker listener is plaintext (docs/operations.md, 'Not there yet')"),
-    key("client.id", "str", None, "name sent with every request (logs, quotas); default gregor-ROLE-N", PCA),
+    key("client.id", "str", None, "name sent with every request (logs, quotas); default gregor-ROLE-PID-N", PCA),
     key("request.timeout.ms", "duration_ms", 30_000, "how long to wait for any response", PCA, at_least(1)),
     key("default.api.timeout.ms", "duration_ms", 60_000, "timeout of blocking calls without their own timeout", CA, at_least(1), status=IGNORED, why='blocking calls take their own timeout or request.timeout.ms'),
     key("metadata.max.age.ms", "duration_ms", 300_000, "refresh metadata at least this often", PCA, at_least(0)),
