@@ -36,11 +36,14 @@ class Cluster:
         data_root: Path | None = None,
         broker_data: dict[int, Path] | None = None,
         own_gids: bool = False,
+        partitions: int = PARTITIONS,
     ) -> None:
         """`data_root`: every node's data dir under it (default: under `workdir`);
         `broker_data`: a broker's log dir somewhere else still (e.g. a small disk);
-        `own_gids`: each node runs with a gid of its own (network faults, fault_net.py)."""
+        `own_gids`: each node runs with a gid of its own (network faults, fault_net.py);
+        `partitions`: of the topic (PARTITIONS unless a scenario asks for more)."""
         self.workdir = workdir
+        self.partition_count = partitions
         root = data_root or workdir
         self.quorum = ControllerQuorum(
             workdir / "quorum",
@@ -73,7 +76,9 @@ class Cluster:
         for n in BROKERS:
             self.brokers.start(n)
         with Admin(bootstrap_servers=self.bootstrap) as admin:
-            admin.create_topic(TOPIC, PARTITIONS, 3, {"min.insync.replicas": str(MIN_ISR)})
+            admin.create_topic(
+                TOPIC, self.partition_count, 3, {"min.insync.replicas": str(MIN_ISR)}
+            )
         wait_until(lambda: self.healthy(3), 30, f"{TOPIC} with ISR 3")
 
     def close(self) -> None:
@@ -129,7 +134,7 @@ class Cluster:
             bootstrap_servers=self.bootstrap, acks="all", delivery_timeout_ms=5000
         ) as prod:
             try:
-                for p in range(PARTITIONS):
+                for p in range(self.partition_count):
                     # unique and increasing, so the checker takes probes for one more producer
                     prod.send(TOPIC, b"probe-%d" % time.monotonic_ns(), partition=p).result(10)
             except GregorError:

@@ -81,6 +81,7 @@ class Scenario:
     # "lazyfs": every node's data on one LazyFS mount (power loss); "small-disk": the log dir
     # of broker SMALL_DISK_BROKER on a small loop-mounted ext4 (full disk)
     storage: str = "disk"
+    partitions: int = PARTITIONS  # of the topic
     producers: int = 2  # workload producers (S11 has one, as in issue 22: another producer's
     # writes to the same partition moved its stuck high watermark along)
 
@@ -268,7 +269,7 @@ def s10(run: Run) -> None:
                if "No space left on device" in p.read_text(errors="replace")]  # fmt: skip
     if not offline:
         run.anomalies.append({"check": "full_disk_not_seen", "broker": n})
-    x = ProducerProcess(c.bootstrap, TOPIC, PARTITIONS, "x1", c.workdir / "x1-history.jsonl")
+    x = ProducerProcess(c.bootstrap, TOPIC, c.partition_count, "x1", c.workdir / "x1-history.jsonl")
     run.producers.append(x)
     x.start()
     for _ in run.rounds(3):
@@ -370,9 +371,10 @@ SCENARIOS = {
         Scenario(
             "S11",
             "SIGTERM a broker that leads nothing (a controlled shutdown), down 12-14 s, x3, "
-            "with 4 busy loops beside the cluster",
+            "with 4 busy loops beside the cluster; one producer over 12 partitions",
             s11,
             broker_overrides={"replica.lag.time.max.ms": 30_000},
+            partitions=12,
             producers=1,
         ),
     ]  # fmt: skip
@@ -403,7 +405,9 @@ def run_scenario(name: str, workdir: Path, seed: int, duration: float = 0.0) -> 
 def _run_here(sc: Scenario, workdir: Path, seed: int, duration: float) -> dict[str, Any]:
     with contextlib.ExitStack() as stack:
         storage, data_root, broker_data = _storage(sc, workdir, stack)
-        cluster = Cluster(workdir, sc.broker_overrides, data_root, broker_data, sc.network)
+        cluster = Cluster(
+            workdir, sc.broker_overrides, data_root, broker_data, sc.network, sc.partitions
+        )
         return _run_cluster(sc, cluster, storage, workdir, seed, duration)
 
 
@@ -433,7 +437,7 @@ def _run_cluster(
     run = Run(cluster, nemesis, random.Random(seed), duration, storage=storage)
     try:
         cluster.start()
-        workload = Workload(cluster.bootstrap, TOPIC, PARTITIONS, history, sc.producers)
+        workload = Workload(cluster.bootstrap, TOPIC, sc.partitions, history, sc.producers)
         workload.start()
         group = GroupMembers(cluster.bootstrap, TOPIC, history)
         group.start()
@@ -466,7 +470,7 @@ def _run_cluster(
             monitor.stop()
             workload.stop()
             history.close()
-        final = final_read(cluster.bootstrap, TOPIC, PARTITIONS)
+        final = final_read(cluster.bootstrap, TOPIC, sc.partitions)
         events = leader_events(cluster.broker_logs(), TOPIC) + raft_events(
             cluster.controller_logs()
         )
