@@ -68,7 +68,7 @@ def surfaced(fn: F) -> F:
             return fn(*args, **kwargs)
         except GregorError as exc:
             caught = exc
-        # raised outside the except block, so Python keeps the context set above
+        # raised outside the except block: no implicit context joins the chain
         _raise_surfaced(caught)
 
     return wrapper  # type: ignore[return-value]
