@@ -149,9 +149,9 @@ class Planner:
                 )
             elif o.fail_on_data_loss:
                 raise GregorSparkError(
-                    f"topic {t!r} does not exist{self._hint(t)} (option 'subscribe'). A batch "
-                    "read fails instead of returning 0 rows; create the topic, or set "
-                    "failOnDataLoss=false to read a missing topic as empty"
+                    f"option 'subscribe': topic {t!r} does not exist{self._hint(t)} (a batch "
+                    "read fails rather than return 0 rows: create the topic, or set "
+                    "failOnDataLoss=false to read a missing topic as empty)"
                 )
             else:
                 log.warning(

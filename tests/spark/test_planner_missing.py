@@ -53,7 +53,9 @@ def test_batch_subscribe_to_a_missing_topic_fails_with_a_suggestion() -> None:
     with pytest.raises(GregorSparkError) as ei:
         _check(p, batch=True)
     msg = str(ei.value)
-    assert msg.startswith("topic 'event' does not exist — did you mean 'events'?")
+    assert msg.startswith(
+        "option 'subscribe': topic 'event' does not exist — did you mean 'events'? (a batch"
+    )
     assert "failOnDataLoss=false" in msg
 
 

@@ -42,8 +42,11 @@ def test_batch_read_of_a_missing_topic_fails_clearly(spark: Any, broker_server: 
     with pytest.raises(Exception) as ei:  # noqa: PT011
         _read(spark, bs, subscribe="present,presnt").load().collect()
     first = _first_line(ei.value)
-    assert "GregorSparkError: topic 'presnt' does not exist — did you mean 'present'?" in first
-    assert reason_of(ei.value).startswith("GregorSparkError: topic 'presnt' does not exist")
+    assert (
+        "GregorSparkError: option 'subscribe': topic 'presnt' does not exist — did you mean 'present'?"
+        in first
+    )
+    assert reason_of(ei.value).startswith("GregorSparkError: option 'subscribe': topic 'presnt'")
     # failOnDataLoss=false: the missing topic reads as empty, the other one as usual
     rows = _read(spark, bs, subscribe="present,presnt", failOnDataLoss="false").load().collect()
     assert [(r.topic, r.value) for r in rows] == [("present", b"x")]
