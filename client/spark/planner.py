@@ -120,7 +120,8 @@ class Planner:
           failOnDataLoss=true (the default) instead of reading 0 rows; with
           failOnDataLoss=false it is logged and read as empty;
         - subscribe, streaming: a topic not created yet is waited for (logged once): it is read
-          from its beginning once it exists, as with Spark's Kafka source;
+          from its beginning once it exists, as a Kafka consumer does (Spark 3.4+ fails here;
+          docs/spark.md says why Gregor does not);
         - subscribePattern: matching no topic is not an error (logged).
         """
         o = self.opts
