@@ -138,7 +138,8 @@ _SPARK_KAFKA_ONLY = {
     "name the topics with subscribe / topic",
 }
 
-# kafka.* keys Spark's Kafka source refuses too (the source owns these settings).
+# kafka.* keys the source or sink owns: refused as Spark's Kafka source refuses them (group.id
+# too, which Spark accepts: the gregor source uses no consumer group, so it would do nothing).
 _KAFKA_REFUSED = {
     "group.id": "the gregor source reads without a consumer group; Spark's checkpoint holds "
     "the offsets",
