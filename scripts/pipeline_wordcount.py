@@ -57,12 +57,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
+NO_PYSPARK = (
+    "pipeline_wordcount: pyspark is not installed in {python}. Install Gregor's Spark support "
+    "with `scripts/run.sh --with spark --version` (into .venv; or `pip install -e '.[spark]'` "
+    "in your own environment; Spark also needs Java 17+), then run this script with that "
+    "Python (.venv/bin/python)."
+)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        print(NO_PYSPARK.format(python=sys.executable), file=sys.stderr)
+        return 2
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
     from client.spark import register
+    from client.spark.errors import reason_of
 
     spark = (
         SparkSession.builder.master("local[2]")
@@ -82,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     exc = query.exception()
     spark.stop()
     if exc is not None:
-        print(f"query failed: {exc}", file=sys.stderr)
+        print(f"query failed: {reason_of(exc)}", file=sys.stderr)  # the reason, on one line
         return 1
     return 0
 

@@ -14,23 +14,30 @@ Options follow Spark's Kafka source (names are case-insensitive, as Spark passes
     failOnDataLoss         true | false (default true)
     includeHeaders         true | false (default false)
     useArrow               true | false (default true): tasks hand Spark Arrow record batches
-    pollTimeoutMs          positive integer (default 120000): how long a task waits for data
+    pollTimeoutMs | kafkaConsumer.pollTimeoutMs  positive integer (default 120000): how long a
+                           task waits for data
+    kafka.<client key>     a consumer key (source) or producer key (sink) of Gregor's client,
+                           checked against the client config registry and passed to the clients
 
 A wrong or conflicting option raises `ConfigError` whose message names the option and the
 values it accepts; `DataSource.reader()` / `streamReader()` call `parse_source_options`, so the
-error surfaces at `load()`/first action on the driver.
+error surfaces at `load()`/first action on the driver. An option the source or sink does not
+know is refused too, with the closest known name ("did you mean 'startingOffsets'?"); options
+of Spark's Kafka source that Gregor does not have say so and what to use instead.
 
 Any thread may call these functions.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from client.config import client_config
 from client.errors import ConfigError
 
 EARLIEST = -2
@@ -71,6 +78,7 @@ class SourceOptions:
     include_headers: bool = False
     use_arrow: bool = True
     poll_timeout_ms: int = 120_000
+    consumer_config: tuple[tuple[str, str], ...] = ()  # kafka.* options, prefix removed
 
     def matches(self, topic: str) -> bool:
         """Does `topic` belong to the subscription (subscribe / subscribePattern only)?"""
@@ -92,8 +100,104 @@ def _lower(options: Mapping[str, Any]) -> dict[str, str]:
     return {str(k).lower(): str(v) for k, v in options.items()}
 
 
+# Option names the source and the sink accept (Spark passes them lower-cased; the errors show
+# these spellings). `kafka.*` keys are checked separately (`_kafka_settings`).
+SOURCE_OPTIONS = (
+    "bootstrap.servers",
+    "subscribe",
+    "subscribePattern",
+    "assign",
+    "startingOffsets",
+    "endingOffsets",
+    "startingTimestamp",
+    "startingOffsetsByTimestamp",
+    "startingOffsetsByTimestampStrategy",
+    "maxOffsetsPerTrigger",
+    "minPartitions",
+    "failOnDataLoss",
+    "includeHeaders",
+    "useArrow",
+    "pollTimeoutMs",
+    "kafkaConsumer.pollTimeoutMs",
+)
+SINK_OPTIONS = ("bootstrap.servers", "topic", "checkpointLocation")
+
+# Options of Spark's Kafka source/sink that Gregor does not have: what to do instead.
+_SPARK_KAFKA_ONLY = {
+    "endingtimestamp": "give endingOffsets instead (not supported yet)",
+    "endingoffsetsbytimestamp": "give endingOffsets instead (not supported yet)",
+    "groupidprefix": "the gregor source reads without a consumer group (Spark's checkpoint "
+    "holds the offsets), so there is no group id to prefix",
+    "fetchoffset.numretries": "planning retries through the client (kafka.retry.backoff.ms, "
+    "kafka.request.timeout.ms)",
+    "fetchoffset.retryintervalms": "planning retries through the client (kafka.retry.backoff.ms)",
+    "minoffsetspertrigger": "not supported yet; use maxOffsetsPerTrigger or a trigger interval",
+    "maxtriggerdelay": "not supported yet (it goes with minOffsetsPerTrigger)",
+    "maxrecordsperpartition": "not supported yet; use minPartitions to split large partitions",
+    "path": "gregor reads and writes topics, not paths: call load()/save() without a path and "
+    "name the topics with subscribe / topic",
+}
+
+# kafka.* keys the source or sink owns: refused as Spark's Kafka source refuses them (group.id
+# too, which Spark accepts: the gregor source uses no consumer group, so it would do nothing).
+_KAFKA_REFUSED = {
+    "group.id": "the gregor source reads without a consumer group; Spark's checkpoint holds "
+    "the offsets",
+    "auto.offset.reset": "set the source option startingOffsets instead",
+    "enable.auto.commit": "the source commits no offsets; Spark's checkpoint holds them",
+    "key.deserializer": "keys are always read as bytes (cast the key column)",
+    "value.deserializer": "values are always read as bytes (cast the value column)",
+    "key.serializer": "keys are written from the key column (string or binary)",
+    "value.serializer": "values are written from the value column (string or binary)",
+}
+
+
+def _check_names(opts: dict[str, str], known: tuple[str, ...], what: str) -> None:
+    """Refuse an option `what` (source/sink) does not know, naming the closest known one."""
+    by_lower = {n.lower(): n for n in known}
+    for name in sorted(opts):
+        if name in by_lower or name.startswith("kafka."):
+            continue
+        if name in _SPARK_KAFKA_ONLY:
+            raise ConfigError(
+                f"option {name!r} is an option of Spark's Kafka {what} that gregor does not "
+                f"have: {_SPARK_KAFKA_ONLY[name]}"
+            )
+        close = difflib.get_close_matches(name, list(by_lower), n=1, cutoff=0.6)
+        hint = f" — did you mean {by_lower[close[0]]}?" if close else ""
+        raise ConfigError(
+            f"unknown option {name!r} for the gregor {what}{hint} (accepted: "
+            f"{', '.join(known)}, kafka.<client key>; names are case-insensitive)"
+        )
+
+
+def _kafka_settings(opts: dict[str, str], role: str) -> tuple[tuple[str, str], ...]:
+    """`kafka.X` options -> ((X, value), ...) for the `role` client (consumer for the source,
+    producer for the sink), each checked by the client config registry (unknown key, typo,
+    bad value, key not built yet) as if given to the client itself."""
+    out: list[tuple[str, str]] = []
+    for name in sorted(opts):
+        if not name.startswith("kafka.") or name == "kafka.bootstrap.servers":
+            continue
+        key = name[len("kafka.") :]
+        if key in _KAFKA_REFUSED:
+            raise ConfigError(f"option {name!r} is not supported: {_KAFKA_REFUSED[key]}")
+        try:
+            client_config(role, {key: opts[name]})
+        except ConfigError as exc:
+            raise ConfigError(f"option {name!r} (the {role} key {key!r}): {exc}") from None
+        out.append((key, opts[name]))
+    return tuple(out)
+
+
 def _bootstrap(opts: dict[str, str]) -> str:
-    val = opts.get("bootstrap.servers") or opts.get("kafka.bootstrap.servers")
+    plain, prefixed = opts.get("bootstrap.servers"), opts.get("kafka.bootstrap.servers")
+    if plain is not None and prefixed is not None and plain.strip() != prefixed.strip():
+        raise ConfigError(
+            f"options 'bootstrap.servers' ({plain!r}) and 'kafka.bootstrap.servers' "
+            f"({prefixed!r}) disagree: give one of them"
+        )
+    val = plain or prefixed
     if not val or not val.strip():
         raise ConfigError(
             "option 'bootstrap.servers' (or 'kafka.bootstrap.servers') is required: "
@@ -246,7 +350,9 @@ def parse_source_options(options: Mapping[str, Any], *, batch: bool | None) -> S
     """Validate reader options; `batch` selects batch (True) or streaming (False) rules, None
     checks only what holds for both (at load(), before Spark says which it is)."""
     opts = _lower(options)
+    _check_names(opts, SOURCE_OPTIONS, "source")
     bootstrap = _bootstrap(opts)
+    consumer_config = _kafka_settings(opts, "consumer")
     strategy, topics, pattern, assigned = _subscription(opts)
     starting = _offset_spec(opts, "startingOffsets", batch, starting=True)
     if batch is not False:
@@ -294,6 +400,13 @@ def parse_source_options(options: Mapping[str, Any], *, batch: bool | None) -> S
                     f"option {name!r} names {extra[0][0]}/{extra[0][1]} which is not in 'assign'"
                 )
     poll = _pos_int(opts, "pollTimeoutMs")
+    spark_poll = _pos_int(opts, "kafkaConsumer.pollTimeoutMs")
+    if poll is not None and spark_poll is not None and poll != spark_poll:
+        raise ConfigError(
+            "options 'pollTimeoutMs' and 'kafkaConsumer.pollTimeoutMs' (the same setting, by "
+            "Gregor's and by Spark's name) disagree: give one of them"
+        )
+    poll = poll if poll is not None else spark_poll
     return SourceOptions(
         bootstrap_servers=bootstrap,
         strategy=strategy,
@@ -309,6 +422,7 @@ def parse_source_options(options: Mapping[str, Any], *, batch: bool | None) -> S
         include_headers=_bool(opts, "includeHeaders", False),
         use_arrow=_bool(opts, "useArrow", True),
         poll_timeout_ms=poll if poll is not None else 120_000,
+        consumer_config=consumer_config,
     )
 
 
@@ -318,7 +432,12 @@ _SINK_COLUMNS = {"key", "value", "topic", "partition", "headers"}
 def parse_sink_options(options: Mapping[str, Any], columns: list[str]) -> SinkOptions:
     """Validate writer options against the DataFrame's column names."""
     opts = _lower(options)
+    for name in SOURCE_OPTIONS:
+        if name.lower() in opts and name.lower() not in (n.lower() for n in SINK_OPTIONS):
+            raise ConfigError(f"option {name!r} is a reader option; it is not valid for writes")
+    _check_names(opts, SINK_OPTIONS, "sink")
     bootstrap = _bootstrap(opts)
+    producer_config = _kafka_settings(opts, "producer")
     topic = opts.get("topic")
     cols = {c.lower() for c in columns}
     if "value" not in cols:
@@ -330,7 +449,8 @@ def parse_sink_options(options: Mapping[str, Any], columns: list[str]) -> SinkOp
         raise ConfigError("no topic: give the option 'topic' or a 'topic' column in the DataFrame")
     if topic is not None and not topic.strip():
         raise ConfigError("option 'topic': empty (accepted: a topic name)")
-    for name in ("subscribe", "subscribePattern", "assign", "startingOffsets"):
-        if name.lower() in opts:
-            raise ConfigError(f"option {name!r} is a reader option; it is not valid for writes")
-    return SinkOptions(bootstrap_servers=bootstrap, topic=topic.strip() if topic else None)
+    return SinkOptions(
+        bootstrap_servers=bootstrap,
+        topic=topic.strip() if topic else None,
+        producer_config=producer_config,
+    )

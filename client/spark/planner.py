@@ -16,11 +16,18 @@ Planner only between calls and drop it in `__getstate__`.
 
 from __future__ import annotations
 
+import difflib
 import logging
 import time
 from typing import Any
 
-from client.errors import ConfigError, GregorTimeoutError, UnknownTopicOrPartitionError
+from client.errors import (
+    ConfigError,
+    GregorError,
+    GregorTimeoutError,
+    UnknownTopicOrPartitionError,
+)
+from client.spark.errors import GregorSparkError
 from client.spark.offsets import EARLIEST_SENTINEL, LATEST_SENTINEL, TP, PartitionState
 from client.spark.options import OffsetSpec, SourceOptions
 
@@ -39,8 +46,23 @@ class Planner:
         if self._admin is None:
             from client import Admin
 
-            self._admin = Admin(bootstrap_servers=self.opts.bootstrap_servers)
+            self._admin = Admin(
+                self._admin_settings(), bootstrap_servers=self.opts.bootstrap_servers
+            )
         return self._admin
+
+    def _admin_settings(self) -> dict[str, str]:
+        """The kafka.* options an Admin accepts (client.id, request.timeout.ms ...); the
+        consumer-only ones (fetch sizes ...) are for the tasks' consumers."""
+        from client.config import REGISTRY
+
+        admin_keys = REGISTRY.for_role("admin")
+        out = {}
+        for k, v in self.opts.consumer_config:
+            known = REGISTRY.get(k)
+            if known is not None and known.name in admin_keys:
+                out[k] = v
+        return out
 
     def close(self) -> None:
         if self._admin is not None:
@@ -74,16 +96,83 @@ class Planner:
             time.sleep(0.1)  # leader election in progress: retry with a short backoff
 
     def state(self) -> dict[TP, PartitionState]:
+        """Partitions the subscription covers now. Topics named by subscribe/assign that do
+        not exist are left out and remembered in `missing` (see `check_missing`)."""
         out: dict[TP, PartitionState] = {}
         wanted = set(self.opts.assigned) if self.opts.strategy == "assign" else None
+        self.missing: list[str] = []
         for topic in self._topics():
             parts = self._describe(topic)
             if parts is None:
+                self.missing.append(topic)
                 continue
             for p, st in parts.items():
                 if wanted is None or (topic, p) in wanted:
                     out[(topic, p)] = st
         return out
+
+    def check_missing(self, state: dict[TP, PartitionState], batch: bool) -> None:
+        """The missing-topic rule (docs/spark.md "Missing topics"), after `state()`:
+
+        - assign: a named partition that does not exist fails the query (batch and streaming),
+          as Spark's Kafka source does;
+        - subscribe, batch: a named topic that does not exist fails the query with
+          failOnDataLoss=true (the default) instead of reading 0 rows; with
+          failOnDataLoss=false it is logged and read as empty;
+        - subscribe, streaming: a topic not created yet is waited for (logged once): it is read
+          from its beginning once it exists, as a Kafka consumer does (Spark 3.4+ fails here;
+          docs/spark.md says why Gregor does not);
+        - subscribePattern: matching no topic is not an error (logged).
+        """
+        o = self.opts
+        if o.strategy == "assign":
+            gone = [(t, p) for t, p in o.assigned if (t, p) not in state]
+            if gone:
+                t, p = gone[0]
+                if t in self.missing:
+                    what = f"topic {t!r} does not exist{self._hint(t)}"
+                else:
+                    n = self._partition_count(t)
+                    has = f" (topic {t!r} has partitions 0..{n - 1})" if n else ""
+                    what = f"partition {t}-{p} does not exist{has}"
+                raise GregorSparkError(f"option 'assign': {what}")
+            return
+        if o.strategy == "subscribePattern":
+            if not state:
+                log.warning("subscribePattern %r matches no topic (yet)", o.pattern)
+            return
+        for t in self.missing:
+            if not batch:
+                log.warning(
+                    "topic %r (subscribe) does not exist yet: the query reads it from its "
+                    "beginning once it is created",
+                    t,
+                )
+            elif o.fail_on_data_loss:
+                raise GregorSparkError(
+                    f"option 'subscribe': topic {t!r} does not exist{self._hint(t)} (a batch "
+                    "read fails rather than return 0 rows: create the topic, or set "
+                    "failOnDataLoss=false to read a missing topic as empty)"
+                )
+            else:
+                log.warning(
+                    "topic %r (subscribe) does not exist: read as empty (failOnDataLoss=false)",
+                    t,
+                )
+
+    def _hint(self, topic: str) -> str:
+        try:
+            names = sorted(self.admin.list_topics())
+        except GregorError:
+            return ""
+        close = difflib.get_close_matches(topic, names, n=1, cutoff=0.6)
+        return f" — did you mean {close[0]!r}?" if close else ""
+
+    def _partition_count(self, topic: str) -> int | None:
+        try:
+            return len(self.admin.describe_topic(topic).partitions)
+        except GregorError:
+            return None
 
     def resolve(
         self, spec: OffsetSpec, state: dict[TP, PartitionState], default: str, name: str
@@ -155,6 +244,7 @@ class Planner:
 
         t = TopicPartition(*tp)
         with Consumer(
+            dict(self.opts.consumer_config),
             bootstrap_servers=self.opts.bootstrap_servers,
             auto_offset_reset="earliest",
             enable_auto_commit=False,

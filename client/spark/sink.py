@@ -5,7 +5,8 @@ optional), `topic` (string; or the option `topic`, which the column overrides pe
 are present and the column is not null), `partition` (int, optional), `headers`
 (array<struct<key string, value binary>>, optional). Other columns are ignored.
 
-Delivery is at-least-once: each task sends its rows with acks=all, flushes, and fails if any
+Delivery is at-least-once: each task sends its rows with acks=all (unless `kafka.acks` says
+otherwise; every `kafka.*` option goes to the task's Producer), flushes, and fails if any
 record was not acknowledged (Spark then retries the task, possibly writing some rows twice).
 Keyed rows without a partition go where `client.partitioner.default_partition` puts them
 (Kafka-compatible murmur2), never Python's per-process `hash()`.
@@ -23,6 +24,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
 
 from client.errors import ConfigError
+from client.spark.errors import surfaced
 from client.spark.options import SinkOptions
 
 log = logging.getLogger(__name__)
@@ -56,7 +58,8 @@ def write_rows(opts: SinkOptions, rows: Iterator[Any]) -> SinkCommitMessage:
     from client import Producer
     from client.partitioner import default_partition
 
-    producer = Producer(bootstrap_servers=opts.bootstrap_servers, acks="all")
+    settings: dict[str, Any] = {"acks": "all", **dict(opts.producer_config)}  # kafka.* win
+    producer = Producer(settings, bootstrap_servers=opts.bootstrap_servers)
     counts: dict[str, int] = {}
     pending: list[Any] = []
     n = 0
@@ -99,6 +102,7 @@ class GregorWriter(DataSourceWriter):
         self.opts = opts
         self.schema = schema
 
+    @surfaced
     def write(self, iterator: Iterator[Any]) -> SinkCommitMessage:
         return write_rows(self.opts, iterator)
 
@@ -117,6 +121,7 @@ class GregorStreamWriter(DataSourceStreamWriter):
         self.opts = opts
         self.schema = schema
 
+    @surfaced
     def write(self, iterator: Iterator[Any]) -> SinkCommitMessage:
         return write_rows(self.opts, iterator)
 

@@ -43,6 +43,7 @@ from pyspark.sql.types import (
 )
 
 from client.errors import ConfigError
+from client.spark.errors import surfaced, surfaced_iter
 from client.spark.offsets import (
     TP,
     PartitionState,
@@ -93,6 +94,7 @@ def _to_partitions(opts: SourceOptions, ranges: list) -> list[RangePartition]:
             opts.fail_on_data_loss,
             opts.use_arrow,
             opts.poll_timeout_ms,
+            opts.consumer_config,
         )
         for i, r in enumerate(ranges)
     ]
@@ -126,10 +128,12 @@ class GregorBatchReader(_PlannerHolder, DataSourceReader):
         self.opts = opts
         self.schema = schema
 
+    @surfaced
     def partitions(self) -> list[RangePartition]:
         o = self.opts
         try:
             state = self.planner.state()
+            self.planner.check_missing(state, batch=True)
             start = self.planner.resolve(o.starting, state, "earliest", "startingOffsets")
             end = self.planner.resolve(o.ending, state, "latest", "endingOffsets")
         finally:
@@ -158,7 +162,8 @@ class GregorBatchReader(_PlannerHolder, DataSourceReader):
         return _to_partitions(o, ranges)
 
     def read(self, partition: InputPartition) -> Any:
-        return read_partition(partition, self.schema)  # (a bare one when nothing was planned)
+        # (a bare InputPartition when nothing was planned)
+        return surfaced_iter(read_partition(partition, self.schema))
 
 
 class GregorStreamReader(_PlannerHolder, DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -170,9 +175,11 @@ class GregorStreamReader(_PlannerHolder, DataSourceStreamReader, SupportsTrigger
         self._initial: dict | None = None
         self._target: dict[TP, int] | None = None  # Trigger.AvailableNow cap
 
+    @surfaced
     def initialOffset(self) -> dict:
         if self._initial is None:  # Spark may call this more than once: answer the same
             state = self.planner.state()
+            self.planner.check_missing(state, batch=False)
             start = self.planner.resolve(self.opts.starting, state, "latest", "startingOffsets")
             self._initial = to_json(start)
         return self._initial
@@ -181,10 +188,12 @@ class GregorStreamReader(_PlannerHolder, DataSourceStreamReader, SupportsTrigger
         n = self.opts.max_offsets_per_trigger
         return ReadMaxRows(n) if n else ReadAllAvailable()
 
+    @surfaced
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = {tp: st.high_watermark for tp, st in self.planner.state().items()}
         log.info("availableNow target: %s", to_json(self._target))
 
+    @surfaced
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         state = self.planner.state()
         s = from_json(start)
@@ -204,9 +213,11 @@ class GregorStreamReader(_PlannerHolder, DataSourceStreamReader, SupportsTrigger
             end = rate_limit(eff, end, limit.max_rows)
         return to_json(end)
 
+    @surfaced
     def reportLatestOffset(self) -> dict | None:
         return to_json({tp: st.high_watermark for tp, st in self.planner.state().items()})
 
+    @surfaced
     def partitions(self, start: dict, end: dict) -> list[RangePartition]:
         s, e = from_json(start), from_json(end)
         state = self.planner.state() if s != e else {}
@@ -237,7 +248,8 @@ class GregorStreamReader(_PlannerHolder, DataSourceStreamReader, SupportsTrigger
         return _to_partitions(self.opts, ranges)
 
     def read(self, partition: InputPartition) -> Any:
-        return read_partition(partition, self.schema)  # (a bare one when nothing was planned)
+        # (a bare InputPartition when nothing was planned)
+        return surfaced_iter(read_partition(partition, self.schema))
 
     def commit(self, end: dict) -> None:
         log.debug("committed %s", end)
@@ -261,6 +273,7 @@ class GregorDataSource(DataSource):
             )
         return raw == "true"
 
+    @surfaced
     def schema(self) -> StructType:
         if any(k in self.options for k in ("subscribe", "subscribePattern", "assign")):
             # reader options: validate now so a bad one fails at load(); batch/streaming-only
@@ -268,17 +281,21 @@ class GregorDataSource(DataSource):
             parse_source_options(self.options, batch=None)
         return source_schema(self._include_headers())
 
+    @surfaced
     def reader(self, schema: StructType) -> DataSourceReader:
         return GregorBatchReader(parse_source_options(self.options, batch=True), schema)
 
+    @surfaced
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return GregorStreamReader(parse_source_options(self.options, batch=False), schema)
 
+    @surfaced
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from client.spark.sink import GregorWriter
 
         return GregorWriter(parse_sink_options(self.options, schema.fieldNames()), schema)
 
+    @surfaced
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         from client.spark.sink import GregorStreamWriter
 

@@ -50,6 +50,7 @@ class RangePartition(InputPartition):
         fail_on_data_loss: bool,
         use_arrow: bool,
         poll_timeout_ms: int,
+        consumer_config: tuple[tuple[str, str], ...] = (),
     ) -> None:
         super().__init__(index)
         self.bootstrap = bootstrap
@@ -61,6 +62,7 @@ class RangePartition(InputPartition):
         self.fail_on_data_loss = fail_on_data_loss
         self.use_arrow = use_arrow
         self.poll_timeout_ms = poll_timeout_ms
+        self.consumer_config = consumer_config
 
     def __repr__(self) -> str:
         return f"RangePartition({self.topic}-{self.partition} [{self.start}, {self.end}))"
@@ -83,13 +85,17 @@ def iter_records(part: RangePartition) -> Iterator[list]:
     pos, end = part.start, part.end
     if pos >= end:
         return
+    settings: dict[str, Any] = {
+        "max.poll.records": _MAX_POLL_RECORDS,
+        "fetch.max.wait.ms": 100,
+        "max.partition.fetch.bytes": 4 * 1024 * 1024,
+        **dict(part.consumer_config),  # kafka.* options win over the defaults above ...
+    }
     consumer = Consumer(
+        settings,
         bootstrap_servers=part.bootstrap,
-        auto_offset_reset="none",
+        auto_offset_reset="none",  # ... but not over these (options.py refuses them)
         enable_auto_commit=False,
-        max_poll_records=_MAX_POLL_RECORDS,
-        fetch_max_wait_ms=100,
-        max_partition_fetch_bytes=4 * 1024 * 1024,
     )
     try:
         consumer.assign([tp])

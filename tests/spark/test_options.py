@@ -91,10 +91,16 @@ def test_streaming_rules() -> None:
 
 
 def test_mode_unknown_accepts_either() -> None:
-    parse_source_options({**BASE, "startingOffsets": "latest"}, batch=None)
-    parse_source_options(
-        {**BASE, "endingOffsets": "latest", "maxOffsetsPerTrigger": "5"}, batch=None
-    )
+    # at load() Spark has not said batch or streaming yet: what is valid for either passes,
+    # and is parsed as given; the batch/streaming rules then apply
+    o = parse_source_options({**BASE, "startingOffsets": "latest"}, batch=None)
+    assert o.starting.kind == "latest"
+    assert "'startingOffsets'" in _err({**BASE, "startingOffsets": "latest"}, batch=True)
+    opts = {**BASE, "endingOffsets": "latest", "maxOffsetsPerTrigger": "5"}
+    o = parse_source_options(opts, batch=None)
+    assert o.ending.kind == "latest" and o.max_offsets_per_trigger == 5
+    assert "'maxOffsetsPerTrigger'" in _err(opts, batch=True)
+    assert "'endingOffsets'" in _err(opts, batch=False)
 
 
 @pytest.mark.parametrize(
@@ -175,3 +181,97 @@ def test_sink_options() -> None:
         parse_sink_options({"bootstrap.servers": "h:1"}, ["value"])
     with pytest.raises(ConfigError, match="'subscribe'"):
         parse_sink_options({"bootstrap.servers": "h:1", "subscribe": "t"}, ["value", "topic"])
+
+
+@pytest.mark.parametrize(
+    ("given", "suggested"),
+    [
+        ("startingOffset", "startingOffsets"),
+        ("STARTINGOFFSET", "startingOffsets"),  # Spark passes names lower-cased
+        ("failOnDataLos", "failOnDataLoss"),
+        ("maxOffsetPerTrigger", "maxOffsetsPerTrigger"),
+        ("includeHeader", "includeHeaders"),
+    ],
+)
+def test_unknown_option_is_refused_with_a_suggestion(given: str, suggested: str) -> None:
+    for batch in (True, False, None):
+        msg = _err({**BASE, given: "earliest"}, batch=batch)
+        assert f"unknown option {given.lower()!r}" in msg
+        assert f"did you mean {suggested}?" in msg
+
+
+def test_unknown_option_without_a_close_name_lists_the_accepted_ones() -> None:
+    msg = _err({**BASE, "zzz": "1"})
+    assert "unknown option 'zzz'" in msg and "did you mean" not in msg
+    assert "startingOffsets" in msg and "kafka.<client key>" in msg
+
+
+@pytest.mark.parametrize(
+    ("name", "hint"),
+    [
+        ("endingTimestamp", "endingOffsets"),
+        ("groupIdPrefix", "consumer group"),
+        ("minOffsetsPerTrigger", "maxOffsetsPerTrigger"),
+        ("path", "subscribe"),
+    ],
+)
+def test_spark_kafka_options_gregor_lacks_say_so(name: str, hint: str) -> None:
+    msg = _err({**BASE, name: "1"})
+    assert f"{name.lower()!r} is an option of Spark's Kafka source" in msg and hint in msg
+
+
+def test_spark_poll_timeout_name_is_accepted() -> None:
+    o = parse_source_options({**BASE, "kafkaConsumer.pollTimeoutMs": "5000"}, batch=True)
+    assert o.poll_timeout_ms == 5000
+    o = parse_source_options({**BASE, "pollTimeoutMs": "7000"}, batch=True)
+    assert o.poll_timeout_ms == 7000
+    msg = _err({**BASE, "pollTimeoutMs": "1", "kafkaConsumer.pollTimeoutMs": "2"})
+    assert "disagree" in msg
+
+
+def test_kafka_prefixed_keys_go_to_the_consumer_checked_by_the_registry() -> None:
+    o = parse_source_options(
+        {**BASE, "kafka.max.poll.records": "100", "KAFKA.client.id": "spark-job"}, batch=True
+    )
+    assert dict(o.consumer_config) == {"max.poll.records": "100", "client.id": "spark-job"}
+    msg = _err({**BASE, "kafka.max.poll.record": "100"})  # typo: the registry's suggestion
+    assert "'kafka.max.poll.record'" in msg and "max.poll.records" in msg
+    msg = _err({**BASE, "kafka.max.poll.records": "many"})  # bad value
+    assert "'kafka.max.poll.records'" in msg and "many" in msg
+    msg = _err({**BASE, "kafka.acks": "all"})  # a producer key
+    assert "'kafka.acks'" in msg and "producer" in msg
+
+
+@pytest.mark.parametrize(
+    ("name", "hint"),
+    [
+        ("kafka.auto.offset.reset", "startingOffsets"),
+        ("kafka.group.id", "consumer group"),
+        ("kafka.enable.auto.commit", "checkpoint"),
+        ("kafka.value.deserializer", "bytes"),
+    ],
+)
+def test_kafka_keys_the_source_owns_are_refused(name: str, hint: str) -> None:
+    msg = _err({**BASE, name: "x"})
+    assert f"option {name!r} is not supported" in msg and hint in msg
+
+
+def test_bootstrap_given_twice_must_agree() -> None:
+    same = {**BASE, "kafka.bootstrap.servers": "127.0.0.1:9092"}
+    assert parse_source_options(same, batch=True).bootstrap_servers == "127.0.0.1:9092"
+    assert "disagree" in _err({**BASE, "kafka.bootstrap.servers": "other:1"})
+
+
+def test_sink_options_are_checked_too() -> None:
+    cols = ["key", "value"]
+    base = {"bootstrap.servers": "h:1", "topic": "out"}
+    s = parse_sink_options({**base, "checkpointLocation": "/tmp/ck", "kafka.linger.ms": "20"}, cols)
+    assert dict(s.producer_config) == {"linger.ms": "20"}
+    with pytest.raises(ConfigError, match="unknown option 'topik'.*did you mean topic\\?"):
+        parse_sink_options({"bootstrap.servers": "h:1", "topik": "out"}, ["value", "topic"])
+    with pytest.raises(ConfigError, match="'kafka.max.poll.records'.*consumer"):
+        parse_sink_options({**base, "kafka.max.poll.records": "5"}, cols)
+    with pytest.raises(ConfigError, match="'kafka.value.serializer' is not supported"):
+        parse_sink_options({**base, "kafka.value.serializer": "x"}, cols)
+    with pytest.raises(ConfigError, match="'failOnDataLoss' is a reader option"):
+        parse_sink_options({**base, "failOnDataLoss": "true"}, cols)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -49,3 +51,19 @@ def test_wordcount_pipeline(spark: Any, broker_server: Any, tmp_path: Path) -> N
     assert latest == {
         "the": 3, "quick": 1, "brown": 1, "fox": 2, "lazy": 1, "dog": 2, "end": 1, "and": 1,
     }  # fmt: skip
+
+
+def test_wordcount_without_pyspark_names_the_install_command(tmp_path: Path) -> None:
+    """A Python without pyspark (simulated: the import is blocked) gets the command to run."""
+    code = (
+        "import sys, runpy; sys.modules['pyspark'] = None; "  # `import pyspark` -> ImportError
+        f"sys.argv = [{str(SCRIPT)!r}, '--bootstrap', 'h:1', '--input', 'i', '--output', 'o', "
+        f"'--checkpoint', {str(tmp_path)!r}]; runpy.run_path({str(SCRIPT)!r}, run_name='__main__')"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("pipeline_wordcount: pyspark is not installed")
+    assert "scripts/run.sh --with spark" in proc.stderr
+    assert "Traceback" not in proc.stderr
