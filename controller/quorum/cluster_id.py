@@ -41,7 +41,8 @@ class LocalClusterId:
         if self.configured and self.stored and self.configured != self.stored:
             raise InconsistentClusterIdError(
                 f"cluster.id is configured as {self.configured!r} but {self.path} holds"
-                f" {self.stored!r}; this node belongs to cluster {self.stored!r}"
+                f" {self.stored!r}, the id of the cluster this node belongs to; refusing to"
+                f" start (remove the key, or set it to {self.stored!r})"
             )
 
     def _read(self) -> str | None:
