@@ -20,6 +20,12 @@ Start-up replays the metadata log, so topics survive restarts: the publisher rec
 partition before the broker registers; the broker then registers (fenced), heartbeats, and is
 unfenced by the controller, which elects it leader of its partitions again.
 
+Cluster id (controller/quorum/cluster_id.py): the node's own id is `cluster.id` or the file
+`<log.dirs[0]>/cluster.id`; it never mints one. The quorum's id is in the metadata image (the
+ClusterId record); a different own id stops start-up with InconsistentClusterIdError (combined:
+checked against its own log before registering; broker: the controller refuses the
+registration), and after registering the quorum's id is stored in the file.
+
 Fatal controller errors: when the one-voter quorum's Raft storage fails (fsync/write error) the
 controller stops (Kafka halts the process in that case). The broker cannot change metadata,
 heartbeat or elect leaders without it, so `_controller_failed` (on the controller thread) logs
