@@ -20,6 +20,12 @@ Start-up replays the metadata log, so topics survive restarts: the publisher rec
 partition before the broker registers; the broker then registers (fenced), heartbeats, and is
 unfenced by the controller, which elects it leader of its partitions again.
 
+Cluster id (controller/quorum/cluster_id.py): the node's own id is `cluster.id` or the file
+`<log.dirs[0]>/cluster.id`; it never mints one. The quorum's id is in the metadata image (the
+ClusterId record); a different own id stops start-up with InconsistentClusterIdError (combined:
+checked against its own log before registering; broker: the controller refuses the
+registration), and after registering the quorum's id is stored in the file.
+
 Fatal controller errors: when the one-voter quorum's Raft storage fails (fsync/write error) the
 controller stops (Kafka halts the process in that case). The broker cannot change metadata,
 heartbeat or elect leaders without it, so `_controller_failed` (on the controller thread) logs
@@ -37,7 +43,6 @@ import logging
 import os
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -54,16 +59,17 @@ from broker.quorum_link import LocalQuorum, RemoteQuorum
 from broker.replica import ReplicaManager, ReplicaSettings
 from broker.replica.fetcher import FetcherSettings, ReplicaFetcherManager
 from broker.replica.isr import IsrProposer
-from client.errors import ConfigError, GregorError
+from client.errors import ConfigError, GregorError, InconsistentClusterIdError
 from client.fsutil import lock_directories, make_dirs
 from controller.channel import ControllerChannel
 from controller.metadata.image import MetadataImage
 from controller.metadata.records import RESOURCE_TOPIC
+from controller.quorum.cluster_id import CLUSTER_ID_FILE, LocalClusterId
 
 _log = logging.getLogger(__name__)
 
 METADATA_DIR_NAME = "__cluster_metadata"  # no "-N" suffix: LogManager must not take it for a log
-CLUSTER_ID_FILE = "cluster.id"
+__all__ = ["CLUSTER_ID_FILE", "BrokerNode", "Services"]
 DEFAULT_METADATA_LOG_DIR = "gregor-data/controller"
 
 # topic config name -> LogConfig field
@@ -88,20 +94,6 @@ def _as_list(value: Any) -> list[str]:
     if isinstance(value, str):
         return [v.strip() for v in value.split(",") if v.strip()]
     return [str(v) for v in value]
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(text + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def log_config_from(config: Any) -> LogConfig:
@@ -139,7 +131,6 @@ class Services:
         self._node = node
         self.config = node.config
         self.node_id = node.node_id
-        self.cluster_id = node.cluster_id
         self.advertised: tuple[str, int] = node.advertised  # on inter.broker.listener.name
         self.listeners: Listeners = node.listeners
         self.replica_manager = node.replica_manager
@@ -161,6 +152,12 @@ class Services:
     @property
     def metadata(self) -> MetadataImage:
         return self.publisher.image
+
+    @property
+    def cluster_id(self) -> str:
+        """The controller quorum's cluster id (Metadata, DescribeCluster): the same on every
+        node; this node's own until the quorum's is known."""
+        return self._node.cluster_id
 
     @property
     def controller_id(self) -> int:
@@ -226,7 +223,8 @@ class BrokerNode:
             raise
 
     def _build(self, config: Any) -> None:
-        self.cluster_id = self._cluster_id()
+        # this node's own cluster id: cluster.id, or <log.dirs[0]>/cluster.id (None: new node)
+        self.own_cluster_id = LocalClusterId(self.log_dirs[0], _cfg(config, "cluster_id", None))
         self.log_config = log_config_from(config)
         self.publisher: MetadataPublisher
         self.log_manager = LogManager(
@@ -269,12 +267,14 @@ class BrokerNode:
                 config,
                 int(_cfg(config, "metadata_log_max_records_between_snapshots", 10_000)),
                 self._controller_failed,
+                cluster_id=self.own_cluster_id.value,
             )
         else:
             self.quorum = RemoteQuorum(
                 self.node_id,
                 str(config.controller_quorum_voters),
                 int(_cfg(config, "request_timeout_ms", 30_000)),
+                cluster_id=self.own_cluster_id.value,
             )
         self.controller: ControllerChannel = self.quorum.channel
         # Set by the owner (BrokerServer.fail): called once with the reason of a fatal error.
@@ -308,16 +308,32 @@ class BrokerNode:
 
     # -- construction helpers -------------------------------------------------------------------
 
-    def _cluster_id(self) -> str:
-        configured = _cfg(self.config, "cluster_id", None)
-        path = Path(self.log_dirs[0]) / CLUSTER_ID_FILE
-        stored = path.read_text().strip() if path.exists() else None
-        if configured and stored and configured != stored:
-            raise ValueError(f"cluster.id {configured!r} but {path} says {stored!r}")
-        cid = configured or stored or uuid.uuid4().hex[:22]
-        if stored is None:
-            _write_atomically(path, cid)
-        return cid
+    @property
+    def cluster_id(self) -> str:
+        """The quorum's cluster id once this node has seen it, else its own ("" when none)."""
+        quorum = getattr(self, "quorum", None)
+        cid = quorum.loader.image.cluster_id if quorum is not None else None
+        return cid or self.own_cluster_id.value or ""
+
+    def _role(self) -> str:
+        return f"{'node' if self.combined else 'broker'} {self.node_id}"
+
+    def _adopt_cluster_id(self) -> None:
+        """After registering: the quorum's id (in the image from the registration on) is
+        compared with this node's and stored in its data dir (`<log.dirs[0]>/cluster.id`)."""
+        cid = self.quorum.loader.image.cluster_id
+        if cid is None:  # (the controller writes it before the first registration)
+            _log.warning("[broker=%d] the metadata log has no cluster id yet", self.node_id)
+            return
+        if self.own_cluster_id.store(cid):
+            _log.info(
+                "[broker=%d] cluster id %s stored in %s",
+                self.node_id,
+                cid,
+                self.own_cluster_id.path,
+            )
+        if isinstance(self.quorum, RemoteQuorum):
+            self.quorum.remote.cluster_id = cid  # claimed by later registrations
 
     def _metadata_dir(self) -> str:
         configured = _cfg(self.config, "metadata_log_dir", DEFAULT_METADATA_LOG_DIR)
@@ -413,13 +429,22 @@ class BrokerNode:
         )
         self.group_coordinator.start()
         self.quorum.start(timeout)  # replays / follows the committed log into the publisher
+        # (combined: the log's id, written at start when it had none, is known by now)
+        self.own_cluster_id.check(self.quorum.loader.image.cluster_id, self._role())
         host, port = self.advertised
         inter = self.listeners.inter_broker
         endpoints = [
             (name, host, port) if name == inter else (name, h, p)
             for name, h, p in self.listeners.registration()
         ]
-        self.broker_epoch = self.lifecycle.start(host, port, self.rack, timeout, endpoints)
+        try:
+            self.broker_epoch = self.lifecycle.start(host, port, self.rack, timeout, endpoints)
+        except InconsistentClusterIdError as exc:  # the controller refused this broker's id
+            raise InconsistentClusterIdError(
+                f"{exc.message}; this broker's id is from {self.own_cluster_id.source}; refusing"
+                f" to join another cluster ({self.own_cluster_id.advice()})"
+            ) from None
+        self._adopt_cluster_id()
         # caught up with the metadata log: logs it does not list are stray (a full resync kept
         # them in case later records re-created them)
         self.replica_manager.delete_strays(self.publisher.image)

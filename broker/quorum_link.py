@@ -32,7 +32,9 @@ class LocalQuorum:
         config: Any,
         snapshot_every_records: int,
         on_fatal: Callable[[BaseException], None],
+        cluster_id: str | None = None,
     ) -> None:
+        """`cluster_id`: the node's own id, the quorum's when its log has none yet."""
         self.node_id = node_id
         self.controller = CombinedController(
             node_id,
@@ -40,6 +42,7 @@ class LocalQuorum:
             config,
             snapshot_every_records=snapshot_every_records,
             on_fatal=on_fatal,
+            cluster_id=cluster_id,
         )
         self.channel: ControllerChannel = self.controller
         self.loader = self.controller.loader
@@ -58,10 +61,16 @@ class LocalQuorum:
 
 
 class RemoteQuorum:
-    def __init__(self, node_id: int, voters: str, request_timeout_ms: int) -> None:
+    def __init__(
+        self, node_id: int, voters: str, request_timeout_ms: int, cluster_id: str | None = None
+    ) -> None:
+        """`cluster_id`: the broker's own id, claimed in BrokerRegistration (None: none yet)."""
         self.node_id = node_id
         self.remote = RemoteController(
-            voters, request_timeout_ms=request_timeout_ms, client_id=f"gregor-broker-{node_id}"
+            voters,
+            request_timeout_ms=request_timeout_ms,
+            client_id=f"gregor-broker-{node_id}",
+            cluster_id=cluster_id,
         )
         self.channel: ControllerChannel = self.remote
         self.log = RemoteMetadataLog(

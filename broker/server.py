@@ -40,6 +40,7 @@ from broker.io_pool import IoPool
 from broker.listeners import Listeners, parse_endpoints
 from broker.network.socket_server import NetworkSettings, SocketServer
 from broker.request_channel import RequestChannel
+from client.errors import InconsistentClusterIdError
 from client.fsutil import make_dirs
 
 log = logging.getLogger(__name__)
@@ -210,6 +211,10 @@ class BrokerServer:
             )
             self.io_pool.start()
             self.socket_server.start_accepting()
+        except InconsistentClusterIdError as exc:  # a refusal, not a bug: no traceback
+            log.error("broker start-up refused: %s", exc)
+            self.shutdown(timeout=5.0)
+            raise
         except BaseException:
             log.exception("broker start-up failed; shutting down what started")
             self.shutdown(timeout=5.0)

@@ -33,9 +33,13 @@ class ControllerChannel(Protocol):
         rack: str | None = None,
         incarnation_id: str = "",
         endpoints: Sequence[tuple[str, str, int]] = (),
+        cluster_id: str | None = None,
     ) -> Future:
-        """BrokerRegistration → {error_code, broker_epoch}; the broker starts fenced. `host:port`
-        is where other brokers fetch from; `endpoints` each listener's (name, host, port)."""
+        """BrokerRegistration → {error_code, broker_epoch, cluster_id}; the broker starts
+        fenced. `host:port` is where other brokers fetch from; `endpoints` each listener's
+        (name, host, port); `cluster_id` the broker's own id (None: none yet, or the id the
+        channel was built with). A broker whose id differs from the quorum's is refused: the
+        future fails with InconsistentClusterIdError naming both."""
         ...
 
     def broker_heartbeat(

@@ -122,7 +122,7 @@ def interim_load_config(
 
 
 def run_controller(args: argparse.Namespace) -> int:
-    from client.errors import ConfigError
+    from client.errors import ConfigError, InconsistentClusterIdError
     from client.fsutil import DirectoryInUseError
     from controller.quorum.process import ControllerProcess
 
@@ -143,6 +143,9 @@ def run_controller(args: argparse.Namespace) -> int:
     try:
         cfg = _load_config(args.config, overrides)
         proc = ControllerProcess(cfg, on_fatal=on_fatal)
+    except InconsistentClusterIdError as exc:
+        print(f"gregor controller: {exc}", file=sys.stderr, flush=True)
+        return 1
     except (ConfigError, ValueError) as exc:
         print(f"gregor controller: invalid configuration: {exc}", file=sys.stderr, flush=True)
         return 2
@@ -161,6 +164,10 @@ def run_controller(args: argparse.Namespace) -> int:
     except DirectoryInUseError as exc:
         print(f"gregor controller: {exc}", file=sys.stderr, flush=True)
         return 2
+    except InconsistentClusterIdError as exc:
+        print(f"gregor controller: {exc}", file=sys.stderr, flush=True)
+        proc.stop()
+        return 1
     except OSError as exc:
         print(f"gregor controller: cannot start: {exc}", file=sys.stderr, flush=True)
         proc.stop()
@@ -175,7 +182,7 @@ def run_controller(args: argparse.Namespace) -> int:
     proc.stop()
     if fatal:
         print(
-            f"gregor controller: stopped after a storage failure: {fatal[0]}",
+            f"gregor controller: stopped after a fatal error: {fatal[0]}",
             file=sys.stderr,
             flush=True,
         )

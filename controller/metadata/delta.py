@@ -26,6 +26,7 @@ from controller.metadata.image import (
 from controller.metadata.records import (
     RESOURCE_TOPIC,
     BatchBegin,
+    ClusterId,
     Config,
     FenceBroker,
     NoOp,
@@ -53,6 +54,7 @@ class MetadataDelta:
         self._parts: dict[bytes, dict[int, PartitionRegistration]] = {}  # touched topics
         self._configs: dict[tuple[int, str], dict[str, str]] | None = None
         self._next_producer_id = image.next_producer_id
+        self._cluster_id = image.cluster_id
         # -- what changed (public, read after replaying) --
         self.created_topics: dict[str, bytes] = {}  # name -> topic id
         self.deleted_topics: dict[str, bytes] = {}  # name -> topic id
@@ -112,6 +114,7 @@ class MetadataDelta:
             topics_by_id=by_id,
             configs=configs,
             next_producer_id=self._next_producer_id,
+            cluster_id=self._cluster_id,
         )
 
     # -- working copies ------------------------------------------------------------------------
@@ -256,6 +259,15 @@ class MetadataDelta:
     def _producer_ids(self, r: ProducerIds) -> None:
         self._next_producer_id = r.next_producer_id
 
+    def _cluster_id_record(self, r: ClusterId) -> None:
+        if not isinstance(r.cluster_id, str) or not r.cluster_id:
+            raise MetadataReplayError(f"cluster id {r.cluster_id!r} is not a non-empty string")
+        if self._cluster_id is not None and self._cluster_id != r.cluster_id:
+            raise MetadataReplayError(
+                f"cluster id {r.cluster_id!r} after {self._cluster_id!r}: it is written once"
+            )
+        self._cluster_id = r.cluster_id
+
     def _noop(self, r: NoOp) -> None:
         pass
 
@@ -273,6 +285,7 @@ _HANDLERS: dict[type, Callable[[MetadataDelta, Any], None]] = {
     ProducerIds: MetadataDelta._producer_ids,
     NoOp: MetadataDelta._noop,
     BatchBegin: MetadataDelta._noop,
+    ClusterId: MetadataDelta._cluster_id_record,
 }
 
 

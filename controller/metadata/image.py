@@ -84,6 +84,7 @@ class MetadataImage:
     # (resource_type, resource_name) -> {config name: value}
     configs: Mapping[tuple[int, str], Mapping[str, str]] = field(default_factory=lambda: _EMPTY)
     next_producer_id: int = 0
+    cluster_id: str | None = None  # the ClusterId record's; None before it is written
 
     EMPTY: ClassVar[MetadataImage]  # the image before any record, set below
 
@@ -118,6 +119,7 @@ class MetadataImage:
             dict(self.topics),
             {k: dict(v) for k, v in self.configs.items()},
             self.next_producer_id,
+            self.cluster_id,
         )
 
     def same_state(self, other: MetadataImage) -> bool:

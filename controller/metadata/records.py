@@ -158,6 +158,19 @@ class BatchBegin:
     count: int
 
 
+@dataclass(frozen=True)
+class ClusterId:
+    """The cluster's id, fixed once by the controller quorum: the first active controller of a
+    log without one writes it (its configured `cluster.id`, the id stored in its data dir, or a
+    new random one). Every node compares its own stored/configured id with it and a broker
+    stores it on registration (Kafka keeps cluster.id in meta.properties). Written once; a
+    second record with another id is a broken invariant."""
+
+    TYPE: ClassVar[int] = 12
+    VERSION: ClassVar[int] = 0
+    cluster_id: str
+
+
 MetadataRecord = (
     RegisterBroker
     | FenceBroker
@@ -171,6 +184,7 @@ MetadataRecord = (
     | ProducerIds
     | NoOp
     | BatchBegin
+    | ClusterId
 )
 
 RECORD_TYPES: dict[int, type] = {
@@ -188,6 +202,7 @@ RECORD_TYPES: dict[int, type] = {
         ProducerIds,
         NoOp,
         BatchBegin,
+        ClusterId,
     )
 }
 

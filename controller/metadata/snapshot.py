@@ -18,6 +18,7 @@ from client.errors import CorruptRecordError
 from controller.metadata.delta import MetadataDelta
 from controller.metadata.image import MetadataImage
 from controller.metadata.records import (
+    ClusterId,
     Config,
     Partition,
     ProducerIds,
@@ -34,6 +35,8 @@ VERSION = 0
 def image_to_records(image: MetadataImage) -> list[Any]:
     """Records that rebuild `image` from the empty image (deterministic order)."""
     out: list[Any] = []
+    if image.cluster_id is not None:
+        out.append(ClusterId(image.cluster_id))
     for bid in sorted(image.brokers):
         b = image.brokers[bid]
         out.append(

@@ -7,7 +7,7 @@ other managers. Controller thread only.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from client.errors import ErrorCode
@@ -26,9 +26,17 @@ MAX_REASON_CHARS = 300  # of a broker's cannot_create_replicas reason
 
 
 class ClusterControlManager(ControlManager):
-    def __init__(self, core: ControllerCore, configs: ConfigurationControlManager) -> None:
+    def __init__(
+        self,
+        core: ControllerCore,
+        configs: ConfigurationControlManager,
+        cluster_id: Callable[[], str | None] = lambda: None,
+    ) -> None:
+        """`cluster_id()`: the quorum's id, writing it first when the log has none yet
+        (QuorumController.ensure_cluster_id)."""
         super().__init__(core)
         self.configs = configs
+        self._cluster_id = cluster_id
         self._last_heartbeat_ms: dict[int, float] = {}
         self._registered_at: dict[int, int] = {}  # broker id -> offset of its registration
         self._shutting_down: set[int] = set()
@@ -77,10 +85,27 @@ class ClusterControlManager(ControlManager):
         rack: str | None = None,
         incarnation_id: str = "",
         endpoints: Sequence[tuple[str, str, int]] = (),
+        cluster_id: str | None = None,
     ) -> dict:
-        """BrokerRegistration → {error_code, broker_epoch}. The broker starts fenced. `host:port`
-        is its inter-broker endpoint; `endpoints` each listener's (name, host, port)."""
+        """BrokerRegistration → {error_code, broker_epoch, cluster_id}. The broker starts
+        fenced. `host:port` is its inter-broker endpoint; `endpoints` each listener's (name,
+        host, port). `cluster_id`: the broker's own (stored or configured) id, None when it has
+        none yet; one that differs from the quorum's is refused with INCONSISTENT_CLUSTER_ID
+        (Kafka's BrokerRegistration check). The answer names the quorum's id."""
         self._check_active()
+        quorum_id = self._cluster_id()
+        if cluster_id is not None and quorum_id is not None and cluster_id != quorum_id:
+            message = (
+                f"broker {broker_id} has cluster id {cluster_id!r} but the controller quorum's"
+                f" cluster id is {quorum_id!r}"
+            )
+            _log.warning("[controller=%d] registration refused: %s", self.settings.node_id, message)
+            return {
+                "error_code": int(ErrorCode.INCONSISTENT_CLUSTER_ID),
+                "broker_epoch": -1,
+                "error_message": message,
+                "cluster_id": quorum_id,
+            }
         now = self.clock()
         old = self.image.brokers.get(broker_id)
         if (
@@ -90,7 +115,11 @@ class ClusterControlManager(ControlManager):
             and now - self._last_heartbeat_ms.get(broker_id, 0)
             < self.settings.broker_session_timeout_ms
         ):
-            return {"error_code": int(ErrorCode.DUPLICATE_BROKER_REGISTRATION), "broker_epoch": -1}
+            return {
+                "error_code": int(ErrorCode.DUPLICATE_BROKER_REGISTRATION),
+                "broker_epoch": -1,
+                "cluster_id": quorum_id,
+            }
         epoch = self.last_written_offset + 1
         changes: list[Any] = []
         self._shutting_down.discard(broker_id)
@@ -126,7 +155,7 @@ class ClusterControlManager(ControlManager):
             rack,
             "".join(f" {n}://{h}:{p}" for n, h, p in eps) if len(eps) > 1 else "",
         )
-        return {"error_code": 0, "broker_epoch": epoch}
+        return {"error_code": 0, "broker_epoch": epoch, "cluster_id": quorum_id}
 
     def _fence(self, broker_id: int, reason: str) -> None:
         """Take `broker_id` out of every ISR and leadership, then fence it (Kafka's order: the

@@ -4,7 +4,8 @@ run as a one-voter Raft quorum — the same RaftMetadataLog, QuorumController an
 
     cc = CombinedController(node_id, metadata_dir, config, snapshot_every_records=10_000)
     cc.loader.subscribe(publisher)     # (image, delta | None) after every commit, in order
-    cc.start()                         # loads the log, elects itself, migrates an old log
+    cc.start()                         # loads the log, elects itself, migrates an old log,
+                                       # writes the cluster id when the log has none
     cc.create_topics([...]).result()   # any ControllerThread call: Future, resolved on commit
     cc.image                           # latest committed MetadataImage
     cc.stop()
@@ -47,7 +48,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from client.errors import NotControllerError
+from client.errors import ErrorCode, InconsistentClusterIdError, NotControllerError
 from client.fsutil import fsync_dir, make_dirs, write_atomic
 from controller.metadata.image import MetadataImage
 from controller.metadata.records import encode_record
@@ -69,6 +70,26 @@ TICK_MS = 50
 # Election timeout in ticks. Only matters if leadership were ever lost: a lone voter re-elects
 # itself after 2-3 ticks (100-150 ms).
 ELECTION_TICKS = 2
+
+
+def _raise_inconsistent(fut: concurrent.futures.Future) -> concurrent.futures.Future:
+    """`fut`'s registration answer, failed with InconsistentClusterIdError when it refused
+    the broker's cluster id (as RemoteController does), so both channels behave alike."""
+    out: concurrent.futures.Future = concurrent.futures.Future()
+
+    def done(f: concurrent.futures.Future) -> None:
+        exc = f.exception()
+        if exc is not None:
+            out.set_exception(exc)
+            return
+        r = f.result()
+        if r.get("error_code") == ErrorCode.INCONSISTENT_CLUSTER_ID:
+            out.set_exception(InconsistentClusterIdError(r.get("error_message") or ""))
+        else:
+            out.set_result(r)
+
+    fut.add_done_callback(done)
+    return out
 
 
 class OneVoterMetadataLog(RaftMetadataLog):
@@ -152,7 +173,11 @@ class CombinedController:
         snapshot_every_records: int = 10_000,
         tick_interval_ms: int = 100,
         on_fatal: Callable[[BaseException], None] | None = None,
+        cluster_id: str | None = None,
     ) -> None:
+        """`cluster_id`: this node's own id (configured, or stored in its data dir), written as
+        the quorum's when the log has none yet — a fresh log, or one from before the ClusterId
+        record, so an upgraded node keeps its id; None: a new random id then."""
         self.node_id = node_id
         self.metadata_dir = os.path.abspath(metadata_dir)
         make_dirs(self.metadata_dir)
@@ -180,7 +205,9 @@ class CombinedController:
             rng=rng or random.Random(),
             on_fatal=on_fatal,
         )
-        self.controller = QuorumController(self.log, config, clock, rng or random.Random())
+        self.controller = QuorumController(
+            self.log, config, clock, rng or random.Random(), cluster_id=cluster_id
+        )
         self.runner = ControllerThread(
             self.controller, tick_interval_ms=tick_interval_ms, name="controller"
         )
@@ -222,6 +249,7 @@ class CombinedController:
             self.log.elect_now()
             if old_image is not None:
                 self._migrate(old_image)
+            self.controller.ensure_cluster_id()  # (one voter: committed at once)
 
         asyncio.run_coroutine_threadsafe(setup(), self.runner.loop).result(timeout)
         if old_image is not None:
@@ -331,10 +359,12 @@ class CombinedController:
         rack: str | None = None,
         incarnation_id: str = "",
         endpoints: Sequence[tuple[str, str, int]] = (),
+        cluster_id: str | None = None,
     ) -> concurrent.futures.Future:
-        return self.runner.register_broker(
-            broker_id, host, port, rack, incarnation_id, list(endpoints)
+        fut = self.runner.register_broker(
+            broker_id, host, port, rack, incarnation_id, list(endpoints), cluster_id
         )
+        return _raise_inconsistent(fut)
 
     def broker_heartbeat(
         self,

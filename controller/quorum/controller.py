@@ -35,9 +35,10 @@ from typing import Any
 from controller.metadata.batches import BatchAssembler
 from controller.metadata.delta import MetadataDelta
 from controller.metadata.image import MetadataImage
-from controller.metadata.records import NoOp, decode_record
+from controller.metadata.records import ClusterId, NoOp, decode_record
 from controller.metadata.snapshot import load_snapshot
 from controller.quorum.cluster_control import ClusterControlManager
+from controller.quorum.cluster_id import new_cluster_id
 from controller.quorum.config_control import ConfigurationControlManager
 from controller.quorum.log import MetadataLog
 from controller.quorum.replication import imbalanced_partitions
@@ -59,7 +60,11 @@ class QuorumController(ControlManager):
         config: Any = None,
         clock: Callable[[], float] | None = None,
         rng: random.Random | None = None,
+        cluster_id: str | None = None,
     ) -> None:
+        """`cluster_id`: this controller's own id (its configured `cluster.id` or the one in
+        its data dir), written as the quorum's when this controller is the first active one of
+        a log without a ClusterId record; None: a new random id then."""
         super().__init__(
             ControllerCore(
                 metadata_log,
@@ -69,7 +74,7 @@ class QuorumController(ControlManager):
             )
         )
         self.configs = ConfigurationControlManager(self.core)
-        self.cluster = ClusterControlManager(self.core, self.configs)
+        self.cluster = ClusterControlManager(self.core, self.configs, self.ensure_cluster_id)
         self.replication = ReplicationControlManager(self.core, self.cluster, self.configs)
         # requests, by the name callers (ControllerThread.submit) use
         self.create_topics = self.replication.create_topics
@@ -84,6 +89,7 @@ class QuorumController(ControlManager):
         self.forget_session = self.cluster.forget_session
         self.allocate_producer_ids = self.cluster.allocate_producer_ids
         self.incremental_alter_configs = self.configs.incremental_alter_configs
+        self.own_cluster_id = cluster_id
         self._next_rebalance_ms = self.clock() + self.settings.leader_imbalance_check_interval_ms
         self.load()
 
@@ -126,6 +132,23 @@ class QuorumController(ControlManager):
         if self.core.unfinished:
             self.core.resume()
 
+    def ensure_cluster_id(self) -> str | None:
+        """The quorum's cluster id; on the active controller of a log without one, first write
+        the ClusterId record (this controller's own id, else a new one) — once: the image holds
+        what was written, committed or not. None on a standby whose log has none yet."""
+        cid = self.image.cluster_id
+        if cid is not None or not self.log.is_leader():
+            return cid
+        cid = self.own_cluster_id or new_cluster_id()
+        self.core.write([ClusterId(cid)])
+        _log.info(
+            "[controller=%d] cluster id %s written to the metadata log (%s)",
+            self.settings.node_id,
+            cid,
+            "this controller's own" if self.own_cluster_id else "new",
+        )
+        return cid
+
     def write_noop(self) -> int:
         """Commit a NoOp (a new active controller's first write)."""
         return self.core.write([NoOp()])
@@ -134,6 +157,7 @@ class QuorumController(ControlManager):
         """Periodic work (ControllerThread calls it): session expiry, and preferred-leader
         rebalancing every leader.imbalance.check.interval.ms when enabled, for the brokers whose
         share of partitions led elsewhere is above leader.imbalance.per.broker.percentage."""
+        self.ensure_cluster_id()
         self.resume()
         self.check_sessions()
         now = self.clock()

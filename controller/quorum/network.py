@@ -1,7 +1,7 @@
 """Controller networking over the native protocol (client/protocol framing, asyncio streams).
 
 - `PeerTransport`: one outbound connection per peer voter; `send(to, message_dict)` queues a
-  RaftMessage (1000) frame (bounded queue per peer: a full queue drops the message, which Raft
+  RaftMessage (1000) frame (carrying the sender's cluster id, once known) (bounded queue per peer: a full queue drops the message, which Raft
   tolerates) and a writer task connects with back-off, writes, and discards the `{error_code}`
   acknowledgements.
 - `ControllerServer`: accepts connections and serves ApiVersions (18), RaftMessage (1000),
@@ -67,7 +67,10 @@ class PeerTransport:
         loop: asyncio.AbstractEventLoop,
         max_queue: int = 1024,
         reconnect_backoff_ms: int = 50,
+        cluster_id: Callable[[], str | None] = lambda: None,
     ) -> None:
+        """`cluster_id()`: the id each RaftMessage carries (None: not known yet)."""
+        self.cluster_id = cluster_id
         self.node_id = node_id
         self.peers = {k: v for k, v in peers.items() if k != node_id}
         self.loop = loop
@@ -93,7 +96,10 @@ class PeerTransport:
             0,
             0,
             f"controller-{self.node_id}",
-            {"payload": msgpack.packb(message, use_bin_type=True)},
+            {
+                "cluster_id": self.cluster_id(),
+                "payload": msgpack.packb(message, use_bin_type=True),
+            },
         )
         try:
             q.put_nowait(frame)

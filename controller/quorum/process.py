@@ -29,11 +29,14 @@ from typing import Any
 
 import msgpack
 
-from client.errors import ErrorCode, OffsetOutOfRangeError
+from client.errors import ErrorCode, InconsistentClusterIdError, OffsetOutOfRangeError
 from client.fsutil import DirectoryLock, make_dirs
 from client.protocol.api_keys import ApiKey
 from client.protocol.apis.admin import group_election_results
 from client.protocol.schema import API_SPECS
+from controller.metadata.delta import MetadataDelta
+from controller.metadata.image import MetadataImage
+from controller.quorum.cluster_id import LocalClusterId
 from controller.quorum.combined import describe_quorum_body
 from controller.quorum.controller import QuorumController
 from controller.quorum.loader import MetadataLoader
@@ -62,6 +65,10 @@ class ControllerProcess:
             raise ValueError(f"node.id {self.node_id} is not in controller.quorum.voters")
         self.host, self.port = self.voters[self.node_id]
         self.data_dir = os.path.abspath(config.metadata_log_dir)
+        # this voter's own cluster id (cluster.id, or <metadata.log.dir>/cluster.id);
+        # InconsistentClusterIdError when the two differ
+        self.own_cluster_id = LocalClusterId(self.data_dir, getattr(config, "cluster_id", None))
+        self._foreign_ids: set[str] = set()  # ids of refused Raft messages (logged once each)
         election_ms = int(getattr(config, "controller_quorum_election_timeout_ms", 1000) or 1000)
         self._election_ticks = max(2, election_ms // TICK_MS)
         self._snapshot_every = int(
@@ -93,16 +100,30 @@ class ControllerProcess:
             rng=random.Random(),
             on_fatal=self.on_fatal,
         )
-        self.controller = QuorumController(self.log, self.config, rng=random.Random())
+        try:
+            self.own_cluster_id.check(
+                self.log.cluster_id_on_disk(), role=f"controller {self.node_id}"
+            )
+        except InconsistentClusterIdError:
+            self.log.close()
+            self._dir_lock.release()
+            self._dir_lock = None
+            raise
+        self.controller = QuorumController(
+            self.log, self.config, rng=random.Random(), cluster_id=self.own_cluster_id.value
+        )
         self.runner = ControllerThread(self.controller, name=f"controller-{self.node_id}")
         self.runner.start()
         loop = self.runner.loop
-        self.transport = holder["t"] = PeerTransport(self.node_id, self.voters, loop)
+        self.transport = holder["t"] = PeerTransport(
+            self.node_id, self.voters, loop, cluster_id=self.cluster_id
+        )
         self.snapshotter = BackgroundSnapshotter(self.log, loop)
         self.loader = MetadataLoader(
             self.log, snapshot_every_records=self._snapshot_every, snapshot_writer=self.snapshotter
         )
         controller, loader = self.controller, self.loader
+        loader.subscribe(self._on_image)
         self.log.on_activate.append(lambda: controller.load(loader.image))
         self.log.on_deactivate.append(self.runner.fail_waiting)
         self.server = ControllerServer(
@@ -189,8 +210,59 @@ class ControllerProcess:
         handlers.update({k: v for k, v in optional.items() if k in API_SPECS})
         return handlers
 
+    def cluster_id(self) -> str | None:
+        """The cluster id this voter knows: the committed log's, else its own (None: neither)."""
+        image = self.loader.image if self.loader is not None else None
+        cid = image.cluster_id if image is not None else None
+        return cid or self.own_cluster_id.value
+
+    def _on_image(self, image: MetadataImage, _delta: MetadataDelta | None) -> None:
+        """Loader subscriber (controller loop): once the log's ClusterId record is committed,
+        keep it in the data dir, or stop when this voter's own id differs (fatal)."""
+        cid = image.cluster_id
+        if cid is None or self.own_cluster_id.stored == cid:
+            return
+        try:
+            if self.own_cluster_id.store(cid):
+                _log.info(
+                    "[controller=%d] cluster id %s stored in %s",
+                    self.node_id,
+                    cid,
+                    self.own_cluster_id.path,
+                )
+        except InconsistentClusterIdError as exc:
+            self._fatal(exc)
+        except OSError as exc:
+            _log.error(
+                "[controller=%d] cannot store the cluster id in %s: %s",
+                self.node_id,
+                self.own_cluster_id.path,
+                exc,
+            )
+
+    def _fatal(self, exc: BaseException) -> None:
+        """Stop taking part (close the Raft log) and tell the owner, which exits non-zero."""
+        _log.critical("[controller=%d] %s", self.node_id, exc)
+        if self.log is not None and self.runner is not None:
+            self.runner.loop.call_soon(self.log.close)  # (not inside the Raft driver's drain)
+        if self.on_fatal is not None:
+            self.on_fatal(exc)
+
     def _raft_message(self, body: dict) -> dict:
         assert self.log is not None
+        theirs, ours = body.get("cluster_id"), self.cluster_id()
+        if theirs is not None and ours is not None and theirs != ours:
+            # a voter of another cluster (Kafka's Raft requests carry cluster_id likewise)
+            if theirs not in self._foreign_ids and len(self._foreign_ids) < 16:
+                self._foreign_ids.add(theirs)
+                _log.error(
+                    "[controller=%d] refusing raft messages of cluster %r: this quorum's cluster"
+                    " id is %r (INCONSISTENT_CLUSTER_ID)",
+                    self.node_id,
+                    theirs,
+                    ours,
+                )
+            return {"error_code": int(ErrorCode.INCONSISTENT_CLUSTER_ID)}
         try:
             msg = msgpack.unpackb(body["payload"], raw=False, strict_map_key=False)
             if not isinstance(msg, dict):
@@ -286,6 +358,7 @@ class ControllerProcess:
             b["rack"],
             b["incarnation_id"],
             endpoints,
+            b.get("cluster_id"),
         )
 
     async def _broker_heartbeat(self, b: dict) -> dict:

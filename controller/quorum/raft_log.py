@@ -20,7 +20,9 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from client.errors import NotControllerError, OffsetOutOfRangeError
+from client.errors import CorruptRecordError, NotControllerError, OffsetOutOfRangeError
+from controller.metadata.records import ClusterId, decode_record
+from controller.metadata.snapshot import load_snapshot
 from controller.quorum.log import Listener, MetadataLog, notify_listeners
 from controller.raft.core import RaftNode
 from controller.raft.errors import LogCompacted, NotLeader, ProposalDropped
@@ -192,6 +194,28 @@ class RaftMetadataLog(MetadataLog):
             )
             for cb in list(self.on_activate):
                 cb()
+
+    def cluster_id_on_disk(self) -> str | None:
+        """The ClusterId record this voter holds (in its snapshot, else the first among its
+        log's entries, committed or not), None when it holds none. What a restarting voter
+        compares with its own id before it takes part: a voter stores the quorum's id only
+        once the record committed, so a stored id always matches its own log's record. Reads
+        what `load` left in memory; call before `start`."""
+        node = self.node
+        if node.snapshot.data:
+            cid = load_snapshot(node.snapshot.data).cluster_id
+            if cid is not None:
+                return cid
+        for entry in node.log.entries:
+            if entry.kind is not EntryKind.NORMAL:
+                continue
+            try:
+                rec = decode_record(entry.data)
+            except CorruptRecordError:
+                continue
+            if isinstance(rec, ClusterId):
+                return rec.cluster_id
+        return None
 
     # -- MetadataLog ---------------------------------------------------------------------------
     def is_leader(self) -> bool:

@@ -34,6 +34,7 @@ from typing import Any
 from client.errors import (
     ErrorCode,
     GregorTimeoutError,
+    InconsistentClusterIdError,
     NotControllerError,
     OffsetOutOfRangeError,
     error_for_code,
@@ -90,7 +91,12 @@ class RemoteController:
         client_id: str = "gregor-broker",
         retry_backoff_ms: int = 50,
         attempt_timeout_ms: int = 5000,
+        cluster_id: str | None = None,
     ) -> None:
+        """`cluster_id`: the id a broker claims in BrokerRegistration when the call names none
+        (its stored or configured one; None: it has none yet). The owner may set the attribute
+        later (from any thread) once it has learnt the quorum's."""
+        self.cluster_id = cluster_id
         self.tracker = _LeaderTracker(_voters(voters))
         self.request_timeout_s = request_timeout_ms / 1000.0
         self.attempt_timeout_s = attempt_timeout_ms / 1000.0
@@ -211,6 +217,8 @@ class RemoteController:
         return self.submit("create_partitions", *a, **k)
 
     def register_broker(self, *a: Any, **k: Any) -> concurrent.futures.Future:
+        if len(a) < 7:  # (cluster_id is the seventh argument)
+            k.setdefault("cluster_id", self.cluster_id)
         return self.submit("register_broker", *a, **k)
 
     def broker_heartbeat(
@@ -245,19 +253,33 @@ def _register(
     rack: str | None = None,
     incarnation_id: str = "",
     endpoints: Sequence[tuple[str, str, int]] = (),
+    cluster_id: str | None = None,
 ) -> tuple:
     return (
         ApiKey.BROKER_REGISTRATION,
         {
             "broker_id": broker_id,
+            "cluster_id": cluster_id,
             "host": host,
             "port": port,
             "rack": rack,
             "incarnation_id": incarnation_id,
             "endpoints": [{"name": n, "host": h, "port": p} for n, h, p in endpoints],
         },
-        lambda r: {"error_code": r["error_code"], "broker_epoch": r.get("broker_epoch", -1)},
+        _registered,
     )
+
+
+def _registered(r: dict) -> dict:
+    """BrokerRegistration's answer; INCONSISTENT_CLUSTER_ID is raised (the broker cannot go
+    on, and the message names both ids), anything else is the caller's to judge."""
+    if r["error_code"] == ErrorCode.INCONSISTENT_CLUSTER_ID:
+        raise InconsistentClusterIdError(r.get("error_message") or "cluster id mismatch")
+    return {
+        "error_code": r["error_code"],
+        "broker_epoch": r.get("broker_epoch", -1),
+        "cluster_id": r.get("cluster_id"),
+    }
 
 
 def _heartbeat(

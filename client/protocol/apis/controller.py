@@ -32,7 +32,13 @@ RAFT_MESSAGE = register(
         internal=True,
         doc="One Raft message between controllers (vote, append, heartbeat, snapshot, ...).",
         request=Struct(
-            Field("cluster_id", Nullable(STRING), default=None),
+            Field(
+                "cluster_id",
+                Nullable(STRING),
+                default=None,
+                doc="the sender's cluster id (null: not known yet); a voter that knows another"
+                " one answers INCONSISTENT_CLUSTER_ID and drops the message",
+            ),
             Field("payload", BYTES, doc="msgpack of Message.to_dict()"),
         ),
         response=Struct(Field("error_code", INT16)),
@@ -118,7 +124,13 @@ BROKER_REGISTRATION = register(
         doc="A broker registers with the active controller; it starts fenced.",
         request=Struct(
             Field("broker_id", INT32),
-            Field("cluster_id", Nullable(STRING), default=None),
+            Field(
+                "cluster_id",
+                Nullable(STRING),
+                default=None,
+                doc="the broker's own (stored or configured) cluster id, null when it has none:"
+                " one that differs from the quorum's is refused with INCONSISTENT_CLUSTER_ID",
+            ),
             Field("incarnation_id", STRING, default=""),
             Field("host", STRING, doc="the inter-broker listener's advertised host"),
             Field("port", INT32),
@@ -130,7 +142,17 @@ BROKER_REGISTRATION = register(
                 doc="every listener's advertised address, by listener name (empty: host/port only)",
             ),
         ),
-        response=Struct(Field("error_code", INT16), Field("broker_epoch", INT64, default=-1)),
+        response=Struct(
+            Field("error_code", INT16),
+            Field("broker_epoch", INT64, default=-1),
+            Field(
+                "cluster_id",
+                Nullable(STRING),
+                default=None,
+                doc="the controller quorum's cluster id (null: not fixed yet)",
+            ),
+            Field("error_message", Nullable(STRING), default=None),
+        ),
     )
 )
 

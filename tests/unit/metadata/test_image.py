@@ -14,6 +14,7 @@ from client.errors import CorruptRecordError
 from controller.metadata import (
     NO_LEADER,
     RESOURCE_TOPIC,
+    ClusterId,
     Config,
     FenceBroker,
     MetadataDelta,
@@ -164,6 +165,31 @@ def test_snapshot_round_trip_and_garbage():
             load_snapshot(bad)
 
 
+def test_cluster_id_record_replays_into_the_image_and_snapshots():
+    img = _image([NoOp(), ClusterId("MkU3OEVBNTcwNTJENDM2Qk"), RegisterBroker(1, 0, "h", 1)])
+    assert img.cluster_id == "MkU3OEVBNTcwNTJENDM2Qk"
+    assert MetadataImage.EMPTY.cluster_id is None
+    # kept in snapshots, first (before anything that depends on it)
+    assert image_to_records(img)[0] == ClusterId("MkU3OEVBNTcwNTJENDM2Qk")
+    loaded = load_snapshot(snapshot_bytes(img))
+    assert loaded == img and loaded.cluster_id == "MkU3OEVBNTcwNTJENDM2Qk"
+    # part of the state: images that differ only in the id are not equal
+    assert not img.same_state(_image([NoOp(), NoOp(), RegisterBroker(1, 0, "h", 1)]))
+    # later deltas keep it
+    img2, _ = replay(img, [(3, UnfenceBroker(1, 0))])
+    assert img2.cluster_id == img.cluster_id
+
+
+def test_cluster_id_is_written_once():
+    img = _image([ClusterId("one")])
+    same, _ = replay(img, [(1, ClusterId("one"))])
+    assert same.cluster_id == "one"
+    with pytest.raises(MetadataReplayError, match="written once"):
+        replay(img, [(1, ClusterId("two"))])
+    with pytest.raises(MetadataReplayError):
+        _image([ClusterId("")])
+
+
 # -- property: replay one by one == snapshot at any offset --------------------------------------
 
 
@@ -186,6 +212,7 @@ def record_sequences(draw):
                     "config",
                     "remove",
                     "pid",
+                    "cluster",
                     "noop",
                 ]
             )
@@ -256,6 +283,8 @@ def record_sequences(draw):
             recs.append(RemoveTopic(tid))
         elif kind == "pid":
             recs.append(ProducerIds(1, 0, draw(st.integers(0, 10**6))))
+        elif kind == "cluster":
+            recs.append(ClusterId("the-cluster"))  # (written once; the same id again is a no-op)
         else:
             recs.append(NoOp())
     return recs

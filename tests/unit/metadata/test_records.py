@@ -11,6 +11,7 @@ from client.errors import CorruptRecordError
 from controller.metadata.records import (
     RECORD_TYPES,
     BatchBegin,
+    ClusterId,
     Config,
     FenceBroker,
     NoOp,
@@ -45,6 +46,7 @@ SAMPLES = [
     ProducerIds(1, 10, 5000),
     NoOp(),
     BatchBegin(3),
+    ClusterId("MkU3OEVBNTcwNTJENDM2Qk"),
 ]
 
 
