@@ -101,6 +101,7 @@ class Log(LogRetention, LogDurability, LogCompaction):
         clean: bool = True,
         on_storage_error: Callable[[Log, OSError], None] | None = None,
         on_log_start_offset_changed: Callable[[Log], None] | None = None,
+        on_truncated: Callable[[Log], None] | None = None,
         handles: FileHandles | None = None,
         flush_recovered: bool = True,
         log_dir: Path | None = None,
@@ -123,6 +124,7 @@ class Log(LogRetention, LogDurability, LogCompaction):
         self._clock = clock
         self._on_storage_error = on_storage_error
         self._on_lso_changed = on_log_start_offset_changed
+        self._on_truncated = on_truncated
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self._offline = False
@@ -505,8 +507,7 @@ class Log(LogRetention, LogDurability, LogCompaction):
                 self._after_truncation_locked()
             except OSError as exc:
                 raise self._fail(exc) from exc
-            if self._log_start_offset != lso_before and self._on_lso_changed is not None:
-                self._on_lso_changed(self)
+            self._report_truncation_locked(lso_before)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and restart the log, empty, at `offset`."""
@@ -528,7 +529,19 @@ class Log(LogRetention, LogDurability, LogCompaction):
             self._after_truncation_locked()
         except OSError as exc:
             raise self._fail(exc) from exc
-        if self._on_lso_changed is not None and hasattr(self, "_flushed"):
+        if hasattr(self, "_flushed"):  # (not while the log is being opened)
+            self._report_truncation_locked(-1)
+
+    def _report_truncation_locked(self, lso_before: int) -> None:
+        """After a truncation: the owner persists the lowered flushed offset as the recovery
+        point now (and the log start), before anything is appended where the truncation cut.
+        A recovery point left above the end made the recovery after a crash skip the data
+        written there again: neither validated nor scanned for its leader epochs (a
+        truncation to 0, two appends, a crash: epoch 0 came back starting at offset 1).
+        Kafka's LogManager.truncateTo checkpoints the recovery offsets the same way."""
+        if self._on_truncated is not None:
+            self._on_truncated(self)
+        elif self._log_start_offset != lso_before and self._on_lso_changed is not None:
             self._on_lso_changed(self)
 
     def _after_truncation_locked(self) -> None:

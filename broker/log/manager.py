@@ -185,6 +185,7 @@ class LogManager:
             clean=clean,
             on_storage_error=self._on_storage_error,
             on_log_start_offset_changed=self._on_log_start_offset_changed,
+            on_truncated=self._on_log_truncated,
             handles=self._handles[directory.parent],
             flush_recovered=False,  # _open_dir flushes them all in parallel
             log_dir=next(d for d in self.log_dirs if d == directory.parent),
@@ -233,6 +234,7 @@ class LogManager:
                     self._clock,
                     on_storage_error=self._on_storage_error,
                     on_log_start_offset_changed=self._on_log_start_offset_changed,
+                    on_truncated=self._on_log_truncated,
                     handles=self._handles[log_dir],
                     log_dir=log_dir,
                 )
@@ -332,8 +334,12 @@ class LogManager:
             self._mark_offline(log_dir, exc)
             raise StorageError(exc.errno, f"writing {log_dir / name}: {exc}") from exc
 
-    def _write_dir_checkpoints(self, log_dir: Path) -> None:
+    def _write_dir_checkpoints(self, log_dir: Path, also: Log | None = None) -> None:
+        """Recovery points and log start offsets of `log_dir`'s logs (`also`: one not
+        registered yet). The manager's lock held."""
         logs = self._logs_in(log_dir)
+        if also is not None:
+            logs[(also.topic, also.partition)] = also
         self._write(
             log_dir, RECOVERY_POINT_CHECKPOINT, {tp: log.flushed_offset for tp, log in logs.items()}
         )
@@ -342,6 +348,13 @@ class LogManager:
             LOG_START_OFFSET_CHECKPOINT,
             {tp: log.log_start_offset for tp, log in logs.items()},
         )
+
+    def _on_log_truncated(self, log: Log) -> None:
+        """A log was truncated (its lock held): rewrite its dir's recovery points and log
+        start offsets (Log._report_truncation_locked says why)."""
+        with self._lock:
+            if log.log_dir not in self._offline:
+                self._write_dir_checkpoints(log.log_dir, also=log)
 
     def _on_log_start_offset_changed(self, log: Log) -> None:
         log_dir = log.log_dir
