@@ -175,8 +175,15 @@ def test_single_node_yaml_loads():
 
 @pytest.mark.parametrize("name", sorted(p.name for p in (REPO / "config").rglob("*.yaml")))
 def test_every_committed_yaml_loads(name):
-    for path in (REPO / "config").rglob(name):
-        load_config("controller" if "controller" in name else "broker", path, {})
+    paths = list((REPO / "config").rglob(name))
+    assert paths
+    role = "controller" if "controller" in name else "broker"
+    for path in paths:
+        cfg = load_config(role, path, {})
+        assert cfg.role == role
+        # every non-default value came from the file (no key silently dropped or defaulted)
+        from_file = [k for k in cfg if cfg.source(k) != "default"]
+        assert all(cfg.source(k) == f"config file {path}" for k in from_file), path
 
 
 def test_parse_override_args():
