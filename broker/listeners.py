@@ -37,7 +37,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from client.config.types import SECURITY_PROTOCOLS
+from client.config import setting
+from client.config.types import SECURITY_PROTOCOLS, parse_list
 from client.errors import ConfigError
 
 DEFAULT_NAME = "PLAINTEXT"
@@ -59,12 +60,8 @@ class Endpoint:
         return f"{self.name}://{self.address}"
 
 
-def _items(value: Any) -> list[str]:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [v.strip() for v in value.split(",") if v.strip()]
-    return [str(v).strip() for v in value if str(v).strip()]
+def _items(value: Any) -> tuple[str, ...]:
+    return () if value is None else parse_list(value)
 
 
 def parse_endpoint(item: str, key: str = "listeners") -> Endpoint:
@@ -95,11 +92,6 @@ def parse_endpoints(value: Any, key: str = "listeners") -> list[Endpoint]:
             )
         seen.add(e.name)
     return out
-
-
-def _cfg(config: Any, attr: str, default: Any) -> Any:
-    value = getattr(config, attr, default)
-    return default if value is None else value
 
 
 def security_protocols(value: Any) -> dict[str, str]:
@@ -146,12 +138,14 @@ class Listeners:
 
     @classmethod
     def from_config(cls, config: Any) -> Listeners:
-        bind = parse_endpoints(_cfg(config, "listeners", ()), "listeners")
+        bind = parse_endpoints(setting(config, "listeners", ()), "listeners")
         if not bind:
             raise ConfigError("listeners: no listener configured")
-        check_security(bind, security_protocols(_cfg(config, "listener_security_protocol_map", ())))
+        check_security(
+            bind, security_protocols(setting(config, "listener_security_protocol_map", ()))
+        )
         by_name = {e.name: e for e in bind}
-        adv = parse_endpoints(_cfg(config, "advertised_listeners", ()), "advertised.listeners")
+        adv = parse_endpoints(setting(config, "advertised_listeners", ()), "advertised.listeners")
         for e in adv:
             if e.name not in by_name:
                 raise ConfigError(
@@ -160,7 +154,7 @@ class Listeners:
                 )
         adv_by_name = {e.name: e for e in adv}
         advertised = tuple(adv_by_name.get(b.name, b) for b in bind)
-        inter = str(_cfg(config, "inter_broker_listener_name", "") or "").upper() or bind[0].name
+        inter = str(setting(config, "inter_broker_listener_name", "") or "").upper() or bind[0].name
         if inter not in by_name:
             raise ConfigError(
                 f"inter.broker.listener.name: {inter} is not a listener (listeners:"

@@ -59,6 +59,8 @@ from broker.quorum_link import LocalQuorum, RemoteQuorum
 from broker.replica import ReplicaManager, ReplicaSettings
 from broker.replica.fetcher import FetcherSettings, ReplicaFetcherManager
 from broker.replica.isr import IsrProposer
+from client.config import setting
+from client.config.types import parse_list
 from client.errors import ConfigError, GregorError, InconsistentClusterIdError
 from client.fsutil import lock_directories, make_dirs
 from controller.channel import ControllerChannel
@@ -83,17 +85,11 @@ _TOPIC_LOG_CONFIGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "max.message.bytes": ("max_message_bytes", int),
     "flush.messages": ("flush_messages", int),
     "flush.ms": ("flush_ms", int),
-    "cleanup.policy": ("cleanup_policy", lambda v: tuple(_as_list(v))),
+    "cleanup.policy": ("cleanup_policy", parse_list),
     "delete.retention.ms": ("delete_retention_ms", int),
     "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", float),
     "min.compaction.lag.ms": ("min_compaction_lag_ms", int),
 }
-
-
-def _as_list(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return [v.strip() for v in value.split(",") if v.strip()]
-    return [str(v) for v in value]
 
 
 def log_config_from(config: Any) -> LogConfig:
@@ -109,19 +105,11 @@ def log_config_from(config: Any) -> LogConfig:
         flush_messages=int(config.log_flush_interval_messages),
         flush_ms=int(config.log_flush_interval_ms),
         max_message_bytes=int(config.message_max_bytes),
-        cleanup_policy=tuple(_as_list(config.log_cleanup_policy)),
+        cleanup_policy=parse_list(config.log_cleanup_policy),
         delete_retention_ms=int(config.log_cleaner_delete_retention_ms),
         min_cleanable_dirty_ratio=float(config.log_cleaner_min_cleanable_ratio),
         min_compaction_lag_ms=int(config.log_cleaner_min_compaction_lag_ms),
     )
-
-
-def _cfg(config: Any, attr: str, default: Any) -> Any:
-    try:
-        value = getattr(config, attr)
-    except (AttributeError, KeyError):
-        return default
-    return default if value is None else value
 
 
 class Services:
@@ -167,7 +155,7 @@ class Services:
     def auto_create_topics(self, names: list[str]) -> concurrent.futures.Future | None:
         """Ask the controller to create `names` with the defaults (num.partitions,
         default.replication.factor) when auto.create.topics.enable; None when disabled."""
-        if not names or not bool(_cfg(self.config, "auto_create_topics_enable", True)):
+        if not names or not bool(setting(self.config, "auto_create_topics_enable", True)):
             return None
         reqs = [{"name": n, "num_partitions": -1, "replication_factor": -1} for n in names]
         _log.info("auto-creating topics %s", names)
@@ -177,11 +165,11 @@ class Services:
 def check_process_roles(config: Any) -> bool:
     """True for a combined broker+controller node, False for a broker that joins the remote
     quorum of controller.quorum.voters; ConfigError naming process.roles for anything else."""
-    roles = set(_as_list(_cfg(config, "process_roles", ("broker", "controller"))))
+    roles = set(parse_list(setting(config, "process_roles", ("broker", "controller"))))
     if roles == {"broker", "controller"}:
         return True
     if roles == {"broker"}:
-        voters = str(_cfg(config, "controller_quorum_voters", "") or "")
+        voters = str(setting(config, "controller_quorum_voters", "") or "")
         if not voters.strip():
             raise ConfigError(
                 "process.roles=broker needs controller.quorum.voters (ID@HOST:PORT,...): the"
@@ -201,13 +189,13 @@ class BrokerNode:
         self.config = config
         self._default_min_insync: int | None = None
         self.node_id = int(config.node_id)
-        self.log_dirs = [os.path.abspath(d) for d in _as_list(config.log_dirs)]
+        self.log_dirs = [os.path.abspath(d) for d in parse_list(config.log_dirs)]
         if not self.log_dirs:
             raise ValueError("log.dirs is empty")
         self.listeners = Listeners.from_config(config)
         inter = self.listeners.inter_broker_endpoint
         self.advertised = (inter.host, inter.port)
-        self.rack = _cfg(config, "broker_rack", None)
+        self.rack = setting(config, "broker_rack", None)
         for d in self.log_dirs:
             make_dirs(d)
         self.combined = check_process_roles(config)
@@ -224,14 +212,14 @@ class BrokerNode:
 
     def _build(self, config: Any) -> None:
         # this node's own cluster id: cluster.id, or <log.dirs[0]>/cluster.id (None: new node)
-        self.own_cluster_id = LocalClusterId(self.log_dirs[0], _cfg(config, "cluster_id", None))
+        self.own_cluster_id = LocalClusterId(self.log_dirs[0], setting(config, "cluster_id", None))
         self.log_config = log_config_from(config)
         self.publisher: MetadataPublisher
         self.log_manager = LogManager(
             self.log_dirs,
             self.log_config,
             topic_config=self._topic_log_config,
-            max_open_files=int(_cfg(config, "log_max_open_files", -1)),
+            max_open_files=int(setting(config, "log_max_open_files", -1)),
         )
         self.timer = SystemTimer("purgatory")
         self.produce_purgatory = Purgatory("produce", self.timer)
@@ -265,7 +253,7 @@ class BrokerNode:
                 self.node_id,
                 self.metadata_dir,
                 config,
-                int(_cfg(config, "metadata_log_max_records_between_snapshots", 10_000)),
+                int(setting(config, "metadata_log_max_records_between_snapshots", 10_000)),
                 self._controller_failed,
                 cluster_id=self.own_cluster_id.value,
             )
@@ -273,7 +261,7 @@ class BrokerNode:
             self.quorum = RemoteQuorum(
                 self.node_id,
                 str(config.controller_quorum_voters),
-                int(_cfg(config, "request_timeout_ms", 30_000)),
+                int(setting(config, "request_timeout_ms", 30_000)),
                 cluster_id=self.own_cluster_id.value,
             )
         self.controller: ControllerChannel = self.quorum.channel
@@ -336,7 +324,7 @@ class BrokerNode:
             self.quorum.remote.cluster_id = cid  # claimed by later registrations
 
     def _metadata_dir(self) -> str:
-        configured = _cfg(self.config, "metadata_log_dir", DEFAULT_METADATA_LOG_DIR)
+        configured = setting(self.config, "metadata_log_dir", DEFAULT_METADATA_LOG_DIR)
         source = getattr(self.config, "source", None)
         explicit = (
             source("metadata.log.dir") != "default"
@@ -394,7 +382,7 @@ class BrokerNode:
         # (the broker's config is immutable: read once; asked twice per partition per produce)
         default = self._default_min_insync
         if default is None:
-            default = self._default_min_insync = int(_cfg(self.config, "min_insync_replicas", 1))
+            default = self._default_min_insync = int(setting(self.config, "min_insync_replicas", 1))
         return default
 
     def _controller_failed(self, exc: BaseException) -> None:
@@ -467,7 +455,7 @@ class BrokerNode:
         shutdown. A thread of its own, as Kafka's: on the broker-tasks thread a periodic task
         waiting for the metadata applier (delete_strays takes its lock) held heartbeats back
         while a broker created thousands of partitions, until the controller fenced it."""
-        period = int(_cfg(self.config, "broker_heartbeat_interval_ms", 2000)) / 1000
+        period = int(setting(self.config, "broker_heartbeat_interval_ms", 2000)) / 1000
         while not self._stop.wait(period):
             try:
                 self.lifecycle.heartbeat()
@@ -483,8 +471,10 @@ class BrokerNode:
         """The broker-tasks thread: periodic work until shutdown."""
         cfg = self.config
         periods = {
-            "retention": int(_cfg(cfg, "log_retention_check_interval_ms", 300_000)),
-            "hw_checkpoint": int(_cfg(cfg, "replica_high_watermark_checkpoint_interval_ms", 5000)),
+            "retention": int(setting(cfg, "log_retention_check_interval_ms", 300_000)),
+            "hw_checkpoint": int(
+                setting(cfg, "replica_high_watermark_checkpoint_interval_ms", 5000)
+            ),
             "recovery_checkpoint": 60_000,
             "flush_due": 100,
             "offline_check": 100,
@@ -524,7 +514,7 @@ class BrokerNode:
             self.replica_manager.delete_strays(self.publisher.image)
 
     def _lag_time_ms(self) -> int:
-        return int(_cfg(self.config, "replica_lag_time_max_ms", 30_000))
+        return int(setting(self.config, "replica_lag_time_max_ms", 30_000))
 
     def _flush_due(self) -> None:
         if not self.log_config.flush_on_ack:
@@ -542,7 +532,7 @@ class BrokerNode:
             return
         self._controlled_shutdown_done = True
         if self.fatal_error is None:  # (a failed controller cannot move leadership)
-            timeout_ms = int(_cfg(self.config, "controlled_shutdown_timeout_ms", 4000))
+            timeout_ms = int(setting(self.config, "controlled_shutdown_timeout_ms", 4000))
             self.lifecycle.controlled_shutdown(timeout_ms / 1000)
 
     def shutdown(self) -> None:

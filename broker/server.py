@@ -40,6 +40,7 @@ from broker.io_pool import IoPool
 from broker.listeners import Listeners, parse_endpoints
 from broker.network.socket_server import NetworkSettings, SocketServer
 from broker.request_channel import RequestChannel
+from client.config.types import parse_list
 from client.errors import InconsistentClusterIdError
 from client.fsutil import make_dirs
 
@@ -77,15 +78,9 @@ class ServerSettings:
             num_io_threads=int(config.num_io_threads),
             queued_max_requests=int(config.queued_max_requests),
             node_id=int(config.node_id),
-            log_dirs=tuple(_as_list(config.log_dirs)),
+            log_dirs=parse_list(config.log_dirs),
             listeners=listeners,
         )
-
-
-def _as_list(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return [v.strip() for v in value.split(",") if v.strip()]
-    return [str(v) for v in value]
 
 
 def parse_listener(listeners: Any) -> tuple[str, int]:

@@ -55,6 +55,31 @@ async def async_wait_until(
         await asyncio.sleep(interval)
 
 
+def returns_within(fn: Callable[[], T], timeout: float, msg: str) -> T:
+    """Call `fn` on a helper thread and wait for it to return, with a deadline: its result, or
+    the exception it raised; AssertionError naming `msg` if it is still running after `timeout`
+    seconds. For "answers at once instead of waiting for its long timeout" checks: give the
+    slow path a timeout far beyond `timeout`, and `timeout` far beyond the fast path, so a hang
+    fails the test and a slow machine does not. The thread has ended when this returns."""
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = fn()
+        except BaseException as e:  # re-raised on the caller's thread
+            outcome["error"] = e
+
+    t = threading.Thread(target=run, name=f"returns-within: {msg}", daemon=True)
+    started = time.monotonic()
+    t.start()
+    wait_until(lambda: not t.is_alive(), timeout, msg)
+    t.join()
+    print(f"{msg}: {time.monotonic() - started:.3f}s")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
 def poll_n(consumer: Any, n: int, timeout: float = 10.0) -> list:
     """Poll a (blocking) Consumer until it has returned `n` records; fails after `timeout` s."""
     out: list = []

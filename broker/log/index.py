@@ -84,6 +84,11 @@ class _IndexFile:
         self._written = len(keys)
         return True
 
+    def _strictly_increasing(self) -> bool:
+        """Keys and values both grow from entry to entry (what both index kinds require)."""
+        keys, values = self._keys, self._values
+        return all(keys[i] > keys[i - 1] and values[i] > values[i - 1] for i in range(1, len(keys)))
+
     def __len__(self) -> int:
         return len(self._keys)
 
@@ -151,12 +156,9 @@ class OffsetIndex(_IndexFile):
 
     def load(self, segment_size: int) -> bool:
         """Load and sanity-check against the segment size; False when it must be rebuilt."""
-        if not self._load():
+        if not self._load() or not self._strictly_increasing():
             return False
-        keys, values = self._keys, self._values
-        for i in range(1, len(keys)):
-            if keys[i] <= keys[i - 1] or values[i] <= values[i - 1]:
-                return False
+        values = self._values
         return not values or values[-1] < segment_size
 
     def append(self, offset: int, position: int) -> None:
@@ -195,12 +197,9 @@ class TimeIndex(_IndexFile):
 
     def load(self, next_offset: int) -> bool:
         """Load and sanity-check against the segment's next offset; False when it must be rebuilt."""
-        if not self._load():
+        if not self._load() or not self._strictly_increasing():
             return False
-        keys, values = self._keys, self._values
-        for i in range(1, len(keys)):
-            if keys[i] <= keys[i - 1] or values[i] <= values[i - 1]:
-                return False
+        values = self._values
         return not values or self.base_offset + values[-1] < next_offset
 
     @property

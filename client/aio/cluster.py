@@ -367,11 +367,9 @@ class ClusterClient:
     def _connected_or_failed(self, node_id: int, _task: asyncio.Task) -> None:
         self._connecting.pop(node_id, None)
 
-    async def _open(self, node_id: int, host: str, port: int) -> BrokerConnection:
-        wait = self._backoff_until.get(node_id, 0) - time.monotonic()
-        if wait > 0:
-            await asyncio.sleep(wait)
-        conn = BrokerConnection(
+    def _new_connection(self, host: str, port: int, node_id: int = -1) -> BrokerConnection:
+        """A connection (not yet connected) with this client's settings; node_id -1: bootstrap."""
+        return BrokerConnection(
             host,
             port,
             node_id=node_id,
@@ -381,6 +379,12 @@ class ClusterClient:
             connect_timeout_ms=self.config.socket_connection_setup_timeout_ms,
             max_frame_bytes=self.config.max_response_bytes,
         )
+
+    async def _open(self, node_id: int, host: str, port: int) -> BrokerConnection:
+        wait = self._backoff_until.get(node_id, 0) - time.monotonic()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        conn = self._new_connection(host, port, node_id)
         try:
             await conn.connect()
         except GregorError:
@@ -416,16 +420,7 @@ class ClusterClient:
             b = self.metadata.brokers.get(node_id)
             if b is None:
                 raise ConnectionFailedError(f"broker {node_id} is not in the cluster metadata")
-            conn = BrokerConnection(
-                b.host,
-                b.port,
-                node_id=node_id,
-                client_id=self.config.client_id,
-                max_in_flight=self.config.max_in_flight_requests_per_connection,
-                request_timeout_ms=self.config.request_timeout_ms,
-                connect_timeout_ms=self.config.socket_connection_setup_timeout_ms,
-                max_frame_bytes=self.config.max_response_bytes,
-            )
+            conn = self._new_connection(b.host, b.port, node_id)
             await conn.connect()
             if self._closed:
                 conn.close()
@@ -455,15 +450,7 @@ class ClusterClient:
             except ConnectionFailedError as exc:
                 errors.append(str(exc))
         for host, port in self._bootstrap:
-            conn = BrokerConnection(
-                host,
-                port,
-                client_id=self.config.client_id,
-                max_in_flight=self.config.max_in_flight_requests_per_connection,
-                request_timeout_ms=self.config.request_timeout_ms,
-                connect_timeout_ms=self.config.socket_connection_setup_timeout_ms,
-                max_frame_bytes=self.config.max_response_bytes,
-            )
+            conn = self._new_connection(host, port)
             try:
                 await conn.connect()
             except ConnectionFailedError as exc:

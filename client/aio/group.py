@@ -492,6 +492,11 @@ class GroupMember:
         and let background commits finish (each ends by request.timeout.ms), so no task of
         this member is left pending."""
         self._left = True
+        await self._stop_tasks()
+
+    async def _stop_tasks(self) -> None:
+        """Cancel the heartbeat task and wait for background commits (each ends by
+        request.timeout.ms), so no task of this member is left pending."""
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
@@ -523,12 +528,7 @@ class GroupMember:
         a group.instance.id, are kept for this instance until its session timeout (-2)."""
         self._left = True
         self._hb_now.set()
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
-        if self._commits:
-            await asyncio.gather(*self._commits, return_exceptions=True)
+        await self._stop_tasks()
         self.owned.clear()
         self.target = None
         self.fetcher.assign([])

@@ -16,6 +16,7 @@ from client.config.loader import (
     load_config,
     parse_override_args,
     read_yaml,
+    setting,
 )
 from client.config.registry import REGISTRY, Registry
 
@@ -34,4 +35,5 @@ __all__ = [
     "load_config",
     "parse_override_args",
     "read_yaml",
+    "setting",
 ]

@@ -113,6 +113,17 @@ def read_yaml(path: str | os.PathLike[str]) -> dict[str, Any]:
     return _flatten(data, f"config file {path}")
 
 
+def setting(config: Any, attr: str, default: Any) -> Any:
+    """`config.<attr>`, or `default` when the config has no such setting or it is None: for
+    code that takes a Config or a plain namespace (tests, embedded defaults) where a key may be
+    absent for its role."""
+    try:
+        value = getattr(config, attr)
+    except (AttributeError, KeyError):
+        return default
+    return default if value is None else value
+
+
 class Config(Mapping[str, Any]):
     """Typed, immutable settings of one component: `cfg.log_segment_bytes` or
     `cfg["log.segment.bytes"]` (aliases work both ways). Iterates over dotted names."""

@@ -27,6 +27,7 @@ atomically) and `read()` of an offset below `log_start_offset()` raises OffsetOu
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 import struct
@@ -35,7 +36,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 
 from client.errors import OffsetOutOfRangeError, StorageError
-from client.fsutil import fsync_dir, make_dirs
+from client.fsutil import make_dirs, write_atomic
 from client.records.crc import crc32c
 
 _log = logging.getLogger(__name__)
@@ -107,6 +108,82 @@ def notify_listeners(listeners: list[Listener], batch: list[tuple[int, bytes]]) 
             _log.exception("metadata log listener %r failed", listener)
 
 
+class CommittedRecords:
+    """The bookkeeping every in-memory metadata log shares: the committed records held in
+    memory (contiguous offsets from `start`), the newest snapshot, and the listeners. Its owner
+    (LocalMetadataLog, RemoteMetadataLog) decides when records commit and where snapshots are
+    stored; this object keeps them consistent under `lock`, which the owner also takes for its
+    own state (an RLock: any thread may call any method, nested calls are fine)."""
+
+    def __init__(self, max_records: int) -> None:
+        self.lock = threading.RLock()
+        self.max_records = max_records
+        self.entries: list[tuple[int, bytes]] = []
+        self.start = 0
+        self.snapshot: tuple[int, bytes] | None = None
+        self._listeners: list[Listener] = []
+
+    def add_listener(self, listener: Listener) -> None:
+        with self.lock:
+            self._listeners.append(listener)
+
+    def remove_listener(self, listener: Listener) -> None:
+        with self.lock:
+            self._listeners.remove(listener)
+
+    def last_offset(self) -> int:
+        """Offset of the last record held (start - 1 when none)."""
+        with self.lock:
+            return self.entries[-1][0] if self.entries else self.start - 1
+
+    def check_room(self, count: int) -> None:
+        """StorageError when `count` more records would pass the in-memory bound."""
+        with self.lock:
+            if len(self.entries) + count > self.max_records:
+                raise StorageError(
+                    f"metadata log holds {len(self.entries)} records in memory; take a snapshot"
+                )
+
+    def commit(self, batch: list[tuple[int, bytes]]) -> None:
+        """Hold `batch` (the next offsets, in order) and tell the listeners."""
+        with self.lock:
+            self.check_room(len(batch))
+            self.entries.extend(batch)
+            notify_listeners(self._listeners, batch)
+
+    def read(self, from_offset: int, max_records: int) -> list[tuple[int, bytes]]:
+        with self.lock:
+            if from_offset < self.start:
+                raise OffsetOutOfRangeError(
+                    f"offset {from_offset} is below the log start {self.start}; load the snapshot"
+                )
+            i = bisect.bisect_left(self.entries, (from_offset,))  # first offset >= from_offset
+            return self.entries[i : i + max_records]
+
+    def is_newer_snapshot(self, offset: int) -> bool:
+        with self.lock:
+            return self.snapshot is None or offset > self.snapshot[0]
+
+    def entries_after(self, offset: int) -> list[tuple[int, bytes]]:
+        with self.lock:
+            return [e for e in self.entries if e[0] > offset]
+
+    def install_snapshot(self, offset: int, data: bytes) -> tuple[int, bytes] | None:
+        """Take (offset, data) as the newest snapshot and drop the records it covers; returns
+        the snapshot it replaces."""
+        with self.lock:
+            old = self.snapshot
+            self.snapshot = (offset, data)
+            self.entries = self.entries_after(offset)
+            self.start = offset + 1
+            return old
+
+    def reset(self) -> None:
+        """Tell the listeners the log was reset to a newer snapshot (an empty batch)."""
+        with self.lock:
+            notify_listeners(self._listeners, [])
+
+
 def _encode_entry(offset: int, payload: bytes) -> bytes:
     body = struct.pack(">q", offset) + payload
     return _HDR.pack(4 + len(body), crc32c(body), offset) + payload
@@ -115,13 +192,12 @@ def _encode_entry(offset: int, payload: bytes) -> bytes:
 class LocalMetadataLog(MetadataLog):
     def __init__(self, directory: str, max_records_in_memory: int = 1_000_000) -> None:
         self._dir = directory
-        self._lock = threading.RLock()
-        self._listeners: list[Listener] = []
-        self._max_records = max_records_in_memory
+        self._records = CommittedRecords(max_records_in_memory)
+        self._lock = self._records.lock
         make_dirs(directory)
-        self._snapshot: tuple[int, bytes] | None = self._load_snapshot()
-        self._start = self._snapshot[0] + 1 if self._snapshot else 0
-        self._entries: list[tuple[int, bytes]] = []
+        snapshot = self._load_snapshot()
+        if snapshot is not None:
+            self._records.install_snapshot(*snapshot)
         self._path = os.path.join(directory, LOG_FILE)
         self._recover()
         self._f = open(self._path, "ab")  # noqa: SIM115 - owned until close()
@@ -147,6 +223,8 @@ class LocalMetadataLog(MetadataLog):
             return
         with open(self._path, "rb") as f:
             data = f.read()
+        records = self._records
+        entries: list[tuple[int, bytes]] = []
         pos = 0
         expected = None
         while pos < len(data):
@@ -162,8 +240,8 @@ class LocalMetadataLog(MetadataLog):
             if expected is not None and offset != expected:
                 break
             expected = offset + 1
-            if offset >= self._start:
-                self._entries.append((offset, bytes(data[pos + 16 : end])))
+            if offset >= records.start:
+                entries.append((offset, bytes(data[pos + 16 : end])))
             pos = end
         if pos < len(data):
             _log.warning(
@@ -176,13 +254,14 @@ class LocalMetadataLog(MetadataLog):
                 f.truncate(pos)
                 f.flush()
                 os.fsync(f.fileno())
-        if self._entries and self._entries[0][0] != self._start:
-            if self._entries[0][0] < self._start or self._snapshot is not None:
+        if entries and entries[0][0] != records.start:
+            if entries[0][0] < records.start or records.snapshot is not None:
                 raise StorageError(
-                    f"metadata log {self._path}: first offset {self._entries[0][0]} "
-                    f"does not follow snapshot start {self._start}"
+                    f"metadata log {self._path}: first offset {entries[0][0]} "
+                    f"does not follow snapshot start {records.start}"
                 )
-            self._start = self._entries[0][0]
+            records.start = entries[0][0]
+        records.entries = entries  # no listeners yet: nothing to tell
 
     # -- MetadataLog -----------------------------------------------------------------------------
     def append(self, records: list[bytes]) -> int:
@@ -191,10 +270,7 @@ class LocalMetadataLog(MetadataLog):
         with self._lock:
             if self._closed:
                 raise StorageError("metadata log is closed")
-            if len(self._entries) + len(records) > self._max_records:
-                raise StorageError(
-                    f"metadata log holds {len(self._entries)} records in memory; take a snapshot"
-                )
+            self._records.check_room(len(records))
             first = self.end_offset() + 1
             batch = [(first + i, bytes(r)) for i, r in enumerate(records)]
             buf = b"".join(_encode_entry(o, p) for o, p in batch)
@@ -206,8 +282,7 @@ class LocalMetadataLog(MetadataLog):
             except OSError as e:
                 self._undo_partial_write(size, e)
                 raise StorageError(f"metadata log {self._path}: {e}") from e
-            self._entries.extend(batch)
-            notify_listeners(self._listeners, batch)
+            self._records.commit(batch)
             return batch[-1][0]
 
     def _undo_partial_write(self, size: int, cause: OSError) -> None:
@@ -244,65 +319,42 @@ class LocalMetadataLog(MetadataLog):
         return self.end_offset()
 
     def end_offset(self) -> int:
-        with self._lock:
-            return self._entries[-1][0] if self._entries else self._start - 1
+        return self._records.last_offset()
 
     def read(self, from_offset: int, max_records: int = 10_000) -> list[tuple[int, bytes]]:
-        with self._lock:
-            if from_offset < self._start:
-                raise OffsetOutOfRangeError(
-                    f"offset {from_offset} is below the log start {self._start}; load the snapshot"
-                )
-            i = from_offset - self._start
-            return self._entries[i : i + max_records]
+        return self._records.read(from_offset, max_records)
 
     def add_listener(self, listener: Listener) -> None:
-        with self._lock:
-            self._listeners.append(listener)
+        self._records.add_listener(listener)
 
     def remove_listener(self, listener: Listener) -> None:
-        with self._lock:
-            self._listeners.remove(listener)
+        self._records.remove_listener(listener)
 
     def log_start_offset(self) -> int:
         with self._lock:
-            return self._start
+            return self._records.start
 
     def latest_snapshot(self) -> tuple[int, bytes] | None:
         with self._lock:
-            return self._snapshot
+            return self._records.snapshot
 
     def write_snapshot(self, offset: int, data: bytes) -> None:
         with self._lock:
             if offset > self.end_offset():
                 raise ValueError(f"snapshot offset {offset} beyond log end {self.end_offset()}")
-            if self._snapshot and offset <= self._snapshot[0]:
+            if not self._records.is_newer_snapshot(offset):
                 return
-            name = os.path.join(self._dir, f"snapshot-{offset:020d}.bin")
-            tmp = name + ".tmp"
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, name)
+            write_atomic(os.path.join(self._dir, f"snapshot-{offset:020d}.bin"), data)
             # Rewrite the log without the records the snapshot covers.
-            keep = [(o, p) for o, p in self._entries if o > offset]
-            tmp_log = self._path + ".tmp"
-            with open(tmp_log, "wb") as f:
-                f.write(b"".join(_encode_entry(o, p) for o, p in keep))
-                f.flush()
-                os.fsync(f.fileno())
-            self._f.close()
+            keep = self._records.entries_after(offset)
             try:
-                os.replace(tmp_log, self._path)
-                fsync_dir(self._dir)
+                write_atomic(self._path, b"".join(_encode_entry(o, p) for o, p in keep))
             finally:
-                # the old file if the rename failed (still valid: the snapshot covers a prefix)
+                # the new file, or the old one if the rename failed (still valid: the snapshot
+                # covers a prefix of it)
+                self._f.close()
                 self._f = open(self._path, "ab")  # noqa: SIM115
-            old = self._snapshot
-            self._snapshot = (offset, data)
-            self._entries = keep
-            self._start = offset + 1
+            old = self._records.install_snapshot(offset, data)
             if old is not None:
                 os.unlink(os.path.join(self._dir, f"snapshot-{old[0]:020d}.bin"))
 

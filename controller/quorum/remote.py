@@ -36,12 +36,11 @@ from client.errors import (
     GregorTimeoutError,
     InconsistentClusterIdError,
     NotControllerError,
-    OffsetOutOfRangeError,
     error_for_code,
 )
 from client.protocol.api_keys import ApiKey
 from client.protocol.apis.admin import flatten_election_results, group_partitions
-from controller.quorum.log import Listener, MetadataLog, notify_listeners
+from controller.quorum.log import CommittedRecords, Listener, MetadataLog
 from controller.quorum.network import parse_voters, request
 
 _log = logging.getLogger(__name__)
@@ -419,12 +418,9 @@ class RemoteMetadataLog(MetadataLog):
         self.max_records = max_records
         self.max_records_in_memory = max_records_in_memory
         self.client_id = client_id
-        self._lock = threading.RLock()
-        self._listeners: list[Listener] = []
-        self._entries: list[tuple[int, bytes]] = []
-        self._start = 0
+        self._records = CommittedRecords(max_records_in_memory)
+        self._lock = self._records.lock
         self._committed = -1
-        self._snapshot: tuple[int, bytes] | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="metadata-fetcher", daemon=True)
         self.fetches = 0
@@ -451,8 +447,7 @@ class RemoteMetadataLog(MetadataLog):
     def _fetch_once(self) -> int:
         nid, (host, port) = self.tracker.target()
         with self._lock:
-            position = self._entries[-1][0] + 1 if self._entries else self._start
-            position = max(position, self._committed + 1)
+            position = max(self._records.last_offset(), self._committed) + 1
         try:
             resp = request(
                 host,
@@ -480,11 +475,9 @@ class RemoteMetadataLog(MetadataLog):
         if code == ErrorCode.OFFSET_OUT_OF_RANGE and resp.get("snapshot") is not None:
             with self._lock:
                 off = resp["snapshot_offset"]
-                self._snapshot = (off, resp["snapshot"])
-                self._entries = [e for e in self._entries if e[0] > off]
-                self._start = off + 1
+                self._records.install_snapshot(off, resp["snapshot"])
                 self._committed = max(self._committed, off)
-                notify_listeners(self._listeners, [])
+                self._records.reset()
             return 1
         if code != 0:
             _log.warning("MetadataFetch from controller %d: error %d", nid, code)
@@ -492,14 +485,12 @@ class RemoteMetadataLog(MetadataLog):
         records = [(r["offset"], r["record"]) for r in resp["records"]]
         with self._lock:
             if records:
-                if len(self._entries) + len(records) > self.max_records_in_memory:
-                    raise RuntimeError("observer metadata log is full; take a snapshot (loader)")
-                self._entries.extend(records)
+                self._records.check_room(len(records))
                 self._committed = records[-1][0]
             if len(records) < self.max_records:
                 self._committed = max(self._committed, resp["high_watermark"] - 1)
-            if records:
-                notify_listeners(self._listeners, records)
+            if records:  # listeners see the new committed offset
+                self._records.commit(records)
         return len(records)
 
     # -- MetadataLog ---------------------------------------------------------------------------
@@ -517,38 +508,23 @@ class RemoteMetadataLog(MetadataLog):
         return self.committed_offset()
 
     def read(self, from_offset: int, max_records: int = 10_000) -> list[tuple[int, bytes]]:
-        with self._lock:
-            if from_offset < self._start:
-                raise OffsetOutOfRangeError(f"offset {from_offset} below log start {self._start}")
-            lo, hi = 0, len(self._entries)
-            while lo < hi:  # first entry with offset >= from_offset
-                mid = (lo + hi) // 2
-                if self._entries[mid][0] < from_offset:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            return self._entries[lo : lo + max_records]
+        return self._records.read(from_offset, max_records)
 
     def add_listener(self, listener: Listener) -> None:
-        with self._lock:
-            self._listeners.append(listener)
+        self._records.add_listener(listener)
 
     def remove_listener(self, listener: Listener) -> None:
-        with self._lock:
-            self._listeners.remove(listener)
+        self._records.remove_listener(listener)
 
     def log_start_offset(self) -> int:
         with self._lock:
-            return self._start
+            return self._records.start
 
     def latest_snapshot(self) -> tuple[int, bytes] | None:
         with self._lock:
-            return self._snapshot
+            return self._records.snapshot
 
     def write_snapshot(self, offset: int, data: bytes) -> None:
         with self._lock:
-            if self._snapshot and offset <= self._snapshot[0]:
-                return
-            self._snapshot = (offset, data)
-            self._entries = [e for e in self._entries if e[0] > offset]
-            self._start = offset + 1
+            if self._records.is_newer_snapshot(offset):
+                self._records.install_snapshot(offset, data)

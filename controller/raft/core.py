@@ -431,11 +431,13 @@ class RaftNode(LeaderMixin):
     def _campaign(self, transfer: bool) -> None:
         if self.pre_vote and not transfer:
             self._become_pre_candidate()
-            term = self.term + 1
+            self._request_votes(self.term + 1, pre_vote=True, transfer=False)
         else:
             self._become_candidate()
-            term = self.term
-        pre = self.role is Role.PRE_CANDIDATE
+            self._request_votes(self.term, pre_vote=False, transfer=transfer)
+
+    def _request_votes(self, term: int, pre_vote: bool, transfer: bool) -> None:
+        """Vote for ourselves, then ask every other voter (unless that vote decides it)."""
         self.votes = {self.id: True}
         if self._tally():
             return
@@ -447,7 +449,7 @@ class RaftNode(LeaderMixin):
                     term,
                     last_log_index=self.log.last_index,
                     last_log_term=self.log.last_term,
-                    pre_vote=pre,
+                    pre_vote=pre_vote,
                     transfer=transfer,
                 )
             )
@@ -468,19 +470,7 @@ class RaftNode(LeaderMixin):
 
     def _become_candidate_and_request(self) -> None:
         self._become_candidate()
-        self.votes = {self.id: True}
-        if self._tally():
-            return
-        for v in sorted(self.voters - {self.id}):
-            self._send(
-                VoteRequest(
-                    v,
-                    self.id,
-                    self.term,
-                    last_log_index=self.log.last_index,
-                    last_log_term=self.log.last_term,
-                )
-            )
+        self._request_votes(self.term, pre_vote=False, transfer=False)
 
     def _handle_vote_request(self, m: VoteRequest) -> None:
         can_vote = (

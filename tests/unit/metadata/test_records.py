@@ -91,9 +91,12 @@ def test_bad_input(bad):
 @given(st.binary(max_size=64))
 def test_garbage_never_crashes(data):
     try:
-        decode_record(data)
+        record = decode_record(data)
     except CorruptRecordError:
-        pass
+        return
+    # whatever is accepted is a known record that encodes back to a record of the same value
+    assert type(record) in RECORD_TYPES.values()
+    assert decode_record(encode_record(record)) == record
 
 
 def test_encode_rejects_non_records():

@@ -159,7 +159,13 @@ def test_a_listener_that_is_not_plaintext_is_refused(
     ],
 )
 def test_plaintext_listeners_named_or_mapped_are_accepted(overrides: dict[str, str]) -> None:
-    Listeners.from_config(load_config("broker", None, {}, overrides))
+    listeners = Listeners.from_config(load_config("broker", None, {}, overrides))
+    expected = [
+        f"{name.upper()}://{address}"
+        for name, _, address in (i.partition("://") for i in overrides["listeners"].split(","))
+    ]
+    assert [str(e) for e in listeners.bind] == expected
+    assert listeners.inter_broker == listeners.bind[0].name
 
 
 def test_a_malformed_protocol_map_is_refused_by_the_loader() -> None:

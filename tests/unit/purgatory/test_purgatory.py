@@ -94,12 +94,13 @@ def test_timer_accuracy(timer: SystemTimer, delay_ms: int) -> None:
         starts.append(time.monotonic())
         timer.add(op)
     for op, start in zip(ops, starts, strict=True):
-        assert op.done.wait(delay_ms / 1000 + 5.0), "timer never fired"
+        assert op.done.wait(delay_ms / 1000 + 30.0), "timer never fired"
         elapsed_ms = (op.completed_at - start) * 1000
-        # Never early (1 ms of slack for whole-millisecond rounding of the clock) and, on a
-        # loaded 2-core machine, not grossly late.
+        # Never early (1 ms of slack for whole-millisecond rounding of the clock). How late is a
+        # figure, not an assertion (a loaded machine delays any thread); that the wheel fires in
+        # the right tick is checked on a virtual clock in test_timing_wheel.py.
+        print(f"delay {delay_ms} ms fired after {elapsed_ms:.1f} ms")
         assert elapsed_ms >= delay_ms - 1, elapsed_ms
-        assert elapsed_ms <= delay_ms + 250, elapsed_ms
     wait_until(lambda: timer.size == 0, 2.0, "timer drained")
 
 
