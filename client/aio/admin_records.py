@@ -3,12 +3,13 @@
 
 Offset -1 means the partition's high watermark. The answer for a partition is its low
 watermark: the log start offset every in-sync replica has reached (>= the offset asked).
-A partition's leader moving (NOT_LEADER_OR_FOLLOWER, connection loss) is retried against the
-new leader until `timeout_ms`; any other per-partition error raises its exception class naming
-the partition (OffsetOutOfRangeError for an offset above the high watermark,
-PolicyViolationError for a compacted-only topic, UnknownTopicOrPartitionError, and
-RequestTimedOutError when the replicas did not follow in time: the leader's log start has
-moved all the same).
+A partition's leader moving (NOT_LEADER_OR_FOLLOWER, connection loss, a leader that has not
+applied the topic yet) is retried against the new leader, with fresh metadata, until
+`timeout_ms`; a partition the metadata does not know raises UnknownTopicOrPartitionError at
+once; any other per-partition error raises its exception class naming the partition
+(OffsetOutOfRangeError for an offset above the high watermark, PolicyViolationError for a
+compacted-only topic, RequestTimedOutError when the replicas did not follow in time: the
+leader's log start has moved all the same).
 
 Loop-owned: runs on the admin's event loop.
 """
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 
 # per-partition codes that mean "ask the (new) leader again"
 _RETRY = {
+    int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),  # a leader that has not applied the topic yet
     int(ErrorCode.NOT_LEADER_OR_FOLLOWER),
     int(ErrorCode.LEADER_NOT_AVAILABLE),
     int(ErrorCode.KAFKA_STORAGE_ERROR),
@@ -60,13 +62,15 @@ async def delete_records(
     pending = check_offsets(offsets)
     out: dict[TopicPartition, int] = {}
     deadline = time.monotonic() + timeout_ms / 1000
-    md = await cluster.fetch_topics({tp.topic for tp in pending})
-    for tp in pending:
-        parts = md.partitions_for(tp.topic)
-        if parts is None or tp.partition not in parts:
-            raise UnknownTopicOrPartitionError(f"DeleteRecords: unknown partition {tp}")
     last: BaseException | None = None
     while pending:
+        md = await cluster.fetch_topics({tp.topic for tp in pending})
+        for tp in pending:
+            parts = md.partitions_for(tp.topic)
+            if parts is None or tp.partition not in parts:
+                raise UnknownTopicOrPartitionError(
+                    f"DeleteRecords: unknown partition {tp.topic}-{tp.partition}"
+                )
         by_node: dict[int, dict[str, list[dict]]] = {}
         for tp, offset in pending.items():
             leader = md.leader_for(tp)
@@ -108,7 +112,5 @@ async def delete_records(
                     f"DeleteRecords for {sorted(pending)} timed out"
                     + (f" (last error: {last})" if last else "")
                 )
-            cluster.request_update()
             await asyncio.sleep(backoff_ms / 1000)
-            md = await cluster.fetch_topics({tp.topic for tp in pending})
     return out
