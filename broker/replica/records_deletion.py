@@ -19,7 +19,6 @@ the purgatory's reaper).
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -31,8 +30,6 @@ from client.errors import BrokerResponseError, ErrorCode, StorageError
 
 if TYPE_CHECKING:
     from broker.replica.manager import ReplicaSettings
-
-_log = logging.getLogger("broker.replica.manager")
 
 TopicPartition = tuple[str, int]
 HIGH_WATERMARK = -1  # the offset meaning "up to the high watermark"
