@@ -122,7 +122,13 @@ FETCH = register(
                         Field("partition_max_bytes", INT32, default=DEFAULT_PARTITION_MAX_BYTES),
                         Field("current_leader_epoch", INT32, default=-1),
                         Field("last_fetched_epoch", INT32, default=-1),
-                        Field("log_start_offset", INT64, default=-1, doc="followers only"),
+                        Field(
+                            "log_start_offset",
+                            INT64,
+                            default=-1,
+                            doc="followers only: their log start offset (a DeleteRecords "
+                            "waits until every ISR member's reached its offset)",
+                        ),
                         name="FetchPartition",
                     ),
                     "Fetch",
@@ -165,7 +171,13 @@ FETCH = register(
                         Field("error_code", INT16),
                         Field("high_watermark", INT64, default=-1),
                         Field("last_stable_offset", INT64, default=-1),
-                        Field("log_start_offset", INT64, default=-1),
+                        Field(
+                            "log_start_offset",
+                            INT64,
+                            default=-1,
+                            doc="the leader's; a follower moves its own up to it (never past "
+                            "its log end)",
+                        ),
                         Field("records", BYTES, default=b"", doc="record batches, maybe partial"),
                         Field(
                             "diverging_epoch",
