@@ -184,14 +184,16 @@ class Partition:
             return self._advance_locked()
 
     def update_follower_log_start(self, replica_id: int, log_start_offset: int) -> bool:
-        """Record the log start offset a follower's fetch reported; True when it moved up
-        (a DeleteRecords waiting on the low watermark may complete)."""
+        """Record the log start offset a follower's fetch reported (as reported: a follower
+        that restarted its log lower says so); True when it moved up (a DeleteRecords waiting
+        on the low watermark may complete)."""
         with self._lock:
             st = self.followers.get(replica_id)
-            if st is None or log_start_offset <= st.log_start_offset:
+            if st is None or log_start_offset < 0 or log_start_offset == st.log_start_offset:
                 return False
+            up = log_start_offset > st.log_start_offset
             st.log_start_offset = log_start_offset
-            return True
+            return up
 
     def low_watermark(self) -> int:
         """Leader: the smallest log start offset over the ISR (Kafka's low watermark; a

@@ -179,3 +179,14 @@ def test_a_follower_follows_the_leaders_log_start_up_to_its_own_end(h):
     assert part.log.log_start_offset == 3
     apply_fetched(part, {**entry, "log_start_offset": 50})  # ahead of what it holds
     assert part.log.log_start_offset == 8 == part.log.end_offset
+
+
+def test_the_leader_keeps_each_followers_log_start_as_reported(h):
+    part = h.rm.get_partition("t", 0)
+    assert part.update_follower_log_start(2, 5) is True  # moved up: may complete a delete
+    assert part.update_follower_log_start(2, 5) is False
+    assert part.update_follower_log_start(2, -1) is False  # not reported: kept
+    assert part.followers[2].log_start_offset == 5
+    assert part.update_follower_log_start(2, 3) is False  # its log restarted lower
+    assert part.followers[2].log_start_offset == 3
+    assert part.update_follower_log_start(9, 5) is False  # not a replica
