@@ -347,6 +347,8 @@ class ReplicaManager(MetadataApplier, OffsetQueries, SessionFetches, RecordsDele
             end = log.end_offset if limit is None else limit
             if spec.fetch_offset < log.log_start_offset or spec.fetch_offset > log.end_offset:
                 return True  # OFFSET_OUT_OF_RANGE is an answer
+            if params.is_follower and 0 <= spec.log_start_offset < log.log_start_offset:
+                return True  # its log start is behind (DeleteRecords): the answer moves it
             if spec.fetch_offset >= end:
                 continue
             if params.min_bytes <= 1:

@@ -190,3 +190,17 @@ def test_the_leader_keeps_each_followers_log_start_as_reported(h):
     assert part.update_follower_log_start(2, 3) is False  # its log restarted lower
     assert part.followers[2].log_start_offset == 3
     assert part.update_follower_log_start(9, 5) is False  # not a replica
+
+
+def test_a_follower_long_polling_is_answered_when_the_log_start_moves(h):
+    _fill(h, 0, 10, followers=(2, 3))
+    got: list = []
+    woke = threading.Event()
+    spec = FetchPartitionSpec("t", 0, 10, MiB, -1, -1, 0)  # at the leader's end: nothing new
+    res = h.rm.fetch_records(
+        FetchParams(2, 120_000, 1, MiB), [spec], lambda r: (got.extend(r), woke.set())
+    )
+    assert res is None  # parked for up to two minutes
+    _delete(h, {("t", 0): 4})
+    assert woke.wait(60)  # answered by the move, not by max_wait_ms
+    assert got[0]["log_start_offset"] == 4 and got[0]["records"] == b""
