@@ -384,6 +384,13 @@ class Admin(_SyncClient):
     def list_offsets(self, query: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         return self._run(self._core.list_offsets(dict(query)))
 
+    def delete_records(
+        self, offsets: Mapping[TopicPartition, int], **kw: Any
+    ) -> dict[TopicPartition, int]:
+        """{tp: offset (-1 = high watermark)} -> {tp: low watermark} (see
+        client.aio.Admin.delete_records)."""
+        return self._run(self._core.delete_records(dict(offsets), **kw))
+
     def describe_quorum(self, **kw: Any) -> QuorumDescription:
         """The metadata quorum (see client.aio.Admin.describe_quorum)."""
         return self._run(self._core.describe_quorum(**kw))

@@ -73,6 +73,7 @@ def dispatch(request: Request, services: Any) -> None:
 import broker.handlers.alter_configs  # noqa: E402, F401
 import broker.handlers.create_partitions  # noqa: E402, F401
 import broker.handlers.create_topics  # noqa: E402, F401
+import broker.handlers.delete_records  # noqa: E402, F401
 import broker.handlers.delete_topics  # noqa: E402, F401
 import broker.handlers.describe_cluster  # noqa: E402, F401
 import broker.handlers.describe_configs  # noqa: E402, F401

@@ -45,6 +45,7 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
             max(1, int(p["partition_max_bytes"])),
             int(p["current_leader_epoch"]),
             int(p["last_fetched_epoch"]),
+            int(p["log_start_offset"]),
         )
         for t in body["topics"]
         for p in t["partitions"]

@@ -86,9 +86,18 @@ class LogRetention:
                 )
             if offset <= self._log_start_offset:
                 return self._log_start_offset
+            deleted = 0
             while len(self._segments) > 1 and self._segments[1].base_offset <= offset:
                 self._bases.pop(0)
                 self._guard(self._delete_segment_locked, self._segments.pop(0))
+                deleted += 1
+            _log.info(
+                "%s log start offset %d -> %d (delete records, %d segment(s) deleted)",
+                self._prefix,
+                self._log_start_offset,
+                offset,
+                deleted,
+            )
             self._advance_start_locked(offset)
         if self._on_lso_changed is not None:
             self._on_lso_changed(self)

@@ -10,6 +10,8 @@ DelayedFetch waits until the fetchable bytes reach min_bytes (or a partition err
 leader changes) or max_wait_ms passes, then reads and answers. Keyed by ("fetch", topic,
 partition); retried when the HW moves (consumers) or on append (followers).
 
+DelayedDeleteRecords (at the end) waits for the ISR's log start offsets (DeleteRecords).
+
 DelayedSessionFetch is a follower's fetch in an incremental fetch session (KIP-227): the
 request may name none of the session's partitions, so it is keyed by the session
 (fetch_session.session_key) and retried when any partition the session holds changes; its
@@ -162,3 +164,64 @@ class DelayedSessionFetch(DelayedOperation):
     def on_complete(self) -> None:
         m = self._manager
         self._callback(m.session_answer(self.params, self.session, self.named, self.full))
+
+
+@dataclass
+class DeleteRecordsStatus:
+    """One partition of a DeleteRecords request. `required_offset`: the offset the low
+    watermark must reach; -1 once the partition has its final answer."""
+
+    error_code: int
+    low_watermark: int = -1
+    required_offset: int = -1
+    error_message: str | None = None
+    leader_epoch: int = -1
+
+    def as_response(self, topic: str, partition: int) -> dict:
+        return {
+            "topic": topic,
+            "partition": partition,
+            "low_watermark": self.low_watermark,
+            "error_code": self.error_code,
+            "error_message": self.error_message,
+        }
+
+
+class DelayedDeleteRecords(DelayedOperation):
+    """Kafka's DelayedDeleteRecords: waits until the low watermark (the smallest log start
+    offset over the ISR) of every partition reaches its requested offset. Watched in the
+    produce purgatory under ("produce", topic, partition), so what retries produces retries
+    it (the metadata touching the partition: leader or ISR change; the HW moving), and a
+    follower reporting a higher log start offset retries that key too. On expiry the partitions still waiting answer REQUEST_TIMED_OUT (the
+    leader's log start stays moved; the followers follow at their next fetches)."""
+
+    def __init__(
+        self,
+        delay_ms: int,
+        statuses: dict[tuple[str, int], DeleteRecordsStatus],
+        check: Callable[[tuple[str, int], DeleteRecordsStatus], bool],
+        callback: Callable[[dict[tuple[str, int], DeleteRecordsStatus]], None],
+    ) -> None:
+        super().__init__(delay_ms)
+        self.statuses = statuses
+        self._check = check
+        self._callback = callback
+
+    def try_complete(self) -> bool:
+        """Under the operation's lock (safe_try_complete): one caller at a time."""
+        done = True
+        for tp, status in self.statuses.items():
+            if status.required_offset >= 0 and not self._check(tp, status):
+                done = False
+        return self.force_complete() if done else False
+
+    def on_complete(self) -> None:
+        for status in self.statuses.values():
+            if status.required_offset >= 0:
+                status.required_offset = -1
+                status.error_code = int(ErrorCode.REQUEST_TIMED_OUT)
+                status.error_message = (
+                    "not every in-sync replica moved its log start offset in time (the "
+                    f"leader's did; the low watermark is {status.low_watermark})"
+                )
+        self._callback(self.statuses)

@@ -46,6 +46,7 @@ class PartitionFetchState(NamedTuple):
     partition_max_bytes: int
     current_leader_epoch: int
     last_fetched_epoch: int
+    log_start_offset: int = -1
 
 
 @dataclass

@@ -4,6 +4,10 @@ local log (append, truncate on divergence or out-of-range), and say what to fetc
     state = fetch_position(part)            # (fetch offset, last fetched epoch)
     appended = apply_fetched(part, entry)   # bytes appended (0: nothing, or truncated)
 
+Every applied answer also moves the local log start offset up to the leader's (DeleteRecords,
+`follow_log_start`); the follower's next fetch reports its own, which the leader's
+DelayedDeleteRecords waits on.
+
 Divergence (KIP-320, docs/replication.md): the follower sends its last fetched epoch with
 every fetch; when the leader's log ends that epoch earlier than the fetch offset, or does not
 know it, the answer carries `diverging_epoch`/`diverging_end_offset` (the largest leader epoch
@@ -104,4 +108,15 @@ def apply_fetched(part: Partition, entry: dict[str, Any]) -> int:
             part.log.append_as_follower(batches)
             appended = len(batches)
     part.update_follower_high_watermark(int(entry["high_watermark"]))
+    follow_log_start(part, int(entry.get("log_start_offset", -1)))
     return appended
+
+
+def follow_log_start(part: Partition, leader_start: int) -> None:
+    """Move the local log start offset up to the leader's (DeleteRecords, the leader's
+    retention), never past the local log end: the segments wholly below go, as retention
+    deletes them. The next fetch reports the new start to the leader."""
+    log = part.log
+    target = min(leader_start, log.end_offset)
+    if target > log.log_start_offset:
+        log.delete_records_before(target)

@@ -6,6 +6,7 @@
     rm.fetch_records(params, [FetchPartitionSpec], callback)      -> list | None
     rm.list_offsets(replica_id, [(t, p, timestamp, epoch)])        -> list[dict]
     rm.offsets_for_leader_epoch([(t, p, current_epoch, epoch)])    -> list[dict]
+    rm.delete_records(timeout_ms, {(t, p): offset}, callback)      -> dict | None
     rm.on_flushed(topic, partition, flushed_offset)                 # the flushers' callback
 
 append/fetch return the answer at once, or None after parking a DelayedProduce/DelayedFetch
@@ -15,7 +16,8 @@ covers it, and the high watermark never passes the leader's flushed offset (Part
 
 Applying metadata (become leader/follower, stop, delete, failed replicas, stray logs) is in
 apply.py, the ListOffsets/OffsetForLeaderEpoch answers in offsets.py, follower fetches in
-incremental fetch sessions (KIP-227) in session_fetch.py (mixins of this class).
+incremental fetch sessions (KIP-227) in session_fetch.py, DeleteRecords in records_deletion.py
+(mixins of this class).
 
 Threads: every public method is thread-safe (I/O workers, flusher threads, the publisher).
 """
@@ -42,6 +44,7 @@ from broker.replica.delayed import (
 from broker.replica.fetch_session import FetchSessionCache
 from broker.replica.offsets import OffsetQueries
 from broker.replica.partition import Partition
+from broker.replica.records_deletion import RecordsDeletion
 from broker.replica.session_fetch import SessionFetches
 from broker.replica.specs import FetchParams, FetchPartitionSpec, ReplicaError, diverging
 from client.errors import BrokerResponseError, ErrorCode, OffsetOutOfRangeError, StorageError
@@ -71,7 +74,7 @@ class ReplicaSettings:
         )
 
 
-class ReplicaManager(MetadataApplier, OffsetQueries, SessionFetches):
+class ReplicaManager(MetadataApplier, OffsetQueries, SessionFetches, RecordsDeletion):
     def __init__(
         self,
         node_id: int,
@@ -131,7 +134,7 @@ class ReplicaManager(MetadataApplier, OffsetQueries, SessionFetches):
         self._wake_many([tp])
 
     def _wake_many(self, tps: list[TopicPartition]) -> None:
-        """Retry the produces and fetches parked on `tps`, each operation once."""
+        """Retry the produces (and DeleteRecords) and fetches parked on `tps`, each once."""
         self.produce_purgatory.check_and_complete_many([produce_key(*tp) for tp in tps])
         self._wake_fetches(tps)
 
@@ -344,6 +347,8 @@ class ReplicaManager(MetadataApplier, OffsetQueries, SessionFetches):
             end = log.end_offset if limit is None else limit
             if spec.fetch_offset < log.log_start_offset or spec.fetch_offset > log.end_offset:
                 return True  # OFFSET_OUT_OF_RANGE is an answer
+            if params.is_follower and 0 <= spec.log_start_offset < log.log_start_offset:
+                return True  # its log start is behind (DeleteRecords): the answer moves it
             if spec.fetch_offset >= end:
                 continue
             if params.min_bytes <= 1:
@@ -425,6 +430,8 @@ class ReplicaManager(MetadataApplier, OffsetQueries, SessionFetches):
             return False
         if part.update_follower(params.replica_id, spec.fetch_offset):
             self.high_watermark_moved((spec.topic, spec.partition))
+        if part.update_follower_log_start(params.replica_id, spec.log_start_offset):
+            self.follower_log_start_moved((spec.topic, spec.partition))
         proposer = self.isr_proposer
         if proposer is not None:
             new_isr = part.isr_to_expand(params.replica_id)

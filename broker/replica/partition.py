@@ -44,6 +44,7 @@ class FollowerState:
     last_caught_up_ms: int = 0
     last_fetch_leader_leo: int = -1  # the leader's log end when it last fetched
     last_fetch_ms: int = 0
+    log_start_offset: int = -1  # as its last fetch reported it (unknown until then)
 
 
 @dataclass
@@ -181,6 +182,30 @@ class Partition:
             st.last_fetch_ms = now
             st.log_end_offset = fetch_offset
             return self._advance_locked()
+
+    def update_follower_log_start(self, replica_id: int, log_start_offset: int) -> bool:
+        """Record the log start offset a follower's fetch reported (as reported: a follower
+        that restarted its log lower says so); True when it moved up (a DeleteRecords waiting
+        on the low watermark may complete)."""
+        with self._lock:
+            st = self.followers.get(replica_id)
+            if st is None or log_start_offset < 0 or log_start_offset == st.log_start_offset:
+                return False
+            up = log_start_offset > st.log_start_offset
+            st.log_start_offset = log_start_offset
+            return up
+
+    def low_watermark(self) -> int:
+        """Leader: the smallest log start offset over the ISR (Kafka's low watermark; a
+        follower that has not reported one since this leader epoch began counts as -1).
+        DeleteRecords answers once it reaches the requested offset."""
+        with self._lock:
+            low = self.log.log_start_offset
+            for r in self.isr:
+                if r != self.node_id:
+                    st = self.followers.get(r)
+                    low = min(low, st.log_start_offset if st is not None else -1)
+            return low
 
     def note_caught_up(self, replica_id: int, fetch_offset: int, at_ms: int) -> bool:
         """A follower idle in a fetch session at `fetch_offset` last fetched at `at_ms`: when

@@ -56,6 +56,7 @@ def _state(spec: FetchPartitionSpec) -> PartitionFetchState:
         spec.partition_max_bytes,
         spec.current_leader_epoch,
         spec.last_fetched_epoch,
+        spec.log_start_offset,
     )
 
 

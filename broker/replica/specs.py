@@ -17,6 +17,7 @@ class FetchPartitionSpec(NamedTuple):
     partition_max_bytes: int
     current_leader_epoch: int = -1
     last_fetched_epoch: int = -1  # followers: the epoch of the last batch they hold
+    log_start_offset: int = -1  # followers: their log start offset (DeleteRecords waits on it)
 
 
 @dataclass(frozen=True)

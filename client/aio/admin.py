@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from client.aio import admin_groups
+from client.aio import admin_groups, admin_records
 from client.aio.admin_groups import GroupDescription, GroupListing
 from client.aio.cluster import ClusterClient
 from client.aio.config import resolve_config
@@ -489,6 +489,20 @@ class Admin:
             {TopicPartition(*tp): ts for tp, ts in query.items()}
         )
         return {tp: off for tp, (off, _ts) in got.items()}
+
+    async def delete_records(
+        self, offsets: Mapping[TopicPartition, int], *, timeout_ms: int | None = None
+    ) -> dict[TopicPartition, int]:
+        """Delete every record below `offset` in each partition (Kafka's `deleteRecords`):
+        {tp: offset, -1 = the high watermark} -> {tp: low watermark}, the log start offset
+        every in-sync replica has reached. Raises the partition's error: OffsetOutOfRangeError
+        (offset above the high watermark), PolicyViolationError (cleanup.policy=compact),
+        UnknownTopicOrPartitionError, RequestTimedOutError (the replicas did not all follow
+        within `timeout_ms`; the leader's log start has moved). See client/aio/admin_records.py."""
+        self._check_open()
+        return await admin_records.delete_records(
+            self._cluster, offsets, self._timeout(timeout_ms), self.config.retry_backoff_ms
+        )
 
     async def incremental_alter_configs(
         self,

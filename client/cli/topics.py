@@ -1,4 +1,4 @@
-"""`gregor topics create|list|describe|alter|delete|elect-leaders`."""
+"""`gregor topics create|list|describe|alter|delete|elect-leaders|delete-records`."""
 
 from __future__ import annotations
 
@@ -91,6 +91,42 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_bootstrap(e)
     e.set_defaults(func=_elect_leaders)
+
+    dr = sub.add_parser(
+        "delete-records",
+        help="delete the records below an offset (move the log start offset)",
+        description="Move partitions' log start offset (Kafka's kafka-delete-records): the "
+        "records below it are gone for every consumer, on every replica. Either TOPIC with "
+        "--partition and --offset, or --offset-json-file. Prints each partition's low "
+        "watermark (the new log start offset).",
+    )
+    dr.add_argument("topic", nargs="?", help="the topic (with --partition and --offset)")
+    dr.add_argument(
+        "--partition",
+        type=int,
+        action="append",
+        default=[],
+        help="a partition of TOPIC (repeatable)",
+    )
+    dr.add_argument(
+        "--offset",
+        type=int,
+        help="delete every record below this offset; -1 means the high watermark (everything"
+        " acknowledged so far)",
+    )
+    dr.add_argument(
+        "--offset-json-file",
+        metavar="FILE",
+        help='Kafka\'s format: {"partitions": [{"topic": "t", "partition": 0, "offset": 3}],'
+        ' "version": 1}',
+    )
+    dr.add_argument(
+        "--timeout-ms",
+        type=int,
+        help="how long to wait for every in-sync replica (default: request.timeout.ms)",
+    )
+    add_bootstrap(dr)
+    dr.set_defaults(func=_delete_records)
 
     rm = sub.add_parser("delete", help="delete a topic")
     rm.add_argument("name", help="the topic to delete")
@@ -260,4 +296,66 @@ def _delete(args: argparse.Namespace) -> int:
                 raise
             return 0
     print(f"Deleted topic {args.name}.")
+    return 0
+
+
+def read_offset_json(path: str) -> dict[tuple[str, int], int]:
+    """Kafka's --offset-json-file: {"partitions": [{"topic", "partition", "offset"}, ...]}."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except OSError as exc:
+        raise CommandError(f"--offset-json-file {path}: {exc.strerror or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise CommandError(f"--offset-json-file {path}: not JSON ({exc})") from None
+    entries = doc.get("partitions") if isinstance(doc, dict) else None
+    if not isinstance(entries, list) or not entries:
+        raise CommandError(
+            f'--offset-json-file {path}: expected {{"partitions": [{{"topic": ..., '
+            '"partition": ..., "offset": ...}, ...]}'
+        )
+    out: dict[tuple[str, int], int] = {}
+    for i, e in enumerate(entries):
+        ok = (
+            isinstance(e, dict)
+            and isinstance(e.get("topic"), str)
+            and all(
+                isinstance(e.get(k), int) and not isinstance(e.get(k), bool)
+                for k in ("partition", "offset")
+            )
+        )
+        if not ok:
+            raise CommandError(
+                f"--offset-json-file {path}: partitions[{i}] needs a string topic and integer "
+                f"partition and offset, got {e!r}"
+            )
+        key = (e["topic"], e["partition"])
+        if key in out:
+            raise CommandError(f"--offset-json-file {path}: {key[0]}-{key[1]} is named twice")
+        out[key] = e["offset"]
+    return out
+
+
+@reports_errors
+def _delete_records(args: argparse.Namespace) -> int:
+    from client import TopicPartition
+
+    if args.offset_json_file is not None:
+        if args.topic or args.partition or args.offset is not None:
+            raise CommandError("--offset-json-file replaces TOPIC, --partition and --offset")
+        wanted = read_offset_json(args.offset_json_file)
+    else:
+        if not args.topic or not args.partition or args.offset is None:
+            raise CommandError("give TOPIC --partition P --offset O (or --offset-json-file FILE)")
+        wanted = {(args.topic, p): args.offset for p in args.partition}
+    bad = {tp: o for tp, o in wanted.items() if o < -1}
+    if bad:
+        raise CommandError(f"offsets must be >= -1 (-1 = the high watermark), got {bad}")
+    with _admin(args) as admin:
+        low = admin.delete_records(
+            {TopicPartition(*tp): o for tp, o in wanted.items()}, timeout_ms=args.timeout_ms
+        )
+    print("Records delete operation completed:")
+    for tp in sorted(low):
+        print(f"partition: {tp.topic}-{tp.partition}\tlow_watermark: {low[tp]}")
     return 0

@@ -7,8 +7,8 @@ takes and returns that shape via `to_json` / `from_json`.
 Planning works on `PartitionState(log_start, high_watermark)` snapshots taken on the driver:
 
 - `reconcile(start, current, fail)`: checks the wanted start offsets against what the broker
-  still has and names the reason when they are gone (retention moved the log start past them,
-  topic/partition deleted, or offset beyond the end after a truncation). `fail=True` raises
+  still has and names the reason when they are gone (retention or DeleteRecords moved the log
+  start past them, topic/partition deleted, or offset beyond the end after a truncation). `fail=True` raises
   `DataLossError`; otherwise the reason is logged and the start skips ahead.
 - `rate_limit(start, end, limit)`: maxOffsetsPerTrigger split over partitions in proportion to
   their backlog (largest-remainder rounding, so a batch never exceeds the limit and the split
@@ -80,7 +80,7 @@ def data_loss_reason(tp: TP, wanted: int, state: PartitionState | None) -> str |
     if wanted < state.log_start:
         return (
             f"{t}-{p}: offsets {wanted}..{state.log_start - 1} were removed by retention "
-            f"(log start offset moved to {state.log_start})"
+            f"or DeleteRecords (log start offset moved to {state.log_start})"
         )
     if wanted > state.high_watermark:
         return (

@@ -153,3 +153,26 @@ def test_retention_removed_range(spark: Any, broker_factory: Any) -> None:
     offsets = sorted(r.offset for r in rows)
     assert offsets and offsets[0] >= start and offsets[-1] == 199
     assert offsets == list(range(offsets[0], 200))
+
+
+def test_delete_records_removed_range(spark: Any, broker_server: Any) -> None:
+    """Offsets removed by Admin.delete_records are reported as data loss exactly as retention's:
+    failOnDataLoss=true fails naming the new log start, false skips to it."""
+    from client import Admin, TopicPartition
+
+    bs = broker_server.bootstrap
+    create_topic(bs, "delrec", 1)
+    produce(bs, "delrec", {0: [(None, b"%03d" % i) for i in range(50)]})
+    with Admin(bootstrap_servers=bs) as admin:
+        assert admin.delete_records({TopicPartition("delrec", 0): 30}) == {
+            TopicPartition("delrec", 0): 30
+        }
+    opts = {"subscribe": "delrec", "startingOffsets": '{"delrec":{"0":0}}'}
+    with pytest.raises(Exception, match=r"offsets 0\.\.29 were removed.*DeleteRecords"):  # noqa: PT011
+        _read(spark, bs, **opts).collect()
+    rows = _read(spark, bs, failOnDataLoss="false", **opts).collect()
+    assert sorted(r.offset for r in rows) == list(range(30, 50))
+    assert [bytes(r.value) for r in sorted(rows, key=lambda r: r.offset)][0] == b"030"
+    # "earliest" is the new log start: no data loss to report
+    rows = _read(spark, bs, subscribe="delrec").collect()
+    assert sorted(r.offset for r in rows) == list(range(30, 50))

@@ -1,5 +1,5 @@
-"""Data-path APIs: Produce (0), Fetch (1), ListOffsets (2), InitProducerId (22),
-OffsetForLeaderEpoch (23).
+"""Data-path APIs: Produce (0), Fetch (1), ListOffsets (2), DeleteRecords (21),
+InitProducerId (22), OffsetForLeaderEpoch (23).
 
 Topic/partition nesting follows Kafka: a request carries `topics: [{name, partitions: [{partition,
 ...}]}]` and the response mirrors it with a per-partition `error_code`. Record batches travel as
@@ -122,7 +122,13 @@ FETCH = register(
                         Field("partition_max_bytes", INT32, default=DEFAULT_PARTITION_MAX_BYTES),
                         Field("current_leader_epoch", INT32, default=-1),
                         Field("last_fetched_epoch", INT32, default=-1),
-                        Field("log_start_offset", INT64, default=-1, doc="followers only"),
+                        Field(
+                            "log_start_offset",
+                            INT64,
+                            default=-1,
+                            doc="followers only: their log start offset (a DeleteRecords "
+                            "waits until every ISR member's reached its offset)",
+                        ),
                         name="FetchPartition",
                     ),
                     "Fetch",
@@ -165,7 +171,13 @@ FETCH = register(
                         Field("error_code", INT16),
                         Field("high_watermark", INT64, default=-1),
                         Field("last_stable_offset", INT64, default=-1),
-                        Field("log_start_offset", INT64, default=-1),
+                        Field(
+                            "log_start_offset",
+                            INT64,
+                            default=-1,
+                            doc="the leader's; a follower moves its own up to it (never past "
+                            "its log end)",
+                        ),
                         Field("records", BYTES, default=b"", doc="record batches, maybe partial"),
                         Field(
                             "diverging_epoch",
@@ -237,6 +249,58 @@ LIST_OFFSETS = register(
                 ),
             ),
             THROTTLE,
+        ),
+    )
+)
+
+
+DELETE_RECORDS_HIGH_WATERMARK = -1
+
+DELETE_RECORDS = register(
+    ApiSpec(
+        key=ApiKey.DELETE_RECORDS,
+        name="DeleteRecords",
+        doc="Move partitions' log start offset up to `offset` (Kafka's DeleteRecords): records "
+        "below it are no longer readable, and segments wholly below it are deleted. Answered by "
+        "partition leaders once every in-sync replica's log start offset reached the offset "
+        "(or `timeout_ms` passed: REQUEST_TIMED_OUT, the leader's move stays). `offset` -1 "
+        "means the high watermark; an offset above the high watermark gets "
+        "OFFSET_OUT_OF_RANGE; a topic with cleanup.policy=compact alone gets POLICY_VIOLATION; "
+        "NOT_LEADER_OR_FOLLOWER and UNKNOWN_TOPIC_OR_PARTITION as for Produce.",
+        request=Struct(
+            Field(
+                "topics",
+                topics(
+                    Struct(
+                        Field("partition", INT32),
+                        Field("offset", INT64, doc="the new log start offset; -1 = the HW"),
+                        name="DeleteRecordsPartition",
+                    ),
+                    "DeleteRecords",
+                ),
+            ),
+            Field("timeout_ms", INT32, default=30_000, doc="how long to wait for the replicas"),
+        ),
+        response=Struct(
+            THROTTLE,
+            Field(
+                "topics",
+                topics(
+                    Struct(
+                        Field("partition", INT32),
+                        Field(
+                            "low_watermark",
+                            INT64,
+                            default=-1,
+                            doc="the log start offset every in-sync replica has reached",
+                        ),
+                        Field("error_code", INT16),
+                        Field("error_message", Nullable(STRING), default=None),
+                        name="DeleteRecordsPartitionResult",
+                    ),
+                    "DeleteRecordsResult",
+                ),
+            ),
         ),
     )
 )
