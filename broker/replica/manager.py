@@ -100,6 +100,10 @@ class ReplicaManager(MetadataApplier, OffsetQueries, SessionFetches, RecordsDele
         self._offline_seen: set[TopicPartition] = set()
         # partitions whose metadata failed to apply: not served until a later image applies
         self.failed: dict[TopicPartition, str] = {}
+        # metrics (broker/metrics.py TopicMetrics), set once before serving: (topic, bytes)
+        # appended as leader / returned by a fetch; None: not counted
+        self.on_bytes_in: Callable[[str, int], None] | None = None
+        self.on_bytes_out: Callable[[str, int], None] | None = None
         # set by the node: sends a leader's ISR proposal to the controller (AlterPartition)
         self.isr_proposer: Callable[[Partition, tuple[int, ...]], None] | None = None
         # set by the node: the replica fetchers (broker/replica/fetcher.py)
@@ -259,6 +263,8 @@ class ReplicaManager(MetadataApplier, OffsetQueries, SessionFetches, RecordsDele
                 int(ErrorCode.KAFKA_STORAGE_ERROR), error_message=str(exc)
             )
         required = info.last_offset + 1
+        if self.on_bytes_in is not None:
+            self.on_bytes_in(tp[0], len(records))
         if self.settings.flush_on_ack:
             to_flush.append(part.log)
         else:
@@ -405,6 +411,8 @@ class ReplicaManager(MetadataApplier, OffsetQueries, SessionFetches, RecordsDele
                     got_any = True
                     remaining -= len(data)
                     entry["records"] = data
+                    if self.on_bytes_out is not None:
+                        self.on_bytes_out(spec.topic, len(data))
                 entry["log_start_offset"] = res.log_start_offset
             except ReplicaError as e:
                 entry["error_code"] = int(e.code)

@@ -1,0 +1,261 @@
+"""The broker's metrics (docs/metrics.md): one registry per process, served by
+controller.metrics.MetricsServer on `metrics.listener`.
+
+Two kinds, so that the request path pays at most one counter and one histogram observation per
+request (never per record):
+- events, counted where they happen: requests and their errors and latency per API (once per
+  request, where RequestContext sends the answer: `RequestMetrics.record`), bytes in and out
+  per topic (once per partition of a produce or fetch), flush latency (once per flusher round);
+- state, read at scrape time by `BrokerCollector` (nothing on the hot path): under-replicated,
+  under-min-ISR and offline partitions, leader and partition counts, request queue depth,
+  purgatory sizes, open segment files and their budget.
+
+Labels: `api`, `error` (names, bounded by the protocol), `topic` (per topic; no per-partition
+series), `kind` (purgatory). Threads: `record`/`bytes_in`/`bytes_out`/`flush_observer` from any
+thread (prometheus_client's metrics are thread-safe); collectors run on the scrape thread.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from client.errors import ErrorCode
+from client.protocol.api_keys import ApiKey
+from controller.metrics import MetricsServer, QuorumCollector, new_registry, offline_partitions
+
+# request latency: 0.1 ms .. 10 s (a long-poll fetch waits up to fetch.max.wait.ms)
+LATENCY_BUCKETS = (
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+    2.5, 5.0, 10.0,
+)  # fmt: skip
+FLUSH_BUCKETS = (
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+)  # fmt: skip
+
+
+def api_name(api_key: int) -> str:
+    try:
+        return ApiKey(api_key).name
+    except ValueError:
+        return str(api_key)
+
+
+def error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)
+
+
+class RequestMetrics:
+    """Counted once per request, where its answer is handed to the network."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.requests = Counter(
+            "gregor_requests",
+            "requests answered, by API (Kafka: RequestsPerSec)",
+            ["api"],
+            registry=registry,
+        )
+        self.errors = Counter(
+            "gregor_request_errors",
+            "requests answered with a whole-request error code, by API and error"
+            " (Kafka: ErrorsPerSec; per-partition codes are not counted yet)",
+            ["api", "error"],
+            registry=registry,
+        )
+        self.latency = Histogram(
+            "gregor_request_duration_seconds",
+            "time from a request's frame read to its answer handed to the socket (or the"
+            " network thread, for large answers), by API (Kafka: TotalTimeMs)",
+            ["api"],
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        # children cached per API: the hot path does a dict lookup, not labels()
+        self._per_api: dict[int, tuple[Any, Any]] = {}
+
+    def record(self, api_key: int, error_code: int, received_ns: int) -> None:
+        pair = self._per_api.get(api_key)
+        if pair is None:
+            name = api_name(api_key)
+            pair = self._per_api[api_key] = (
+                self.requests.labels(name),
+                self.latency.labels(name),
+            )
+        count, latency = pair
+        count.inc()
+        latency.observe((time.monotonic_ns() - received_ns) / 1e9)
+        if error_code:
+            self.errors.labels(api_name(api_key), error_name(error_code)).inc()
+
+
+class TopicMetrics:
+    """Bytes in (appended by produce, as leader) and out (returned by fetch) per topic."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._in = Counter(
+            "gregor_topic_bytes_in",
+            "record-batch bytes appended by produce requests, by topic (Kafka: BytesInPerSec)",
+            ["topic"],
+            registry=registry,
+        )
+        self._out = Counter(
+            "gregor_topic_bytes_out",
+            "record-batch bytes returned by fetch requests (consumers and followers), by topic"
+            " (Kafka: BytesOutPerSec)",
+            ["topic"],
+            registry=registry,
+        )
+        self._in_children: dict[str, Any] = {}
+        self._out_children: dict[str, Any] = {}
+
+    def bytes_in(self, topic: str, n: int) -> None:
+        child = self._in_children.get(topic)
+        if child is None:
+            child = self._in_children[topic] = self._in.labels(topic)
+        child.inc(n)
+
+    def bytes_out(self, topic: str, n: int) -> None:
+        child = self._out_children.get(topic)
+        if child is None:
+            child = self._out_children[topic] = self._out.labels(topic)
+        child.inc(n)
+
+    def forget(self, topic: str) -> None:
+        """A deleted topic's series go (bounded cardinality under topic churn)."""
+        if self._in_children.pop(topic, None) is not None:
+            self._in.remove(topic)
+        if self._out_children.pop(topic, None) is not None:
+            self._out.remove(topic)
+
+
+class BrokerCollector(Collector):
+    """The broker's state, read at scrape time (`node` is a broker.node.BrokerNode, `channel`
+    the request channel)."""
+
+    def __init__(self, node: Any, channel: Any) -> None:
+        self._node = node
+        self._channel = channel
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        node = self._node
+        rm = node.replica_manager
+        partitions = list(rm.partitions().values())
+        leaders = [p for p in partitions if p.is_leader]
+        under_replicated = sum(1 for p in leaders if len(p.isr) < len(p.replicas))
+        under_min_isr = sum(1 for p in leaders if len(p.isr) < node._min_insync_for(p.topic))
+        yield GaugeMetricFamily(
+            "gregor_partitions_under_replicated",
+            "partitions this broker leads whose ISR is smaller than their replica set"
+            " (Kafka: UnderReplicatedPartitions)",
+            value=under_replicated,
+        )
+        yield GaugeMetricFamily(
+            "gregor_partitions_under_min_isr",
+            "partitions this broker leads whose ISR is smaller than min.insync.replicas"
+            " (Kafka: UnderMinIsrPartitionCount)",
+            value=under_min_isr,
+        )
+        yield GaugeMetricFamily(
+            "gregor_partitions_leader",
+            "partitions this broker leads (Kafka: LeaderCount)",
+            value=len(leaders),
+        )
+        yield GaugeMetricFamily(
+            "gregor_partitions",
+            "partition replicas on this broker (Kafka: PartitionCount)",
+            value=len(partitions),
+        )
+        yield offline_partitions(node.publisher.latest_image)
+        yield GaugeMetricFamily(
+            "gregor_request_queue_size",
+            "requests waiting for an I/O thread (Kafka: RequestQueueSize)",
+            value=self._channel.size,
+        )
+        purgatory = GaugeMetricFamily(
+            "gregor_purgatory_size",
+            "delayed operations watched in a purgatory, by kind (Kafka: PurgatorySize)",
+            labels=["kind"],
+        )
+        for kind, p in (("produce", node.produce_purgatory), ("fetch", node.fetch_purgatory)):
+            purgatory.add_metric([kind], p.watched())
+        yield purgatory
+        lm = node.log_manager
+        yield GaugeMetricFamily(
+            "gregor_log_open_segment_files",
+            "segment files held open by the log's descriptor cache",
+            value=lm.open_segment_files(),
+        )
+        yield GaugeMetricFamily(
+            "gregor_log_open_segment_files_max",
+            "the descriptor cache's budget over every log dir (log.max.open.files)",
+            value=sum(lm.handles(d).capacity for d in lm.log_dirs),
+        )
+        yield GaugeMetricFamily(
+            "gregor_log_dirs_offline",
+            "log directories taken offline by a storage error (Kafka: OfflineLogDirectoryCount)",
+            value=len(lm.offline_dirs()),
+        )
+
+
+class BrokerMetrics:
+    """The broker process's registry, its recorders and its HTTP listener. Built by
+    BrokerServer when `metrics.listener` is set; `start(node, channel, ready)` once the node
+    exists, `stop()` at shutdown."""
+
+    def __init__(self, address: tuple[str, int]) -> None:
+        self.registry = new_registry()
+        self.requests = RequestMetrics(self.registry)
+        self.topics = TopicMetrics(self.registry)
+        self.flush = Histogram(
+            "gregor_log_flush_duration_seconds",
+            "time of one flusher round (fsync, or syncfs, of the logs appended since the last"
+            " round) (Kafka: LogFlushRateAndTimeMs)",
+            buckets=FLUSH_BUCKETS,
+            registry=self.registry,
+        )
+        self._address = address
+        self.server: MetricsServer | None = None
+
+    def start(self, node: Any, channel: Any, ready: Callable[[], str | None]) -> tuple[str, int]:
+        self.registry.register(BrokerCollector(node, channel))
+        quorum = node.quorum
+        log = getattr(getattr(quorum, "controller", None), "log", None)
+        if log is not None and hasattr(log, "node"):  # combined: this process is the quorum
+            self.registry.register(
+                QuorumCollector(log, lambda: quorum.loader.image, with_offline=False)
+            )
+        self.server = MetricsServer(self.registry, self._address, ready, name="broker-metrics")
+        return self.server.start()
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+
+
+def broker_ready(node: Any) -> str | None:
+    """None once the broker is registered and unfenced (its lifecycle is RUNNING, which it
+    reaches only once caught up with the metadata log, and its registration in the metadata
+    is unfenced) and has every log dir online; else the reason."""
+    from broker.lifecycle import RUNNING
+
+    state = node.lifecycle.state
+    if state != RUNNING:
+        return f"broker lifecycle is {state}, not {RUNNING} (registered, caught up, unfenced)"
+    reg = node.publisher.image.brokers.get(node.node_id)
+    if reg is None or reg.fenced:
+        return "fenced in the metadata (not registered, or its heartbeats lapsed)"
+    offline = node.log_manager.offline_dirs()
+    if offline:
+        return "log dirs offline: " + ", ".join(str(d) for d in offline)
+    return None
+
+
+__all__ = ["BrokerMetrics", "broker_ready", "new_registry"]
