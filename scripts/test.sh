@@ -8,8 +8,8 @@ cd "$(dirname "$0")/.."
 # namespace the harness makes), strace (slow and failing fsync/write), libfuse2 (the LazyFS
 # power-loss layer, tests/cluster/lazyfs.py, through fusepy) and mkfs.ext4 (the loop-mounted
 # full disk, tests/cluster/fault_disks.py), and prometheus (Debian's 2.42, which
-# tests/cluster/test_prometheus_scrape.py starts to scrape a cluster). Installed when missing and running as root; without
-# them those tests skip with the reason. (Debian's "fuse" package is not needed as root, and
+# tests/cluster/test_prometheus_scrape.py starts to scrape a cluster). Installed when missing
+# and running as root; without them those tests skip with the reason. (Debian's "fuse" package is not needed as root, and
 # conflicts with the fuse3 already there.)
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     missing=()

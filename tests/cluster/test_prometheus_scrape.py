@@ -2,7 +2,7 @@
 the reason without it) scrapes 3 `gregor controller` and 3 `gregor broker` processes, each with
 its own `metrics.listener`, and its HTTP API answers (issue 26):
 
-- every target is up, exactly one controller is active, every broker is ready;
+- every target is up, exactly one controller is active, every node is live and ready;
 - after a broker is killed the under-replicated gauge rises above 0, and returns to 0 once it
   is restarted and back in the ISR;
 - a produce load shows in the request-rate and request-latency series.
@@ -127,6 +127,13 @@ def test_prometheus_scrapes_the_cluster(controller_quorum, tmp_path):
         _add_metrics_listener(q.configs[n], port)
     q.start_all()
     q.wait_leader(10, "a controller leader")
+    for n, port in controller_ports.items():
+        assert _http(f"http://{HOST}:{port}/health/live") == (200, "live\n")
+        wait_until(
+            lambda port=port: _http(f"http://{HOST}:{port}/health/ready")[0] == 200,
+            15,
+            f"controller {n} ready",
+        )
     (tmp_path / "brokers").mkdir()
     ids = [4, 5, 6]
     b = Brokers(
