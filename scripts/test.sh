@@ -9,8 +9,8 @@ cd "$(dirname "$0")/.."
 # power-loss layer, tests/cluster/lazyfs.py, through fusepy) and mkfs.ext4 (the loop-mounted
 # full disk, tests/cluster/fault_disks.py), and prometheus (Debian's 2.42, which
 # tests/cluster/test_prometheus_scrape.py starts to scrape a cluster). Installed when missing
-# and running as root; without them those tests skip with the reason. (Debian's "fuse" package is not needed as root, and
-# conflicts with the fuse3 already there.)
+# and running as root; without them those tests skip with the reason. (Debian's "fuse"
+# package is not needed as root, and conflicts with the fuse3 already there.)
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     missing=()
     command -v iptables >/dev/null 2>&1 || missing+=(iptables)
