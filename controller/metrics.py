@@ -12,7 +12,7 @@ Endpoints: `/metrics` (Prometheus text format, written by prometheus_client), `/
 its one-line reason).
 
 This module sits in controller/ so that both the controller process and the broker
-(broker/metrics.py) use it (DESIGN.md §2: broker imports controller, never the reverse).
+(broker/metrics.py) use it (docs/architecture.md §2: broker imports controller, never the reverse).
 
 Threads: `start`/`stop` from the owner's control thread; the HTTP server runs one thread that
 accepts and one short-lived daemon thread per request (prometheus_client's
