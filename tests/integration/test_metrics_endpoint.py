@@ -4,9 +4,11 @@ listener closes with the broker; a bad URL is a config error."""
 
 from __future__ import annotations
 
+import re
 import socket
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 from helpers import RawClient, broker_config, wait_until
@@ -84,6 +86,20 @@ def test_metrics_and_health_of_a_combined_broker(metered):
     # no process/platform collectors: the node's own registry, not the global one
     assert not any(k[0].startswith("process_") or k[0].startswith("python_") for k in m)
     assert get(address, "/nope")[0] == 404
+
+
+def test_docs_list_every_metric_and_no_other(metered):
+    """docs/metrics.md's tables and what a combined node serves name the same metrics (the
+    combined node serves every broker and quorum metric)."""
+    _, text = get(metered.server.metrics_address, "/metrics")
+    served = {
+        f.name + "_total" if f.type == "counter" else f.name
+        for f in text_string_to_metric_families(text)
+        if not f.name.endswith("_created")  # (prometheus_client's creation-time samples)
+    }
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "metrics.md").read_text()
+    documented = set(re.findall(r"^\| `(gregor_[a-z_]+)` \|", doc, re.MULTILINE))
+    assert served == documented
 
 
 def test_the_listener_closes_with_the_broker(broker_factory):
