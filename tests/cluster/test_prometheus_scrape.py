@@ -30,6 +30,7 @@ from client import Admin, Producer
 pytestmark = pytest.mark.slow
 
 PROMETHEUS = shutil.which("prometheus")
+ALERTS = Path(__file__).resolve().parents[2] / "config" / "prometheus" / "alerts.yml"
 
 
 def _add_metrics_listener(config: Path, port: int) -> None:
@@ -58,7 +59,10 @@ class Prometheus:
         )
         config = tmp / "prometheus.yml"
         config.write_text(
-            f"global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\nscrape_configs:\n{scrape}"
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\n"
+            "  evaluation_interval: 1s\n"
+            f"rule_files:\n  - {ALERTS}\n"
+            f"scrape_configs:\n{scrape}"
         )
         self.log_path = tmp / "prometheus.log"
         self._log = self.log_path.open("wb")
@@ -87,6 +91,25 @@ class Prometheus:
             return []
         answer = json.loads(body)
         return list(answer["data"]["result"]) if answer.get("status") == "success" else []
+
+    def alert_state(self, name: str) -> str | None:
+        """/api/v1/alerts: the state of alert `name` (pending, firing), None when inactive."""
+        try:
+            status, body = _http(f"http://{HOST}:{self.port}/api/v1/alerts")
+        except OSError:
+            return None
+        if status != 200:
+            return None
+        for a in json.loads(body)["data"]["alerts"]:
+            if a["labels"].get("alertname") == name:
+                return str(a["state"])
+        return None
+
+    def rules_health(self) -> list[str]:
+        status, body = _http(f"http://{HOST}:{self.port}/api/v1/rules")
+        assert status == 200, body
+        groups = json.loads(body)["data"]["groups"]
+        return [r["health"] for g in groups for r in g["rules"]]
 
     def value(self, expr: str) -> float | None:
         result = self.query(expr)
@@ -172,6 +195,13 @@ def test_prometheus_scrapes_the_cluster(controller_quorum, tmp_path):
                 "m-0 with a leader and a full ISR",
             )
         prom.wait("count(up == 1)", lambda v: v == 6, 30, "every target up")
+        # the shipped alert rules load and evaluate against real series
+        wait_until(
+            lambda: (lambda h: h and all(x == "ok" for x in h))(prom.rules_health()),
+            15,
+            "every alert rule evaluated ok",
+        )
+        assert prom.alert_state("GregorUnderReplicatedPartitions") is None
         prom.wait(
             'sum(gregor_controller_active{job="controller"})', lambda v: v == 1, 15,
             "one active controller",
@@ -186,6 +216,12 @@ def test_prometheus_scrapes_the_cluster(controller_quorum, tmp_path):
         b.stop(victim, signal.SIGKILL)
         prom.wait(
             "sum(gregor_partitions_under_replicated)", lambda v: v > 0, 30, "under-replicated"
+        )
+        # the shipped rule sees it (pending: it fires after 5 minutes)
+        wait_until(
+            lambda: prom.alert_state("GregorUnderReplicatedPartitions") == "pending",
+            15,
+            "GregorUnderReplicatedPartitions pending",
         )
         prom.wait(
             'sum(gregor_controller_fenced_brokers{job="controller"} * on(instance)'
