@@ -17,6 +17,7 @@ thread (prometheus_client's metrics are thread-safe); collectors run on the scra
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -97,7 +98,9 @@ class RequestMetrics:
 
 
 class TopicMetrics:
-    """Bytes in (appended by produce, as leader) and out (returned by fetch) per topic."""
+    """Bytes in (appended by produce, as leader) and out (returned by fetch) per topic. A
+    deleted topic's series go (`forget`, on the metadata that deletes it), so topic churn does
+    not grow the registry."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self._in = Counter(
@@ -113,27 +116,46 @@ class TopicMetrics:
             ["topic"],
             registry=registry,
         )
+        # children cached per topic; created and forgotten under the lock, read without it
+        self._lock = threading.Lock()
         self._in_children: dict[str, Any] = {}
         self._out_children: dict[str, Any] = {}
 
     def bytes_in(self, topic: str, n: int) -> None:
         child = self._in_children.get(topic)
         if child is None:
-            child = self._in_children[topic] = self._in.labels(topic)
+            child = self._child(self._in, self._in_children, topic)
         child.inc(n)
 
     def bytes_out(self, topic: str, n: int) -> None:
         child = self._out_children.get(topic)
         if child is None:
-            child = self._out_children[topic] = self._out.labels(topic)
+            child = self._child(self._out, self._out_children, topic)
         child.inc(n)
 
+    def _child(self, counter: Counter, cache: dict[str, Any], topic: str) -> Any:
+        with self._lock:
+            child = cache.get(topic)
+            if child is None:
+                child = cache[topic] = counter.labels(topic)
+            return child
+
     def forget(self, topic: str) -> None:
-        """A deleted topic's series go (bounded cardinality under topic churn)."""
-        if self._in_children.pop(topic, None) is not None:
-            self._in.remove(topic)
-        if self._out_children.pop(topic, None) is not None:
-            self._out.remove(topic)
+        """Drop `topic`'s series (it was deleted). An increment racing with this may be lost:
+        it belonged to the deleted topic."""
+        with self._lock:
+            for counter, cache in ((self._in, self._in_children), (self._out, self._out_children)):
+                if cache.pop(topic, None) is not None:
+                    counter.remove(topic)
+
+    def on_metadata(self, image: Any, delta: Any) -> None:
+        """MetadataPublisher subscriber: forget the topics the delta deleted (and did not
+        re-create)."""
+        if delta is None:
+            return
+        for name in delta.deleted_topics:
+            if name not in image.topics:
+                self.forget(name)
 
 
 class BrokerCollector(Collector):
@@ -226,6 +248,7 @@ class BrokerMetrics:
 
     def start(self, node: Any, channel: Any, ready: Callable[[], str | None]) -> tuple[str, int]:
         self.registry.register(BrokerCollector(node, channel))
+        node.publisher.subscribe(self.topics.on_metadata)
         quorum = node.quorum
         log = getattr(getattr(quorum, "controller", None), "log", None)
         if log is not None and hasattr(log, "node"):  # combined: this process is the quorum

@@ -15,6 +15,7 @@ from helpers import RawClient, broker_config, wait_until
 from prometheus_client.parser import text_string_to_metric_families
 from replica_helpers import batch, create_topic, fetch, produce
 
+from client import Admin
 from client.errors import ConfigError, ErrorCode
 from client.protocol import ApiKey
 
@@ -86,6 +87,21 @@ def test_metrics_and_health_of_a_combined_broker(metered):
     # no process/platform collectors: the node's own registry, not the global one
     assert not any(k[0].startswith("process_") or k[0].startswith("python_") for k in m)
     assert get(address, "/nope")[0] == 404
+
+
+def test_a_deleted_topics_series_go(metered):
+    address = metered.server.metrics_address
+    with RawClient(metered.address) as c:
+        assert create_topic(c, "gone")["error_code"] == 0
+        assert produce(c, "gone", 0, batch([b"x"]), acks=1)["error_code"] == 0
+    assert ("gregor_topic_bytes_in_total", (("topic", "gone"),)) in samples(address)
+    with Admin(bootstrap_servers=metered.bootstrap) as admin:
+        admin.delete_topic("gone")
+    wait_until(
+        lambda: ("gregor_topic_bytes_in_total", (("topic", "gone"),)) not in samples(address),
+        15,
+        "the deleted topic's series gone",
+    )
 
 
 def test_docs_list_every_metric_and_no_other(metered):

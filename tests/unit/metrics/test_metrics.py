@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from broker.lifecycle import REGISTERED, RUNNING
-from broker.metrics import BrokerCollector, RequestMetrics, broker_ready
+from broker.metrics import BrokerCollector, RequestMetrics, TopicMetrics, broker_ready
 from client.config.types import parse_http_listener
 from client.errors import ErrorCode
 from client.protocol.api_keys import ApiKey
@@ -209,3 +209,23 @@ def test_the_listener_answers_health_and_metrics_and_stops():
     with pytest.raises(OSError):
         http(address, "/health/live")
     server.stop()  # idempotent
+
+
+def test_a_deleted_topics_byte_series_go_and_come_back_fresh():
+    registry = CollectorRegistry()
+    t = TopicMetrics(registry)
+    t.bytes_in("a", 10)
+    t.bytes_out("a", 4)
+    t.bytes_in("b", 1)
+    deleted = SimpleNamespace(deleted_topics={"a": b"id"})
+    t.on_metadata(SimpleNamespace(topics={"b": None}), deleted)
+    v = values(registry)
+    assert ("gregor_topic_bytes_in_total", (("topic", "a"),)) not in v
+    assert ("gregor_topic_bytes_out_total", (("topic", "a"),)) not in v
+    assert v[("gregor_topic_bytes_in_total", (("topic", "b"),))] == 1
+    t.bytes_in("a", 3)  # re-created under the same name: counts from 0
+    assert values(registry)[("gregor_topic_bytes_in_total", (("topic", "a"),))] == 3
+    # deleted and re-created in one delta: kept
+    t.on_metadata(SimpleNamespace(topics={"a": None}), deleted)
+    t.on_metadata(SimpleNamespace(topics={}), None)  # a full image: nothing to forget
+    assert values(registry)[("gregor_topic_bytes_in_total", (("topic", "a"),))] == 3
