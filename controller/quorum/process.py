@@ -139,9 +139,6 @@ class ControllerProcess:
             self.host, self.port, self._handlers(), self.node_id, self._leader_hint
         )
 
-        if self._metrics_address is not None:
-            self._start_metrics(self.log, loader)
-
         async def setup() -> tuple[str, int]:
             assert self.log is not None and self.transport is not None and self.server is not None
             self._committed = asyncio.Event()
@@ -152,7 +149,10 @@ class ControllerProcess:
             self.log.start(loop)
             return addr
 
-        return asyncio.run_coroutine_threadsafe(setup(), loop).result(10)
+        address = asyncio.run_coroutine_threadsafe(setup(), loop).result(10)
+        if self._metrics_address is not None:  # (OSError, e.g. the port in use: the caller stops)
+            self._start_metrics(self.log, loader)
+        return address
 
     def _start_metrics(self, log: RaftMetadataLog, loader: MetadataLoader) -> None:
         """/metrics and the health checks on metrics.listener (controller/metrics.py)."""

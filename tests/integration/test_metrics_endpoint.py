@@ -11,7 +11,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from helpers import RawClient, broker_config, wait_until
+from helpers import RawClient, broker_config, spawn_gregor, wait_until
 from prometheus_client.parser import text_string_to_metric_families
 from replica_helpers import batch, create_topic, fetch, produce
 
@@ -130,6 +130,67 @@ def test_the_listener_closes_with_the_broker(broker_factory):
 def test_off_by_default(broker_server):
     assert broker_server.server.metrics_address is None
     assert broker_server.server.services.metrics is None
+
+
+def _bound_port() -> socket.socket:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen()
+    return s
+
+
+def test_a_controller_serves_metrics_and_refuses_a_port_in_use(tmp_path):
+    """`gregor controller` with metrics.listener: live, ready once it leads its one-voter
+    quorum, the quorum gauges; a second one whose metrics port is taken exits 1 saying why."""
+    with _bound_port() as raft, _bound_port() as taken:
+        raft_port = raft.getsockname()[1]
+        metrics_port = _bound_port()
+        free = metrics_port.getsockname()[1]
+        metrics_port.close()
+
+        def config(name: str, port: int) -> Path:
+            path = tmp_path / f"{name}.yaml"
+            path.write_text(
+                "process.roles: controller\nnode.id: 1\n"
+                f'controller.quorum.voters: "1@127.0.0.1:{raft_port}"\n'
+                f"metadata.log.dir: {tmp_path / name}\n"
+                f"metrics.listener: http://127.0.0.1:{port}\n"
+            )
+            return path
+
+        raft.close()
+        good = spawn_gregor(
+            ["controller", "--config", str(config("c1", free))],
+            tmp_path / "c1",
+            tmp_path / "c1.err",
+        )
+        try:
+            good.wait_ready(15)
+            address = ("127.0.0.1", free)
+            assert get(address, "/health/live")[0] == 200
+            wait_until(lambda: get(address, "/health/ready")[0] == 200, 15, "controller ready")
+            m = samples(address)
+            assert m[("gregor_controller_active", ())] == 1
+            assert m[("gregor_raft_current_leader", ())] == 1
+            assert m[("gregor_partitions_offline", ())] == 0
+            assert not any(k[0] == "gregor_requests_total" for k in m)  # (broker metrics)
+        finally:
+            good.proc.terminate()
+            assert good.proc.wait(15) == 0
+            good.close()
+        bad = spawn_gregor(
+            ["controller", "--config", str(config("c2", taken.getsockname()[1]))],
+            tmp_path / "c2",
+            tmp_path / "c2.err",
+        )
+        try:
+            assert bad.proc.wait(30) == 1
+            assert "cannot start" in bad.stderr() and "in use" in bad.stderr(), bad.stderr()
+        finally:
+            if bad.proc.poll() is None:
+                bad.proc.kill()
+                bad.proc.wait(10)
+            bad.close()
 
 
 @pytest.mark.parametrize(
