@@ -229,3 +229,26 @@ def test_a_deleted_topics_byte_series_go_and_come_back_fresh():
     t.on_metadata(SimpleNamespace(topics={"a": None}), deleted)
     t.on_metadata(SimpleNamespace(topics={}), None)  # a full image: nothing to forget
     assert values(registry)[("gregor_topic_bytes_in_total", (("topic", "a"),))] == 3
+
+
+def _ipv6_loopback() -> bool:
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback on this machine")
+def test_the_listener_binds_an_ipv6_literal():
+    server = MetricsServer(CollectorRegistry(), parse_http_listener("http://[::1]:0"), lambda: None)
+    host, port = server.start()
+    try:
+        assert host == "::1"
+        with urllib.request.urlopen(f"http://[::1]:{port}/health/ready", timeout=5) as r:
+            assert r.status == 200
+    finally:
+        server.stop()
