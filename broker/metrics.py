@@ -186,6 +186,13 @@ class BrokerCollector(Collector):
             value=under_min_isr,
         )
         yield GaugeMetricFamily(
+            "gregor_replica_max_lag_records",
+            "the largest lag, in offsets, of a follower behind this broker's log end over the"
+            " partitions it leads (followers that have not fetched this leader epoch not counted)"
+            " (Kafka: ReplicaFetcherManager MaxLag, seen from the leader)",
+            value=max_follower_lag(leaders),
+        )
+        yield GaugeMetricFamily(
             "gregor_partitions_leader",
             "partitions this broker leads (Kafka: LeaderCount)",
             value=len(leaders),
@@ -225,6 +232,19 @@ class BrokerCollector(Collector):
             "log directories taken offline by a storage error (Kafka: OfflineLogDirectoryCount)",
             value=len(lm.offline_dirs()),
         )
+
+
+def max_follower_lag(leaders: list[Any]) -> int:
+    """Leader's view: max over `leaders` and their followers of log end - the follower's
+    fetch offset (a read without the partition's lock: a scrape may see a fetch half-applied,
+    never a negative lag)."""
+    lag = 0
+    for p in leaders:
+        end = p.log.end_offset
+        for st in list(p.followers.values()):
+            if st.log_end_offset >= 0:
+                lag = max(lag, end - st.log_end_offset)
+    return lag
 
 
 class BrokerMetrics:

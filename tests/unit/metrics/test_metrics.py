@@ -53,9 +53,14 @@ def test_bad_listener_urls(text):
         parse_http_listener(text)
 
 
-def part(topic, leader, replicas, isr, node_id=1):
+def part(topic, leader, replicas, isr, node_id=1, end=0, followers=None):
     return SimpleNamespace(
-        topic=topic, is_leader=leader == node_id, replicas=tuple(replicas), isr=tuple(isr)
+        topic=topic,
+        is_leader=leader == node_id,
+        replicas=tuple(replicas),
+        isr=tuple(isr),
+        log=SimpleNamespace(end_offset=end),
+        followers={r: SimpleNamespace(log_end_offset=o) for r, o in (followers or {}).items()},
     )
 
 
@@ -86,9 +91,10 @@ def broker_node(partitions, image_=None, offline=(), open_files=3):
 def test_broker_collector_counts_partitions_it_leads():
     parts = [
         part("a", 1, [1, 2, 3], [1, 2, 3]),  # led, healthy
-        part("a", 1, [1, 2, 3], [1, 2]),  # led, under-replicated
+        part("a", 1, [1, 2, 3], [1, 2], end=50, followers={2: 50, 3: 20}),  # led, lagging
         part("a", 1, [1, 2, 3], [1]),  # led, under-replicated and under min ISR (2)
-        part("b", 2, [1, 2, 3], [2]),  # a follower's view: not counted as under-replicated
+        part("a", 1, [1, 2, 3], [1, 2, 3], end=9, followers={2: -1, 3: 9}),  # -1: not fetched
+        part("b", 2, [1, 2, 3], [2], end=100, followers={1: 0}),  # a follower's view: not counted
     ]
     offline = image([SimpleNamespace(leader=-1), SimpleNamespace(leader=2)])
     registry = CollectorRegistry()
@@ -96,8 +102,9 @@ def test_broker_collector_counts_partitions_it_leads():
     v = values(registry)
     assert v[("gregor_partitions_under_replicated", ())] == 2
     assert v[("gregor_partitions_under_min_isr", ())] == 1
-    assert v[("gregor_partitions_leader", ())] == 3
-    assert v[("gregor_partitions", ())] == 4
+    assert v[("gregor_partitions_leader", ())] == 4
+    assert v[("gregor_partitions", ())] == 5
+    assert v[("gregor_replica_max_lag_records", ())] == 30
     assert v[("gregor_partitions_offline", ())] == 1
     assert v[("gregor_request_queue_size", ())] == 5
     assert v[("gregor_purgatory_size", (("kind", "produce"),))] == 4
