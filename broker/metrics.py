@@ -263,6 +263,18 @@ class BrokerMetrics:
             buckets=FLUSH_BUCKETS,
             registry=self.registry,
         )
+        self.isr_shrinks = Counter(
+            "gregor_isr_shrinks",
+            "ISR shrinks of partitions this broker leads, as applied from the metadata (its own"
+            " proposals and the controller's on fencing) (Kafka: IsrShrinksPerSec)",
+            registry=self.registry,
+        )
+        self.isr_expands = Counter(
+            "gregor_isr_expands",
+            "ISR expansions of partitions this broker leads, as applied from the metadata"
+            " (Kafka: IsrExpandsPerSec)",
+            registry=self.registry,
+        )
         self._address = address
         self.server: MetricsServer | None = None
 
@@ -277,6 +289,9 @@ class BrokerMetrics:
             )
         self.server = MetricsServer(self.registry, self._address, ready, name="broker-metrics")
         return self.server.start()
+
+    def isr_changed(self, old: int, new: int) -> None:
+        (self.isr_shrinks if new < old else self.isr_expands).inc()
 
     def stop(self) -> None:
         if self.server is not None:

@@ -247,6 +247,7 @@ class BrokerServer:
         rm, lm = node.replica_manager, node.log_manager
         rm.on_bytes_in = metrics.topics.bytes_in
         rm.on_bytes_out = metrics.topics.bytes_out
+        rm.on_isr_change = metrics.isr_changed
         lm.on_flush_round = metrics.flush.observe
         node.services.metrics = metrics.requests
         self.metrics = metrics

@@ -38,6 +38,7 @@ class MetadataApplier:
     _strays: set[TopicPartition]
     _checkpointed_hw: dict[TopicPartition, int]
     _woken: list[TopicPartition]  # partitions to wake when the application ends
+    on_isr_change: Callable[[int, int], None] | None
 
     def partitions(self) -> dict[TopicPartition, Partition]:
         raise NotImplementedError
@@ -173,6 +174,10 @@ class MetadataApplier:
         if reg.leader == self.node_id:
             if fetchers is not None:
                 fetchers.remove(tp)
+            # an ISR change while leading in the same epoch (a shrink or expansion it proposed,
+            # or one the controller made when fencing a broker): counted for the metrics
+            same_epoch = part.is_leader and part.leader_epoch == reg.leader_epoch
+            old_isr = len(part.isr)
             part.make_leader(
                 reg.leader_epoch,
                 reg.partition_epoch,
@@ -180,6 +185,9 @@ class MetadataApplier:
                 tuple(reg.isr),
                 self._checkpointed_hw.get(tp, 0),
             )
+            on_isr_change = self.on_isr_change
+            if same_epoch and on_isr_change is not None and len(reg.isr) != old_isr:
+                on_isr_change(old_isr, len(reg.isr))
         else:
             part.make_follower(
                 reg.leader, reg.leader_epoch, reg.partition_epoch, reg.replicas, reg.isr

@@ -104,6 +104,9 @@ class ReplicaManager(MetadataApplier, OffsetQueries, SessionFetches, RecordsDele
         # appended as leader / returned by a fetch; None: not counted
         self.on_bytes_in: Callable[[str, int], None] | None = None
         self.on_bytes_out: Callable[[str, int], None] | None = None
+        # metrics: this broker, leading in the same epoch, applied an ISR of another size
+        # (old size, new size)
+        self.on_isr_change: Callable[[int, int], None] | None = None
         # set by the node: sends a leader's ISR proposal to the controller (AlterPartition)
         self.isr_proposer: Callable[[Partition, tuple[int, ...]], None] | None = None
         # set by the node: the replica fetchers (broker/replica/fetcher.py)

@@ -3,8 +3,9 @@ the reason without it) scrapes 3 `gregor controller` and 3 `gregor broker` proce
 its own `metrics.listener`, and its HTTP API answers (issue 26):
 
 - every target is up, exactly one controller is active, every node is live and ready;
-- after a broker is killed the under-replicated gauge rises above 0, and returns to 0 once it
-  is restarted and back in the ISR;
+- after a broker is killed the under-replicated gauge rises above 0 (the shipped alert goes
+  pending), and returns to 0 once it is restarted and back in the ISR, the leader having
+  counted an ISR shrink and an expansion;
 - a produce load shows in the request-rate and request-latency series.
 """
 
@@ -235,6 +236,9 @@ def test_prometheus_scrapes_the_cluster(controller_quorum, tmp_path):
         prom.wait(
             "sum(gregor_partitions_under_replicated)", lambda v: v == 0, 30, "replicated again"
         )
+        # the leader counted the victim leaving and rejoining its ISR
+        prom.wait("sum(gregor_isr_shrinks_total)", lambda v: v >= 1, 10, "an ISR shrink counted")
+        prom.wait("sum(gregor_isr_expands_total)", lambda v: v >= 1, 10, "an ISR expansion counted")
 
         # a produce load (sustained: rate() needs two scrapes that saw the counter move) shows
         # in the request rate and latency series

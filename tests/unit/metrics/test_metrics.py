@@ -13,7 +13,13 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from broker.lifecycle import REGISTERED, RUNNING
-from broker.metrics import BrokerCollector, RequestMetrics, TopicMetrics, broker_ready
+from broker.metrics import (
+    BrokerCollector,
+    BrokerMetrics,
+    RequestMetrics,
+    TopicMetrics,
+    broker_ready,
+)
 from client.config.types import parse_http_listener
 from client.errors import ErrorCode
 from client.protocol.api_keys import ApiKey
@@ -259,3 +265,13 @@ def test_the_listener_binds_an_ipv6_literal():
             assert r.status == 200
     finally:
         server.stop()
+
+
+def test_isr_changes_count_as_shrinks_or_expansions():
+    m = BrokerMetrics(("127.0.0.1", 0))
+    m.isr_changed(3, 2)
+    m.isr_changed(2, 1)
+    m.isr_changed(1, 3)
+    v = values(m.registry)
+    assert v[("gregor_isr_shrinks_total", ())] == 2
+    assert v[("gregor_isr_expands_total", ())] == 1
