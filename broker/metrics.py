@@ -162,9 +162,11 @@ class BrokerCollector(Collector):
     """The broker's state, read at scrape time (`node` is a broker.node.BrokerNode, `channel`
     the request channel)."""
 
-    def __init__(self, node: Any, channel: Any) -> None:
+    def __init__(self, node: Any, channel: Any, network: Any = None) -> None:
+        """`network`: the SocketServer (connections, request memory); None: not reported."""
         self._node = node
         self._channel = channel
+        self._network = network
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         node = self._node
@@ -208,6 +210,25 @@ class BrokerCollector(Collector):
             "requests waiting for an I/O thread (Kafka: RequestQueueSize)",
             value=self._channel.size,
         )
+        network = self._network
+        if network is not None:
+            yield GaugeMetricFamily(
+                "gregor_connections",
+                "open client connections, over every listener (bounded by max.connections)"
+                " (Kafka: socket-server-metrics connection-count)",
+                value=network.connection_count,
+            )
+            yield GaugeMetricFamily(
+                "gregor_request_memory_bytes",
+                "bytes of requests received and not yet answered, held in the memory pool"
+                " (Kafka: MemoryPoolUsed)",
+                value=network.memory_pool.used,
+            )
+            yield GaugeMetricFamily(
+                "gregor_request_memory_max_bytes",
+                "the memory pool's size (queued.max.request.bytes)",
+                value=network.memory_pool.capacity,
+            )
         purgatory = GaugeMetricFamily(
             "gregor_purgatory_size",
             "delayed operations watched in a purgatory, by kind (Kafka: PurgatorySize)",
@@ -278,8 +299,10 @@ class BrokerMetrics:
         self._address = address
         self.server: MetricsServer | None = None
 
-    def start(self, node: Any, channel: Any, ready: Callable[[], str | None]) -> tuple[str, int]:
-        self.registry.register(BrokerCollector(node, channel))
+    def start(
+        self, node: Any, channel: Any, ready: Callable[[], str | None], network: Any = None
+    ) -> tuple[str, int]:
+        self.registry.register(BrokerCollector(node, channel, network))
         node.publisher.subscribe(self.topics.on_metadata)
         quorum = node.quorum
         log = getattr(getattr(quorum, "controller", None), "log", None)

@@ -251,7 +251,9 @@ class BrokerServer:
         lm.on_flush_round = metrics.flush.observe
         node.services.metrics = metrics.requests
         self.metrics = metrics
-        self.metrics_address = metrics.start(node, self.channel, lambda: broker_ready(node))
+        self.metrics_address = metrics.start(
+            node, self.channel, lambda: broker_ready(node), self.socket_server
+        )
 
     def fail(self, reason: str) -> None:
         """A fatal error (any thread): graceful shutdown, then exit status 1. The first reason

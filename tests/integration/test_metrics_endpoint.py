@@ -76,6 +76,16 @@ def test_metrics_and_health_of_a_combined_broker(metered):
     assert m[("gregor_partitions_offline", ())] == 0
     assert m[("gregor_purgatory_size", (("kind", "produce"),))] == 0
     assert m[("gregor_request_queue_size", ())] == 0
+    assert m[("gregor_request_memory_max_bytes", ())] == 100 * 1024 * 1024
+    with RawClient(metered.address) as c:  # a connection counts while it is open
+        c.request(ApiKey.API_VERSIONS, 0, {})
+        assert samples(address)[("gregor_connections", ())] == 1
+    wait_until(
+        lambda: samples(address)[("gregor_connections", ())] == 0, 10, "the connection gone"
+    )
+    wait_until(
+        lambda: samples(address)[("gregor_request_memory_bytes", ())] == 0, 10, "memory freed"
+    )
     assert 0 < m[("gregor_log_open_segment_files", ())]
     assert m[("gregor_log_open_segment_files", ())] <= m[("gregor_log_open_segment_files_max", ())]
     # the combined server is its own one-voter quorum

@@ -104,7 +104,12 @@ def test_broker_collector_counts_partitions_it_leads():
     ]
     offline = image([SimpleNamespace(leader=-1), SimpleNamespace(leader=2)])
     registry = CollectorRegistry()
-    registry.register(BrokerCollector(broker_node(parts, offline), SimpleNamespace(size=5)))
+    network = SimpleNamespace(
+        connection_count=12, memory_pool=SimpleNamespace(used=2048, capacity=1 << 20)
+    )
+    registry.register(
+        BrokerCollector(broker_node(parts, offline), SimpleNamespace(size=5), network)
+    )
     v = values(registry)
     assert v[("gregor_partitions_under_replicated", ())] == 2
     assert v[("gregor_partitions_under_min_isr", ())] == 1
@@ -118,6 +123,9 @@ def test_broker_collector_counts_partitions_it_leads():
     assert v[("gregor_log_open_segment_files", ())] == 3
     assert v[("gregor_log_open_segment_files_max", ())] == 200
     assert v[("gregor_log_dirs_offline", ())] == 0
+    assert v[("gregor_connections", ())] == 12
+    assert v[("gregor_request_memory_bytes", ())] == 2048
+    assert v[("gregor_request_memory_max_bytes", ())] == 1 << 20
 
 
 def raft_log(role, leader, term=3, committed=42):
