@@ -11,7 +11,7 @@ request (never per record):
   purgatory sizes, open segment files and their budget.
 
 Labels: `api`, `error` (names, bounded by the protocol), `topic` (per topic; no per-partition
-series), `kind` (purgatory). Threads: `record`/`bytes_in`/`bytes_out`/`flush_observer` from any
+series), `kind` (purgatory). Threads: `record`/`appended`/`bytes_out`/`flush.observe` from any
 thread (prometheus_client's metrics are thread-safe); collectors run on the scrape thread.
 """
 
@@ -98,14 +98,20 @@ class RequestMetrics:
 
 
 class TopicMetrics:
-    """Bytes in (appended by produce, as leader) and out (returned by fetch) per topic. A
-    deleted topic's series go (`forget`, on the metadata that deletes it), so topic churn does
-    not grow the registry."""
+    """Bytes and records in (appended by produce, as leader) and bytes out (returned by fetch)
+    per topic. A deleted topic's series go (`forget`, on the metadata that deletes it), so
+    topic churn does not grow the registry."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self._in = Counter(
             "gregor_topic_bytes_in",
             "record-batch bytes appended by produce requests, by topic (Kafka: BytesInPerSec)",
+            ["topic"],
+            registry=registry,
+        )
+        self._records_in = Counter(
+            "gregor_topic_records_in",
+            "records appended by produce requests, by topic (Kafka: MessagesInPerSec)",
             ["topic"],
             registry=registry,
         )
@@ -118,35 +124,40 @@ class TopicMetrics:
         )
         # children cached per topic; created and forgotten under the lock, read without it
         self._lock = threading.Lock()
-        self._in_children: dict[str, Any] = {}
+        self._in_children: dict[str, tuple[Any, Any]] = {}
         self._out_children: dict[str, Any] = {}
 
-    def bytes_in(self, topic: str, n: int) -> None:
-        child = self._in_children.get(topic)
-        if child is None:
-            child = self._child(self._in, self._in_children, topic)
-        child.inc(n)
+    def appended(self, topic: str, nbytes: int, nrecords: int) -> None:
+        pair = self._in_children.get(topic)
+        if pair is None:
+            with self._lock:
+                pair = self._in_children.get(topic)
+                if pair is None:
+                    pair = self._in_children[topic] = (
+                        self._in.labels(topic),
+                        self._records_in.labels(topic),
+                    )
+        pair[0].inc(nbytes)
+        pair[1].inc(nrecords)
 
     def bytes_out(self, topic: str, n: int) -> None:
         child = self._out_children.get(topic)
         if child is None:
-            child = self._child(self._out, self._out_children, topic)
+            with self._lock:
+                child = self._out_children.get(topic)
+                if child is None:
+                    child = self._out_children[topic] = self._out.labels(topic)
         child.inc(n)
-
-    def _child(self, counter: Counter, cache: dict[str, Any], topic: str) -> Any:
-        with self._lock:
-            child = cache.get(topic)
-            if child is None:
-                child = cache[topic] = counter.labels(topic)
-            return child
 
     def forget(self, topic: str) -> None:
         """Drop `topic`'s series (it was deleted). An increment racing with this may be lost:
         it belonged to the deleted topic."""
         with self._lock:
-            for counter, cache in ((self._in, self._in_children), (self._out, self._out_children)):
-                if cache.pop(topic, None) is not None:
-                    counter.remove(topic)
+            if self._in_children.pop(topic, None) is not None:
+                self._in.remove(topic)
+                self._records_in.remove(topic)
+            if self._out_children.pop(topic, None) is not None:
+                self._out.remove(topic)
 
     def on_metadata(self, image: Any, delta: Any) -> None:
         """MetadataPublisher subscriber: forget the topics the delta deleted (and did not

@@ -245,7 +245,7 @@ class BrokerServer:
             raise ValueError("metrics.listener: needs a full broker node (broker.node)")
         metrics = BrokerMetrics(self._metrics_address)
         rm, lm = node.replica_manager, node.log_manager
-        rm.on_bytes_in = metrics.topics.bytes_in
+        rm.on_appended = metrics.topics.appended
         rm.on_bytes_out = metrics.topics.bytes_out
         rm.on_isr_change = metrics.isr_changed
         lm.on_flush_round = metrics.flush.observe

@@ -100,9 +100,9 @@ class ReplicaManager(MetadataApplier, OffsetQueries, SessionFetches, RecordsDele
         self._offline_seen: set[TopicPartition] = set()
         # partitions whose metadata failed to apply: not served until a later image applies
         self.failed: dict[TopicPartition, str] = {}
-        # metrics (broker/metrics.py TopicMetrics), set once before serving: (topic, bytes)
-        # appended as leader / returned by a fetch; None: not counted
-        self.on_bytes_in: Callable[[str, int], None] | None = None
+        # metrics (broker/metrics.py TopicMetrics), set once before serving: (topic, bytes,
+        # records) appended as leader / (topic, bytes) returned by a fetch; None: not counted
+        self.on_appended: Callable[[str, int, int], None] | None = None
         self.on_bytes_out: Callable[[str, int], None] | None = None
         # metrics: this broker, leading in the same epoch, applied an ISR of another size
         # (old size, new size)
@@ -266,8 +266,8 @@ class ReplicaManager(MetadataApplier, OffsetQueries, SessionFetches, RecordsDele
                 int(ErrorCode.KAFKA_STORAGE_ERROR), error_message=str(exc)
             )
         required = info.last_offset + 1
-        if self.on_bytes_in is not None:
-            self.on_bytes_in(tp[0], len(records))
+        if self.on_appended is not None:
+            self.on_appended(tp[0], len(records), info.last_offset - info.first_offset + 1)
         if self.settings.flush_on_ack:
             to_flush.append(part.log)
         else:

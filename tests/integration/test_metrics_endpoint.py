@@ -65,6 +65,7 @@ def test_metrics_and_health_of_a_combined_broker(metered):
     assert m[("gregor_requests_total", (("api", "PRODUCE"),))] >= 4
     assert m[("gregor_request_duration_seconds_count", (("api", "PRODUCE"),))] >= 4
     assert m[("gregor_topic_bytes_in_total", (("topic", "m1"),))] == sum(sizes)
+    assert m[("gregor_topic_records_in_total", (("topic", "m1"),))] == 12  # 3 batches of 4
     assert m[("gregor_topic_bytes_out_total", (("topic", "m1"),))] == len(got["records"])
     key = ("gregor_request_errors_total", (("api", "PRODUCE"), ("error", "UNSUPPORTED_VERSION")))
     assert m[key] == 1

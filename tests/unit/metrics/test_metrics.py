@@ -235,16 +235,18 @@ def test_the_listener_answers_health_and_metrics_and_stops():
 def test_a_deleted_topics_byte_series_go_and_come_back_fresh():
     registry = CollectorRegistry()
     t = TopicMetrics(registry)
-    t.bytes_in("a", 10)
+    t.appended("a", 10, 2)
     t.bytes_out("a", 4)
-    t.bytes_in("b", 1)
+    t.appended("b", 1, 1)
     deleted = SimpleNamespace(deleted_topics={"a": b"id"})
     t.on_metadata(SimpleNamespace(topics={"b": None}), deleted)
     v = values(registry)
     assert ("gregor_topic_bytes_in_total", (("topic", "a"),)) not in v
     assert ("gregor_topic_bytes_out_total", (("topic", "a"),)) not in v
+    assert ("gregor_topic_records_in_total", (("topic", "a"),)) not in v
+    assert v[("gregor_topic_records_in_total", (("topic", "b"),))] == 1
     assert v[("gregor_topic_bytes_in_total", (("topic", "b"),))] == 1
-    t.bytes_in("a", 3)  # re-created under the same name: counts from 0
+    t.appended("a", 3, 1)  # re-created under the same name: counts from 0
     assert values(registry)[("gregor_topic_bytes_in_total", (("topic", "a"),))] == 3
     # deleted and re-created in one delta: kept
     t.on_metadata(SimpleNamespace(topics={"a": None}), deleted)
