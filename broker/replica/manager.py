@@ -6,7 +6,7 @@
     rm.fetch_records(params, [FetchPartitionSpec], callback)      -> list | None
     rm.list_offsets(replica_id, [(t, p, timestamp, epoch)])        -> list[dict]
     rm.offsets_for_leader_epoch([(t, p, current_epoch, epoch)])    -> list[dict]
-    rm.delete_records(timeout_ms, {(t, p): offset}, callback)      -> dict | None
+    rm.records_deletion.delete_records(timeout_ms, {(t, p): offset}, callback) -> dict | None
     rm.on_flushed(topic, partition, flushed_offset)                 # the flushers' callback
 
 append/fetch return the answer at once, or None after parking a DelayedProduce/DelayedFetch
@@ -74,7 +74,7 @@ class ReplicaSettings:
         )
 
 
-class ReplicaManager(MetadataApplier, OffsetQueries, SessionFetches, RecordsDeletion):
+class ReplicaManager(MetadataApplier, OffsetQueries, SessionFetches):
     def __init__(
         self,
         node_id: int,
@@ -98,6 +98,14 @@ class ReplicaManager(MetadataApplier, OffsetQueries, SessionFetches, RecordsDele
         self._partitions: dict[TopicPartition, Partition] = {}
         self._checkpointed_hw = log_manager.read_high_watermarks()
         self._offline_seen: set[TopicPartition] = set()
+        # DeleteRecords (records_deletion.py), over this manager's partitions and purgatory
+        self.records_deletion = RecordsDeletion(
+            self._partitions.get,
+            self._leader_partition,
+            self.produce_purgatory,
+            self.settings,
+            self._wake_fetches,
+        )
         # partitions whose metadata failed to apply: not served until a later image applies
         self.failed: dict[TopicPartition, str] = {}
         # set by the node: sends a leader's ISR proposal to the controller (AlterPartition)
@@ -431,7 +439,7 @@ class ReplicaManager(MetadataApplier, OffsetQueries, SessionFetches, RecordsDele
         if part.update_follower(params.replica_id, spec.fetch_offset):
             self.high_watermark_moved((spec.topic, spec.partition))
         if part.update_follower_log_start(params.replica_id, spec.log_start_offset):
-            self.follower_log_start_moved((spec.topic, spec.partition))
+            self.records_deletion.follower_log_start_moved((spec.topic, spec.partition))
         proposer = self.isr_proposer
         if proposer is not None:
             new_isr = part.isr_to_expand(params.replica_id)

@@ -61,7 +61,7 @@ def _delete(h, offsets: dict, timeout_ms: int = 5000):
         box.update(statuses)
         done.set()
 
-    res = h.rm.delete_records(timeout_ms, offsets, cb)
+    res = h.rm.records_deletion.delete_records(timeout_ms, offsets, cb)
     if res is not None:
         box.update(res)
         done.set()
