@@ -69,7 +69,7 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
         return _response(res.results, res.session_id, res.error_code)
 
     if params.is_follower and session_id > 0:  # epoch -1: the follower closes its session
-        rm.session_fetches.cache.remove(session_id, params.replica_id)
+        rm.session_fetches.close(session_id, params.replica_id)
 
     def finish(results: list[dict]) -> None:
         ctx.respond(_response(results))

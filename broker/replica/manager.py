@@ -148,7 +148,7 @@ class ReplicaManager:
         fetches parked on them, by partition (consumers, sessionless followers) and by
         session (a session's fetch may name none of its partitions)."""
         keys: list[Any] = [fetch_key(*tp) for tp in tps]
-        keys.extend(self.session_fetches.cache.mark_changed(tps))
+        keys.extend(self.session_fetches.mark_changed(tps))
         self.fetch_purgatory.check_and_complete_many(keys)
 
     def high_watermark_moved(self, tp: TopicPartition) -> None:
@@ -158,7 +158,7 @@ class ReplicaManager:
         this a consumer saw the record only at its next fetch.max.wait.ms), and note it in the
         followers' sessions (they learn the HW with their next answer). Any thread."""
         self.produce_purgatory.check_and_complete(produce_key(*tp))
-        self.session_fetches.cache.mark_changed([tp])
+        self.session_fetches.mark_changed([tp])
         self.fetch_purgatory.check_and_complete(fetch_key(*tp))
 
     def on_flushed(self, topic: str, partition: int, flushed_offset: int) -> None:
@@ -412,7 +412,7 @@ class ReplicaManager:
         proposer = self.isr_proposer
         if proposer is None:
             return 0
-        self.session_fetches.cache.expire()
+        self.session_fetches.expire()
         self.session_fetches.refresh_caught_up_from_sessions()
         made = 0
         for part in self.partitions().values():

@@ -201,6 +201,19 @@ class SessionFetches:
 
     # -- upkeep ----------------------------------------------------------------------------------
 
+    def mark_changed(self, tps: list[TopicPartition]) -> list[Any]:
+        """Partitions that got records, moved their HW or changed leadership: noted in the
+        sessions holding them. Returns the purgatory keys of those sessions' parked fetches."""
+        return self.cache.mark_changed(tps)
+
+    def close(self, session_id: int, replica_id: int) -> None:
+        """The follower closes its session (a fetch with session epoch -1)."""
+        self.cache.remove(session_id, replica_id)
+
+    def expire(self) -> None:
+        """Drop the sessions idle past fetch_session_idle_ms."""
+        self.cache.expire()
+
     def refresh_caught_up_from_sessions(self) -> int:
         """Before an ISR shrink check: a follower whose session holds a partition at the
         leader's log end (a position the leader accepted) was caught up at its last fetch,
