@@ -247,7 +247,7 @@ class BrokerNode:
             self._endpoint_of,
             FetcherSettings.from_config(config),
         )
-        self.replica_manager.fetchers = self.fetchers
+        self.replica_manager.applier.fetchers = self.fetchers
         self.quorum: LocalQuorum | RemoteQuorum
         if self.combined:
             self.metadata_dir = self._metadata_dir()
@@ -278,8 +278,8 @@ class BrokerNode:
             self.node_id,
             self.controller,
             self.publisher,
-            self.replica_manager.failed_replicas,
-            self.replica_manager.descriptors.reason,
+            self.replica_manager.applier.failed_replicas,
+            self.replica_manager.applier.descriptors.reason,
         )
         self.broker_epoch = -1
         self.isr_proposer = IsrProposer(
@@ -437,7 +437,7 @@ class BrokerNode:
         self._adopt_cluster_id()
         # caught up with the metadata log: logs it does not list are stray (a full resync kept
         # them in case later records re-created them)
-        self.replica_manager.delete_strays(self.publisher.image)
+        self.replica_manager.applier.delete_strays(self.publisher.image)
         self._tasks = threading.Thread(target=self._run_tasks, name="broker-tasks", daemon=True)
         self._tasks.start()
         self._heartbeats = threading.Thread(
@@ -491,7 +491,7 @@ class BrokerNode:
             "flush_due": self._flush_due,
             "offline_check": self.replica_manager.wake_offline,
             "stray_check": self._delete_strays,
-            "retry_failed": lambda: self.replica_manager.retry_failed(
+            "retry_failed": lambda: self.replica_manager.applier.retry_failed(
                 lambda: self.publisher.latest_image
             ),
             "isr_shrink": lambda: self.replica_manager.shrink_isrs(self._lag_time_ms()),
@@ -513,7 +513,7 @@ class BrokerNode:
         """Periodic: after a full resync while running, logs the metadata does not list are
         deleted once the broker is caught up again (it heartbeats as RUNNING)."""
         if self.lifecycle.state == RUNNING:
-            self.replica_manager.delete_strays(self.publisher.image)
+            self.replica_manager.applier.delete_strays(self.publisher.image)
 
     def _lag_time_ms(self) -> int:
         return int(setting(self.config, "replica_lag_time_max_ms", 30_000))

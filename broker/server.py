@@ -247,7 +247,7 @@ class BrokerServer:
         rm, lm = node.replica_manager, node.log_manager
         rm.on_appended = metrics.topics.appended
         rm.on_bytes_out = metrics.topics.bytes_out
-        rm.on_isr_change = metrics.isr_changed
+        rm.applier.on_isr_change = metrics.isr_changed
         lm.on_flush_round = metrics.flush.observe
         node.services.metrics = metrics.requests
         self.metrics = metrics

@@ -45,7 +45,9 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
             }
         )
 
-    results = services.replica_manager.delete_records(int(body["timeout_ms"]), offsets, finish)
+    results = services.replica_manager.records_deletion.delete_records(
+        int(body["timeout_ms"]), offsets, finish
+    )
     if results is not None:
         finish(results)
     return None  # answered above, or the DelayedDeleteRecords answers

@@ -61,7 +61,7 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
         def finish_session(res: Any) -> None:
             ctx.respond(_response(res.results, res.session_id, res.error_code))
 
-        res = rm.fetch_with_session(
+        res = rm.session_fetches.fetch_with_session(
             params, session_id, session_epoch, specs, forgotten, finish_session
         )
         if res is None:
@@ -69,7 +69,7 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
         return _response(res.results, res.session_id, res.error_code)
 
     if params.is_follower and session_id > 0:  # epoch -1: the follower closes its session
-        rm.fetch_sessions.remove(session_id, params.replica_id)
+        rm.session_fetches.close(session_id, params.replica_id)
 
     def finish(results: list[dict]) -> None:
         ctx.respond(_response(results))

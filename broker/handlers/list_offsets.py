@@ -17,5 +17,5 @@ def handle(ctx: RequestContext, body: dict) -> dict:
         for t in body["topics"]
         for p in t["partitions"]
     ]
-    results = services.replica_manager.list_offsets(int(body["replica_id"]), reqs)
+    results = services.replica_manager.offsets.list_offsets(int(body["replica_id"]), reqs)
     return {"topics": by_topic(results), "throttle_time_ms": 0}

@@ -17,5 +17,5 @@ def handle(ctx: RequestContext, body: dict) -> dict:
         for t in body["topics"]
         for p in t["partitions"]
     ]
-    results = services.replica_manager.offsets_for_leader_epoch(reqs)
+    results = services.replica_manager.offsets.offsets_for_leader_epoch(reqs)
     return {"topics": by_topic(results), "throttle_time_ms": 0}

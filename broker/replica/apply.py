@@ -1,8 +1,9 @@
-"""Applying committed metadata to the local replicas (a ReplicaManager mixin): become leader
-or follower, stop a replica, delete logs; partitions whose registration failed to apply (e.g.
-out of file descriptors) are retried and reported; after a full resync, logs the image does not
-list are kept until the broker has caught up (`delete_strays`). One application at a time
-(`_apply_lock`): the metadata publisher's thread, or the broker-tasks thread for the retries.
+"""Applying committed metadata to the local replicas (an object the ReplicaManager holds, over
+the shared PartitionTable): become leader or follower, stop a replica, delete logs; partitions
+whose registration failed to apply (e.g. out of file descriptors) are retried and reported
+(`table.failed`); after a full resync, logs the image does not list are kept until the broker
+has caught up (`delete_strays`). One application at a time (`_apply_lock`): the metadata
+publisher's thread, or the broker-tasks thread for the retries.
 """
 
 from __future__ import annotations
@@ -11,13 +12,17 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.log import LogManager
 from broker.log.descriptors import DescriptorMonitor
 from broker.log.handles import is_fd_limit
 from broker.replica.partition import Partition
+from broker.replica.partition_table import PartitionTable
 from client.errors import StorageError
+
+if TYPE_CHECKING:
+    from broker.replica.manager import ReplicaSettings
 
 _log = logging.getLogger("broker.replica.manager")
 
@@ -25,26 +30,33 @@ TopicPartition = tuple[str, int]
 
 
 class MetadataApplier:
-    # the ReplicaManager's state this mixin works on (set by its __init__)
-    node_id: int
-    log_manager: LogManager
-    settings: Any
-    fetchers: Any
-    failed: dict[TopicPartition, str]
-    descriptors: DescriptorMonitor
-    _lock: threading.Lock
-    _apply_lock: threading.Lock
-    _partitions: dict[TopicPartition, Partition]
-    _strays: set[TopicPartition]
-    _checkpointed_hw: dict[TopicPartition, int]
-    _woken: list[TopicPartition]  # partitions to wake when the application ends
-    on_isr_change: Callable[[int, int], None] | None
+    """Owns the application state (the strays, the checkpointed high watermarks a new leader
+    starts from, the partitions to wake at an application's end); writes the table."""
 
-    def partitions(self) -> dict[TopicPartition, Partition]:
-        raise NotImplementedError
-
-    def _wake_many(self, tps: list[TopicPartition]) -> None:
-        raise NotImplementedError
+    def __init__(
+        self,
+        table: PartitionTable,
+        log_manager: LogManager,
+        settings: ReplicaSettings,
+        wake_many: Callable[[list[TopicPartition]], None],
+    ) -> None:
+        """`wake_many(tps)`: retry the produces and fetches parked on `tps` (the manager's)."""
+        self.table = table
+        self.log_manager = log_manager
+        self.settings = settings
+        self._wake_many = wake_many
+        self._apply_lock = threading.Lock()  # one metadata application at a time
+        self._woken: list[TopicPartition] = []  # partitions to wake when the application ends
+        # local logs a full resync found unknown to the metadata (delete_strays)
+        self._strays: set[TopicPartition] = set()
+        self._checkpointed_hw = log_manager.read_high_watermarks()
+        # set by the node: the replica fetchers (broker/replica/fetcher.py)
+        self.fetchers: Any = None
+        # whether new replicas can be created, as far as descriptors go (heartbeats report it)
+        self.descriptors = DescriptorMonitor()
+        # metrics (broker/metrics.py): this broker, leading in the same epoch, applied an ISR
+        # of another size (old size, new size); set once before serving
+        self.on_isr_change: Callable[[int, int], None] | None = None
 
     @contextmanager
     def _wakes_at_end(self) -> Iterator[None]:
@@ -65,21 +77,21 @@ class MetadataApplier:
         another in-sync replica can replace: the heartbeat reports them to the controller, which
         moves their leadership and ISR membership to other replicas (Kafka's offline log dirs,
         KIP-858)."""
-        failed = set(self.failed)
+        failed = set(self.table.failed)
         if self.log_manager.offline_dirs():
             # (only where another in-sync replica can take over: an only replica keeps its
             # leadership, so what it fsynced stays readable)
-            failed |= {tp for tp, part in self.partitions().items()
-                       if part.log.offline and any(r != self.node_id for r in part.isr)}  # fmt: skip
+            failed |= {tp for tp, part in self.table.partitions().items()
+                       if part.log.offline and any(r != self.table.node_id for r in part.isr)}  # fmt: skip
         return sorted(failed)
 
     def retry_failed(self, latest_image: Callable[[], Any]) -> None:
         """Apply failed partitions again from `latest_image()` (periodic: a failure such as
         running out of file descriptors may pass without any new metadata arriving)."""
-        if self.failed:
+        if self.table.failed:
             with self._apply_lock, self._wakes_at_end():
                 image = latest_image()
-                retry = [(tp, image.partition(*tp)) for tp in list(self.failed)]
+                retry = [(tp, image.partition(*tp)) for tp in list(self.table.failed)]
                 for tp, reg in retry:
                     if reg is not None:
                         self._apply_guarded(tp, reg)
@@ -101,7 +113,7 @@ class MetadataApplier:
             # metadata log (delete_strays): records not yet visible may re-create them, and
             # deleting them now would lose their data.
             live = {(t.name, p) for t in image.topics.values() for p in t.partitions}
-            for tp in list(self.partitions()):
+            for tp in list(self.table.partitions()):
                 if tp not in live:
                     self._stop_replica(tp, delete=False)
                     self._strays.add(tp)
@@ -117,7 +129,7 @@ class MetadataApplier:
             ]
         # Partitions that failed before are applied again from this image (a resync), even when
         # this delta does not touch them.
-        retry = [(tp, image.topics[tp[0]].partitions.get(tp[1])) for tp in list(self.failed)
+        retry = [(tp, image.topics[tp[0]].partitions.get(tp[1])) for tp in list(self.table.failed)
                  if tp[0] in image.topics]  # fmt: skip
         seen: set[TopicPartition] = set()
         for tp, reg in [*touched, *((tp, r) for tp, r in retry if r is not None)]:
@@ -125,27 +137,26 @@ class MetadataApplier:
                 continue
             seen.add(tp)
             self._apply_guarded(tp, reg)
-        for tp in [tp for tp in self.failed if tp[0] not in image.topics]:
-            del self.failed[tp]  # its topic is gone: nothing left to resync
+        for tp in [tp for tp in self.table.failed if tp[0] not in image.topics]:
+            del self.table.failed[tp]  # its topic is gone: nothing left to resync
 
     def _apply_guarded(self, tp: TopicPartition, reg: Any) -> None:
         """Apply one partition's registration. A failure is not swallowed: the partition stops
         being served (requests get NOT_LEADER_OR_FOLLOWER, clients refresh and retry), the
         error is logged, and the next image applies it again (`failed`)."""
         try:
-            if self.node_id in reg.replicas:
+            if self.table.node_id in reg.replicas:
                 self._apply_partition(tp, reg)
-            elif tp in self._partitions:
+            elif tp in self.table:
                 self._stop_replica(tp, delete=True)
         except Exception as exc:
             if is_fd_limit(exc) or (exc.__cause__ is not None and is_fd_limit(exc.__cause__)):
                 self.descriptors.note_limit_hit()  # the next heartbeat tells the controller
-            first = tp not in self.failed
-            self.failed[tp] = f"{type(exc).__name__}: {exc}"
+            first = tp not in self.table.failed
+            self.table.failed[tp] = f"{type(exc).__name__}: {exc}"
             if self.fetchers is not None:
                 self.fetchers.remove(tp)
-            with self._lock:
-                self._partitions.pop(tp, None)
+            self.table.pop(tp)
             self._woken.append(tp)
             if first:
                 _log.error(
@@ -157,21 +168,20 @@ class MetadataApplier:
                     exc_info=True,
                 )
             return
-        if self.failed.pop(tp, None) is not None:
+        if self.table.failed.pop(tp, None) is not None:
             _log.info("[%s-%d] metadata applied again: serving it", tp[0], tp[1])
 
     def _apply_partition(self, tp: TopicPartition, reg: Any) -> None:
         self._strays.discard(tp)  # known again: its log is this replica's
-        part = self._partitions.get(tp)
+        part = self.table.get(tp)
         if part is None:
             log = self.log_manager.get_or_create(*tp)
             part = Partition(
-                tp[0], tp[1], self.node_id, log, flush_on_ack=self.settings.flush_on_ack
+                tp[0], tp[1], self.table.node_id, log, flush_on_ack=self.settings.flush_on_ack
             )
-            with self._lock:
-                self._partitions[tp] = part
+            self.table.put(tp, part)
         fetchers = self.fetchers
-        if reg.leader == self.node_id:
+        if reg.leader == self.table.node_id:
             if fetchers is not None:
                 fetchers.remove(tp)
             # an ISR change while leading in the same epoch (a shrink or expansion it proposed,
@@ -202,8 +212,7 @@ class MetadataApplier:
     def _stop_replica(self, tp: TopicPartition, delete: bool) -> None:
         if self.fetchers is not None:
             self.fetchers.remove(tp)
-        with self._lock:
-            self._partitions.pop(tp, None)
+        self.table.pop(tp)
         self._woken.append(tp)
         if delete:
             self._delete_logs([tp])
@@ -216,7 +225,7 @@ class MetadataApplier:
             _log.error("deleting the logs of %d partitions failed: %s", len(tps), exc)
 
     def _delete_topic(self, topic: str) -> None:
-        doomed = {tp for tp in self.partitions() if tp[0] == topic}
+        doomed = {tp for tp in self.table.partitions() if tp[0] == topic}
         doomed |= {tp for tp in self.log_manager.logs() if tp[0] == topic}
         for tp in sorted(doomed):
             self._stop_replica(tp, delete=False)

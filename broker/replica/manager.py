@@ -4,9 +4,10 @@
     rm.apply_metadata(image, delta)                 # from the metadata publisher
     rm.append_records(acks, timeout_ms, {(t, p): batches}, callback) -> dict | None
     rm.fetch_records(params, [FetchPartitionSpec], callback)      -> list | None
-    rm.list_offsets(replica_id, [(t, p, timestamp, epoch)])        -> list[dict]
-    rm.offsets_for_leader_epoch([(t, p, current_epoch, epoch)])    -> list[dict]
-    rm.delete_records(timeout_ms, {(t, p): offset}, callback)      -> dict | None
+    rm.offsets.list_offsets(replica_id, [(t, p, timestamp, epoch)])        -> list[dict]
+    rm.offsets.offsets_for_leader_epoch([(t, p, current_epoch, epoch)])    -> list[dict]
+    rm.session_fetches.fetch_with_session(params, id, epoch, specs, forgotten, cb)
+    rm.records_deletion.delete_records(timeout_ms, {(t, p): offset}, callback) -> dict | None
     rm.on_flushed(topic, partition, flushed_offset)                 # the flushers' callback
 
 append/fetch return the answer at once, or None after parking a DelayedProduce/DelayedFetch
@@ -14,10 +15,15 @@ that calls `callback` exactly once later (any thread). Durability (docs/architec
 log.flush.on.ack=true an acks=1/all write is acknowledged only once the group-commit fsync
 covers it, and the high watermark never passes the leader's flushed offset (Partition).
 
-Applying metadata (become leader/follower, stop, delete, failed replicas, stray logs) is in
-apply.py, the ListOffsets/OffsetForLeaderEpoch answers in offsets.py, follower fetches in
-incremental fetch sessions (KIP-227) in session_fetch.py, DeleteRecords in records_deletion.py
-(mixins of this class).
+The manager keeps the produce and fetch paths, the ISR checks on them and the wake-ups of
+parked requests. Its parts are objects it holds, each owning its state, all sharing one
+PartitionTable (partition_table.py: the partitions served, and those that failed to apply):
+  - `applier` (apply.py): applying metadata (become leader/follower, stop, delete, failed
+    replicas, stray logs);
+  - `offsets` (offsets.py): the ListOffsets/OffsetForLeaderEpoch answers;
+  - `session_fetches` (session_fetch.py): follower fetches in incremental fetch sessions
+    (KIP-227), their cache and pruning;
+  - `records_deletion` (records_deletion.py): DeleteRecords.
 
 Threads: every public method is thread-safe (I/O workers, flusher threads, the publisher).
 """
@@ -25,13 +31,11 @@ Threads: every public method is thread-safe (I/O workers, flusher threads, the p
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from broker.log import Log, LogManager
-from broker.log.descriptors import DescriptorMonitor
 from broker.purgatory import Purgatory
 from broker.replica.apply import MetadataApplier
 from broker.replica.delayed import (
@@ -41,9 +45,9 @@ from broker.replica.delayed import (
     fetch_key,
     produce_key,
 )
-from broker.replica.fetch_session import FetchSessionCache
 from broker.replica.offsets import OffsetQueries
 from broker.replica.partition import Partition
+from broker.replica.partition_table import PartitionTable
 from broker.replica.records_deletion import RecordsDeletion
 from broker.replica.session_fetch import SessionFetches
 from broker.replica.specs import FetchParams, FetchPartitionSpec, ReplicaError, diverging
@@ -74,7 +78,7 @@ class ReplicaSettings:
         )
 
 
-class ReplicaManager(MetadataApplier, OffsetQueries, SessionFetches, RecordsDeletion):
+class ReplicaManager:
     def __init__(
         self,
         node_id: int,
@@ -84,58 +88,56 @@ class ReplicaManager(MetadataApplier, OffsetQueries, SessionFetches, RecordsDele
         settings: ReplicaSettings | None = None,
         min_insync_for: Callable[[str], int] | None = None,
     ) -> None:
-        self.node_id = node_id
         self.log_manager = log_manager
         self.produce_purgatory = produce_purgatory
         self.fetch_purgatory = fetch_purgatory
         self.settings = settings or ReplicaSettings()
         self._min_insync_for = min_insync_for or (lambda topic: self.settings.min_insync_replicas)
-        self._lock = threading.Lock()
-        self._apply_lock = threading.Lock()  # one metadata application at a time
-        self._woken: list[TopicPartition] = []  # (apply.py: _wakes_at_end)
-        # local logs a full resync found unknown to the metadata (delete_strays)
-        self._strays: set[TopicPartition] = set()
-        self._partitions: dict[TopicPartition, Partition] = {}
-        self._checkpointed_hw = log_manager.read_high_watermarks()
+        self.table = PartitionTable(node_id)
         self._offline_seen: set[TopicPartition] = set()
-        # partitions whose metadata failed to apply: not served until a later image applies
-        self.failed: dict[TopicPartition, str] = {}
         # metrics (broker/metrics.py TopicMetrics), set once before serving: (topic, bytes,
         # records) appended as leader / (topic, bytes) returned by a fetch; None: not counted
         self.on_appended: Callable[[str, int, int], None] | None = None
         self.on_bytes_out: Callable[[str, int], None] | None = None
-        # metrics: this broker, leading in the same epoch, applied an ISR of another size
-        # (old size, new size)
-        self.on_isr_change: Callable[[int, int], None] | None = None
         # set by the node: sends a leader's ISR proposal to the controller (AlterPartition)
         self.isr_proposer: Callable[[Partition, tuple[int, ...]], None] | None = None
-        # set by the node: the replica fetchers (broker/replica/fetcher.py)
-        self.fetchers: Any = None
-        # whether new replicas can be created, as far as descriptors go (heartbeats report it)
-        self.descriptors = DescriptorMonitor()
-        # followers' incremental fetch sessions (session_fetch.py), and the broker epochs of
-        # the last metadata image (a session dies with its follower's)
-        self.fetch_sessions = FetchSessionCache(
-            self.settings.max_fetch_sessions, self.settings.fetch_session_idle_ms
+        self.applier = MetadataApplier(self.table, log_manager, self.settings, self._wake_many)
+        self.offsets = OffsetQueries(self.table)
+        self.session_fetches = SessionFetches(
+            self.table,
+            self,
+            fetch_purgatory,
+            self.settings.max_fetch_sessions,
+            self.settings.fetch_session_idle_ms,
         )
-        self._broker_epochs: dict[int, int] = {}
+        self.records_deletion = RecordsDeletion(
+            self.table.get,
+            self.table.leader,
+            self.produce_purgatory,
+            self.settings,
+            self._wake_fetches,
+        )
+
+    @property
+    def node_id(self) -> int:
+        return self.table.node_id
 
     def apply_metadata(self, image: Any, delta: Any) -> None:
-        """MetadataApplier's, then fetch sessions of restarted or departed followers close."""
-        super().apply_metadata(image, delta)
-        self.prune_fetch_sessions(image)
+        """The applier's, then fetch sessions of restarted or departed followers close
+        (the metadata publisher's thread)."""
+        self.applier.apply_metadata(image, delta)
+        self.session_fetches.prune_fetch_sessions(image)
 
     # -- partition state -------------------------------------------------------------------------
 
     def get_partition(self, topic: str, partition: int) -> Partition | None:
-        return self._partitions.get((topic, partition))
+        return self.table.get((topic, partition))
 
     def partitions(self) -> dict[TopicPartition, Partition]:
-        with self._lock:
-            return dict(self._partitions)
+        return self.table.partitions()
 
     def high_watermarks(self) -> dict[TopicPartition, int]:
-        return {tp: p.high_watermark for tp, p in self.partitions().items()}
+        return self.table.high_watermarks()
 
     def _wake(self, tp: TopicPartition) -> None:
         self._wake_many([tp])
@@ -145,6 +147,14 @@ class ReplicaManager(MetadataApplier, OffsetQueries, SessionFetches, RecordsDele
         self.produce_purgatory.check_and_complete_many([produce_key(*tp) for tp in tps])
         self._wake_fetches(tps)
 
+    def _wake_fetches(self, tps: list[TopicPartition]) -> None:
+        """Partitions that got records, moved their HW or changed leadership: retry the
+        fetches parked on them, by partition (consumers, sessionless followers) and by
+        session (a session's fetch may name none of its partitions)."""
+        keys: list[Any] = [fetch_key(*tp) for tp in tps]
+        keys.extend(self.session_fetches.mark_changed(tps))
+        self.fetch_purgatory.check_and_complete_many(keys)
+
     def high_watermark_moved(self, tp: TopicPartition) -> None:
         """`tp`'s high watermark moved outside an append, a flush or a metadata application
         (a follower's fetch, a refused ISR expansion): complete the acks=all produces waiting
@@ -152,7 +162,7 @@ class ReplicaManager(MetadataApplier, OffsetQueries, SessionFetches, RecordsDele
         this a consumer saw the record only at its next fetch.max.wait.ms), and note it in the
         followers' sessions (they learn the HW with their next answer). Any thread."""
         self.produce_purgatory.check_and_complete(produce_key(*tp))
-        self.fetch_sessions.mark_changed([tp])
+        self.session_fetches.mark_changed([tp])
         self.fetch_purgatory.check_and_complete(fetch_key(*tp))
 
     def on_flushed(self, topic: str, partition: int, flushed_offset: int) -> None:
@@ -164,7 +174,7 @@ class ReplicaManager(MetadataApplier, OffsetQueries, SessionFetches, RecordsDele
         then each waiting produce or fetch is retried once (a produce over 1,000 partitions
         was retried 1,000 times, once per partition's report)."""
         moved = []
-        get = self._partitions.get
+        get = self.table.get
         for topic, partition, _offset in reports:
             part = get((topic, partition))
             if part is not None:
@@ -174,32 +184,6 @@ class ReplicaManager(MetadataApplier, OffsetQueries, SessionFetches, RecordsDele
             self._wake_many(moved)
 
     # -- produce --------------------------------------------------------------------------------
-
-    def _missing(self, tp: TopicPartition) -> ReplicaError:
-        failed = self.failed.get(tp)
-        if failed is not None:  # retriable: the next metadata image applies it again
-            return ReplicaError(
-                ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                f"{tp[0]}-{tp[1]} is not served by broker {self.node_id}: its metadata failed"
-                f" to apply ({failed})",
-            )
-        return ReplicaError(
-            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown partition {tp[0]}-{tp[1]}"
-        )
-
-    def _leader_partition(self, tp: TopicPartition) -> Partition:
-        part = self._partitions.get(tp)
-        if part is None:
-            raise self._missing(tp)
-        if part.log.offline:  # (first: the controller moves leadership off an offline log, and
-            # the storage error says why; the client refreshes metadata on it and moves on)
-            raise ReplicaError(ErrorCode.KAFKA_STORAGE_ERROR, f"log of {tp[0]}-{tp[1]} is offline")
-        if not part.is_leader:
-            raise ReplicaError(
-                ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                f"broker {self.node_id} is not the leader of {tp[0]}-{tp[1]}",
-            )
-        return part
 
     def append_records(
         self,
@@ -247,7 +231,7 @@ class ReplicaManager(MetadataApplier, OffsetQueries, SessionFetches, RecordsDele
     ) -> ProducePartitionStatus:
         """Append as leader; a log to fsync goes to `to_flush` (the caller asks for it)."""
         try:
-            part = self._leader_partition(tp)
+            part = self.table.leader(tp)
             if acks == -1:
                 isr_size = len(part.isr)
                 min_isr = self._min_insync_for(tp[0])
@@ -285,7 +269,7 @@ class ReplicaManager(MetadataApplier, OffsetQueries, SessionFetches, RecordsDele
         self, tp: TopicPartition, status: ProducePartitionStatus, acks: int
     ) -> int | None:
         """DelayedProduce's condition for one partition: None = keep waiting, else the final code."""
-        part = self._partitions.get(tp)
+        part = self.table.get(tp)
         if part is None or not part.is_leader or part.leader_epoch != status.leader_epoch:
             return int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         if part.log.offline:
@@ -312,7 +296,7 @@ class ReplicaManager(MetadataApplier, OffsetQueries, SessionFetches, RecordsDele
         follower long-polling at the leader's end has everything, and the HW moves now."""
         if params.is_follower:
             for spec in partitions:
-                self._follower_fetched(params, spec)
+                self.follower_fetched(params, spec)
         if params.max_wait_ms <= 0 or not partitions or self.fetch_satisfied(params, partitions):
             return self.read_partitions(params, partitions)
         op = DelayedFetch(params.max_wait_ms, params, partitions, self, callback)
@@ -321,32 +305,12 @@ class ReplicaManager(MetadataApplier, OffsetQueries, SessionFetches, RecordsDele
         )
         return None
 
-    def _fetchable_part(self, spec: FetchPartitionSpec) -> Partition:
-        tp = (spec.topic, spec.partition)
-        part = self._partitions.get(tp)
-        if part is None:
-            raise self._missing(tp)
-        if not part.is_leader:
-            raise ReplicaError(
-                ErrorCode.NOT_LEADER_OR_FOLLOWER, f"not the leader of {tp[0]}-{tp[1]}"
-            )
-        if spec.current_leader_epoch >= 0:
-            if spec.current_leader_epoch < part.leader_epoch:
-                raise ReplicaError(
-                    ErrorCode.FENCED_LEADER_EPOCH, "fetch from an older leader epoch"
-                )
-            if spec.current_leader_epoch > part.leader_epoch:
-                raise ReplicaError(
-                    ErrorCode.UNKNOWN_LEADER_EPOCH, "fetch from a newer leader epoch"
-                )
-        return part
-
     def fetch_satisfied(self, params: FetchParams, partitions: list[FetchPartitionSpec]) -> bool:
         """DelayedFetch's condition: an error to report, or min_bytes readable."""
         available = 0
         for spec in partitions:
             try:
-                part = self._fetchable_part(spec)
+                part = self.table.fetchable(spec)
             except ReplicaError:
                 return True
             log = part.log
@@ -391,7 +355,7 @@ class ReplicaManager(MetadataApplier, OffsetQueries, SessionFetches, RecordsDele
             }
             out.append(entry)
             try:
-                part = self._fetchable_part(spec)
+                part = self.table.fetchable(spec)
                 log: Log = part.log
                 hw = part.high_watermark
                 entry["high_watermark"] = hw
@@ -427,14 +391,14 @@ class ReplicaManager(MetadataApplier, OffsetQueries, SessionFetches, RecordsDele
                 _log.error("fetch %s-%d: %s", spec.topic, spec.partition, exc)
         return out
 
-    def _follower_fetched(self, params: FetchParams, spec: FetchPartitionSpec) -> bool:
+    def follower_fetched(self, params: FetchParams, spec: FetchPartitionSpec) -> bool:
         """Leader side of a follower fetch's arrival: unless it diverged (its answer will say
         where to truncate), its position is recorded (the HW may move and complete waiting
         acks=all produces) and it may be proposed back into the ISR. Returns whether the
         position was recorded. A moved HW is noted in the fetch sessions holding the
         partition (the other followers learn it with their next answer)."""
         try:
-            part = self._fetchable_part(spec)
+            part = self.table.fetchable(spec)
         except ReplicaError:
             return False  # the read answers with the error
         if diverging(part, spec) is not None:
@@ -442,7 +406,7 @@ class ReplicaManager(MetadataApplier, OffsetQueries, SessionFetches, RecordsDele
         if part.update_follower(params.replica_id, spec.fetch_offset):
             self.high_watermark_moved((spec.topic, spec.partition))
         if part.update_follower_log_start(params.replica_id, spec.log_start_offset):
-            self.follower_log_start_moved((spec.topic, spec.partition))
+            self.records_deletion.follower_log_start_moved((spec.topic, spec.partition))
         proposer = self.isr_proposer
         if proposer is not None:
             new_isr = part.isr_to_expand(params.replica_id)
@@ -456,8 +420,8 @@ class ReplicaManager(MetadataApplier, OffsetQueries, SessionFetches, RecordsDele
         proposer = self.isr_proposer
         if proposer is None:
             return 0
-        self.fetch_sessions.expire()
-        self.refresh_caught_up_from_sessions()
+        self.session_fetches.expire()
+        self.session_fetches.refresh_caught_up_from_sessions()
         made = 0
         for part in self.partitions().values():
             new_isr = part.isr_to_shrink(lag_time_ms)
@@ -476,8 +440,6 @@ class ReplicaManager(MetadataApplier, OffsetQueries, SessionFetches, RecordsDele
                 if part.maybe_advance_high_watermark():
                     self.high_watermark_moved(part.tp)
         return made
-
-    # -- list offsets ---------------------------------------------------------------------------
 
     # -- periodic -------------------------------------------------------------------------------
 

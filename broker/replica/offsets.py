@@ -1,6 +1,11 @@
 """Offset queries a partition leader answers: ListOffsets (by time: earliest, latest, a
 timestamp) and OffsetForLeaderEpoch (KIP-101/279: the end offset of a leader epoch in this
-log). A ReplicaManager mixin over its leader lookup. Thread-safe as the ReplicaManager."""
+log). An object the ReplicaManager holds, over the shared PartitionTable's leader lookup; it
+owns no state. Any thread.
+
+    rm.offsets.list_offsets(replica_id, [(t, p, timestamp, epoch)])     -> list[dict]
+    rm.offsets.offsets_for_leader_epoch([(t, p, current_epoch, epoch)]) -> list[dict]
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from broker.replica.partition import Partition
+from broker.replica.partition_table import PartitionTable
 from broker.replica.specs import FetchPartitionSpec, ReplicaError
 from client.errors import ErrorCode, StorageError
 
@@ -16,8 +22,8 @@ _log = logging.getLogger(__name__)
 
 
 class OffsetQueries:
-    def _fetchable_part(self, spec: FetchPartitionSpec) -> Partition:
-        raise NotImplementedError  # ReplicaManager's: the leader of spec, or ReplicaError
+    def __init__(self, table: PartitionTable) -> None:
+        self.table = table
 
     def _answer(
         self,
@@ -33,7 +39,7 @@ class OffsetQueries:
         entry: dict[str, Any] = {"topic": topic, "partition": p, "error_code": 0, **defaults}
         try:
             fill(
-                self._fetchable_part(FetchPartitionSpec(topic, p, 0, 0, current_leader_epoch)),
+                self.table.fetchable(FetchPartitionSpec(topic, p, 0, 0, current_leader_epoch)),
                 entry,
             )
         except ReplicaError as e:

@@ -1,7 +1,8 @@
-"""DeleteRecords on the leader (a mixin of ReplicaManager): move each partition's log start
+"""DeleteRecords on the leader (an object the ReplicaManager holds): move each partition's log start
 offset, then wait until every in-sync replica's has moved too (Kafka's DelayedDeleteRecords).
 
-    rm.delete_records(timeout_ms, {(topic, partition): offset}, callback) -> dict | None
+    rm.records_deletion.delete_records(timeout_ms, {(topic, partition): offset}, callback)
+        -> dict | None
 
 Per partition: -1 means the high watermark; an offset above the HW (or below -1) is
 OFFSET_OUT_OF_RANGE; a topic whose cleanup.policy lacks `delete` is POLICY_VIOLATION (Kafka
@@ -36,17 +37,24 @@ HIGH_WATERMARK = -1  # the offset meaning "up to the high watermark"
 
 
 class RecordsDeletion:
-    # the ReplicaManager's state this mixin works on (set by its __init__)
-    produce_purgatory: Purgatory
-    _partitions: dict[TopicPartition, Partition]
+    """Owns nothing but the rule: the partitions, their purgatory and the fetch wake-up are
+    the ReplicaManager's, passed in."""
 
-    settings: ReplicaSettings
-
-    def _leader_partition(self, tp: TopicPartition) -> Partition:
-        raise NotImplementedError
-
-    def _wake_fetches(self, tps: list[TopicPartition]) -> None:
-        raise NotImplementedError
+    def __init__(
+        self,
+        partition: Callable[[TopicPartition], Partition | None],
+        leader_partition: Callable[[TopicPartition], Partition],
+        produce_purgatory: Purgatory,
+        settings: ReplicaSettings,
+        wake_fetches: Callable[[list[TopicPartition]], None],
+    ) -> None:
+        """`partition(tp)`: this broker's replica or None; `leader_partition(tp)`: the replica
+        it leads, else a ReplicaError (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION)."""
+        self._partition = partition
+        self._leader_partition = leader_partition
+        self.produce_purgatory = produce_purgatory
+        self.settings = settings
+        self._wake_fetches = wake_fetches
 
     def delete_records(
         self,
@@ -104,7 +112,7 @@ class RecordsDeletion:
     def check_delete_records(self, tp: TopicPartition, status: DeleteRecordsStatus) -> bool:
         """DelayedDeleteRecords' condition for one partition: True once it has its final
         answer (the low watermark reached the offset, or the leadership moved)."""
-        part = self._partitions.get(tp)
+        part = self._partition(tp)
         if part is None or not part.is_leader or part.leader_epoch != status.leader_epoch:
             status.error_code = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
             status.error_message = f"leadership of {tp[0]}-{tp[1]} moved while waiting"

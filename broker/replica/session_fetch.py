@@ -1,6 +1,9 @@
-"""Follower fetches through incremental fetch sessions (KIP-227), a ReplicaManager mixin.
+"""Follower fetches through incremental fetch sessions (KIP-227): an object the ReplicaManager
+holds (`rm.session_fetches`), owning the sessions cache and the followers' broker epochs, over
+the shared PartitionTable and the manager's fetch path (`FetchPath`: reads, min-bytes checks,
+a follower position's arrival).
 
-    rm.fetch_with_session(params, session_id, session_epoch, specs, forgotten, callback)
+    rm.session_fetches.fetch_with_session(params, session_id, session_epoch, specs, forgotten, callback)
         -> SessionFetchResult | None   (None: parked; `callback(SessionFetchResult)` later)
 
 session_epoch 0 opens a session holding every partition of the (full) request and answers
@@ -26,16 +29,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from broker.purgatory import Purgatory
-from broker.replica.delayed import DelayedSessionFetch, fetch_key
+from broker.replica.delayed import DelayedSessionFetch
 from broker.replica.fetch_session import (
     FetchSession,
     FetchSessionCache,
     PartitionFetchState,
 )
-from broker.replica.partition import Partition, _now_ms
+from broker.replica.partition import _now_ms
+from broker.replica.partition_table import PartitionTable
 from broker.replica.specs import FetchParams, FetchPartitionSpec
 
 _log = logging.getLogger("broker.replica.manager")
@@ -64,31 +68,42 @@ def _spec(tp: TopicPartition, st: PartitionFetchState) -> FetchPartitionSpec:
     return FetchPartitionSpec(tp[0], tp[1], *st)
 
 
-class SessionFetches:
-    # the ReplicaManager's state this mixin works on (set by its __init__)
-    fetch_sessions: FetchSessionCache
-    fetch_purgatory: Purgatory
-    _partitions: dict[TopicPartition, Partition]
-    _broker_epochs: dict[int, int]
+class FetchPath(Protocol):
+    """The ReplicaManager's fetch path, which a session fetch runs on."""
 
-    def _follower_fetched(self, params: FetchParams, spec: FetchPartitionSpec) -> bool:
-        raise NotImplementedError
+    def follower_fetched(self, params: FetchParams, spec: FetchPartitionSpec) -> bool: ...
 
-    def fetch_satisfied(self, params: FetchParams, partitions: list[FetchPartitionSpec]) -> bool:
-        raise NotImplementedError
+    def fetch_satisfied(
+        self, params: FetchParams, partitions: list[FetchPartitionSpec]
+    ) -> bool: ...
 
     def read_partitions(
         self, params: FetchParams, partitions: list[FetchPartitionSpec]
-    ) -> list[dict[str, Any]]:
-        raise NotImplementedError
+    ) -> list[dict[str, Any]]: ...
 
     def fetch_records(
         self,
         params: FetchParams,
         partitions: list[FetchPartitionSpec],
         callback: Callable[[list[dict[str, Any]]], None],
-    ) -> list[dict[str, Any]] | None:
-        raise NotImplementedError
+    ) -> list[dict[str, Any]] | None: ...
+
+
+class SessionFetches:
+    def __init__(
+        self,
+        table: PartitionTable,
+        fetch_path: FetchPath,
+        fetch_purgatory: Purgatory,
+        max_sessions: int,
+        session_idle_ms: int,
+    ) -> None:
+        self.table = table
+        self._fetch_path = fetch_path
+        self.fetch_purgatory = fetch_purgatory
+        self.cache = FetchSessionCache(max_sessions, session_idle_ms)
+        # the broker epochs of the last metadata image (a session dies with its follower's)
+        self._broker_epochs: dict[int, int] = {}
 
     # -- the fetch -------------------------------------------------------------------------------
 
@@ -103,7 +118,7 @@ class SessionFetches:
     ) -> SessionFetchResult | None:
         """A follower fetch with session_epoch >= 0 (see the module docstring)."""
         assert params.is_follower and session_epoch >= 0
-        cache = self.fetch_sessions
+        cache = self.cache
         full = session_epoch == 0
         if full:
             if session_id:
@@ -121,8 +136,10 @@ class SessionFetches:
         items = cache.to_evaluate(s, named, take_dirty=False)
         evaluated = [_spec(tp, st) for tp, st in items]
         for (tp, _st), spec in zip(items, evaluated, strict=True):
-            cache.note_accepted(s, tp, self._follower_fetched(params, spec))
-        if params.max_wait_ms <= 0 or (evaluated and self.fetch_satisfied(params, evaluated)):
+            cache.note_accepted(s, tp, self._fetch_path.follower_fetched(params, spec))
+        if params.max_wait_ms <= 0 or (
+            evaluated and self._fetch_path.fetch_satisfied(params, evaluated)
+        ):
             return self.session_answer(params, s, named, full)
         op = DelayedSessionFetch(params.max_wait_ms, params, s, named, full, self, callback)
         self.fetch_purgatory.try_complete_else_watch(op, [s.key])
@@ -134,23 +151,27 @@ class SessionFetches:
         specs: list[FetchPartitionSpec],
         callback: Callable[[SessionFetchResult], None],
     ) -> SessionFetchResult | None:
-        results = self.fetch_records(params, specs, lambda r: callback(SessionFetchResult(0, 0, r)))
+        results = self._fetch_path.fetch_records(
+            params, specs, lambda r: callback(SessionFetchResult(0, 0, r))
+        )
         return None if results is None else SessionFetchResult(0, 0, results)
 
     def session_fetch_satisfied(
         self, params: FetchParams, s: FetchSession, named: list[TopicPartition]
     ) -> bool:
         """DelayedSessionFetch's condition, over the partitions the fetch looks at."""
-        items = self.fetch_sessions.to_evaluate(s, named, take_dirty=False)
-        return bool(items) and self.fetch_satisfied(params, [_spec(tp, st) for tp, st in items])
+        items = self.cache.to_evaluate(s, named, take_dirty=False)
+        return bool(items) and self._fetch_path.fetch_satisfied(
+            params, [_spec(tp, st) for tp, st in items]
+        )
 
     def session_answer(
         self, params: FetchParams, s: FetchSession, named: list[TopicPartition], full: bool
     ) -> SessionFetchResult:
         """Read and answer: every partition for a full fetch; else only those that changed."""
-        cache = self.fetch_sessions
+        cache = self.cache
         items = cache.to_evaluate(s, named, take_dirty=True)
-        results = self.read_partitions(params, [_spec(tp, st) for tp, st in items])
+        results = self._fetch_path.read_partitions(params, [_spec(tp, st) for tp, st in items])
         out = []
         for (tp, st), entry in zip(items, results, strict=True):
             error = (
@@ -161,7 +182,7 @@ class SessionFetches:
             moved = cache.record_sent(
                 s, tp, int(entry["high_watermark"]), int(entry["log_start_offset"]), error
             )
-            part = self._partitions.get(tp)
+            part = self.table.get(tp)
             # evaluated again at the next fetch: records sent (or left out by the size
             # limits) that the follower may not take, or a follower still outside the ISR
             recheck = (
@@ -180,13 +201,18 @@ class SessionFetches:
 
     # -- upkeep ----------------------------------------------------------------------------------
 
-    def _wake_fetches(self, tps: list[TopicPartition]) -> None:
-        """Partitions that got records, moved their HW or changed leadership: retry the
-        fetches parked on them, by partition (consumers, sessionless followers) and by
-        session (a session's fetch may name none of its partitions)."""
-        keys: list[Any] = [fetch_key(*tp) for tp in tps]
-        keys.extend(self.fetch_sessions.mark_changed(tps))
-        self.fetch_purgatory.check_and_complete_many(keys)
+    def mark_changed(self, tps: list[TopicPartition]) -> list[Any]:
+        """Partitions that got records, moved their HW or changed leadership: noted in the
+        sessions holding them. Returns the purgatory keys of those sessions' parked fetches."""
+        return self.cache.mark_changed(tps)
+
+    def close(self, session_id: int, replica_id: int) -> None:
+        """The follower closes its session (a fetch with session epoch -1)."""
+        self.cache.remove(session_id, replica_id)
+
+    def expire(self) -> None:
+        """Drop the sessions idle past fetch_session_idle_ms."""
+        self.cache.expire()
 
     def refresh_caught_up_from_sessions(self) -> int:
         """Before an ISR shrink check: a follower whose session holds a partition at the
@@ -194,8 +220,8 @@ class SessionFetches:
         though an idle follower no longer names the partition. Returns partitions noted."""
         now = _now_ms()
         noted = 0
-        for replica_id, age_ms, tp, st in self.fetch_sessions.idle_positions():
-            part = self._partitions.get(tp)
+        for replica_id, age_ms, tp, st in self.cache.idle_positions():
+            part = self.table.get(tp)
             if part is None or not part.is_leader or st.current_leader_epoch != part.leader_epoch:
                 continue
             if part.note_caught_up(replica_id, st.fetch_offset, now - age_ms):
@@ -210,13 +236,13 @@ class SessionFetches:
             return 0
         self._broker_epochs = {int(b): int(reg.broker_epoch) for b, reg in brokers.items()}
         dropped = 0
-        for replica_id, epochs in self.fetch_sessions.replicas().items():
+        for replica_id, epochs in self.cache.replicas().items():
             now_epoch = self._broker_epochs.get(replica_id)
             if now_epoch is None:
-                dropped += self.fetch_sessions.drop_replica(replica_id)
+                dropped += self.cache.drop_replica(replica_id)
                 continue
             for e in epochs - {-1, now_epoch}:
-                dropped += self.fetch_sessions.drop_replica(replica_id, only_broker_epoch=e)
+                dropped += self.cache.drop_replica(replica_id, only_broker_epoch=e)
         if dropped:
             _log.info("closed %d fetch sessions of restarted or departed brokers", dropped)
         return dropped

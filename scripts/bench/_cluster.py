@@ -1,5 +1,5 @@
 """A local cluster for the benchmarks (not a benchmark itself): the configs and processes of
-`gregor cluster up` (broker/cluster_cmd.py), controllers first, on loopback.
+`gregor cluster up` (broker/cluster_nodes.py), controllers first, on loopback.
 
 free_base_port() -> P with P.. (brokers) and P+101.. (controllers) free
 wait(cond, timeout, what): poll `cond` until truthy (TimeoutError naming `what`)
@@ -7,7 +7,7 @@ start(node, timeout=60): spawn one node and wait for its ready line in its log
 start_cluster(tmp, controllers, brokers, edit=None) -> (controllers, brokers by node id)
     write the configs (`edit(node, text) -> text` may change each), start the controllers, then
     the brokers, and wait until every broker is registered and unfenced; the caller stops them
-    with broker.cluster_cmd.stop_nodes (brokers first).
+    with broker.cluster_nodes.stop_nodes (brokers first).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from broker.cluster_cmd import Node, spawn_node, stop_nodes, wait_ready, write_configs
+from broker.cluster_nodes import Node, spawn_node, stop_nodes, wait_ready, write_configs
 from client import Admin
 
 

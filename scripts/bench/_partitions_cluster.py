@@ -33,7 +33,7 @@ from _partitions_common import (
     proc_stats,
 )
 
-from broker.cluster_cmd import Node, stop_nodes
+from broker.cluster_nodes import Node, stop_nodes
 from client import Admin
 
 MIN_ISR = 2

@@ -75,9 +75,8 @@ def main() -> int:
         produce(args.produce, args.rate, args.seconds, args.acks)
         return 0
 
-    from _cluster import start_cluster
+    from _cluster import start_cluster, stop_nodes  # (the tree's own, whatever its layout)
 
-    from broker.cluster_cmd import stop_nodes
     from client import Admin, Consumer, TopicPartition
 
     tmp = Path(tempfile.mkdtemp(prefix="gregor-e2e-"))

@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _cluster import start, start_cluster, wait  # noqa: E402
 from _idempotence import idempotence_ab  # noqa: E402
 
-from broker.cluster_cmd import Node, stop_nodes  # noqa: E402
+from broker.cluster_nodes import Node, stop_nodes  # noqa: E402
 from client import Admin, Producer  # noqa: E402
 from client.cli.perf import percentiles, run_produce  # noqa: E402
 

@@ -81,9 +81,7 @@ def test_metrics_and_health_of_a_combined_broker(metered):
     with RawClient(metered.address) as c:  # a connection counts while it is open
         c.request(ApiKey.API_VERSIONS, 0, {})
         assert samples(address)[("gregor_connections", ())] == 1
-    wait_until(
-        lambda: samples(address)[("gregor_connections", ())] == 0, 10, "the connection gone"
-    )
+    wait_until(lambda: samples(address)[("gregor_connections", ())] == 0, 10, "the connection gone")
     wait_until(
         lambda: samples(address)[("gregor_request_memory_bytes", ())] == 0, 10, "memory freed"
     )

@@ -12,7 +12,8 @@ from argparse import Namespace
 import pytest
 from helpers import wait_until
 
-from broker.cluster_cmd import _resume_mismatch, load_nodes, node_pid, write_configs
+from broker.cluster_cmd import _resume_mismatch
+from broker.cluster_nodes import load_nodes, node_pid, write_configs
 from client.config import load_config
 
 

@@ -137,7 +137,7 @@ def test_isr_shrunk_after_the_append_answers_not_enough_replicas_after_append(h)
 def pair(tmp_path):
     """Broker 1 leads t-0 at leader epoch 2; broker 2 follows it."""
     leader, follower = Harness(tmp_path / "b1"), Harness(tmp_path / "b2")
-    follower.rm.node_id = 2
+    follower.rm.table.node_id = 2
     recs = (Topic("t", TID), PartitionRecord(TID, 0, (1, 2), (1, 2), 1, 2, 0))
     leader.replay(*recs)
     follower.replay(*recs)
@@ -219,20 +219,22 @@ def test_offsets_for_leader_epoch(pair):
     llog.append_as_leader(build_batch([(None, b"a")] * 5), 0)
     llog.append_as_leader(build_batch([(None, b"b")] * 3), 2)
     ask = [("t", 0, -1, 0), ("t", 0, -1, 1), ("t", 0, -1, 2), ("t", 0, -1, 7)]
-    got = leader.rm.offsets_for_leader_epoch(ask)
+    got = leader.rm.offsets.offsets_for_leader_epoch(ask)
     assert [(r["error_code"], r["leader_epoch"], r["end_offset"]) for r in got] == [
         (0, 0, 5),
         (0, 0, 5),
         (0, 2, 8),
         (0, 2, 8),
     ]
-    got = leader.rm.offsets_for_leader_epoch([("t", 0, 3, 0), ("t", 0, 1, 0), ("t", 9, -1, 0)])
+    got = leader.rm.offsets.offsets_for_leader_epoch(
+        [("t", 0, 3, 0), ("t", 0, 1, 0), ("t", 9, -1, 0)]
+    )
     assert [r["error_code"] for r in got] == [
         ErrorCode.UNKNOWN_LEADER_EPOCH,
         ErrorCode.FENCED_LEADER_EPOCH,
         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
     ]
-    (r,) = follower.rm.offsets_for_leader_epoch([("t", 0, -1, 0)])
+    (r,) = follower.rm.offsets.offsets_for_leader_epoch([("t", 0, -1, 0)])
     assert r["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 

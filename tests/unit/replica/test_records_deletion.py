@@ -61,7 +61,7 @@ def _delete(h, offsets: dict, timeout_ms: int = 5000):
         box.update(statuses)
         done.set()
 
-    res = h.rm.delete_records(timeout_ms, offsets, cb)
+    res = h.rm.records_deletion.delete_records(timeout_ms, offsets, cb)
     if res is not None:
         box.update(res)
         done.set()
@@ -75,7 +75,7 @@ def test_a_lone_leader_answers_at_once_with_its_new_log_start(h):
     assert box[("t", 1)].error_code == 0 and box[("t", 1)].low_watermark == 4
     log = h.rm.get_partition("t", 1).log
     assert log.log_start_offset == 4
-    earliest = h.rm.list_offsets(-1, [("t", 1, -2, -1)])[0]
+    earliest = h.rm.offsets.list_offsets(-1, [("t", 1, -2, -1)])[0]
     assert earliest["offset"] == 4
     # a consumer below the new start is out of range
     spec = FetchPartitionSpec("t", 1, 0, MiB)

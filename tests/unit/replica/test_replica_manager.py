@@ -226,13 +226,13 @@ def test_full_resync_from_snapshot_drops_unknown_logs_once_caught_up(h):
     later = b"\x02" * 16
     h.replay(Topic("later", later), PartitionRecord(later, 0, (1,), (1,), 1, 0, 0))
     assert h.rm.get_partition("later", 0).log.end_offset == 1  # its data survived
-    assert h.rm.delete_strays(h.image) == 1
+    assert h.rm.applier.delete_strays(h.image) == 1
     assert h.lm.get("stale", 0) is None and h.lm.get("later", 0) is not None
 
 
 def test_list_offsets_latest_is_high_watermark(h):
     _append(h, {("t", 0): build_batch([(None, b"a"), (None, b"b")])})
-    out = h.rm.list_offsets(-1, [("t", 0, -1, -1), ("t", 0, -2, -1), ("x", 0, -1, -1)])
+    out = h.rm.offsets.list_offsets(-1, [("t", 0, -1, -1), ("t", 0, -2, -1), ("x", 0, -1, -1)])
     assert [o["offset"] for o in out[:2]] == [2, 0]
     assert out[2]["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
@@ -270,9 +270,9 @@ def test_replicas_of_an_offline_log_dir_are_reported_as_failed(tmp_path):
             PartitionRecord(TID, 1, (1, 2), (1, 2), 1, 0, 0),
             PartitionRecord(TID, 2, (1,), (1,), 1, 0, 0),  # an only replica: it stays leader
         )
-        assert h.rm.failed_replicas() == []
+        assert h.rm.applier.failed_replicas() == []
         h.lm.get("t", 0)._fail(OSError(errno.ENOSPC, "No space left on device"))
-        assert h.rm.failed_replicas() == [("t", 0), ("t", 1)]  # the whole dir is offline
+        assert h.rm.applier.failed_replicas() == [("t", 0), ("t", 1)]  # the whole dir is offline
         st = _append(h, {("t", 2): build_batch([(None, b"x")])})  # the only replica says why
         assert st[("t", 2)].error_code == ErrorCode.KAFKA_STORAGE_ERROR
     finally:
@@ -297,14 +297,17 @@ def test_a_partition_whose_metadata_fails_to_apply_is_not_served_and_resyncs(h, 
         PartitionRecord(tid2, 0, (1,), (1,), 1, 0, 0),
         PartitionRecord(tid2, 1, (1,), (1,), 1, 0, 0),
     )
-    assert h.rm.get_partition("t2", 0) is None and "Too many open files" in h.rm.failed[("t2", 0)]
+    assert (
+        h.rm.get_partition("t2", 0) is None
+        and "Too many open files" in h.rm.table.failed[("t2", 0)]
+    )
     assert h.rm.get_partition("t2", 1) is not None and h.rm.get_partition("t", 0) is not None
     assert "applying metadata failed" in caplog.text
     statuses = _append(h, {("t2", 0): build_batch([(None, b"x")])})
     assert statuses[("t2", 0)].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
     broken.clear()
     h.replay(PartitionChange(TID, 0, leader=1))  # any later image: t2-0 is applied again
-    assert h.rm.failed == {} and h.rm.get_partition("t2", 0).is_leader
+    assert h.rm.table.failed == {} and h.rm.get_partition("t2", 0).is_leader
     statuses = _append(h, {("t2", 0): build_batch([(None, b"y")])})
     assert statuses[("t2", 0)].error_code == 0
 
@@ -315,7 +318,7 @@ def test_a_replica_refused_for_lack_of_descriptors_is_reported_once_by_the_monit
     from broker.log.descriptors import DescriptorMonitor
     from broker.log.handles import fd_limit_error
 
-    h.rm.descriptors = DescriptorMonitor(limit=lambda: 1024, count_open=lambda: 100)
+    h.rm.applier.descriptors = DescriptorMonitor(limit=lambda: 1024, count_open=lambda: 100)
     real = h.lm.get_or_create
     error: list[OSError] = [OSError(errno.EIO, "Input/output error")]
 
@@ -327,12 +330,12 @@ def test_a_replica_refused_for_lack_of_descriptors_is_reported_once_by_the_monit
     h.lm.get_or_create = failing
     tid3 = b"\x03" * 16
     h.replay(Topic("t3", tid3), PartitionRecord(tid3, 0, (1,), (1,), 1, 0, 0))
-    assert ("t3", 0) in h.rm.failed and h.rm.descriptors.reason() is None
+    assert ("t3", 0) in h.rm.table.failed and h.rm.applier.descriptors.reason() is None
     error[0] = fd_limit_error(OSError(errno.EMFILE, "Too many open files"), "creating t3-0")
     h.replay(PartitionChange(TID, 0, leader=1))  # a later image retries t3-0
-    reason = h.rm.descriptors.reason()
+    reason = h.rm.applier.descriptors.reason()
     assert reason is not None and "open-files limit 1024" in reason, reason
-    assert h.rm.descriptors.reason() is None  # 924 free: the next heartbeat clears it
+    assert h.rm.applier.descriptors.reason() is None  # 924 free: the next heartbeat clears it
 
 
 def test_a_produce_over_many_partitions_asks_for_one_flush_of_them_all(tmp_path, monkeypatch):

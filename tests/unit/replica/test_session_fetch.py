@@ -44,7 +44,9 @@ def sfetch(h, replica, session_id, epoch, specs=(), forgotten=(), max_wait_ms=0)
         done.set()
 
     params = FetchParams(replica, max_wait_ms, 1, 10 * MiB)
-    res = h.rm.fetch_with_session(params, session_id, epoch, list(specs), list(forgotten), cb)
+    res = h.rm.session_fetches.fetch_with_session(
+        params, session_id, epoch, list(specs), list(forgotten), cb
+    )
     if res is not None:
         return res
     assert done.wait(10), "the session fetch never completed"
@@ -106,7 +108,7 @@ def test_session_errors(h):
     assert sfetch(h, 3, sid, 1).error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
     # a full fetch naming the old session closes it and opens another
     new = sfetch(h, 2, sid, 0, [_spec(0, 0)])
-    assert new.session_id not in (0, sid) and len(h.rm.fetch_sessions) == 1
+    assert new.session_id not in (0, sid) and len(h.rm.session_fetches.cache) == 1
     assert sfetch(h, 2, sid, 1).error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
 
 
