@@ -54,6 +54,6 @@ WORKDIR /opt/gregor
 COPY config ./config
 USER gregor
 VOLUME /var/lib/gregor
-EXPOSE 9092 19092 9093
+EXPOSE 9092 19092 9093 9404
 ENTRYPOINT ["gregor"]
 CMD ["server", "--config", "config/docker/single-node.yaml"]

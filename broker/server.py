@@ -43,6 +43,7 @@ from broker.request_channel import RequestChannel
 from client.config.types import parse_list
 from client.errors import InconsistentClusterIdError
 from client.fsutil import make_dirs
+from controller.metrics import metrics_address
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +125,7 @@ class _Services:
     metadata: Any = None
     produce_purgatory: Any = None
     fetch_purgatory: Any = None
+    metrics: Any = None
 
 
 def build_node(config: Any, address: tuple[str, int]) -> Any:
@@ -164,6 +166,9 @@ class BrokerServer:
         self._shutdown_done = threading.Event()
         self.exit_code = 0  # 1 after fail()
         self.fatal_reason: str | None = None
+        self.metrics: Any = None  # broker.metrics.BrokerMetrics while metrics.listener is set
+        self._metrics_address = metrics_address(config)  # ValueError: not http://HOST:PORT
+        self.metrics_address: tuple[str, int] | None = None  # bound, once started
 
     @property
     def host(self) -> str:
@@ -194,6 +199,7 @@ class BrokerServer:
                 self.node.bind_listeners(self.listeners)
             if hasattr(self.node, "on_fatal"):
                 self.node.on_fatal = self.fail
+            self._start_metrics()
             self.node.start()
             dispatch = self._dispatch
             if dispatch is None:
@@ -226,6 +232,28 @@ class BrokerServer:
         for line in self.listeners.describe():
             log.info("broker %d %s", self.settings.node_id, line)
         return self.address
+
+    def _start_metrics(self) -> None:
+        """Serve /metrics and the health checks (metrics.listener) before the node starts, so
+        /health/live answers and /health/ready says why not while it catches up."""
+        if self._metrics_address is None:
+            return
+        from broker.metrics import BrokerMetrics, broker_ready
+
+        node = self.node
+        if not hasattr(node, "lifecycle"):
+            raise ValueError("metrics.listener: needs a full broker node (broker.node)")
+        metrics = BrokerMetrics(self._metrics_address)
+        rm, lm = node.replica_manager, node.log_manager
+        rm.on_appended = metrics.topics.appended
+        rm.on_bytes_out = metrics.topics.bytes_out
+        rm.applier.on_isr_change = metrics.isr_changed
+        lm.on_flush_round = metrics.flush.observe
+        node.services.metrics = metrics.requests
+        self.metrics = metrics
+        self.metrics_address = metrics.start(
+            node, self.channel, lambda: broker_ready(node), self.socket_server
+        )
 
     def fail(self, reason: str) -> None:
         """A fatal error (any thread): graceful shutdown, then exit status 1. The first reason
@@ -289,6 +317,8 @@ class BrokerServer:
                 self.node.shutdown()
             self.socket_server.shutdown()
         finally:
+            if self.metrics is not None:
+                self.metrics.stop()
             self._shutdown_done.set()
             self._shutdown_requested.set()
         log.info("broker shut down in %.0f ms", (time.monotonic() - t0) * 1000)

@@ -7,9 +7,10 @@ cd "$(dirname "$0")/.."
 # The fault tests need tools from Debian: iptables and iproute2 (network faults inside a
 # namespace the harness makes), strace (slow and failing fsync/write), libfuse2 (the LazyFS
 # power-loss layer, tests/cluster/lazyfs.py, through fusepy) and mkfs.ext4 (the loop-mounted
-# full disk, tests/cluster/fault_disks.py). Installed when missing and running as root; without
-# them those tests skip with the reason. (Debian's "fuse" package is not needed as root, and
-# conflicts with the fuse3 already there.)
+# full disk, tests/cluster/fault_disks.py), and prometheus (Debian's 2.42, which
+# tests/cluster/test_prometheus_scrape.py starts to scrape a cluster). Installed when missing
+# and running as root; without them those tests skip with the reason. (Debian's "fuse"
+# package is not needed as root, and conflicts with the fuse3 already there.)
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     missing=()
     command -v iptables >/dev/null 2>&1 || missing+=(iptables)
@@ -17,6 +18,7 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     command -v strace >/dev/null 2>&1 || missing+=(strace)
     ldconfig -p 2>/dev/null | grep 'libfuse\.so\.2' >/dev/null || missing+=(libfuse2)
     command -v mkfs.ext4 >/dev/null 2>&1 || missing+=(e2fsprogs)
+    command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
     if [ ${#missing[@]} -gt 0 ]; then
         echo "== installing ${missing[*]}" >&2
         { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \

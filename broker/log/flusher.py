@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -97,6 +98,9 @@ class Flusher:
         self._busy = False
         self.rounds = 0  # flush rounds run (a statistic for benchmarks and tests)
         self.fsynced_logs = 0
+        # metrics (broker/metrics.py): called with each round's duration in seconds; set once
+        # before the first round
+        self.on_round: Callable[[float], None] | None = None
         self._thread = threading.Thread(target=self._run, name=f"flusher-{name}", daemon=True)
 
     def start(self) -> Flusher:
@@ -141,6 +145,7 @@ class Flusher:
                 self._busy = True
                 self._cond.notify_all()
             retry: list[Log] = []
+            started = time.monotonic()
             try:
                 logs = list(batch.values())
                 if self._directory is not None and syncfs and len(logs) >= SYNCFS_MIN_LOGS:
@@ -157,6 +162,8 @@ class Flusher:
                     outcomes = list(self._pool.map(self._flush_one, logs))
                 retry = [log for log, ok in zip(logs, outcomes, strict=True) if ok is None]
             finally:
+                if self.on_round is not None:
+                    self.on_round(time.monotonic() - started)
                 with self._cond:
                     self._busy = False
                     self.rounds += 1

@@ -120,6 +120,8 @@ class LogManager:
         self._logs: dict[TopicPartition, Log] = {}
         self._offline: set[Path] = set()
         self._flushers: dict[Path, Flusher] = {}
+        # metrics: each flusher round's duration in seconds (set before start_flushers)
+        self.on_flush_round: Callable[[float], None] | None = None
         self.cleaner: LogCleaner | None = None  # start_cleaner
         self._closed = False
         for log_dir in self.log_dirs:
@@ -430,12 +432,14 @@ class LogManager:
         with self._lock:
             for log_dir in self.log_dirs:
                 if log_dir not in self._flushers:
-                    self._flushers[log_dir] = Flusher(
+                    flusher = Flusher(
                         log_dir.name,
                         None if on_flushed_many is not None else on_flushed,
                         directory=log_dir,
                         on_flushed_many=on_flushed_many,
-                    ).start()
+                    )
+                    flusher.on_round = self.on_flush_round
+                    self._flushers[log_dir] = flusher.start()
 
     def flusher_for(self, log: Log) -> Flusher:
         return self._flushers[log.log_dir]

@@ -54,6 +54,9 @@ class MetadataApplier:
         self.fetchers: Any = None
         # whether new replicas can be created, as far as descriptors go (heartbeats report it)
         self.descriptors = DescriptorMonitor()
+        # metrics (broker/metrics.py): this broker, leading in the same epoch, applied an ISR
+        # of another size (old size, new size); set once before serving
+        self.on_isr_change: Callable[[int, int], None] | None = None
 
     @contextmanager
     def _wakes_at_end(self) -> Iterator[None]:
@@ -181,6 +184,10 @@ class MetadataApplier:
         if reg.leader == self.table.node_id:
             if fetchers is not None:
                 fetchers.remove(tp)
+            # an ISR change while leading in the same epoch (a shrink or expansion it proposed,
+            # or one the controller made when fencing a broker): counted for the metrics
+            same_epoch = part.is_leader and part.leader_epoch == reg.leader_epoch
+            old_isr = len(part.isr)
             part.make_leader(
                 reg.leader_epoch,
                 reg.partition_epoch,
@@ -188,6 +195,9 @@ class MetadataApplier:
                 tuple(reg.isr),
                 self._checkpointed_hw.get(tp, 0),
             )
+            on_isr_change = self.on_isr_change
+            if same_epoch and on_isr_change is not None and len(reg.isr) != old_isr:
+                on_isr_change(old_isr, len(reg.isr))
         else:
             part.make_follower(
                 reg.leader, reg.leader_epoch, reg.partition_epoch, reg.replicas, reg.isr

@@ -21,7 +21,8 @@ _SASL = (
     " listeners; leave it out (docs/operations.md, 'Not there yet')"
 )
 _METRICS = (
-    "Gregor has no metrics reporters or JMX; leave it out (docs/operations.md, 'Not there yet')"
+    "Gregor has no metrics reporters or JMX: a node serves Prometheus metrics on"
+    " metrics.listener (docs/metrics.md); leave it out"
 )
 _CLASSES = "Gregor loads no plug-in classes by name"
 _SOCKET_BUFFERS = (
@@ -84,6 +85,9 @@ KAFKA_KEYS: dict[str, str] = {
     "transaction.state.log.min.isr": "transactions are not built",
     "transactional.id.expiration.ms": "transactions are not built",
     "confluent.support.metrics.enable": _METRICS,
+    "metrics.num.samples": _METRICS,
+    "metrics.recording.level": _METRICS,
+    "metrics.sample.window.ms": _METRICS,
 }  # fmt: skip
 
 # Families, by prefix (dotted, ending in '.').
@@ -91,7 +95,8 @@ KAFKA_PREFIXES: dict[str, str] = {
     "ssl.": _TLS,
     "sasl.": _SASL,
     "listener.name.": "per-listener settings (TLS, SASL) are not built: every listener is plaintext",
-    "metrics.": _METRICS,
+    "metrics.context.": _METRICS,  # (not "metrics.": metrics.listener is Gregor's own)
+    "metrics.jmx.": _METRICS,
     "confluent.": "Confluent Platform keys have no Gregor twin",
     "remote.log.": "tiered storage is not built: logs stay in log.dirs",
     "transaction.": "transactions are not built",

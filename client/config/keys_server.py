@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from client.config.keydef import key
-from client.config.types import Validator, at_least, host_ports, items_in, non_empty, protocol_map
+from client.config.types import (
+    Validator,
+    at_least,
+    host_ports,
+    http_listener,
+    items_in,
+    non_empty,
+    protocol_map,
+)
 
 B = ("broker",)
 C = ("controller",)
@@ -39,4 +47,5 @@ KEYS = [
     key("default.replication.factor", "int", 1, "replication factor of an auto-created (or -1) topic", BC, at_least(1)),
     key("message.max.bytes", "size", 1024 * 1024 + 12, "largest record batch the broker accepts", BC, at_least(61)),
     key("fetch.max.bytes", "size", 50 * MiB, "most bytes returned by one fetch response (broker cap and consumer request)", ("broker", "consumer"), at_least(1)),
+    key("metrics.listener", "str", None, "where this node serves Prometheus metrics (/metrics) and its health checks (/health/live, /health/ready): http://HOST:PORT on a listener of its own, answered on a thread of its own off the request path (docs/metrics.md); port 0 picks a free port; empty: off", BC, http_listener()),
 ]  # fmt: skip

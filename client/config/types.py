@@ -265,3 +265,34 @@ def protocol_map() -> Validator:
         ),
         "NAME:PROTOCOL[,NAME:PROTOCOL...] with PROTOCOL one of " + ", ".join(SECURITY_PROTOCOLS),
     )
+
+
+_HTTP_LISTENER = re.compile(r"^http://(\[[0-9a-fA-F:.]+\]|[^:/\s\[\]]+):(\d{1,5})/?$")
+
+
+def parse_http_listener(value: str) -> tuple[str, int] | None:
+    """`http://HOST:PORT` (IPv6 in brackets; port 0 picks a free one) -> (host, port); "" or
+    None -> None (off). ValueError("expected ...") for anything else (another scheme, a path,
+    no port, a port above 65535)."""
+    if not value:
+        return None
+    m = _HTTP_LISTENER.match(value.strip())
+    if m is None or int(m.group(2)) > 65535:
+        raise ValueError("expected empty (off) or http://HOST:PORT, e.g. http://127.0.0.1:9404")
+    host = m.group(1)
+    if host.startswith("["):
+        host = host[1:-1]
+    return host, int(m.group(2))
+
+
+def http_listener() -> Validator:
+    """Empty (off) or http://HOST:PORT (parse_http_listener)."""
+
+    def check(v: Any) -> bool:
+        try:
+            parse_http_listener(v)
+        except ValueError:
+            return False
+        return True
+
+    return Validator(check, "empty (off), or http://HOST:PORT")

@@ -36,6 +36,13 @@ from client.protocol.apis.admin import group_election_results
 from client.protocol.schema import API_SPECS
 from controller.metadata.delta import MetadataDelta
 from controller.metadata.image import MetadataImage
+from controller.metrics import (
+    MetricsServer,
+    QuorumCollector,
+    metrics_address,
+    new_registry,
+    quorum_ready,
+)
 from controller.quorum.cluster_id import LocalClusterId
 from controller.quorum.combined import describe_quorum_body
 from controller.quorum.controller import QuorumController
@@ -82,6 +89,8 @@ class ControllerProcess:
         self.loader: MetadataLoader | None = None
         self.snapshotter: BackgroundSnapshotter | None = None
         self._dir_lock: DirectoryLock | None = None
+        self._metrics_address = metrics_address(config)  # ValueError: not http://HOST:PORT
+        self.metrics: MetricsServer | None = None  # while metrics.listener is set
         # replica id -> (next offset it asked for, time.monotonic() of the fetch); loop thread
         self._observers: dict[int, tuple[int, float]] = {}
 
@@ -140,9 +149,28 @@ class ControllerProcess:
             self.log.start(loop)
             return addr
 
-        return asyncio.run_coroutine_threadsafe(setup(), loop).result(10)
+        address = asyncio.run_coroutine_threadsafe(setup(), loop).result(10)
+        if self._metrics_address is not None:  # (OSError, e.g. the port in use: the caller stops)
+            self._start_metrics(self.log, loader)
+        return address
+
+    def _start_metrics(self, log: RaftMetadataLog, loader: MetadataLoader) -> None:
+        """/metrics and the health checks on metrics.listener (controller/metrics.py)."""
+        assert self._metrics_address is not None
+        registry = new_registry()
+        registry.register(QuorumCollector(log, lambda: loader.image))
+        self.metrics = MetricsServer(
+            registry,
+            self._metrics_address,
+            lambda: quorum_ready(log, lambda: loader.image),
+            name=f"controller-{self.node_id}-metrics",
+        )
+        self.metrics.start()
 
     def stop(self) -> None:
+        if self.metrics is not None:
+            self.metrics.stop()
+            self.metrics = None
         if self.runner is None:
             return
         loop = self.runner.loop

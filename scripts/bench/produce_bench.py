@@ -10,6 +10,7 @@ Runs (one producer process, one partition, acks=all; the broker's fsync group co
      (`bare_fdatasync_paced_1ms`, closer to the broker's spacing: idle gaps slow each one).
 
     .venv/bin/python scripts/bench/produce_bench.py [--records 1000000] [--bootstrap H:P]
+        [--metrics off|on|both]
 """
 
 from __future__ import annotations
@@ -149,17 +150,28 @@ def main() -> int:
     ap.add_argument("--no-flush-on-ack", action="store_true", help="log.flush.on.ack=false")
     ap.add_argument("--threads", help="sweep: NETxIO,... e.g. 1x1,2x2,3x8")
     ap.add_argument("--parallel", type=int, default=4, help="producer processes in the sweep")
+    ap.add_argument(
+        "--metrics",
+        choices=("off", "on", "both"),
+        default="off",
+        help="the broker's metrics.listener: off, on (loopback, free port), or both: each run"
+        " twice, off then on, in one invocation (their cost, docs/metrics.md)",
+    )
     args = ap.parse_args()
 
     base: dict = {"log.flush.on.ack": "false"} if args.no_flush_on_ack else {}
-    configs = (
+    threads = (
         [tuple(int(x) for x in c.split("x")) for c in args.threads.split(",")]
         if args.threads
         else [None]
     )
+    metrics = {"off": [False], "on": [True], "both": [False, True]}[args.metrics]
+    configs = [(conf, m) for conf in threads for m in metrics]
     out: dict = {"load_before": os.getloadavg()[0], "runs": []}
-    for conf in configs:
+    for conf, metrics_on in configs:
         overrides = dict(base)
+        if metrics_on:
+            overrides["metrics.listener"] = "http://127.0.0.1:0"
         if conf is not None:
             overrides["num.network.threads"], overrides["num.io.threads"] = conf
         tmp = tempfile.mkdtemp(prefix="gregor-produce-bench-", dir=args.data_dir)

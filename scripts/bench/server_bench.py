@@ -1,7 +1,7 @@
 """Benchmark the broker's request pipeline; prints one JSON object.
 
     python scripts/bench/server_bench.py [--duration 3] [--connections 1,16]
-        [--network-threads 3] [--io-threads 8] [--starts 3]
+        [--network-threads 3] [--io-threads 8] [--starts 3] [--metrics]
 
 Measures, against a real `gregor server --port 0` subprocess (so client and broker do not share
 a GIL):
@@ -119,12 +119,17 @@ def main() -> None:
     ap.add_argument("--network-threads", type=int, default=None)
     ap.add_argument("--io-threads", type=int, default=None)
     ap.add_argument("--starts", type=int, default=3)
+    ap.add_argument(
+        "--metrics", action="store_true", help="serve metrics.listener (loopback, free port)"
+    )
     args = ap.parse_args()
     extra: list[str] = []
     if args.network_threads:
         extra += ["--override", f"num.network.threads={args.network_threads}"]
     if args.io_threads:
         extra += ["--override", f"num.io.threads={args.io_threads}"]
+    if args.metrics:
+        extra += ["--override", "metrics.listener=http://127.0.0.1:0"]
 
     try:
         import uvloop

@@ -1,0 +1,353 @@
+"""The broker's metrics (docs/metrics.md): one registry per process, served by
+controller.metrics.MetricsServer on `metrics.listener`.
+
+Two kinds, so that the request path pays at most one counter and one histogram observation per
+request (never per record):
+- events, counted where they happen: requests and their errors and latency per API (once per
+  request, where RequestContext sends the answer: `RequestMetrics.record`), bytes in and out
+  per topic (once per partition of a produce or fetch), flush latency (once per flusher round);
+- state, read at scrape time by `BrokerCollector` (nothing on the hot path): under-replicated,
+  under-min-ISR and offline partitions, leader and partition counts, request queue depth,
+  purgatory sizes, open segment files and their budget.
+
+Labels: `api`, `error` (names, bounded by the protocol), `topic` (per topic; no per-partition
+series), `kind` (purgatory). Threads: `record`/`appended`/`bytes_out`/`flush.observe` from any
+thread (prometheus_client's metrics are thread-safe); collectors run on the scrape thread.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from client.errors import ErrorCode
+from client.protocol.api_keys import ApiKey
+from controller.metrics import MetricsServer, QuorumCollector, new_registry, offline_partitions
+
+# request latency: 0.1 ms .. 10 s (a long-poll fetch waits up to fetch.max.wait.ms)
+LATENCY_BUCKETS = (
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+    2.5, 5.0, 10.0,
+)  # fmt: skip
+FLUSH_BUCKETS = (
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+)  # fmt: skip
+
+
+def api_name(api_key: int) -> str:
+    try:
+        return ApiKey(api_key).name
+    except ValueError:
+        return str(api_key)
+
+
+def error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)
+
+
+class RequestMetrics:
+    """Counted once per request, where its answer is handed to the network."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.requests = Counter(
+            "gregor_requests",
+            "requests answered, by API (Kafka: RequestsPerSec)",
+            ["api"],
+            registry=registry,
+        )
+        self.errors = Counter(
+            "gregor_request_errors",
+            "requests answered with a whole-request error code, by API and error"
+            " (Kafka: ErrorsPerSec; per-partition codes are not counted yet)",
+            ["api", "error"],
+            registry=registry,
+        )
+        self.latency = Histogram(
+            "gregor_request_duration_seconds",
+            "time from a request's frame read to its answer handed to the socket (or the"
+            " network thread, for large answers), by API (Kafka: TotalTimeMs)",
+            ["api"],
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        # children cached per API: the hot path does a dict lookup, not labels()
+        self._per_api: dict[int, tuple[Any, Any]] = {}
+
+    def record(self, api_key: int, error_code: int, received_ns: int) -> None:
+        pair = self._per_api.get(api_key)
+        if pair is None:
+            name = api_name(api_key)
+            pair = self._per_api[api_key] = (
+                self.requests.labels(name),
+                self.latency.labels(name),
+            )
+        count, latency = pair
+        count.inc()
+        latency.observe((time.monotonic_ns() - received_ns) / 1e9)
+        if error_code:
+            self.errors.labels(api_name(api_key), error_name(error_code)).inc()
+
+
+class TopicMetrics:
+    """Bytes and records in (appended by produce, as leader) and bytes out (returned by fetch)
+    per topic. A deleted topic's series go (`forget`, on the metadata that deletes it), so
+    topic churn does not grow the registry."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._in = Counter(
+            "gregor_topic_bytes_in",
+            "record-batch bytes appended by produce requests, by topic (Kafka: BytesInPerSec)",
+            ["topic"],
+            registry=registry,
+        )
+        self._records_in = Counter(
+            "gregor_topic_records_in",
+            "records appended by produce requests, by topic (Kafka: MessagesInPerSec)",
+            ["topic"],
+            registry=registry,
+        )
+        self._out = Counter(
+            "gregor_topic_bytes_out",
+            "record-batch bytes returned by fetch requests (consumers and followers), by topic"
+            " (Kafka: BytesOutPerSec)",
+            ["topic"],
+            registry=registry,
+        )
+        # children cached per topic; created and forgotten under the lock, read without it
+        self._lock = threading.Lock()
+        self._in_children: dict[str, tuple[Any, Any]] = {}
+        self._out_children: dict[str, Any] = {}
+
+    def appended(self, topic: str, nbytes: int, nrecords: int) -> None:
+        pair = self._in_children.get(topic)
+        if pair is None:
+            with self._lock:
+                pair = self._in_children.get(topic)
+                if pair is None:
+                    pair = self._in_children[topic] = (
+                        self._in.labels(topic),
+                        self._records_in.labels(topic),
+                    )
+        pair[0].inc(nbytes)
+        pair[1].inc(nrecords)
+
+    def bytes_out(self, topic: str, n: int) -> None:
+        child = self._out_children.get(topic)
+        if child is None:
+            with self._lock:
+                child = self._out_children.get(topic)
+                if child is None:
+                    child = self._out_children[topic] = self._out.labels(topic)
+        child.inc(n)
+
+    def forget(self, topic: str) -> None:
+        """Drop `topic`'s series (it was deleted). An increment racing with this may be lost:
+        it belonged to the deleted topic."""
+        with self._lock:
+            if self._in_children.pop(topic, None) is not None:
+                self._in.remove(topic)
+                self._records_in.remove(topic)
+            if self._out_children.pop(topic, None) is not None:
+                self._out.remove(topic)
+
+    def on_metadata(self, image: Any, delta: Any) -> None:
+        """MetadataPublisher subscriber: forget the topics the delta deleted (and did not
+        re-create)."""
+        if delta is None:
+            return
+        for name in delta.deleted_topics:
+            if name not in image.topics:
+                self.forget(name)
+
+
+class BrokerCollector(Collector):
+    """The broker's state, read at scrape time (`node` is a broker.node.BrokerNode, `channel`
+    the request channel)."""
+
+    def __init__(self, node: Any, channel: Any, network: Any = None) -> None:
+        """`network`: the SocketServer (connections, request memory); None: not reported."""
+        self._node = node
+        self._channel = channel
+        self._network = network
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        node = self._node
+        rm = node.replica_manager
+        partitions = list(rm.partitions().values())
+        leaders = [p for p in partitions if p.is_leader]
+        under_replicated = sum(1 for p in leaders if len(p.isr) < len(p.replicas))
+        under_min_isr = sum(1 for p in leaders if len(p.isr) < node._min_insync_for(p.topic))
+        yield GaugeMetricFamily(
+            "gregor_partitions_under_replicated",
+            "partitions this broker leads whose ISR is smaller than their replica set"
+            " (Kafka: UnderReplicatedPartitions)",
+            value=under_replicated,
+        )
+        yield GaugeMetricFamily(
+            "gregor_partitions_under_min_isr",
+            "partitions this broker leads whose ISR is smaller than min.insync.replicas"
+            " (Kafka: UnderMinIsrPartitionCount)",
+            value=under_min_isr,
+        )
+        yield GaugeMetricFamily(
+            "gregor_replica_max_lag_records",
+            "the largest lag, in offsets, of a follower behind this broker's log end over the"
+            " partitions it leads (followers that have not fetched this leader epoch not counted)"
+            " (Kafka: ReplicaFetcherManager MaxLag, seen from the leader)",
+            value=max_follower_lag(leaders),
+        )
+        yield GaugeMetricFamily(
+            "gregor_partitions_leader",
+            "partitions this broker leads (Kafka: LeaderCount)",
+            value=len(leaders),
+        )
+        yield GaugeMetricFamily(
+            "gregor_partitions",
+            "partition replicas on this broker (Kafka: PartitionCount)",
+            value=len(partitions),
+        )
+        yield offline_partitions(node.publisher.latest_image)
+        yield GaugeMetricFamily(
+            "gregor_request_queue_size",
+            "requests waiting for an I/O thread (Kafka: RequestQueueSize)",
+            value=self._channel.size,
+        )
+        network = self._network
+        if network is not None:
+            yield GaugeMetricFamily(
+                "gregor_connections",
+                "open client connections, over every listener (bounded by max.connections)"
+                " (Kafka: socket-server-metrics connection-count)",
+                value=network.connection_count,
+            )
+            yield GaugeMetricFamily(
+                "gregor_request_memory_bytes",
+                "bytes of requests received and not yet answered, held in the memory pool"
+                " (Kafka: MemoryPoolUsed)",
+                value=network.memory_pool.used,
+            )
+            yield GaugeMetricFamily(
+                "gregor_request_memory_max_bytes",
+                "the memory pool's size (queued.max.request.bytes)",
+                value=network.memory_pool.capacity,
+            )
+        purgatory = GaugeMetricFamily(
+            "gregor_purgatory_size",
+            "delayed operations watched in a purgatory, by kind (Kafka: PurgatorySize)",
+            labels=["kind"],
+        )
+        for kind, p in (("produce", node.produce_purgatory), ("fetch", node.fetch_purgatory)):
+            purgatory.add_metric([kind], p.watched())
+        yield purgatory
+        lm = node.log_manager
+        yield GaugeMetricFamily(
+            "gregor_log_open_segment_files",
+            "segment files held open by the log's descriptor cache",
+            value=lm.open_segment_files(),
+        )
+        yield GaugeMetricFamily(
+            "gregor_log_open_segment_files_max",
+            "the descriptor cache's budget over every log dir (log.max.open.files)",
+            value=sum(lm.handles(d).capacity for d in lm.log_dirs),
+        )
+        yield GaugeMetricFamily(
+            "gregor_log_dirs_offline",
+            "log directories taken offline by a storage error (Kafka: OfflineLogDirectoryCount)",
+            value=len(lm.offline_dirs()),
+        )
+
+
+def max_follower_lag(leaders: list[Any]) -> int:
+    """Leader's view: max over `leaders` and their followers of log end - the follower's
+    fetch offset (a read without the partition's lock: a scrape may see a fetch half-applied,
+    never a negative lag)."""
+    lag = 0
+    for p in leaders:
+        end = p.log.end_offset
+        for st in list(p.followers.values()):
+            if st.log_end_offset >= 0:
+                lag = max(lag, end - st.log_end_offset)
+    return lag
+
+
+class BrokerMetrics:
+    """The broker process's registry, its recorders and its HTTP listener. Built by
+    BrokerServer when `metrics.listener` is set; `start(node, channel, ready)` once the node
+    exists, `stop()` at shutdown."""
+
+    def __init__(self, address: tuple[str, int]) -> None:
+        self.registry = new_registry()
+        self.requests = RequestMetrics(self.registry)
+        self.topics = TopicMetrics(self.registry)
+        self.flush = Histogram(
+            "gregor_log_flush_duration_seconds",
+            "time of one flusher round (fsync, or syncfs, of the logs appended since the last"
+            " round) (Kafka: LogFlushRateAndTimeMs)",
+            buckets=FLUSH_BUCKETS,
+            registry=self.registry,
+        )
+        self.isr_shrinks = Counter(
+            "gregor_isr_shrinks",
+            "ISR shrinks of partitions this broker leads, as applied from the metadata (its own"
+            " proposals and the controller's on fencing) (Kafka: IsrShrinksPerSec)",
+            registry=self.registry,
+        )
+        self.isr_expands = Counter(
+            "gregor_isr_expands",
+            "ISR expansions of partitions this broker leads, as applied from the metadata"
+            " (Kafka: IsrExpandsPerSec)",
+            registry=self.registry,
+        )
+        self._address = address
+        self.server: MetricsServer | None = None
+
+    def start(
+        self, node: Any, channel: Any, ready: Callable[[], str | None], network: Any = None
+    ) -> tuple[str, int]:
+        self.registry.register(BrokerCollector(node, channel, network))
+        node.publisher.subscribe(self.topics.on_metadata)
+        quorum = node.quorum
+        log = getattr(getattr(quorum, "controller", None), "log", None)
+        if log is not None and hasattr(log, "node"):  # combined: this process is the quorum
+            self.registry.register(
+                QuorumCollector(log, lambda: quorum.loader.image, with_offline=False)
+            )
+        self.server = MetricsServer(self.registry, self._address, ready, name="broker-metrics")
+        return self.server.start()
+
+    def isr_changed(self, old: int, new: int) -> None:
+        (self.isr_shrinks if new < old else self.isr_expands).inc()
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+
+
+def broker_ready(node: Any) -> str | None:
+    """None once the broker is registered and unfenced (its lifecycle is RUNNING, which it
+    reaches only once caught up with the metadata log, and its registration in the metadata
+    is unfenced) and has every log dir online; else the reason."""
+    from broker.lifecycle import RUNNING
+
+    state = node.lifecycle.state
+    if state != RUNNING:
+        return f"broker lifecycle is {state}, not {RUNNING} (registered, caught up, unfenced)"
+    reg = node.publisher.image.brokers.get(node.node_id)
+    if reg is None or reg.fenced:
+        return "fenced in the metadata (not registered, or its heartbeats lapsed)"
+    offline = node.log_manager.offline_dirs()
+    if offline:
+        return "log dirs offline: " + ", ".join(str(d) for d in offline)
+    return None
+
+
+__all__ = ["BrokerMetrics", "broker_ready", "new_registry"]
