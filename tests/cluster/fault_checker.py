@@ -15,8 +15,9 @@ anomaly it finds, by check, and the figures of the run; `valid` is True when the
 - C8 aborted reads: a value whose write definitely failed was read.
 - C9 phantom reads: a polled value is not in the final read at the offset it was polled at.
 
-- C5 committed offsets: a partition's acknowledged commits going back, or passing what had been
-  read of it when sent (the HW); C4 for groups: a member taking a partition over starting after
+- C5 committed offsets: a partition's acknowledged commit below one acknowledged before it
+  was sent or below an earlier one of the same member (two members' concurrent commits are not
+  ordered by their acknowledgements), or passing what had been read of it when sent (the HW); C4 for groups: a member taking a partition over starting after
   the last committed offset (records skipped). Input: "gpoll", "commit" and "event" entries.
 
 - Stalls (issue 22): a partition that took no acknowledged write for more than STALL_S while
@@ -193,8 +194,8 @@ def _group_checks(
     final_read: Mapping[int, list[tuple[int, str]]],
     reads: list[Mapping[str, Any]],
 ) -> dict[str, list[Any]]:
-    """C5: acknowledged commits of a partition never go back (in the order they were
-    acknowledged) and never pass what had been read of it when the commit was sent (nor the
+    """C5: acknowledged commits of a partition never go back (a commit is below none that was
+    acknowledged before it was sent, nor below an earlier one of its own member) and never pass what had been read of it when the commit was sent (nor the
     final high watermark). C4 for groups: a member that takes a partition over starts reading at
     or before the highest offset committed before its first read (acknowledged, or of unknown
     outcome: it may be stored), the log start if none."""
@@ -215,13 +216,23 @@ def _group_checks(
             out.append(run)
         highest[p] = out
     end = {p: (max(o for o, _v in recs) + 1 if recs else 0) for p, recs in final_read.items()}
-    last: dict[int, int] = {}
+    acked: dict[int, tuple[list[float], list[int]]] = {}  # ack times, running max of offsets
+    own: dict[tuple[str, int], int] = {}  # (member, partition): its highest acked commit
     for e in commits:
         p, off = e["partition"], e["offset"]
-        if p in last and off < last[p]:
-            found["commit_regress"].append({"partition": p, "offset": off, "after": last[p]})
-        last[p] = max(off, last.get(p, off))
         t = invoked.get(e["op"], e["time"])
+        times, highs = acked.setdefault(p, ([], []))
+        # ordered before this commit: the commits acknowledged before it was sent, and the
+        # member's own earlier ones (two members' concurrent commits are stored in an order
+        # their acknowledgements need not show: under packet loss a commit validated before
+        # its member was fenced was acknowledged after the next owner's)
+        j = bisect.bisect_left(times, t)
+        before = max(highs[j - 1] if j else -1, own.get((e["process"], p), -1))
+        if off < before:
+            found["commit_regress"].append({"partition": p, "offset": off, "after": before})
+        times.append(e["time"])
+        highs.append(max(off, highs[-1]) if highs else off)
+        own[(e["process"], p)] = max(off, own.get((e["process"], p), off))
         i = bisect.bisect_right([x[0] for x in read_at.get(p, [])], t)
         read_below = highest[p][i - 1] + 1 if i else 0
         if off > read_below or off > end.get(p, 0):

@@ -262,3 +262,22 @@ def test_a_stall_while_the_isr_is_below_min_isr_or_unknown_is_not() -> None:
         assert report["valid"] and report["stalls"] == 0, (isr, report["anomalies"])
     entries, final = _paced([4, 5, 6], gap=(20.0, 29.0))  # 9 s: within the bound
     assert check(entries, final, [], min_isr=2)["valid"]
+
+
+def test_concurrent_commits_of_two_members_are_not_ordered_by_their_acknowledgements(tmp_path):
+    """S6 (packet loss on the coordinator): g2's commit, sent and validated before g2 was
+    fenced, was acknowledged after the next owner's higher commit. Stored in that order it is
+    no regression; the same lower commit sent after the higher one was acknowledged is."""
+    entries, final, events = _clean(tmp_path)
+    t = _commits(entries, 1)[-1]["time"]  # g2's commit of partition 1 at offset 10
+    # g1's commit at 7 (it owned partition 1 before): sent before that ack, acknowledged after
+    sent = {"type": "invoke", "op": 10**6 + 2, "process": "g1", "f": "commit", "partition": 1,
+            "offset": 7, "time": t - 0.5}  # fmt: skip
+    late_ack = {**sent, "type": "ok", "time": t + 0.03}
+    ok = entries + [sent, late_ack]
+    assert check(ok, final, events)["commit_regress"] == 0
+    # sent only after the offset-10 commit was acknowledged: a regression
+    sent_after = {**sent, "op": 10**6 + 3, "time": t + 0.01}
+    bad = entries + [sent_after, {**sent_after, "type": "ok", "time": t + 0.03}]
+    report = check(bad, final, events)
+    assert report["commit_regress"] == 1, report["anomalies"]
