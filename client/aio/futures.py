@@ -137,6 +137,22 @@ class DeliveryFuture(concurrent.futures.Future):
     def set_exception(self, exception: BaseException | None) -> None:
         self._finish(None, exception)
 
+    def _notify(self, ev: Any, cond: Any, exception: BaseException | None) -> None:
+        """Wake the threads blocked in result()/exception() and concurrent.futures.wait():
+        `ev` and `cond` as they were when the future finished, read under the lock (a
+        Condition made later belongs to a wait() that saw the future done already). Called
+        without the lock."""
+        if ev is not None:
+            ev.set()
+        if cond is not None:
+            with cond:
+                for waiter in self._waiters:
+                    if exception is None:
+                        waiter.add_result(self)
+                    else:
+                        waiter.add_exception(self)
+                cond.notify_all()
+
     def _finish(self, result: Any, exception: BaseException | None) -> None:
         with _LOCK:
             if self._state == FINISHED:
@@ -149,18 +165,54 @@ class DeliveryFuture(concurrent.futures.Future):
                 self._done_callbacks = None
             ev = self._event
             cond = self._cond
-        if ev is not None:
-            ev.set()
-        if cond is not None:
-            with cond:
-                for waiter in self._waiters:
-                    if exception is None:
-                        waiter.add_result(self)
-                    else:
-                        waiter.add_exception(self)
-                cond.notify_all()
+        self._notify(ev, cond, exception)
         if type(callbacks) is list:
             for fn in callbacks:
                 self._call(fn)
         elif callbacks is not None:
             self._call(callbacks)
+
+
+def ack_delivery_futures(
+    futures: list[Any], tp: TopicPartition, base_offset: int, append_time: int, entries: list
+) -> list[Any]:
+    """Resolve the DeliveryFutures of one acknowledged batch in bulk: `futures` is the batch's
+    flat [index, future, index, future, ...] list, record `index` is at `base_offset + index`
+    (-1 when the offset is unknown) with timestamp `append_time` (the broker's, LogAppendTime)
+    or else its own (`entries[index][3]`). One acquisition of
+    the shared lock for the whole batch instead of one per record; a future nobody waits on
+    and with no callback is finished by setting its fields. Futures of any other type are
+    returned, (index, future) flat, for the caller to resolve; so are none already finished.
+    Waiters are woken and callbacks run after the lock is released, in batch order."""
+    others: list[Any] = []
+    notify: list[Any] = []  # future, its Event, its Condition, its callbacks, ...
+    it = iter(futures)
+    with _LOCK:
+        for idx, fut in zip(it, it, strict=True):
+            if type(fut) is not DeliveryFuture:
+                others.append(idx)
+                others.append(fut)
+                continue
+            if fut._state == FINISHED:
+                continue
+            fut._tp = tp
+            fut._offset = base_offset + idx if base_offset >= 0 else -1
+            fut._timestamp = append_time if append_time != -1 else entries[idx][3]
+            fut._state = FINISHED
+            cbs = fut._done_callbacks
+            ev = fut._event
+            cond = fut._cond
+            if cbs is not None or ev is not None or cond is not None:
+                fut._done_callbacks = None
+                notify += (fut, ev, cond, cbs)
+    it = iter(notify)
+    for fut, ev, cond, cbs in zip(it, it, it, it, strict=True):
+        fut._notify(ev, cond, None)
+        if cbs is None:
+            continue
+        if type(cbs) is list:
+            for fn in cbs:
+                fut._call(fn)
+        else:
+            fut._call(cbs)
+    return others
