@@ -163,12 +163,10 @@ class Producer(_SyncClient):
     ) -> concurrent.futures.Future:
         core = self._core
         fut = DeliveryFuture()  # a concurrent.futures.Future; delivery cannot be cancelled
+        # (chained: key, partition, headers and timestamp_ms all None)
         if (
             type(value) is bytes
-            and key is None
-            and partition is None
-            and headers is None
-            and timestamp_ms is None
+            and key is partition is headers is timestamp_ms is None
             and core._plain
             and core._append_plain(topic, value, fut)
         ):

@@ -27,6 +27,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterable, Mapping
+from time import time_ns as _time_ns
 from typing import Any
 
 from client.aio.accumulator import RECORD_OVERHEAD, BulkResult, RecordAccumulator
@@ -83,6 +84,7 @@ class Producer:
         self._plain_topics: dict[str, tuple[Any, list[TopicPartition], list[int]]] = {}
         # send() of a bare bytes value may skip _prepare (no serializer to run)
         self._plain = cfg.value_serializer is None
+        self._max_record = cfg.max_request_size
         self._acc = RecordAccumulator(
             batch_size=cfg.batch_size,
             linger_ms=cfg.linger_ms,
@@ -318,10 +320,11 @@ class Producer:
                 tps = self._tps[topic] = [TopicPartition(topic, p) for p in range(n)]
             st = self._plain_topics[topic] = (md, tps, md.available_partitions(topic))
         size = RECORD_OVERHEAD + len(value)
-        if size > self.config.max_request_size:
+        if size > self._max_record:
             return False
-        ts = int(time.time() * 1000)
-        return self._acc.append_sticky(self._sticky, topic, st[1], st[2], ts, value, size, fut)
+        return self._acc.append_sticky(
+            self._sticky, topic, st[1], st[2], _time_ns() // 1_000_000, value, size, fut
+        )
 
     async def send_many(
         self, topic: str, values_or_pairs: Iterable[Any], partition: int | None = None
