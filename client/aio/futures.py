@@ -87,7 +87,8 @@ class DeliveryFuture(concurrent.futures.Future):
             raise TimeoutError(f"record not acknowledged within {timeout} s")
 
     def result(self, timeout: float | None = None) -> Any:
-        self._wait(timeout)
+        if self._state != FINISHED:
+            self._wait(timeout)
         if self._exception is not None:
             raise self._exception
         result = self._result
@@ -99,7 +100,8 @@ class DeliveryFuture(concurrent.futures.Future):
         return result
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
-        self._wait(timeout)
+        if self._state != FINISHED:  # (a callback's usual first call: no _wait() then)
+            self._wait(timeout)
         return self._exception
 
     def add_done_callback(self, fn: Any) -> None:
@@ -207,12 +209,14 @@ def ack_delivery_futures(
                 notify += (fut, ev, cond, cbs)
     it = iter(notify)
     for fut, ev, cond, cbs in zip(it, it, it, it, strict=True):
-        fut._notify(ev, cond, None)
-        if cbs is None:
-            continue
+        if ev is not None or cond is not None:
+            fut._notify(ev, cond, None)
         if type(cbs) is list:
             for fn in cbs:
                 fut._call(fn)
-        else:
-            fut._call(cbs)
+        elif cbs is not None:
+            try:  # (fut._call inlined: one callback per record is the common case)
+                cbs(fut)
+            except Exception:
+                log.exception("exception calling callback for %r", fut)
     return others
