@@ -1,10 +1,11 @@
 #!/usr/bin/env python
 """Per-record `Producer.send()` against bulk `send_many()`: records/s and client CPU per record.
 
-Starts one `gregor server` (from the tree given by --root, default this one; fsync on ack, the
-default) or uses --bootstrap, with the client's defaults (batch.size 16 KiB, linger.ms 5)
-unless --batch-size/--linger-ms say otherwise, creates a one-partition topic per run, then --repeat times each
---modes entry, 100-byte records, acks=all, with the sync client `client.Producer`:
+Starts one `gregor server` (from the tree given by --root, default this one; fsync on ack,
+the default), or with --brokers 3 a cluster of 3 controllers and 3 brokers (topics RF=3, min
+ISR 2), or uses --bootstrap. The client keeps its defaults (batch.size 16 KiB, linger.ms 5)
+unless --batch-size/--linger-ms say otherwise. Each run gets a new one-partition topic; --repeat
+times each --modes entry, 100-byte records, acks=all, with the sync client `client.Producer`:
 
     send       `for v in values: producer.send(topic, v)` (no callback), then flush()
     callback   the same loop with `f.add_done_callback(cb)` per record (cb counts errors)
@@ -16,7 +17,7 @@ the caller's and the client's loop thread). Compare two trees with --root (a `gi
 of an older commit, with the C extensions of client/records built there), alternating runs.
 
     .venv/bin/python scripts/bench/send_bench.py [--records 500000] [--repeat 3]
-        [--modes send,callback,bulk] [--root DIR] [--bootstrap HOST:PORT]
+        [--modes send,callback,bulk] [--brokers 1|3] [--root DIR] [--bootstrap HOST:PORT]
 """
 
 from __future__ import annotations
@@ -43,7 +44,13 @@ def main() -> int:
     ap.add_argument("--chunk", type=int, default=2000, help="records per send_many (bulk)")
     ap.add_argument("--linger-ms", type=float, default=None, help="default: the client's")
     ap.add_argument("--batch-size", type=int, default=None, help="default: the client's")
-    ap.add_argument("--replication-factor", type=int, default=1)
+    ap.add_argument(
+        "--brokers",
+        type=int,
+        choices=(1, 3),
+        default=1,
+        help="3: a cluster of 3 controllers and 3 brokers, topics RF=3, min.insync.replicas 2",
+    )
     ap.add_argument("--root", default=str(Path(__file__).resolve().parents[2]))
     ap.add_argument("--bootstrap", default=None, help="use this cluster, start no server")
     args = ap.parse_args()
@@ -61,8 +68,15 @@ def main() -> int:
 
     base = tempfile.mkdtemp(prefix="gregor-send-bench-")
     proc = None
+    nodes: list = []
     if args.bootstrap:
         bootstrap = args.bootstrap
+    elif args.brokers == 3:
+        from _cluster import start_cluster
+
+        controllers, brokers = start_cluster(Path(base), 3, 3)
+        nodes = [list(brokers.values()), controllers]  # stopped brokers first
+        bootstrap = ",".join(n.address for n in brokers.values())
     else:
         server = start_server(os.path.join(base, "data"))
         proc, bootstrap = server.proc, server.bootstrap
@@ -78,7 +92,10 @@ def main() -> int:
     def new_topic(admin: Admin) -> str:
         topic_no[0] += 1
         name = f"send-bench-{os.getpid()}-{topic_no[0]}"
-        admin.create_topic(name, partitions=1, replication_factor=args.replication_factor)
+        if args.brokers == 3:
+            admin.create_topic(name, 1, 3, {"min.insync.replicas": "2"})
+        else:
+            admin.create_topic(name, partitions=1)
         return name
 
     def run(mode: str, topic: str) -> dict:
@@ -121,7 +138,14 @@ def main() -> int:
             "load_1m": round(load, 2),
         }
 
-    out: dict = {"root": root, "records": n, "record_size": len(VALUE), "config": cfg, "runs": []}
+    out: dict = {
+        "root": root,
+        "brokers": args.brokers,
+        "records": n,
+        "record_size": len(VALUE),
+        "config": cfg,
+        "runs": [],
+    }
     try:
         with Admin({"bootstrap.servers": bootstrap}) as admin:
             for _ in range(args.repeat):
@@ -141,6 +165,11 @@ def main() -> int:
     finally:
         if proc is not None:
             stop_server(proc)
+        if nodes:
+            from broker.cluster_nodes import stop_nodes
+
+            for group in nodes:
+                stop_nodes(group)
         shutil.rmtree(base, ignore_errors=True)
     return 0
 
