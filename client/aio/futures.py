@@ -4,7 +4,9 @@
 the rest of a send(). A DeliveryFuture is a real `concurrent.futures.Future` subclass (isinstance
 works, and `concurrent.futures.wait`/`as_completed` work through a Condition made on demand) that
 creates nothing until someone blocks on it. It starts RUNNING: a queued record cannot be
-cancelled. The loop thread resolves it; any thread may wait on it or add callbacks.
+cancelled. The loop thread resolves it; any thread may wait on it or add callbacks. While it
+holds nothing that could refer back to it, the cyclic GC does not track it (when the C
+extension client.records._speedups is built).
 """
 
 from __future__ import annotations
@@ -16,8 +18,13 @@ from concurrent.futures._base import FINISHED, RUNNING
 from typing import Any
 
 from client.aio.types import RecordMetadata, TopicPartition
+from client.records.extensions import optional_extension
 
 log = logging.getLogger(__name__)
+
+_speedups = optional_extension("client.records._speedups")
+_gc_untrack: Any = getattr(_speedups, "gc_untrack", None)
+_gc_track: Any = getattr(_speedups, "gc_track", None)
 
 _LOCK = threading.Lock()  # guards lazy waiter objects and callback lists of every future
 
@@ -50,6 +57,20 @@ class DeliveryFuture(concurrent.futures.Future):
         self._tp: TopicPartition | None = None  # set_acked: the result, made when asked for
         self._offset = -1
         self._timestamp = -1
+        if _gc_untrack is not None and type(self) is DeliveryFuture:
+            # Out of the cyclic GC while it holds nothing that could lead back to it (strings,
+            # ints, None, a TopicPartition, an Event): a plain send() loop makes one per record
+            # and keeps it for a round trip, and every young collection then scanned it and
+            # promoted it to the older generations (~0.3 us a record in collections). Put
+            # back by _may_cycle() before it holds a callback, an exception, a result or a
+            # concurrent.futures waiter.
+            _gc_untrack(self)
+
+    def _may_cycle(self) -> None:
+        """The future is about to hold an object that may refer back to it: the GC tracks it
+        again (a no-op when it is tracked)."""
+        if _gc_track is not None:
+            _gc_track(self)
 
     @property
     def _condition(self) -> threading.Condition:  # type: ignore[override]
@@ -57,6 +78,7 @@ class DeliveryFuture(concurrent.futures.Future):
         # while holding it.
         with _LOCK:
             if self._cond is None:
+                self._may_cycle()  # (the waiters hold the futures they wait for)
                 self._waiters = []
                 self._cond = threading.Condition()
             return self._cond
@@ -107,6 +129,7 @@ class DeliveryFuture(concurrent.futures.Future):
     def add_done_callback(self, fn: Any) -> None:
         with _LOCK:
             if self._state != FINISHED:
+                self._may_cycle()
                 cbs = self._done_callbacks
                 if cbs is None:
                     self._done_callbacks = fn
@@ -156,6 +179,8 @@ class DeliveryFuture(concurrent.futures.Future):
                 cond.notify_all()
 
     def _finish(self, result: Any, exception: BaseException | None) -> None:
+        if result is not None or exception is not None:
+            self._may_cycle()  # (an exception's traceback may reach this future)
         with _LOCK:
             if self._state == FINISHED:
                 raise concurrent.futures.InvalidStateError("delivery future already finished")

@@ -139,3 +139,56 @@ def test_bulk_ack_wakes_concurrent_futures_wait() -> None:
     ).start()
     got = sorted(f.result().offset for f in concurrent.futures.as_completed(futs, timeout=10))
     assert got == [0, 1, 2]
+
+
+def _untracking_built() -> bool:
+    from client.aio import futures
+
+    return futures._gc_untrack is not None
+
+
+@pytest.mark.skipif(
+    not _untracking_built(), reason="C extension client.records._speedups not built"
+)
+def test_untracked_until_it_may_be_in_a_cycle_and_such_cycles_are_collected() -> None:
+    import gc
+    import weakref
+
+    from client.aio.futures import ack_delivery_futures
+    from client.aio.types import TopicPartition
+
+    f = DeliveryFuture()
+    assert not gc.is_tracked(f)  # a plain send()'s future: no work for the cyclic GC
+    ack_delivery_futures([0, f], TopicPartition("t", 0), 5, -1, [(None, b"v", None, 1)])
+    assert not gc.is_tracked(f) and f.result(0).offset == 5
+
+    class Callback:  # refers back to its future: a cycle the GC must be able to collect
+        def __call__(self, fut: DeliveryFuture) -> None:
+            pass
+
+    g = DeliveryFuture()
+    cb = Callback()
+    cb.future = g  # type: ignore[attr-defined]
+    g.add_done_callback(cb)
+    assert gc.is_tracked(g)
+    seen = weakref.ref(cb)
+    del g, cb
+    gc.collect()
+    assert seen() is None
+
+    class Boom(Exception):  # (a subclass: built-in exceptions take no weak references)
+        pass
+
+    h = DeliveryFuture()
+    exc = Boom("failed")
+    exc.future = h  # type: ignore[attr-defined]  # (as a traceback's frame may hold it)
+    h.set_exception(exc)
+    assert gc.is_tracked(h)
+    seen_exc = weakref.ref(exc)
+    del h, exc
+    gc.collect()
+    assert seen_exc() is None
+
+    w = DeliveryFuture()
+    concurrent.futures.wait([w], timeout=0)  # leaves a waiter list on it
+    assert gc.is_tracked(w)
