@@ -129,7 +129,8 @@ class DeliveryFuture(concurrent.futures.Future):
     def add_done_callback(self, fn: Any) -> None:
         with _LOCK:
             if self._state != FINISHED:
-                self._may_cycle()
+                if _gc_track is not None:  # (_may_cycle inlined: one callback per record)
+                    _gc_track(self)
                 cbs = self._done_callbacks
                 if cbs is None:
                     self._done_callbacks = fn
