@@ -163,6 +163,14 @@ class Producer(_SyncClient):
     ) -> concurrent.futures.Future:
         core = self._core
         fut = DeliveryFuture()  # a concurrent.futures.Future; delivery cannot be cancelled
+        # (chained: key, partition, headers and timestamp_ms all None)
+        if (
+            type(value) is bytes
+            and key is partition is headers is timestamp_ms is None
+            and core._plain
+            and core._append_plain(topic, value, fut)
+        ):
+            return fut
         rec = core._prepare(topic, value, key, headers, timestamp_ms)
         if core._try_append(topic, partition, rec, fut) != "ok":
             self._run(core._send_into(fut, topic, value, key, partition, headers, timestamp_ms))

@@ -185,43 +185,100 @@ class RecordAccumulator:
         """Append one record; returns (appended, batch_became_full). Not appended when the
         buffer is full (the caller waits for space)."""
         with self.lock:
-            if self.buffered + size > self.buffer_memory and self.buffered > 0:
-                return False, False
+            ok, full, wake = self._append_locked(tp, ts, key, value, headers, size, future)
+        if wake:
+            self._wake()
+        return ok, full
+
+    def append_sticky(
+        self,
+        sticky: Any,
+        topic: str,
+        tps: list[TopicPartition],
+        available: list[int],
+        ts: int,
+        value: bytes,
+        size: int,
+        future: Any,
+    ) -> bool:
+        """The per-record fast path of a keyless record with no explicit partition: choose the
+        sticky partition of `topic` (`sticky`, a StickyPartitioner, over `tps`), append, and
+        move the sticky partition on when the batch filled, all under one acquisition of
+        `lock`. False when the buffer is full (nothing appended)."""
+        n = len(tps)
+        with self.lock:
+            p = sticky.partition(topic, n, available)
+            tp = tps[p]
+            buffered = self.buffered
+            if buffered + size > self.buffer_memory and buffered > 0:
+                return False
+            # (_append_locked inlined: this is the per-record path of a plain send loop)
             dq = self.batches.get(tp)
-            if dq is None:
-                dq = self.batches[tp] = collections.deque()
             batch = dq[-1] if dq else None
-            wake = False
-            if (
-                batch is None
-                or batch.full
-                or (batch.size + size > self.batch_size and batch.entries)
-            ):
-                if batch is not None:
+            if batch is None or batch.full or batch.size + size > self.batch_size:
+                _, full, wake = self._append_locked(tp, ts, None, value, None, size, future)
+            else:
+                entries = batch.entries
+                if future is not None:
+                    futures = batch.futures
+                    futures.append(len(entries))
+                    futures.append(future)
+                entries.append((None, value, None, ts))
+                bsize = batch.size = batch.size + size
+                self.buffered = buffered + size
+                wake = full = bsize >= self.batch_size
+                if full:
                     batch.full = True
                     self._full.add(tp)
-                    wake = True
-                batch = self._new_batch(tp, dq)
-                due = batch.created + self.linger
-                deadline = self.sender_deadline
-                if deadline is None or due < deadline:
-                    self.sender_deadline = due
-                    wake = True
-            if future is not None:
-                futures = batch.futures
-                futures.append(len(batch.entries))
-                futures.append(future)
-            batch.entries.append((key, value, headers, ts))
-            batch.size += size
-            self.buffered += size
-            full = batch.size >= self.batch_size
             if full:
+                sticky.next_partition(topic, p, n, available)
+        if wake:
+            self._wake()
+        return True
+
+    def _append_locked(
+        self,
+        tp: TopicPartition,
+        ts: int,
+        key: Any,
+        value: Any,
+        headers: Any,
+        size: int,
+        future: Any,
+    ) -> tuple[bool, bool, bool]:
+        """try_append's body, under `lock`: (appended, batch became full, wake the sender)."""
+        buffered = self.buffered
+        if buffered + size > self.buffer_memory and buffered > 0:
+            return False, False, False
+        dq = self.batches.get(tp)
+        if dq is None:
+            dq = self.batches[tp] = collections.deque()
+        batch = dq[-1] if dq else None
+        wake = False
+        if batch is None or batch.full or (batch.size + size > self.batch_size and batch.entries):
+            if batch is not None:
                 batch.full = True
                 self._full.add(tp)
                 wake = True
-        if wake:
-            self._wake()
-        return True, full
+            batch = self._new_batch(tp, dq)
+            due = batch.created + self.linger
+            deadline = self.sender_deadline
+            if deadline is None or due < deadline:
+                self.sender_deadline = due
+                wake = True
+        entries = batch.entries
+        if future is not None:
+            futures = batch.futures
+            futures.append(len(entries))
+            futures.append(future)
+        entries.append((key, value, headers, ts))
+        bsize = batch.size = batch.size + size
+        self.buffered = buffered + size
+        if bsize >= self.batch_size:
+            batch.full = True
+            self._full.add(tp)
+            return True, True, True
+        return True, False, wake
 
     def append_bulk(
         self, tp: TopicPartition, ts: int, items: list, bulk: BulkResult, keyed: bool

@@ -4,7 +4,9 @@
 the rest of a send(). A DeliveryFuture is a real `concurrent.futures.Future` subclass (isinstance
 works, and `concurrent.futures.wait`/`as_completed` work through a Condition made on demand) that
 creates nothing until someone blocks on it. It starts RUNNING: a queued record cannot be
-cancelled. The loop thread resolves it; any thread may wait on it or add callbacks.
+cancelled. The loop thread resolves it; any thread may wait on it or add callbacks. While it
+holds nothing that could refer back to it, the cyclic GC does not track it (when the C
+extension client.records._speedups is built).
 """
 
 from __future__ import annotations
@@ -16,8 +18,13 @@ from concurrent.futures._base import FINISHED, RUNNING
 from typing import Any
 
 from client.aio.types import RecordMetadata, TopicPartition
+from client.records.extensions import optional_extension
 
 log = logging.getLogger(__name__)
+
+_speedups = optional_extension("client.records._speedups")
+_gc_untrack: Any = getattr(_speedups, "gc_untrack", None)
+_gc_track: Any = getattr(_speedups, "gc_track", None)
 
 _LOCK = threading.Lock()  # guards lazy waiter objects and callback lists of every future
 
@@ -50,6 +57,20 @@ class DeliveryFuture(concurrent.futures.Future):
         self._tp: TopicPartition | None = None  # set_acked: the result, made when asked for
         self._offset = -1
         self._timestamp = -1
+        if _gc_untrack is not None and type(self) is DeliveryFuture:
+            # Out of the cyclic GC while it holds nothing that could lead back to it (strings,
+            # ints, None, a TopicPartition, an Event): a plain send() loop makes one per record
+            # and keeps it for a round trip, and every young collection then scanned it and
+            # promoted it to the older generations (~0.3 us a record in collections). Put
+            # back by _may_cycle() before it holds a callback, an exception, a result or a
+            # concurrent.futures waiter.
+            _gc_untrack(self)
+
+    def _may_cycle(self) -> None:
+        """The future is about to hold an object that may refer back to it: the GC tracks it
+        again (a no-op when it is tracked)."""
+        if _gc_track is not None:
+            _gc_track(self)
 
     @property
     def _condition(self) -> threading.Condition:  # type: ignore[override]
@@ -57,6 +78,7 @@ class DeliveryFuture(concurrent.futures.Future):
         # while holding it.
         with _LOCK:
             if self._cond is None:
+                self._may_cycle()  # (the waiters hold the futures they wait for)
                 self._waiters = []
                 self._cond = threading.Condition()
             return self._cond
@@ -87,7 +109,8 @@ class DeliveryFuture(concurrent.futures.Future):
             raise TimeoutError(f"record not acknowledged within {timeout} s")
 
     def result(self, timeout: float | None = None) -> Any:
-        self._wait(timeout)
+        if self._state != FINISHED:
+            self._wait(timeout)
         if self._exception is not None:
             raise self._exception
         result = self._result
@@ -99,12 +122,15 @@ class DeliveryFuture(concurrent.futures.Future):
         return result
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
-        self._wait(timeout)
+        if self._state != FINISHED:  # (a callback's usual first call: no _wait() then)
+            self._wait(timeout)
         return self._exception
 
     def add_done_callback(self, fn: Any) -> None:
         with _LOCK:
             if self._state != FINISHED:
+                if _gc_track is not None:  # (_may_cycle inlined: one callback per record)
+                    _gc_track(self)
                 cbs = self._done_callbacks
                 if cbs is None:
                     self._done_callbacks = fn
@@ -137,7 +163,25 @@ class DeliveryFuture(concurrent.futures.Future):
     def set_exception(self, exception: BaseException | None) -> None:
         self._finish(None, exception)
 
+    def _notify(self, ev: Any, cond: Any, exception: BaseException | None) -> None:
+        """Wake the threads blocked in result()/exception() and concurrent.futures.wait():
+        `ev` and `cond` as they were when the future finished, read under the lock (a
+        Condition made later belongs to a wait() that saw the future done already). Called
+        without the lock."""
+        if ev is not None:
+            ev.set()
+        if cond is not None:
+            with cond:
+                for waiter in self._waiters:
+                    if exception is None:
+                        waiter.add_result(self)
+                    else:
+                        waiter.add_exception(self)
+                cond.notify_all()
+
     def _finish(self, result: Any, exception: BaseException | None) -> None:
+        if result is not None or exception is not None:
+            self._may_cycle()  # (an exception's traceback may reach this future)
         with _LOCK:
             if self._state == FINISHED:
                 raise concurrent.futures.InvalidStateError("delivery future already finished")
@@ -149,18 +193,56 @@ class DeliveryFuture(concurrent.futures.Future):
                 self._done_callbacks = None
             ev = self._event
             cond = self._cond
-        if ev is not None:
-            ev.set()
-        if cond is not None:
-            with cond:
-                for waiter in self._waiters:
-                    if exception is None:
-                        waiter.add_result(self)
-                    else:
-                        waiter.add_exception(self)
-                cond.notify_all()
+        self._notify(ev, cond, exception)
         if type(callbacks) is list:
             for fn in callbacks:
                 self._call(fn)
         elif callbacks is not None:
             self._call(callbacks)
+
+
+def ack_delivery_futures(
+    futures: list[Any], tp: TopicPartition, base_offset: int, append_time: int, entries: list
+) -> list[Any]:
+    """Resolve the DeliveryFutures of one acknowledged batch in bulk: `futures` is the batch's
+    flat [index, future, index, future, ...] list, record `index` is at `base_offset + index`
+    (-1 when the offset is unknown) with timestamp `append_time` (the broker's, LogAppendTime)
+    or else its own (`entries[index][3]`). One acquisition of
+    the shared lock for the whole batch instead of one per record; a future nobody waits on
+    and with no callback is finished by setting its fields. Futures of any other type are
+    returned, (index, future) flat, for the caller to resolve; so are none already finished.
+    Waiters are woken and callbacks run after the lock is released, in batch order."""
+    others: list[Any] = []
+    notify: list[Any] = []  # future, its Event, its Condition, its callbacks, ...
+    it = iter(futures)
+    with _LOCK:
+        for idx, fut in zip(it, it, strict=True):
+            if type(fut) is not DeliveryFuture:
+                others.append(idx)
+                others.append(fut)
+                continue
+            if fut._state == FINISHED:
+                continue
+            fut._tp = tp
+            fut._offset = base_offset + idx if base_offset >= 0 else -1
+            fut._timestamp = append_time if append_time != -1 else entries[idx][3]
+            fut._state = FINISHED
+            cbs = fut._done_callbacks
+            ev = fut._event
+            cond = fut._cond
+            if cbs is not None or ev is not None or cond is not None:
+                fut._done_callbacks = None
+                notify += (fut, ev, cond, cbs)
+    it = iter(notify)
+    for fut, ev, cond, cbs in zip(it, it, it, it, strict=True):
+        if ev is not None or cond is not None:
+            fut._notify(ev, cond, None)
+        if type(cbs) is list:
+            for fn in cbs:
+                fut._call(fn)
+        elif cbs is not None:
+            try:  # (fut._call inlined: one callback per record is the common case)
+                cbs(fut)
+            except Exception:
+                log.exception("exception calling callback for %r", fut)
+    return others

@@ -27,6 +27,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterable, Mapping
+from time import time_ns as _time_ns
 from typing import Any
 
 from client.aio.accumulator import RECORD_OVERHEAD, BulkResult, RecordAccumulator
@@ -79,6 +80,11 @@ class Producer:
         self._loop_thread = 0
         self._wake_pending = False
         self._tps: dict[str, list[TopicPartition]] = {}  # topic -> its TopicPartitions
+        # _append_plain's view of a topic: (metadata snapshot, TopicPartitions, available)
+        self._plain_topics: dict[str, tuple[Any, list[TopicPartition], list[int]]] = {}
+        # send() of a bare bytes value may skip _prepare (no serializer to run)
+        self._plain = cfg.value_serializer is None
+        self._max_record = cfg.max_request_size
         self._acc = RecordAccumulator(
             batch_size=cfg.batch_size,
             linger_ms=cfg.linger_ms,
@@ -293,6 +299,32 @@ class Producer:
             with self._acc.lock:
                 self._sticky.next_partition(topic, partition, n, md.available_partitions(topic))
         return "ok"
+
+    def _append_plain(self, topic: str, value: bytes, fut: Any) -> bool:
+        """The per-record fast path, any thread: a keyless `bytes` value with no partition,
+        headers or timestamp, appended to the sticky partition. False when it cannot be taken
+        here (topic unknown, record too large, buffer full): the caller takes the general path,
+        which waits or raises. What it saves against _prepare + _try_append is calls and
+        lookups per record: the topic's partitions are cached per metadata snapshot, and the
+        sticky choice and the append share one acquisition of the accumulator's lock."""
+        if self._closed:
+            raise ClientClosedError("producer is closed")
+        md = self._cluster.metadata
+        st = self._plain_topics.get(topic)
+        if st is None or st[0] is not md:
+            n = md.num_partitions(topic)
+            if n == 0:
+                return False
+            tps = self._tps.get(topic)
+            if tps is None or len(tps) != n:
+                tps = self._tps[topic] = [TopicPartition(topic, p) for p in range(n)]
+            st = self._plain_topics[topic] = (md, tps, md.available_partitions(topic))
+        size = RECORD_OVERHEAD + len(value)
+        if size > self._max_record:
+            return False
+        return self._acc.append_sticky(
+            self._sticky, topic, st[1], st[2], _time_ns() // 1_000_000, value, size, fut
+        )
 
     async def send_many(
         self, topic: str, values_or_pairs: Iterable[Any], partition: int | None = None

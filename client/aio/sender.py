@@ -34,7 +34,7 @@ from typing import Any
 
 from client.aio.accumulator import ProducerBatch, RecordAccumulator
 from client.aio.cluster import ClusterClient
-from client.aio.futures import DeliveryFuture
+from client.aio.futures import ack_delivery_futures
 from client.aio.idempotence import IdempotenceState
 from client.aio.retry_log import RetryLog
 from client.aio.types import RecordMetadata, TopicPartition
@@ -560,14 +560,15 @@ def _acked(b: ProducerBatch, base_offset: int, append_time: int) -> None:
     path; called per batch, so kept lean)."""
     tp = b.tp
     entries = b.entries
-    it = iter(b.futures)  # (index, future) pairs, flat
-    for idx, fut in zip(it, it, strict=True):
-        if not fut.done():
-            offset = base_offset + idx if base_offset >= 0 else -1
-            ts = append_time if append_time != -1 else entries[idx][3]
-            if type(fut) is DeliveryFuture:  # the sync producer's: its result made on demand
-                fut.set_acked(tp, offset, ts)
-            else:
+    futures = b.futures  # (index, future) pairs, flat
+    if futures:
+        # the sync producer's DeliveryFutures in bulk (their results made on demand); the
+        # asyncio producer's futures one by one
+        it = iter(ack_delivery_futures(futures, tp, base_offset, append_time, entries))
+        for idx, fut in zip(it, it, strict=True):
+            if not fut.done():
+                offset = base_offset + idx if base_offset >= 0 else -1
+                ts = append_time if append_time != -1 else entries[idx][3]
                 fut.set_result(RecordMetadata(tp.topic, tp.partition, offset, ts))
     if b.bulks:
         for bulk in b.bulks:

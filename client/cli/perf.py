@@ -1,12 +1,13 @@
 """`gregor perf produce|consume`: throughput and latency, printed as one JSON object.
 
     gregor perf produce --topic t --num-records 1000000 --record-size 100 [--acks all]
-                        [--throughput R] [--mode bulk|send] [-X batch.size=1048576]
+                        [--throughput R] [--mode send|bulk] [-X batch.size=1048576]
     gregor perf consume --topic t --num-records 1000000
 
-produce: `bulk` (default) queues --chunk records per send_many() call and measures each
-chunk's latency (queued -> acknowledged), counted once per record; `send` uses one future per
-record (Kafka's ProducerPerformance). --throughput caps records/s (0 = unlimited). A progress
+produce: `send` (default) calls send() once per record with a done-callback on each future, the
+loop a user writes (Kafka's ProducerPerformance), and measures each record's latency; `bulk`
+queues --chunk records per send_many() call and measures each chunk's latency (queued ->
+acknowledged), counted once per record. --throughput caps records/s (0 = unlimited). A progress
 line (records so far, rate, and for produce the average and maximum latency of the last second)
 is rewritten on stderr once a second, only when stderr is a terminal.
 """
@@ -43,9 +44,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     pp.add_argument("--throughput", type=float, default=0, help="records/s cap (0 = none)")
     pp.add_argument(
         "--mode",
-        choices=["bulk", "send"],
-        default="bulk",
-        help="bulk: send_many() per --chunk records (default); send: one future per record",
+        choices=["send", "bulk"],
+        default="send",
+        help="send: one send() and callback per record (default); bulk: send_many() per --chunk",
     )
     pp.add_argument("--chunk", type=int, default=2000, help="records per send_many (bulk)")
     pp.add_argument(
@@ -85,7 +86,7 @@ def run_produce(
     topic: str,
     num: int,
     size: int,
-    mode: str = "bulk",
+    mode: str = "send",
     chunk: int = 2000,
     throughput: float = 0,
     partition: int | None = None,

@@ -568,6 +568,28 @@ encode_rows(PyObject *self, PyObject *args)
     return Py_BuildValue("(NLL)", out, (long long)first, (long long)max);
 }
 
+/* gc_untrack(obj) / gc_track(obj): take a container the caller knows cannot be part of a
+ * reference cycle out of the cyclic GC's lists, and put it back once it may be (the producer's
+ * DeliveryFuture: untracked while it holds only strings, ints and None, tracked again before
+ * it holds a callback, an exception or a waiter). Neither touches the GC's settings. */
+static PyObject *
+gc_untrack(PyObject *self, PyObject *obj)
+{
+    (void)self;
+    if (PyObject_IS_GC(obj) && PyObject_GC_IsTracked(obj))
+        PyObject_GC_UnTrack(obj);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+gc_track(PyObject *self, PyObject *obj)
+{
+    (void)self;
+    if (PyObject_IS_GC(obj) && !PyObject_GC_IsTracked(obj))
+        PyObject_GC_Track(obj);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"decode_rows", decode_rows, METH_VARARGS,
      "decode_rows(section, record_type, prefix, base_offset, base_timestamp, record_count, "
@@ -580,6 +602,10 @@ static PyMethodDef methods[] = {
      "None\n\n"
      "msgpack.packb of build_batch's rows for (key, value) / (key, value, None, ts) tuples of "
      "bytes or None; None for anything else (the caller packs in Python)."},
+    {"gc_untrack", gc_untrack, METH_O,
+     "gc_untrack(obj) -> None\n\nTake obj out of the cyclic GC's lists (it must not be able "
+     "to be part of a reference cycle until gc_track(obj))."},
+    {"gc_track", gc_track, METH_O, "gc_track(obj) -> None\n\nUndo gc_untrack(obj)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -197,7 +197,9 @@ def main() -> int:
             return 0
         with Admin(bootstrap_servers=srv.bootstrap) as admin:
             admin.create_topic("cr", partitions=1)
-        run_produce({"bootstrap.servers": srv.bootstrap}, "cr", args.records, 100, partition=0)
+        run_produce(
+            {"bootstrap.servers": srv.bootstrap}, "cr", args.records, 100, "bulk", partition=0
+        )
         group, plain = [], []
         for i in range(args.repeat):
             plain.append(consume_rate(srv.bootstrap, args.records, False, i))

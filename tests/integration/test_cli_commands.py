@@ -90,7 +90,12 @@ def test_perf_commands_print_json(server) -> None:
     assert r.returncode == 0, r.stderr
     res = json.loads(r.stdout)
     assert res["records"] == 5000 and res["errors"] == 0 and res["latency"]["p99_ms"] > 0
+    assert res["mode"] == "send"  # the per-record path users write is the default
     assert r.stderr == ""  # no progress line without a TTY
+    r = gregor("perf", "produce", "--topic", "perf", "--num-records", "5000", "--mode", "bulk", *bs)
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert res["mode"] == "bulk" and res["records"] == 5000 and res["errors"] == 0
     r = gregor("perf", "consume", "--topic", "perf", "--num-records", "5000", *bs)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["records"] >= 5000

@@ -297,3 +297,33 @@ def test_a_lingered_batch_of_a_busy_leader_waits_and_keeps_filling() -> None:
     busy.clear()  # the request ended
     ready, _, _ = acc.drain(clock.now, set(), False, busy.__contains__)
     assert [b.entries[0][1] for b in ready[TP]] == [b"w"]
+
+
+def test_append_sticky_fills_a_batch_then_moves_and_respects_the_buffer() -> None:
+    import random
+
+    from client.partitioner import StickyPartitioner
+
+    clock = Clock()
+    acc, wakes = make(clock, buffer_memory=2500)
+    sticky = StickyPartitioner(random.Random(1))
+    tps = [TP, TP1]
+    value = b"x" * (100 - RECORD_OVERHEAD)  # 100 bytes a record: 10 fill a batch
+    futs = [object() for _ in range(25)]
+    placed = []
+    for f in futs:
+        assert acc.append_sticky(sticky, "t", tps, [0, 1], 7, value, 100, f)
+        placed.append(sticky.partition("t", 2, [0, 1]))
+    # the sticky partition changed exactly when a batch filled (every 10 records)
+    assert [i for i in range(1, 25) if placed[i] != placed[i - 1]] == [9, 19]
+    first = acc.batches[tps[placed[0]]][0]
+    assert len(first.entries) == 10 and first.full
+    assert first.entries[0] == (None, value, None, 7)
+    assert first.futures[:4] == [0, futs[0], 1, futs[1]]
+    assert acc.buffered == 2500
+    assert wakes  # a new batch and each full one woke the sender
+    # buffer.memory reached: nothing appended, the caller waits (the general path)
+    assert not acc.append_sticky(sticky, "t", tps, [0, 1], 7, value, 100, object())
+    assert acc.buffered == 2500
+    total = sum(len(b.entries) for dq in acc.batches.values() for b in dq)
+    assert total == 25

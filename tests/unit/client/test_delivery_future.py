@@ -93,3 +93,102 @@ def test_set_acked_makes_its_record_metadata_when_asked() -> None:
     assert f in seen[1].done
     with pytest.raises(concurrent.futures.InvalidStateError):
         f.set_acked(TopicPartition("t", 3), 18, 0)
+
+
+def test_bulk_ack_resolves_each_record_once_and_runs_callbacks_in_order() -> None:
+    from client.aio.futures import ack_delivery_futures
+    from client.aio.types import RecordMetadata, TopicPartition
+
+    tp = TopicPartition("t", 3)
+    futs = [DeliveryFuture() for _ in range(5)]
+    seen: list = []
+    futs[1].add_done_callback(lambda f: seen.append(("a", f.result().offset)))
+    futs[1].add_done_callback(lambda f: seen.append(("b", f.result().offset)))
+    futs[3].add_done_callback(lambda f: seen.append(("c", f.result().offset)))
+    futs[4].set_exception(ValueError("failed before"))  # finished already: left alone
+    other = concurrent.futures.Future()  # not a DeliveryFuture: handed back
+    waited: list = []
+    waiter = threading.Thread(target=lambda: waited.append(futs[2].result(10)))
+    waiter.start()
+    entries = [(None, b"v", None, 1000 + i) for i in range(6)]
+    flat = [0, futs[0], 1, futs[1], 2, futs[2], 3, futs[3], 4, futs[4], 5, other]
+    rest = ack_delivery_futures(flat, tp, 100, -1, entries)
+    assert rest == [5, other]
+    waiter.join(10)
+    assert waited == [RecordMetadata("t", 3, 102, 1002)]
+    assert [f.result(0) for f in futs[:4]] == [
+        RecordMetadata("t", 3, 100 + i, 1000 + i) for i in range(4)
+    ]
+    assert isinstance(futs[4].exception(0), ValueError)
+    assert seen == [("a", 101), ("b", 101), ("c", 103)]
+    # the broker's LogAppendTime wins; an unknown base offset gives -1
+    g = DeliveryFuture()
+    assert ack_delivery_futures([0, g], tp, -1, 7777, entries) == []
+    assert g.result(0) == RecordMetadata("t", 3, -1, 7777)
+
+
+def test_bulk_ack_wakes_concurrent_futures_wait() -> None:
+    from client.aio.futures import ack_delivery_futures
+    from client.aio.types import TopicPartition
+
+    futs = [DeliveryFuture() for _ in range(3)]
+    entries = [(None, b"v", None, 1)] * 3
+    flat = [x for i, f in enumerate(futs) for x in (i, f)]
+    threading.Timer(
+        0.01, ack_delivery_futures, (flat, TopicPartition("t", 0), 0, -1, entries)
+    ).start()
+    got = sorted(f.result().offset for f in concurrent.futures.as_completed(futs, timeout=10))
+    assert got == [0, 1, 2]
+
+
+def _untracking_built() -> bool:
+    from client.aio import futures
+
+    return futures._gc_untrack is not None
+
+
+@pytest.mark.skipif(
+    not _untracking_built(), reason="C extension client.records._speedups not built"
+)
+def test_untracked_until_it_may_be_in_a_cycle_and_such_cycles_are_collected() -> None:
+    import gc
+    import weakref
+
+    from client.aio.futures import ack_delivery_futures
+    from client.aio.types import TopicPartition
+
+    f = DeliveryFuture()
+    assert not gc.is_tracked(f)  # a plain send()'s future: no work for the cyclic GC
+    ack_delivery_futures([0, f], TopicPartition("t", 0), 5, -1, [(None, b"v", None, 1)])
+    assert not gc.is_tracked(f) and f.result(0).offset == 5
+
+    class Callback:  # refers back to its future: a cycle the GC must be able to collect
+        def __call__(self, fut: DeliveryFuture) -> None:
+            pass
+
+    g = DeliveryFuture()
+    cb = Callback()
+    cb.future = g  # type: ignore[attr-defined]
+    g.add_done_callback(cb)
+    assert gc.is_tracked(g)
+    seen = weakref.ref(cb)
+    del g, cb
+    gc.collect()
+    assert seen() is None
+
+    class Boom(Exception):  # (a subclass: built-in exceptions take no weak references)
+        pass
+
+    h = DeliveryFuture()
+    exc = Boom("failed")
+    exc.future = h  # type: ignore[attr-defined]  # (as a traceback's frame may hold it)
+    h.set_exception(exc)
+    assert gc.is_tracked(h)
+    seen_exc = weakref.ref(exc)
+    del h, exc
+    gc.collect()
+    assert seen_exc() is None
+
+    w = DeliveryFuture()
+    concurrent.futures.wait([w], timeout=0)  # leaves a waiter list on it
+    assert gc.is_tracked(w)

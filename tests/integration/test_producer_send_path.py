@@ -1,0 +1,104 @@
+"""The sync Producer's per-record send() fast path (a keyless bytes value, no partition,
+headers or timestamp: appended from the caller's thread, futures completed per batch):
+per-thread order across many threads, flush() waiting for every record, callbacks run once
+with each record's own metadata, and errors reaching every record's future and callback."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from client import Admin, Consumer, Producer, TopicPartition
+from client.errors import GregorTimeoutError
+from tests.helpers import wait_until
+
+THREADS = 8
+PER_THREAD = 5000
+
+
+def test_many_threads_calling_send_keep_each_threads_order(broker_server):
+    bootstrap = broker_server.bootstrap
+    with Admin(bootstrap_servers=bootstrap) as admin:
+        admin.create_topic("sendpath", partitions=1)
+    futs: list[list] = [[] for _ in range(THREADS)]
+    called: list[int] = [0] * THREADS
+    errors: list[BaseException] = []
+    # small batches: many batches, each completed while other threads are appending
+    with Producer(bootstrap_servers=bootstrap, acks="all", batch_size=2048) as p:
+        p.partitions_for("sendpath")
+        start = threading.Barrier(THREADS)
+
+        def run(tid: int) -> None:
+            try:
+                start.wait(30)
+                for seq in range(PER_THREAD):
+                    f = p.send("sendpath", b"%d:%d" % (tid, seq))
+                    if seq % 2:
+                        f.add_done_callback(
+                            lambda _f, tid=tid: called.__setitem__(tid, called[tid] + 1)
+                        )
+                    futs[tid].append(f)
+            except BaseException as exc:  # reported by the main thread
+                errors.append(exc)
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(THREADS)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert not errors, errors
+        p.flush(60)
+        # flush() returned: every record sent before it is acknowledged, none still pending
+        assert all(f.done() for fs in futs for f in fs)
+    assert called == [PER_THREAD // 2] * THREADS  # once each
+    offsets: dict[int, tuple[int, int]] = {}
+    for tid, fs in enumerate(futs):
+        prev = -1
+        for seq, f in enumerate(fs):
+            md = f.result(0)
+            assert (md.topic, md.partition) == ("sendpath", 0)
+            assert md.offset > prev, f"thread {tid}: record {seq} at {md.offset} after {prev}"
+            prev = md.offset
+            offsets[md.offset] = (tid, seq)
+    total = THREADS * PER_THREAD
+    assert sorted(offsets) == list(range(total))  # every offset once: no record lost or doubled
+    tp = TopicPartition("sendpath", 0)
+    last = [-1] * THREADS
+    count = 0
+    with Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as c:
+        c.assign([tp])
+        deadline = time.monotonic() + 60
+        while count < total:
+            assert time.monotonic() < deadline, f"consumed {count} of {total}"
+            for r in c.poll(timeout_ms=500):
+                tid, seq = (int(x) for x in r.value.split(b":"))
+                assert offsets[r.offset] == (tid, seq)
+                assert seq == last[tid] + 1, f"thread {tid}: {seq} after {last[tid]}"
+                last[tid] = seq
+                count += 1
+    assert last == [PER_THREAD - 1] * THREADS
+
+
+def test_a_failed_batch_fails_each_records_future_and_callback(broker_factory):
+    broker = broker_factory()
+    with Admin(bootstrap_servers=broker.bootstrap) as admin:
+        admin.create_topic("sendfail", partitions=1)
+    cfg = {
+        "bootstrap.servers": broker.bootstrap,
+        "acks": "all",
+        "request.timeout.ms": 300,
+        "delivery.timeout.ms": 1000,
+        "retry.backoff.ms": 50,
+    }
+    seen: list[BaseException | None] = []
+    with Producer(cfg) as p:
+        p.send("sendfail", b"first").result(30)  # metadata known: later sends take the fast path
+        broker.server.shutdown(timeout=10.0)
+        futs = [p.send("sendfail", b"%d" % i) for i in range(300)]
+        for f in futs[::3]:
+            f.add_done_callback(lambda f: seen.append(f.exception()))
+        wait_until(lambda: all(f.done() for f in futs), timeout=60, msg="records expired")
+        for f in futs:
+            assert isinstance(f.exception(0), GregorTimeoutError)
+        assert len(seen) == 100 and all(isinstance(e, GregorTimeoutError) for e in seen)
+        p.close(0)
