@@ -88,6 +88,11 @@ class GroupCoordinator:
         self._image = image
         self._clock = clock
         self._lock = threading.Lock()
+        # Held from a write's validation to its append (never while waiting for replication),
+        # so __consumer_offsets holds writes in the order they were validated: a commit accepted
+        # before a rebalance cannot land after the next owner's. Taken before `_lock`, never
+        # inside it; the write's completion takes only `_lock`.
+        self._append_order = threading.Lock()
         self._shards: dict[int, Shard] = {}
         self._loads: list[tuple[int, int]] = []
         self._wake = threading.Condition(self._lock)
@@ -315,7 +320,6 @@ class GroupCoordinator:
     def commit(self, body: dict, respond: Callable[[dict], None]) -> None:
         """Validate, append (acks=all) and answer through `respond` (now or from a flusher or
         timer thread once the record is replicated)."""
-        group_id = body["group_id"]
         commits: list[tuple[str, int, int, int, str | None]] = []
         early: dict[TP, int] = {}
         for t in body["topics"]:
@@ -326,6 +330,18 @@ class GroupCoordinator:
                     continue
                 commits.append((t["name"], p["partition"], p["committed_offset"],
                                 p["committed_leader_epoch"], meta))  # fmt: skip
+        with self._append_order:
+            self._commit_validated(body, commits, early, respond)
+
+    def _commit_validated(
+        self,
+        body: dict,
+        commits: list[tuple[str, int, int, int, str | None]],
+        early: dict[TP, int],
+        respond: Callable[[dict], None],
+    ) -> None:
+        """Validate the committer and append, under `_append_order`."""
+        group_id = body["group_id"]
         try:
             with self._lock:
                 shard = self._shard(group_id)
@@ -391,6 +407,12 @@ class GroupCoordinator:
     def delete_group(self, group_id: str, answer: Callable[[int, str | None], None]) -> None:
         """DeleteGroups for one group: tombstones for its committed offsets, then forgotten.
         NON_EMPTY_GROUP while it has members, GROUP_ID_NOT_FOUND when unknown."""
+        with self._append_order:
+            self._delete_group_validated(group_id, answer)
+
+    def _delete_group_validated(
+        self, group_id: str, answer: Callable[[int, str | None], None]
+    ) -> None:
         try:
             with self._lock:
                 shard = self._shard(group_id)
@@ -428,6 +450,12 @@ class GroupCoordinator:
     ) -> None:
         """OffsetDelete: tombstones for `tps`; a partition of a topic a member subscribes to
         gets GROUP_SUBSCRIBED_TO_TOPIC. `answer(per-partition codes, group code)`."""
+        with self._append_order:
+            self._delete_offsets_validated(group_id, tps, answer)
+
+    def _delete_offsets_validated(
+        self, group_id: str, tps: list[TP], answer: Callable[[dict[TP, int], int], None]
+    ) -> None:
         try:
             with self._lock:
                 shard = self._shard(group_id)
