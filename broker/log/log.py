@@ -6,11 +6,13 @@ The log start offset is persisted by the LogManager in the log-dir root checkpoi
 (`on_log_start_offset_changed` tells it when to write).
 
 The Log owns the segment list (segments, their base offsets, the log start offset, the
-truncation generation) and the appends, reads and truncation over it. Three objects it holds
-work on it through a narrow interface (the "segment list" section below), each with its own
-state: `durability` (durability.py: what is unflushed, the flushed offset, the flush and the
-flusher's covered-flush protocol), `retention` (retention.py: the time and size policy) and
-`compaction` (compaction.py: the cleaner checkpoint and the swap of cleaned segments).
+truncation generation) and the appends, reads and truncation over it. Four objects it holds
+work on it through a narrow interface (the "segment list" section below, and `advance_start`,
+`splice_locked`, `delete_segment_locked`), each with its own state: `durability`
+(durability.py: what is unflushed, the flushed offset, the flush and the flusher's
+covered-flush protocol), `retention` (retention.py: the time and size policy, DeleteRecords),
+`compaction` (compaction.py: the cleaner checkpoint and the swap of cleaned segments) and
+`producers` (producer_state.py: the idempotent producers' state).
 
 Threads: every public method may be called from any thread (I/O workers, the replica fetcher,
 the flusher); never from an event loop (they do file I/O). `lock` serialises appends, reads,
