@@ -64,6 +64,28 @@ def test_metrics_and_health_of_a_combined_broker(metered):
     m = samples(address)
     assert m[("gregor_requests_total", (("api", "PRODUCE"),))] >= 4
     assert m[("gregor_request_duration_seconds_count", (("api", "PRODUCE"),))] >= 4
+    # the latency split by stage: every stage counts every request; the acks=-1 produces
+    # waited in the purgatory for their flush (remote), and the stages add up to the total
+    stages = ("request_queue", "local", "remote", "response_queue", "response_send")
+    produce_stage = {
+        s: (m[("gregor_request_stage_duration_seconds_count", (("api", "PRODUCE"), ("stage", s)))],
+            m[("gregor_request_stage_duration_seconds_sum", (("api", "PRODUCE"), ("stage", s)))])
+        for s in stages
+    }  # fmt: skip
+    total = m[("gregor_request_duration_seconds_sum", (("api", "PRODUCE"),))]
+    assert {c for c, _ in produce_stage.values()} == {
+        m[("gregor_requests_total", (("api", "PRODUCE"),))]
+    }
+    assert produce_stage["remote"][1] > 0
+    assert abs(sum(s for _, s in produce_stage.values()) - total) < 1e-6
+    assert m[("gregor_io_thread_busy_seconds_total", ())] > 0
+    assert m[("gregor_io_threads", ())] == metered.server.settings.num_io_threads
+    assert m[("gregor_network_threads", ())] == metered.server.settings.network.num_network_threads
+    wait_until(
+        lambda: samples(address)[("gregor_network_thread_cpu_seconds_total", ())] > 0,
+        10,
+        "network threads' CPU time",
+    )
     assert m[("gregor_topic_bytes_in_total", (("topic", "m1"),))] == sum(sizes)
     assert m[("gregor_topic_records_in_total", (("topic", "m1"),))] == 12  # 3 batches of 4
     assert m[("gregor_topic_bytes_out_total", (("topic", "m1"),))] == len(got["records"])

@@ -16,12 +16,11 @@ from broker.lifecycle import REGISTERED, RUNNING
 from broker.metrics import (
     BrokerCollector,
     BrokerMetrics,
-    RequestMetrics,
     TopicMetrics,
     broker_ready,
 )
+from broker.request_metrics import ErrorCounter
 from client.config.types import parse_http_listener
-from client.errors import ErrorCode
 from client.protocol.api_keys import ApiKey
 from controller.metrics import MetricsServer, QuorumCollector, quorum_ready
 from controller.raft.state import Role
@@ -178,21 +177,6 @@ def test_broker_ready_needs_running_unfenced_and_dirs_online():
     assert broker_ready(node) == "log dirs offline: /d2"
 
 
-def test_request_metrics_count_once_per_request_and_errors_by_name():
-    registry = CollectorRegistry()
-    m = RequestMetrics(registry)
-    m.record(ApiKey.PRODUCE, 0, 0)
-    m.record(ApiKey.PRODUCE, int(ErrorCode.NOT_LEADER_OR_FOLLOWER), 0)
-    m.record(ApiKey.FETCH, 0, 0)
-    v = values(registry)
-    assert v[("gregor_requests_total", (("api", "PRODUCE"),))] == 2
-    assert v[("gregor_requests_total", (("api", "FETCH"),))] == 1
-    assert v[("gregor_request_duration_seconds_count", (("api", "PRODUCE"),))] == 2
-    err = (("api", "PRODUCE"), ("error", "NOT_LEADER_OR_FOLLOWER"))
-    assert v[("gregor_request_errors_total", err)] == 1
-    assert not any(k[0] == "gregor_request_errors_total" and ("api", "FETCH") in k[1] for k in v)
-
-
 def http(address, path):
     try:
         with urllib.request.urlopen(f"http://{address[0]}:{address[1]}{path}", timeout=5) as r:
@@ -203,7 +187,7 @@ def http(address, path):
 
 def test_the_listener_answers_health_and_metrics_and_stops():
     registry = CollectorRegistry()
-    RequestMetrics(registry).record(ApiKey.METADATA, 0, 0)
+    ErrorCounter(registry).count(ApiKey.METADATA, {"error_code": 3})
     reason: list[str | None] = ["not yet: catching up"]
 
     def ready():
@@ -222,7 +206,11 @@ def test_the_listener_answers_health_and_metrics_and_stops():
         status, body = http(address, "/health/ready")
         assert status == 503 and "boom" in body
         status, body = http(address, "/metrics")
-        assert status == 200 and 'gregor_requests_total{api="METADATA"} 1.0' in body
+        assert status == 200
+        assert (
+            'gregor_request_errors_total{api="METADATA",error="UNKNOWN_TOPIC_OR_PARTITION"} 1.0'
+            in body
+        )
         assert http(address, "/other")[0] == 404
     finally:
         server.stop()
