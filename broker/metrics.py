@@ -25,6 +25,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from broker.group_metrics import GroupCollector
 from broker.request_metrics import ErrorCounter, RequestCollector, StageRecorder
 from controller.metrics import MetricsServer, QuorumCollector, new_registry, offline_partitions
 
@@ -257,6 +258,7 @@ class BrokerMetrics:
         """`network` the SocketServer (its network threads get a StageRecorder each: call
         before they start), `io_pool()` the I/O pool once it exists."""
         self.registry.register(BrokerCollector(node, channel, network))
+        self.registry.register(GroupCollector(node.group_coordinator, node.replica_manager))
         processors = [] if network is None else list(network.processors)
         for p in processors:
             p.recorder = StageRecorder()

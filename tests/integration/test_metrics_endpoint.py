@@ -15,7 +15,7 @@ from helpers import RawClient, broker_config, spawn_gregor, wait_until
 from prometheus_client.parser import text_string_to_metric_families
 from replica_helpers import batch, create_topic, fetch, produce
 
-from client import Admin
+from client import Admin, Consumer, Producer
 from client.errors import ConfigError, ErrorCode
 from client.protocol import ApiKey
 
@@ -147,6 +147,49 @@ def test_docs_list_every_metric_and_no_other(metered):
     doc = (Path(__file__).resolve().parents[2] / "docs" / "metrics.md").read_text()
     documented = set(re.findall(r"^\| `(gregor_[a-z_]+)` \|", doc, re.MULTILINE))
     assert served == documented
+
+
+def test_group_members_state_and_lag_equal_groups_describe(metered):
+    """The coordinator's group series: one member, stable, and a lag per topic equal to what
+    `Admin.describe_group` (as `gregor groups describe`) computes, before and after more
+    records arrive."""
+    address = metered.server.metrics_address
+    with Admin(bootstrap_servers=metered.bootstrap) as admin:
+        admin.create_topic("lagged", 2, 1)
+    with Producer(bootstrap_servers=metered.bootstrap, linger_ms=0) as prod:
+        for i in range(10):
+            prod.send("lagged", b"a%d" % i, partition=i % 2).result(30)
+    consumer = Consumer(
+        "lagged",
+        bootstrap_servers=metered.bootstrap,
+        group_id="g-lag",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
+    try:
+        got: list = []
+        wait_until(lambda: got.extend(consumer.poll(200)) or len(got) >= 10, 30, "10 records")
+        consumer.commit()
+        with Producer(bootstrap_servers=metered.bootstrap, linger_ms=0) as prod:
+            for i in range(7):
+                prod.send("lagged", b"b%d" % i, partition=i % 2).result(30)
+        lag_key = ("gregor_group_lag_records", (("group", "g-lag"), ("topic", "lagged")))
+        wait_until(lambda: samples(address).get(lag_key) == 7, 15, "lag of 7 in /metrics")
+        with Admin(bootstrap_servers=metered.bootstrap) as admin:
+            assert admin.describe_group("g-lag").total_lag == 7
+        m = samples(address)
+        assert m[("gregor_group_members", (("group", "g-lag"),))] == 1
+        stable = ("gregor_group_state", (("group", "g-lag"), ("state", "stable")))
+        assert m[stable] == 1
+        assert m[("gregor_group_state", (("group", "g-lag"), ("state", "empty")))] == 0
+        assert m[("gregor_group_lag_unknown_partitions", ())] == 0
+    finally:
+        consumer.close()
+    wait_until(
+        lambda: samples(address)[("gregor_group_members", (("group", "g-lag"),))] == 0,
+        30,
+        "the member gone after close",
+    )
 
 
 def test_the_listener_closes_with_the_broker(broker_factory):
