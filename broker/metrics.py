@@ -118,6 +118,13 @@ class BrokerCollector(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         node = self._node
+        info = GaugeMetricFamily(
+            "gregor_broker_info",
+            "1, labelled with this broker's node id (which node an endpoint is: gregor top)",
+            labels=["node_id"],
+        )
+        info.add_metric([str(node.node_id)], 1)
+        yield info
         rm = node.replica_manager
         partitions = list(rm.partitions().values())
         leaders = [p for p in partitions if p.is_leader]
