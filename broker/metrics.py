@@ -192,6 +192,20 @@ class BrokerCollector(Collector):
         for kind, p in (("produce", node.produce_purgatory), ("fetch", node.fetch_purgatory)):
             purgatory.add_metric([kind], p.watched())
         yield purgatory
+        sizes: dict[str, int] = {}
+        for p in partitions:
+            log = getattr(p, "log", None)
+            if log is not None:
+                sizes[p.topic] = sizes.get(p.topic, 0) + log.size_bytes
+        size = GaugeMetricFamily(
+            "gregor_topic_log_size_bytes",
+            "bytes of the segments of this broker's replicas of a topic, by topic"
+            " (Kafka: kafka.log:type=Log,name=Size, summed per topic)",
+            labels=["topic"],
+        )
+        for topic in sorted(sizes):
+            size.add_metric([topic], sizes[topic])
+        yield size
         lm = node.log_manager
         yield GaugeMetricFamily(
             "gregor_log_open_segment_files",

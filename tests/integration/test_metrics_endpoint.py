@@ -89,6 +89,7 @@ def test_metrics_and_health_of_a_combined_broker(metered):
     assert m[("gregor_topic_bytes_in_total", (("topic", "m1"),))] == sum(sizes)
     assert m[("gregor_topic_records_in_total", (("topic", "m1"),))] == 12  # 3 batches of 4
     assert m[("gregor_topic_bytes_out_total", (("topic", "m1"),))] == len(got["records"])
+    assert m[("gregor_topic_log_size_bytes", (("topic", "m1"),))] == sum(sizes)
     key = ("gregor_request_errors_total", (("api", "PRODUCE"), ("error", "UNSUPPORTED_VERSION")))
     assert m[key] == 1
     assert m[("gregor_log_flush_duration_seconds_count", ())] >= 1
