@@ -26,6 +26,7 @@ collectors on the scrape thread.
 
 from __future__ import annotations
 
+import os
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -140,21 +141,28 @@ class ErrorCounter:
 
     def count(self, api_key: int, body: dict) -> None:
         found: dict[int, int] = {}
-        _walk(body, found)
+        _walk(body, found, 1 if api_key == _METADATA else 8)
         for code, n in found.items():
             self._errors.labels(api_name(api_key), error_name(code)).inc(n)
 
 
-def _walk(node: dict, found: dict[int, int]) -> None:
-    """Count the non-zero `error_code` fields of a response body, at any depth of its nested
-    lists of maps (records are bytes: not walked)."""
+# Metadata answers are walked to their topics only: their per-partition entries are thousands
+# of cached maps, sent without a walk (broker/handlers/metadata.py), and a partition's code there
+# (LEADER_NOT_AVAILABLE) describes the cluster, not a failed request
+_METADATA = int(ApiKey.METADATA)
+
+
+def _walk(node: dict, found: dict[int, int], depth: int) -> None:
+    """Count the non-zero `error_code` fields of a response body, `depth` levels down its
+    nested lists of maps (records are bytes: not walked)."""
     code = node.get("error_code")
     if code:
         found[code] = found.get(code, 0) + 1
-    for v in node.values():
-        if type(v) is list and v and type(v[0]) is dict:
-            for item in v:
-                _walk(item, found)
+    if depth:
+        for v in node.values():
+            if type(v) is list and v and type(v[0]) is dict:
+                for item in v:
+                    _walk(item, found, depth - 1)
 
 
 class RequestCollector(Collector):
@@ -243,7 +251,7 @@ def _cumulative(counts: list[int]) -> list[tuple[str, float]]:
     return out
 
 
-_TICKS = 100.0
+_TICKS = float(os.sysconf("SC_CLK_TCK")) if hasattr(os, "sysconf") else 100.0
 
 
 def _thread_busy(name: str, doc: str, tids: list[int | None]) -> CounterMetricFamily:

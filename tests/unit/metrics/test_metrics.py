@@ -64,7 +64,7 @@ def part(topic, leader, replicas, isr, node_id=1, end=0, followers=None):
         is_leader=leader == node_id,
         replicas=tuple(replicas),
         isr=tuple(isr),
-        log=SimpleNamespace(end_offset=end),
+        log=SimpleNamespace(end_offset=end, size_bytes=100),
         followers={r: SimpleNamespace(log_end_offset=o) for r, o in (followers or {}).items()},
     )
 
@@ -114,6 +114,7 @@ def test_broker_collector_counts_partitions_it_leads():
     assert v[("gregor_partitions_under_min_isr", ())] == 1
     assert v[("gregor_partitions_leader", ())] == 4
     assert v[("gregor_partitions", ())] == 5
+    assert sum(x for k, x in v.items() if k[0] == "gregor_topic_log_size_bytes") == 500
     assert v[("gregor_replica_max_lag_records", ())] == 30
     assert v[("gregor_partitions_offline", ())] == 1
     assert v[("gregor_request_queue_size", ())] == 5

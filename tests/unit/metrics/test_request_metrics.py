@@ -150,3 +150,24 @@ def test_busy_counters_read_the_io_pool_and_thread_cpu_time():
         stop.set()
         t.join()
     assert thread_cpu_seconds(2**30) == 0.0
+
+
+def test_metadata_answers_count_topic_codes_not_partition_codes():
+    registry = CollectorRegistry()
+    ErrorCounter(registry).count(
+        ApiKey.METADATA,
+        {
+            "error_code": 0,
+            "topics": [
+                {"name": "gone", "error_code": 3, "partitions": []},
+                {"name": "t", "error_code": 0, "partitions": [{"error_code": 5}]},
+            ],
+        },
+    )
+    v = values(registry)
+    err = (
+        "gregor_request_errors_total",
+        (("api", "METADATA"), ("error", "UNKNOWN_TOPIC_OR_PARTITION")),
+    )
+    assert v[err] == 1
+    assert not any("LEADER_NOT_AVAILABLE" in str(k) for k in v)
