@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 WINDOW_S = 30.0
 
@@ -146,3 +147,43 @@ class ConsumerMetrics:
 
 def _per(total: float, count: int) -> float:
     return total / count if count else 0.0
+
+
+class PrometheusCollector:
+    """A prometheus_client collector of a client's `metrics()`, for the application's own
+    registry (the client never registers anything itself):
+
+        registry.register(PrometheusCollector(producer.metrics, client_id="orders"))
+
+    `metrics` is called at each scrape, on the scraping thread: give the blocking client's
+    `metrics` (it reads on the client's loop thread), or for an asyncio client a callable that
+    does the same. Each figure becomes `gregor_client_<name>` (dashes as underscores; `-total`
+    figures as counters `..._total`, the others as gauges) labelled with `group` (the
+    kafka-python group), `client_id` and, for per-partition lag, `partition` ("topic-p")."""
+
+    def __init__(
+        self, metrics: Callable[[], dict[str, dict[str, float]]], client_id: str = ""
+    ) -> None:
+        self._metrics = metrics
+        self._client_id = client_id
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        families: dict[str, Any] = {}
+        for group, figures in self._metrics().items():
+            for key, value in figures.items():
+                partition, _, name = key.rpartition(".")
+                total = name.endswith("-total")
+                base = "gregor_client_" + (name[: -len("-total")] if total else name).replace(
+                    "-", "_"
+                )
+                labels = ["group", "client_id"] + (["partition"] if partition else [])
+                fam = families.get(base)
+                if fam is None:
+                    kind = CounterMetricFamily if total else GaugeMetricFamily
+                    fam = families[base] = kind(
+                        base, f"kafka-python's {group} {name}", labels=labels
+                    )
+                fam.add_metric([group, self._client_id] + ([partition] if partition else []), value)
+        yield from families.values()
