@@ -56,11 +56,17 @@ STAGES = ("request_queue", "local", "remote", "response_queue", "response_send")
 _TOTAL = len(STAGES)  # index of the total in a recorder's rows
 
 
+# API keys the protocol does not know share one label value, so a client sending made-up keys
+# cannot grow the series without bound
+_KNOWN = frozenset(int(k) for k in ApiKey)
+UNKNOWN_API = -1
+
+
 def api_name(api_key: int) -> str:
     try:
         return ApiKey(api_key).name
     except ValueError:
-        return str(api_key)
+        return "UNKNOWN"
 
 
 def error_name(code: int) -> str:
@@ -91,9 +97,14 @@ class StageRecorder:
         """`request` was answered and its answer handed to the socket at `end_ns` (picked up by
         the network thread at `picked_ns`; a request written directly by the answering thread
         has `sent_ns` set instead, and spent no time in the response queue)."""
-        rows = self.apis.get(request.api_key)
+        key = request.api_key
+        rows = self.apis.get(key)
         if rows is None:
-            rows = self.apis[request.api_key] = _ApiRows()
+            if key not in _KNOWN:
+                key = UNKNOWN_API
+            rows = self.apis.get(key)
+            if rows is None:
+                rows = self.apis[key] = _ApiRows()
         received = request.received_ns
         dequeued = request.dequeued_ns or received
         responded = request.responded_ns or picked_ns

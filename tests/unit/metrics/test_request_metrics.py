@@ -171,3 +171,21 @@ def test_metadata_answers_count_topic_codes_not_partition_codes():
     )
     assert v[err] == 1
     assert not any("LEADER_NOT_AVAILABLE" in str(k) for k in v)
+
+
+def test_made_up_api_keys_share_one_series():
+    r = StageRecorder()
+    for key in (999, 5000, 12345):
+        r.sent(request(key, 0, 0, 0, MS), MS, MS)
+    registry = CollectorRegistry()
+    errors = ErrorCounter(registry)
+    for key in (999, 5000):
+        errors.count(key, {"error_code": 35})
+    v = values(collector([r]))
+    assert v[("gregor_requests_total", (("api", "UNKNOWN"),))] == 3
+    assert len({k for k in v if k[0] == "gregor_requests_total"}) == 1
+    err = values(registry)
+    assert (
+        err[("gregor_request_errors_total", (("api", "UNKNOWN"), ("error", "UNSUPPORTED_VERSION")))]
+        == 2
+    )
