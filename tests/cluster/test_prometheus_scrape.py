@@ -8,7 +8,9 @@ its own `metrics.listener`, and its HTTP API answers (issue 26):
   counted an ISR shrink and an expansion;
 - a produce load shows in the request-rate and request-latency series, and its purgatory time
   in the "remote" stage;
-- a group's lag in Prometheus equals `gregor groups describe`'s total lag.
+- a group's lag in Prometheus equals `gregor groups describe`'s total lag, and `gregor top
+  --once --json` over the six endpoints shows the same lag, every node and one active
+  controller.
 """
 
 from __future__ import annotations
@@ -318,6 +320,21 @@ def test_prometheus_scrapes_the_cluster(controller_quorum, tmp_path):
             f"group lag {described} as gregor groups describe says",
         )
         assert prom.value('count(gregor_group_members{group="g-prom"})') == 1  # one coordinator
+
+        # gregor top over the same six endpoints: every node, one active controller, the lag
+        endpoints = [f"{HOST}:{p}" for p in (*controller_ports.values(), *broker_ports.values())]
+        r = subprocess.run(
+            [*gregor_command(), "top", "--once", "--json", "--interval", "0.5",
+             "--metrics", ",".join(endpoints)],
+            capture_output=True, text=True, timeout=60, cwd=ROOT,
+        )  # fmt: skip
+        assert r.returncode == 0, r.stdout + r.stderr
+        top = json.loads(r.stdout)
+        assert [b["node_id"] for b in top["brokers"]] == ids
+        assert sum(b["partitions"] for b in top["brokers"]) >= 3
+        assert [c["active"] for c in top["controllers"]].count(True) == 1
+        assert top["partitions"] == {"under_replicated": 0, "under_min_isr": 0, "offline": 0}
+        assert {g["group"]: g["lag"] for g in top["groups"]}["g-prom"] == described
     finally:
         if prom is not None:
             prom.stop()
