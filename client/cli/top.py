@@ -1,7 +1,7 @@
 """`gregor top`: a live view of the cluster from its nodes' metrics endpoints (docs/metrics.md,
 "gregor top"), redrawn every --interval seconds with `rich`:
 
-    gregor top --metrics 127.0.0.1:9404,127.0.0.1:9405       # live, on a terminal; q/Ctrl-C ends
+    gregor top --metrics 127.0.0.1:9404,127.0.0.1:9405       # live, on a terminal; Ctrl-C ends
     gregor top --metrics ... --once --json                    # one sample as JSON, no terminal
 
 A sample needs two scrapes (rates and p99 are over the interval between them), so `--once`
@@ -87,8 +87,8 @@ def _live(endpoints: list[str], interval: float, n_topics: int) -> int:
     with Live(render(sample(None, prev, n_topics)), auto_refresh=False, screen=True) as live:
         try:
             while True:
-                deadline = time.monotonic() + interval
-                time.sleep(max(0.0, deadline - time.monotonic()))
+                # every `interval` from the previous scrape (its own time included)
+                time.sleep(max(0.0, prev.at + interval - time.monotonic()))
                 cur = scrape(endpoints)
                 live.update(render(sample(prev, cur, n_topics)), refresh=True)
                 prev = cur
