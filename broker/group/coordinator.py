@@ -520,6 +520,23 @@ class GroupCoordinator:
                     out[gid] = g.state
         return [{"group_id": g, "group_state": s} for g, s in sorted(out.items())]
 
+    def snapshot(self) -> list[tuple[str, str, int, dict[tuple[str, int], int]]]:
+        """Metrics (broker/group_metrics.py): every group of the loaded shards as (group id,
+        state, members, {(topic, partition): committed offset}), copied under the lock."""
+        out = []
+        with self._lock:
+            for shard in self._shards.values():
+                if not shard.loaded:
+                    continue
+                for gid in set(shard.offsets.groups) | set(shard.groups):
+                    g = shard.groups.get(gid)
+                    committed = {tp: c.offset for tp, c in shard.offsets.get(gid).items()}
+                    if g is None:
+                        out.append((gid, "empty", 0, committed))
+                    else:
+                        out.append((gid, g.state, len(g.members), committed))
+        return out
+
     def describe(self, group_id: str) -> dict:
         with self._lock:
             shard = self._shard(group_id)
