@@ -177,13 +177,14 @@ def test_random_mutations_of_real_batches_seeded():
 
 def _assert_well_formed(records: list[Record]) -> None:
     """What a decode that did not raise returns, CRC checked or not: Records whose offsets and
-    timestamps are ints, keys and values bytes or None, headers ((str, bytes | None), ...)."""
+    timestamps are ints, keys and values bytes, str (a batch built from str: a flipped bin8
+    marker reads as str8) or None, headers ((str, bytes | None), ...); never an int or a map."""
     assert isinstance(records, list)
     for r in records:
         assert type(r) is Record, r
         assert type(r.offset) is int and type(r.timestamp) is int, r
-        assert r.key is None or type(r.key) is bytes, r
-        assert r.value is None or type(r.value) is bytes, r
+        assert r.key is None or type(r.key) in (bytes, str), r
+        assert r.value is None or type(r.value) in (bytes, str), r
         assert r.headers is None or type(r.headers) is tuple, r
         for h in r.headers or ():
             assert type(h) is tuple and len(h) == 2 and type(h[0]) is str, r
