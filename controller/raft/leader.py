@@ -22,6 +22,7 @@ from controller.raft.messages import (
     TimeoutNow,
 )
 from controller.raft.progress import Progress, ProgressState
+from controller.raft.state import Role
 
 _log = logging.getLogger(__name__)
 
@@ -41,6 +42,7 @@ class LeaderMixin:
     check_quorum: bool
     max_entries_per_msg: int
     lead_transferee: int | None
+    role: Role
     _prefix: str
 
     def _send(self, m: Message) -> None:
@@ -52,13 +54,22 @@ class LeaderMixin:
     def _become_follower(self, term: int, leader: int | None) -> None:
         raise NotImplementedError
 
+    def _on_log_changed(self) -> None:
+        raise NotImplementedError
+
+    def _maybe_step_down_removed(self) -> None:
+        raise NotImplementedError
+
     def _tick_leader(self) -> None:
+        self._maybe_step_down_removed()
+        if self.role is not Role.LEADER:
+            return
         self.heartbeat_elapsed += 1
         self.election_elapsed += 1
         if self.election_elapsed >= self.election_timeout:
             self.election_elapsed = 0
             if self.check_quorum:
-                active = 1 + sum(
+                active = (self.id in self.voters) + sum(
                     1 for pr in self.progress.values() if pr.is_voter and pr.recent_active
                 )
                 if active < self._quorum():
@@ -83,6 +94,7 @@ class LeaderMixin:
         self.log.append(
             [Entry(first + i, self.term, data, kind) for i, (data, kind) in enumerate(items)]
         )
+        self._on_log_changed()
         self._maybe_commit()  # a single voter commits at once
         self._bcast_append()
 
