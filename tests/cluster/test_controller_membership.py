@@ -6,6 +6,7 @@ and clients configured with the original three voters still find the (possibly n
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import threading
 
@@ -166,3 +167,47 @@ def test_add_a_fourth_controller_then_remove_the_leader_under_metadata_load(cont
     resp = q.call(ApiKey.DESCRIBE_QUORUM, {})
     assert resp["error_code"] == 0
     q.create_topics(["after-restart"], partitions=1, rf=1)
+
+
+def test_replace_a_controller_whose_disk_is_lost(controller_quorum):
+    """Controller 3 loses its disk: remove it (while it is down), start it on an empty disk,
+    add it back; it catches up from the leader (snapshot included) and votes again."""
+    q = controller_quorum(**{"metadata.log.max.records.between.snapshots": 5})
+    q.start_all()
+    q.wait_leader(30, "a leader")
+    q.add_brokers(101, 102, 103)
+    q.create_topics([f"t{i}" for i in range(4)], partitions=1, rf=3)
+    q.kill(3)
+    shutil.rmtree(q.data_root / "controller-3")
+    lid = q.wait_leader(30, "a leader of the two survivors")
+    out = quorum_cli(
+        "remove-controller",
+        "--bootstrap-controller",
+        f"{HOST}:{q.ports[lid]}",
+        "--controller-id",
+        "3",
+    )
+    assert out.returncode == 0, out.stderr + q.stderr()
+    assert "voters [1, 2]" in out.stdout, out.stdout
+    q.create_topics(["while-3-is-out"], partitions=1, rf=2)
+
+    q.start(3)  # empty disk: no vote to remember, not a member of the quorum's membership
+    out = quorum_cli(
+        "add-controller",
+        "--bootstrap-controller",
+        f"{HOST}:{q.ports[1]}",
+        "--controller-id",
+        "3",
+        "--endpoint",
+        f"{HOST}:{q.ports[3]}",
+    )
+    assert out.returncode == 0, out.stderr + q.stderr()
+    assert "voters [1, 2, 3]" in out.stdout, out.stdout
+    lid = q.wait_leader(30, "a leader")
+    wait_until(lambda: q.image(3) == q.image(lid), 15, "controller 3 caught up")
+    assert "while-3-is-out" in q.image(3).topics
+    # it counts again: with 1 or 2 down, the other and 3 still commit
+    other = next(n for n in (1, 2) if n != lid)
+    q.kill(other)
+    q.create_topics(["with-3-voting"], partitions=1, rf=2)
+    wait_until(lambda: "with-3-voting" in q.image(3).topics, 10, "3 holds the new commit")
