@@ -88,7 +88,7 @@ def test_simulation_catches_a_broken_core(monkeypatch: pytest.MonkeyPatch) -> No
     assert failures > 0
 
 
-DEFAULT_MEMBERSHIP_SEEDS = 200
+DEFAULT_MEMBERSHIP_SEEDS = 100
 
 
 @pytest.mark.slow
