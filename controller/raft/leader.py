@@ -8,6 +8,7 @@ RaftNode's). Pure: no I/O. Called only from the thread that owns the node.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from controller.raft.log import RaftLog
 from controller.raft.messages import (
@@ -54,11 +55,11 @@ class LeaderMixin:
     def _become_follower(self, term: int, leader: int | None) -> None:
         raise NotImplementedError
 
-    def _on_log_changed(self) -> None:
-        raise NotImplementedError
+    if TYPE_CHECKING:  # MembershipMixin's (a stub here would shadow it)
 
-    def _maybe_step_down_removed(self) -> None:
-        raise NotImplementedError
+        def _on_log_changed(self) -> None: ...
+
+        def _maybe_step_down_removed(self) -> None: ...
 
     def _tick_leader(self) -> None:
         self._maybe_step_down_removed()
