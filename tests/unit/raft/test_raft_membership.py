@@ -231,3 +231,20 @@ def test_snapshot_carries_the_membership_to_a_new_node_and_through_storage(tmp_p
     assert again.snapshot == snap
     node = RaftNode(2, [1, 2, 3], storage_state=again, rng=random.Random(1))
     assert node.voters == {1, 2}
+
+
+def test_a_snapshot_file_of_the_older_format_still_loads(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import struct
+
+    from client.records.crc import crc32c
+
+    data = b"image"
+    header = struct.pack(">4sQQIQ", b"GRSN", 9, 3, crc32c(data), len(data))
+    (tmp_path / f"snapshot-{9:020d}.snap").write_bytes(header + data)
+    st = RaftStorage(tmp_path).load()
+    assert st.snapshot == Snapshot(9, 3, data, b"")
+    (tmp_path / f"snapshot-{9:020d}.snap").write_bytes(header + data + b"junk")
+    from client.errors import StorageError
+
+    with pytest.raises(StorageError, match="corrupt"):
+        RaftStorage(tmp_path).load()
