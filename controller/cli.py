@@ -1,4 +1,5 @@
-"""`gregor controller` and `gregor quorum describe`.
+"""`gregor controller` and `gregor quorum describe` (`add-controller` and `remove-controller`:
+controller/membership_cli.py).
 
     gregor controller --config config/cluster/controller-1.yaml [--override KEY=VALUE ...]
     gregor quorum describe --bootstrap-controller HOST:PORT [--json]
@@ -56,7 +57,7 @@ def register(subparsers: Any) -> None:
     )
     p.set_defaults(func=run_controller)
 
-    q = subparsers.add_parser("quorum", help="inspect the metadata quorum")
+    q = subparsers.add_parser("quorum", help="inspect and change the metadata quorum")
     qsub = q.add_subparsers(dest="quorum_command", required=True)
     d = qsub.add_parser("describe", help="leader, term, high watermark, voters and their lag")
     d.add_argument(
@@ -67,6 +68,9 @@ def register(subparsers: Any) -> None:
     )
     d.add_argument("--json", action="store_true", help="print the raw response as JSON")
     d.set_defaults(func=run_describe)
+    from controller import membership_cli
+
+    membership_cli.register(qsub)
 
 
 def _load_config(path: str, overrides: dict[str, str]) -> Any:

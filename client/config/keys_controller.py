@@ -11,6 +11,7 @@ MiB = 1024 * 1024
 
 KEYS = [
     key("controller.quorum.voters", "str", "1@127.0.0.1:9093", "the metadata quorum's voters: ID@HOST:PORT, comma-separated", BC, voters()),
+    key("controller.quorum.listener", "str", None, "HOST:PORT a controller listens on when its node.id is not in controller.quorum.voters (one that joins a running quorum with gregor quorum add-controller); empty: its controller.quorum.voters entry", C),
     key("metadata.log.dir", "str", "gregor-data/controller", "directory of the metadata (Raft) log and snapshots", C),
     key("controller.quorum.election.timeout.ms", "duration_ms", 1000, "a voter with no leader for this long starts an election", BC, at_least(1)),
     key("controller.quorum.election.backoff.max.ms", "duration_ms", 1000, "longest random back-off before a new election", BC, at_least(1), status=IGNORED, why='the Raft timers derive from controller.quorum.election.timeout.ms'),

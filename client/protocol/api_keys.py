@@ -34,6 +34,8 @@ class ApiKey(IntEnum):
     ALLOCATE_PRODUCER_IDS = 67
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
+    ADD_RAFT_VOTER = 80
+    REMOVE_RAFT_VOTER = 81
     # Internal controller APIs (docs/architecture.md §3): 1000 and up.
     RAFT_MESSAGE = 1000
     METADATA_FETCH = 1001

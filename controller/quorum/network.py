@@ -78,13 +78,36 @@ class PeerTransport:
         self.backoff_s = reconnect_backoff_ms / 1000.0
         self._queues: dict[int, asyncio.Queue] = {}
         self._tasks: list[asyncio.Task] = []
+        self._by_peer: dict[int, asyncio.Task] = {}
         self.dropped = 0
 
     def start(self) -> None:
         for peer in self.peers:
-            q: asyncio.Queue = asyncio.Queue(self.max_queue)
-            self._queues[peer] = q
-            self._tasks.append(self.loop.create_task(self._writer(peer, q)))
+            self._start_writer(peer)
+
+    def _start_writer(self, peer: int) -> None:
+        q: asyncio.Queue = asyncio.Queue(self.max_queue)
+        self._queues[peer] = q
+        task = self.loop.create_task(self._writer(peer, q))
+        self._tasks.append(task)
+        self._by_peer[peer] = task
+
+    def set_peers(self, peers: dict[int, tuple[str, int]]) -> None:
+        """The controller membership changed: connect to new peers (or new addresses), stop
+        writing to departed ones. Loop thread, after `start()`."""
+        peers = {k: v for k, v in peers.items() if k != self.node_id}
+        for peer in list(self.peers):
+            if peers.get(peer) != self.peers[peer]:
+                task = self._by_peer.pop(peer, None)
+                if task is not None:
+                    task.cancel()
+                    self._tasks.remove(task)
+                self._queues.pop(peer, None)
+                del self.peers[peer]
+        for peer, addr in peers.items():
+            if peer not in self.peers:
+                self.peers[peer] = addr
+                self._start_writer(peer)
 
     def send(self, to: int, message: dict) -> None:
         q = self._queues.get(to)

@@ -47,6 +47,7 @@ from controller.quorum.cluster_id import LocalClusterId
 from controller.quorum.combined import describe_quorum_body
 from controller.quorum.controller import QuorumController
 from controller.quorum.loader import MetadataLoader
+from controller.quorum.membership_service import MembershipService, own_address
 from controller.quorum.network import ControllerServer, PeerTransport, parse_voters
 from controller.quorum.raft_log import RaftMetadataLog
 from controller.quorum.runner import ControllerThread
@@ -68,9 +69,9 @@ class ControllerProcess:
         self.on_fatal = on_fatal
         self.node_id = int(config.node_id)
         self.voters = parse_voters(config.controller_quorum_voters)
-        if self.node_id not in self.voters:
-            raise ValueError(f"node.id {self.node_id} is not in controller.quorum.voters")
-        self.host, self.port = self.voters[self.node_id]
+        self.host, self.port = own_address(
+            self.node_id, self.voters, getattr(config, "controller_quorum_listener", None)
+        )
         self.data_dir = os.path.abspath(config.metadata_log_dir)
         # this voter's own cluster id (cluster.id, or <metadata.log.dir>/cluster.id);
         # InconsistentClusterIdError when the two differ
@@ -87,6 +88,7 @@ class ControllerProcess:
         self.transport: PeerTransport | None = None
         self.server: ControllerServer | None = None
         self.loader: MetadataLoader | None = None
+        self.membership: MembershipService | None = None
         self.snapshotter: BackgroundSnapshotter | None = None
         self._dir_lock: DirectoryLock | None = None
         self._metrics_address = metrics_address(config)  # ValueError: not http://HOST:PORT
@@ -108,6 +110,7 @@ class ControllerProcess:
             election_timeout_ticks=self._election_ticks,
             rng=random.Random(),
             on_fatal=self.on_fatal,
+            endpoints={i: f"{h}:{p}" for i, (h, p) in self.voters.items()},
         )
         try:
             self.own_cluster_id.check(
@@ -124,9 +127,14 @@ class ControllerProcess:
         self.runner = ControllerThread(self.controller, name=f"controller-{self.node_id}")
         self.runner.start()
         loop = self.runner.loop
-        self.transport = holder["t"] = PeerTransport(
-            self.node_id, self.voters, loop, cluster_id=self.cluster_id
+        log = self.log
+        self.membership = MembershipService(
+            log, self.voters, lambda peers: holder["t"].set_peers(peers)
         )
+        self.transport = holder["t"] = PeerTransport(
+            self.node_id, self.membership.peers(), loop, cluster_id=self.cluster_id
+        )
+        log.on_membership.append(self.membership.on_membership)
         self.snapshotter = BackgroundSnapshotter(self.log, loop)
         self.loader = MetadataLoader(
             self.log, snapshot_every_records=self._snapshot_every, snapshot_writer=self.snapshotter
@@ -227,6 +235,9 @@ class ControllerProcess:
             ApiKey.ALTER_PARTITION: self._alter_partition,
             ApiKey.ALLOCATE_PRODUCER_IDS: self._allocate_producer_ids,
         }
+        assert self.membership is not None
+        handlers[ApiKey.ADD_RAFT_VOTER] = self.membership.add_raft_voter
+        handlers[ApiKey.REMOVE_RAFT_VOTER] = self.membership.remove_raft_voter
         # Admin APIs forwarded by brokers; served once their schemas (H-client) are registered.
         optional = {
             ApiKey.CREATE_TOPICS: self._create_topics,
@@ -302,12 +313,9 @@ class ControllerProcess:
         return {"error_code": 0}
 
     def _leader_endpoint(self) -> str | None:
-        assert self.log is not None
+        assert self.log is not None and self.membership is not None
         lid = self.log.node.leader_id
-        if lid is None or lid not in self.voters:
-            return None
-        h, p = self.voters[lid]
-        return f"{h}:{p}"
+        return None if lid is None else self.membership.endpoint_of(lid)
 
     def _leader_hint(self) -> tuple[int, str | None]:
         """(leader id or -1, its "host:port") for NOT_CONTROLLER answers."""
@@ -356,6 +364,7 @@ class ControllerProcess:
         resp: dict[str, Any] = {
             "error_code": 0,
             "leader_id": -1 if leader is None else leader,
+            "leader_endpoint": self._leader_endpoint(),
             "high_watermark": self.log.committed_offset() + 1,
             "records": [],
             "snapshot_offset": -1,

@@ -8,6 +8,10 @@ Leadership: `is_leader()` is true once this node leads AND has applied the NOOP 
 every earlier entry is committed and applied); then `on_activate` callbacks run (the controller
 reloads its image). Losing leadership runs `on_deactivate` callbacks (fail pending calls).
 
+Membership: `change_membership(op, node_id, endpoint)` takes one step of adding or removing a
+controller (controller/raft/membership.py); `on_membership` callbacks run (on the loop) whenever
+the membership in force changes, so the owner can connect to new members.
+
 Threading: everything except `committed_offset()` must run on the owning event loop's thread
 (the controller thread). fsync happens inline on that thread: metadata writes are small and rare.
 """
@@ -26,6 +30,7 @@ from controller.metadata.snapshot import load_snapshot
 from controller.quorum.log import Listener, MetadataLog, notify_listeners
 from controller.raft.core import RaftNode
 from controller.raft.errors import LogCompacted, NotLeader, ProposalDropped
+from controller.raft.membership import Membership
 from controller.raft.messages import EntryKind, message_from_dict
 from controller.raft.state import Role
 from controller.raft.storage import RaftStorage
@@ -53,7 +58,10 @@ class RaftMetadataLog(MetadataLog):
         rng: Any = None,
         on_fatal: Callable[[BaseException], None] | None = None,
         max_uncommitted_entries: int = 10_000,
+        endpoints: dict[int, str] | None = None,
     ) -> None:
+        """`voters`: the bootstrap voters (in force until the log holds a membership);
+        `endpoints`: their "host:port" (for the membership entries)."""
         self.node_id = node_id
         self.tick_ms = tick_ms
         self._send = send
@@ -62,6 +70,7 @@ class RaftMetadataLog(MetadataLog):
         self.node = RaftNode(
             node_id,
             voters,
+            endpoints=endpoints,
             storage_state=state,
             rng=rng or random.Random(),
             election_timeout_ticks=election_timeout_ticks,
@@ -72,6 +81,8 @@ class RaftMetadataLog(MetadataLog):
         self._listeners: list[Listener] = []
         self.on_activate: list[Callable[[], None]] = []
         self.on_deactivate: list[Callable[[], None]] = []
+        self.on_membership: list[Callable[[Membership], None]] = []
+        self._membership = self.node.config
         self._active = False
         self._noop_index: int | None = None  # index of this term's NOOP while leader
         self._applied = self.node.snapshot.index  # state machine position (Raft index)
@@ -148,6 +159,10 @@ class RaftMetadataLog(MetadataLog):
                 # an empty batch means "reset to the snapshot": listeners re-read the log
                 notify_listeners(self._listeners, batch)
             self._maybe_activate()
+        if node.config is not self._membership:
+            self._membership = node.config
+            for cb in list(self.on_membership):
+                cb(node.config)
 
     def _fail(self, exc: BaseException) -> None:
         """Storage failed: stop taking part (as Kafka halts), tell the owner via on_fatal."""
@@ -304,6 +319,30 @@ class RaftMetadataLog(MetadataLog):
             return None
         self._drain()
         return target
+
+    def change_membership(self, op: str, node_id: int, endpoint: str = "") -> bool:
+        """One step of a membership change on the leader: `op` "add" (learner, catch-up,
+        promotion), "remove" (demote a voter, then drop it as a learner). True once `node_id` is
+        a voter ("add") or no member ("remove") in a committed membership; call again (a tick
+        later) until then. NotControllerError when this node does not lead; MembershipError
+        (a ValueError) for an impossible change. Loop thread only."""
+        if self._closed:
+            raise NotControllerError(f"controller {self.node_id} is closed")
+        node = self.node
+        try:
+            if op == "add":
+                done = node.add_voter(node_id, endpoint)
+            elif op == "remove":
+                done = node.remove_voter(node_id) and node.remove_learner(node_id)
+            else:
+                raise ValueError(f"unknown membership operation {op!r}")
+        except NotLeader as e:
+            raise NotControllerError(
+                f"controller {self.node_id} is not the leader (leader {e.leader_id})"
+            ) from e
+        finally:
+            self._drain()
+        return done
 
     def close(self) -> None:
         if self._closed:

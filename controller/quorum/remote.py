@@ -70,8 +70,19 @@ class _LeaderTracker:
             self._next += 1
             return nid, self.voters[nid]
 
-    def set_leader(self, leader: int | None) -> None:
+    def known(self) -> dict[int, tuple[str, int]]:
+        """A copy of the controllers known (configured, and learned since)."""
         with self._lock:
+            return dict(self.voters)
+
+    def set_leader(self, leader: int | None, endpoint: str | None = None) -> None:
+        """`endpoint` ("host:port", from the answer naming the leader) teaches the address of
+        a controller added to the quorum since this client started."""
+        with self._lock:
+            if leader is not None and leader not in self.voters and endpoint:
+                host, sep, port = endpoint.rpartition(":")
+                if sep and host and port.isdigit() and len(self.voters) < 64:
+                    self.voters[leader] = (host.strip("[]"), int(port))
             self.leader = leader if leader in self.voters else None
 
     def failed(self, nid: int) -> None:
@@ -171,7 +182,7 @@ class RemoteController:
                 hint = resp.get("leader_id", -1)
                 if not hinted and hint is not None and hint >= 0 and hint != nid:
                     hinted = True  # the controller named the leader: go there at once (once)
-                    self.tracker.set_leader(hint)
+                    self.tracker.set_leader(hint, resp.get("leader_endpoint"))
                 else:
                     hinted = False
                     self._find_leader()
@@ -189,7 +200,7 @@ class RemoteController:
         time.sleep(max(0.0, min(self.retry_backoff_s, deadline - time.monotonic())))
 
     def _find_leader(self) -> None:
-        for _nid, (host, port) in sorted(self.tracker.voters.items()):
+        for _nid, (host, port) in sorted(self.tracker.known().items()):
             try:
                 d = request(
                     host, port, ApiKey.DESCRIBE_QUORUM, {}, timeout=1.0, client_id=self.client_id
@@ -197,7 +208,7 @@ class RemoteController:
             except OSError:
                 continue
             if d.get("leader_id", -1) >= 0:
-                self.tracker.set_leader(d["leader_id"])
+                self.tracker.set_leader(d["leader_id"], d.get("leader_endpoint"))
                 return
 
     def close(self) -> None:
@@ -468,7 +479,7 @@ class RemoteMetadataLog(MetadataLog):
         self.fetches += 1
         leader = resp.get("leader_id", -1)
         if leader != nid:
-            self.tracker.set_leader(leader if leader >= 0 else None)
+            self.tracker.set_leader(leader if leader >= 0 else None, resp.get("leader_endpoint"))
             if leader >= 0:
                 return 1  # ask the leader straight away
         code = resp.get("error_code", 0)

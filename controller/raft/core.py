@@ -9,8 +9,12 @@ transport + file storage in production, a virtual-time scheduler in tests/sim) o
 Features: PreVote, CheckQuorum with a leader lease, batched and pipelined replication
 (`max_entries_per_msg`, `max_inflight`), commit by majority of current-term entries only (a new
 leader appends a NOOP entry), snapshots and InstallSnapshot, leadership transfer (TimeoutNow),
-observers (non-voting members that receive the log; they never campaign or vote).
-Voter membership is fixed at construction (no joint consensus); observers may be added/removed.
+observers (non-voting members that receive the log; they never campaign or vote), and
+membership changes one server at a time (membership.py): `add_voter` adds a learner, lets it
+catch up, then promotes it; `remove_voter` demotes a voter to learner; `remove_learner` drops
+one. The constructor's voters are the bootstrap membership, in force until the log (or the
+snapshot) holds a CONFIG entry. Observers given to the constructor or `add_observer` are local
+to this node (not replicated); learners are part of the replicated membership.
 
 Threading: a RaftNode is not thread-safe. One thread (the driver's) makes every call.
 """
@@ -18,11 +22,12 @@ Threading: a RaftNode is not thread-safe. One thread (the driver's) makes every 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from controller.raft.errors import LogCompacted, NotLeader, ProposalDropped
 from controller.raft.leader import LeaderMixin
 from controller.raft.log import RaftLog
+from controller.raft.membership import Membership
 from controller.raft.messages import (
     AppendEntries,
     AppendResponse,
@@ -39,6 +44,7 @@ from controller.raft.messages import (
     VoteResponse,
 )
 from controller.raft.progress import Progress
+from controller.raft.reconfig import MembershipMixin
 from controller.raft.state import (
     QuorumState,
     Ready,
@@ -54,12 +60,13 @@ _log = logging.getLogger(__name__)
 _FROM_LEADER = (AppendEntries, Heartbeat, InstallSnapshot)
 
 
-class RaftNode(LeaderMixin):
+class RaftNode(LeaderMixin, MembershipMixin):
     def __init__(
         self,
         node_id: int,
         voters: Iterable[int],
         *,
+        endpoints: Mapping[int, str] | None = None,
         observers: Iterable[int] = (),
         storage_state: StorageState | None = None,
         rng: Rng,
@@ -77,11 +84,18 @@ class RaftNode(LeaderMixin):
         if max_entries_per_msg < 1 or max_inflight < 1 or max_committed_per_ready < 1:
             raise ValueError("max_entries_per_msg, max_inflight, max_committed_per_ready >= 1")
         self.id = node_id
-        self.voters = frozenset(voters)
-        if not self.voters:
+        self._bootstrap = Membership.of(voters, endpoints)
+        if not self._bootstrap.voters:
             raise ValueError("a Raft group needs at least one voter")
-        self.observers = set(observers) - self.voters
-        self.is_voter = node_id in self.voters
+        self._local_observers = set(observers)
+        self.config = self._bootstrap
+        """The membership in force: the latest in the log, committed or not."""
+        self.conf_index = 0
+        """Index of the entry (or snapshot) that holds `config`; 0 for the bootstrap."""
+        self._config_src: tuple[int, bytes] | None = None
+        self.voters: frozenset[int] = frozenset()
+        self.observers: set[int] = set()
+        self.is_voter = False
         self.rng = rng
         self.election_timeout = election_timeout_ticks
         self.heartbeat_timeout = heartbeat_ticks
@@ -97,13 +111,15 @@ class RaftNode(LeaderMixin):
         self.term = st.hard_state.term
         self.vote = st.hard_state.vote
         self.log = RaftLog(st.snapshot, list(st.entries), st.hard_state.commit)
+        self.role = Role.OBSERVER
+        self.progress: dict[int, Progress] = {}
+        self._on_log_changed()
         self.role = Role.FOLLOWER if self.is_voter else Role.OBSERVER
         self.leader_id: int | None = None
         self.ticks = 0
         self.election_elapsed = 0
         self.heartbeat_elapsed = 0
         self.randomized_timeout = self.election_timeout
-        self.progress: dict[int, Progress] = {}
         self.votes: dict[int, bool] = {}
         self.lead_transferee: int | None = None
 
@@ -130,8 +146,6 @@ class RaftNode(LeaderMixin):
         self._check_idle()
         if m.to != self.id:
             raise ValueError(f"{self._prefix} message for node {m.to}: {m!r:.200}")
-        if isinstance(m, VoteRequest) and not self.is_voter:
-            return
         if m.term > self.term:
             if isinstance(m, VoteRequest) and not m.transfer and self._in_lease():
                 _log.debug("%s ignore %s from %s: leader lease", self._prefix, m.TYPE, m.from_)
@@ -172,6 +186,7 @@ class RaftNode(LeaderMixin):
         elif isinstance(m, AppendResponse):
             if self.role is Role.LEADER:
                 self._handle_append_response(m)
+                self._maybe_step_down_removed()
         elif isinstance(m, HeartbeatResponse):
             if self.role is Role.LEADER:
                 self._handle_heartbeat_response(m)
@@ -207,7 +222,7 @@ class RaftNode(LeaderMixin):
             raise ValueError(f"cannot compact to {index}: only {self.log.applied} applied")
         term = self.log.term(index)
         assert term is not None
-        snap = Snapshot(index, term, bytes(snapshot_data))
+        snap = Snapshot(index, term, bytes(snapshot_data), self.log.config_at(index))
         self.log.compact(snap)
         self._pending_compact = snap
         _log.debug("%s compacted log to %d", self._prefix, index)
@@ -235,19 +250,13 @@ class RaftNode(LeaderMixin):
         """Start replicating to a non-voting observer (call on every node, or at least the
         leader; a new leader learns observers from its constructor/calls only)."""
         self._check_idle()
-        if node_id in self.voters or node_id in self.observers:
-            return
-        self.observers.add(node_id)
-        if self.role is Role.LEADER:
-            self.progress[node_id] = Progress(
-                node_id, False, self.log.last_index + 1, self.max_inflight
-            )
+        self._local_observers.add(node_id)
+        self._use_config()
 
     def remove_observer(self, node_id: int) -> None:
         self._check_idle()
-        self.observers.discard(node_id)
-        if node_id not in self.voters:
-            self.progress.pop(node_id, None)
+        self._local_observers.discard(node_id)
+        self._use_config()
 
     # ------------------------------------------------------------------ public: outputs
     def soft_state(self) -> SoftState:
@@ -371,6 +380,8 @@ class RaftNode(LeaderMixin):
         self.leader_id = leader
         self._reset()
         if old is Role.LEADER:
+            self._use_config()  # (progress was dropped)
+        if old is Role.LEADER:
             _log.info("%s stepped down in term %d (leader=%s)", self._prefix, term, leader)
 
     def _become_pre_candidate(self) -> None:
@@ -420,7 +431,7 @@ class RaftNode(LeaderMixin):
     # ------------------------------------------------------------------ ticks
     def _tick_election(self) -> None:
         self.election_elapsed += 1
-        if self.is_voter and self.election_elapsed >= self.randomized_timeout:
+        if self.election_elapsed >= self.randomized_timeout and self._may_campaign():
             self.election_elapsed = 0
             self._campaign(transfer=False)
 
@@ -455,15 +466,16 @@ class RaftNode(LeaderMixin):
             )
 
     def _tally(self) -> bool:
-        """Count votes; act on a decision. Returns True if the campaign is decided."""
-        granted = sum(1 for g in self.votes.values() if g)
+        """Count votes (of voters only); act on a decision. True if the campaign is decided."""
+        granted = sum(1 for v, g in self.votes.items() if g and v in self.voters)
         if granted >= self._quorum():
             if self.role is Role.PRE_CANDIDATE:
                 self._become_candidate_and_request()
             else:
                 self._become_leader()
             return True
-        if len(self.votes) - granted >= self._quorum():
+        denied = sum(1 for v, g in self.votes.items() if not g and v in self.voters)
+        if denied >= self._quorum():
             self._become_follower(self.term, None)
             return True
         return False
@@ -504,6 +516,7 @@ class RaftNode(LeaderMixin):
             return
         if self.log.match_term(m.prev_index, m.prev_term):
             last_new = self.log.maybe_append(m.prev_index, m.entries)
+            self._on_log_changed()
             self.log.commit_to(min(m.commit, last_new))
             self._send(AppendResponse(m.from_, self.id, self.term, match_index=last_new))
             return
@@ -528,6 +541,7 @@ class RaftNode(LeaderMixin):
         else:
             _log.info("%s installing snapshot at %d (term %d)", self._prefix, s.index, s.term)
             self.log.restore(s)
+            self._on_log_changed()
             self._pending_install = s
             self._pending_compact = None
         self._send(AppendResponse(m.from_, self.id, self.term, match_index=self.log.committed))

@@ -8,6 +8,7 @@ RaftNode's). Pure: no I/O. Called only from the thread that owns the node.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from controller.raft.log import RaftLog
 from controller.raft.messages import (
@@ -22,6 +23,7 @@ from controller.raft.messages import (
     TimeoutNow,
 )
 from controller.raft.progress import Progress, ProgressState
+from controller.raft.state import Role
 
 _log = logging.getLogger(__name__)
 
@@ -41,6 +43,7 @@ class LeaderMixin:
     check_quorum: bool
     max_entries_per_msg: int
     lead_transferee: int | None
+    role: Role
     _prefix: str
 
     def _send(self, m: Message) -> None:
@@ -52,13 +55,22 @@ class LeaderMixin:
     def _become_follower(self, term: int, leader: int | None) -> None:
         raise NotImplementedError
 
+    if TYPE_CHECKING:  # MembershipMixin's (a stub here would shadow it)
+
+        def _on_log_changed(self) -> None: ...
+
+        def _maybe_step_down_removed(self) -> None: ...
+
     def _tick_leader(self) -> None:
+        self._maybe_step_down_removed()
+        if self.role is not Role.LEADER:
+            return
         self.heartbeat_elapsed += 1
         self.election_elapsed += 1
         if self.election_elapsed >= self.election_timeout:
             self.election_elapsed = 0
             if self.check_quorum:
-                active = 1 + sum(
+                active = (self.id in self.voters) + sum(
                     1 for pr in self.progress.values() if pr.is_voter and pr.recent_active
                 )
                 if active < self._quorum():
@@ -83,6 +95,7 @@ class LeaderMixin:
         self.log.append(
             [Entry(first + i, self.term, data, kind) for i, (data, kind) in enumerate(items)]
         )
+        self._on_log_changed()
         self._maybe_commit()  # a single voter commits at once
         self._bcast_append()
 

@@ -10,7 +10,7 @@ Pure: no I/O. Owned by one `RaftNode`; called only from the thread that owns tha
 
 from __future__ import annotations
 
-from controller.raft.messages import Entry, Snapshot
+from controller.raft.messages import Entry, EntryKind, Snapshot
 
 
 class RaftLog:
@@ -23,6 +23,8 @@ class RaftLog:
             if e.index != snapshot.index + len(self.entries) + 1:
                 raise ValueError(f"log gap: entry {e.index} after {self.last_index}")
             self.entries.append(e)
+        self.config_entries: list[Entry] = [e for e in self.entries if e.kind is EntryKind.CONFIG]
+        """The CONFIG entries still in the log, in index order (few: membership changes)."""
         self.committed = max(committed, snapshot.index)
         if self.committed > self.last_index:
             raise ValueError(f"commit {self.committed} beyond last index {self.last_index}")
@@ -71,6 +73,21 @@ class RaftLog:
             last_term == self.last_term and last_index >= self.last_index
         )
 
+    def latest_config(self) -> tuple[int, bytes]:
+        """(index, data) of the latest membership in the log, else the snapshot's (data may be
+        empty: the bootstrap membership)."""
+        if self.config_entries:
+            e = self.config_entries[-1]
+            return e.index, e.data
+        return self.snapshot.index, self.snapshot.config
+
+    def config_at(self, index: int) -> bytes:
+        """The membership in force at `index` (>= snapshot.index): for a snapshot taken there."""
+        for e in reversed(self.config_entries):
+            if e.index <= index:
+                return e.data
+        return self.snapshot.config
+
     def unstable_entries(self) -> list[Entry]:
         return self.slice(self.stable_index + 1, self.last_index + 1)
 
@@ -102,6 +119,8 @@ class RaftLog:
         )
         del self.entries[first - self.snapshot.index - 1 :]
         self.entries.extend(entries)
+        self.config_entries = [e for e in self.config_entries if e.index < first]
+        self.config_entries.extend(e for e in entries if e.kind is EntryKind.CONFIG)
         self.stable_index = min(self.stable_index, first - 1)
 
     def maybe_append(self, prev_index: int, entries: tuple[Entry, ...]) -> int:
@@ -127,6 +146,7 @@ class RaftLog:
         """Replace the whole log by a snapshot received from the leader."""
         self.snapshot = snapshot
         self.entries = []
+        self.config_entries = []
         self.committed = snapshot.index
         self.applied = snapshot.index
         self.stable_index = snapshot.index
@@ -138,4 +158,5 @@ class RaftLog:
             return
         assert self.term(snapshot.index) == snapshot.term, "snapshot term does not match the log"
         del self.entries[: snapshot.index - self.snapshot.index]
+        self.config_entries = [e for e in self.config_entries if e.index > snapshot.index]
         self.snapshot = snapshot

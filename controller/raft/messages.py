@@ -50,6 +50,9 @@ class EntryKind(IntEnum):
     """Client data, handed to the state machine."""
     NOOP = 1
     """Appended by a new leader so entries of its term can commit; the state machine skips it."""
+    CONFIG = 2
+    """A membership (controller/raft/membership.py): in force once appended; the state machine
+    skips it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,18 +72,22 @@ class Entry:
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
-    """State-machine state after applying every entry up to and including `index`."""
+    """State-machine state after applying every entry up to and including `index`; `config` is
+    the membership in force at `index` (`Membership.encode()`; empty: the bootstrap voters)."""
 
     index: int = 0
     term: int = 0
     data: bytes = b""
+    config: bytes = b""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"index": self.index, "term": self.term, "data": self.data}
+        return {"index": self.index, "term": self.term, "data": self.data, "config": self.config}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Snapshot:
-        return cls(_int(d["index"]), _int(d["term"]), _bytes(d["data"]))
+        return cls(
+            _int(d["index"]), _int(d["term"]), _bytes(d["data"]), _bytes(d.get("config", b""))
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,12 +15,14 @@ Byte layouts (all integers big-endian):
                12  i64 vote (-1: none)
                20  u64 commit
 
-    snapshot:   0  4 bytes magic b"GRSN"
+    snapshot:   0  4 bytes magic b"GRS2" (b"GRSN": an older file, without the membership)
                 4  u64 index
                12  u64 term
                20  u32 crc32c of data
                24  u64 data length
                32  data
+                   u32 crc32c of config, u32 config length, config (GRS2 only: the
+                   membership in force at index, controller/raft/membership.py; empty: bootstrap)
 
     segment entry (repeated):
                 0  u32 payload length N (17 + len(data))
@@ -55,7 +57,9 @@ _log = logging.getLogger(__name__)
 
 _HS = struct.Struct(">IQqQ")
 _SNAP = struct.Struct(">4sQQIQ")
-_SNAP_MAGIC = b"GRSN"
+_SNAP_MAGIC = b"GRS2"
+_SNAP_MAGIC_V1 = b"GRSN"
+_SNAP_CONFIG = struct.Struct(">II")
 _REC = struct.Struct(">II")
 _PAYLOAD = struct.Struct(">QQB")
 _MAX_ENTRY_BYTES = 64 * 1024 * 1024
@@ -146,10 +150,19 @@ class RaftStorage:
         if len(raw) < _SNAP.size:
             raise StorageError(f"{self._prefix} {paths[-1].name} is truncated")
         magic, index, term, crc, length = _SNAP.unpack_from(raw)
-        data = raw[_SNAP.size :]
-        if magic != _SNAP_MAGIC or len(data) != length or crc32c(data) != crc:
+        end = _SNAP.size + length
+        data = raw[_SNAP.size : end]
+        config = b""
+        if magic == _SNAP_MAGIC and len(raw) >= end + _SNAP_CONFIG.size:
+            ccrc, clen = _SNAP_CONFIG.unpack_from(raw, end)
+            config = raw[end + _SNAP_CONFIG.size :]
+            if len(config) != clen or crc32c(config) != ccrc:
+                raise StorageError(f"{self._prefix} {paths[-1].name}: corrupt membership")
+        elif magic != _SNAP_MAGIC_V1 or len(raw) != end:
             raise StorageError(f"{self._prefix} {paths[-1].name} is corrupt")
-        return Snapshot(index, term, data)
+        if len(data) != length or crc32c(data) != crc:
+            raise StorageError(f"{self._prefix} {paths[-1].name} is corrupt")
+        return Snapshot(index, term, data, config)
 
     def _load_segment(self, seg: _Segment, last: bool) -> list[Entry]:
         raw = seg.path.read_bytes()
@@ -221,7 +234,8 @@ class RaftStorage:
     def _write_snapshot(self, snap: Snapshot) -> None:
         path = self.dir / f"snapshot-{snap.index:020d}.snap"
         header = _SNAP.pack(_SNAP_MAGIC, snap.index, snap.term, crc32c(snap.data), len(snap.data))
-        write_atomic(path, header + snap.data)
+        trailer = _SNAP_CONFIG.pack(crc32c(snap.config), len(snap.config)) + snap.config
+        write_atomic(path, header + snap.data + trailer)
         for old in self.dir.glob("snapshot-*.snap"):
             if old != path:
                 old.unlink()

@@ -4,14 +4,20 @@ VOPR): real `RaftNode`s, one event scheduler on a virtual clock, one seeded RNG 
     chaos phase   the network drops, delays (so reorders), duplicates and partitions (symmetric and
                   one-way) messages; nodes crash (losing unsynced writes: a random prefix of the
                   current Ready's writes survives) and restart; nodes snapshot and compact; clients
-                  propose; leaders transfer leadership
+                  propose; leaders transfer leadership; with `membership`, the leader adds voters
+                  (spare nodes join as learners, catch up, are promoted) and removes voters
+                  (demoted to learners; the leader itself included), one server at a time
     heal phase    no more faults, every node up: a leader must appear within a bound, and entries
                   proposed to it must commit and be applied everywhere (observer included)
 
 Invariants, checked after every event: one leader per term; per node, term and commit index never
 decrease (and the durable term never decreases across crashes); committed entries never change;
 every node's applied sequence agrees (a digest per applied index); a leader holds every committed
-entry (leader completeness). At the end: every proposal accepted by a leader that is still leader
+entry (leader completeness). CONFIG entries are log entries like any other, so "committed
+prefixes agree" holds across membership changes; each membership that commits must also have
+been in force on the leader that committed it, and any two successive memberships in any log
+must have intersecting majorities (what the one-server-at-a-time rule buys). The heal phase counts the members of the healed
+leader's membership (and the fixed observers). At the end: every proposal accepted by a leader that is still leader
 of that term is committed.
 
 `run_seed(seed, config)` raises `SimFailure` (message: seed, replay command, recent trace).
@@ -28,6 +34,7 @@ from typing import Any
 
 from controller.raft.core import RaftNode
 from controller.raft.errors import NotLeader, ProposalDropped
+from controller.raft.membership import Membership
 from controller.raft.messages import Entry, EntryKind, HardState, Message, Snapshot
 from controller.raft.state import Ready, Role, StorageState
 
@@ -58,6 +65,10 @@ class SimConfig:
     check_quorum: bool = True
     new_leader_crash_p: float = 0.2
     restart_max_ms: int = 400
+    spares: int = 0
+    """Nodes outside the bootstrap membership, for `membership` changes to add."""
+    membership: bool = False
+    """Faults include membership changes (add a voter, remove a voter)."""
 
 
 @dataclass
@@ -137,7 +148,14 @@ class Simulation:
         self.events: list[tuple[int, int, str, tuple[Any, ...]]] = []
         self.voter_ids = list(range(1, cfg.voters + 1))
         self.observer_ids = list(range(cfg.voters + 1, cfg.voters + cfg.observers + 1))
-        self.nodes = {i: SimNode(i) for i in self.voter_ids + self.observer_ids}
+        first_spare = cfg.voters + cfg.observers + 1
+        self.spare_ids = list(range(first_spare, first_spare + cfg.spares))
+        self.nodes = {i: SimNode(i) for i in self.voter_ids + self.observer_ids + self.spare_ids}
+        self.member_ops: list[tuple[str, int]] = []
+        self.checked_config_pairs: set[tuple[bytes, bytes]] = (
+            set()
+        )  # membership changes under way (op, node)
+        self.n_member_changes = 0
         self.cut: set[tuple[int, int]] = set()
         self.faults_on = True
         self.trace: deque[str] = deque(maxlen=60)
@@ -199,7 +217,7 @@ class Simulation:
                 r = self.nodes[leader].raft
                 if r is None or r.role is not Role.LEADER or r.term != term:
                     return "leader changed"
-                if all(n.raft is not None and n.sm_index >= last for n in self.nodes.values()):
+                if all(n.raft is not None and n.sm_index >= last for n in self._members(r)):
                     return "applied"
                 return None
 
@@ -210,6 +228,11 @@ class Simulation:
                 states = ", ".join(repr(n.raft) for n in self.nodes.values())
                 self.fail(f"entries up to {last} of leader {leader} not applied: {states}")
         self._check_accepted()
+
+    def _members(self, leader: RaftNode) -> list[SimNode]:
+        """The nodes the healed leader must reach: its voters and learners, the fixed observers."""
+        ids = leader.voters | leader.config.learner_ids | set(self.observer_ids)
+        return [self.nodes[i] for i in sorted(ids)]
 
     def _loop(self, until: int, stop: Any = None) -> Any:
         while self.events and self.events[0][0] <= until:
@@ -310,7 +333,31 @@ class Simulation:
             if n.raft is not None and not n.busy:
                 n.raft.tick()
                 self._kick(i)
+        if self.member_ops:
+            self._step_member_ops()
         self.at(self.now + TICK_MS, "tick")
+
+    def _step_member_ops(self) -> None:
+        """Drive the membership changes under way on the current leader (as an operator's tool
+        retries AddRaftVoter / RemoveRaftVoter until it answers)."""
+        leaders = [n for n in self.nodes.values() if n.raft and n.raft.role is Role.LEADER]
+        if not leaders:
+            return
+        n = max(leaders, key=lambda x: x.raft.term if x.raft else 0)
+        if n.busy or n.raft is None:
+            return
+        op, node = self.member_ops[0]
+        if op == "add":
+            done = n.raft.add_voter(node, f"sim:{node}")
+        else:
+            done = n.raft.remove_voter(node)
+        self._kick(n.id)
+        if done:
+            self.trace.append(
+                f"t={self.now} MEMBER {op} {node} done (voters {sorted(n.raft.voters)})"
+            )
+            self.member_ops.pop(0)
+            self.n_member_changes += 1
 
     def _send(self, m: Message) -> None:
         if (m.from_, m.to) in self.cut:
@@ -361,6 +408,7 @@ class Simulation:
         kind = r.choice(
             ["crash", "crash_leader", "isolate", "isolate_leader", "oneway", "split", "heal"]
             + ["snapshot", "snapshot", "transfer"]
+            + (["member"] * 4 if self.cfg.membership else [])
         )
         self.trace.append(f"t={self.now} FAULT {kind}")
         target: int | None = None
@@ -394,10 +442,29 @@ class Simulation:
         elif kind == "transfer":
             for n in self.nodes.values():
                 if n.raft is not None and n.raft.role is Role.LEADER and not n.busy:
-                    n.raft.transfer_leadership(r.choice(self.voter_ids))
+                    n.raft.transfer_leadership(r.choice(sorted(n.raft.voters)))
                     self._kick(n.id)
                     break
+        elif kind == "member":
+            self._new_member_op()
         self.at(self.now + r.randint(1, 2 * self.cfg.fault_every_ms), "fault")
+
+    def _new_member_op(self) -> None:
+        """Queue one membership change against the latest membership any leader holds: add a
+        node that is no voter (spares first), or remove a voter (keeping two at least)."""
+        if len(self.member_ops) >= 2:
+            return
+        leaders = [n.raft for n in self.nodes.values() if n.raft and n.raft.role is Role.LEADER]
+        if not leaders:
+            return
+        raft = max(leaders, key=lambda x: x.term)
+        voters = sorted(raft.voters)
+        candidates = [i for i in self.voter_ids + self.spare_ids if i not in raft.voters]
+        if candidates and (len(voters) <= 2 or self.rng.random() < 0.5) and len(voters) < 5:
+            self.member_ops.append(("add", self.rng.choice(candidates)))
+        elif len(voters) > 2:
+            self.member_ops.append(("remove", self.rng.choice(voters)))
+        self.trace.append(f"t={self.now} MEMBER queued {self.member_ops[-1:]}")
 
     def _ev_crash(self, i: int) -> None:
         """Crash node i: it loses its in-memory state and all but a random prefix of the
@@ -422,6 +489,7 @@ class Simulation:
     def _ev_heal(self) -> None:
         self.trace.append(f"t={self.now} HEAL")
         self.faults_on = False
+        self.member_ops.clear()
         self.cut.clear()
         for i, n in self.nodes.items():
             if n.raft is None:
@@ -442,7 +510,11 @@ class Simulation:
             for idx in range(max(n.max_commit + 1, raft.snapshot.index + 1), commit + 1):
                 self._check_committed(n.id, raft, idx)
             n.max_commit = commit
+        if raft.log.config_entries:
+            self._check_config_chain(n.id, raft)
         if raft.role is Role.LEADER:
+            if raft.snapshot.index < raft.conf_index <= raft.commit_index:
+                self._check_committed_config(n.id, raft)
             other = self.leader_of_term.setdefault(raft.term, n.id)
             if other != n.id:
                 self.fail(f"two leaders in term {raft.term}: {other} and {n.id}")
@@ -475,6 +547,35 @@ class Simulation:
         elif known != (term, data):
             self.fail(f"node {node_id} committed {idx}={(term, data)} but it was {known}")
 
+    def _check_config_chain(self, node_id: int, raft: RaftNode) -> None:
+        """Successive memberships in a log: every majority of one meets every majority of the
+        next (else two leaders could be elected, or two values committed, by disjoint groups)."""
+        prev = raft.log.snapshot.config
+        for e in raft.log.config_entries:
+            pair = (prev, e.data)
+            prev = e.data
+            if pair in self.checked_config_pairs:
+                continue
+            self.checked_config_pairs.add(pair)
+            a = Membership.decode(pair[0]).voter_ids if pair[0] else frozenset(self.voter_ids)
+            b = Membership.decode(pair[1]).voter_ids
+            need_a = max(0, len(a) // 2 + 1 - len(a - b))
+            need_b = max(0, len(b) // 2 + 1 - len(b - a))
+            if need_a + need_b <= len(a & b):
+                self.fail(
+                    f"node {node_id} holds memberships with disjoint majorities: voters"
+                    f" {sorted(a)} then {sorted(b)} (entry {e.index})"
+                )
+
+    def _check_committed_config(self, node_id: int, raft: RaftNode) -> None:
+        """The leader's membership is committed: it must be the one committed at its index."""
+        known = self.committed.get(raft.conf_index)
+        if known is not None and known[1] != raft.config.encode():
+            self.fail(
+                f"leader {node_id} runs membership {raft.config} from index {raft.conf_index},"
+                f" but {known} was committed there"
+            )
+
     def _stable_leader(self) -> int | None:
         leaders = [n for n in self.nodes.values() if n.raft and n.raft.role is Role.LEADER]
         if len(leaders) != 1:
@@ -483,7 +584,9 @@ class Simulation:
         assert lead is not None
         if leaders[0].busy or lead.lead_transferee is not None:
             return None
-        for n in self.nodes.values():
+        if lead.membership_blocked() is not None and lead.conf_index > lead.commit_index:
+            return None  # a membership change is still settling
+        for n in self._members(lead):
             if n.raft is None or n.raft.leader_id != lead.id or n.raft.term != lead.term:
                 return None
         return lead.id

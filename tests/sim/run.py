@@ -11,7 +11,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from raft_sim import SimConfig, SimFailure, run_seed  # noqa: E402
-from test_raft_sim import config_for  # noqa: E402
+from test_raft_sim import config_for, membership_config_for  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -20,12 +20,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--start", type=int, default=0)
     p.add_argument("--seed", type=int, default=None, help="replay one seed")
     p.add_argument("--voters", type=int, default=None, help="override the voter count")
+    p.add_argument("--membership", action="store_true", help="membership changes among the faults")
     args = p.parse_args(argv)
     chosen = [args.seed] if args.seed is not None else range(args.start, args.start + args.seeds)
     t0 = time.monotonic()
     events = 0
     for seed in chosen:
-        cfg = config_for(seed) if args.voters is None else SimConfig(voters=args.voters)
+        if args.membership:
+            cfg = membership_config_for(seed)
+        elif args.voters is None:
+            cfg = config_for(seed)
+        else:
+            cfg = SimConfig(voters=args.voters)
         try:
             events += run_seed(seed, cfg).n_events
         except SimFailure as e:

@@ -70,6 +70,12 @@ METADATA_FETCH = register(
         response=Struct(
             Field("error_code", INT16),
             Field("leader_id", INT32, default=-1),
+            Field(
+                "leader_endpoint",
+                Nullable(STRING),
+                default=None,
+                doc="the leader's HOST:PORT (null: unknown), for controllers added since start",
+            ),
             Field("high_watermark", INT64, default=0, doc="exclusive end of committed offsets"),
             Field(
                 "records",
