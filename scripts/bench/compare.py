@@ -60,7 +60,9 @@ class Bench:
 
 BENCHES: tuple[Bench, ...] = (
     Bench(
-        "send_1node", "send_bench.py", ("--brokers", "1", "--repeat", "1"),
+        "send_1node",
+        "send_bench.py",
+        ("--brokers", "1", "--repeat", "1"),
         {"--records": 500_000},
         (
             Figure("send_records_per_s", ("median", "send", "records_per_s"), 500_000),
@@ -69,7 +71,8 @@ BENCHES: tuple[Bench, ...] = (
         ),
     ),
     Bench(
-        "send_rf3", "send_bench.py",
+        "send_rf3",
+        "send_bench.py",
         ("--brokers", "3", "--repeat", "1", "--modes", "send,callback"),
         {"--records": 300_000},
         (
@@ -78,11 +81,17 @@ BENCHES: tuple[Bench, ...] = (
         ),
     ),
     Bench(
-        "consume_1node", "consume_bench.py", (), {"--records": 2_000_000},
+        "consume_1node",
+        "consume_bench.py",
+        (),
+        {"--records": 2_000_000},
         (Figure("records_per_s", ("consume", "records_per_s"), 2_000_000),),
     ),
     Bench(
-        "e2e_latency_rf3", "e2e_latency_bench.py", ("--rate", "5000"), {"--seconds": 10},
+        "e2e_latency_rf3",
+        "e2e_latency_bench.py",
+        ("--rate", "5000"),
+        {"--seconds": 10},
         (
             Figure("p50_ms", ("p50_ms",), None, higher_is_better=False),
             Figure("p99_ms", ("p99_ms",), 10, higher_is_better=False),
@@ -90,7 +99,8 @@ BENCHES: tuple[Bench, ...] = (
         ),
     ),
     Bench(
-        "spread_1000_rf3", "partitions_bench.py",
+        "spread_1000_rf3",
+        "partitions_bench.py",
         ("--brokers", "3", "--counts", "1000", "--image-partitions", "0"),
         {"--records": 200_000},
         (Figure("round_robin_vs_one", ("runs", "0", "round_robin_vs_one"), 0.5),),

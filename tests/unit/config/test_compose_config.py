@@ -28,8 +28,8 @@ def _config(svc: dict, role: str):
 
 def test_cluster_services_load_and_advertise_their_published_ports() -> None:
     services = _services()
-    brokers = {n: s for n, s in services.items() if s["command"][0] == "broker"}
-    controllers = {n: s for n, s in services.items() if s["command"][0] == "controller"}
+    brokers = {n: s for n, s in services.items() if s.get("command", [""])[0] == "broker"}
+    controllers = {n: s for n, s in services.items() if s.get("command", [""])[0] == "controller"}
     assert sorted(controllers) == ["controller-1", "controller-2", "controller-3"]
     assert sorted(brokers) == ["broker-1", "broker-2", "broker-3"]
     ids = set()

@@ -145,7 +145,6 @@ def test_commit_is_visible_only_once_acknowledged() -> None:
     assert gc.fetch_offsets(g, None)[0]["partitions"][0]["committed_offset"] == 42
 
 
-
 class _WatchedLock:
     """A lock that says when a thread starts waiting for it."""
 
