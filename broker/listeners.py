@@ -23,26 +23,32 @@ port actually bound (tests bind ephemeral ports).
 Security protocols: as in Kafka, `listener.security.protocol.map` gives each listener name its
 security protocol (by default PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL map to themselves, and
 a map that leaves one of these names out still gives it its own protocol).
-Only PLAINTEXT is built, so a listener whose protocol is anything else stops start-up with a
-ConfigError naming it, rather than serving plain text on a port that claims TLS. A name the map
-does not list (INTERNAL, CLIENT...) is PLAINTEXT, where Kafka would refuse it.
+PLAINTEXT and SSL (TLS, docs/security.md) are built; SASL_PLAINTEXT and SASL_SSL stop start-up
+with a ConfigError naming the listener until SASL is, rather than serving a port that claims an
+authentication it does not do. A name the map does not list (INTERNAL, CLIENT...) is PLAINTEXT,
+where Kafka would refuse it.
 
-Pure parsing, no sockets: any thread.
+The map itself is parsed in client/security/protocols.py (controllers read it too, for
+controller.listener.names). Pure parsing, no sockets: any thread.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from client.config import setting
-from client.config.types import SECURITY_PROTOCOLS, parse_list
+from client.config.types import parse_list
 from client.errors import ConfigError
+from client.security.protocols import (
+    BUILT_PROTOCOLS,
+    protocol_of,
+    security_protocols,
+)
 
 DEFAULT_NAME = "PLAINTEXT"
-SUPPORTED_PROTOCOLS = ("PLAINTEXT",)
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -94,25 +100,12 @@ def parse_endpoints(value: Any, key: str = "listeners") -> list[Endpoint]:
     return out
 
 
-def security_protocols(value: Any) -> dict[str, str]:
-    """`listener.security.protocol.map` (`NAME:PROTOCOL,...`) -> {NAME: PROTOCOL}, upper-cased."""
-    out: dict[str, str] = {}
-    for item in _items(value):
-        name, sep, protocol = item.partition(":")
-        if not sep or not _NAME.match(name) or not protocol:
-            raise ConfigError(
-                f"listener.security.protocol.map: expected NAME:PROTOCOL, got {item!r}"
-            )
-        out[name.upper()] = protocol.strip().upper()
-    return out
-
-
 def check_security(bind: tuple[Endpoint, ...] | list[Endpoint], protocols: dict[str, str]) -> None:
-    """ConfigError for the first listener whose security protocol is not built (only PLAINTEXT
-    is): a port that claims TLS or SASL must not serve plain text."""
+    """ConfigError for the first listener whose security protocol is not built (SASL is not
+    yet): a port that claims SASL must not serve without it."""
     for e in bind:
-        protocol = protocols.get(e.name, e.name if e.name in SECURITY_PROTOCOLS else DEFAULT_NAME)
-        if protocol in SUPPORTED_PROTOCOLS:
+        protocol = protocol_of(e.name, protocols)
+        if protocol in BUILT_PROTOCOLS:
             continue
         how = (
             f"its name is the security protocol {protocol}"
@@ -121,9 +114,9 @@ def check_security(bind: tuple[Endpoint, ...] | list[Endpoint], protocols: dict[
         )
         raise ConfigError(
             f"listeners: listener {e} uses security protocol {protocol} ({how}), which Gregor"
-            f" does not support: only PLAINTEXT listeners are (TLS and SASL are planned, see"
-            f' docs/operations.md "Not there yet"). Use PLAINTEXT://{e.address}, or map'
-            f" {e.name} to PLAINTEXT in listener.security.protocol.map"
+            f" does not support yet: PLAINTEXT and SSL listeners are (SASL is planned, see"
+            f" docs/security.md). Use SSL://{e.address} or PLAINTEXT://{e.address}, or map"
+            f" {e.name} to SSL or PLAINTEXT in listener.security.protocol.map"
         )
 
 
@@ -135,15 +128,16 @@ class Listeners:
     bind: tuple[Endpoint, ...]
     advertised: tuple[Endpoint, ...]
     inter_broker: str
+    protocols: Mapping[str, str] = field(default_factory=dict)  # every bound name -> protocol
 
     @classmethod
     def from_config(cls, config: Any) -> Listeners:
         bind = parse_endpoints(setting(config, "listeners", ()), "listeners")
         if not bind:
             raise ConfigError("listeners: no listener configured")
-        check_security(
-            bind, security_protocols(setting(config, "listener_security_protocol_map", ()))
-        )
+        mapped = security_protocols(setting(config, "listener_security_protocol_map", ()))
+        check_security(bind, mapped)
+        protocols = {e.name: protocol_of(e.name, mapped) for e in bind}
         by_name = {e.name: e for e in bind}
         adv = parse_endpoints(setting(config, "advertised_listeners", ()), "advertised.listeners")
         for e in adv:
@@ -160,7 +154,7 @@ class Listeners:
                 f"inter.broker.listener.name: {inter} is not a listener (listeners:"
                 f" {', '.join(by_name)})"
             )
-        return cls(tuple(bind), advertised, inter)
+        return cls(tuple(bind), advertised, inter, protocols)
 
     def with_bound(self, bound: Mapping[str, tuple[str, int]]) -> Listeners:
         """Port 0 (advertised or not) replaced by the port `bound[name]` the socket got."""
@@ -173,7 +167,16 @@ class Listeners:
             tuple(Endpoint(e.name, *bound[e.name]) if e.name in bound else e for e in self.bind),
             tuple(fix(e) for e in self.advertised),
             self.inter_broker,
+            self.protocols,
         )
+
+    def protocol(self, name: str) -> str:
+        """The security protocol of listener `name`."""
+        return self.protocols.get(name, DEFAULT_NAME)
+
+    @property
+    def inter_broker_protocol(self) -> str:
+        return self.protocol(self.inter_broker)
 
     def advertised_for(self, name: str) -> Endpoint | None:
         for e in self.advertised:
@@ -195,6 +198,7 @@ class Listeners:
         """One line per listener, for the start-up output: bound and advertised address."""
         return [
             f"listener {b.name}: bound {b.address}, advertised {a.address}"
+            + ("" if self.protocol(b.name) == DEFAULT_NAME else f" ({self.protocol(b.name)})")
             + (" (inter-broker)" if b.name == self.inter_broker else "")
             for b, a in zip(self.bind, self.advertised, strict=True)
         ]

@@ -63,6 +63,8 @@ from client.config import setting
 from client.config.types import parse_list
 from client.errors import ConfigError, GregorError, InconsistentClusterIdError
 from client.fsutil import lock_directories, make_dirs
+from client.security.protocols import TLS_PROTOCOLS, controller_protocol
+from client.security.tls import ReloadableContext, TlsSettings
 from controller.channel import ControllerChannel
 from controller.metadata.image import MetadataImage
 from controller.metadata.records import RESOURCE_TOPIC
@@ -212,7 +214,34 @@ class BrokerNode:
             self._release_locks()
             raise
 
+    def _client_tls(self, config: Any) -> None:
+        """The client TLS contexts of the links this broker opens: to leaders (when
+        inter.broker.listener.name is SSL) and to the controllers (controller.listener.names
+        mapped to SSL; not in a combined process, whose controller is in-process)."""
+        settings = TlsSettings.from_config(config)
+        self._inter_broker_tls: ReloadableContext | None = None
+        self._controller_tls: ReloadableContext | None = None
+        if self.listeners.inter_broker_protocol in TLS_PROTOCOLS:
+            self._inter_broker_tls = ReloadableContext(settings, server=False)
+        if not self.combined and controller_protocol(config) == "SSL":
+            self._controller_tls = ReloadableContext(settings, server=False)
+
+    def reload_tls(self) -> bool:
+        """Re-read the client TLS files (SIGHUP, via BrokerServer; any thread). A failure
+        keeps the previous context, is logged and returns False."""
+        ok = True
+        for ctx in (self._inter_broker_tls, self._controller_tls):
+            if ctx is None:
+                continue
+            try:
+                ctx.reload()
+            except ConfigError as exc:
+                _log.error("TLS reload failed, keeping the previous certificates: %s", exc)
+                ok = False
+        return ok
+
     def _build(self, config: Any) -> None:
+        self._client_tls(config)
         # this node's own cluster id: cluster.id, or <log.dirs[0]>/cluster.id (None: new node)
         self.own_cluster_id = LocalClusterId(self.log_dirs[0], setting(config, "cluster_id", None))
         self.log_config = log_config_from(config)
@@ -245,7 +274,7 @@ class BrokerNode:
             self.node_id,
             self.replica_manager,
             self._endpoint_of,
-            FetcherSettings.from_config(config),
+            FetcherSettings.from_config(config, tls=self._inter_broker_tls),
         )
         self.replica_manager.applier.fetchers = self.fetchers
         self.quorum: LocalQuorum | RemoteQuorum
@@ -265,6 +294,7 @@ class BrokerNode:
                 str(config.controller_quorum_voters),
                 int(setting(config, "request_timeout_ms", 30_000)),
                 cluster_id=self.own_cluster_id.value,
+                tls=self._controller_tls,
             )
         self.controller: ControllerChannel = self.quorum.channel
         # Set by the owner (BrokerServer.fail): called once with the reason of a fatal error.

@@ -8,7 +8,7 @@ Once listening it prints exactly one line to stdout (flushed), which scripts and
 
     gregor controller listening on 127.0.0.1:9093, data in /abs/dir (node 1)
 
-SIGTERM / SIGINT stop it (exit 0); a bad configuration prints one line naming the key on stderr
+SIGTERM / SIGINT stop it (exit 0); SIGHUP re-reads the TLS certificate, key and CA files; a bad configuration prints one line naming the key on stderr
 and exits 2. `quorum describe` asks any controller, follows it to the leader, and prints the
 leader, term, high watermark and each voter's log end offset and lag.
 """
@@ -159,6 +159,7 @@ def run_controller(args: argparse.Namespace) -> int:
     )
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
+    signal.signal(signal.SIGHUP, lambda *_: proc.reload_tls())  # re-read TLS files
     try:
         host, port = proc.start()
     except DirectoryInUseError as exc:

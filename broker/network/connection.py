@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING
 from broker.network.request import Request
 from client.protocol.frame_reader import FrameReader, socket_queued_bytes
 from client.protocol.framing import FrameTooLargeError, MalformedFrameError, decode_request
+from client.security.tls import ANONYMOUS, principal_from_cert
 
 if TYPE_CHECKING:
     from broker.network.processor import Processor
@@ -86,12 +87,21 @@ class Connection(asyncio.BufferedProtocol):
         self.requests = 0
         self._direct_fd = -1  # dup of the socket fd for direct writes; -1 once closed
         self._direct_lock = threading.Lock()
+        self.tls = False  # a TLS connection: every write goes through the TLS transport
+        # who the client is: the certificate subject on a TLS listener with client auth
+        # (User:CN=...), else User:ANONYMOUS (docs/security.md)
+        self.principal = ANONYMOUS
 
     # -- asyncio callbacks (loop thread) -------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # uvloop's TCPTransport
+        ssl_object = transport.get_extra_info("ssl_object")
         sock = transport.get_extra_info("socket")
-        if sock is not None:
+        if ssl_object is not None:  # handshake done: no direct writes (they would be clear text)
+            self.tls = True
+            self.principal = principal_from_cert(ssl_object.getpeercert())
+            log.debug("connection %s: TLS, principal %s", self.connection_id, self.principal)
+        elif sock is not None:
             try:
                 self._direct_fd = os.dup(sock.fileno())
             except OSError as exc:  # e.g. out of fds: answers go through the loop only
@@ -191,7 +201,7 @@ class Connection(asyncio.BufferedProtocol):
             return
         request = Request(api_key, api_version, correlation_id, client_id, body, len(payload), self)
         assert self.transport is not None
-        request.direct_write = self.transport.get_write_buffer_size() == 0
+        request.direct_write = not self.tls and self.transport.get_write_buffer_size() == 0
         self.requests += 1
         self.in_flight = request
         self.processor.channel.request_started()

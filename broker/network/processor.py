@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import ssl
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -63,10 +64,17 @@ class Processor:
         if not self._ready.wait(10.0):
             raise RuntimeError(f"network thread {self.index} did not start")
 
-    def accept(self, sock: socket.socket, peer: object, listener: str = "PLAINTEXT") -> None:
+    def accept(
+        self,
+        sock: socket.socket,
+        peer: object,
+        listener: str = "PLAINTEXT",
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         """Take ownership of an accepted, non-blocking socket, accepted on `listener` (its name:
-        the handlers answer with the addresses advertised for it)."""
-        self.loop.call_soon_threadsafe(self._attach, sock, peer, listener)
+        the handlers answer with the addresses advertised for it); `tls`: the TLS listener's
+        context (the handshake must finish within socket.request.receive.timeout.ms)."""
+        self.loop.call_soon_threadsafe(self._attach, sock, peer, listener, tls)
 
     def stop_processing(self) -> None:
         """Stop taking new requests (in-flight ones still get their responses written)."""
@@ -102,7 +110,13 @@ class Processor:
     def _sweep_interval_s(self) -> float:
         return min(1.0, max(0.005, min(self.idle_ms, self.receive_timeout_ms) / 4000.0))
 
-    def _attach(self, sock: socket.socket, peer: object, listener: str = "PLAINTEXT") -> None:
+    def _attach(
+        self,
+        sock: socket.socket,
+        peer: object,
+        listener: str = "PLAINTEXT",
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         if self.draining:
             sock.close()
             self._on_connection_closed()
@@ -110,17 +124,31 @@ class Processor:
         self._next_id += 1
         conn_id = f"{self.index}-{self._next_id}-{_fmt_peer(peer)}"
         host = _peer_host(peer)
-        coro = self.loop.connect_accepted_socket(
-            lambda: Connection(self, conn_id, listener, host), sock
-        )
+        if tls is None:
+            coro = self.loop.connect_accepted_socket(
+                lambda: Connection(self, conn_id, listener, host), sock
+            )
+        else:
+            coro = self.loop.connect_accepted_socket(
+                lambda: Connection(self, conn_id, listener, host),
+                sock,
+                ssl=tls,
+                ssl_handshake_timeout=self.receive_timeout_ms / 1000.0,
+            )
         task = self.loop.create_task(coro)
         self._attaching.add(task)
-        task.add_done_callback(lambda t: self._attached(t, sock, conn_id))
+        task.add_done_callback(lambda t: self._attached(t, sock, conn_id, tls is not None))
 
-    def _attached(self, task: asyncio.Task, sock: socket.socket, conn_id: str) -> None:
+    def _attached(self, task: asyncio.Task, sock: socket.socket, conn_id: str, tls: bool) -> None:
         self._attaching.discard(task)
         if task.cancelled() or task.exception() is not None:
-            log.warning("connection %s: could not attach: %r", conn_id, task.exception())
+            exc = None if task.cancelled() else task.exception()
+            if tls and not task.cancelled():
+                # A failed TLS handshake (untrusted or expired client certificate, not TLS at
+                # all, too slow): the client's own problem, one line without a traceback.
+                log.info("connection %s: TLS handshake failed: %s", conn_id, exc)
+            else:
+                log.warning("connection %s: could not attach: %r", conn_id, exc)
             sock.close()
             self._on_connection_closed()
 

@@ -9,12 +9,14 @@ Threads: all methods from the server's control thread.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from broker.network.acceptor import Acceptor, ConnectionQuota
 from broker.network.memory_pool import MemoryPool
 from broker.network.processor import Processor
 from broker.request_channel import RequestChannel
+from client.security.tls import ReloadableContext
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +43,15 @@ class NetworkSettings:
 
 
 class SocketServer:
-    def __init__(self, settings: NetworkSettings, channel: RequestChannel) -> None:
+    def __init__(
+        self,
+        settings: NetworkSettings,
+        channel: RequestChannel,
+        tls: Mapping[str, ReloadableContext] | None = None,
+    ) -> None:
+        """`tls`: listener name -> its server TLS context, for the TLS listeners (SSL,
+        SASL_SSL); the others are plain TCP."""
+        tls = tls or {}
         if settings.num_network_threads < 1:
             raise ValueError("num.network.threads must be >= 1")
         self.settings = settings
@@ -53,7 +63,7 @@ class SocketServer:
             for i in range(settings.num_network_threads)
         ]
         self.acceptors = [
-            Acceptor(host, port, self.processors, self.quota, listener=name)
+            Acceptor(host, port, self.processors, self.quota, listener=name, tls=tls.get(name))
             for name, host, port in settings.listeners
         ]
         self.acceptor = self.acceptors[0]  # the first listener's

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -46,6 +47,7 @@ from client.errors import ErrorCode, StorageError
 from client.protocol import ApiKey, decode_response, encode_request
 from client.protocol.framing import FrameDecoder
 from client.protocol.schema import API_SPECS
+from client.security.tls import ReloadableContext
 
 _log = logging.getLogger(__name__)
 
@@ -64,10 +66,13 @@ class FetcherSettings:
     socket_timeout_ms: int = 30_000
     flush_on_ack: bool = True
     max_frame_bytes: int = 200 * 1024 * 1024
+    # TLS to the leaders (inter.broker.listener.name is SSL): its current context per connection
+    tls: ReloadableContext | None = None
 
     @classmethod
-    def from_config(cls, config: Any) -> FetcherSettings:
+    def from_config(cls, config: Any, tls: ReloadableContext | None = None) -> FetcherSettings:
         return cls(
+            tls=tls,
             num_fetchers=int(config.num_replica_fetchers),
             partition_max_bytes=int(config.replica_fetch_max_bytes),
             min_bytes=int(config.replica_fetch_min_bytes),
@@ -82,11 +87,25 @@ class FetcherSettings:
 class _Connection:
     """A blocking connection to the leader (one request at a time)."""
 
-    def __init__(self, endpoint: Endpoint, timeout_s: float, max_frame: int, client_id: str):
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        timeout_s: float,
+        max_frame: int,
+        client_id: str,
+        tls: ssl.SSLContext | None = None,
+    ):
         self.endpoint = endpoint
         self.client_id = client_id
-        self.sock = socket.create_connection(endpoint, timeout=timeout_s)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock = socket.create_connection(endpoint, timeout=timeout_s)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if tls is not None:
+            try:  # the handshake, within the socket's timeout (ssl.SSLError is an OSError)
+                sock = tls.wrap_socket(sock, server_hostname=endpoint[0])
+            except BaseException:
+                sock.close()
+                raise
+        self.sock = sock
         self.decoder = FrameDecoder(max_frame)
         self.corr = 0
 
@@ -257,8 +276,13 @@ class ReplicaFetcherThread:
             if endpoint is None:
                 raise ConnectionError(f"broker {self.leader_id} has no known endpoint")
             timeout = (self.settings.socket_timeout_ms + self.settings.max_wait_ms) / 1000
+            tls = self.settings.tls
             self._conn = _Connection(
-                endpoint, timeout, self.settings.max_frame_bytes, f"replica-{self.node_id}"
+                endpoint,
+                timeout,
+                self.settings.max_frame_bytes,
+                f"replica-{self.node_id}",
+                None if tls is None else tls.context,
             )
         return self._conn
 

@@ -470,6 +470,7 @@ class Admin:
             request_timeout_ms=cfg.request_timeout_ms,
             connect_timeout_ms=cfg.socket_connection_setup_timeout_ms,
             max_frame_bytes=cfg.max_response_bytes,
+            ssl=getattr(cfg, "ssl_context", None),
         )
         try:
             await conn.connect()

@@ -18,6 +18,7 @@ import asyncio
 import collections
 import logging
 import socket
+import ssl as ssl_module
 from typing import Any
 
 from client.errors import (
@@ -53,7 +54,8 @@ class _Protocol(asyncio.BufferedProtocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         sock = transport.get_extra_info("socket")
-        self._fd = sock.fileno() if sock is not None else -1
+        tls = transport.get_extra_info("ssl_object") is not None  # FIONREAD counts ciphertext
+        self._fd = sock.fileno() if sock is not None and not tls else -1
 
     def get_buffer(self, sizehint: int) -> memoryview:
         reader = self._conn._reader
@@ -95,7 +97,11 @@ class BrokerConnection:
         request_timeout_ms: int = 30_000,
         connect_timeout_ms: int = 10_000,
         max_frame_bytes: int = 100 * 1024 * 1024,
+        ssl: ssl_module.SSLContext | None = None,
     ) -> None:
+        """`ssl`: TLS with this context (security.protocol=SSL); the server's certificate must
+        name `host` unless the context's check_hostname is off."""
+        self.ssl = ssl
         self.host = host
         self.port = port
         self.node_id = node_id
@@ -137,11 +143,29 @@ class BrokerConnection:
         loop = asyncio.get_running_loop()
         try:
             self._transport, self._protocol = await asyncio.wait_for(
-                loop.create_connection(lambda: _Protocol(self), self.host, self.port),
+                loop.create_connection(
+                    lambda: _Protocol(self),
+                    self.host,
+                    self.port,
+                    ssl=self.ssl,
+                    server_hostname=self.host if self.ssl is not None else None,
+                ),
                 self.connect_timeout_ms / 1000,
             )
+        except ssl_module.SSLCertVerificationError as exc:
+            raise ConnectionFailedError(
+                f"cannot connect to {self.address}: TLS: the broker's certificate is not"
+                f" trusted: {exc.verify_message} (ssl.cafile,"
+                " ssl.endpoint.identification.algorithm)"
+            ) from exc
+        except ssl_module.SSLError as exc:
+            raise ConnectionFailedError(
+                f"cannot connect to {self.address}: TLS handshake failed: {exc.reason or exc}"
+            ) from exc
         except OSError as exc:  # includes TimeoutError
             reason = str(exc) or type(exc).__name__
+            if self.ssl is not None and isinstance(exc, ConnectionResetError | TimeoutError):
+                reason += " (during the TLS handshake: is the listener TLS, and does it need a client certificate?)"
             raise ConnectionFailedError(f"cannot connect to {self.address}: {reason}") from exc
         assert self._transport is not None
         sock = self._transport.get_extra_info("socket")
@@ -156,7 +180,18 @@ class BrokerConnection:
                     f"cannot connect to {self.address}: closed at once ({exc})"
                 ) from exc
         self._connected = True
-        body = await self.request(ApiKey.API_VERSIONS, {}, version=0)
+        try:
+            body = await self.request(ApiKey.API_VERSIONS, {}, version=0)
+        except ConnectionFailedError as exc:
+            if self.ssl is None:
+                raise
+            # TLS 1.3: the client's side of the handshake is done before the broker has
+            # checked the client certificate, so a refused one shows up here.
+            raise ConnectionFailedError(
+                f"cannot connect to {self.address}: the broker closed the TLS connection right"
+                " after the handshake: it probably refused our client certificate (none sent,"
+                " not signed by a CA it trusts, or expired: ssl.certfile, ssl.keyfile)"
+            ) from exc
         assert body is not None
         if body["error_code"] not in (0, 35):
             self.close()

@@ -14,7 +14,7 @@ MiB = 1024 * 1024
 
 KEYS = [
     key("bootstrap.servers", "list", ("localhost:9092",), "brokers to contact first: HOST:PORT, comma-separated", PCA, host_ports()),
-    key("security.protocol", "enum", "PLAINTEXT", "protocol to talk to brokers with (Kafka's name); only PLAINTEXT is built", PCA, choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"), status=REFUSED, why="TLS and SASL are not built: every broker listener is plaintext (docs/operations.md, 'Not there yet')"),
+    key("security.protocol", "enum", "PLAINTEXT", "protocol to talk to brokers with (Kafka's name): PLAINTEXT or SSL (TLS: ssl.cafile, ssl.certfile, ssl.keyfile, ssl.endpoint.identification.algorithm); SASL_PLAINTEXT and SASL_SSL are not built yet", PCA, choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
     key("client.id", "str", None, "name sent with every request (logs, quotas); default gregor-ROLE-PID-N", PCA),
     key("request.timeout.ms", "duration_ms", 30_000, "how long to wait for any response", PCA, at_least(1)),
     key("default.api.timeout.ms", "duration_ms", 60_000, "timeout of blocking calls without their own timeout", CA, at_least(1), status=IGNORED, why='blocking calls take their own timeout or request.timeout.ms'),

@@ -118,54 +118,63 @@ def test_register_broker_record_round_trips_its_endpoints() -> None:
     assert decode_record(encode_record(RegisterBroker(4, 7, "b", 1))).endpoints == ()
 
 
-# -- security protocols (issue 22, item 1): only PLAINTEXT is built, anything else is refused
+# -- security protocols: PLAINTEXT and SSL are built (issue 25), SASL_* is refused until it is
 
 
 @pytest.mark.parametrize(
     ("overrides", "listener", "protocol"),
     [
-        ({"listeners": "SSL://127.0.0.1:29098"}, "SSL://127.0.0.1:29098", "SSL"),
         ({"listeners": "sasl_ssl://h:1"}, "SASL_SSL://h:1", "SASL_SSL"),
         ({"listeners": "PLAINTEXT://h:1,SASL_PLAINTEXT://h:2"}, "SASL_PLAINTEXT://h:2", "SASL_PLAINTEXT"),
         (
-            {"listeners": "CLIENT://h:1", "listener.security.protocol.map": "CLIENT:SSL"},
+            {"listeners": "CLIENT://h:1", "listener.security.protocol.map": "CLIENT:SASL_SSL"},
             "CLIENT://h:1",
-            "SSL",
+            "SASL_SSL",
         ),
-        (  # a map that leaves SSL out does not make an SSL listener plaintext
-            {"listeners": "SSL://h:1", "listener.security.protocol.map": "CLIENT:PLAINTEXT"},
-            "SSL://h:1",
-            "SSL",
+        (  # a map that leaves SASL_SSL out does not make a SASL_SSL listener plaintext
+            {"listeners": "SASL_SSL://h:1", "listener.security.protocol.map": "CLIENT:PLAINTEXT"},
+            "SASL_SSL://h:1",
+            "SASL_SSL",
         ),
     ],
 )  # fmt: skip
-def test_a_listener_that_is_not_plaintext_is_refused(
+def test_a_sasl_listener_is_refused_until_sasl_is_built(
     overrides: dict[str, str], listener: str, protocol: str
 ) -> None:
     with pytest.raises(ConfigError) as e:
         Listeners.from_config(load_config("broker", None, {}, overrides))
     msg = str(e.value)
     assert f"listener {listener} uses security protocol {protocol}" in msg, msg
-    assert "only PLAINTEXT listeners are" in msg and "TLS and SASL are planned" in msg, msg
+    assert "PLAINTEXT and SSL listeners are" in msg, msg
 
 
 @pytest.mark.parametrize(
-    "overrides",
+    ("overrides", "protocols"),
     [
-        {"listeners": "PLAINTEXT://h:1"},
-        {"listeners": "INTERNAL://h:1,EXTERNAL://h:2"},  # names the map does not list
-        {"listeners": "CLIENT://h:1", "listener.security.protocol.map": "CLIENT:PLAINTEXT"},
-        {"listeners": "SSL://h:1", "listener.security.protocol.map": "ssl:plaintext"},
+        ({"listeners": "PLAINTEXT://h:1"}, ["PLAINTEXT"]),
+        ({"listeners": "INTERNAL://h:1,EXTERNAL://h:2"}, ["PLAINTEXT", "PLAINTEXT"]),  # not in the map
+        ({"listeners": "CLIENT://h:1", "listener.security.protocol.map": "CLIENT:PLAINTEXT"}, ["PLAINTEXT"]),
+        ({"listeners": "SSL://h:1", "listener.security.protocol.map": "ssl:plaintext"}, ["PLAINTEXT"]),
+        ({"listeners": "SSL://h:1"}, ["SSL"]),
+        ({"listeners": "SSL://h:1", "listener.security.protocol.map": "CLIENT:PLAINTEXT"}, ["SSL"]),
+        (
+            {"listeners": "INTERNAL://h:1,EXTERNAL://h:2", "listener.security.protocol.map": "INTERNAL:SSL,EXTERNAL:PLAINTEXT"},
+            ["SSL", "PLAINTEXT"],
+        ),
     ],
-)
-def test_plaintext_listeners_named_or_mapped_are_accepted(overrides: dict[str, str]) -> None:
+)  # fmt: skip
+def test_plaintext_and_ssl_listeners_named_or_mapped_are_accepted(
+    overrides: dict[str, str], protocols: list[str]
+) -> None:
     listeners = Listeners.from_config(load_config("broker", None, {}, overrides))
     expected = [
         f"{name.upper()}://{address}"
         for name, _, address in (i.partition("://") for i in overrides["listeners"].split(","))
     ]
     assert [str(e) for e in listeners.bind] == expected
+    assert [listeners.protocol(e.name) for e in listeners.bind] == protocols
     assert listeners.inter_broker == listeners.bind[0].name
+    assert listeners.inter_broker_protocol == protocols[0]
 
 
 def test_a_malformed_protocol_map_is_refused_by_the_loader() -> None:
