@@ -146,7 +146,7 @@ class Processor:
             if tls and not task.cancelled():
                 # A failed TLS handshake (untrusted or expired client certificate, not TLS at
                 # all, too slow): the client's own problem, one line without a traceback.
-                log.info("connection %s: TLS handshake failed: %s", conn_id, exc)
+                log.info("connection %s: TLS handshake failed: %s", conn_id, _why(exc))
             else:
                 log.warning("connection %s: could not attach: %r", conn_id, exc)
             sock.close()
@@ -241,3 +241,10 @@ def _fmt_peer(peer: object) -> str:
     if isinstance(peer, tuple) and len(peer) >= 2:
         return f"{peer[0]}:{peer[1]}"
     return str(peer)
+
+
+def _why(exc: BaseException | None) -> str:
+    """An exception as one line, its type when its message is empty (a handshake timeout)."""
+    if exc is None:
+        return "cancelled"
+    return str(exc) or type(exc).__name__

@@ -199,7 +199,12 @@ class ControllerQuorum:
         """Node n's own DescribeQuorum answer (role, leader_id, leader_epoch = term, ...)."""
         try:
             return request(
-                HOST, self.ports[n], ApiKey.DESCRIBE_QUORUM, {}, timeout=timeout, ssl_context=self.tls
+                HOST,
+                self.ports[n],
+                ApiKey.DESCRIBE_QUORUM,
+                {},
+                timeout=timeout,
+                ssl_context=self.tls,
             )
         except OSError:
             return None

@@ -6,6 +6,9 @@ plaintext client) each a prompt ConnectionFailedError."""
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
+import signal
 import socket
 import time
 
@@ -150,3 +153,38 @@ def test_plaintext_on_a_tls_listener_gets_nothing(broker_factory, pki) -> None:
     with socket.create_connection(("127.0.0.1", b.port), timeout=10) as s:
         s.sendall(b"\x00\x00\x00\x10" + b"x" * 16)
         assert s.recv(4096)[:1] in (b"", b"\x15")  # closed, or a TLS alert: never a frame
+
+
+def test_sighup_reloads_the_certificate_without_a_restart(gregor_process, tmp_path) -> None:
+    """A real `gregor server` on an SSL listener; its certificate and key files are replaced
+    by ones from a new CA and the process gets SIGHUP: new connections get the new
+    certificate (trusted only through the new CA), with no restart."""
+    first = Pki(tmp_path / "first", "First CA")
+    node = first.issue("broker-1", filename="node")
+    gp = gregor_process(
+        "--override", "listeners=SSL://127.0.0.1:0",
+        "--override", f"ssl.certfile={node.cert}",
+        "--override", f"ssl.keyfile={node.key}",
+    )  # fmt: skip
+    _connect(gp.port, TlsSettings(cafile=first.ca))
+    second = Pki(tmp_path / "second", "Second CA")
+    renewed = second.issue("broker-1", filename="node")
+    shutil.copyfile(renewed.cert, node.cert)  # the same paths, new files
+    shutil.copyfile(renewed.key, node.key)
+    with pytest.raises(ConnectionFailedError, match="not trusted"):
+        _connect(gp.port, TlsSettings(cafile=second.ca))  # not reloaded yet
+    pid = gp.proc.pid
+    os.kill(pid, signal.SIGHUP)
+
+    def reloaded() -> bool:
+        try:
+            _connect(gp.port, TlsSettings(cafile=second.ca))
+        except ConnectionFailedError:
+            return False
+        return True
+
+    wait_until(reloaded, 20, "the new certificate served after SIGHUP")
+    assert gp.proc.poll() is None  # same process
+    with pytest.raises(ConnectionFailedError, match="not trusted"):
+        _connect(gp.port, TlsSettings(cafile=first.ca))
+    wait_until(lambda: "TLS certificates reloaded" in gp.stderr(), 20, "the reload logged")
