@@ -23,9 +23,9 @@ port actually bound (tests bind ephemeral ports).
 Security protocols: as in Kafka, `listener.security.protocol.map` gives each listener name its
 security protocol (by default PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL map to themselves, and
 a map that leaves one of these names out still gives it its own protocol).
-PLAINTEXT and SSL (TLS, docs/security.md) are built; SASL_PLAINTEXT and SASL_SSL stop start-up
-with a ConfigError naming the listener until SASL is, rather than serving a port that claims an
-authentication it does not do. A name the map does not list (INTERNAL, CLIENT...) is PLAINTEXT,
+All four are built (docs/security.md), except that the inter-broker listener cannot be a SASL
+one yet (brokers have no SASL credentials of their own: make it SSL with ssl.client.auth=required).
+A name the map does not list (INTERNAL, CLIENT...) is PLAINTEXT,
 where Kafka would refuse it.
 
 The map itself is parsed in client/security/protocols.py (controllers read it too, for
@@ -42,11 +42,7 @@ from typing import Any
 from client.config import setting
 from client.config.types import parse_list
 from client.errors import ConfigError
-from client.security.protocols import (
-    BUILT_PROTOCOLS,
-    protocol_of,
-    security_protocols,
-)
+from client.security.protocols import SASL_PROTOCOLS, protocol_of, security_protocols
 
 DEFAULT_NAME = "PLAINTEXT"
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -100,23 +96,17 @@ def parse_endpoints(value: Any, key: str = "listeners") -> list[Endpoint]:
     return out
 
 
-def check_security(bind: tuple[Endpoint, ...] | list[Endpoint], protocols: dict[str, str]) -> None:
-    """ConfigError for the first listener whose security protocol is not built (SASL is not
-    yet): a port that claims SASL must not serve without it."""
-    for e in bind:
-        protocol = protocol_of(e.name, protocols)
-        if protocol in BUILT_PROTOCOLS:
-            continue
-        how = (
-            f"its name is the security protocol {protocol}"
-            if e.name == protocol
-            else f"listener.security.protocol.map maps {e.name} to {protocol}"
-        )
+def check_security(listeners: Listeners) -> None:
+    """ConfigError when the inter-broker listener is a SASL one: followers would have to
+    authenticate, and brokers have no SASL credentials of their own yet."""
+    name = listeners.inter_broker
+    protocol = listeners.protocol(name)
+    if protocol in SASL_PROTOCOLS:
         raise ConfigError(
-            f"listeners: listener {e} uses security protocol {protocol} ({how}), which Gregor"
-            f" does not support yet: PLAINTEXT and SSL listeners are (SASL is planned, see"
-            f" docs/security.md). Use SSL://{e.address} or PLAINTEXT://{e.address}, or map"
-            f" {e.name} to SSL or PLAINTEXT in listener.security.protocol.map"
+            f"inter.broker.listener.name: listener {name} uses {protocol}, but brokers cannot"
+            " authenticate to each other with SASL yet: give replication a listener of its own"
+            " with SSL (and ssl.client.auth=required for mTLS) or PLAINTEXT, and name it in"
+            " inter.broker.listener.name (docs/security.md)"
         )
 
 
@@ -136,7 +126,6 @@ class Listeners:
         if not bind:
             raise ConfigError("listeners: no listener configured")
         mapped = security_protocols(setting(config, "listener_security_protocol_map", ()))
-        check_security(bind, mapped)
         protocols = {e.name: protocol_of(e.name, mapped) for e in bind}
         by_name = {e.name: e for e in bind}
         adv = parse_endpoints(setting(config, "advertised_listeners", ()), "advertised.listeners")
@@ -154,7 +143,9 @@ class Listeners:
                 f"inter.broker.listener.name: {inter} is not a listener (listeners:"
                 f" {', '.join(by_name)})"
             )
-        return cls(tuple(bind), advertised, inter, protocols)
+        out = cls(tuple(bind), advertised, inter, protocols)
+        check_security(out)
+        return out
 
     def with_bound(self, bound: Mapping[str, tuple[str, int]]) -> Listeners:
         """Port 0 (advertised or not) replaced by the port `bound[name]` the socket got."""

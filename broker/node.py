@@ -59,6 +59,8 @@ from broker.quorum_link import LocalQuorum, RemoteQuorum
 from broker.replica import ReplicaManager, ReplicaSettings
 from broker.replica.fetcher import FetcherSettings, ReplicaFetcherManager
 from broker.replica.isr import IsrProposer
+from broker.security.auth_log import AuthLog
+from broker.security.sasl import SaslSettings
 from client.config import setting
 from client.config.types import parse_list
 from client.errors import ConfigError, GregorError, InconsistentClusterIdError
@@ -135,6 +137,8 @@ class Services:
         )
         # broker.metrics.RequestMetrics while metrics.listener is set (BrokerServer), else None
         self.metrics: Any = None
+        self.sasl = SaslSettings.from_config(node.config)  # SASL listeners (docs/security.md)
+        self.auth_log = AuthLog()
 
     def advertised_for(self, listener: str) -> tuple[str, int]:
         """This broker's advertised address on `listener` (the inter-broker one if unknown)."""

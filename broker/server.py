@@ -45,7 +45,7 @@ from broker.request_channel import RequestChannel
 from client.config.types import parse_list
 from client.errors import ConfigError, InconsistentClusterIdError
 from client.fsutil import make_dirs
-from client.security.protocols import TLS_PROTOCOLS
+from client.security.protocols import SASL_PROTOCOLS, TLS_PROTOCOLS
 from client.security.tls import ReloadableContext, TlsSettings
 from controller.metrics import metrics_address
 
@@ -65,6 +65,7 @@ class ServerSettings:
     # listener name -> its server TLS context (SSL / SASL_SSL listeners; one context shared,
     # reloaded on SIGHUP)
     tls: Mapping[str, ReloadableContext] = field(default_factory=dict)
+    sasl: frozenset[str] = frozenset()  # SASL listeners' names
 
     @classmethod
     def from_config(cls, config: Any) -> ServerSettings:
@@ -86,6 +87,13 @@ class ServerSettings:
                 max_connections=int(config.max_connections),
                 queued_max_request_bytes=int(config.queued_max_request_bytes),
                 socket_request_receive_timeout_ms=int(config.socket_request_receive_timeout_ms),
+                sasl_server_max_receive_size=int(config.sasl_server_max_receive_size),
+                sasl_server_authentication_timeout_ms=int(
+                    config.sasl_server_authentication_timeout_ms
+                ),
+                connection_failed_authentication_delay_ms=int(
+                    config.connection_failed_authentication_delay_ms
+                ),
             ),
             num_io_threads=int(config.num_io_threads),
             queued_max_requests=int(config.queued_max_requests),
@@ -93,6 +101,9 @@ class ServerSettings:
             log_dirs=parse_list(config.log_dirs),
             listeners=listeners,
             tls=dict.fromkeys(tls_names, server_tls) if server_tls is not None else {},
+            sasl=frozenset(
+                e.name for e in listeners.bind if listeners.protocol(e.name) in SASL_PROTOCOLS
+            ),
         )
 
 
@@ -167,7 +178,9 @@ class BrokerServer:
         self._dispatch = dispatch
         self.node: Any = None
         self.channel = RequestChannel(self.settings.queued_max_requests)
-        self.socket_server = SocketServer(self.settings.network, self.channel, self.settings.tls)
+        self.socket_server = SocketServer(
+            self.settings.network, self.channel, self.settings.tls, self.settings.sasl
+        )
         self.io_pool: IoPool | None = None
         self.address: tuple[str, int] | None = None  # the first listener's bound address
         self.listeners: Listeners = self.settings.listeners  # ports filled in once bound

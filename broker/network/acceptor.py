@@ -69,9 +69,11 @@ class Acceptor:
         refusal_log_interval_s: float = 10.0,
         listener: str = "PLAINTEXT",
         tls: ReloadableContext | None = None,
+        sasl: bool = False,
     ) -> None:
         self.listener = listener  # its name (broker/listeners.py), given to each connection
         self.tls = tls  # TLS listener (SSL, SASL_SSL): each connection gets its current context
+        self.sasl = sasl  # SASL listener: connections authenticate first
         self.host = host
         self.port = port
         self._processors = processors
@@ -163,7 +165,11 @@ class Acceptor:
             self._next += 1
             try:
                 processor.accept(
-                    conn, peer, self.listener, None if self.tls is None else self.tls.context
+                    conn,
+                    peer,
+                    self.listener,
+                    None if self.tls is None else self.tls.context,
+                    self.sasl,
                 )
             except RuntimeError:  # its loop is closed: we are shutting down
                 conn.close()

@@ -46,6 +46,11 @@ class Processor:
         self.max_frame_bytes = settings.socket_request_max_bytes
         self.idle_ms = settings.connections_max_idle_ms
         self.receive_timeout_ms = settings.socket_request_receive_timeout_ms
+        self.sasl_max_receive_bytes = settings.sasl_server_max_receive_size
+        self.authentication_timeout_ms = settings.sasl_server_authentication_timeout_ms
+        self.failed_authentication_delay_s = (
+            settings.connection_failed_authentication_delay_ms / 1000.0
+        )
         self._on_connection_closed = on_connection_closed
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]  # set by _run
         self.draining = False
@@ -70,11 +75,13 @@ class Processor:
         peer: object,
         listener: str = "PLAINTEXT",
         tls: ssl.SSLContext | None = None,
+        sasl: bool = False,
     ) -> None:
         """Take ownership of an accepted, non-blocking socket, accepted on `listener` (its name:
         the handlers answer with the addresses advertised for it); `tls`: the TLS listener's
-        context (the handshake must finish within socket.request.receive.timeout.ms)."""
-        self.loop.call_soon_threadsafe(self._attach, sock, peer, listener, tls)
+        context (the handshake must finish within socket.request.receive.timeout.ms); `sasl`:
+        a SASL listener (the connection must authenticate first)."""
+        self.loop.call_soon_threadsafe(self._attach, sock, peer, listener, tls, sasl)
 
     def stop_processing(self) -> None:
         """Stop taking new requests (in-flight ones still get their responses written)."""
@@ -108,7 +115,8 @@ class Processor:
 
     @property
     def _sweep_interval_s(self) -> float:
-        return min(1.0, max(0.005, min(self.idle_ms, self.receive_timeout_ms) / 4000.0))
+        shortest = min(self.idle_ms, self.receive_timeout_ms, self.authentication_timeout_ms)
+        return min(1.0, max(0.005, shortest / 4000.0))
 
     def _attach(
         self,
@@ -116,6 +124,7 @@ class Processor:
         peer: object,
         listener: str = "PLAINTEXT",
         tls: ssl.SSLContext | None = None,
+        sasl: bool = False,
     ) -> None:
         if self.draining:
             sock.close()
@@ -126,11 +135,11 @@ class Processor:
         host = _peer_host(peer)
         if tls is None:
             coro = self.loop.connect_accepted_socket(
-                lambda: Connection(self, conn_id, listener, host), sock
+                lambda: Connection(self, conn_id, listener, host, sasl), sock
             )
         else:
             coro = self.loop.connect_accepted_socket(
-                lambda: Connection(self, conn_id, listener, host),
+                lambda: Connection(self, conn_id, listener, host, sasl),
                 sock,
                 ssl=tls,
                 ssl_handshake_timeout=self.receive_timeout_ms / 1000.0,
@@ -194,6 +203,14 @@ class Processor:
             if conn.idle and now - conn.last_active > idle_s:
                 conn.close(
                     f"idle for more than connections.max.idle.ms={self.idle_ms}", logging.INFO
+                )
+                continue
+            deadline = conn.authentication_deadline
+            if deadline is not None and now > deadline and not conn.authenticated:
+                conn.close(
+                    "not authenticated within sasl.server.authentication.timeout.ms="
+                    f"{self.authentication_timeout_ms}",
+                    logging.INFO,
                 )
                 continue
             started = conn.partial_since

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from types import SimpleNamespace
 from typing import Any
 
+from client.aio.connection import SaslCredentials
 from client.config import client_config
 from client.errors import ConfigError
 from client.security.tls import TlsSettings, client_context
@@ -61,6 +62,7 @@ def resolve_config(
         out["client_id"] = f"gregor-{role}-{os.getpid()}-{next(_ids)}"
     out["bootstrap_servers"] = parse_bootstrap(out["bootstrap_servers"])
     out["ssl_context"] = tls_context(out)
+    out["sasl"] = sasl_credentials(out)
     if role == "producer":
         out["acks"] = {"all": -1, "-1": -1, "0": 0, "1": 1}[str(out["acks"])]
         out["compression_type"] = out.get("compression_type") or "none"
@@ -69,17 +71,27 @@ def resolve_config(
 
 
 def tls_context(settings: Mapping[str, Any]) -> ssl.SSLContext | None:
-    """The TLS context of security.protocol SSL (None for PLAINTEXT); ConfigError for SASL
-    (not built yet) and for a PEM file that is missing or does not load."""
+    """The TLS context of security.protocol SSL or SASL_SSL (None otherwise); ConfigError for
+    a PEM file that is missing or does not load."""
     protocol = settings.get("security_protocol") or "PLAINTEXT"
-    if protocol.startswith("SASL_"):
-        raise ConfigError(
-            f"security.protocol={protocol}: SASL is not built yet; use SSL or PLAINTEXT"
-            " (docs/security.md)"
-        )
-    if protocol != "SSL":
+    if protocol not in ("SSL", "SASL_SSL"):
         return None
     return client_context(TlsSettings.from_config(SimpleNamespace(**settings)))
+
+
+def sasl_credentials(settings: Mapping[str, Any]) -> SaslCredentials | None:
+    """sasl.mechanism/username/password for security.protocol SASL_*; None otherwise.
+    ConfigError when the user name or password is missing."""
+    protocol = settings.get("security_protocol") or "PLAINTEXT"
+    if not protocol.startswith("SASL_"):
+        return None
+    username, password = settings.get("sasl_username"), settings.get("sasl_password")
+    if not username or password is None:
+        raise ConfigError(
+            f"security.protocol={protocol} needs sasl.username and sasl.password (missing:"
+            f" {', '.join(k for k, v in (('sasl.username', username), ('sasl.password', password)) if not v)})"
+        )
+    return SaslCredentials(str(settings.get("sasl_mechanism")), str(username), str(password))
 
 
 def parse_bootstrap(value: str | list | tuple) -> list[tuple[str, int]]:

@@ -19,13 +19,18 @@ import collections
 import logging
 import socket
 import ssl as ssl_module
+from dataclasses import dataclass, field
 from typing import Any
 
 from client.errors import (
     ClientClosedError,
     ConnectionFailedError,
+    ErrorCode,
     GregorTimeoutError,
+    IllegalSaslStateError,
     InvalidRequestError,
+    SaslAuthenticationFailedError,
+    UnsupportedSaslMechanismError,
     UnsupportedVersionError,
     error_for_code,
 )
@@ -38,8 +43,18 @@ from client.protocol import (
 )
 from client.protocol.fast_checks import RESPONSE_FAST_CHECKS
 from client.protocol.frame_reader import FrameReader, socket_queued_bytes
+from client.security.scram import AuthenticationFailed, ScramClient, plain_message
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SaslCredentials:
+    """What a client authenticates with on a SASL listener (security.protocol SASL_*)."""
+
+    mechanism: str
+    username: str
+    password: str = field(repr=False)
 
 
 class _Protocol(asyncio.BufferedProtocol):
@@ -98,10 +113,13 @@ class BrokerConnection:
         connect_timeout_ms: int = 10_000,
         max_frame_bytes: int = 100 * 1024 * 1024,
         ssl: ssl_module.SSLContext | None = None,
+        sasl: SaslCredentials | None = None,
     ) -> None:
-        """`ssl`: TLS with this context (security.protocol=SSL); the server's certificate must
-        name `host` unless the context's check_hostname is off."""
+        """`ssl`: TLS with this context (security.protocol=SSL or SASL_SSL); the server's
+        certificate must name `host` unless the context's check_hostname is off. `sasl`:
+        authenticate after ApiVersions (security.protocol=SASL_*)."""
         self.ssl = ssl
+        self.sasl = sasl
         self.host = host
         self.port = port
         self.node_id = node_id
@@ -199,9 +217,70 @@ class BrokerConnection:
         self.api_versions = {
             a["api_key"]: (a["min_version"], a["max_version"]) for a in body["api_keys"]
         }
+        if self.sasl is not None:
+            try:
+                await self._authenticate(self.sasl)
+            except BaseException:
+                self.close()
+                raise
         log.debug(
             "connected to %s (node %s), %d APIs", self.address, self.node_id, len(self.api_versions)
         )
+
+    async def _authenticate(self, creds: SaslCredentials) -> None:
+        """SaslHandshake, then the mechanism's SaslAuthenticate round trips. Raises
+        SaslAuthenticationFailedError (not retriable: the same credentials would fail again),
+        UnsupportedSaslMechanismError or IllegalSaslStateError naming what to change."""
+        mechanism = creds.mechanism
+        hs = await self.request(ApiKey.SASL_HANDSHAKE, {"mechanism": mechanism})
+        assert hs is not None
+        if hs["error_code"] == ErrorCode.UNSUPPORTED_SASL_MECHANISM:
+            hint = ""
+            if mechanism == "PLAIN" and self.ssl is None:
+                hint = (
+                    " (PLAIN sends the password itself: brokers offer it only over TLS,"
+                    " security.protocol=SASL_SSL)"
+                )
+            raise UnsupportedSaslMechanismError(
+                f"broker at {self.address} does not offer SASL mechanism {mechanism}; it"
+                f" offers {', '.join(hs['mechanisms']) or 'none'}{hint}"
+            )
+        if hs["error_code"] == ErrorCode.ILLEGAL_SASL_STATE:
+            raise IllegalSaslStateError(
+                f"broker at {self.address} refused SaslHandshake: its listener is not a SASL"
+                " one (check security.protocol against the broker's listener)"
+            )
+        if hs["error_code"]:
+            raise error_for_code(hs["error_code"])(f"SaslHandshake at {self.address}")
+        if mechanism == "PLAIN":
+            await self._sasl_step(creds, plain_message(creds.username, creds.password))
+            return
+        scram = ScramClient(mechanism, creds.username, creds.password)
+        server_first = await self._sasl_step(creds, scram.first())
+        try:
+            server_final = await self._sasl_step(creds, scram.final(server_first))
+            scram.verify(server_final)
+        except AuthenticationFailed as exc:
+            raise SaslAuthenticationFailedError(
+                f"broker at {self.address} failed to prove it knows {creds.username!r}'s"
+                f" credentials ({exc}): not the cluster you meant?"
+            ) from exc
+
+    async def _sasl_step(self, creds: SaslCredentials, data: bytes) -> bytes:
+        try:
+            resp = await self.request(ApiKey.SASL_AUTHENTICATE, {"auth_bytes": data})
+        except ConnectionFailedError as exc:
+            raise SaslAuthenticationFailedError(
+                f"authentication as {creds.username!r} with {creds.mechanism} at"
+                f" {self.address}: the broker closed the connection ({exc})"
+            ) from exc
+        assert resp is not None
+        if resp["error_code"]:
+            raise error_for_code(resp["error_code"])(
+                f"authentication as {creds.username!r} with {creds.mechanism} at"
+                f" {self.address} failed: {resp.get('error_message') or 'refused'}"
+            )
+        return bytes(resp["auth_bytes"])
 
     def close(self, exc: Exception | None = None) -> None:
         """Close the socket and fail every in-flight request (idempotent)."""

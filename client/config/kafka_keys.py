@@ -18,8 +18,9 @@ _TLS = (
     " ssl.endpoint.identification.algorithm (docs/security.md)"
 )
 _SASL = (
-    "SASL authentication is not built: brokers accept every client on their plaintext"
-    " listeners; leave it out (docs/operations.md, 'Not there yet')"
+    "Gregor's SASL is SCRAM-SHA-256/512 and PLAIN against credentials in the metadata log:"
+    " clients set sasl.mechanism, sasl.username and sasl.password; brokers"
+    " sasl.enabled.mechanisms (docs/security.md); no JAAS, Kerberos or OAuth"
 )
 _METRICS = (
     "Gregor has no metrics reporters or JMX: a node serves Prometheus metrics on"
@@ -104,7 +105,13 @@ KAFKA_PREFIXES: dict[str, str] = {
     "ssl.key.": _TLS,
     "ssl.keymanager.": _TLS,
     "ssl.trustmanager.": _TLS,
-    "sasl.": _SASL,
+    "sasl.jaas.": _SASL,
+    "sasl.kerberos.": _SASL,
+    "sasl.login.": _SASL,
+    "sasl.oauthbearer.": _SASL,
+    "sasl.client.": _SASL,
+    "sasl.server.callback.": _SASL,
+    "sasl.mechanism.": _SASL,
     "listener.name.": "per-listener settings are not built: every TLS listener (and the controllers') uses the node's ssl.* keys",
     "metrics.context.": _METRICS,  # (not "metrics.": metrics.listener is Gregor's own)
     "metrics.jmx.": _METRICS,

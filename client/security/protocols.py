@@ -24,7 +24,8 @@ from client.errors import ConfigError
 
 PLAINTEXT = "PLAINTEXT"
 TLS_PROTOCOLS = ("SSL", "SASL_SSL")
-BUILT_PROTOCOLS = ("PLAINTEXT", "SSL")  # SASL_* not yet: refused where configured
+SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
+BUILT_PROTOCOLS = SECURITY_PROTOCOLS
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -50,16 +51,18 @@ def protocol_of(name: str, protocols: Mapping[str, str]) -> str:
 
 def controller_protocol(config: Any) -> str:
     """The protocol of the controllers' listener (the first of controller.listener.names);
-    ConfigError when it is one not built yet."""
+    ConfigError for SASL (nodes have no SASL credentials of their own yet: use SSL with
+    ssl.client.auth=required)."""
     names = parse_list(setting(config, "controller_listener_names", ("CONTROLLER",)) or ())
     name = (names[0] if names else "CONTROLLER").upper()
     protocol = protocol_of(
         name, security_protocols(setting(config, "listener_security_protocol_map", ()))
     )
-    if protocol not in BUILT_PROTOCOLS:
+    if protocol in SASL_PROTOCOLS:
         raise ConfigError(
             f"listener.security.protocol.map: the controllers' listener {name}"
-            f" (controller.listener.names) maps to {protocol}, which Gregor does not support"
-            " yet: map it to SSL or PLAINTEXT (docs/security.md)"
+            f" (controller.listener.names) maps to {protocol}: SASL between nodes is not"
+            " built yet; map it to SSL (with ssl.client.auth=required, mTLS) or PLAINTEXT"
+            " (docs/security.md)"
         )
     return protocol

@@ -417,3 +417,8 @@ class CombinedController:
         self, resources: list[dict], validate_only: bool = False
     ) -> concurrent.futures.Future:
         return self.runner.incremental_alter_configs(resources, validate_only)
+
+    def alter_user_scram_credentials(
+        self, deletions: list[dict], upsertions: list[dict]
+    ) -> concurrent.futures.Future:
+        return self.runner.alter_user_scram_credentials(deletions, upsertions)

@@ -267,6 +267,7 @@ class ControllerProcess:
             ApiKey.DELETE_TOPICS: self._delete_topics,
             ApiKey.CREATE_PARTITIONS: self._create_partitions,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self._incremental_alter_configs,
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS: self._alter_user_scram_credentials,
             ApiKey.ELECT_LEADERS: self._elect_leaders,
         }
         handlers.update({k: v for k, v in optional.items() if k in API_SPECS})
@@ -464,6 +465,10 @@ class ControllerProcess:
             "incremental_alter_configs", b["resources"], b.get("validate_only", False)
         )
         return {"responses": results, "throttle_time_ms": 0}
+
+    async def _alter_user_scram_credentials(self, b: dict) -> dict:
+        results = await self._call("alter_user_scram_credentials", b["deletions"], b["upsertions"])
+        return {"results": results, "throttle_time_ms": 0}
 
     async def _elect_leaders(self, b: dict) -> dict:
         tps = b.get("topic_partitions")

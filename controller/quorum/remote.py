@@ -252,6 +252,9 @@ class RemoteController:
     def incremental_alter_configs(self, *a: Any, **k: Any) -> concurrent.futures.Future:
         return self.submit("incremental_alter_configs", *a, **k)
 
+    def alter_user_scram_credentials(self, *a: Any, **k: Any) -> concurrent.futures.Future:
+        return self.submit("alter_user_scram_credentials", *a, **k)
+
     def describe_quorum(self, endpoint: str | None = None) -> concurrent.futures.Future:
         return self.submit("describe_quorum")
 
@@ -398,6 +401,14 @@ def _alter_configs(resources: list[dict], validate_only: bool = False) -> tuple:
     )
 
 
+def _alter_scram(deletions: list[dict], upsertions: list[dict]) -> tuple:
+    return (
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+        {"deletions": deletions, "upsertions": upsertions},
+        lambda r: r["results"],
+    )
+
+
 _CALLS: dict[str, Any] = {
     "register_broker": _register,
     "broker_heartbeat": _heartbeat,
@@ -406,6 +417,7 @@ _CALLS: dict[str, Any] = {
     "delete_topics": _delete_topics,
     "create_partitions": _create_partitions,
     "incremental_alter_configs": _alter_configs,
+    "alter_user_scram_credentials": _alter_scram,
     "elect_leaders": _elect,
     "allocate_producer_ids": _allocate,
     "describe_quorum": lambda: (ApiKey.DESCRIBE_QUORUM, {}, _same),

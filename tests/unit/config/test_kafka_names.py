@@ -135,7 +135,7 @@ def test_every_time_unit_alias_is_documented() -> None:
         ("producer", "interceptor.classes", "wrap send()"),
         ("producer", "interceptor_classes", "wrap send()"),
         ("producer", "partitioner.class", "partition=N"),
-        ("consumer", "sasl.mechanism", "SASL authentication is not built"),
+        ("consumer", "sasl.jaas.config", "no JAAS, Kerberos or OAuth"),
         ("consumer", "ssl.truststore.location", "PEM files, not Java keystores: ssl.certfile"),
         ("admin", "ssl_keystore_password", "PEM files, not Java keystores"),
         ("consumer", "client.rack", "leader"),
@@ -170,7 +170,7 @@ def test_group_protocol_and_security_protocol_keep_gregors_values_and_refuse_the
     msg = str(e.value)
     assert "'group.protocol'" in msg and "keyword argument group_protocol" in msg, msg
     assert "KIP-848" in msg and "group.remote.assignor" in msg, msg
-    with pytest.raises(ConfigError, match="security.protocol=SASL_SSL: SASL is not built yet"):
+    with pytest.raises(ConfigError, match="SASL_SSL needs sasl.username and sasl.password"):
         resolve_config("producer", {"security.protocol": "SASL_SSL"}, {})
 
 

@@ -118,34 +118,29 @@ def test_register_broker_record_round_trips_its_endpoints() -> None:
     assert decode_record(encode_record(RegisterBroker(4, 7, "b", 1))).endpoints == ()
 
 
-# -- security protocols: PLAINTEXT and SSL are built (issue 25), SASL_* is refused until it is
+# -- security protocols: all four are built (issue 25); replication cannot use SASL yet
 
 
 @pytest.mark.parametrize(
     ("overrides", "listener", "protocol"),
     [
-        ({"listeners": "sasl_ssl://h:1"}, "SASL_SSL://h:1", "SASL_SSL"),
-        ({"listeners": "PLAINTEXT://h:1,SASL_PLAINTEXT://h:2"}, "SASL_PLAINTEXT://h:2", "SASL_PLAINTEXT"),
+        ({"listeners": "sasl_ssl://h:1"}, "SASL_SSL", "SASL_SSL"),
+        ({"listeners": "SASL_PLAINTEXT://h:2,PLAINTEXT://h:1"}, "SASL_PLAINTEXT", "SASL_PLAINTEXT"),
         (
-            {"listeners": "CLIENT://h:1", "listener.security.protocol.map": "CLIENT:SASL_SSL"},
-            "CLIENT://h:1",
-            "SASL_SSL",
-        ),
-        (  # a map that leaves SASL_SSL out does not make a SASL_SSL listener plaintext
-            {"listeners": "SASL_SSL://h:1", "listener.security.protocol.map": "CLIENT:PLAINTEXT"},
-            "SASL_SSL://h:1",
+            {"listeners": "PLAINTEXT://h:1,CLIENT://h:2", "listener.security.protocol.map": "CLIENT:SASL_SSL", "inter.broker.listener.name": "CLIENT"},
+            "CLIENT",
             "SASL_SSL",
         ),
     ],
 )  # fmt: skip
-def test_a_sasl_listener_is_refused_until_sasl_is_built(
+def test_a_sasl_inter_broker_listener_is_refused(
     overrides: dict[str, str], listener: str, protocol: str
 ) -> None:
     with pytest.raises(ConfigError) as e:
         Listeners.from_config(load_config("broker", None, {}, overrides))
     msg = str(e.value)
-    assert f"listener {listener} uses security protocol {protocol}" in msg, msg
-    assert "PLAINTEXT and SSL listeners are" in msg, msg
+    assert f"inter.broker.listener.name: listener {listener} uses {protocol}" in msg, msg
+    assert "brokers cannot authenticate to each other with SASL yet" in msg, msg
 
 
 @pytest.mark.parametrize(
@@ -161,9 +156,10 @@ def test_a_sasl_listener_is_refused_until_sasl_is_built(
             {"listeners": "INTERNAL://h:1,EXTERNAL://h:2", "listener.security.protocol.map": "INTERNAL:SSL,EXTERNAL:PLAINTEXT"},
             ["SSL", "PLAINTEXT"],
         ),
+        ({"listeners": "SSL://h:1,SASL_SSL://h:2,SASL_PLAINTEXT://h:3"}, ["SSL", "SASL_SSL", "SASL_PLAINTEXT"]),
     ],
 )  # fmt: skip
-def test_plaintext_and_ssl_listeners_named_or_mapped_are_accepted(
+def test_listeners_named_or_mapped_get_their_protocol(
     overrides: dict[str, str], protocols: list[str]
 ) -> None:
     listeners = Listeners.from_config(load_config("broker", None, {}, overrides))
