@@ -113,10 +113,9 @@ def test_mtls_refuses_a_client_certificate_that_is_not_good(
     else:
         old = pki.issue("alice", expired=True)
         settings = TlsSettings(cafile=pki.ca, certfile=old.cert, keyfile=old.key)
-    t0 = time.monotonic()
     with pytest.raises(ConnectionFailedError, match=f"cannot connect to 127.0.0.1:{b.port}"):
         _connect(b.port, settings)
-    assert time.monotonic() - t0 < 10  # refused at the handshake, not by a timeout (20 s)
+    # (a ConnectionFailedError from the handshake, not a GregorTimeoutError after 20 s)
     # and the broker keeps serving good clients
     alice = pki.issue("alice")
     _connect(b.port, TlsSettings(cafile=pki.ca, certfile=alice.cert, keyfile=alice.key))
