@@ -43,6 +43,7 @@ KEYS = [
     key("sasl.server.max.receive.size", "size", 512 * 1024, "largest frame a connection on a SASL listener may send before it has authenticated (Kafka's); bigger closes it", B, at_least(1024)),
     key("sasl.server.authentication.timeout.ms", "duration_ms", 10_000, "a connection on a SASL listener must finish authenticating within this long of being accepted, else it is closed", B, at_least(1)),
     key("connection.failed.authentication.delay.ms", "duration_ms", 100, "a failed authentication is answered (then the connection closed) only after this long, to slow password guessing (Kafka's)", B, at_least(0)),
+    key("sasl.scram.bootstrap.file", "str", None, "the first users: a file of SCRAM credentials in the form of Kafka's kafka-storage --add-scram, one per line (SCRAM-SHA-512=[name=admin,password=SECRET]); the active controller writes them (salted keys only) when the metadata log has no SCRAM credential yet, and never again; read at start-up (a bad line stops it)", BC),
     key("inter.broker.listener.name", "str", None, "the listener whose advertised address other brokers fetch from (replication); empty: the first of listeners", B),
     key("broker.rack", "str", None, "rack of this broker, for rack-aware replica placement", B),
     key("log.dirs", "list", ("./gregor-data",), "data directories for partition logs, comma-separated", B, non_empty()),

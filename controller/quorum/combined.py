@@ -250,6 +250,7 @@ class CombinedController:
             if old_image is not None:
                 self._migrate(old_image)
             self.controller.ensure_cluster_id()  # (one voter: committed at once)
+            self.controller.scram.write_bootstrap()
 
         asyncio.run_coroutine_threadsafe(setup(), self.runner.loop).result(timeout)
         if old_image is not None:

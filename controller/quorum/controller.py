@@ -44,7 +44,7 @@ from controller.quorum.config_control import ConfigurationControlManager
 from controller.quorum.log import MetadataLog
 from controller.quorum.replication import imbalanced_partitions
 from controller.quorum.replication_control import ReplicationControlManager
-from controller.quorum.scram_control import ScramControlManager
+from controller.quorum.scram_control import ScramControlManager, parse_bootstrap_file
 from controller.quorum.state import ControllerCore, ControllerSettings, ControlManager
 
 __all__ = ["ControllerSettings", "QuorumController"]
@@ -91,7 +91,8 @@ class QuorumController(ControlManager):
         self.forget_session = self.cluster.forget_session
         self.allocate_producer_ids = self.cluster.allocate_producer_ids
         self.incremental_alter_configs = self.configs.incremental_alter_configs
-        self.scram = ScramControlManager(self.core)
+        path = getattr(config, "sasl_scram_bootstrap_file", None)
+        self.scram = ScramControlManager(self.core, parse_bootstrap_file(path) if path else None)
         self.alter_user_scram_credentials = self.scram.alter_user_scram_credentials
         self.own_cluster_id = cluster_id
         self._next_rebalance_ms = self.clock() + self.settings.leader_imbalance_check_interval_ms
@@ -162,6 +163,7 @@ class QuorumController(ControlManager):
         rebalancing every leader.imbalance.check.interval.ms when enabled, for the brokers whose
         share of partitions led elsewhere is above leader.imbalance.per.broker.percentage."""
         self.ensure_cluster_id()
+        self.scram.write_bootstrap()
         self.resume()
         self.check_sessions()
         now = self.clock()

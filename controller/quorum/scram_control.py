@@ -7,18 +7,92 @@ Controller thread only.
 
 from __future__ import annotations
 
-from client.errors import ErrorCode
+import logging
+import re
+
+from client.errors import ConfigError, ErrorCode
 from client.security.scram import (
+    DEFAULT_ITERATIONS,
     MAX_ITERATIONS,
     MECHANISM_NAMES,
+    MECHANISMS,
     MIN_ITERATIONS,
     credential_from_salted,
+    new_credential,
 )
 from controller.metadata.records import RemoveUserScramCredential, UserScramCredential
-from controller.quorum.state import ControlManager
+from controller.quorum.state import ControllerCore, ControlManager
+
+_log = logging.getLogger(__name__)
+_ENTRY = re.compile(r"^(SCRAM-SHA-256|SCRAM-SHA-512)=\[(.*)\]$")
+
+
+def parse_bootstrap_file(path: str) -> list[UserScramCredential]:
+    """sasl.scram.bootstrap.file: one credential per line in the form of Kafka's
+    `kafka-storage format --add-scram`, `SCRAM-SHA-512=[name=admin,password=SECRET]` (an
+    optional `iterations=N`; a password may be "double-quoted" to hold commas); `#` comments.
+    Salted and iterated here: the records hold only salt, StoredKey and ServerKey. ConfigError
+    naming the file and line."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError as exc:
+        raise ConfigError(f"sasl.scram.bootstrap.file={path!r}: {exc.strerror or exc}") from exc
+    out: list[UserScramCredential] = []
+    for n, raw in enumerate(lines, 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        where = f"sasl.scram.bootstrap.file {path}, line {n}"
+        m = _ENTRY.match(line)
+        if m is None:
+            raise ConfigError(f"{where}: expected SCRAM-SHA-256=[name=USER,password=PASSWORD]")
+        fields: dict[str, str] = {}
+        for key, value in re.findall(r'(\w+)=("(?:[^"\\]|\\.)*"|[^,]*)', m.group(2)):
+            fields[key] = value[1:-1].replace('\\"', '"') if value.startswith('"') else value
+        if not fields.get("name") or not fields.get("password"):
+            raise ConfigError(f"{where}: name= and password= are required")
+        try:
+            iterations = int(fields.get("iterations", DEFAULT_ITERATIONS))
+            cred = new_credential(m.group(1), fields["password"], iterations)
+        except ValueError as exc:
+            raise ConfigError(f"{where}: {exc}") from exc
+        out.append(
+            UserScramCredential(
+                fields["name"],
+                MECHANISMS[m.group(1)][0],
+                cred.salt,
+                cred.stored_key,
+                cred.server_key,
+                cred.iterations,
+            )
+        )
+    return out
 
 
 class ScramControlManager(ControlManager):
+    def __init__(
+        self, core: ControllerCore, bootstrap: list[UserScramCredential] | None = None
+    ) -> None:
+        """`bootstrap`: the credentials of sasl.scram.bootstrap.file, written by the active
+        controller while the metadata log has none (`write_bootstrap`)."""
+        super().__init__(core)
+        self._bootstrap = list(bootstrap or [])
+
+    def write_bootstrap(self) -> None:
+        """On the active controller of a log without any SCRAM credential: write the
+        bootstrap credentials (once: the image holds them as soon as they are written)."""
+        if not self._bootstrap or self.image.scram_credentials or not self.core.log.is_leader():
+            return
+        self._write(list(self._bootstrap))
+        _log.info(
+            "[controller=%d] %d SCRAM credential(s) of sasl.scram.bootstrap.file written"
+            " to the metadata log (users: %s)",
+            self.settings.node_id,
+            len(self._bootstrap),
+            ", ".join(sorted({c.name for c in self._bootstrap})),
+        )
+
     def alter_user_scram_credentials(
         self, deletions: list[dict], upsertions: list[dict]
     ) -> list[dict]:

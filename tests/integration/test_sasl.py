@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import logging
 import os
+import re
 import time
 from pathlib import Path
 
@@ -241,3 +242,51 @@ def test_user_management_and_what_is_stored(sasl_broker) -> None:
         1: (32, 32, 32),
         2: (32, 64, 64),
     }
+
+
+def test_the_first_user_from_sasl_scram_bootstrap_file(broker_factory, tmp_path) -> None:
+    """The active controller writes sasl.scram.bootstrap.file's credentials into a metadata
+    log that has none, so the first admin can log in over SASL at once; once the log has
+    credentials the file is not applied again (a restart with another file changes nothing)."""
+    first = tmp_path / "first-users.txt"
+    first.write_text('# the first admin\nSCRAM-SHA-512=[name=admin,password="ad,min-pw"]\n')
+    data = tmp_path / "node"
+    keys = {
+        "listeners": "INTERNAL://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "inter.broker.listener.name": "INTERNAL",
+        "listener.security.protocol.map": "INTERNAL:PLAINTEXT",
+    }
+    b = broker_factory(data_dir=data, **keys, **{"sasl.scram.bootstrap.file": str(first)})
+    port = b.server.listeners.bind[1].port
+    cfg = {"security_protocol": "SASL_PLAINTEXT", "sasl_username": "admin"}
+    with Admin(bootstrap_servers=f"127.0.0.1:{port}", sasl_password="ad,min-pw", **cfg) as a:
+        assert list(a.list_users()) == ["admin"]
+    b.server.shutdown()
+    second = tmp_path / "second-users.txt"
+    second.write_text(
+        "SCRAM-SHA-512=[name=admin,password=other]\nSCRAM-SHA-512=[name=x,password=y]\n"
+    )
+    b = broker_factory(data_dir=data, **keys, **{"sasl.scram.bootstrap.file": str(second)})
+    port = b.server.listeners.bind[1].port
+    with Admin(bootstrap_servers=f"127.0.0.1:{port}", sasl_password="ad,min-pw", **cfg) as a:
+        assert list(a.list_users()) == ["admin"]
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("SCRAM-SHA-1=[name=a,password=b]\n", "line 1: expected SCRAM-SHA-256=[name=USER"),
+        ("\nSCRAM-SHA-256=[name=a]\n", "line 2: name= and password= are required"),
+        ("SCRAM-SHA-256=[name=a,password=b,iterations=5]\n", "expected 4096 to 16384"),
+    ],
+)
+def test_a_bad_bootstrap_file_stops_start_up(tmp_path, text, says) -> None:
+    from client.errors import ConfigError
+    from controller.quorum.scram_control import parse_bootstrap_file
+
+    path = tmp_path / "users.txt"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        parse_bootstrap_file(str(path))
+    with pytest.raises(ConfigError, match="no such file|No such file"):
+        parse_bootstrap_file(str(tmp_path / "missing.txt"))

@@ -13,7 +13,9 @@ from helpers import gregor_command
 from tls_certs import Pki
 
 
-def gregor(*args: str, stdin: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+def gregor(
+    *args: str, stdin: str | None = None, env: dict | None = None
+) -> subprocess.CompletedProcess:
     return subprocess.run(
         [*gregor_command(), *args], input=stdin, capture_output=True, text=True, timeout=60,
         env={**{k: v for k, v in os.environ.items() if not k.startswith("GREGOR_")}, **(env or {})},
@@ -38,7 +40,9 @@ def test_users_commands_over_sasl_ssl(gregor_process, tmp_path) -> None:
     internal, sasl = ports["INTERNAL"], ports["SASL_SSL"]
     pw = tmp_path / "admin.pw"
     pw.write_text("admin-secret-4242\n")
-    r = gregor("users", "create", "admin", "--password-file", str(pw), "--bootstrap-server", internal)
+    r = gregor(
+        "users", "create", "admin", "--password-file", str(pw), "--bootstrap-server", internal
+    )
     assert r.returncode == 0, r.stderr
     assert "user admin: SCRAM-SHA-512 credential set" in r.stdout
     props = tmp_path / "admin.properties"
