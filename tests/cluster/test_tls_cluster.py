@@ -93,3 +93,41 @@ def test_every_link_speaks_tls(tmp_path) -> None:
         if brokers is not None:
             brokers.close()
         q.close()
+
+
+@pytest.mark.timeout(120)
+def test_a_controller_reloads_its_certificate_on_sighup(tmp_path) -> None:
+    """`gregor controller` with an SSL listener: after its certificate files are replaced by
+    ones from a new CA and it gets SIGHUP, new connections get the new certificate."""
+    import shutil
+    import signal
+
+    from controller.quorum.network import request
+
+    first = Pki(tmp_path / "first", "First CA")
+    keys = _tls_keys(first, "controller")
+    keys["ssl.client.auth"] = "none"
+    q = ControllerQuorum(tmp_path / "quorum", 1, **keys)
+    try:
+        q.start_all()
+        port = q.ports[1]
+
+        def ask(ca: str) -> dict | None:
+            try:
+                return request(HOST, port, ApiKey.DESCRIBE_QUORUM, {}, timeout=5,
+                               ssl_context=client_context(TlsSettings(cafile=ca)))  # fmt: skip
+            except OSError:
+                return None
+
+        assert wait_until(lambda: ask(first.ca), 20, "DescribeQuorum over TLS") is not None
+        second = Pki(tmp_path / "second", "Second CA")
+        renewed = second.issue("controller", hosts=(HOST, "localhost"))
+        shutil.copyfile(renewed.cert, keys["ssl.certfile"])
+        shutil.copyfile(renewed.key, keys["ssl.keyfile"])
+        assert ask(second.ca) is None  # not reloaded yet
+        q.send_signal(1, signal.SIGHUP)
+        wait_until(lambda: ask(second.ca), 20, "the new certificate after SIGHUP")
+        assert ask(first.ca) is None
+        assert q.procs[1].proc.poll() is None  # the same process
+    finally:
+        q.close()
