@@ -187,3 +187,30 @@ def test_sighup_reloads_the_certificate_without_a_restart(gregor_process, tmp_pa
     with pytest.raises(ConnectionFailedError, match="not trusted"):
         _connect(gp.port, TlsSettings(cafile=first.ca))
     wait_until(lambda: "TLS certificates reloaded" in gp.stderr(), 20, "the reload logged")
+
+
+def test_a_silent_or_garbage_tls_handshake_is_cut_off(broker_factory, pki) -> None:
+    """A client that connects to a TLS listener and never finishes the handshake is closed
+    after socket.request.receive.timeout.ms; garbage instead of a ClientHello at once; a
+    TLS client is served meanwhile."""
+    node = pki.issue("broker-1")
+    b = broker_factory(
+        listeners="SSL://127.0.0.1:0",
+        socket_request_receive_timeout_ms=1000,
+        **{"ssl.certfile": node.cert, "ssl.keyfile": node.key},
+    )
+    silent = socket.create_connection(("127.0.0.1", b.port), timeout=30)
+    garbage = socket.create_connection(("127.0.0.1", b.port), timeout=30)
+    try:
+        garbage.sendall(b"GET / HTTP/1.1\r\n\r\n" * 100)
+        _connect(b.port, TlsSettings(cafile=pki.ca))  # the canary
+        for s in (garbage, silent):
+            try:
+                data = s.recv(4096)
+            except ConnectionResetError:
+                data = b""
+            assert data == b"" or data[:1] == b"\x15", data  # closed (or a TLS alert)
+        wait_until(lambda: b.server.socket_server.connection_count == 0, 10, "both closed")
+    finally:
+        silent.close()
+        garbage.close()
