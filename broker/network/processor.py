@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+TLS_FAILURE_LOG_INTERVAL_S = 10.0
+
 
 class Processor:
     def __init__(
@@ -60,6 +62,8 @@ class Processor:
         self._waiting_for_space = False
         self._next_id = 0
         self.direct_writes = 0  # responses written by the answering thread (approximate; metrics)
+        self.tls_handshake_failures = 0  # a statistic
+        self._tls_failure_logged_at = float("-inf")
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"network-{index}", daemon=True)
 
@@ -154,8 +158,20 @@ class Processor:
             exc = None if task.cancelled() else task.exception()
             if tls and not task.cancelled():
                 # A failed TLS handshake (untrusted or expired client certificate, not TLS at
-                # all, too slow): the client's own problem, one line without a traceback.
-                log.info("connection %s: TLS handshake failed: %s", conn_id, _why(exc))
+                # all, too slow): the client's own problem, one line without a traceback, at
+                # most one every TLS_FAILURE_LOG_INTERVAL_S with the count since the last.
+                self.tls_handshake_failures += 1
+                now = self.loop.time()
+                if now - self._tls_failure_logged_at >= TLS_FAILURE_LOG_INTERVAL_S:
+                    log.info(
+                        "connection %s: TLS handshake failed: %s (%d failed handshakes on"
+                        " this network thread so far; logged at most every %.0f s)",
+                        conn_id,
+                        _why(exc),
+                        self.tls_handshake_failures,
+                        TLS_FAILURE_LOG_INTERVAL_S,
+                    )
+                    self._tls_failure_logged_at = now
             else:
                 log.warning("connection %s: could not attach: %r", conn_id, exc)
             sock.close()
