@@ -9,11 +9,12 @@ writes only when both followers fetch. A plaintext probe of any port gets no ans
 from __future__ import annotations
 
 import socket
+import subprocess
 
 import pytest
 from broker_cluster import Brokers
 from controller_quorum import HOST, ControllerQuorum
-from helpers import wait_until
+from helpers import gregor_command, wait_until
 from tls_certs import Pki
 
 from client import Admin, Consumer, Producer, TopicPartition
@@ -89,6 +90,17 @@ def test_every_link_speaks_tls(tmp_path) -> None:
         assert sorted(got) == sorted(b"v%d" % i for i in range(30))
         for port in [*q.ports.values(), *brokers.ports.values()]:
             assert _plaintext_probe_gets_nothing(port), port
+        props = tmp_path / "admin.properties"
+        props.write_text(
+            f"security.protocol=SSL\nssl.cafile={pki.ca}\n"
+            f"ssl.certfile={admin_cert.cert}\nssl.keyfile={admin_cert.key}\n"
+        )
+        r = subprocess.run(
+            [*gregor_command(), "quorum", "describe", "--bootstrap-controller",
+             f"{HOST}:{q.ports[1]}", "--command-config", str(props)],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert r.returncode == 0 and "LeaderId:" in r.stdout, (r.stdout, r.stderr)
     finally:
         if brokers is not None:
             brokers.close()
