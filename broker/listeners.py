@@ -23,8 +23,8 @@ port actually bound (tests bind ephemeral ports).
 Security protocols: as in Kafka, `listener.security.protocol.map` gives each listener name its
 security protocol (by default PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL map to themselves, and
 a map that leaves one of these names out still gives it its own protocol).
-All four are built (docs/security.md), except that the inter-broker listener cannot be a SASL
-one yet (brokers have no SASL credentials of their own: make it SSL with ssl.client.auth=required).
+All four are built (docs/security.md); an inter-broker listener that is a SASL one needs the
+broker's own credentials (sasl.inter.broker.username / .password).
 A name the map does not list (INTERNAL, CLIENT...) is PLAINTEXT,
 where Kafka would refuse it.
 
@@ -96,16 +96,20 @@ def parse_endpoints(value: Any, key: str = "listeners") -> list[Endpoint]:
     return out
 
 
-def check_security(listeners: Listeners) -> None:
-    """ConfigError when the inter-broker listener is a SASL one: followers would have to
-    authenticate, and brokers have no SASL credentials of their own yet."""
+def check_security(listeners: Listeners, config: Any) -> None:
+    """ConfigError when the inter-broker listener is a SASL one and this broker has no SASL
+    credentials of its own to fetch with (sasl.inter.broker.username / .password)."""
     name = listeners.inter_broker
     protocol = listeners.protocol(name)
-    if protocol in SASL_PROTOCOLS:
+    if protocol in SASL_PROTOCOLS and not (
+        setting(config, "sasl_inter_broker_username", None)
+        and setting(config, "sasl_inter_broker_password", None)
+    ):
         raise ConfigError(
-            f"inter.broker.listener.name: listener {name} uses {protocol}, but brokers cannot"
-            " authenticate to each other with SASL yet: give replication a listener of its own"
-            " with SSL (and ssl.client.auth=required for mTLS) or PLAINTEXT, and name it in"
+            f"inter.broker.listener.name: listener {name} uses {protocol}, so followers must"
+            " authenticate to leaders: set sasl.inter.broker.username and"
+            " sasl.inter.broker.password (a SCRAM user, e.g. from sasl.scram.bootstrap.file),"
+            " or give replication an SSL (mTLS) or PLAINTEXT listener of its own named in"
             " inter.broker.listener.name (docs/security.md)"
         )
 
@@ -144,7 +148,7 @@ class Listeners:
                 f" {', '.join(by_name)})"
             )
         out = cls(tuple(bind), advertised, inter, protocols)
-        check_security(out)
+        check_security(out, config)
         return out
 
     def with_bound(self, bound: Mapping[str, tuple[str, int]]) -> Listeners:

@@ -65,7 +65,8 @@ from client.config import setting
 from client.config.types import parse_list
 from client.errors import ConfigError, GregorError, InconsistentClusterIdError
 from client.fsutil import lock_directories, make_dirs
-from client.security.protocols import TLS_PROTOCOLS, controller_protocol
+from client.security.protocols import SASL_PROTOCOLS, TLS_PROTOCOLS, controller_protocol
+from client.security.scram import SaslCredentials
 from client.security.tls import ReloadableContext, TlsSettings
 from controller.channel import ControllerChannel
 from controller.metadata.image import MetadataImage
@@ -227,6 +228,13 @@ class BrokerNode:
         self._controller_tls: ReloadableContext | None = None
         if self.listeners.inter_broker_protocol in TLS_PROTOCOLS:
             self._inter_broker_tls = ReloadableContext(settings, server=False)
+        self._inter_broker_sasl: SaslCredentials | None = None
+        if self.listeners.inter_broker_protocol in SASL_PROTOCOLS:  # (checked: both are set)
+            self._inter_broker_sasl = SaslCredentials(
+                str(setting(config, "sasl_mechanism_inter_broker_protocol", "SCRAM-SHA-512")),
+                str(setting(config, "sasl_inter_broker_username", "")),
+                str(setting(config, "sasl_inter_broker_password", "")),
+            )
         if not self.combined and controller_protocol(config) == "SSL":
             self._controller_tls = ReloadableContext(settings, server=False)
 
@@ -278,7 +286,9 @@ class BrokerNode:
             self.node_id,
             self.replica_manager,
             self._endpoint_of,
-            FetcherSettings.from_config(config, tls=self._inter_broker_tls),
+            FetcherSettings.from_config(
+                config, tls=self._inter_broker_tls, sasl=self._inter_broker_sasl
+            ),
         )
         self.replica_manager.applier.fetchers = self.fetchers
         self.quorum: LocalQuorum | RemoteQuorum

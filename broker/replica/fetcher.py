@@ -47,6 +47,7 @@ from client.errors import ErrorCode, StorageError
 from client.protocol import ApiKey, decode_response, encode_request
 from client.protocol.framing import FrameDecoder
 from client.protocol.schema import API_SPECS
+from client.security.scram import AuthenticationFailed, SaslCredentials, ScramClient, plain_message
 from client.security.tls import ReloadableContext
 
 _log = logging.getLogger(__name__)
@@ -68,11 +69,19 @@ class FetcherSettings:
     max_frame_bytes: int = 200 * 1024 * 1024
     # TLS to the leaders (inter.broker.listener.name is SSL): its current context per connection
     tls: ReloadableContext | None = None
+    # SASL to the leaders (inter.broker.listener.name is SASL_*): this broker's own credentials
+    sasl: SaslCredentials | None = None
 
     @classmethod
-    def from_config(cls, config: Any, tls: ReloadableContext | None = None) -> FetcherSettings:
+    def from_config(
+        cls,
+        config: Any,
+        tls: ReloadableContext | None = None,
+        sasl: SaslCredentials | None = None,
+    ) -> FetcherSettings:
         return cls(
             tls=tls,
+            sasl=sasl,
             num_fetchers=int(config.num_replica_fetchers),
             partition_max_bytes=int(config.replica_fetch_max_bytes),
             min_bytes=int(config.replica_fetch_min_bytes),
@@ -94,6 +103,7 @@ class _Connection:
         max_frame: int,
         client_id: str,
         tls: ssl.SSLContext | None = None,
+        sasl: SaslCredentials | None = None,
     ):
         self.endpoint = endpoint
         self.client_id = client_id
@@ -108,6 +118,43 @@ class _Connection:
         self.sock = sock
         self.decoder = FrameDecoder(max_frame)
         self.corr = 0
+        if sasl is not None:
+            try:
+                self._authenticate(sasl)
+            except BaseException:
+                self.close()
+                raise
+
+    def _authenticate(self, creds: SaslCredentials) -> None:
+        """SaslHandshake and SaslAuthenticate (SCRAM or PLAIN) as this broker's own user;
+        ConnectionError saying why when refused (the fetcher backs off and retries)."""
+        where = f"{self.endpoint[0]}:{self.endpoint[1]}"
+        hs = self.request(ApiKey.SASL_HANDSHAKE, {"mechanism": creds.mechanism})
+        if hs["error_code"]:
+            raise ConnectionError(
+                f"SASL handshake with {where} refused (error {hs['error_code']}); the leader"
+                f" offers {', '.join(hs['mechanisms']) or 'nothing'}"
+                " (sasl.mechanism.inter.broker.protocol)"
+            )
+
+        def step(data: bytes) -> bytes:
+            resp = self.request(ApiKey.SASL_AUTHENTICATE, {"auth_bytes": data})
+            if resp["error_code"]:
+                raise ConnectionError(
+                    f"authentication as {creds.username!r} at {where} failed:"
+                    f" {resp.get('error_message')} (sasl.inter.broker.username/password)"
+                )
+            return bytes(resp["auth_bytes"])
+
+        if creds.mechanism == "PLAIN":
+            step(plain_message(creds.username, creds.password))
+            return
+        scram = ScramClient(creds.mechanism, creds.username, creds.password)
+        final = step(scram.final(step(scram.first())))
+        try:
+            scram.verify(final)
+        except AuthenticationFailed as exc:
+            raise ConnectionError(f"{where} did not prove it knows the credentials: {exc}") from exc
 
     def request(self, api_key: int, body: dict) -> dict:
         self.corr = (self.corr + 1) & 0x7FFFFFFF
@@ -283,6 +330,7 @@ class ReplicaFetcherThread:
                 self.settings.max_frame_bytes,
                 f"replica-{self.node_id}",
                 None if tls is None else tls.context,
+                self.settings.sasl,
             )
         return self._conn
 

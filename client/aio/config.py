@@ -20,9 +20,9 @@ from collections.abc import Mapping
 from types import SimpleNamespace
 from typing import Any
 
-from client.aio.connection import SaslCredentials
 from client.config import client_config
 from client.errors import ConfigError
+from client.security.scram import SaslCredentials
 from client.security.tls import TlsSettings, client_context
 
 SERIALIZERS = {

@@ -19,7 +19,6 @@ import collections
 import logging
 import socket
 import ssl as ssl_module
-from dataclasses import dataclass, field
 from typing import Any
 
 from client.errors import (
@@ -43,18 +42,14 @@ from client.protocol import (
 )
 from client.protocol.fast_checks import RESPONSE_FAST_CHECKS
 from client.protocol.frame_reader import FrameReader, socket_queued_bytes
-from client.security.scram import AuthenticationFailed, ScramClient, plain_message
+from client.security.scram import (
+    AuthenticationFailed,
+    SaslCredentials,
+    ScramClient,
+    plain_message,
+)
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class SaslCredentials:
-    """What a client authenticates with on a SASL listener (security.protocol SASL_*)."""
-
-    mechanism: str
-    username: str
-    password: str = field(repr=False)
 
 
 class _Protocol(asyncio.BufferedProtocol):

@@ -111,7 +111,7 @@ KAFKA_PREFIXES: dict[str, str] = {
     "sasl.oauthbearer.": _SASL,
     "sasl.client.": _SASL,
     "sasl.server.callback.": _SASL,
-    "sasl.mechanism.": _SASL,
+    "sasl.mechanism.controller.": _SASL,
     "listener.name.": "per-listener settings are not built: every TLS listener (and the controllers') uses the node's ssl.* keys",
     "metrics.context.": _METRICS,  # (not "metrics.": metrics.listener is Gregor's own)
     "metrics.jmx.": _METRICS,

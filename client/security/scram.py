@@ -26,7 +26,7 @@ import hashlib
 import hmac
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 # Kafka's ScramMechanism numbers (DescribeUserScramCredentials, AlterUserScramCredentials)
 MECHANISMS: dict[str, tuple[int, str]] = {
@@ -38,6 +38,16 @@ MIN_ITERATIONS = 4096  # Kafka's bounds
 MAX_ITERATIONS = 16384
 DEFAULT_ITERATIONS = 8192
 _SECRET = secrets.token_bytes(32)  # fake salts for unknown users, per process
+
+
+@dataclass(frozen=True)
+class SaslCredentials:
+    """What a client authenticates with on a SASL listener (security.protocol SASL_*): a
+    mechanism (SCRAM-SHA-256, SCRAM-SHA-512, PLAIN), a user name and its password."""
+
+    mechanism: str
+    username: str
+    password: str = field(repr=False)
 
 
 class AuthenticationFailed(Exception):

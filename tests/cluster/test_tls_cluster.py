@@ -143,3 +143,72 @@ def test_a_controller_reloads_its_certificate_on_sighup(tmp_path) -> None:
         assert q.procs[1].proc.poll() is None  # the same process
     finally:
         q.close()
+
+
+@pytest.mark.timeout(180)
+def test_replication_over_sasl_ssl(tmp_path) -> None:
+    """Brokers whose only listener is SASL_SSL: followers authenticate to leaders as the
+    broker user (sasl.inter.broker.username, created by the controllers from
+    sasl.scram.bootstrap.file), with mTLS to the controllers. acks=all with
+    min.insync.replicas=3 succeeds only when both followers of each partition fetched over
+    SASL_SSL."""
+    pki = Pki(tmp_path / "pki")
+    users = tmp_path / "users.txt"
+    users.write_text(
+        "SCRAM-SHA-512=[name=broker,password=broker-pw]\n"
+        "SCRAM-SHA-512=[name=admin,password=admin-pw]\n"
+    )
+    q = ControllerQuorum(
+        tmp_path / "quorum", 3, **_tls_keys(pki, "controller"),
+        **{"sasl.scram.bootstrap.file": str(users)},
+    )  # fmt: skip
+    admin_cert = pki.issue("admin")
+    q.tls = client_context(
+        TlsSettings(cafile=pki.ca, certfile=admin_cert.cert, keyfile=admin_cert.key)
+    )
+    brokers: Brokers | None = None
+    try:
+        q.start_all()
+        q.wait_leader(30, "a controller leader")
+        d = tmp_path / "brokers"
+        d.mkdir()
+        brokers = Brokers(d, q.voters, [4, 5, 6], {"broker.session.timeout.ms": 3000})
+        for n, path in brokers.configs.items():
+            text = path.read_text().replace("listeners: PLAINTEXT://", "listeners: SASL_SSL://")
+            keys = _tls_keys(pki, f"broker-{n}")
+            keys["listener.security.protocol.map"] = "CONTROLLER:SSL"
+            keys["ssl.client.auth"] = "none"  # (SASL authenticates the clients here)
+            keys["sasl.inter.broker.username"] = "broker"
+            keys["sasl.inter.broker.password"] = "broker-pw"
+            path.write_text(text + "".join(f"{k}: {v}\n" for k, v in keys.items()))
+        for n in (4, 5, 6):
+            brokers.start(n)
+        tls = {
+            "security_protocol": "SASL_SSL",
+            "ssl_cafile": pki.ca,
+            "sasl_username": "admin",
+            "sasl_password": "admin-pw",
+        }
+        bootstrap = brokers.bootstrap_all()
+        with Admin(bootstrap_servers=bootstrap, **tls) as admin:
+            wait_until(lambda: len(admin.describe_cluster().brokers) == 3, 30, "3 brokers")
+            admin.create_topic(
+                "t", partitions=3, replication_factor=3, config={"min.insync.replicas": "3"}
+            )
+        with Producer(bootstrap_servers=bootstrap, acks="all", linger_ms=0, **tls) as p:
+            for f in [p.send("t", b"v%d" % i, partition=i % 3) for i in range(30)]:
+                f.result(60)  # only when both followers of each partition fetched
+        with Consumer(bootstrap_servers=bootstrap, **tls) as c:
+            tps = [TopicPartition("t", i) for i in range(3)]
+            c.assign(tps)
+            for tp in tps:
+                c.seek(tp, 0)
+            got: list[bytes] = []
+            wait_until(
+                lambda: got.extend(r.value for r in c.poll(1.0)) or len(got) >= 30, 30, "30 records"
+            )
+        assert sorted(got) == sorted(b"v%d" % i for i in range(30))
+    finally:
+        if brokers is not None:
+            brokers.close()
+        q.close()

@@ -1,6 +1,6 @@
 """A listener that claims a security protocol Gregor does not speak stops start-up (issue 22,
-item 1): `listeners: SASL_SSL://...` alone exits 2: it would be the inter-broker listener, and
-brokers cannot authenticate to each other with SASL yet. An SSL listener is built (issue 25) but needs its certificate: without
+item 1): `listeners: SASL_SSL://...` alone exits 2 without the broker's own SASL credentials: it
+is the inter-broker listener, and followers must authenticate to leaders. An SSL listener is built (issue 25) but needs its certificate: without
 ssl.certfile it exits 2 naming the key. A named listener mapped to PLAINTEXT still serves."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def _server(tmp_path, *overrides: str) -> subprocess.CompletedProcess:
         (
             ("listeners=SASL_SSL://127.0.0.1:29098",),
             ["inter.broker.listener.name: listener SASL_SSL uses SASL_SSL",
-             "brokers cannot authenticate to each other with SASL yet"],
+             "set sasl.inter.broker.username and sasl.inter.broker.password"],
         ),
         (
             ("listeners=SSL://127.0.0.1:29098",),

@@ -118,7 +118,7 @@ def test_register_broker_record_round_trips_its_endpoints() -> None:
     assert decode_record(encode_record(RegisterBroker(4, 7, "b", 1))).endpoints == ()
 
 
-# -- security protocols: all four are built (issue 25); replication cannot use SASL yet
+# -- security protocols: all four are built (issue 25); SASL replication needs credentials
 
 
 @pytest.mark.parametrize(
@@ -133,14 +133,17 @@ def test_register_broker_record_round_trips_its_endpoints() -> None:
         ),
     ],
 )  # fmt: skip
-def test_a_sasl_inter_broker_listener_is_refused(
+def test_a_sasl_inter_broker_listener_needs_the_brokers_credentials(
     overrides: dict[str, str], listener: str, protocol: str
 ) -> None:
     with pytest.raises(ConfigError) as e:
         Listeners.from_config(load_config("broker", None, {}, overrides))
     msg = str(e.value)
     assert f"inter.broker.listener.name: listener {listener} uses {protocol}" in msg, msg
-    assert "brokers cannot authenticate to each other with SASL yet" in msg, msg
+    assert "set sasl.inter.broker.username and sasl.inter.broker.password" in msg, msg
+    with_creds = {**overrides, "sasl.inter.broker.username": "b", "sasl.inter.broker.password": "p"}
+    listeners = Listeners.from_config(load_config("broker", None, {}, with_creds))
+    assert listeners.inter_broker_protocol == protocol
 
 
 @pytest.mark.parametrize(
