@@ -60,14 +60,12 @@ from broker.replica import ReplicaManager, ReplicaSettings
 from broker.replica.fetcher import FetcherSettings, ReplicaFetcherManager
 from broker.replica.isr import IsrProposer
 from broker.security.auth_log import AuthLog
+from broker.security.links import OutgoingSecurity
 from broker.security.sasl import SaslSettings
 from client.config import setting
 from client.config.types import parse_list
 from client.errors import ConfigError, GregorError, InconsistentClusterIdError
 from client.fsutil import lock_directories, make_dirs
-from client.security.protocols import SASL_PROTOCOLS, TLS_PROTOCOLS, controller_protocol
-from client.security.scram import SaslCredentials
-from client.security.tls import ReloadableContext, TlsSettings
 from controller.channel import ControllerChannel
 from controller.metadata.image import MetadataImage
 from controller.metadata.records import RESOURCE_TOPIC
@@ -219,41 +217,13 @@ class BrokerNode:
             self._release_locks()
             raise
 
-    def _client_tls(self, config: Any) -> None:
-        """The client TLS contexts of the links this broker opens: to leaders (when
-        inter.broker.listener.name is SSL) and to the controllers (controller.listener.names
-        mapped to SSL; not in a combined process, whose controller is in-process)."""
-        settings = TlsSettings.from_config(config)
-        self._inter_broker_tls: ReloadableContext | None = None
-        self._controller_tls: ReloadableContext | None = None
-        if self.listeners.inter_broker_protocol in TLS_PROTOCOLS:
-            self._inter_broker_tls = ReloadableContext(settings, server=False)
-        self._inter_broker_sasl: SaslCredentials | None = None
-        if self.listeners.inter_broker_protocol in SASL_PROTOCOLS:  # (checked: both are set)
-            self._inter_broker_sasl = SaslCredentials(
-                str(setting(config, "sasl_mechanism_inter_broker_protocol", "SCRAM-SHA-512")),
-                str(setting(config, "sasl_inter_broker_username", "")),
-                str(setting(config, "sasl_inter_broker_password", "")),
-            )
-        if not self.combined and controller_protocol(config) == "SSL":
-            self._controller_tls = ReloadableContext(settings, server=False)
-
     def reload_tls(self) -> bool:
-        """Re-read the client TLS files (SIGHUP, via BrokerServer; any thread). A failure
-        keeps the previous context, is logged and returns False."""
-        ok = True
-        for ctx in (self._inter_broker_tls, self._controller_tls):
-            if ctx is None:
-                continue
-            try:
-                ctx.reload()
-            except ConfigError as exc:
-                _log.error("TLS reload failed, keeping the previous certificates: %s", exc)
-                ok = False
-        return ok
+        """Re-read the client TLS files of the links this broker opens (SIGHUP, via
+        BrokerServer; any thread); False when one failed (the previous one is kept)."""
+        return self.outgoing.reload()
 
     def _build(self, config: Any) -> None:
-        self._client_tls(config)
+        self.outgoing = OutgoingSecurity(config, self.listeners, self.combined)
         # this node's own cluster id: cluster.id, or <log.dirs[0]>/cluster.id (None: new node)
         self.own_cluster_id = LocalClusterId(self.log_dirs[0], setting(config, "cluster_id", None))
         self.log_config = log_config_from(config)
@@ -287,7 +257,7 @@ class BrokerNode:
             self.replica_manager,
             self._endpoint_of,
             FetcherSettings.from_config(
-                config, tls=self._inter_broker_tls, sasl=self._inter_broker_sasl
+                config, tls=self.outgoing.inter_broker_tls, sasl=self.outgoing.inter_broker_sasl
             ),
         )
         self.replica_manager.applier.fetchers = self.fetchers
@@ -308,7 +278,7 @@ class BrokerNode:
                 str(config.controller_quorum_voters),
                 int(setting(config, "request_timeout_ms", 30_000)),
                 cluster_id=self.own_cluster_id.value,
-                tls=self._controller_tls,
+                tls=self.outgoing.controller_tls,
             )
         self.controller: ControllerChannel = self.quorum.channel
         # Set by the owner (BrokerServer.fail): called once with the reason of a fatal error.

@@ -13,6 +13,7 @@ PLAIN is offered on a listener without TLS only with sasl.plain.allow.without.tl
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from broker.handlers.base import RequestContext, handler
@@ -24,7 +25,10 @@ from client.security.scram import AuthenticationFailed
 log = logging.getLogger(__name__)
 
 
-def _credentials_of(services: Any):  # type: ignore[no-untyped-def]
+def _credentials_of(services: Any) -> Callable[[str], Any]:
+    """user -> {mechanism number: UserScramCredential} from the latest image, read at each
+    step (a credential changed mid-exchange is seen by the next step)."""
+
     def of(user: str) -> Any:
         return services.metadata.scram_credentials.get(user, {})
 

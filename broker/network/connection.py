@@ -32,7 +32,16 @@ whatever the non-blocking send left over, in order, then unmutes). The write goe
 dup of the socket's fd, closed in connection_lost under `_direct_lock`, so it can never reach
 another connection that reused the fd number.
 
-Threads: everything runs on the owning loop except `complete_threadsafe` (any thread).
+TLS (an SSL or SASL_SSL listener): the handshake is done before `connection_made`; the
+principal is the client certificate's subject when one was checked. Direct writes are off (the
+TLS state belongs to the loop) and the kernel's queued-bytes hint is not used (it counts
+ciphertext). SASL (a SASL_* listener): until a SASL handler calls `mark_authenticated`, only
+PRE_AUTH_APIS are taken (anything else closes the connection), frames are limited to
+sasl.server.max.receive.size and the processor closes the connection at its authentication
+deadline; a failed authentication is answered late, then closed (`complete_then_close_threadsafe`).
+
+Threads: everything runs on the owning loop except `complete_threadsafe`,
+`complete_then_close_threadsafe` and `mark_authenticated` (any thread).
 """
 
 from __future__ import annotations

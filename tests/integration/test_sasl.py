@@ -296,12 +296,12 @@ def test_the_follower_connection_authenticates_or_says_why(sasl_broker) -> None:
     """The replica fetcher's blocking connection (broker/replica/fetcher.py) on a SASL
     listener: the broker's own credentials get it in, a wrong password gets a ConnectionError
     naming the user and the keys to fix (the fetcher backs off and retries)."""
-    from broker.replica.fetcher import _Connection
+    from broker.replica.leader_connection import LeaderConnection
     from client.security.scram import SaslCredentials
 
     endpoint = ("127.0.0.1", sasl_broker.ports["SASL_PLAINTEXT"])
     good = SaslCredentials("SCRAM-SHA-512", "alice", "alice-secret-8731")
-    conn = _Connection(endpoint, 10, 1 << 20, "replica-9", None, good)
+    conn = LeaderConnection(endpoint, 10, 1 << 20, "replica-9", None, good)
     try:
         assert conn.request(ApiKey.METADATA, {"topics": []})["brokers"]
     finally:
@@ -310,4 +310,4 @@ def test_the_follower_connection_authenticates_or_says_why(sasl_broker) -> None:
     with pytest.raises(
         ConnectionError, match="authentication as 'alice' at .* failed.*sasl.inter.broker"
     ):
-        _Connection(endpoint, 10, 1 << 20, "replica-9", None, bad)
+        LeaderConnection(endpoint, 10, 1 << 20, "replica-9", None, bad)
