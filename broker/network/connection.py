@@ -63,12 +63,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DIRECT_WRITE_MAX = 256 * 1024
+DIRECT_WRITE_MAX = 256 * 1024  # larger responses (fetches) are written by the network thread
 # what a connection on a SASL listener may ask before it authenticated: ApiVersions,
 # SaslHandshake, SaslAuthenticate (numbers: the network layer knows no API names)
-PRE_AUTH_APIS = frozenset(
-    (17, 18, 36)
-)  # larger responses (fetches) are written by the network thread
+PRE_AUTH_APIS = frozenset((17, 18, 36))
 
 
 class Connection(asyncio.BufferedProtocol):
