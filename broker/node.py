@@ -134,7 +134,7 @@ class Services:
         self.producer_ids = ProducerIdManager(
             node.controller, node.node_id, lambda: node.lifecycle.broker_epoch
         )
-        # broker.metrics.RequestMetrics while metrics.listener is set (BrokerServer), else None
+        # broker.request_metrics.ErrorCounter while metrics.listener is set (BrokerServer), else None
         self.metrics: Any = None
         self.sasl = SaslSettings.from_config(node.config)  # SASL listeners (docs/security.md)
         self.auth_log = AuthLog()
