@@ -148,9 +148,9 @@ class RequestContext:
         frame = encode_response(self.correlation_id, body)
         self._claim("respond_then_close")
         self.request.complete_then_close(frame, reason, delay_s)
-        metrics = getattr(self.services, "metrics", None)
-        if metrics is not None:
-            metrics.record(self.api_key, body.get("error_code", 0), self.request.received_ns)
+        errors = getattr(self.services, "metrics", None)
+        if errors is not None:  # error codes by API (broker/request_metrics.py ErrorCounter)
+            errors.count(self.api_key, body)
 
     def no_response(self) -> None:
         """Write nothing and unmute the connection (acks=0 produce). Once."""

@@ -311,3 +311,40 @@ def test_the_follower_connection_authenticates_or_says_why(sasl_broker) -> None:
         ConnectionError, match="authentication as 'alice' at .* failed.*sasl.inter.broker"
     ):
         LeaderConnection(endpoint, 10, 1 << 20, "replica-9", None, bad)
+
+
+def test_failed_logins_are_counted_in_the_metrics(broker_factory) -> None:
+    """With metrics.listener on, a refused SaslAuthenticate shows in gregor_request_errors
+    (SASL_AUTHENTICATION_FAILED) like any error answer."""
+    import urllib.request
+
+    b = broker_factory(
+        listeners="INTERNAL://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        inter_broker_listener_name="INTERNAL",
+        **{
+            "listener.security.protocol.map": "INTERNAL:PLAINTEXT",
+            "metrics.listener": "http://127.0.0.1:0",
+            "connection.failed.authentication.delay.ms": 0,
+        },
+    )
+    port = b.server.listeners.bind[1].port
+    with pytest.raises(SaslAuthenticationFailedError):
+        with Admin(
+            bootstrap_servers=f"127.0.0.1:{port}",
+            security_protocol="SASL_PLAINTEXT",
+            sasl_username="nobody",
+            sasl_password="x",
+        ) as admin:
+            admin.describe_cluster()
+    host, mport = b.server.metrics_address
+
+    def counted() -> bool:
+        text = urllib.request.urlopen(f"http://{host}:{mport}/metrics", timeout=10).read().decode()
+        return any(
+            line.startswith("gregor_request_errors_total{")
+            and 'error="SASL_AUTHENTICATION_FAILED"' in line
+            and line.rstrip().endswith(" 1.0")
+            for line in text.splitlines()
+        )
+
+    wait_until(counted, 10, "the failed login counted")
