@@ -23,26 +23,28 @@ port actually bound (tests bind ephemeral ports).
 Security protocols: as in Kafka, `listener.security.protocol.map` gives each listener name its
 security protocol (by default PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL map to themselves, and
 a map that leaves one of these names out still gives it its own protocol).
-Only PLAINTEXT is built, so a listener whose protocol is anything else stops start-up with a
-ConfigError naming it, rather than serving plain text on a port that claims TLS. A name the map
-does not list (INTERNAL, CLIENT...) is PLAINTEXT, where Kafka would refuse it.
+All four are built (docs/security.md); an inter-broker listener that is a SASL one needs the
+broker's own credentials (sasl.inter.broker.username / .password).
+A name the map does not list (INTERNAL, CLIENT...) is PLAINTEXT,
+where Kafka would refuse it.
 
-Pure parsing, no sockets: any thread.
+The map itself is parsed in client/security/protocols.py (controllers read it too, for
+controller.listener.names). Pure parsing, no sockets: any thread.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from client.config import setting
-from client.config.types import SECURITY_PROTOCOLS, parse_list
+from client.config.types import parse_list
 from client.errors import ConfigError
+from client.security.protocols import SASL_PROTOCOLS, protocol_of, security_protocols
 
 DEFAULT_NAME = "PLAINTEXT"
-SUPPORTED_PROTOCOLS = ("PLAINTEXT",)
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -94,36 +96,21 @@ def parse_endpoints(value: Any, key: str = "listeners") -> list[Endpoint]:
     return out
 
 
-def security_protocols(value: Any) -> dict[str, str]:
-    """`listener.security.protocol.map` (`NAME:PROTOCOL,...`) -> {NAME: PROTOCOL}, upper-cased."""
-    out: dict[str, str] = {}
-    for item in _items(value):
-        name, sep, protocol = item.partition(":")
-        if not sep or not _NAME.match(name) or not protocol:
-            raise ConfigError(
-                f"listener.security.protocol.map: expected NAME:PROTOCOL, got {item!r}"
-            )
-        out[name.upper()] = protocol.strip().upper()
-    return out
-
-
-def check_security(bind: tuple[Endpoint, ...] | list[Endpoint], protocols: dict[str, str]) -> None:
-    """ConfigError for the first listener whose security protocol is not built (only PLAINTEXT
-    is): a port that claims TLS or SASL must not serve plain text."""
-    for e in bind:
-        protocol = protocols.get(e.name, e.name if e.name in SECURITY_PROTOCOLS else DEFAULT_NAME)
-        if protocol in SUPPORTED_PROTOCOLS:
-            continue
-        how = (
-            f"its name is the security protocol {protocol}"
-            if e.name == protocol
-            else f"listener.security.protocol.map maps {e.name} to {protocol}"
-        )
+def check_security(listeners: Listeners, config: Any) -> None:
+    """ConfigError when the inter-broker listener is a SASL one and this broker has no SASL
+    credentials of its own to fetch with (sasl.inter.broker.username / .password)."""
+    name = listeners.inter_broker
+    protocol = listeners.protocol(name)
+    if protocol in SASL_PROTOCOLS and not (
+        setting(config, "sasl_inter_broker_username", None)
+        and setting(config, "sasl_inter_broker_password", None)
+    ):
         raise ConfigError(
-            f"listeners: listener {e} uses security protocol {protocol} ({how}), which Gregor"
-            f" does not support: only PLAINTEXT listeners are (TLS and SASL are planned, see"
-            f' docs/operations.md "Not there yet"). Use PLAINTEXT://{e.address}, or map'
-            f" {e.name} to PLAINTEXT in listener.security.protocol.map"
+            f"inter.broker.listener.name: listener {name} uses {protocol}, so followers must"
+            " authenticate to leaders: set sasl.inter.broker.username and"
+            " sasl.inter.broker.password (a SCRAM user, e.g. from sasl.scram.bootstrap.file),"
+            " or give replication an SSL (mTLS) or PLAINTEXT listener of its own named in"
+            " inter.broker.listener.name (docs/security.md)"
         )
 
 
@@ -135,15 +122,15 @@ class Listeners:
     bind: tuple[Endpoint, ...]
     advertised: tuple[Endpoint, ...]
     inter_broker: str
+    protocols: Mapping[str, str] = field(default_factory=dict)  # every bound name -> protocol
 
     @classmethod
     def from_config(cls, config: Any) -> Listeners:
         bind = parse_endpoints(setting(config, "listeners", ()), "listeners")
         if not bind:
             raise ConfigError("listeners: no listener configured")
-        check_security(
-            bind, security_protocols(setting(config, "listener_security_protocol_map", ()))
-        )
+        mapped = security_protocols(setting(config, "listener_security_protocol_map", ()))
+        protocols = {e.name: protocol_of(e.name, mapped) for e in bind}
         by_name = {e.name: e for e in bind}
         adv = parse_endpoints(setting(config, "advertised_listeners", ()), "advertised.listeners")
         for e in adv:
@@ -160,7 +147,9 @@ class Listeners:
                 f"inter.broker.listener.name: {inter} is not a listener (listeners:"
                 f" {', '.join(by_name)})"
             )
-        return cls(tuple(bind), advertised, inter)
+        out = cls(tuple(bind), advertised, inter, protocols)
+        check_security(out, config)
+        return out
 
     def with_bound(self, bound: Mapping[str, tuple[str, int]]) -> Listeners:
         """Port 0 (advertised or not) replaced by the port `bound[name]` the socket got."""
@@ -173,7 +162,16 @@ class Listeners:
             tuple(Endpoint(e.name, *bound[e.name]) if e.name in bound else e for e in self.bind),
             tuple(fix(e) for e in self.advertised),
             self.inter_broker,
+            self.protocols,
         )
+
+    def protocol(self, name: str) -> str:
+        """The security protocol of listener `name`."""
+        return self.protocols.get(name, DEFAULT_NAME)
+
+    @property
+    def inter_broker_protocol(self) -> str:
+        return self.protocol(self.inter_broker)
 
     def advertised_for(self, name: str) -> Endpoint | None:
         for e in self.advertised:
@@ -195,6 +193,7 @@ class Listeners:
         """One line per listener, for the start-up output: bound and advertised address."""
         return [
             f"listener {b.name}: bound {b.address}, advertised {a.address}"
+            + ("" if self.protocol(b.name) == DEFAULT_NAME else f" ({self.protocol(b.name)})")
             + (" (inter-broker)" if b.name == self.inter_broker else "")
             for b, a in zip(self.bind, self.advertised, strict=True)
         ]

@@ -59,6 +59,9 @@ from broker.quorum_link import LocalQuorum, RemoteQuorum
 from broker.replica import ReplicaManager, ReplicaSettings
 from broker.replica.fetcher import FetcherSettings, ReplicaFetcherManager
 from broker.replica.isr import IsrProposer
+from broker.security.auth_log import AuthLog
+from broker.security.links import OutgoingSecurity
+from broker.security.sasl import SaslSettings
 from client.config import setting
 from client.config.types import parse_list
 from client.errors import ConfigError, GregorError, InconsistentClusterIdError
@@ -133,6 +136,8 @@ class Services:
         )
         # broker.request_metrics.ErrorCounter while metrics.listener is set (BrokerServer), else None
         self.metrics: Any = None
+        self.sasl = SaslSettings.from_config(node.config)  # SASL listeners (docs/security.md)
+        self.auth_log = AuthLog()
 
     def advertised_for(self, listener: str) -> tuple[str, int]:
         """This broker's advertised address on `listener` (the inter-broker one if unknown)."""
@@ -212,7 +217,13 @@ class BrokerNode:
             self._release_locks()
             raise
 
+    def reload_tls(self) -> bool:
+        """Re-read the client TLS files of the links this broker opens (SIGHUP, via
+        BrokerServer; any thread); False when one failed (the previous one is kept)."""
+        return self.outgoing.reload()
+
     def _build(self, config: Any) -> None:
+        self.outgoing = OutgoingSecurity(config, self.listeners, self.combined)
         # this node's own cluster id: cluster.id, or <log.dirs[0]>/cluster.id (None: new node)
         self.own_cluster_id = LocalClusterId(self.log_dirs[0], setting(config, "cluster_id", None))
         self.log_config = log_config_from(config)
@@ -245,7 +256,9 @@ class BrokerNode:
             self.node_id,
             self.replica_manager,
             self._endpoint_of,
-            FetcherSettings.from_config(config),
+            FetcherSettings.from_config(
+                config, tls=self.outgoing.inter_broker_tls, sasl=self.outgoing.inter_broker_sasl
+            ),
         )
         self.replica_manager.applier.fetchers = self.fetchers
         self.quorum: LocalQuorum | RemoteQuorum
@@ -265,6 +278,7 @@ class BrokerNode:
                 str(config.controller_quorum_voters),
                 int(setting(config, "request_timeout_ms", 30_000)),
                 cluster_id=self.own_cluster_id.value,
+                tls=self.outgoing.controller_tls,
             )
         self.controller: ControllerChannel = self.quorum.channel
         # Set by the owner (BrokerServer.fail): called once with the reason of a fatal error.

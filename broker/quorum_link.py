@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from client.security.tls import ReloadableContext
 from controller.channel import ControllerChannel
 from controller.quorum.combined import CombinedController
 from controller.quorum.loader import MetadataLoader
@@ -62,19 +63,26 @@ class LocalQuorum:
 
 class RemoteQuorum:
     def __init__(
-        self, node_id: int, voters: str, request_timeout_ms: int, cluster_id: str | None = None
+        self,
+        node_id: int,
+        voters: str,
+        request_timeout_ms: int,
+        cluster_id: str | None = None,
+        tls: ReloadableContext | None = None,
     ) -> None:
-        """`cluster_id`: the broker's own id, claimed in BrokerRegistration (None: none yet)."""
+        """`cluster_id`: the broker's own id, claimed in BrokerRegistration (None: none yet);
+        `tls`: the controllers' listener is SSL (the client context to reach them)."""
         self.node_id = node_id
         self.remote = RemoteController(
             voters,
             request_timeout_ms=request_timeout_ms,
             client_id=f"gregor-broker-{node_id}",
             cluster_id=cluster_id,
+            tls=tls,
         )
         self.channel: ControllerChannel = self.remote
         self.log = RemoteMetadataLog(
-            voters, replica_id=node_id, client_id=f"gregor-broker-{node_id}"
+            voters, replica_id=node_id, client_id=f"gregor-broker-{node_id}", tls=tls
         )
         self.loader = MetadataLoader(self.log)
 

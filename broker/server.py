@@ -16,7 +16,8 @@ taking new requests; wait
 (up to `timeout`) for every in-flight request to be answered, including delayed operations
 still in a purgatory; stop the I/O pool; `node.shutdown()` (flush, clean-shutdown marker);
 close the connections (written responses are flushed first) and stop the network threads.
-`serve_forever()` does start-less waiting: SIGTERM/SIGINT → graceful shutdown.
+`serve_forever()` does start-less waiting: SIGTERM/SIGINT → graceful shutdown; SIGHUP →
+`reload_tls()` (certificates, keys and CAs re-read for new connections).
 
 Fatal errors: `fail(reason)` (any thread; the node's `on_fatal` — e.g. the one-voter
 controller's Raft storage failed) logs CRITICAL, sets `exit_code` = 1 and `fatal_reason`, and
@@ -32,7 +33,8 @@ import logging
 import signal
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -41,8 +43,10 @@ from broker.listeners import Listeners, parse_endpoints
 from broker.network.socket_server import NetworkSettings, SocketServer
 from broker.request_channel import RequestChannel
 from client.config.types import parse_list
-from client.errors import InconsistentClusterIdError
+from client.errors import ConfigError, InconsistentClusterIdError
 from client.fsutil import make_dirs
+from client.security.protocols import SASL_PROTOCOLS, TLS_PROTOCOLS
+from client.security.tls import ReloadableContext, TlsSettings
 from controller.metrics import metrics_address
 
 log = logging.getLogger(__name__)
@@ -58,11 +62,19 @@ class ServerSettings:
     node_id: int
     log_dirs: tuple[str, ...]
     listeners: Listeners
+    # listener name -> its server TLS context (SSL / SASL_SSL listeners; one context shared,
+    # reloaded on SIGHUP)
+    tls: Mapping[str, ReloadableContext] = field(default_factory=dict)
+    sasl: frozenset[str] = frozenset()  # SASL listeners' names
 
     @classmethod
     def from_config(cls, config: Any) -> ServerSettings:
         listeners = Listeners.from_config(config)  # ConfigError: bad names, unknown advertised
         first, *rest = listeners.bind
+        tls_names = [e.name for e in listeners.bind if listeners.protocol(e.name) in TLS_PROTOCOLS]
+        server_tls = (
+            ReloadableContext(TlsSettings.from_config(config), server=True) if tls_names else None
+        )
         return cls(
             network=NetworkSettings(
                 host=first.host,
@@ -75,12 +87,23 @@ class ServerSettings:
                 max_connections=int(config.max_connections),
                 queued_max_request_bytes=int(config.queued_max_request_bytes),
                 socket_request_receive_timeout_ms=int(config.socket_request_receive_timeout_ms),
+                sasl_server_max_receive_size=int(config.sasl_server_max_receive_size),
+                sasl_server_authentication_timeout_ms=int(
+                    config.sasl_server_authentication_timeout_ms
+                ),
+                connection_failed_authentication_delay_ms=int(
+                    config.connection_failed_authentication_delay_ms
+                ),
             ),
             num_io_threads=int(config.num_io_threads),
             queued_max_requests=int(config.queued_max_requests),
             node_id=int(config.node_id),
             log_dirs=parse_list(config.log_dirs),
             listeners=listeners,
+            tls=dict.fromkeys(tls_names, server_tls) if server_tls is not None else {},
+            sasl=frozenset(
+                e.name for e in listeners.bind if listeners.protocol(e.name) in SASL_PROTOCOLS
+            ),
         )
 
 
@@ -155,7 +178,9 @@ class BrokerServer:
         self._dispatch = dispatch
         self.node: Any = None
         self.channel = RequestChannel(self.settings.queued_max_requests)
-        self.socket_server = SocketServer(self.settings.network, self.channel)
+        self.socket_server = SocketServer(
+            self.settings.network, self.channel, self.settings.tls, self.settings.sasl
+        )
         self.io_pool: IoPool | None = None
         self.address: tuple[str, int] | None = None  # the first listener's bound address
         self.listeners: Listeners = self.settings.listeners  # ports filled in once bound
@@ -279,6 +304,7 @@ class BrokerServer:
         previous = {}
         for sig in (signal.SIGTERM, signal.SIGINT):
             previous[sig] = signal.signal(sig, self._on_signal)
+        previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, self._on_sighup)
         try:
             while not self._shutdown_requested.wait(1.0):
                 pass
@@ -286,6 +312,28 @@ class BrokerServer:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         self.shutdown()
+
+    def _on_sighup(self, signum: int, frame: Any) -> None:
+        self.reload_tls()
+
+    def reload_tls(self) -> bool:
+        """Re-read every TLS certificate, key and CA file (SIGHUP; any thread): new
+        connections, inbound and outbound, use them; live ones keep theirs. A file that fails
+        to load keeps the previous context and is logged. True when everything reloaded."""
+        contexts = {id(c): c for c in self.settings.tls.values()}
+        node_reload = getattr(self.node, "reload_tls", None)
+        ok = True
+        for ctx in contexts.values():
+            try:
+                ctx.reload()
+            except ConfigError as exc:
+                log.error("TLS reload failed, keeping the previous certificates: %s", exc)
+                ok = False
+        if node_reload is not None:
+            ok = node_reload() and ok
+        if ok:
+            log.info("TLS certificates reloaded")
+        return ok
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         log.info("received %s: shutting down", signal.Signals(signum).name)

@@ -27,6 +27,11 @@ from typing import Any
 from client import aio
 from client.aio.admin import QuorumDescription
 from client.aio.admin_groups import GroupDescription, GroupListing
+from client.aio.admin_users import (
+    ScramCredentialInfo,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
+)
 from client.aio.futures import DeliveryFuture
 from client.aio.group import Callback, GroupEvent
 from client.aio.types import ConsumerRecord, TopicPartition
@@ -378,6 +383,29 @@ class Admin(_SyncClient):
 
     def list_groups(self) -> list[GroupListing]:
         return self._run(self._core.list_groups())
+
+    def describe_user_scram_credentials(
+        self, users: list[str] | None = None
+    ) -> dict[str, list[ScramCredentialInfo]]:
+        return self._run(self._core.describe_user_scram_credentials(users))
+
+    def alter_user_scram_credentials(
+        self,
+        upsertions: list[UserScramCredentialUpsertion] = (),  # type: ignore[assignment]
+        deletions: list[UserScramCredentialDeletion] = (),  # type: ignore[assignment]
+    ) -> dict[str, Exception | None]:
+        return self._run(self._core.alter_user_scram_credentials(upsertions, deletions))
+
+    def create_user(
+        self, name: str, password: str, mechanism: str = "SCRAM-SHA-512", iterations: int = 8192
+    ) -> None:
+        self._run(self._core.create_user(name, password, mechanism, iterations))
+
+    def delete_user(self, name: str) -> None:
+        self._run(self._core.delete_user(name))
+
+    def list_users(self) -> dict[str, list[ScramCredentialInfo]]:
+        return self._run(self._core.list_users())
 
     def describe_group(self, group_id: str, **kw: Any) -> GroupDescription:
         return self._run(self._core.describe_group(group_id, **kw))

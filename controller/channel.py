@@ -100,6 +100,11 @@ class ControllerChannel(Protocol):
         """IncrementalAlterConfigs → [{resource_type, resource_name, error_code, ...}]."""
         ...
 
+    def alter_user_scram_credentials(self, deletions: list[dict], upsertions: list[dict]) -> Future:
+        """AlterUserScramCredentials → [{user, error_code, error_message}], one per user
+        named (salted passwords in, StoredKey/ServerKey records written)."""
+        ...
+
     def describe_quorum(self, endpoint: str | None = None) -> Future:
         """DescribeQuorum's body as a controller answers it (a follower names the leader's
         endpoint); `endpoint` is how an in-process leader names itself."""

@@ -2,14 +2,14 @@
 controller/membership_cli.py).
 
     gregor controller --config config/cluster/controller-1.yaml [--override KEY=VALUE ...]
-    gregor quorum describe --bootstrap-controller HOST:PORT [--json]
+    gregor quorum describe --bootstrap-controller HOST:PORT [--json] [--command-config FILE]
 
 `gregor controller` runs one voter of the Raft metadata quorum (controller/quorum/process.py).
 Once listening it prints exactly one line to stdout (flushed), which scripts and tests wait for:
 
     gregor controller listening on 127.0.0.1:9093, data in /abs/dir (node 1)
 
-SIGTERM / SIGINT stop it (exit 0); a bad configuration prints one line naming the key on stderr
+SIGTERM / SIGINT stop it (exit 0); SIGHUP re-reads the TLS certificate, key and CA files; a bad configuration prints one line naming the key on stderr
 and exits 2. `quorum describe` asks any controller, follows it to the leader, and prints the
 leader, term, high watermark and each voter's log end offset and lag.
 """
@@ -67,6 +67,12 @@ def register(subparsers: Any) -> None:
         help="any controller of the quorum (the answer comes from its leader)",
     )
     d.add_argument("--json", action="store_true", help="print the raw response as JSON")
+    d.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="client properties file; security.protocol=SSL (with ssl.cafile, and ssl.certfile"
+        " / ssl.keyfile for mTLS) reaches controllers whose listener is SSL",
+    )
     d.set_defaults(func=run_describe)
     from controller import membership_cli
 
@@ -163,6 +169,7 @@ def run_controller(args: argparse.Namespace) -> int:
     )
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
+    signal.signal(signal.SIGHUP, lambda *_: proc.reload_tls())  # re-read TLS files
     try:
         host, port = proc.start()
     except DirectoryInUseError as exc:
@@ -194,26 +201,59 @@ def run_controller(args: argparse.Namespace) -> int:
     return 0
 
 
-def describe_quorum(bootstrap: str, timeout: float = 5.0) -> dict:
-    """DescribeQuorum from the leader (following `leader_endpoint` once)."""
+def describe_quorum(bootstrap: str, timeout: float = 5.0, ssl_context: Any = None) -> dict:
+    """DescribeQuorum from the leader (following `leader_endpoint` once); `ssl_context`: TLS."""
     from client.protocol.api_keys import ApiKey
     from controller.quorum.network import request
 
     host, port = bootstrap.rsplit(":", 1)
-    resp = request(host, int(port), ApiKey.DESCRIBE_QUORUM, {}, timeout=timeout)
+    resp = request(
+        host, int(port), ApiKey.DESCRIBE_QUORUM, {}, timeout=timeout, ssl_context=ssl_context
+    )
     ep = resp.get("leader_endpoint")
     if resp.get("role") != "leader" and ep and ep != bootstrap:
         h, p = ep.rsplit(":", 1)
         try:
-            resp = request(h, int(p), ApiKey.DESCRIBE_QUORUM, {}, timeout=timeout)
+            resp = request(
+                h, int(p), ApiKey.DESCRIBE_QUORUM, {}, timeout=timeout, ssl_context=ssl_context
+            )
         except OSError:
             pass  # report what the bootstrap controller knows
     return resp
 
 
+def _tls_from_properties(path: str | None) -> Any:
+    """The TLS context a --command-config file asks for (security.protocol SSL or SASL_SSL:
+    the controllers' listener is SSL); None for PLAINTEXT or no file."""
+    if not path:
+        return None
+    from client.cli.common import read_properties
+    from client.security.tls import TlsSettings, client_context
+
+    props = read_properties(path)
+    if props.get("security.protocol", "PLAINTEXT").upper() not in ("SSL", "SASL_SSL"):
+        return None
+    return client_context(
+        TlsSettings(
+            cafile=props.get("ssl.cafile") or None,
+            certfile=props.get("ssl.certfile") or None,
+            keyfile=props.get("ssl.keyfile") or None,
+            check_hostname=props.get("ssl.endpoint.identification.algorithm", "https") != "",
+        )
+    )
+
+
 def run_describe(args: argparse.Namespace) -> int:
+    from client.cli.common import CommandError
+    from client.errors import ConfigError
+
     try:
-        resp = describe_quorum(args.bootstrap_controller)
+        ssl_context = _tls_from_properties(getattr(args, "command_config", None))
+    except (CommandError, ConfigError) as exc:
+        print(f"gregor quorum describe: {exc}", file=sys.stderr)
+        return 2
+    try:
+        resp = describe_quorum(args.bootstrap_controller, ssl_context=ssl_context)
     except OSError as exc:
         print(
             f"gregor quorum describe: cannot reach {args.bootstrap_controller}: {exc}",

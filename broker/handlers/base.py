@@ -139,6 +139,19 @@ class RequestContext:
         if errors is not None:  # error codes by API (broker/request_metrics.py ErrorCounter);
             errors.count(self.api_key, body)  # the latency is recorded once the answer is sent
 
+    def respond_then_close(self, body: dict, reason: str, delay_s: float) -> None:
+        """Send `body` after `delay_s`, then close the connection logging `reason` (a failed
+        authentication, answered late to slow guessing). Once."""
+        spec = API_SPECS.get(self.api_key)
+        if spec is not None:
+            body = spec.check_response(body, self.api_version)
+        frame = encode_response(self.correlation_id, body)
+        self._claim("respond_then_close")
+        self.request.complete_then_close(frame, reason, delay_s)
+        errors = getattr(self.services, "metrics", None)
+        if errors is not None:  # error codes by API (broker/request_metrics.py ErrorCounter)
+            errors.count(self.api_key, body)
+
     def no_response(self) -> None:
         """Write nothing and unmute the connection (acks=0 produce). Once."""
         self._claim("no_response")

@@ -6,7 +6,9 @@ Past `max.connections` live connections a new one is accepted and closed at once
 not sit in the backlog and the listening socket does not stay readable: the accept loop never
 spins), and the refusal logged as a warning at most once every `refusal_log_interval_s` (10 s),
 with the count refused since the previous warning.
-Binding happens in `bind()` (the caller's thread), so the bound address is known as soon as it
+On a TLS listener each connection is handed over with the listener's current SSLContext (read
+per connection, so a reload on SIGHUP reaches the next connection); the handshake runs on the
+network thread. Binding happens in `bind()` (the caller's thread), so the bound address is known as soon as it
 returns; port 0 gives an ephemeral port.
 
 Threads: `bind`, `start`, `stop` from the server's control thread; `_on_readable` on the
@@ -24,6 +26,7 @@ import time
 from collections.abc import Sequence
 
 from broker.network.processor import Processor
+from client.security.tls import ReloadableContext
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +68,12 @@ class Acceptor:
         backlog: int = 512,
         refusal_log_interval_s: float = 10.0,
         listener: str = "PLAINTEXT",
+        tls: ReloadableContext | None = None,
+        sasl: bool = False,
     ) -> None:
         self.listener = listener  # its name (broker/listeners.py), given to each connection
+        self.tls = tls  # TLS listener (SSL, SASL_SSL): each connection gets its current context
+        self.sasl = sasl  # SASL listener: connections authenticate first
         self.host = host
         self.port = port
         self._processors = processors
@@ -157,7 +164,13 @@ class Acceptor:
             processor = self._processors[self._next % len(self._processors)]
             self._next += 1
             try:
-                processor.accept(conn, peer, self.listener)
+                processor.accept(
+                    conn,
+                    peer,
+                    self.listener,
+                    None if self.tls is None else self.tls.context,
+                    self.sasl,
+                )
             except RuntimeError:  # its loop is closed: we are shutting down
                 conn.close()
                 self._quota.release()

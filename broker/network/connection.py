@@ -32,7 +32,16 @@ whatever the non-blocking send left over, in order, then unmutes). The write goe
 dup of the socket's fd, closed in connection_lost under `_direct_lock`, so it can never reach
 another connection that reused the fd number.
 
-Threads: everything runs on the owning loop except `complete_threadsafe` (any thread).
+TLS (an SSL or SASL_SSL listener): the handshake is done before `connection_made`; the
+principal is the client certificate's subject when one was checked. Direct writes are off (the
+TLS state belongs to the loop) and the kernel's queued-bytes hint is not used (it counts
+ciphertext). SASL (a SASL_* listener): until a SASL handler calls `mark_authenticated`, only
+PRE_AUTH_APIS are taken (anything else closes the connection), frames are limited to
+sasl.server.max.receive.size and the processor closes the connection at its authentication
+deadline; a failed authentication is answered late, then closed (`complete_then_close_threadsafe`).
+
+Threads: everything runs on the owning loop except `complete_threadsafe`,
+`complete_then_close_threadsafe` and `mark_authenticated` (any thread).
 """
 
 from __future__ import annotations
@@ -48,6 +57,7 @@ from typing import TYPE_CHECKING
 from broker.network.request import Request
 from client.protocol.frame_reader import FrameReader, socket_queued_bytes
 from client.protocol.framing import FrameTooLargeError, MalformedFrameError, decode_request
+from client.security.tls import ANONYMOUS, principal_from_cert
 
 if TYPE_CHECKING:
     from broker.network.processor import Processor
@@ -55,6 +65,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DIRECT_WRITE_MAX = 256 * 1024  # larger responses (fetches) are written by the network thread
+# what a connection on a SASL listener may ask before it authenticated: ApiVersions,
+# SaslHandshake, SaslAuthenticate (numbers: the network layer knows no API names)
+PRE_AUTH_APIS = frozenset((17, 18, 36))
 
 
 class Connection(asyncio.BufferedProtocol):
@@ -64,6 +77,7 @@ class Connection(asyncio.BufferedProtocol):
         connection_id: str,
         listener: str = "PLAINTEXT",
         peer_host: str = "",
+        sasl: bool = False,
     ) -> None:
         self.processor = processor
         self.connection_id = connection_id
@@ -87,17 +101,39 @@ class Connection(asyncio.BufferedProtocol):
         self.requests = 0
         self._direct_fd = -1  # dup of the socket fd for direct writes; -1 once closed
         self._direct_lock = threading.Lock()
+        self.tls = False  # a TLS connection: every write goes through the TLS transport
+        # who the client is: the certificate subject on a TLS listener with client auth
+        # (User:CN=...), else User:ANONYMOUS (docs/security.md)
+        self.principal = ANONYMOUS
+        # A SASL listener's connection: only PRE_AUTH_APIS, frames of at most
+        # sasl.server.max.receive.size, until the SASL handlers call authenticated();
+        # `sasl_state` is theirs (broker/security/sasl.py), opaque here.
+        self.sasl = sasl
+        self.authenticated = not sasl
+        self.sasl_state: object | None = None
+        self.authentication_deadline: float | None = None
+        if sasl:
+            self._reader.set_limit(processor.sasl_max_receive_bytes, "sasl.server.max.receive.size")
 
     # -- asyncio callbacks (loop thread) -------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # uvloop's TCPTransport
+        ssl_object = transport.get_extra_info("ssl_object")
         sock = transport.get_extra_info("socket")
-        if sock is not None:
+        if ssl_object is not None:  # handshake done: no direct writes (they would be clear text)
+            self.tls = True
+            self.principal = principal_from_cert(ssl_object.getpeercert())
+            log.debug("connection %s: TLS, principal %s", self.connection_id, self.principal)
+        elif sock is not None:
             try:
                 self._direct_fd = os.dup(sock.fileno())
             except OSError as exc:  # e.g. out of fds: answers go through the loop only
                 log.debug("connection %s: no direct writes: %s", self.connection_id, exc)
         self.last_active = self.processor.loop.time()
+        if self.sasl:
+            self.authentication_deadline = (
+                self.last_active + self.processor.authentication_timeout_ms / 1000.0
+            )
         self.processor.register(self)
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -190,9 +226,15 @@ class Connection(asyncio.BufferedProtocol):
         except MalformedFrameError as exc:
             self.close(f"malformed request header: {exc.message}")
             return
+        if not self.authenticated and api_key not in PRE_AUTH_APIS:
+            self.close(
+                f"api key {api_key} before SASL authentication (only ApiVersions, SaslHandshake"
+                " and SaslAuthenticate are served until then)"
+            )
+            return
         request = Request(api_key, api_version, correlation_id, client_id, body, len(payload), self)
         assert self.transport is not None
-        request.direct_write = self.transport.get_write_buffer_size() == 0
+        request.direct_write = not self.tls and self.transport.get_write_buffer_size() == 0
         self.requests += 1
         self.in_flight = request
         self.processor.channel.request_started()
@@ -234,6 +276,34 @@ class Connection(asyncio.BufferedProtocol):
             log.debug("connection %s: loop closed, dropping response", self.connection_id)
             self._request_finished(request)
 
+    def mark_authenticated(self, principal: str) -> None:
+        """Any thread (the SASL handler, while this connection is muted on its request): the
+        client authenticated as `principal`; the frame limit goes back to
+        socket.request.max.bytes once the answer is written."""
+        self.principal = principal
+        self.authenticated = True
+
+    def complete_then_close_threadsafe(
+        self, request: Request, frame: bytes, reason: str, delay_s: float
+    ) -> None:
+        """Any thread: after `delay_s`, write `frame` (the answer to `request`) and close
+        (a failed authentication: connection.failed.authentication.delay.ms)."""
+        loop = self.processor.loop
+        try:
+            loop.call_soon_threadsafe(
+                loop.call_later, delay_s, self._complete_then_close, request, frame, reason
+            )
+        except RuntimeError:  # the loop is closed: the connection is gone with it
+            self._request_finished(request)
+
+    def _complete_then_close(self, request: Request, frame: bytes, reason: str) -> None:
+        self._request_finished(request)
+        self.in_flight = None
+        if self.closed or self.transport is None or self.transport.is_closing():
+            return
+        self.transport.write(frame)
+        self.close(reason, logging.INFO)
+
     def _write_direct(self, frame: bytes) -> bytes | memoryview | None:
         """Any thread: send what the socket takes now; return the rest (None: all sent)."""
         with self._direct_lock:
@@ -271,6 +341,9 @@ class Connection(asyncio.BufferedProtocol):
             if self.transport.is_closing():
                 return  # the client hung up; connection_lost follows
             self.transport.write(frame)
+        if self.sasl and self.authenticated and self.authentication_deadline is not None:
+            self.authentication_deadline = None  # authenticated: the full frame size again
+            self._reader.set_limit(self.processor.max_frame_bytes, "socket.request.max.bytes")
         recorder = self.processor.recorder
         if recorder is not None:  # metrics on (broker/request_metrics.py)
             recorder.sent(request, picked_ns, time.monotonic_ns())

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import ssl
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
     from broker.network.socket_server import NetworkSettings
 
 log = logging.getLogger(__name__)
+
+TLS_FAILURE_LOG_INTERVAL_S = 10.0
 
 
 class Processor:
@@ -45,6 +48,11 @@ class Processor:
         self.max_frame_bytes = settings.socket_request_max_bytes
         self.idle_ms = settings.connections_max_idle_ms
         self.receive_timeout_ms = settings.socket_request_receive_timeout_ms
+        self.sasl_max_receive_bytes = settings.sasl_server_max_receive_size
+        self.authentication_timeout_ms = settings.sasl_server_authentication_timeout_ms
+        self.failed_authentication_delay_s = (
+            settings.connection_failed_authentication_delay_ms / 1000.0
+        )
         self._on_connection_closed = on_connection_closed
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]  # set by _run
         self.draining = False
@@ -54,6 +62,8 @@ class Processor:
         self._waiting_for_space = False
         self._next_id = 0
         self.direct_writes = 0  # responses written by the answering thread (approximate; metrics)
+        self.tls_handshake_failures = 0  # a statistic
+        self._tls_failure_logged_at = float("-inf")
         # broker.request_metrics.StageRecorder while metrics are on (set before start), else None
         self.recorder: Any = None
         self._ready = threading.Event()
@@ -70,10 +80,19 @@ class Processor:
         if not self._ready.wait(10.0):
             raise RuntimeError(f"network thread {self.index} did not start")
 
-    def accept(self, sock: socket.socket, peer: object, listener: str = "PLAINTEXT") -> None:
+    def accept(
+        self,
+        sock: socket.socket,
+        peer: object,
+        listener: str = "PLAINTEXT",
+        tls: ssl.SSLContext | None = None,
+        sasl: bool = False,
+    ) -> None:
         """Take ownership of an accepted, non-blocking socket, accepted on `listener` (its name:
-        the handlers answer with the addresses advertised for it)."""
-        self.loop.call_soon_threadsafe(self._attach, sock, peer, listener)
+        the handlers answer with the addresses advertised for it); `tls`: the TLS listener's
+        context (the handshake must finish within socket.request.receive.timeout.ms); `sasl`:
+        a SASL listener (the connection must authenticate first)."""
+        self.loop.call_soon_threadsafe(self._attach, sock, peer, listener, tls, sasl)
 
     def stop_processing(self) -> None:
         """Stop taking new requests (in-flight ones still get their responses written)."""
@@ -107,9 +126,17 @@ class Processor:
 
     @property
     def _sweep_interval_s(self) -> float:
-        return min(1.0, max(0.005, min(self.idle_ms, self.receive_timeout_ms) / 4000.0))
+        shortest = min(self.idle_ms, self.receive_timeout_ms, self.authentication_timeout_ms)
+        return min(1.0, max(0.005, shortest / 4000.0))
 
-    def _attach(self, sock: socket.socket, peer: object, listener: str = "PLAINTEXT") -> None:
+    def _attach(
+        self,
+        sock: socket.socket,
+        peer: object,
+        listener: str = "PLAINTEXT",
+        tls: ssl.SSLContext | None = None,
+        sasl: bool = False,
+    ) -> None:
         if self.draining:
             sock.close()
             self._on_connection_closed()
@@ -117,17 +144,43 @@ class Processor:
         self._next_id += 1
         conn_id = f"{self.index}-{self._next_id}-{_fmt_peer(peer)}"
         host = _peer_host(peer)
-        coro = self.loop.connect_accepted_socket(
-            lambda: Connection(self, conn_id, listener, host), sock
-        )
+        if tls is None:
+            coro = self.loop.connect_accepted_socket(
+                lambda: Connection(self, conn_id, listener, host, sasl), sock
+            )
+        else:
+            coro = self.loop.connect_accepted_socket(
+                lambda: Connection(self, conn_id, listener, host, sasl),
+                sock,
+                ssl=tls,
+                ssl_handshake_timeout=self.receive_timeout_ms / 1000.0,
+            )
         task = self.loop.create_task(coro)
         self._attaching.add(task)
-        task.add_done_callback(lambda t: self._attached(t, sock, conn_id))
+        task.add_done_callback(lambda t: self._attached(t, sock, conn_id, tls is not None))
 
-    def _attached(self, task: asyncio.Task, sock: socket.socket, conn_id: str) -> None:
+    def _attached(self, task: asyncio.Task, sock: socket.socket, conn_id: str, tls: bool) -> None:
         self._attaching.discard(task)
         if task.cancelled() or task.exception() is not None:
-            log.warning("connection %s: could not attach: %r", conn_id, task.exception())
+            exc = None if task.cancelled() else task.exception()
+            if tls and not task.cancelled():
+                # A failed TLS handshake (untrusted or expired client certificate, not TLS at
+                # all, too slow): the client's own problem, one line without a traceback, at
+                # most one every TLS_FAILURE_LOG_INTERVAL_S with the count since the last.
+                self.tls_handshake_failures += 1
+                now = self.loop.time()
+                if now - self._tls_failure_logged_at >= TLS_FAILURE_LOG_INTERVAL_S:
+                    log.info(
+                        "connection %s: TLS handshake failed: %s (%d failed handshakes on"
+                        " this network thread so far; logged at most every %.0f s)",
+                        conn_id,
+                        _why(exc),
+                        self.tls_handshake_failures,
+                        TLS_FAILURE_LOG_INTERVAL_S,
+                    )
+                    self._tls_failure_logged_at = now
+            else:
+                log.warning("connection %s: could not attach: %r", conn_id, exc)
             sock.close()
             self._on_connection_closed()
 
@@ -175,6 +228,14 @@ class Processor:
                     f"idle for more than connections.max.idle.ms={self.idle_ms}", logging.INFO
                 )
                 continue
+            deadline = conn.authentication_deadline
+            if deadline is not None and now > deadline and not conn.authenticated:
+                conn.close(
+                    "not authenticated within sasl.server.authentication.timeout.ms="
+                    f"{self.authentication_timeout_ms}",
+                    logging.INFO,
+                )
+                continue
             started = conn.partial_since
             if started is not None and now - started > receive_s:
                 conn.close(
@@ -220,3 +281,10 @@ def _fmt_peer(peer: object) -> str:
     if isinstance(peer, tuple) and len(peer) >= 2:
         return f"{peer[0]}:{peer[1]}"
     return str(peer)
+
+
+def _why(exc: BaseException | None) -> str:
+    """An exception as one line, its type when its message is empty (a handshake timeout)."""
+    if exc is None:
+        return "cancelled"
+    return str(exc) or type(exc).__name__

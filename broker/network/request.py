@@ -82,6 +82,15 @@ class Request:
         """Any thread: write nothing and close the connection, logging `reason`."""
         self._finish(None, reason)
 
+    def complete_then_close(self, frame: bytes, reason: str, delay_s: float) -> None:
+        """Any thread: after `delay_s` write `frame`, then close the connection (logging
+        `reason`): the answer to a failed authentication."""
+        if self.done:
+            log.error("%r answered twice; ignoring the second answer", self)
+            return
+        self.done = True
+        self.connection.complete_then_close_threadsafe(self, frame, reason, delay_s)
+
     def _finish(self, frame: bytes | None, close: str | None) -> None:
         if self.done:  # RequestContext already prevents this; a second answer is a bug
             log.error("%r answered twice; ignoring the second answer", self)

@@ -9,12 +9,14 @@ Threads: all methods from the server's control thread.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from broker.network.acceptor import Acceptor, ConnectionQuota
 from broker.network.memory_pool import MemoryPool
 from broker.network.processor import Processor
 from broker.request_channel import RequestChannel
+from client.security.tls import ReloadableContext
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +33,10 @@ class NetworkSettings:
     max_connections: int = 2**31 - 1
     queued_max_request_bytes: int = 100 * 1024 * 1024
     socket_request_receive_timeout_ms: int = 30_000
+    # SASL listeners: before a connection authenticated (docs/security.md)
+    sasl_server_max_receive_size: int = 512 * 1024
+    sasl_server_authentication_timeout_ms: int = 10_000
+    connection_failed_authentication_delay_ms: int = 100
     # Further listeners beyond (host, port), which is named `name`: (name, host, port) each.
     name: str = "PLAINTEXT"
     extra_listeners: tuple[tuple[str, str, int], ...] = field(default=())
@@ -41,7 +47,17 @@ class NetworkSettings:
 
 
 class SocketServer:
-    def __init__(self, settings: NetworkSettings, channel: RequestChannel) -> None:
+    def __init__(
+        self,
+        settings: NetworkSettings,
+        channel: RequestChannel,
+        tls: Mapping[str, ReloadableContext] | None = None,
+        sasl: frozenset[str] = frozenset(),
+    ) -> None:
+        """`tls`: listener name -> its server TLS context, for the TLS listeners (SSL,
+        SASL_SSL); the others are plain TCP. `sasl`: the names of the SASL listeners, whose
+        connections must authenticate before anything but the handshake APIs."""
+        tls = tls or {}
         if settings.num_network_threads < 1:
             raise ValueError("num.network.threads must be >= 1")
         self.settings = settings
@@ -53,7 +69,15 @@ class SocketServer:
             for i in range(settings.num_network_threads)
         ]
         self.acceptors = [
-            Acceptor(host, port, self.processors, self.quota, listener=name)
+            Acceptor(
+                host,
+                port,
+                self.processors,
+                self.quota,
+                listener=name,
+                tls=tls.get(name),
+                sasl=name in sasl,
+            )
             for name, host, port in settings.listeners
         ]
         self.acceptor = self.acceptors[0]  # the first listener's

@@ -33,7 +33,6 @@ to as a follower afterwards. A thread left without partitions stops.
 from __future__ import annotations
 
 import logging
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -42,10 +41,11 @@ from typing import Any
 
 from broker.replica.fetch_session_handler import FetchSessionHandler, PartitionData
 from broker.replica.follower import apply_fetched, fetch_position, truncate_out_of_range
+from broker.replica.leader_connection import LeaderConnection
 from client.errors import ErrorCode, StorageError
-from client.protocol import ApiKey, decode_response, encode_request
-from client.protocol.framing import FrameDecoder
-from client.protocol.schema import API_SPECS
+from client.protocol import ApiKey
+from client.security.scram import SaslCredentials
+from client.security.tls import ReloadableContext
 
 _log = logging.getLogger(__name__)
 
@@ -64,10 +64,21 @@ class FetcherSettings:
     socket_timeout_ms: int = 30_000
     flush_on_ack: bool = True
     max_frame_bytes: int = 200 * 1024 * 1024
+    # TLS to the leaders (inter.broker.listener.name is SSL): its current context per connection
+    tls: ReloadableContext | None = None
+    # SASL to the leaders (inter.broker.listener.name is SASL_*): this broker's own credentials
+    sasl: SaslCredentials | None = None
 
     @classmethod
-    def from_config(cls, config: Any) -> FetcherSettings:
+    def from_config(
+        cls,
+        config: Any,
+        tls: ReloadableContext | None = None,
+        sasl: SaslCredentials | None = None,
+    ) -> FetcherSettings:
         return cls(
+            tls=tls,
+            sasl=sasl,
             num_fetchers=int(config.num_replica_fetchers),
             partition_max_bytes=int(config.replica_fetch_max_bytes),
             min_bytes=int(config.replica_fetch_min_bytes),
@@ -77,43 +88,6 @@ class FetcherSettings:
             socket_timeout_ms=int(config.replica_socket_timeout_ms),
             flush_on_ack=bool(config.log_flush_on_ack),
         )
-
-
-class _Connection:
-    """A blocking connection to the leader (one request at a time)."""
-
-    def __init__(self, endpoint: Endpoint, timeout_s: float, max_frame: int, client_id: str):
-        self.endpoint = endpoint
-        self.client_id = client_id
-        self.sock = socket.create_connection(endpoint, timeout=timeout_s)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.decoder = FrameDecoder(max_frame)
-        self.corr = 0
-
-    def request(self, api_key: int, body: dict) -> dict:
-        self.corr = (self.corr + 1) & 0x7FFFFFFF
-        self.sock.sendall(encode_request(api_key, 0, self.corr, self.client_id, body))
-        while True:
-            data = self.sock.recv(1024 * 1024)
-            if not data:
-                raise ConnectionError(
-                    f"{self.endpoint[0]}:{self.endpoint[1]} closed the connection"
-                )
-            frames = self.decoder.feed(data)
-            if frames:
-                corr, resp = decode_response(frames[0])
-                if corr != self.corr:
-                    raise ConnectionError(f"correlation id {corr}, expected {self.corr}")
-                if set(resp) == {"error_code"}:
-                    raise ConnectionError(f"request refused: error {resp['error_code']}")
-                return API_SPECS[api_key].check_response(resp, 0)
-
-    def close(self) -> None:
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self.sock.close()
 
 
 @dataclass
@@ -159,7 +133,7 @@ class ReplicaFetcherThread:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._parts: dict[TopicPartition, _FetchState] = {}
-        self._conn: _Connection | None = None
+        self._conn: LeaderConnection | None = None
         self.session = FetchSessionHandler()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self.fetches = 0
@@ -251,14 +225,20 @@ class ReplicaFetcherThread:
         }
         return body, asked
 
-    def _connection(self) -> _Connection:
+    def _connection(self) -> LeaderConnection:
         if self._conn is None:
             endpoint = self.endpoint_for(self.leader_id)
             if endpoint is None:
                 raise ConnectionError(f"broker {self.leader_id} has no known endpoint")
             timeout = (self.settings.socket_timeout_ms + self.settings.max_wait_ms) / 1000
-            self._conn = _Connection(
-                endpoint, timeout, self.settings.max_frame_bytes, f"replica-{self.node_id}"
+            tls = self.settings.tls
+            self._conn = LeaderConnection(
+                endpoint,
+                timeout,
+                self.settings.max_frame_bytes,
+                f"replica-{self.node_id}",
+                None if tls is None else tls.context,
+                self.settings.sasl,
             )
         return self._conn
 

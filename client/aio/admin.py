@@ -19,8 +19,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from client.aio import admin_groups, admin_records
+from client.aio import admin_groups, admin_records, admin_users
 from client.aio.admin_groups import GroupDescription, GroupListing
+from client.aio.admin_users import (
+    ScramCredentialInfo,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
+)
 from client.aio.cluster import ClusterClient
 from client.aio.config import resolve_config
 from client.aio.connection import BrokerConnection
@@ -38,6 +43,7 @@ from client.errors import (
     ConfigError,
     ConnectionFailedError,
     ErrorCode,
+    GregorError,
     GregorTimeoutError,
     UnknownTopicOrPartitionError,
     error_for_code,
@@ -356,6 +362,44 @@ class Admin:
             ],
         )
 
+    # -- users (SCRAM credentials; client/aio/admin_users.py) ---------------------------------
+    async def describe_user_scram_credentials(
+        self, users: list[str] | None = None
+    ) -> dict[str, list[ScramCredentialInfo]]:
+        """{user: [ScramCredentialInfo(mechanism, iterations)]}; every user when None."""
+        self._check_open()
+        return await admin_users.describe(self._cluster, users)
+
+    async def alter_user_scram_credentials(
+        self,
+        upsertions: list[UserScramCredentialUpsertion] = (),  # type: ignore[assignment]
+        deletions: list[UserScramCredentialDeletion] = (),  # type: ignore[assignment]
+    ) -> dict[str, GregorError | None]:
+        """Kafka's alterUserScramCredentials: {user: None or the error refusing it}."""
+        self._check_open()
+        return await admin_users.alter(self._cluster, list(upsertions), list(deletions))
+
+    async def create_user(
+        self,
+        name: str,
+        password: str,
+        mechanism: str = "SCRAM-SHA-512",
+        iterations: int = admin_users.DEFAULT_ITERATIONS,
+    ) -> None:
+        """Create (or change the password of) SCRAM user `name` for `mechanism`."""
+        self._check_open()
+        await admin_users.create_user(self._cluster, name, password, mechanism, iterations)
+
+    async def delete_user(self, name: str) -> None:
+        """Remove every SCRAM credential of `name` (ResourceNotFoundError: none)."""
+        self._check_open()
+        await admin_users.delete_user(self._cluster, name)
+
+    async def list_users(self) -> dict[str, list[ScramCredentialInfo]]:
+        """Every user with SCRAM credentials, and which."""
+        self._check_open()
+        return await admin_users.describe(self._cluster, None)
+
     async def list_groups(self) -> list[GroupListing]:
         """Every consumer group: GroupListing(group_id, state)."""
         self._check_open()
@@ -470,6 +514,8 @@ class Admin:
             request_timeout_ms=cfg.request_timeout_ms,
             connect_timeout_ms=cfg.socket_connection_setup_timeout_ms,
             max_frame_bytes=cfg.max_response_bytes,
+            # a controller's listener is PLAINTEXT or SSL (never SASL): TLS if the client has it
+            ssl=getattr(cfg, "ssl_context", None),
         )
         try:
             await conn.connect()

@@ -378,6 +378,8 @@ class ClusterClient:
             request_timeout_ms=self.config.request_timeout_ms,
             connect_timeout_ms=self.config.socket_connection_setup_timeout_ms,
             max_frame_bytes=self.config.max_response_bytes,
+            ssl=getattr(self.config, "ssl_context", None),
+            sasl=getattr(self.config, "sasl", None),
         )
 
     async def _open(self, node_id: int, host: str, port: int) -> BrokerConnection:

@@ -6,7 +6,8 @@
 Both spellings go through `client.config.client_config` (the one key registry: types,
 defaults, validation, ConfigError naming the key and the closest known key). This module adds
 what a running client needs on top: bootstrap servers as (host, port) pairs, acks as an int,
-a default client id (gregor-ROLE-PID-N), and the (de)serializer callables, which are
+a default client id (gregor-ROLE-PID-N), the TLS context of security.protocol=SSL
+(`ssl_context`, built once from ssl.cafile / ssl.certfile / ssl.keyfile), and the (de)serializer callables, which are
 arguments, not config keys.
 """
 
@@ -14,12 +15,15 @@ from __future__ import annotations
 
 import itertools
 import os
+import ssl
 from collections.abc import Mapping
 from types import SimpleNamespace
 from typing import Any
 
 from client.config import client_config
 from client.errors import ConfigError
+from client.security.scram import SaslCredentials
+from client.security.tls import TlsSettings, client_context
 
 SERIALIZERS = {
     "producer": ("key_serializer", "value_serializer"),
@@ -57,11 +61,37 @@ def resolve_config(
         # are within a JVM: the broker's logs tell two processes' clients apart
         out["client_id"] = f"gregor-{role}-{os.getpid()}-{next(_ids)}"
     out["bootstrap_servers"] = parse_bootstrap(out["bootstrap_servers"])
+    out["ssl_context"] = tls_context(out)
+    out["sasl"] = sasl_credentials(out)
     if role == "producer":
         out["acks"] = {"all": -1, "-1": -1, "0": 0, "1": 1}[str(out["acks"])]
         out["compression_type"] = out.get("compression_type") or "none"
         out["idempotence_explicit"] = explicit_idempotence
     return SimpleNamespace(role=role, **out)
+
+
+def tls_context(settings: Mapping[str, Any]) -> ssl.SSLContext | None:
+    """The TLS context of security.protocol SSL or SASL_SSL (None otherwise); ConfigError for
+    a PEM file that is missing or does not load."""
+    protocol = settings.get("security_protocol") or "PLAINTEXT"
+    if protocol not in ("SSL", "SASL_SSL"):
+        return None
+    return client_context(TlsSettings.from_config(SimpleNamespace(**settings)))
+
+
+def sasl_credentials(settings: Mapping[str, Any]) -> SaslCredentials | None:
+    """sasl.mechanism/username/password for security.protocol SASL_*; None otherwise.
+    ConfigError when the user name or password is missing."""
+    protocol = settings.get("security_protocol") or "PLAINTEXT"
+    if not protocol.startswith("SASL_"):
+        return None
+    username, password = settings.get("sasl_username"), settings.get("sasl_password")
+    if not username or password is None:
+        raise ConfigError(
+            f"security.protocol={protocol} needs sasl.username and sasl.password (missing:"
+            f" {', '.join(k for k, v in (('sasl.username', username), ('sasl.password', password)) if not v)})"
+        )
+    return SaslCredentials(str(settings.get("sasl_mechanism")), str(username), str(password))
 
 
 def parse_bootstrap(value: str | list | tuple) -> list[tuple[str, int]]:

@@ -18,13 +18,18 @@ import asyncio
 import collections
 import logging
 import socket
+import ssl as ssl_module
 from typing import Any
 
 from client.errors import (
     ClientClosedError,
     ConnectionFailedError,
+    ErrorCode,
     GregorTimeoutError,
+    IllegalSaslStateError,
     InvalidRequestError,
+    SaslAuthenticationFailedError,
+    UnsupportedSaslMechanismError,
     UnsupportedVersionError,
     error_for_code,
 )
@@ -37,6 +42,12 @@ from client.protocol import (
 )
 from client.protocol.fast_checks import RESPONSE_FAST_CHECKS
 from client.protocol.frame_reader import FrameReader, socket_queued_bytes
+from client.security.scram import (
+    AuthenticationFailed,
+    SaslCredentials,
+    ScramClient,
+    plain_message,
+)
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +64,8 @@ class _Protocol(asyncio.BufferedProtocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         sock = transport.get_extra_info("socket")
-        self._fd = sock.fileno() if sock is not None else -1
+        tls = transport.get_extra_info("ssl_object") is not None  # FIONREAD counts ciphertext
+        self._fd = sock.fileno() if sock is not None and not tls else -1
 
     def get_buffer(self, sizehint: int) -> memoryview:
         reader = self._conn._reader
@@ -95,7 +107,14 @@ class BrokerConnection:
         request_timeout_ms: int = 30_000,
         connect_timeout_ms: int = 10_000,
         max_frame_bytes: int = 100 * 1024 * 1024,
+        ssl: ssl_module.SSLContext | None = None,
+        sasl: SaslCredentials | None = None,
     ) -> None:
+        """`ssl`: TLS with this context (security.protocol=SSL or SASL_SSL); the server's
+        certificate must name `host` unless the context's check_hostname is off. `sasl`:
+        authenticate after ApiVersions (security.protocol=SASL_*)."""
+        self.ssl = ssl
+        self.sasl = sasl
         self.host = host
         self.port = port
         self.node_id = node_id
@@ -137,11 +156,29 @@ class BrokerConnection:
         loop = asyncio.get_running_loop()
         try:
             self._transport, self._protocol = await asyncio.wait_for(
-                loop.create_connection(lambda: _Protocol(self), self.host, self.port),
+                loop.create_connection(
+                    lambda: _Protocol(self),
+                    self.host,
+                    self.port,
+                    ssl=self.ssl,
+                    server_hostname=self.host if self.ssl is not None else None,
+                ),
                 self.connect_timeout_ms / 1000,
             )
+        except ssl_module.SSLCertVerificationError as exc:
+            raise ConnectionFailedError(
+                f"cannot connect to {self.address}: TLS: the broker's certificate is not"
+                f" trusted: {exc.verify_message} (ssl.cafile,"
+                " ssl.endpoint.identification.algorithm)"
+            ) from exc
+        except ssl_module.SSLError as exc:
+            raise ConnectionFailedError(
+                f"cannot connect to {self.address}: TLS handshake failed: {exc.reason or exc}"
+            ) from exc
         except OSError as exc:  # includes TimeoutError
             reason = str(exc) or type(exc).__name__
+            if self.ssl is not None and isinstance(exc, ConnectionResetError | TimeoutError):
+                reason += " (during the TLS handshake: is the listener TLS, and does it need a client certificate?)"
             raise ConnectionFailedError(f"cannot connect to {self.address}: {reason}") from exc
         assert self._transport is not None
         sock = self._transport.get_extra_info("socket")
@@ -156,7 +193,18 @@ class BrokerConnection:
                     f"cannot connect to {self.address}: closed at once ({exc})"
                 ) from exc
         self._connected = True
-        body = await self.request(ApiKey.API_VERSIONS, {}, version=0)
+        try:
+            body = await self.request(ApiKey.API_VERSIONS, {}, version=0)
+        except ConnectionFailedError as exc:
+            if self.ssl is None:
+                raise
+            # TLS 1.3: the client's side of the handshake is done before the broker has
+            # checked the client certificate, so a refused one shows up here.
+            raise ConnectionFailedError(
+                f"cannot connect to {self.address}: the broker closed the TLS connection right"
+                " after the handshake: it probably refused our client certificate (none sent,"
+                " not signed by a CA it trusts, or expired: ssl.certfile, ssl.keyfile)"
+            ) from exc
         assert body is not None
         if body["error_code"] not in (0, 35):
             self.close()
@@ -164,9 +212,70 @@ class BrokerConnection:
         self.api_versions = {
             a["api_key"]: (a["min_version"], a["max_version"]) for a in body["api_keys"]
         }
+        if self.sasl is not None:
+            try:
+                await self._authenticate(self.sasl)
+            except BaseException:
+                self.close()
+                raise
         log.debug(
             "connected to %s (node %s), %d APIs", self.address, self.node_id, len(self.api_versions)
         )
+
+    async def _authenticate(self, creds: SaslCredentials) -> None:
+        """SaslHandshake, then the mechanism's SaslAuthenticate round trips. Raises
+        SaslAuthenticationFailedError (not retriable: the same credentials would fail again),
+        UnsupportedSaslMechanismError or IllegalSaslStateError naming what to change."""
+        mechanism = creds.mechanism
+        hs = await self.request(ApiKey.SASL_HANDSHAKE, {"mechanism": mechanism})
+        assert hs is not None
+        if hs["error_code"] == ErrorCode.UNSUPPORTED_SASL_MECHANISM:
+            hint = ""
+            if mechanism == "PLAIN" and self.ssl is None:
+                hint = (
+                    " (PLAIN sends the password itself: brokers offer it only over TLS,"
+                    " security.protocol=SASL_SSL)"
+                )
+            raise UnsupportedSaslMechanismError(
+                f"broker at {self.address} does not offer SASL mechanism {mechanism}; it"
+                f" offers {', '.join(hs['mechanisms']) or 'none'}{hint}"
+            )
+        if hs["error_code"] == ErrorCode.ILLEGAL_SASL_STATE:
+            raise IllegalSaslStateError(
+                f"broker at {self.address} refused SaslHandshake: its listener is not a SASL"
+                " one (check security.protocol against the broker's listener)"
+            )
+        if hs["error_code"]:
+            raise error_for_code(hs["error_code"])(f"SaslHandshake at {self.address}")
+        if mechanism == "PLAIN":
+            await self._sasl_step(creds, plain_message(creds.username, creds.password))
+            return
+        scram = ScramClient(mechanism, creds.username, creds.password)
+        server_first = await self._sasl_step(creds, scram.first())
+        try:
+            server_final = await self._sasl_step(creds, scram.final(server_first))
+            scram.verify(server_final)
+        except AuthenticationFailed as exc:
+            raise SaslAuthenticationFailedError(
+                f"broker at {self.address} failed to prove it knows {creds.username!r}'s"
+                f" credentials ({exc}): not the cluster you meant?"
+            ) from exc
+
+    async def _sasl_step(self, creds: SaslCredentials, data: bytes) -> bytes:
+        try:
+            resp = await self.request(ApiKey.SASL_AUTHENTICATE, {"auth_bytes": data})
+        except ConnectionFailedError as exc:
+            raise SaslAuthenticationFailedError(
+                f"authentication as {creds.username!r} with {creds.mechanism} at"
+                f" {self.address}: the broker closed the connection ({exc})"
+            ) from exc
+        assert resp is not None
+        if resp["error_code"]:
+            raise error_for_code(resp["error_code"])(
+                f"authentication as {creds.username!r} with {creds.mechanism} at"
+                f" {self.address} failed: {resp.get('error_message') or 'refused'}"
+            )
+        return bytes(resp["auth_bytes"])
 
     def close(self, exc: Exception | None = None) -> None:
         """Close the socket and fail every in-flight request (idempotent)."""

@@ -29,6 +29,13 @@ def add_bootstrap(p: argparse.ArgumentParser) -> None:
         help=f"broker(s) to connect to, comma-separated (default {DEFAULT_BOOTSTRAP})",
     )
     p.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="client properties file (Kafka's tools' flag): KEY=VALUE lines, e.g."
+        " security.protocol=SASL_SSL, sasl.username=..., sasl.password=..., ssl.cafile=...;"
+        " -X wins over it",
+    )
+    p.add_argument(
         "-X",
         dest="overrides",
         action="append",
@@ -38,8 +45,31 @@ def add_bootstrap(p: argparse.ArgumentParser) -> None:
     )
 
 
+def read_properties(path: str) -> dict[str, str]:
+    """A Java-style properties file: `key=value` (or `key: value`) lines; `#` and `!` start
+    comments. CommandError naming the file and line for anything else."""
+    out: dict[str, str] = {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError as exc:
+        raise CommandError(f"--command-config {path}: {exc.strerror or exc}") from exc
+    for n, raw in enumerate(lines, 1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        eq, colon = line.find("="), line.find(":")
+        cut = min(i for i in (eq, colon) if i >= 0) if max(eq, colon) >= 0 else -1
+        if cut <= 0:
+            raise CommandError(f"--command-config {path}, line {n}: expected KEY=VALUE")
+        out[line[:cut].strip()] = line[cut + 1 :].strip()
+    return out
+
+
 def client_config(args: argparse.Namespace, **extra: Any) -> dict[str, Any]:
     cfg: dict[str, Any] = {"bootstrap.servers": args.bootstrap_server}
+    if getattr(args, "command_config", None):
+        cfg.update(read_properties(args.command_config))
     for item in args.overrides:
         key, sep, value = item.partition("=")
         if not sep:

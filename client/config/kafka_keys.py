@@ -13,12 +13,14 @@ Pure data; any thread may read.
 from __future__ import annotations
 
 _TLS = (
-    "TLS is not built: every Gregor listener is plaintext (docs/operations.md, 'Not there yet');"
-    " leave it out, and reach remote brokers through a TLS proxy, SSH tunnel or VPN"
+    "Gregor's TLS reads PEM files, not Java keystores: ssl.certfile (certificate chain),"
+    " ssl.keyfile (its key), ssl.cafile (trusted CAs), ssl.client.auth and"
+    " ssl.endpoint.identification.algorithm (docs/security.md)"
 )
 _SASL = (
-    "SASL authentication is not built: brokers accept every client on their plaintext"
-    " listeners; leave it out (docs/operations.md, 'Not there yet')"
+    "Gregor's SASL is SCRAM-SHA-256/512 and PLAIN against credentials in the metadata log:"
+    " clients set sasl.mechanism, sasl.username and sasl.password; brokers"
+    " sasl.enabled.mechanisms (docs/security.md); no JAAS, Kerberos or OAuth"
 )
 _METRICS = (
     "Gregor has no metrics reporters or JMX: a node serves Prometheus metrics on"
@@ -67,8 +69,7 @@ KAFKA_KEYS: dict[str, str] = {
     "internal.leave.group.on.close": "close() leaves the group, unless group.instance.id is set (static membership)",
     # brokers
     "zookeeper.connect": "there is no ZooKeeper: metadata lives in the Raft controller quorum (controller.quorum.voters)",
-    "controller.listener.names": "controllers listen on their controller.quorum.voters address; there is no separate controller listener",
-    "security.inter.broker.protocol": "brokers replicate over inter.broker.listener.name, always plaintext (TLS is not built)",
+    "security.inter.broker.protocol": "brokers replicate over inter.broker.listener.name, with that listener's protocol in listener.security.protocol.map (SSL: TLS)",
     "authorizer.class.name": "ACLs are not built: every client may do everything (docs/operations.md, 'Not there yet')",
     "allow.everyone.if.no.acl.found": "ACLs are not built: every client may do everything",
     "super.users": "ACLs are not built: every client may do everything",
@@ -88,13 +89,30 @@ KAFKA_KEYS: dict[str, str] = {
     "metrics.num.samples": _METRICS,
     "metrics.recording.level": _METRICS,
     "metrics.sample.window.ms": _METRICS,
+    "ssl.protocol": "TLS 1.2 or later, negotiated by OpenSSL (Python's ssl); not configurable",
+    "ssl.enabled.protocols": "TLS 1.2 or later, negotiated by OpenSSL (Python's ssl); not configurable",
+    "ssl.cipher.suites": "OpenSSL's default cipher suites for TLS 1.2+ (Python's ssl); not configurable",
+    "ssl.principal.mapping.rules": "the principal is the certificate subject as written (User:CN=...,O=...), Kafka's DEFAULT rule; no other rules",
+    "ssl.provider": _TLS,
+    "ssl.engine.factory.class": f"{_CLASSES}; {_TLS}",
+    "ssl.secure.random.implementation": "OpenSSL's random source (Python's ssl); not configurable",
 }  # fmt: skip
 
 # Families, by prefix (dotted, ending in '.').
 KAFKA_PREFIXES: dict[str, str] = {
-    "ssl.": _TLS,
-    "sasl.": _SASL,
-    "listener.name.": "per-listener settings (TLS, SASL) are not built: every listener is plaintext",
+    "ssl.keystore.": _TLS,
+    "ssl.truststore.": _TLS,
+    "ssl.key.": _TLS,
+    "ssl.keymanager.": _TLS,
+    "ssl.trustmanager.": _TLS,
+    "sasl.jaas.": _SASL,
+    "sasl.kerberos.": _SASL,
+    "sasl.login.": _SASL,
+    "sasl.oauthbearer.": _SASL,
+    "sasl.client.": _SASL,
+    "sasl.server.callback.": _SASL,
+    "sasl.mechanism.controller.": _SASL,
+    "listener.name.": "per-listener settings are not built: every TLS listener (and the controllers') uses the node's ssl.* keys",
     "metrics.context.": _METRICS,  # (not "metrics.": metrics.listener is Gregor's own)
     "metrics.jmx.": _METRICS,
     "confluent.": "Confluent Platform keys have no Gregor twin",

@@ -14,7 +14,10 @@ MiB = 1024 * 1024
 
 KEYS = [
     key("bootstrap.servers", "list", ("localhost:9092",), "brokers to contact first: HOST:PORT, comma-separated", PCA, host_ports()),
-    key("security.protocol", "enum", "PLAINTEXT", "protocol to talk to brokers with (Kafka's name); only PLAINTEXT is built", PCA, choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"), status=REFUSED, why="TLS and SASL are not built: every broker listener is plaintext (docs/operations.md, 'Not there yet')"),
+    key("security.protocol", "enum", "PLAINTEXT", "protocol to talk to brokers with (Kafka's name): PLAINTEXT, SSL (TLS: ssl.cafile, ssl.certfile, ssl.keyfile, ssl.endpoint.identification.algorithm), SASL_PLAINTEXT or SASL_SSL (sasl.mechanism, sasl.username, sasl.password)", PCA, choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
+    key("sasl.mechanism", "enum", "SCRAM-SHA-512", "SASL mechanism with security.protocol SASL_PLAINTEXT or SASL_SSL: SCRAM-SHA-256, SCRAM-SHA-512 or PLAIN (the broker offers PLAIN only over TLS unless told otherwise)", PCA, choices=("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN")),
+    key("sasl.username", "str", None, "the user name to authenticate as (librdkafka's key; Kafka's Java client puts it in sasl.jaas.config)", PCA),
+    key("sasl.password", "str", None, "the user's password (never sent in clear with SCRAM; PLAIN sends it, so only over TLS)", PCA),
     key("client.id", "str", None, "name sent with every request (logs, quotas); default gregor-ROLE-PID-N", PCA),
     key("request.timeout.ms", "duration_ms", 30_000, "how long to wait for any response", PCA, at_least(1)),
     key("default.api.timeout.ms", "duration_ms", 60_000, "timeout of blocking calls without their own timeout", CA, at_least(1), status=IGNORED, why='blocking calls take their own timeout or request.timeout.ms'),

@@ -21,13 +21,32 @@ MiB = 1024 * 1024
 INT_MAX = 2**31 - 1
 _optional_listeners = Validator(lambda v: len(v) == 0 or host_ports()(v) is None, "empty, or HOST:PORT[,...]")  # fmt: skip
 
+_endpoint_algorithm = Validator(
+    lambda v: v in ("https", ""), "https, or empty (no host name check)"
+)
+
 KEYS = [
     key("process.roles", "list", ("broker", "controller"), "roles this process plays: broker, controller or both", BC, items_in(("broker", "controller"))),
     key("node.id", "int", 1, "this node's id, unique in the cluster (brokers and controllers)", BC, at_least(0)),
     key("cluster.id", "str", None, "cluster id, fixed once by the controller quorum in the metadata log (the first active controller's configured or stored id, else a new one) and stored by every node in `cluster.id` in its data dir; a node whose configured or stored id differs is refused with INCONSISTENT_CLUSTER_ID (docs/operations.md, Cluster id); unset: take the quorum's", BC),
     key("listeners", "list", ("127.0.0.1:9092",), "addresses the broker listens on: NAME://HOST:PORT (HOST:PORT is named PLAINTEXT), comma-separated, one name each; clients get the advertised addresses of the listener they connected on; port 0 picks a free port", B, host_ports()),
     key("advertised.listeners", "list", (), "addresses given to clients in metadata, per listener name (NAME://HOST:PORT; unnamed: PLAINTEXT); a listener not named here advertises the address it binds", B, _optional_listeners),
-    key("listener.security.protocol.map", "list", ("PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT", "SASL_SSL:SASL_SSL"), "listener name -> security protocol (NAME:PROTOCOL, comma-separated), as Kafka; only PLAINTEXT is built, so a listener mapped to SSL, SASL_PLAINTEXT or SASL_SSL stops start-up (TLS and SASL are not built yet); a name not in the map is PLAINTEXT, except those four names, which keep their own protocol", B, protocol_map()),
+    key("listener.security.protocol.map", "list", ("PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT", "SASL_SSL:SASL_SSL"), "listener name -> security protocol (NAME:PROTOCOL, comma-separated), as Kafka; PLAINTEXT and SSL (TLS with ssl.certfile/ssl.keyfile, docs/security.md) are built, SASL_PLAINTEXT and SASL_SSL stop start-up (SASL is not built yet); a name not in the map is PLAINTEXT, except those four names, which keep their own protocol; the controllers' listener is named by controller.listener.names", BC, protocol_map()),
+    key("controller.listener.names", "list", ("CONTROLLER",), "the name of the controllers' listener (the addresses of controller.quorum.voters): its protocol in listener.security.protocol.map (PLAINTEXT when not mapped, or SSL) is what every controller serves and what brokers and controllers use to reach a controller; only the first name is used", BC, non_empty()),
+    key("ssl.certfile", "str", None, "this node's certificate chain (PEM), served on every SSL listener (and the controllers' listener when it is SSL), and presented to other nodes when they ask for a client certificate; clients: the client certificate for mTLS", ALL),
+    key("ssl.keyfile", "str", None, "the private key (PEM, unencrypted) of ssl.certfile; empty: the key is in ssl.certfile", ALL),
+    key("ssl.cafile", "str", None, "CA certificates (PEM) trusted for the other side of a TLS link: a broker's or controller's certificate (clients, and nodes reaching each other), and client certificates when ssl.client.auth is requested or required; empty: the system's default CAs for outgoing links", ALL),
+    key("ssl.client.auth", "enum", "none", "client certificates on TLS listeners: none, requested (checked against ssl.cafile when sent) or required (mTLS: the handshake fails without a valid one); the principal is the certificate subject, User:CN=...,OU=...", BC, choices=("none", "requested", "required")),
+    key("ssl.endpoint.identification.algorithm", "str", "https", "https: an outgoing TLS link checks that the server certificate names the host connected to (Kafka's default); empty: no host name check (the certificate chain is still verified)", ALL, _endpoint_algorithm),
+    key("sasl.enabled.mechanisms", "list", ("SCRAM-SHA-256", "SCRAM-SHA-512"), "SASL mechanisms a SASL_PLAINTEXT or SASL_SSL listener offers: SCRAM-SHA-256, SCRAM-SHA-512, PLAIN (checked against the same stored SCRAM keys; offered on SASL_PLAINTEXT only with sasl.plain.allow.without.tls)", B, items_in(("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"))),
+    key("sasl.plain.allow.without.tls", "bool", False, "offer PLAIN on SASL_PLAINTEXT listeners too, where the password crosses the network in clear (false: PLAIN only on SASL_SSL)", B),
+    key("sasl.server.max.receive.size", "size", 512 * 1024, "largest frame a connection on a SASL listener may send before it has authenticated (Kafka's); bigger closes it", B, at_least(1024)),
+    key("sasl.server.authentication.timeout.ms", "duration_ms", 10_000, "a connection on a SASL listener must finish authenticating within this long of being accepted, else it is closed", B, at_least(1)),
+    key("connection.failed.authentication.delay.ms", "duration_ms", 100, "a failed authentication is answered (then the connection closed) only after this long, to slow password guessing (Kafka's)", B, at_least(0)),
+    key("sasl.scram.bootstrap.file", "str", None, "the first users: a file of SCRAM credentials in the form of Kafka's kafka-storage --add-scram, one per line (SCRAM-SHA-512=[name=admin,password=SECRET]); the active controller writes them (salted keys only) when the metadata log has no SCRAM credential yet, and never again; read at start-up (a bad line stops it)", BC),
+    key("sasl.mechanism.inter.broker.protocol", "enum", "SCRAM-SHA-512", "the SASL mechanism followers use to authenticate to leaders when inter.broker.listener.name is SASL_PLAINTEXT or SASL_SSL (Kafka's key)", B, choices=("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN")),
+    key("sasl.inter.broker.username", "str", None, "the SCRAM user this broker's followers authenticate as on a SASL inter-broker listener (Kafka puts it in listener.name.NAME.MECHANISM.sasl.jaas.config)", B),
+    key("sasl.inter.broker.password", "str", None, "the password of sasl.inter.broker.username", B),
     key("inter.broker.listener.name", "str", None, "the listener whose advertised address other brokers fetch from (replication); empty: the first of listeners", B),
     key("broker.rack", "str", None, "rack of this broker, for rack-aware replica placement", B),
     key("log.dirs", "list", ("./gregor-data",), "data directories for partition logs, comma-separated", B, non_empty()),

@@ -51,12 +51,23 @@ def socket_queued_bytes(fd: int) -> int:
 
 
 class FrameReader:
-    __slots__ = ("_max", "_scratch", "_view", "_start", "_end", "_frame", "_size", "_filled")
+    __slots__ = (
+        "_max",
+        "_limit_name",
+        "_scratch",
+        "_view",
+        "_start",
+        "_end",
+        "_frame",
+        "_size",
+        "_filled",
+    )
 
     def __init__(self, max_frame_bytes: int, scratch_bytes: int = 64 * 1024) -> None:
         if scratch_bytes < 2 * LENGTH_SIZE:
             raise ValueError("scratch buffer too small")
         self._max = max_frame_bytes
+        self._limit_name = "socket.request.max.bytes"
         self._scratch = bytearray(scratch_bytes)
         self._view = memoryview(self._scratch)
         self._start = 0  # unparsed bytes are scratch[_start:_end]
@@ -138,6 +149,12 @@ class FrameReader:
         one partly received frame)."""
         return (self._filled if self._frame is not None else 0) + self._end - self._start
 
+    def set_limit(self, max_frame_bytes: int, name: str) -> None:
+        """From the next frame header on, refuse frames above `max_frame_bytes` (the key
+        `name` in the error): e.g. sasl.server.max.receive.size until a client authenticated."""
+        self._max = max_frame_bytes
+        self._limit_name = name
+
     # -- internals -------------------------------------------------------------------------------
 
     def _parse(self) -> list[bytes | bytearray]:
@@ -150,7 +167,7 @@ class FrameReader:
             if size > self._max:
                 self._start, self._end = start, end
                 raise FrameTooLargeError(
-                    f"frame of {size} bytes exceeds socket.request.max.bytes={self._max}"
+                    f"frame of {size} bytes exceeds {self._limit_name}={self._max}"
                 )
             body = start + LENGTH_SIZE
             if end - body >= size:

@@ -35,9 +35,11 @@ from controller.metadata.records import (
     ProducerIds,
     RegisterBroker,
     RemoveTopic,
+    RemoveUserScramCredential,
     Topic,
     UnfenceBroker,
     UnregisterBroker,
+    UserScramCredential,
 )
 
 
@@ -55,6 +57,7 @@ class MetadataDelta:
         self._configs: dict[tuple[int, str], dict[str, str]] | None = None
         self._next_producer_id = image.next_producer_id
         self._cluster_id = image.cluster_id
+        self._scram: dict[str, dict[int, UserScramCredential]] | None = None
         # -- what changed (public, read after replaying) --
         self.created_topics: dict[str, bytes] = {}  # name -> topic id
         self.deleted_topics: dict[str, bytes] = {}  # name -> topic id
@@ -63,6 +66,7 @@ class MetadataDelta:
         self.leader_changed: set[tuple[str, int]] = set()  # new partitions included
         self.changed_brokers: set[int] = set()
         self.changed_configs: set[tuple[int, str]] = set()
+        self.changed_users: set[str] = set()  # SCRAM credentials set or removed
         self.records_replayed = 0
 
     # -- replay --------------------------------------------------------------------------------
@@ -115,6 +119,11 @@ class MetadataDelta:
             configs=configs,
             next_producer_id=self._next_producer_id,
             cluster_id=self._cluster_id,
+            scram_credentials=img.scram_credentials
+            if self._scram is None
+            else MappingProxyType(
+                {k: MappingProxyType(dict(v)) for k, v in self._scram.items() if v}
+            ),
         )
 
     # -- working copies ------------------------------------------------------------------------
@@ -268,6 +277,21 @@ class MetadataDelta:
             )
         self._cluster_id = r.cluster_id
 
+    def _w_scram(self) -> dict[str, dict[int, UserScramCredential]]:
+        if self._scram is None:
+            self._scram = {k: dict(v) for k, v in self.image.scram_credentials.items()}
+        return self._scram
+
+    def _user_scram(self, r: UserScramCredential) -> None:
+        self._w_scram().setdefault(r.name, {})[r.mechanism] = r
+        self.changed_users.add(r.name)
+
+    def _remove_user_scram(self, r: RemoveUserScramCredential) -> None:
+        creds = self._w_scram().get(r.name)
+        if creds is None or creds.pop(r.mechanism, None) is None:
+            raise MetadataReplayError(f"user {r.name!r} has no credential {r.mechanism}")
+        self.changed_users.add(r.name)
+
     def _noop(self, r: NoOp) -> None:
         pass
 
@@ -286,6 +310,8 @@ _HANDLERS: dict[type, Callable[[MetadataDelta, Any], None]] = {
     NoOp: MetadataDelta._noop,
     BatchBegin: MetadataDelta._noop,
     ClusterId: MetadataDelta._cluster_id_record,
+    UserScramCredential: MetadataDelta._user_scram,
+    RemoveUserScramCredential: MetadataDelta._remove_user_scram,
 }
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, ClassVar
 
-from controller.metadata.records import NO_LEADER, RESOURCE_TOPIC
+from controller.metadata.records import NO_LEADER, RESOURCE_TOPIC, UserScramCredential
 
 _EMPTY: Mapping[Any, Any] = MappingProxyType({})
 
@@ -85,6 +85,10 @@ class MetadataImage:
     configs: Mapping[tuple[int, str], Mapping[str, str]] = field(default_factory=lambda: _EMPTY)
     next_producer_id: int = 0
     cluster_id: str | None = None  # the ClusterId record's; None before it is written
+    # user name -> {mechanism number: its UserScramCredential record}
+    scram_credentials: Mapping[str, Mapping[int, UserScramCredential]] = field(
+        default_factory=lambda: _EMPTY
+    )
 
     EMPTY: ClassVar[MetadataImage]  # the image before any record, set below
 
@@ -120,6 +124,7 @@ class MetadataImage:
             {k: dict(v) for k, v in self.configs.items()},
             self.next_producer_id,
             self.cluster_id,
+            {k: dict(v) for k, v in self.scram_credentials.items()},
         )
 
     def same_state(self, other: MetadataImage) -> bool:

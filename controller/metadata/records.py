@@ -171,6 +171,30 @@ class ClusterId:
     cluster_id: str
 
 
+@dataclass(frozen=True)
+class UserScramCredential:
+    """Set a user's SCRAM credential for one mechanism (Kafka's UserScramCredentialRecord):
+    the salt, StoredKey and ServerKey of RFC 5802 and the iteration count. Never the password
+    nor the salted password: neither can be recovered from these."""
+
+    TYPE: ClassVar[int] = 13
+    VERSION: ClassVar[int] = 0
+    name: str
+    mechanism: int  # 1 SCRAM-SHA-256, 2 SCRAM-SHA-512 (Kafka's ScramMechanism)
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+
+@dataclass(frozen=True)
+class RemoveUserScramCredential:
+    TYPE: ClassVar[int] = 14
+    VERSION: ClassVar[int] = 0
+    name: str
+    mechanism: int
+
+
 MetadataRecord = (
     RegisterBroker
     | FenceBroker
@@ -185,6 +209,8 @@ MetadataRecord = (
     | NoOp
     | BatchBegin
     | ClusterId
+    | UserScramCredential
+    | RemoveUserScramCredential
 )
 
 RECORD_TYPES: dict[int, type] = {
@@ -203,6 +229,8 @@ RECORD_TYPES: dict[int, type] = {
         NoOp,
         BatchBegin,
         ClusterId,
+        UserScramCredential,
+        RemoveUserScramCredential,
     )
 }
 

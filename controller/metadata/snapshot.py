@@ -66,6 +66,9 @@ def image_to_records(image: MetadataImage) -> list[Any]:
             out.append(Config(rtype, rname, k, v))
     if image.next_producer_id:
         out.append(ProducerIds(-1, -1, image.next_producer_id))
+    for user in sorted(image.scram_credentials):
+        creds = image.scram_credentials[user]
+        out.extend(creds[m] for m in sorted(creds))
     return out
 
 

@@ -250,6 +250,7 @@ class CombinedController:
             if old_image is not None:
                 self._migrate(old_image)
             self.controller.ensure_cluster_id()  # (one voter: committed at once)
+            self.controller.scram.write_bootstrap()
 
         asyncio.run_coroutine_threadsafe(setup(), self.runner.loop).result(timeout)
         if old_image is not None:
@@ -417,3 +418,8 @@ class CombinedController:
         self, resources: list[dict], validate_only: bool = False
     ) -> concurrent.futures.Future:
         return self.runner.incremental_alter_configs(resources, validate_only)
+
+    def alter_user_scram_credentials(
+        self, deletions: list[dict], upsertions: list[dict]
+    ) -> concurrent.futures.Future:
+        return self.runner.alter_user_scram_credentials(deletions, upsertions)

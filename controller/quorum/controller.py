@@ -19,7 +19,8 @@ shared `ControllerCore`: settings, clock, image, writing records):
   fencing, controlled shutdown, producer ids; owns the brokers' session state;
 - `replication` — ReplicationControlManager (replication_control.py): topics, partitions, ISR
   changes, leader elections;
-- `configs` — ConfigurationControlManager (config_control.py): topic configs.
+- `configs` — ConfigurationControlManager (config_control.py): topic configs;
+- `scram` — ScramControlManager (scram_control.py): users' SCRAM credentials.
 This class puts them together, owns loading the image and the periodic tick, and offers each
 manager's requests under one name (the ControllerThread calls them by name).
 """
@@ -43,6 +44,7 @@ from controller.quorum.config_control import ConfigurationControlManager
 from controller.quorum.log import MetadataLog
 from controller.quorum.replication import imbalanced_partitions
 from controller.quorum.replication_control import ReplicationControlManager
+from controller.quorum.scram_control import ScramControlManager, parse_bootstrap_file
 from controller.quorum.state import ControllerCore, ControllerSettings, ControlManager
 
 __all__ = ["ControllerSettings", "QuorumController"]
@@ -89,6 +91,9 @@ class QuorumController(ControlManager):
         self.forget_session = self.cluster.forget_session
         self.allocate_producer_ids = self.cluster.allocate_producer_ids
         self.incremental_alter_configs = self.configs.incremental_alter_configs
+        path = getattr(config, "sasl_scram_bootstrap_file", None)
+        self.scram = ScramControlManager(self.core, parse_bootstrap_file(path) if path else None)
+        self.alter_user_scram_credentials = self.scram.alter_user_scram_credentials
         self.own_cluster_id = cluster_id
         self._next_rebalance_ms = self.clock() + self.settings.leader_imbalance_check_interval_ms
         self.load()
@@ -158,6 +163,7 @@ class QuorumController(ControlManager):
         rebalancing every leader.imbalance.check.interval.ms when enabled, for the brokers whose
         share of partitions led elsewhere is above leader.imbalance.per.broker.percentage."""
         self.ensure_cluster_id()
+        self.scram.write_bootstrap()
         self.resume()
         self.check_sessions()
         now = self.clock()

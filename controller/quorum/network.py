@@ -10,6 +10,10 @@
   `{"error_code": 35}`; a malformed frame or body is logged and the connection closed.
 - `request(host, port, api_key, body)`: a blocking one-shot client (CLI, tests).
 
+TLS (controller.listener.names mapped to SSL, docs/security.md): the server does the handshake
+per accepted connection with its ReloadableContext's current context; PeerTransport and
+`request` connect with the client context and check the peer's host name.
+
 Threading: PeerTransport and ControllerServer live on the controller thread's event loop; every
 method except `request` must be called there.
 """
@@ -20,6 +24,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import ssl
 from collections.abc import Callable
 from typing import Any
 
@@ -36,6 +41,7 @@ from client.protocol.framing import (
     encode_response,
 )
 from client.protocol.schema import API_SPECS
+from client.security.tls import ReloadableContext
 
 _log = logging.getLogger(__name__)
 
@@ -68,8 +74,11 @@ class PeerTransport:
         max_queue: int = 1024,
         reconnect_backoff_ms: int = 50,
         cluster_id: Callable[[], str | None] = lambda: None,
+        tls: ReloadableContext | None = None,
     ) -> None:
-        """`cluster_id()`: the id each RaftMessage carries (None: not known yet)."""
+        """`cluster_id()`: the id each RaftMessage carries (None: not known yet); `tls`: the
+        controllers' listener is SSL (its current client context per connection)."""
+        self.tls = tls
         self.cluster_id = cluster_id
         self.node_id = node_id
         self.peers = {k: v for k, v in peers.items() if k != node_id}
@@ -133,8 +142,18 @@ class PeerTransport:
         host, port = self.peers[peer]
         while True:
             try:
-                reader, writer = await asyncio.open_connection(host, port)
-            except OSError:
+                if self.tls is None:
+                    reader, writer = await asyncio.open_connection(host, port)
+                else:
+                    reader, writer = await asyncio.open_connection(
+                        host, port, ssl=self.tls.context, server_hostname=host
+                    )
+            except OSError as exc:  # ssl.SSLError included
+                if isinstance(exc, ssl.SSLError):
+                    _log.warning(
+                        "[controller=%d] TLS to raft peer %d at %s:%d failed: %s",
+                        self.node_id, peer, host, port, exc,
+                    )  # fmt: skip
                 await asyncio.sleep(self.backoff_s)
                 continue
             with contextlib.suppress(OSError):
@@ -190,7 +209,11 @@ class ControllerServer:
         handlers: dict[int, Handler],
         node_id: int,
         leader_hint: Callable[[], tuple[int, str | None]] | None = None,
+        tls: ReloadableContext | None = None,
     ) -> None:
+        """`tls`: serve TLS (the controllers' listener is SSL) with its current server
+        context, the handshake done per connection (so a reload reaches the next one)."""
+        self.tls = tls
         self.host, self.port = host, port
         self.handlers = handlers
         self.node_id = node_id
@@ -235,6 +258,14 @@ class ControllerServer:
         decoder = FrameDecoder(MAX_FRAME)
         peer = writer.get_extra_info("peername")
         try:
+            if self.tls is not None:
+                try:
+                    await writer.start_tls(self.tls.context, ssl_handshake_timeout=10.0)
+                except (ssl.SSLError, TimeoutError) as exc:
+                    _log.info(
+                        "[controller=%d] TLS handshake from %s failed: %s", self.node_id, peer, exc
+                    )
+                    return
             while True:
                 data = await reader.read(256 * 1024)
                 if not data:
@@ -286,9 +317,11 @@ def request(
     version: int = 0,
     timeout: float = 5.0,
     client_id: str = "gregor-cli",
+    ssl_context: ssl.SSLContext | None = None,
 ) -> dict:
-    """Send one request and return the response body (blocking; any thread)."""
-    with socket.create_connection((host, port), timeout=timeout) as s:
+    """Send one request and return the response body (blocking; any thread). `ssl_context`:
+    over TLS (the controllers' listener is SSL); ssl.SSLError (an OSError) when it fails."""
+    with _connect(host, port, timeout, ssl_context) as s:
         s.sendall(encode_request(api_key, version, 1, client_id, body))
         decoder = FrameDecoder(MAX_FRAME)
         while True:
@@ -299,3 +332,14 @@ def request(
             if frames:
                 _corr, resp = decode_response(frames[0])
                 return resp
+
+
+def _connect(host: str, port: int, timeout: float, tls: ssl.SSLContext | None) -> socket.socket:
+    sock = socket.create_connection((host, port), timeout=timeout)
+    if tls is None:
+        return sock
+    try:
+        return tls.wrap_socket(sock, server_hostname=host)
+    except BaseException:
+        sock.close()
+        raise

@@ -29,11 +29,18 @@ from typing import Any
 
 import msgpack
 
-from client.errors import ErrorCode, InconsistentClusterIdError, OffsetOutOfRangeError
+from client.errors import (
+    ConfigError,
+    ErrorCode,
+    InconsistentClusterIdError,
+    OffsetOutOfRangeError,
+)
 from client.fsutil import DirectoryLock, make_dirs
 from client.protocol.api_keys import ApiKey
 from client.protocol.apis.admin import group_election_results
 from client.protocol.schema import API_SPECS
+from client.security.protocols import controller_protocol
+from client.security.tls import ReloadableContext, TlsSettings
 from controller.metadata.delta import MetadataDelta
 from controller.metadata.image import MetadataImage
 from controller.metrics import (
@@ -93,6 +100,14 @@ class ControllerProcess:
         self._dir_lock: DirectoryLock | None = None
         self._metrics_address = metrics_address(config)  # ValueError: not http://HOST:PORT
         self.metrics: MetricsServer | None = None  # while metrics.listener is set
+        # TLS on the controllers' listener (controller.listener.names mapped to SSL): the
+        # context served and the one used to reach the other voters (ConfigError: bad files)
+        self.tls_server: ReloadableContext | None = None
+        self.tls_client: ReloadableContext | None = None
+        if controller_protocol(config) == "SSL":
+            settings = TlsSettings.from_config(config)
+            self.tls_server = ReloadableContext(settings, server=True)
+            self.tls_client = ReloadableContext(settings, server=False)
         # replica id -> (next offset it asked for, time.monotonic() of the fetch); loop thread
         self._observers: dict[int, tuple[int, float]] = {}
 
@@ -132,7 +147,11 @@ class ControllerProcess:
             log, self.voters, lambda peers: holder["t"].set_peers(peers)
         )
         self.transport = holder["t"] = PeerTransport(
-            self.node_id, self.membership.peers(), loop, cluster_id=self.cluster_id
+            self.node_id,
+            self.membership.peers(),
+            loop,
+            cluster_id=self.cluster_id,
+            tls=self.tls_client,
         )
         log.on_membership.append(self.membership.on_membership)
         self.snapshotter = BackgroundSnapshotter(self.log, loop)
@@ -144,7 +163,12 @@ class ControllerProcess:
         self.log.on_activate.append(lambda: controller.load(loader.image))
         self.log.on_deactivate.append(self.runner.fail_waiting)
         self.server = ControllerServer(
-            self.host, self.port, self._handlers(), self.node_id, self._leader_hint
+            self.host,
+            self.port,
+            self._handlers(),
+            self.node_id,
+            self._leader_hint,
+            tls=self.tls_server,
         )
 
         async def setup() -> tuple[str, int]:
@@ -174,6 +198,20 @@ class ControllerProcess:
             name=f"controller-{self.node_id}-metrics",
         )
         self.metrics.start()
+
+    def reload_tls(self) -> bool:
+        """Re-read the TLS files (SIGHUP; any thread); a failure keeps the previous context,
+        is logged and returns False."""
+        ok = True
+        for ctx in (self.tls_server, self.tls_client):
+            if ctx is None:
+                continue
+            try:
+                ctx.reload()
+            except ConfigError as exc:
+                _log.error("TLS reload failed, keeping the previous certificates: %s", exc)
+                ok = False
+        return ok
 
     def stop(self) -> None:
         if self.metrics is not None:
@@ -244,6 +282,7 @@ class ControllerProcess:
             ApiKey.DELETE_TOPICS: self._delete_topics,
             ApiKey.CREATE_PARTITIONS: self._create_partitions,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self._incremental_alter_configs,
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS: self._alter_user_scram_credentials,
             ApiKey.ELECT_LEADERS: self._elect_leaders,
         }
         handlers.update({k: v for k, v in optional.items() if k in API_SPECS})
@@ -439,6 +478,10 @@ class ControllerProcess:
             "incremental_alter_configs", b["resources"], b.get("validate_only", False)
         )
         return {"responses": results, "throttle_time_ms": 0}
+
+    async def _alter_user_scram_credentials(self, b: dict) -> dict:
+        results = await self._call("alter_user_scram_credentials", b["deletions"], b["upsertions"])
+        return {"results": results, "throttle_time_ms": 0}
 
     async def _elect_leaders(self, b: dict) -> dict:
         tps = b.get("topic_partitions")

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import ssl
 import threading
 import time
 from collections.abc import Sequence
@@ -40,6 +41,7 @@ from client.errors import (
 )
 from client.protocol.api_keys import ApiKey
 from client.protocol.apis.admin import flatten_election_results, group_partitions
+from client.security.tls import ReloadableContext
 from controller.quorum.log import CommittedRecords, Listener, MetadataLog
 from controller.quorum.network import parse_voters, request
 
@@ -50,6 +52,10 @@ ThrottlingQuotaExceededError = error_for_code(ErrorCode.THROTTLING_QUOTA_EXCEEDE
 
 def _voters(voters: str | dict[int, tuple[str, int]]) -> dict[int, tuple[str, int]]:
     return parse_voters(voters) if isinstance(voters, str) else dict(voters)
+
+
+def _context(tls: ReloadableContext | None) -> ssl.SSLContext | None:
+    return None if tls is None else tls.context
 
 
 class _LeaderTracker:
@@ -102,11 +108,13 @@ class RemoteController:
         retry_backoff_ms: int = 50,
         attempt_timeout_ms: int = 5000,
         cluster_id: str | None = None,
+        tls: ReloadableContext | None = None,
     ) -> None:
         """`cluster_id`: the id a broker claims in BrokerRegistration when the call names none
         (its stored or configured one; None: it has none yet). The owner may set the attribute
         later (from any thread) once it has learnt the quorum's."""
         self.cluster_id = cluster_id
+        self.tls = tls  # the controllers' listener is SSL
         self.tracker = _LeaderTracker(_voters(voters))
         self.request_timeout_s = request_timeout_ms / 1000.0
         self.attempt_timeout_s = attempt_timeout_ms / 1000.0
@@ -170,6 +178,7 @@ class RemoteController:
                     body,
                     timeout=max(0.1, min(self.attempt_timeout_s, deadline - time.monotonic())),
                     client_id=self.client_id,
+                    ssl_context=_context(self.tls),
                 )
             except OSError as e:
                 last = f"controller {nid}: {e or type(e).__name__}"
@@ -203,7 +212,13 @@ class RemoteController:
         for _nid, (host, port) in sorted(self.tracker.known().items()):
             try:
                 d = request(
-                    host, port, ApiKey.DESCRIBE_QUORUM, {}, timeout=1.0, client_id=self.client_id
+                    host,
+                    port,
+                    ApiKey.DESCRIBE_QUORUM,
+                    {},
+                    timeout=1.0,
+                    client_id=self.client_id,
+                    ssl_context=_context(self.tls),
                 )
             except OSError:
                 continue
@@ -247,6 +262,9 @@ class RemoteController:
 
     def incremental_alter_configs(self, *a: Any, **k: Any) -> concurrent.futures.Future:
         return self.submit("incremental_alter_configs", *a, **k)
+
+    def alter_user_scram_credentials(self, *a: Any, **k: Any) -> concurrent.futures.Future:
+        return self.submit("alter_user_scram_credentials", *a, **k)
 
     def describe_quorum(self, endpoint: str | None = None) -> concurrent.futures.Future:
         return self.submit("describe_quorum")
@@ -394,6 +412,14 @@ def _alter_configs(resources: list[dict], validate_only: bool = False) -> tuple:
     )
 
 
+def _alter_scram(deletions: list[dict], upsertions: list[dict]) -> tuple:
+    return (
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+        {"deletions": deletions, "upsertions": upsertions},
+        lambda r: r["results"],
+    )
+
+
 _CALLS: dict[str, Any] = {
     "register_broker": _register,
     "broker_heartbeat": _heartbeat,
@@ -402,6 +428,7 @@ _CALLS: dict[str, Any] = {
     "delete_topics": _delete_topics,
     "create_partitions": _create_partitions,
     "incremental_alter_configs": _alter_configs,
+    "alter_user_scram_credentials": _alter_scram,
     "elect_leaders": _elect,
     "allocate_producer_ids": _allocate,
     "describe_quorum": lambda: (ApiKey.DESCRIBE_QUORUM, {}, _same),
@@ -419,7 +446,9 @@ class RemoteMetadataLog(MetadataLog):
         fetch_max_wait_ms: int = 500,
         replica_id: int = -1,
         fetch_timeout_ms: int = 2000,
+        tls: ReloadableContext | None = None,
     ) -> None:
+        self.tls = tls  # the controllers' listener is SSL
         self.replica_id = replica_id  # a broker's node id: DescribeQuorum lists it as observer
         # beyond the long poll: a paused leader accepts the connection and never answers
         self.fetch_timeout_s = (fetch_timeout_ms + fetch_max_wait_ms) / 1000.0
@@ -472,6 +501,7 @@ class RemoteMetadataLog(MetadataLog):
                 },
                 timeout=self.fetch_timeout_s,
                 client_id=self.client_id,
+                ssl_context=_context(self.tls),
             )
         except OSError:
             self.tracker.failed(nid)

@@ -212,3 +212,6 @@ class ControllerThread:
 
     def allocate_producer_ids(self, *a: Any, **k: Any) -> concurrent.futures.Future:
         return self.submit("allocate_producer_ids", *a, **k)
+
+    def alter_user_scram_credentials(self, *a: Any, **k: Any) -> concurrent.futures.Future:
+        return self.submit("alter_user_scram_credentials", *a, **k)

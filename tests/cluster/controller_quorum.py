@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import ssl
 import time
 from pathlib import Path
 from typing import Any
@@ -87,6 +88,7 @@ class ControllerQuorum:
         self._started: list[GregorProcess] = []  # every process this object started
         self._observers: list[tuple[RemoteMetadataLog, MetadataLoader]] = []
         self._runs = 0
+        self.tls: ssl.SSLContext | None = None  # the controllers' listener is SSL: how to ask
 
     # -- process control -----------------------------------------------------------------------
     def spawn(self, n: int) -> GregorProcess:
@@ -196,7 +198,14 @@ class ControllerQuorum:
     def describe(self, n: int, timeout: float = 1.0) -> dict | None:
         """Node n's own DescribeQuorum answer (role, leader_id, leader_epoch = term, ...)."""
         try:
-            return request(HOST, self.ports[n], ApiKey.DESCRIBE_QUORUM, {}, timeout=timeout)
+            return request(
+                HOST,
+                self.ports[n],
+                ApiKey.DESCRIBE_QUORUM,
+                {},
+                timeout=timeout,
+                ssl_context=self.tls,
+            )
         except OSError:
             return None
 
@@ -232,7 +241,9 @@ class ControllerQuorum:
             if found is None:
                 return None
             try:
-                resp = request(HOST, self.ports[found[0]], api_key, body, timeout=timeout)
+                resp = request(
+                    HOST, self.ports[found[0]], api_key, body, timeout=timeout, ssl_context=self.tls
+                )
             except OSError:
                 return None
             return None if resp.get("error_code") == ErrorCode.NOT_CONTROLLER else resp

@@ -15,7 +15,8 @@ from replica_helpers import batch, create_topic, produce
 from broker.log import LogConfig, LogManager
 from broker.purgatory import Purgatory, SystemTimer
 from broker.replica import ReplicaManager
-from broker.replica.fetcher import FetcherSettings, ReplicaFetcherThread, _Connection
+from broker.replica.fetcher import FetcherSettings, ReplicaFetcherThread
+from broker.replica.leader_connection import LeaderConnection
 from client.protocol import ApiKey
 from controller.metadata.delta import MetadataDelta
 from controller.metadata.image import MetadataImage
@@ -70,7 +71,7 @@ def test_idle_incremental_fetches_carry_no_partitions(leader, follower, monkeypa
     # (session epoch, partitions named, forgotten, answered) of every Fetch
     wire: list[tuple[int, int, int, int]] = []
     lock = threading.Lock()
-    real = _Connection.request
+    real = LeaderConnection.request
 
     def spy(self, api_key, body):
         resp = real(self, api_key, body)
@@ -86,7 +87,7 @@ def test_idle_incremental_fetches_carry_no_partitions(leader, follower, monkeypa
                 )
         return resp
 
-    monkeypatch.setattr(_Connection, "request", spy)
+    monkeypatch.setattr(LeaderConnection, "request", spy)
     thread = ReplicaFetcherThread(
         "fetcher-test",
         2,

@@ -20,9 +20,11 @@ from controller.metadata.records import (
     ProducerIds,
     RegisterBroker,
     RemoveTopic,
+    RemoveUserScramCredential,
     Topic,
     UnfenceBroker,
     UnregisterBroker,
+    UserScramCredential,
     decode_record,
     encode_record,
 )
@@ -47,6 +49,8 @@ SAMPLES = [
     NoOp(),
     BatchBegin(3),
     ClusterId("MkU3OEVBNTcwNTJENDM2Qk"),
+    UserScramCredential("alice", 1, b"salt", b"s" * 32, b"k" * 32, 4096),
+    RemoveUserScramCredential("alice", 1),
 ]
 
 

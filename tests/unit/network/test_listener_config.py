@@ -118,54 +118,62 @@ def test_register_broker_record_round_trips_its_endpoints() -> None:
     assert decode_record(encode_record(RegisterBroker(4, 7, "b", 1))).endpoints == ()
 
 
-# -- security protocols (issue 22, item 1): only PLAINTEXT is built, anything else is refused
+# -- security protocols: all four are built (issue 25); SASL replication needs credentials
 
 
 @pytest.mark.parametrize(
     ("overrides", "listener", "protocol"),
     [
-        ({"listeners": "SSL://127.0.0.1:29098"}, "SSL://127.0.0.1:29098", "SSL"),
-        ({"listeners": "sasl_ssl://h:1"}, "SASL_SSL://h:1", "SASL_SSL"),
-        ({"listeners": "PLAINTEXT://h:1,SASL_PLAINTEXT://h:2"}, "SASL_PLAINTEXT://h:2", "SASL_PLAINTEXT"),
+        ({"listeners": "sasl_ssl://h:1"}, "SASL_SSL", "SASL_SSL"),
+        ({"listeners": "SASL_PLAINTEXT://h:2,PLAINTEXT://h:1"}, "SASL_PLAINTEXT", "SASL_PLAINTEXT"),
         (
-            {"listeners": "CLIENT://h:1", "listener.security.protocol.map": "CLIENT:SSL"},
-            "CLIENT://h:1",
-            "SSL",
-        ),
-        (  # a map that leaves SSL out does not make an SSL listener plaintext
-            {"listeners": "SSL://h:1", "listener.security.protocol.map": "CLIENT:PLAINTEXT"},
-            "SSL://h:1",
-            "SSL",
+            {"listeners": "PLAINTEXT://h:1,CLIENT://h:2", "listener.security.protocol.map": "CLIENT:SASL_SSL", "inter.broker.listener.name": "CLIENT"},
+            "CLIENT",
+            "SASL_SSL",
         ),
     ],
 )  # fmt: skip
-def test_a_listener_that_is_not_plaintext_is_refused(
+def test_a_sasl_inter_broker_listener_needs_the_brokers_credentials(
     overrides: dict[str, str], listener: str, protocol: str
 ) -> None:
     with pytest.raises(ConfigError) as e:
         Listeners.from_config(load_config("broker", None, {}, overrides))
     msg = str(e.value)
-    assert f"listener {listener} uses security protocol {protocol}" in msg, msg
-    assert "only PLAINTEXT listeners are" in msg and "TLS and SASL are planned" in msg, msg
+    assert f"inter.broker.listener.name: listener {listener} uses {protocol}" in msg, msg
+    assert "set sasl.inter.broker.username and sasl.inter.broker.password" in msg, msg
+    with_creds = {**overrides, "sasl.inter.broker.username": "b", "sasl.inter.broker.password": "p"}
+    listeners = Listeners.from_config(load_config("broker", None, {}, with_creds))
+    assert listeners.inter_broker_protocol == protocol
 
 
 @pytest.mark.parametrize(
-    "overrides",
+    ("overrides", "protocols"),
     [
-        {"listeners": "PLAINTEXT://h:1"},
-        {"listeners": "INTERNAL://h:1,EXTERNAL://h:2"},  # names the map does not list
-        {"listeners": "CLIENT://h:1", "listener.security.protocol.map": "CLIENT:PLAINTEXT"},
-        {"listeners": "SSL://h:1", "listener.security.protocol.map": "ssl:plaintext"},
+        ({"listeners": "PLAINTEXT://h:1"}, ["PLAINTEXT"]),
+        ({"listeners": "INTERNAL://h:1,EXTERNAL://h:2"}, ["PLAINTEXT", "PLAINTEXT"]),  # not in the map
+        ({"listeners": "CLIENT://h:1", "listener.security.protocol.map": "CLIENT:PLAINTEXT"}, ["PLAINTEXT"]),
+        ({"listeners": "SSL://h:1", "listener.security.protocol.map": "ssl:plaintext"}, ["PLAINTEXT"]),
+        ({"listeners": "SSL://h:1"}, ["SSL"]),
+        ({"listeners": "SSL://h:1", "listener.security.protocol.map": "CLIENT:PLAINTEXT"}, ["SSL"]),
+        (
+            {"listeners": "INTERNAL://h:1,EXTERNAL://h:2", "listener.security.protocol.map": "INTERNAL:SSL,EXTERNAL:PLAINTEXT"},
+            ["SSL", "PLAINTEXT"],
+        ),
+        ({"listeners": "SSL://h:1,SASL_SSL://h:2,SASL_PLAINTEXT://h:3"}, ["SSL", "SASL_SSL", "SASL_PLAINTEXT"]),
     ],
-)
-def test_plaintext_listeners_named_or_mapped_are_accepted(overrides: dict[str, str]) -> None:
+)  # fmt: skip
+def test_listeners_named_or_mapped_get_their_protocol(
+    overrides: dict[str, str], protocols: list[str]
+) -> None:
     listeners = Listeners.from_config(load_config("broker", None, {}, overrides))
     expected = [
         f"{name.upper()}://{address}"
         for name, _, address in (i.partition("://") for i in overrides["listeners"].split(","))
     ]
     assert [str(e) for e in listeners.bind] == expected
+    assert [listeners.protocol(e.name) for e in listeners.bind] == protocols
     assert listeners.inter_broker == listeners.bind[0].name
+    assert listeners.inter_broker_protocol == protocols[0]
 
 
 def test_a_malformed_protocol_map_is_refused_by_the_loader() -> None:

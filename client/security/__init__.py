@@ -1,0 +1,1 @@
+"""What every process shares for security: TLS contexts built from PEM files (tls.py)."""
