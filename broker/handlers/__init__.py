@@ -86,4 +86,5 @@ import broker.handlers.list_offsets  # noqa: E402, F401
 import broker.handlers.metadata  # noqa: E402, F401
 import broker.handlers.offset_for_leader_epoch  # noqa: E402, F401
 import broker.handlers.produce  # noqa: E402, F401
+import broker.handlers.reassignments  # noqa: E402, F401
 from broker.handlers import api_versions  # noqa: E402

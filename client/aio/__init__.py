@@ -13,6 +13,7 @@ from client.aio.admin_groups import (
     GroupMemberDescription,
     GroupPartitionLag,
 )
+from client.aio.admin_reassign import PartitionReassignment
 from client.aio.consumer import Consumer
 from client.aio.producer import Producer
 from client.aio.types import (
@@ -38,6 +39,7 @@ __all__ = [
     "GroupMemberDescription",
     "GroupPartitionLag",
     "PartitionDescription",
+    "PartitionReassignment",
     "Producer",
     "QuorumDescription",
     "QuorumReplica",

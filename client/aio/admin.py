@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from client.aio import admin_groups, admin_records
+from client.aio import admin_groups, admin_reassign, admin_records
 from client.aio.admin_groups import GroupDescription, GroupListing
 from client.aio.cluster import ClusterClient
 from client.aio.config import resolve_config
@@ -502,6 +502,35 @@ class Admin:
         self._check_open()
         return await admin_records.delete_records(
             self._cluster, offsets, self._timeout(timeout_ms), self.config.retry_backoff_ms
+        )
+
+    async def alter_partition_reassignments(
+        self,
+        reassignments: Mapping[TopicPartition, Sequence[int] | None],
+        *,
+        timeout_ms: int | None = None,
+    ) -> dict[TopicPartition, Exception | None]:
+        """Start, replace or cancel partition reassignments (Kafka's
+        `alterPartitionReassignments`): {tp: target broker ids, or None to cancel} ->
+        {tp: None when accepted, else the error: InvalidReplicaAssignmentError,
+        NoReassignmentInProgressError, UnknownTopicOrPartitionError}. Accepted means written
+        to the metadata log; the move completes once every target replica is in sync
+        (list_partition_reassignments shows it until then). A whole-request failure raises.
+        See client/aio/admin_reassign.py."""
+        self._check_open()
+        return await admin_reassign.alter_partition_reassignments(
+            self._cluster, reassignments, self._timeout(timeout_ms)
+        )
+
+    async def list_partition_reassignments(
+        self, partitions: Iterable[TopicPartition] | None = None, *, timeout_ms: int | None = None
+    ) -> dict[TopicPartition, admin_reassign.PartitionReassignment]:
+        """The reassignments in flight (Kafka's `listPartitionReassignments`), of `partitions`
+        or of all (None): {tp: PartitionReassignment(replicas, adding_replicas,
+        removing_replicas)}. Partitions without one are left out."""
+        self._check_open()
+        return await admin_reassign.list_partition_reassignments(
+            self._cluster, partitions, self._timeout(timeout_ms)
         )
 
     async def incremental_alter_configs(

@@ -417,3 +417,11 @@ class CombinedController:
         self, resources: list[dict], validate_only: bool = False
     ) -> concurrent.futures.Future:
         return self.runner.incremental_alter_configs(resources, validate_only)
+
+    def alter_partition_reassignments(self, topics: list[dict]) -> concurrent.futures.Future:
+        return self.runner.alter_partition_reassignments(topics)
+
+    def list_partition_reassignments(
+        self, partitions: list[tuple[str, int]] | None = None
+    ) -> concurrent.futures.Future:
+        return self.runner.list_partition_reassignments(partitions)

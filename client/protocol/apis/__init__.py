@@ -1,3 +1,10 @@
 """One module per API family; importing this package registers every schema."""
 
-from client.protocol.apis import admin, controller, core, data, groups  # noqa: F401
+from client.protocol.apis import (  # noqa: F401
+    admin,
+    controller,
+    core,
+    data,
+    groups,
+    reassignments,
+)
