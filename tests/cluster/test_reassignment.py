@@ -1,0 +1,252 @@
+"""Partition reassignment (KIP-455) across real processes: 3 `gregor controller` and 3 `gregor
+broker` processes, then a 4th broker started against the running cluster. Under acks=all load
+from an idempotent producer:
+
+- the 4th broker receives a partition: it catches up, joins the ISR, the leadership moves off
+  the removed broker (the leader), and the removed broker deletes its log;
+- a reassignment cancelled halfway (the new broker paused, so it cannot catch up) returns to
+  the original replicas and the new broker deletes what it had copied;
+- the active controller is SIGKILLed while a reassignment is in flight: the next one finds it
+  in the metadata log and completes it.
+
+Each checks the history: every acknowledged record is at its acknowledged offset (nothing
+lost), no value twice (idempotence), values in the order sent.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+
+import pytest
+from broker_cluster import Brokers
+from helpers import known_partitions, read_to_end, wait_until
+
+from client import Admin, Producer, TopicPartition
+
+pytestmark = pytest.mark.slow
+
+OVERRIDES = {"replica.lag.time.max.ms": 10_000, "replica.fetch.backoff.ms": 200}
+TOPIC = "mv"
+TP = TopicPartition(TOPIC, 0)
+
+
+class Load:
+    """One idempotent acks=all producer sending "0", "1", ... to partition 0 on its own thread
+    until stopped; `acked` holds (value, offset) of every acknowledged record."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.producer = Producer(
+            bootstrap_servers=bootstrap, acks="all", linger_ms=2, delivery_timeout_ms=120_000
+        )
+        self.acked: list[tuple[int, int]] = []
+        self.failed: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="reassign-load", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        i = 0
+        pending: list[tuple[int, object]] = []
+        while not self._stop.is_set():
+            pending.append((i, self.producer.send(TOPIC, str(i).encode(), partition=0)))
+            i += 1
+            if len(pending) >= 20:
+                self._settle(pending)
+                pending = []
+        self._settle(pending)
+
+    def _settle(self, pending: list) -> None:
+        for value, fut in pending:
+            try:
+                md = fut.result(150)
+            except Exception as exc:  # not acknowledged: may or may not be in the log
+                self.failed.append(f"{value}: {type(exc).__name__}: {exc}")
+                continue
+            self.acked.append((value, md.offset))
+
+    def wait_acked(self, more: int, timeout: float = 60.0) -> None:
+        target = len(self.acked) + more
+        wait_until(lambda: len(self.acked) >= target, timeout, f"{more} more acknowledged writes")
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(200)
+        assert not self._thread.is_alive(), "the producer thread did not stop"
+        self.producer.close()
+
+
+def check_history(bootstrap: str, load: Load) -> None:
+    records = read_to_end(bootstrap, TOPIC, 0)
+    values = [int(r.value) for r in records]
+    by_offset = {r.offset: int(r.value) for r in records}
+    lost = [(v, o) for v, o in load.acked if by_offset.get(o) != v]
+    assert not lost, f"acknowledged records lost or moved: {lost[:10]}"
+    assert len(set(values)) == len(values), "a value was written twice (idempotence)"
+    assert values == sorted(values), "values out of the order sent"
+    assert len(load.acked) > 100, f"too little load to mean anything: {len(load.acked)}"
+
+
+def _partition(b: Brokers):
+    ps = known_partitions(b.bootstrap_all(), TOPIC)
+    return ps[0] if ps else None
+
+
+def _start(controller_quorum, tmp_path: Path) -> tuple:
+    """A 3-voter quorum, brokers 4, 5, 6 started and 7 configured (not started); topic mv
+    with one partition on [4, 5, 6] (4 leads), min.insync.replicas 2, in sync."""
+    q = controller_quorum(**{"broker.session.timeout.ms": 3000})
+    q.start_all()
+    q.wait_leader(10, "a controller leader")
+    d = tmp_path / "brokers"
+    d.mkdir()
+    b = Brokers(d, q.voters, [4, 5, 6, 7], OVERRIDES)
+    for n in (4, 5, 6):
+        b.start(n)
+    with Admin(bootstrap_servers=b.bootstrap_all()) as admin:
+        wait_until(
+            lambda: {x.node_id for x in admin.describe_cluster().brokers} == {4, 5, 6},
+            30,
+            "brokers 4, 5, 6 unfenced",
+        )
+        admin.create_topic(TOPIC, 1, 3, {"min.insync.replicas": "2"})
+    # placement is the controller's: pin the replicas to [4, 5, 6] with a reorder
+    with Admin(bootstrap_servers=b.bootstrap_all()) as admin:
+        wait_until(lambda: (p := _partition(b)) and len(p.isr) == 3, 30, "mv-0 in sync")
+        assert admin.alter_partition_reassignments({TP: [4, 5, 6]}) == {TP: None}
+        admin.elect_leaders([TP])
+        wait_until(
+            lambda: (p := _partition(b)) and (p.replicas, p.leader) == ([4, 5, 6], 4),
+            30,
+            "mv-0 on [4, 5, 6] led by 4",
+        )
+    return q, b
+
+
+def _start_broker_7(b: Brokers, admin: Admin) -> None:
+    b.start(7)
+    wait_until(
+        lambda: 7 in {x.node_id for x in admin.describe_cluster().brokers}, 30, "broker 7 unfenced"
+    )
+
+
+def _log_dir(b: Brokers, n: int) -> Path:
+    return b.data_dirs[n] / f"{TOPIC}-0"
+
+
+def test_a_fourth_broker_takes_a_partition_under_load(controller_quorum, tmp_path) -> None:
+    q, b = _start(controller_quorum, tmp_path)
+    load = Load(b.bootstrap_all())
+    try:
+        load.wait_acked(200)
+        with Admin(bootstrap_servers=b.bootstrap_all()) as admin:
+            _start_broker_7(b, admin)
+            # 4 leads and is removed: the leadership must move
+            assert admin.alter_partition_reassignments({TP: [7, 5, 6]}) == {TP: None}
+            wait_until(
+                lambda: not admin.list_partition_reassignments(),
+                60,
+                "the reassignment to complete",
+            )
+            p = wait_until(
+                lambda: (
+                    (p := _partition(b)) and p.replicas == [7, 5, 6] and p.leader in (5, 6, 7) and p
+                ),
+                30,
+                "mv-0 on [7, 5, 6]",
+            )
+            assert sorted(p.isr) == [5, 6, 7]
+        wait_until(lambda: not _log_dir(b, 4).exists(), 30, "broker 4 deleting its mv-0 log")
+        assert _log_dir(b, 7).exists()
+        load.wait_acked(200)
+    finally:
+        load.stop()
+    check_history(b.bootstrap_all(), load)
+    # the new replica holds everything: it alone can answer the whole log
+    for n in (5, 6):
+        b.stop(n, signal.SIGKILL)
+    with Admin(bootstrap_servers=b.bootstrap(7)) as admin:
+        wait_until(
+            lambda: admin.describe_topic(TOPIC).partitions[0].leader == 7, 60, "7 leading mv-0"
+        )
+    acked_end = max(o for _, o in load.acked)
+    records = read_to_end(b.bootstrap(7), TOPIC, 0)
+    assert records[-1].offset >= acked_end
+
+
+def test_a_reassignment_cancelled_halfway(controller_quorum, tmp_path) -> None:
+    q, b = _start(controller_quorum, tmp_path)
+    load = Load(b.bootstrap_all())
+    try:
+        load.wait_acked(200)
+        with Admin(bootstrap_servers=b.bootstrap_all()) as admin:
+            _start_broker_7(b, admin)
+            b.pause(7)  # it cannot catch up: the move stays in flight
+            assert admin.alter_partition_reassignments({TP: [7, 5, 6]}) == {TP: None}
+            moving = admin.list_partition_reassignments()
+            assert moving[TP].replicas == [7, 5, 6, 4]
+            assert (moving[TP].adding_replicas, moving[TP].removing_replicas) == ([7], [4])
+            load.wait_acked(200)  # acks=all writes go on meanwhile (7 is not in the ISR)
+            assert admin.list_partition_reassignments() == moving
+            assert admin.alter_partition_reassignments({TP: None}) == {TP: None}
+            assert admin.list_partition_reassignments() == {}
+            p = wait_until(
+                lambda: (p := _partition(b)) and sorted(p.replicas) == [4, 5, 6] and p,
+                30,
+                "reverted",
+            )
+            # Kafka's revert: the union less the added replicas, in the union's order
+            assert p.replicas == [5, 6, 4]
+            assert p.leader == 4 and 7 not in p.isr
+            errors = admin.alter_partition_reassignments({TP: None})
+            assert type(errors[TP]).__name__ == "NoReassignmentInProgressError"
+            b.resume(7)
+            wait_until(lambda: not _log_dir(b, 7).exists(), 30, "broker 7 deleting its copy")
+        load.wait_acked(200)
+    finally:
+        load.stop()
+    check_history(b.bootstrap_all(), load)
+
+
+def test_the_active_controller_killed_during_a_reassignment(controller_quorum, tmp_path) -> None:
+    q, b = _start(controller_quorum, tmp_path)
+    load = Load(b.bootstrap_all())
+    try:
+        load.wait_acked(200)
+        with Admin(bootstrap_servers=b.bootstrap_all()) as admin:
+            _start_broker_7(b, admin)
+            b.pause(7)
+            assert admin.alter_partition_reassignments({TP: [7, 5, 6]}) == {TP: None}
+            old = q.wait_leader(10, "the active controller")
+            q.kill(old)
+            wait_until(
+                lambda: (lt := q.leader()) is not None and lt[0] != old, 30, "a new controller"
+            )
+            # the state is in the metadata log: the new active controller lists it
+            moving = wait_until(
+                lambda: _list_or_none(admin), 30, "the reassignment listed by the new controller"
+            )
+            assert moving[TP].adding_replicas == [7]
+            b.resume(7)
+            wait_until(lambda: not admin.list_partition_reassignments(), 60, "the move to complete")
+            wait_until(
+                lambda: (
+                    (p := _partition(b)) and p.replicas == [7, 5, 6] and sorted(p.isr) == [5, 6, 7]
+                ),
+                30,
+                "mv-0 on [7, 5, 6]",
+            )
+            q.start(old)  # the killed voter rejoins as a follower
+        wait_until(lambda: not _log_dir(b, 4).exists(), 30, "broker 4 deleting its mv-0 log")
+        load.wait_acked(200)
+    finally:
+        load.stop()
+    check_history(b.bootstrap_all(), load)
+
+
+def _list_or_none(admin: Admin):
+    try:
+        return admin.list_partition_reassignments() or None
+    except Exception:  # NOT_CONTROLLER while the quorum elects: ask again
+        return None
