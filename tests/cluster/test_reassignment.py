@@ -15,13 +15,15 @@ lost), no value twice (idempotence), values in the order sent.
 
 from __future__ import annotations
 
+import json
 import signal
+import subprocess
 import threading
 from pathlib import Path
 
 import pytest
 from broker_cluster import Brokers
-from helpers import known_partitions, read_to_end, wait_until
+from helpers import gregor_command, known_partitions, read_to_end, wait_until
 
 from client import Admin, Producer, TopicPartition
 
@@ -250,3 +252,60 @@ def _list_or_none(admin: Admin):
         return admin.list_partition_reassignments() or None
     except Exception:  # NOT_CONTROLLER while the quorum elects: ask again
         return None
+
+
+def _gregor(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*gregor_command(), *args], capture_output=True, text=True, timeout=120)
+
+
+def test_the_cli_generates_executes_verifies_and_cancels(controller_quorum, tmp_path) -> None:
+    """`gregor partitions reassign` end to end, and `cluster status` listing the moves in
+    flight while broker 7 is paused."""
+    q, b = _start(controller_quorum, tmp_path)
+    bs = ["--bootstrap-server", b.bootstrap_all()]
+    r = _gregor("topics", "create", "wide", "--replica-assignment", "4:5,5:6,6:4,4:5,5:6,6:4", *bs)
+    assert r.returncode == 0, r.stderr
+    with Admin(bootstrap_servers=b.bootstrap_all()) as admin:
+        _start_broker_7(b, admin)
+    plan = tmp_path / "plan.json"
+    r = _gregor("partitions", "reassign", "--generate", "--brokers", "4,5,6,7",
+                "--topics", "wide", "--plan", str(plan), *bs)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "Current partition replica assignment" in r.stdout
+    proposed = json.loads(plan.read_text())["partitions"]
+    # 12 replicas over 4 brokers: 7 takes 3, one per partition moved
+    assert len(proposed) == 3 and all(7 in e["replicas"] for e in proposed), proposed
+    b.pause(7)
+    r = _gregor("partitions", "reassign", "--execute", "--plan", str(plan), *bs)
+    assert r.returncode == 0 and "Started the reassignment of 3 partitions" in r.stdout, r.stderr
+    r = _gregor("cluster", "status", "--json", *bs)
+    assert r.returncode == 0, r.stderr
+    moves = json.loads(r.stdout)["reassignments"]
+    assert sorted(m["partition"] for m in moves) == sorted(
+        f"wide-{e['partition']}" for e in proposed
+    )
+    assert all(m["adding"] == [7] for m in moves)
+    r = _gregor("cluster", "status", *bs)
+    assert "reassignments in flight: 3" in r.stdout, r.stdout
+    r = _gregor("partitions", "reassign", "--verify", "--plan", str(plan), *bs)
+    assert r.returncode == 1 and r.stdout.count("in progress") == 3, r.stdout
+    r = _gregor("partitions", "reassign", "--cancel", "--plan", str(plan), *bs)
+    assert r.returncode == 0 and "Cancelled 3 moves" in r.stdout, r.stdout + r.stderr
+    r = _gregor("partitions", "reassign", "--verify", "--plan", str(plan), *bs)
+    assert r.returncode == 1 and r.stdout.count("not as planned") == 3, r.stdout
+    b.resume(7)
+    r = _gregor("partitions", "reassign", "--execute", "--plan", str(plan), *bs)
+    assert r.returncode == 0, r.stderr
+    r = _gregor("partitions", "reassign", "--verify", "--plan", str(plan), "--wait",
+                "--timeout", "60", *bs)  # fmt: skip
+    assert r.returncode == 0 and "3 of 3 partitions complete" in r.stdout, r.stdout + r.stderr
+    with Admin(bootstrap_servers=b.bootstrap_all()) as admin:
+        parts = admin.describe_topic("wide").partitions
+    counts = {n: sum(n in p.replicas for p in parts) for n in (4, 5, 6, 7)}
+    assert counts == {4: 3, 5: 3, 6: 3, 7: 3}
+    # bad input: a clear message, exit 1
+    r = _gregor("partitions", "reassign", "--execute", *bs)
+    assert r.returncode == 1 and "--plan FILE is needed" in r.stderr
+    plan.write_text('{"partitions": [{"topic": "wide", "partition": 0, "replicas": [9]}]}')
+    r = _gregor("partitions", "reassign", "--execute", "--plan", str(plan), *bs)
+    assert r.returncode == 1 and "InvalidReplicaAssignmentError" in r.stderr, r.stderr
