@@ -33,9 +33,12 @@ def generate(
     current: Mapping[tuple[str, int], Sequence[int]],
     brokers: Sequence[int],
     racks: Mapping[int, str | None] | None = None,
+    *,
+    balance: bool = True,
 ) -> Assignment:
     """The moves that spread `current` ({(topic, partition): replicas}) over `brokers`, each
-    partition keeping its replication factor; only changed partitions are returned."""
+    partition keeping its replication factor; only changed partitions are returned.
+    `balance=False`: only the replicas on brokers not given move (a decommission)."""
     if not brokers or len(set(brokers)) != len(brokers):
         raise PlanError(f"--brokers must list distinct broker ids, not {list(brokers)}")
     racks = racks or {}
@@ -74,7 +77,7 @@ def generate(
     # most one (each move lowers the sum of squared loads: it ends); a partition where the
     # giver is not the preferred replica first, the last partitions first
     order = sorted(after, reverse=True)
-    while True:
+    while balance:
         hi = max(brokers, key=lambda b: (load[b], -b))
         moved = False
         for lo in sorted(brokers, key=lambda b: (load[b], b)):

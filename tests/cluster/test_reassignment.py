@@ -309,3 +309,49 @@ def test_the_cli_generates_executes_verifies_and_cancels(controller_quorum, tmp_
     plan.write_text('{"partitions": [{"topic": "wide", "partition": 0, "replicas": [9]}]}')
     r = _gregor("partitions", "reassign", "--execute", "--plan", str(plan), *bs)
     assert r.returncode == 1 and "InvalidReplicaAssignmentError" in r.stderr, r.stderr
+
+
+def test_a_broker_decommissioned_under_load_then_stopped(controller_quorum, tmp_path) -> None:
+    """`gregor broker decommission 4` moves mv-0 (4 leads it) to the only broker left that
+    does not hold it, ends once nothing is under-replicated; broker 4 is then stopped without
+    a write lost. `recommission` cancels a decommission whose moves cannot complete."""
+    q, b = _start(controller_quorum, tmp_path)
+    bs = ["--bootstrap-server", b.bootstrap_all()]
+    load = Load(b.bootstrap_all())
+    try:
+        load.wait_acked(200)
+        with Admin(bootstrap_servers=b.bootstrap_all()) as admin:
+            _start_broker_7(b, admin)
+            # first a decommission cancelled by recommission: 7 paused, the move stalls
+            b.pause(7)
+            proc = subprocess.Popen(
+                [*gregor_command(), "broker", "decommission", "4", *bs],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            try:
+                wait_until(
+                    lambda: admin.list_partition_reassignments(), 60, "the move off broker 4"
+                )
+                r = _gregor("broker", "recommission", "4", *bs)
+                assert r.returncode == 0 and "Cancelled 1 moves" in r.stdout, r.stdout + r.stderr
+                out, err = proc.communicate(timeout=60)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait(10)
+            assert proc.returncode == 1 and "cancelled (recommission?)" in err, out + err
+            assert sorted(_partition(b).replicas) == [4, 5, 6]
+            b.resume(7)
+            r = _gregor("broker", "decommission", "4", *bs)
+            assert r.returncode == 0, r.stdout + r.stderr
+            assert "Broker 4 holds no replica" in r.stdout and "it can be stopped" in r.stdout
+            p = _partition(b)
+            assert sorted(p.replicas) == [5, 6, 7] and sorted(p.isr) == [5, 6, 7]
+        wait_until(lambda: not _log_dir(b, 4).exists(), 30, "broker 4 deleting its mv-0 log")
+        assert b.stop(4, signal.SIGTERM) == 0
+        load.wait_acked(200)
+    finally:
+        load.stop()
+    check_history(b.bootstrap(5), load)

@@ -1,0 +1,159 @@
+"""`gregor broker decommission N` and `gregor broker recommission N`.
+
+Decommission moves every replica off broker N with partition reassignments (KIP-455), each
+replica to another live broker (a rack the partition does not use yet first, then the least
+loaded: reassign_plan.generate with balance=False), and shows progress until N holds nothing
+and no partition is under-replicated: then N can be stopped. It re-plans every round, so a
+partition created on N meanwhile is moved too. Progress, on stderr once a second when it is a
+terminal (a line per 10 s otherwise):
+
+    decommission 4: 12 of 30 partitions left, 1,204,311 records left, 85,020 records/s, ETA 14s
+
+(records: the partitions' high watermark less log start, what the new replicas copy). A move of
+its own that disappears before completing (`recommission` cancelled it) stops it with status 1.
+
+Recommission cancels the moves off N still in flight (their partitions return to their
+replicas, N included); moves already completed stay where they went.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from client.cli.common import CommandError, client_config, on_terminal, reports_errors
+from client.cli.reassign_plan import Assignment, PlanError, generate
+
+
+def _admin(args: argparse.Namespace):
+    from client import Admin
+
+    return Admin(client_config(args))
+
+
+class _Round:
+    """One look at the cluster: each partition's replicas (a move's target when in flight),
+    the moves in flight, and what is left to copy."""
+
+    def __init__(self, admin, broker: int) -> None:
+        self.broker = broker
+        self.replicas: Assignment = {}
+        self.records: dict[tuple[str, int], int] = {}
+        self.under_replicated: list[str] = []
+        for name in admin.list_topics():
+            for p in admin.describe_topic(name).partitions:
+                tp = (name, p.partition)
+                self.replicas[tp] = list(p.replicas)
+                self.records[tp] = max(0, p.high_watermark - p.log_start_offset)
+                if len(p.isr) < len(p.replicas):
+                    self.under_replicated.append(f"{name}-{p.partition}")
+        self.moving = {
+            (tp.topic, tp.partition): m for tp, m in admin.list_partition_reassignments().items()
+        }
+        for tp, m in self.moving.items():
+            self.replicas[tp] = m.target_replicas
+        self.off_n = {tp for tp, m in self.moving.items() if broker in m.removing_replicas}
+        self.on_n = {tp for tp, rs in self.replicas.items() if broker in rs}
+        self.left = self.on_n | self.off_n
+
+    def records_left(self) -> int:
+        return sum(self.records.get(tp, 0) for tp in self.left)
+
+    def done(self) -> bool:
+        return not self.left and not self.moving and not self.under_replicated
+
+
+@reports_errors
+def run_decommission(args: argparse.Namespace) -> int:
+    from client import TopicPartition
+
+    n = args.broker_id
+    deadline = time.monotonic() + args.timeout
+    live = on_terminal(sys.stderr)
+    planned: set[tuple[str, int]] = set()
+    started = time.monotonic()
+    last_print = 0.0
+    last: tuple[float, int] | None = None
+    rate = 0.0
+    with _admin(args) as admin:
+        brokers = {b.node_id: b for b in admin.describe_cluster(include_fenced=True).brokers}
+        if n not in brokers:
+            raise CommandError(f"broker {n} is not registered (registered: {sorted(brokers)})")
+        while True:
+            rnd = _Round(admin, n)
+            cancelled = sorted(tp for tp in planned if tp in rnd.on_n and tp not in rnd.moving)
+            if cancelled:
+                names = ", ".join(f"{t}-{p}" for t, p in cancelled[:10])
+                raise CommandError(
+                    f"the moves of {names} off broker {n} were cancelled (recommission?): stopping"
+                )
+            todo = {tp: rs for tp, rs in rnd.replicas.items() if tp in rnd.on_n}
+            if todo:
+                desc = admin.describe_cluster().brokers  # unfenced ones only
+                targets = sorted(b.node_id for b in desc if b.node_id != n)
+                racks = {b.node_id: b.rack for b in desc}
+                try:
+                    plan = generate(todo, targets, racks, balance=False)
+                except PlanError as e:
+                    raise CommandError(
+                        f"cannot move every replica off broker {n}: {e} (live brokers other"
+                        f" than {n}: {targets})"
+                    ) from e
+                results = admin.alter_partition_reassignments(
+                    {TopicPartition(*tp): rs for tp, rs in plan.items()}
+                )
+                errors = sorted((tp, err) for tp, err in results.items() if err is not None)
+                if errors:
+                    tp, err = errors[0]
+                    raise CommandError(f"moving {tp.topic}-{tp.partition} off broker {n}: {err}")
+                planned.update(plan)
+                print(f"moving {len(plan)} partitions off broker {n}", flush=True)
+                continue
+            now = time.monotonic()
+            left = rnd.records_left()
+            if last is not None and now > last[0]:
+                rate = max(0.0, (last[1] - left) / (now - last[0]))
+            last = (now, left)
+            if rnd.done():
+                if live:
+                    sys.stderr.write("\r\x1b[K")
+                print(
+                    f"Broker {n} holds no replica and no partition is under-replicated"
+                    f" ({len(planned)} partitions moved in {now - started:.0f}s): it can be"
+                    " stopped.",
+                    flush=True,
+                )
+                return 0
+            eta = f", ETA {left / rate:.0f}s" if rate > 0 and left else ""
+            line = (
+                f"decommission {n}: {len(rnd.left)} of {len(planned) or len(rnd.left)} partitions"
+                f" left, {left:,} records left, {rate:,.0f} records/s{eta}"
+            )
+            if not rnd.left and rnd.under_replicated:
+                line += f"; waiting for under-replicated {' '.join(rnd.under_replicated[:5])}"
+            if live:
+                sys.stderr.write("\r\x1b[K" + line)
+                sys.stderr.flush()
+            elif now - last_print >= 10:
+                print(line, flush=True)
+                last_print = now
+            if now >= deadline:
+                raise CommandError(f"gave up after {args.timeout:.0f}s: {line}")
+            time.sleep(1.0)  # a human-facing refresh interval
+
+
+@reports_errors
+def run_recommission(args: argparse.Namespace) -> int:
+    from client import TopicPartition
+
+    n = args.broker_id
+    with _admin(args) as admin:
+        moving = admin.list_partition_reassignments()
+        off_n = [tp for tp, m in moving.items() if n in m.removing_replicas]
+        results = admin.alter_partition_reassignments({TopicPartition(*tp): None for tp in off_n})
+    failed = {tp: e for tp, e in results.items() if e is not None}
+    for tp, e in sorted(failed.items()):
+        print(f"error: {tp.topic}-{tp.partition}: {type(e).__name__}: {e}", file=sys.stderr)
+    print(f"Cancelled {len(off_n) - len(failed)} moves off broker {n}.")
+    return 1 if failed else 0
