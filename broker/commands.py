@@ -79,6 +79,13 @@ def _add_membership(broker: argparse.ArgumentParser) -> None:
         metavar="S",
         help="give up (the moves in flight go on) after this many seconds (default 86400)",
     )
+    d.add_argument(
+        "--throttle",
+        type=int,
+        metavar="BYTES/S",
+        help="bound the copying of every broker adding replicas to this many bytes per second"
+        " (follower.replication.throttled.rate, cluster-wide; removed at the end)",
+    )
     add_bootstrap(d)
     d.set_defaults(func=run_decommission)
     r = sub.add_parser(

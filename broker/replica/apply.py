@@ -20,6 +20,7 @@ from broker.log.handles import is_fd_limit
 from broker.replica.partition import Partition
 from broker.replica.partition_table import PartitionTable
 from client.errors import StorageError
+from controller.metadata.records import RESOURCE_BROKER
 
 if TYPE_CHECKING:
     from broker.replica.manager import ReplicaSettings
@@ -27,6 +28,19 @@ if TYPE_CHECKING:
 _log = logging.getLogger("broker.replica.manager")
 
 TopicPartition = tuple[str, int]
+
+
+FOLLOWER_THROTTLED_RATE = "follower.replication.throttled.rate"
+
+
+def throttled_rate(image: Any, node_id: int) -> int | None:
+    """follower.replication.throttled.rate for this broker (bytes/s): its own dynamic config,
+    else the cluster-wide default (resource name ""), else None (no bound)."""
+    for name in (str(node_id), ""):
+        v = image.config_for(RESOURCE_BROKER, name).get(FOLLOWER_THROTTLED_RATE)
+        if v is not None:
+            return int(v)
+    return None
 
 
 class MetadataApplier:
@@ -103,6 +117,10 @@ class MetadataApplier:
             self._apply_metadata(image, delta)
 
     def _apply_metadata(self, image: Any, delta: Any) -> None:
+        if self.fetchers is not None and (
+            delta is None or any(k[0] == RESOURCE_BROKER for k in delta.changed_configs)
+        ):
+            self.fetchers.throttle.set_rate(throttled_rate(image, self.table.node_id))
         if delta is not None:
             for topic in delta.deleted_topics:
                 self._delete_topic(topic)
@@ -184,6 +202,7 @@ class MetadataApplier:
         if reg.leader == self.table.node_id:
             if fetchers is not None:
                 fetchers.remove(tp)
+                fetchers.throttle.set_throttled(tp, False)
             # an ISR change while leading in the same epoch (a shrink or expansion it proposed,
             # or one the controller made when fencing a broker): counted for the metrics
             same_epoch = part.is_leader and part.leader_epoch == reg.leader_epoch
@@ -203,6 +222,12 @@ class MetadataApplier:
                 reg.leader, reg.leader_epoch, reg.partition_epoch, reg.replicas, reg.isr
             )
             if fetchers is not None:
+                # a replica this broker is adding by a reassignment, not in sync yet, copies
+                # within follower.replication.throttled.rate (throttle.py)
+                node = self.table.node_id
+                fetchers.throttle.set_throttled(
+                    tp, node in reg.adding_replicas and node not in reg.isr
+                )
                 if reg.leader >= 0:
                     fetchers.add(tp, reg.leader, reg.leader_epoch)
                 else:
@@ -212,6 +237,7 @@ class MetadataApplier:
     def _stop_replica(self, tp: TopicPartition, delete: bool) -> None:
         if self.fetchers is not None:
             self.fetchers.remove(tp)
+            self.fetchers.throttle.set_throttled(tp, False)
         self.table.pop(tp)
         self._woken.append(tp)
         if delete:

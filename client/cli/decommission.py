@@ -67,8 +67,11 @@ class _Round:
 @reports_errors
 def run_decommission(args: argparse.Namespace) -> int:
     from client import TopicPartition
+    from client.cli.partitions import THROTTLE_KEY, set_throttle
 
     n = args.broker_id
+    if args.throttle is not None and args.throttle <= 0:
+        raise CommandError(f"--throttle {args.throttle}: expected a positive number of bytes/s")
     deadline = time.monotonic() + args.timeout
     live = on_terminal(sys.stderr)
     planned: set[tuple[str, int]] = set()
@@ -80,6 +83,11 @@ def run_decommission(args: argparse.Namespace) -> int:
         brokers = {b.node_id: b for b in admin.describe_cluster(include_fenced=True).brokers}
         if n not in brokers:
             raise CommandError(f"broker {n} is not registered (registered: {sorted(brokers)})")
+        if args.throttle is not None:
+            set_throttle(admin, args.throttle)
+            print(
+                f"Throttle: {args.throttle:,} bytes/s per broker adding replicas ({THROTTLE_KEY})"
+            )
         while True:
             rnd = _Round(admin, n)
             cancelled = sorted(tp for tp in planned if tp in rnd.on_n and tp not in rnd.moving)
@@ -118,6 +126,8 @@ def run_decommission(args: argparse.Namespace) -> int:
             if rnd.done():
                 if live:
                     sys.stderr.write("\r\x1b[K")
+                if args.throttle is not None:
+                    set_throttle(admin, None)
                 print(
                     f"Broker {n} holds no replica and no partition is under-replicated"
                     f" ({len(planned)} partitions moved in {now - started:.0f}s): it can be"

@@ -1,16 +1,18 @@
 """`gregor partitions reassign`: Kafka's kafka-reassign-partitions, in four actions.
 
     gregor partitions reassign --generate --brokers 4,5,6,7 [--topics a,b] [--plan FILE]
-    gregor partitions reassign --execute --plan FILE
+    gregor partitions reassign --execute --plan FILE [--throttle BYTES/S]
     gregor partitions reassign --verify --plan FILE [--wait]
     gregor partitions reassign --cancel --plan FILE
 
 --generate prints the current assignment of the partitions concerned (to keep for a rollback)
 and writes the proposed plan to FILE (stdout without --plan); --execute prints the current
-assignment too, then starts the moves; --verify says, per partition, whether its move is
-complete, in progress or not what the plan says (exit 0 only when all are complete; with
---wait it shows progress until they are); --cancel cancels the moves of the plan still in
-flight (their partitions return to the replicas they had).
+assignment too, then starts the moves (with --throttle, first sets the cluster-wide
+follower.replication.throttled.rate: the brokers adding replicas copy within it); --verify
+says, per partition, whether its move is complete, in progress or not what the plan says
+(exit 0 only when all are complete; with --wait it shows progress until they are), and once
+no move at all is in flight removes the cluster-wide throttle; --cancel cancels the moves of
+the plan still in flight (their partitions return to the replicas they had).
 """
 
 from __future__ import annotations
@@ -58,6 +60,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="the plan JSON: written by --generate (default: printed), read by the others",
     )
     r.add_argument(
+        "--throttle",
+        type=int,
+        metavar="BYTES/S",
+        help="--execute: bound the copying of every broker adding replicas to this many bytes"
+        " per second (follower.replication.throttled.rate, cluster-wide; --verify removes it"
+        " once no move is in flight)",
+    )
+    r.add_argument(
         "--wait",
         action="store_true",
         help="--verify: wait until every move of the plan is complete, showing progress",
@@ -71,6 +81,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_bootstrap(r)
     r.set_defaults(func=_reassign)
+
+
+THROTTLE_KEY = "follower.replication.throttled.rate"
+
+
+def set_throttle(admin, rate: int | None) -> None:
+    """Set (None: remove; removing a key that is not set is no error) the cluster-wide
+    follower.replication.throttled.rate."""
+    admin.incremental_alter_configs({("broker", ""): {THROTTLE_KEY: rate}})
 
 
 def _admin(args: argparse.Namespace):
@@ -128,9 +147,20 @@ def _reassign(args: argparse.Namespace) -> int:
         return _generate(args)
     if args.brokers or args.topics:
         raise CommandError("--brokers and --topics go with --generate")
+    if args.throttle is not None and not args.execute:
+        raise CommandError("--throttle goes with --execute")
+    if args.throttle is not None and args.throttle <= 0:
+        raise CommandError(f"--throttle {args.throttle}: expected a positive number of bytes/s")
     with _admin(args) as admin:
         if args.execute:
-            return _execute(admin, _read_plan(args))
+            plan = _read_plan(args)
+            if args.throttle is not None:
+                set_throttle(admin, args.throttle)
+                print(
+                    f"Throttle: {args.throttle:,} bytes/s per broker adding replicas"
+                    f" ({THROTTLE_KEY}); --verify removes it once no move is in flight."
+                )
+            return _execute(admin, plan)
         if args.verify:
             return _verify(admin, _read_plan(args), args.wait, args.timeout)
         return _cancel(admin, _read_plan(args))
@@ -229,6 +259,9 @@ def _verify(admin, plan: Assignment, wait: bool, timeout: float) -> int:
         print(f"{t}-{p}: {s}")
     done = sum(s == "complete" for s in status.values())
     print(f"{done} of {len(plan)} partitions complete")
+    if done == len(plan) and not admin.list_partition_reassignments():
+        set_throttle(admin, None)
+        print(f"No move in flight: the cluster-wide {THROTTLE_KEY}, if set, is removed.")
     return 0 if done == len(plan) else 1
 
 

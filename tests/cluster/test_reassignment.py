@@ -19,6 +19,7 @@ import json
 import signal
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -355,3 +356,42 @@ def test_a_broker_decommissioned_under_load_then_stopped(controller_quorum, tmp_
     finally:
         load.stop()
     check_history(b.bootstrap(5), load)
+
+
+def test_a_throttled_move_copies_within_the_rate(controller_quorum, tmp_path) -> None:
+    """`--execute --throttle 500000`: broker 7 copies mv-0 (3 MB of values) within 500 kB/s,
+    so the move cannot complete before (3 MB - one second's burst) / rate; `--verify` removes
+    the throttle from the metadata once nothing is in flight."""
+    q, b = _start(controller_quorum, tmp_path)
+    bs = ["--bootstrap-server", b.bootstrap_all()]
+    size, rate = 3_000_000, 500_000
+    with Producer(bootstrap_servers=b.bootstrap_all(), acks="all", linger_ms=5) as p:
+        futs = [p.send(TOPIC, b"x" * 1000, partition=0) for _ in range(size // 1000)]
+        p.flush(60)
+        assert all(f.result(60).offset >= 0 for f in futs)
+    with Admin(bootstrap_servers=b.bootstrap_all()) as admin:
+        _start_broker_7(b, admin)
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"partitions": [{"topic": TOPIC, "partition": 0,
+                                                "replicas": [7, 5, 6]}]}))  # fmt: skip
+    key = "follower.replication.throttled.rate"
+    started = time.monotonic()
+    r = _gregor(
+        "partitions", "reassign", "--execute", "--plan", str(plan), "--throttle", str(rate), *bs
+    )
+    assert r.returncode == 0 and "Throttle: 500,000 bytes/s" in r.stdout, r.stdout + r.stderr
+    leader = q.wait_leader(10, "the active controller")
+    assert dict(q.image(leader).config_for(4, "")) == {key: str(rate)}
+    with Admin(bootstrap_servers=b.bootstrap_all()) as admin:
+        wait_until(lambda: not admin.list_partition_reassignments(), 120, "the throttled move")
+    elapsed = time.monotonic() - started
+    print(f"throttled move: {size} bytes of values in {elapsed:.2f}s, rate {rate} B/s")
+    assert elapsed >= 0.9 * (size - rate) / rate, f"{size} bytes copied in {elapsed:.1f}s"
+    r = _gregor("partitions", "reassign", "--verify", "--plan", str(plan), *bs)
+    assert r.returncode == 0 and "is removed" in r.stdout, r.stdout + r.stderr
+    wait_until(
+        lambda: key not in q.image(q.wait_leader(10, "leader")).config_for(4, ""),
+        30,
+        "the throttle removed",
+    )
+    assert len(read_to_end(b.bootstrap(7), TOPIC, 0)) == size // 1000

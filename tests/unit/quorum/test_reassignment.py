@@ -226,3 +226,35 @@ def test_pure_rules():
         raise AssertionError("cancel must be refused")
     # no reassignment in flight: nothing to complete
     assert reassignment.completion(tid, 0, PartitionRegistration((1,), (1,), 1, 0, 0), {1}) is None
+
+
+def test_the_throttle_is_the_one_dynamic_broker_config(env):  # noqa: F811
+    c, _, _ = env
+    up(c, 1, 2)
+
+    def alter(name, key, value, op=0):
+        [r] = c.incremental_alter_configs(
+            [
+                {
+                    "resource_type": 4,
+                    "resource_name": name,
+                    "configs": [{"name": key, "config_operation": op, "value": value}],
+                }
+            ]  # fmt: skip
+        )
+        return r["error_code"], r["error_message"]
+
+    key = "follower.replication.throttled.rate"
+    assert alter("", key, "1048576") == (0, None)
+    assert alter("2", key, "1000") == (0, None)
+    assert dict(c.image.config_for(4, "")) == {key: "1048576"}
+    assert dict(c.image.config_for(4, "2")) == {key: "1000"}
+    assert alter("2", key, None, op=1) == (0, None)
+    assert dict(c.image.config_for(4, "2")) == {}
+    for value in ("0", "-5", "fast", ""):
+        code, msg = alter("", key, value)
+        assert code == E.INVALID_CONFIG and "positive number of bytes" in msg, value
+    code, msg = alter("", "leader.replication.throttled.rate", "1000")
+    assert code == E.INVALID_CONFIG and "follower side" in msg
+    code, msg = alter("1", "log.retention.ms", "5")
+    assert code == E.INVALID_CONFIG and "restart it" in msg
