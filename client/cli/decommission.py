@@ -10,7 +10,8 @@ terminal (a line per 10 s otherwise):
     decommission 4: 12 of 30 partitions left, 1,204,311 records left, 85,020 records/s, ETA 14s
 
 (records: the partitions' high watermark less log start, what the new replicas copy). A move of
-its own that disappears before completing (`recommission` cancelled it) stops it with status 1.
+its own that is gone while its partition is still on N for CANCEL_GRACE_S (`recommission`
+cancelled it) stops it with status 1.
 
 Recommission cancels the moves off N still in flight (their partitions return to their
 replicas, N included); moves already completed stay where they went.
@@ -24,6 +25,10 @@ import time
 
 from client.cli.common import CommandError, client_config, on_terminal, reports_errors
 from client.cli.reassign_plan import Assignment, PlanError, generate
+
+# how long a move of ours may look gone while its partition is still on the broker before it
+# counts as cancelled (a broker's metadata trails the controller's by far less)
+CANCEL_GRACE_S = 3.0
 
 
 def _admin(args: argparse.Namespace):
@@ -88,15 +93,24 @@ def run_decommission(args: argparse.Namespace) -> int:
             print(
                 f"Throttle: {args.throttle:,} bytes/s per broker adding replicas ({THROTTLE_KEY})"
             )
+        suspect_since: dict[tuple[str, int], float] = {}
         while True:
             rnd = _Round(admin, n)
-            cancelled = sorted(tp for tp in planned if tp in rnd.on_n and tp not in rnd.moving)
+            # A move of ours no longer in flight while the partition is still on N: cancelled,
+            # or completed with the broker answering describe_topic not there yet (its
+            # metadata trails the controller's list by a moment). Cancelled once it lasts.
+            now = time.monotonic()
+            suspects = {tp for tp in planned if tp in rnd.on_n and tp not in rnd.moving}
+            suspect_since = {tp: suspect_since.get(tp, now) for tp in suspects}
+            cancelled = sorted(tp for tp, t in suspect_since.items() if now - t >= CANCEL_GRACE_S)
             if cancelled:
                 names = ", ".join(f"{t}-{p}" for t, p in cancelled[:10])
                 raise CommandError(
                     f"the moves of {names} off broker {n} were cancelled (recommission?): stopping"
                 )
-            todo = {tp: rs for tp, rs in rnd.replicas.items() if tp in rnd.on_n}
+            todo = {
+                tp: rs for tp, rs in rnd.replicas.items() if tp in rnd.on_n and tp not in planned
+            }
             if todo:
                 desc = admin.describe_cluster().brokers  # unfenced ones only
                 targets = sorted(b.node_id for b in desc if b.node_id != n)
