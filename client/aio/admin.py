@@ -510,13 +510,8 @@ class Admin:
         *,
         timeout_ms: int | None = None,
     ) -> dict[TopicPartition, Exception | None]:
-        """Start, replace or cancel partition reassignments (Kafka's
-        `alterPartitionReassignments`): {tp: target broker ids, or None to cancel} ->
-        {tp: None when accepted, else the error: InvalidReplicaAssignmentError,
-        NoReassignmentInProgressError, UnknownTopicOrPartitionError}. Accepted means written
-        to the metadata log; the move completes once every target replica is in sync
-        (list_partition_reassignments shows it until then). A whole-request failure raises.
-        See client/aio/admin_reassign.py."""
+        """Start, replace or cancel (None) moves: {tp: None if accepted, else the error}
+        (Kafka's `alterPartitionReassignments`; client/aio/admin_reassign.py)."""
         self._check_open()
         return await admin_reassign.alter_partition_reassignments(
             self._cluster, reassignments, self._timeout(timeout_ms)
@@ -525,9 +520,7 @@ class Admin:
     async def list_partition_reassignments(
         self, partitions: Iterable[TopicPartition] | None = None, *, timeout_ms: int | None = None
     ) -> dict[TopicPartition, admin_reassign.PartitionReassignment]:
-        """The reassignments in flight (Kafka's `listPartitionReassignments`), of `partitions`
-        or of all (None): {tp: PartitionReassignment(replicas, adding_replicas,
-        removing_replicas)}. Partitions without one are left out."""
+        """The moves in flight, of `partitions` or all (client/aio/admin_reassign.py)."""
         self._check_open()
         return await admin_reassign.list_partition_reassignments(
             self._cluster, partitions, self._timeout(timeout_ms)

@@ -6,6 +6,12 @@ ListPartitionReassignments (46), sent to any broker, which forwards them to the 
     await admin.alter_partition_reassignments({TopicPartition("t", 0): None})   # cancel
     await admin.list_partition_reassignments()  # {tp: PartitionReassignment}
 
+alter_partition_reassignments returns {tp: None when accepted (written to the metadata log;
+the move completes once every target replica is in the ISR), else the error:
+InvalidReplicaAssignmentError (empty, duplicate, unregistered or fenced brokers; a cancel that
+would leave no in-sync replica), NoReassignmentInProgressError, UnknownTopicOrPartitionError}.
+A whole-request failure raises. Both take `timeout_ms` (default: request.timeout.ms).
+
 Loop-owned: runs on the admin's event loop.
 """
 
