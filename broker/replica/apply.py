@@ -63,6 +63,7 @@ class MetadataApplier:
         self._woken: list[TopicPartition] = []  # partitions to wake when the application ends
         # local logs a full resync found unknown to the metadata (delete_strays)
         self._strays: set[TopicPartition] = set()
+        self._applied_once = False  # the first application looks for strays (below)
         self._checkpointed_hw = log_manager.read_high_watermarks()
         # set by the node: the replica fetchers (broker/replica/fetcher.py)
         self.fetchers: Any = None
@@ -117,6 +118,17 @@ class MetadataApplier:
             self._apply_metadata(image, delta)
 
     def _apply_metadata(self, image: Any, delta: Any) -> None:
+        if not self._applied_once:
+            # The first image after start (a delta from the empty image, or a resync): local
+            # logs of partitions it does not list, or lists without this broker (deleted, or
+            # reassigned away, while this broker was down), are strays, deleted once caught up.
+            self._applied_once = True
+            node = self.table.node_id
+            self._strays.update(
+                tp
+                for tp in self.log_manager.logs()
+                if (reg := image.partition(*tp)) is None or node not in reg.replicas
+            )
         if self.fetchers is not None and (
             delta is None or any(k[0] == RESOURCE_BROKER for k in delta.changed_configs)
         ):
@@ -135,7 +147,12 @@ class MetadataApplier:
                 if tp not in live:
                     self._stop_replica(tp, delete=False)
                     self._strays.add(tp)
-            self._strays.update(tp for tp in self.log_manager.logs() if tp not in live)
+            node = self.table.node_id
+            self._strays.update(
+                tp
+                for tp in self.log_manager.logs()
+                if tp not in live or node not in image.topics[tp[0]].partitions[tp[1]].replicas
+            )
             if self._strays:
                 _log.info(
                     "%d local logs are not in the metadata at offset %d: kept until caught up",
@@ -260,11 +277,16 @@ class MetadataApplier:
             _log.info("deleted topic %s (%d local partitions)", topic, len(doomed))
 
     def delete_strays(self, image: Any) -> int:
-        """Delete the logs a full resync kept that `image` still does not list. Call once the
-        broker has caught up with the metadata log (after its start, then periodically).
-        Returns how many were deleted."""
+        """Delete the logs a full resync (or the first application after start) kept that
+        `image` still does not list as this broker's. Call once the broker has caught up with
+        the metadata log (after its start, then periodically). Returns how many were deleted."""
         with self._apply_lock:
-            doomed = sorted(tp for tp in self._strays if image.partition(*tp) is None)
+            node = self.table.node_id
+            doomed = sorted(
+                tp
+                for tp in self._strays
+                if (reg := image.partition(*tp)) is None or node not in reg.replicas
+            )
             self._strays.clear()
             if doomed:
                 _log.info("deleting %d local logs the metadata does not list", len(doomed))

@@ -395,3 +395,34 @@ def test_a_throttled_move_copies_within_the_rate(controller_quorum, tmp_path) ->
         "the throttle removed",
     )
     assert len(read_to_end(b.bootstrap(7), TOPIC, 0)) == size // 1000
+
+
+def test_the_removed_leader_killed_mid_move_and_restarted(controller_quorum, tmp_path) -> None:
+    """Broker 4 leads mv-0 and is being removed; it is SIGKILLed while the move waits for
+    broker 7 (paused): 5 or 6 leads, acks=all writes go on, the move completes once 7 catches
+    up; restarted, broker 4 finds mv-0 no longer its own and deletes the log."""
+    q, b = _start(controller_quorum, tmp_path)
+    load = Load(b.bootstrap_all())
+    try:
+        load.wait_acked(200)
+        with Admin(bootstrap_servers=b.bootstrap_all()) as admin:
+            _start_broker_7(b, admin)
+            b.pause(7)
+            assert admin.alter_partition_reassignments({TP: [7, 5, 6]}) == {TP: None}
+            b.stop(4, signal.SIGKILL)
+            wait_until(
+                lambda: (p := _partition(b)) and p.leader in (5, 6), 30, "5 or 6 leading mv-0"
+            )
+            load.wait_acked(200)
+            assert admin.list_partition_reassignments()[TP].removing_replicas == [4]
+            b.resume(7)
+            wait_until(lambda: not admin.list_partition_reassignments(), 60, "the move")
+            p = _partition(b)
+            assert p.replicas == [7, 5, 6] and sorted(p.isr) == [5, 6, 7]
+        assert _log_dir(b, 4).exists()  # it was down when it stopped being a replica
+        b.start(4)
+        wait_until(lambda: not _log_dir(b, 4).exists(), 60, "restarted 4 deleting its stray")
+        load.wait_acked(200)
+    finally:
+        load.stop()
+    check_history(b.bootstrap_all(), load)
