@@ -375,6 +375,12 @@ class Admin(_SyncClient):
         """The reassignments in flight (see client.aio.Admin.list_partition_reassignments)."""
         return self._run(self._core.list_partition_reassignments(partitions, **kw))
 
+    def describe_log_dirs(
+        self, brokers: Iterable[int], **kw: Any
+    ) -> dict[int, dict[str, aio.LogDirDescription]]:
+        """Each broker's log dirs and replica sizes (see client.aio.Admin.describe_log_dirs)."""
+        return self._run(self._core.describe_log_dirs(brokers, **kw))
+
     def list_topics(self) -> list[str]:
         return self._run(self._core.list_topics())
 

@@ -513,18 +513,24 @@ class Admin:
         """Start, replace or cancel (None) moves: {tp: None if accepted, else the error}
         (Kafka's `alterPartitionReassignments`; client/aio/admin_reassign.py)."""
         self._check_open()
-        return await admin_reassign.alter_partition_reassignments(
-            self._cluster, reassignments, self._timeout(timeout_ms)
-        )
+        t = self._timeout(timeout_ms)
+        return await admin_reassign.alter_partition_reassignments(self._cluster, reassignments, t)
 
     async def list_partition_reassignments(
         self, partitions: Iterable[TopicPartition] | None = None, *, timeout_ms: int | None = None
     ) -> dict[TopicPartition, admin_reassign.PartitionReassignment]:
         """The moves in flight, of `partitions` or all (client/aio/admin_reassign.py)."""
         self._check_open()
-        return await admin_reassign.list_partition_reassignments(
-            self._cluster, partitions, self._timeout(timeout_ms)
-        )
+        t = self._timeout(timeout_ms)
+        return await admin_reassign.list_partition_reassignments(self._cluster, partitions, t)
+
+    async def describe_log_dirs(
+        self, brokers: Iterable[int], *, timeout_ms: int | None = None
+    ) -> dict[int, dict[str, admin_reassign.LogDirDescription]]:
+        """Each broker's log dirs and replica sizes (Kafka's `describeLogDirs`)."""
+        self._check_open()
+        t = self._timeout(timeout_ms)
+        return await admin_reassign.describe_log_dirs(self._cluster, brokers, t)
 
     async def incremental_alter_configs(
         self,

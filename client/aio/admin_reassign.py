@@ -104,3 +104,41 @@ async def list_partition_reassignments(
         for t in resp["topics"]
         for p in t["partitions"]
     }
+
+
+class LogDirDescription(NamedTuple):
+    """One log directory of a broker (Kafka's LogDirDescription): `error` None when online;
+    `replicas` {tp: size in bytes}."""
+
+    error: Exception | None
+    replicas: dict[TopicPartition, int]
+    total_bytes: int
+    usable_bytes: int
+
+
+async def describe_log_dirs(
+    cluster: ClusterClient, brokers: Iterable[int], timeout_ms: int
+) -> dict[int, dict[str, LogDirDescription]]:
+    out: dict[int, dict[str, LogDirDescription]] = {}
+    brokers = list(brokers)
+    if any(b not in cluster.metadata.brokers for b in brokers):
+        await cluster.refresh()  # the brokers' addresses (an admin may not have asked yet)
+    for b in brokers:
+        resp = await cluster.send(b, ApiKey.DESCRIBE_LOG_DIRS, {"topics": None}, timeout_ms)
+        assert resp is not None
+        if resp["error_code"]:
+            raise error_for_code(resp["error_code"])(f"DescribeLogDirs to broker {b}")
+        out[b] = {
+            r["log_dir"]: LogDirDescription(
+                error_for_code(r["error_code"])(r["log_dir"]) if r["error_code"] else None,
+                {
+                    TopicPartition(t["name"], p["partition_index"]): p["partition_size"]
+                    for t in r["topics"]
+                    for p in t["partitions"]
+                },
+                r["total_bytes"],
+                r["usable_bytes"],
+            )
+            for r in resp["results"]
+        }
+    return out

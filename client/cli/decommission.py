@@ -7,9 +7,10 @@ and no partition is under-replicated: then N can be stopped. It re-plans every r
 partition created on N meanwhile is moved too. Progress, on stderr once a second when it is a
 terminal (a line per 10 s otherwise):
 
-    decommission 4: 12 of 30 partitions left, 1,204,311 records left, 85,020 records/s, ETA 14s
+    decommission 4: 12 of 30 partitions left, 1.2 GB left, 85.0 MB/s, ETA 14s
 
-(records: the partitions' high watermark less log start, what the new replicas copy). A move of
+(bytes: per partition left, its size on N less what its new replica holds already, from
+DescribeLogDirs; the rate is how fast that falls). A move of
 its own that is gone while its partition is still on N for CANCEL_GRACE_S (`recommission`
 cancelled it) stops it with status 1.
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import Any
 
 from client.cli.common import CommandError, client_config, on_terminal, reports_errors
 from client.cli.reassign_plan import Assignment, PlanError, generate
@@ -31,10 +33,34 @@ from client.cli.reassign_plan import Assignment, PlanError, generate
 CANCEL_GRACE_S = 3.0
 
 
-def _admin(args: argparse.Namespace):
+def _admin(args: argparse.Namespace, **extra: Any):
     from client import Admin
 
-    return Admin(client_config(args))
+    return Admin(client_config(args, **extra))
+
+
+def _replica_sizes(admin) -> dict[int, dict[tuple[str, int], int]]:
+    """{broker: {(topic, partition): bytes}} of the live brokers that answer DescribeLogDirs."""
+    from client.errors import GregorError
+
+    out: dict[int, dict[tuple[str, int], int]] = {}
+    for b in admin.describe_cluster().brokers:
+        try:
+            dirs = admin.describe_log_dirs([b.node_id])[b.node_id]
+        except GregorError:
+            continue  # unreachable now: its replicas count from the others
+        out[b.node_id] = {
+            (tp.topic, tp.partition): size for d in dirs.values() for tp, size in d.replicas.items()
+        }
+    return out
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if n < 1000 or unit == "TB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1000
+    return f"{n} B"
 
 
 class _Round:
@@ -44,13 +70,11 @@ class _Round:
     def __init__(self, admin, broker: int) -> None:
         self.broker = broker
         self.replicas: Assignment = {}
-        self.records: dict[tuple[str, int], int] = {}
         self.under_replicated: list[str] = []
         for name in admin.list_topics():
             for p in admin.describe_topic(name).partitions:
                 tp = (name, p.partition)
                 self.replicas[tp] = list(p.replicas)
-                self.records[tp] = max(0, p.high_watermark - p.log_start_offset)
                 if len(p.isr) < len(p.replicas):
                     self.under_replicated.append(f"{name}-{p.partition}")
         self.moving = {
@@ -61,9 +85,24 @@ class _Round:
         self.off_n = {tp for tp, m in self.moving.items() if broker in m.removing_replicas}
         self.on_n = {tp for tp, rs in self.replicas.items() if broker in rs}
         self.left = self.on_n | self.off_n
+        self.sizes: dict[int, dict[tuple[str, int], int]] = {}
 
-    def records_left(self) -> int:
-        return sum(self.records.get(tp, 0) for tp in self.left)
+    def bytes_left(self, sizes_admin) -> int:
+        """What the new replicas have left to copy: per partition left, its size on the broker
+        (else the largest replica seen) less what its least advanced added replica holds."""
+        self.sizes = _replica_sizes(sizes_admin)
+        left = 0
+        for tp in self.left:
+            have = [s[tp] for s in self.sizes.values() if tp in s]
+            src = self.sizes.get(self.broker, {}).get(tp, max(have, default=0))
+            m = self.moving.get(tp)
+            copied = (
+                min((self.sizes.get(a, {}).get(tp, 0) for a in m.adding_replicas), default=0)
+                if m
+                else 0
+            )
+            left += max(0, src - copied)
+        return left
 
     def done(self) -> bool:
         return not self.left and not self.moving and not self.under_replicated
@@ -84,7 +123,9 @@ def run_decommission(args: argparse.Namespace) -> int:
     last_print = 0.0
     last: tuple[float, int] | None = None
     rate = 0.0
-    with _admin(args) as admin:
+    # sizes are asked of every broker each round: one that does not answer (paused, cut off)
+    # must not hold the loop for the default request timeout
+    with _admin(args) as admin, _admin(args, **{"request.timeout.ms": 3000}) as sizes_admin:
         brokers = {b.node_id: b for b in admin.describe_cluster(include_fenced=True).brokers}
         if n not in brokers:
             raise CommandError(f"broker {n} is not registered (registered: {sorted(brokers)})")
@@ -133,7 +174,7 @@ def run_decommission(args: argparse.Namespace) -> int:
                 print(f"moving {len(plan)} partitions off broker {n}", flush=True)
                 continue
             now = time.monotonic()
-            left = rnd.records_left()
+            left = rnd.bytes_left(sizes_admin)
             if last is not None and now > last[0]:
                 rate = max(0.0, (last[1] - left) / (now - last[0]))
             last = (now, left)
@@ -152,7 +193,7 @@ def run_decommission(args: argparse.Namespace) -> int:
             eta = f", ETA {left / rate:.0f}s" if rate > 0 and left else ""
             line = (
                 f"decommission {n}: {len(rnd.left)} of {len(planned) or len(rnd.left)} partitions"
-                f" left, {left:,} records left, {rate:,.0f} records/s{eta}"
+                f" left, {_size(left)} left, {_size(rate)}/s{eta}"
             )
             if not rnd.left and rnd.under_replicated:
                 line += f"; waiting for under-replicated {' '.join(rnd.under_replicated[:5])}"

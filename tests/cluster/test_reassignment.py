@@ -16,6 +16,7 @@ lost), no value twice (idempotence), values in the order sent.
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import threading
@@ -343,6 +344,8 @@ def test_a_broker_decommissioned_under_load_then_stopped(controller_quorum, tmp_
                     proc.kill()
                     proc.wait(10)
             assert proc.returncode == 1 and "cancelled (recommission?)" in err, out + err
+            # its progress (a line per 10 s when not on a terminal): 7, paused, copied nothing
+            assert re.search(r"decommission 4: 1 of 1 partitions left, [\d.,]+ kB left", out), out
             assert sorted(_partition(b).replicas) == [4, 5, 6]
             b.resume(7)
             r = _gregor("broker", "decommission", "4", *bs)

@@ -112,3 +112,27 @@ def test_cli_on_one_node(broker_server, tmp_path) -> None:
     assert r.returncode == 0 and "Cancelled 0 moves off broker 1" in r.stdout
     r = _gregor("broker")
     assert r.returncode == 2 and "--config FILE is needed" in r.stderr
+
+
+def test_describe_log_dirs(broker_server) -> None:
+    from client import Producer
+
+    with Admin(bootstrap_servers=broker_server.bootstrap) as admin:
+        admin.create_topic("sz", partitions=2)
+        with Producer(bootstrap_servers=broker_server.bootstrap) as p:
+            p.send("sz", b"v" * 5000, partition=1).result(30)
+    with Admin(bootstrap_servers=broker_server.bootstrap) as admin:  # knows no broker yet
+        [(node, dirs)] = admin.describe_log_dirs([1]).items()
+        assert node == 1 and len(dirs) == 1
+        [d] = dirs.values()
+        assert d.error is None and d.total_bytes > d.usable_bytes > 0
+        sizes = {tp: s for tp, s in d.replicas.items() if tp.topic == "sz"}
+        assert sizes[TopicPartition("sz", 0)] == 0
+        assert sizes[TopicPartition("sz", 1)] > 5000  # the batch, header included
+    with RawClient((broker_server.host, broker_server.port)) as c:
+        resp = c.request(
+            ApiKey.DESCRIBE_LOG_DIRS, 0, {"topics": [{"topic": "sz", "partitions": [1]}]}
+        )
+        [r] = resp["results"]
+        assert [t["name"] for t in r["topics"]] == ["sz"]
+        assert [p["partition_index"] for p in r["topics"][0]["partitions"]] == [1]

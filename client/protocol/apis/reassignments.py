@@ -1,5 +1,6 @@
 """Partition reassignment APIs (KIP-455): AlterPartitionReassignments (45) and
-ListPartitionReassignments (46), with Kafka's field names.
+ListPartitionReassignments (46), with Kafka's field names; and DescribeLogDirs (35), the
+size of each replica a broker holds (what a move has left to copy).
 
 Both go to the active controller through whichever broker receives them. A reassignment in
 flight shows as the union of the original and target replicas (`replicas`), with the replicas
@@ -12,8 +13,10 @@ from client.protocol.api_keys import ApiKey
 from client.protocol.apis.admin import ERROR_MESSAGE
 from client.protocol.apis.data import THROTTLE
 from client.protocol.schema import (
+    BOOL,
     INT16,
     INT32,
+    INT64,
     STRING,
     ApiSpec,
     Array,
@@ -134,6 +137,71 @@ LIST_PARTITION_REASSIGNMENTS = register(
                             ),
                         ),
                         name="OngoingTopicReassignment",
+                    )
+                ),
+            ),
+        ),
+    )
+)
+
+
+DESCRIBE_LOG_DIRS = register(
+    ApiSpec(
+        key=ApiKey.DESCRIBE_LOG_DIRS,
+        name="DescribeLogDirs",
+        doc="The log directories of the broker asked (each broker answers for itself), with "
+        "the size in bytes of each replica it holds there: of the partitions named, or of all "
+        "when `topics` is nil. A directory that failed answers KAFKA_STORAGE_ERROR. "
+        "`offset_lag` is 0 and `is_future_key` false (replicas do not move between log dirs).",
+        request=Struct(
+            Field(
+                "topics",
+                Nullable(
+                    Array(
+                        Struct(
+                            Field("topic", STRING),
+                            Field("partitions", Array(INT32)),
+                            name="DescribableLogDirTopic",
+                        )
+                    )
+                ),
+                default=None,
+                doc="nil = every replica",
+            ),
+        ),
+        response=Struct(
+            THROTTLE,
+            Field("error_code", INT16, default=0),
+            Field(
+                "results",
+                Array(
+                    Struct(
+                        Field("error_code", INT16),
+                        Field("log_dir", STRING),
+                        Field(
+                            "topics",
+                            Array(
+                                Struct(
+                                    Field("name", STRING),
+                                    Field(
+                                        "partitions",
+                                        Array(
+                                            Struct(
+                                                Field("partition_index", INT32),
+                                                Field("partition_size", INT64),
+                                                Field("offset_lag", INT64, default=0),
+                                                Field("is_future_key", BOOL, default=False),
+                                                name="DescribeLogDirsPartition",
+                                            )
+                                        ),
+                                    ),
+                                    name="DescribeLogDirsTopic",
+                                )
+                            ),
+                        ),
+                        Field("total_bytes", INT64, default=-1),
+                        Field("usable_bytes", INT64, default=-1),
+                        name="DescribeLogDirsResult",
                     )
                 ),
             ),
