@@ -35,6 +35,9 @@ class ReassignmentControlManager(ControlManager):
         super().__init__(core)
         self.cluster = cluster
         self._next_check_ms = 0.0
+        # the image offset of the last check that found no move in flight: a check of the
+        # same image again is skipped (it scans every partition)
+        self._idle_at_offset = -2
 
     def alter_partition_reassignments(self, topics: list[dict]) -> list[dict]:
         """AlterPartitionReassignments: topics [{name, partitions: [{partition_index,
@@ -170,11 +173,14 @@ class ReassignmentControlManager(ControlManager):
         """Write the completion of every reassignment in flight that can complete now;
         returns how many. The active controller's tick calls it every
         COMPLETION_CHECK_INTERVAL_MS, and at once after a load."""
-        if not self.core.log.is_leader():
+        if not self.core.log.is_leader() or self.image.offset == self._idle_at_offset:
             return 0
         live = self.cluster.live()
         changes = []
-        for name, p in self.image.reassigning_partitions():
+        moving = self.image.reassigning_partitions()
+        if not moving:
+            self._idle_at_offset = self.image.offset
+        for name, p in moving:
             t = self.image.topics[name]
             ch = reassignment.completion(t.topic_id, p, t.partitions[p], live)
             if ch is not None:
@@ -198,3 +204,4 @@ class ReassignmentControlManager(ControlManager):
     def reset(self) -> None:
         """After a load: check at the next tick."""
         self._next_check_ms = 0.0
+        self._idle_at_offset = -2
