@@ -5,6 +5,7 @@ new controller loading the log, a snapshot), and the errors are Kafka's."""
 
 from __future__ import annotations
 
+import os
 import random
 
 from test_controller import E, beat, env, topic, up  # noqa: F401  (env is a fixture)
@@ -258,3 +259,59 @@ def test_the_throttle_is_the_one_dynamic_broker_config(env):  # noqa: F811
     assert code == E.INVALID_CONFIG and "follower side" in msg
     code, msg = alter("1", "log.retention.ms", "5")
     assert code == E.INVALID_CONFIG and "restart it" in msg
+
+
+def test_random_moves_keep_the_invariants(env):  # noqa: F811
+    """Random starts, cancels, ISR expansions and shrinks (by the leader, through
+    AlterPartition) and preferred elections on one partition over six brokers. After every
+    step: replicas = target + removing; ISR within the replicas and holding the leader; no
+    replica enters the ISR but by an expansion (nothing acknowledged can be lost); a move whose
+    target is all in sync has completed. Prints its seed."""
+    seed = int(os.environ.get("GREGOR_SEED", random.randrange(1 << 30)))
+    print(f"seed={seed} (GREGOR_SEED={seed} to replay)")
+    rng = random.Random(seed)
+    c, _, _ = env
+    e = up(c, 1, 2, 3, 4, 5, 6)
+    _created(c, 1, 2, 3)
+    for step in range(200):
+        before = c.image.partition("t", 0)
+        entered: set[int] = set()
+        op = rng.random()
+        if op < 0.3:
+            target = rng.sample(range(1, 7), rng.randint(1, 4))
+            code, msg = _move(c, "t", 0, target)
+            assert code == 0, (seed, step, msg)
+        elif op < 0.4:
+            code, _msg = _move(c, "t", 0, None)
+            if not before.reassigning:
+                assert code == E.NO_REASSIGNMENT_IN_PROGRESS, (seed, step)
+            elif set(before.original_replicas) & set(before.isr):
+                assert code == 0, (seed, step, _msg)
+            else:  # only added replicas in sync: refused, nothing changes
+                assert code == E.INVALID_REPLICA_ASSIGNMENT, (seed, step)
+        elif op < 0.75:
+            out = [r for r in before.replicas if r not in before.isr]
+            if out:
+                r = rng.choice(out)
+                assert _expand(c, e, "t", 0, [*before.isr, r]) == 0, (seed, step)
+                entered = {r}
+        elif op < 0.9:
+            others = [r for r in before.isr if r != before.leader]
+            if others:
+                gone = rng.choice(others)
+                new_isr = [r for r in before.isr if r != gone]
+                assert _expand(c, e, "t", 0, new_isr) == 0, (seed, step)
+        else:
+            c.elect_preferred_leaders([("t", 0)])
+        reg = c.image.partition("t", 0)
+        target = reg.target_replicas
+        where = (seed, step, before, reg)
+        assert reg.replicas == target + reg.removing_replicas, where
+        assert set(reg.adding_replicas) <= set(target), where
+        assert not set(reg.removing_replicas) & set(target), where
+        assert reg.isr and set(reg.isr) <= set(reg.replicas), where
+        assert reg.leader in reg.isr, where
+        assert set(reg.isr) <= set(before.isr) | entered, where
+        assert reg.leader in set(before.isr) | entered, where
+        if reg.reassigning:
+            assert not set(target) <= set(reg.isr), where  # all brokers live: it completes
