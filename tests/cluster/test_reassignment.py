@@ -97,10 +97,10 @@ def _partition(b: Brokers):
     return ps[0] if ps else None
 
 
-def _start(controller_quorum, tmp_path: Path) -> tuple:
+def _start(controller_quorum, tmp_path: Path, session_ms: int = 3000) -> tuple:
     """A 3-voter quorum, brokers 4, 5, 6 started and 7 configured (not started); topic mv
     with one partition on [4, 5, 6] (4 leads), min.insync.replicas 2, in sync."""
-    q = controller_quorum(**{"broker.session.timeout.ms": 3000})
+    q = controller_quorum(**{"broker.session.timeout.ms": session_ms})
     q.start_all()
     q.wait_leader(10, "a controller leader")
     d = tmp_path / "brokers"
@@ -180,7 +180,9 @@ def test_a_fourth_broker_takes_a_partition_under_load(controller_quorum, tmp_pat
 
 
 def test_a_reassignment_cancelled_halfway(controller_quorum, tmp_path) -> None:
-    q, b = _start(controller_quorum, tmp_path)
+    # a long session: broker 7 is paused before the move starts and must not be fenced by
+    # then (a fenced broker cannot be a target)
+    q, b = _start(controller_quorum, tmp_path, session_ms=60_000)
     load = Load(b.bootstrap_all())
     try:
         load.wait_acked(200)
@@ -214,7 +216,7 @@ def test_a_reassignment_cancelled_halfway(controller_quorum, tmp_path) -> None:
 
 
 def test_the_active_controller_killed_during_a_reassignment(controller_quorum, tmp_path) -> None:
-    q, b = _start(controller_quorum, tmp_path)
+    q, b = _start(controller_quorum, tmp_path, session_ms=60_000)  # (as the cancel's test)
     load = Load(b.bootstrap_all())
     try:
         load.wait_acked(200)
@@ -317,7 +319,9 @@ def test_a_broker_decommissioned_under_load_then_stopped(controller_quorum, tmp_
     """`gregor broker decommission 4` moves mv-0 (4 leads it) to the only broker left that
     does not hold it, ends once nothing is under-replicated; broker 4 is then stopped without
     a write lost. `recommission` cancels a decommission whose moves cannot complete."""
-    q, b = _start(controller_quorum, tmp_path)
+    # a long session: broker 7, paused while the decommission starts, must stay unfenced (a
+    # fenced broker cannot be a target)
+    q, b = _start(controller_quorum, tmp_path, session_ms=60_000)
     bs = ["--bootstrap-server", b.bootstrap_all()]
     load = Load(b.bootstrap_all())
     try:
@@ -326,17 +330,28 @@ def test_a_broker_decommissioned_under_load_then_stopped(controller_quorum, tmp_
             _start_broker_7(b, admin)
             # first a decommission cancelled by recommission: 7 paused, the move stalls
             b.pause(7)
+            # (not bootstrapping from the paused broker: a client would wait out its request
+            # timeout on it before trying the next)
+            live_bs = ["--bootstrap-server", f"{b.bootstrap(5)},{b.bootstrap(6)}"]
             proc = subprocess.Popen(
-                [*gregor_command(), "broker", "decommission", "4", *bs],
+                [*gregor_command(), "broker", "decommission", "4", *live_bs],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
             )
             try:
-                wait_until(
-                    lambda: admin.list_partition_reassignments(), 60, "the move off broker 4"
-                )
-                r = _gregor("broker", "recommission", "4", *bs)
+                try:
+                    wait_until(
+                        lambda: proc.poll() is not None or admin.list_partition_reassignments(),
+                        60,
+                        "the move off broker 4",
+                    )
+                except AssertionError:
+                    proc.kill()
+                    out, err = proc.communicate(timeout=30)
+                    raise AssertionError(f"no move started: {out}\n{err}") from None
+                assert proc.poll() is None, proc.communicate(timeout=30)
+                r = _gregor("broker", "recommission", "4", *live_bs)
                 assert r.returncode == 0 and "Cancelled 1 moves" in r.stdout, r.stdout + r.stderr
                 out, err = proc.communicate(timeout=60)
             finally:
