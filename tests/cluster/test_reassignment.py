@@ -265,7 +265,7 @@ def _gregor(*args: str) -> subprocess.CompletedProcess:
 def test_the_cli_generates_executes_verifies_and_cancels(controller_quorum, tmp_path) -> None:
     """`gregor partitions reassign` end to end, and `cluster status` listing the moves in
     flight while broker 7 is paused."""
-    q, b = _start(controller_quorum, tmp_path)
+    q, b = _start(controller_quorum, tmp_path, session_ms=60_000)  # (7 paused, not fenced)
     bs = ["--bootstrap-server", b.bootstrap_all()]
     r = _gregor("topics", "create", "wide", "--replica-assignment", "4:5,5:6,6:4,4:5,5:6,6:4", *bs)
     assert r.returncode == 0, r.stderr
