@@ -106,7 +106,9 @@ def register(subparsers: Any) -> None:
         _data_dir(sp, "the cluster directory given to `cluster up`")
         _stop_timeout(sp)
         sp.set_defaults(func=func)
-    st = sub.add_parser("status", help="brokers, quorum and unhealthy partitions")
+    st = sub.add_parser(
+        "status", help="brokers, quorum, unhealthy partitions and reassignments in flight"
+    )
     st.add_argument(
         "--bootstrap-server",
         default="127.0.0.1:9092",
@@ -361,14 +363,17 @@ def cluster_status(bootstrap: str) -> dict:
         quorum = admin.describe_quorum()
         topics = {t: admin.describe_topic(t) for t in admin.list_topics()}
         configs = admin.describe_configs(topics=list(topics), keys=["min.insync.replicas"])
+        moving = admin.list_partition_reassignments()
     offline, under_replicated, under_min_isr = [], [], []
+    adding = {(tp.topic, tp.partition): m.adding_replicas for tp, m in moving.items()}
     for name, t in topics.items():
         min_isr = int(configs[("topic", name)]["min.insync.replicas"].value or 1)
         for p in t.partitions:
             tp = f"{name}-{p.partition}"
             if p.leader < 0:
                 offline.append(tp)
-            if len(p.isr) < len(p.replicas):
+            # during a move, against the replicas it had (Kafka: the added ones do not count)
+            if len(p.isr) < len(p.replicas) - len(adding.get((name, p.partition), ())):
                 under_replicated.append(tp)
             if len(p.isr) < min_isr:
                 under_min_isr.append(tp)
@@ -390,6 +395,16 @@ def cluster_status(bootstrap: str) -> dict:
         "offline": offline,
         "under_replicated": under_replicated,
         "under_min_isr": under_min_isr,
+        "reassignments": [
+            {
+                "partition": f"{tp.topic}-{tp.partition}",
+                "replicas": m.replicas,
+                "target": m.target_replicas,
+                "adding": m.adding_replicas,
+                "removing": m.removing_replicas,
+            }
+            for tp, m in sorted(moving.items())
+        ],
     }
 
 
@@ -421,4 +436,9 @@ def run_status(args: argparse.Namespace) -> int:
     for what in ("offline", "under_replicated", "under_min_isr"):
         if st[what]:
             print(f"  {what.replace('_', '-')}: {' '.join(st[what])}")
+    print(f"reassignments in flight: {len(st['reassignments'])}")
+    for r in st["reassignments"]:
+        print(
+            f"  {r['partition']}: to {r['target']} (adding {r['adding']}, removing {r['removing']})"
+        )
     return 0

@@ -2,6 +2,7 @@
 
     gregor server [--config FILE] [--data-dir DIR] [--port N] [--host H] [--override KEY=VALUE ...]
     gregor broker --config FILE [--override KEY=VALUE ...]
+    gregor broker decommission|recommission N [--bootstrap-server HOST:PORT]  (client/cli/decommission.py)
 
 `gregor server` with no flags runs the embedded single-node defaults: 127.0.0.1:9092, data in
 ./gregor-data. Once listening it prints exactly one line to stdout (flushed), which scripts and
@@ -53,9 +54,46 @@ def register(subparsers: Any) -> None:
         help="run a broker with a config file (process.roles decides the roles)",
         description="Run a broker process configured by FILE.",
     )
-    broker.add_argument("--config", metavar="FILE", required=True, help="YAML config file")
+    broker.add_argument("--config", metavar="FILE", help="YAML config file (required to run one)")
     _add_overrides(broker)
     broker.set_defaults(func=run_server, command_name="broker", data_dir=None, port=None, host=None)
+    _add_membership(broker)
+
+
+def _add_membership(broker: argparse.ArgumentParser) -> None:
+    """`gregor broker decommission N` / `recommission N` (client/cli/decommission.py)."""
+    from client.cli.common import add_bootstrap
+    from client.cli.decommission import run_decommission, run_recommission
+
+    sub = broker.add_subparsers(dest="broker_action", metavar="ACTION")
+    d = sub.add_parser(
+        "decommission",
+        help="move every replica off broker N (reassignments), with progress, until it can be"
+        " stopped with nothing under-replicated",
+    )
+    d.add_argument("broker_id", type=int, metavar="N", help="the broker to empty")
+    d.add_argument(
+        "--timeout",
+        type=float,
+        default=24 * 3600.0,
+        metavar="S",
+        help="give up (the moves in flight go on) after this many seconds (default 86400)",
+    )
+    d.add_argument(
+        "--throttle",
+        type=int,
+        metavar="BYTES/S",
+        help="bound the copying of every broker adding replicas to this many bytes per second"
+        " (follower.replication.throttled.rate, cluster-wide; removed at the end)",
+    )
+    add_bootstrap(d)
+    d.set_defaults(func=run_decommission)
+    r = sub.add_parser(
+        "recommission", help="cancel the moves off broker N still in flight (decommission's undo)"
+    )
+    r.add_argument("broker_id", type=int, metavar="N", help="the broker to keep")
+    add_bootstrap(r)
+    r.set_defaults(func=run_recommission)
 
 
 def _add_overrides(parser: argparse.ArgumentParser) -> None:
@@ -115,6 +153,8 @@ def run_server(args: argparse.Namespace) -> int:
     from client.fsutil import DirectoryInUseError
 
     command = args.command_name
+    if command == "broker" and not args.config:
+        return _fail(command, "--config FILE is needed to run a broker")
     try:
         cfg = load_broker_config(args)
     except (ConfigError, ValueError) as exc:

@@ -21,7 +21,7 @@ import re
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from client import aio
@@ -374,6 +374,25 @@ class Admin(_SyncClient):
     ) -> dict[TopicPartition, Exception | None]:
         """Preferred or unclean leader election (see client.aio.Admin.elect_leaders)."""
         return self._run(self._core.elect_leaders(partitions, **kw))
+
+    def alter_partition_reassignments(
+        self, reassignments: Mapping[TopicPartition, Sequence[int] | None], **kw: Any
+    ) -> dict[TopicPartition, Exception | None]:
+        """Start, replace (target list) or cancel (None) reassignments (see
+        client.aio.Admin.alter_partition_reassignments)."""
+        return self._run(self._core.alter_partition_reassignments(dict(reassignments), **kw))
+
+    def list_partition_reassignments(
+        self, partitions: Iterable[TopicPartition] | None = None, **kw: Any
+    ) -> dict[TopicPartition, aio.PartitionReassignment]:
+        """The reassignments in flight (see client.aio.Admin.list_partition_reassignments)."""
+        return self._run(self._core.list_partition_reassignments(partitions, **kw))
+
+    def describe_log_dirs(
+        self, brokers: Iterable[int], **kw: Any
+    ) -> dict[int, dict[str, aio.LogDirDescription]]:
+        """Each broker's log dirs and replica sizes (see client.aio.Admin.describe_log_dirs)."""
+        return self._run(self._core.describe_log_dirs(brokers, **kw))
 
     def list_topics(self) -> list[str]:
         return self._run(self._core.list_topics())

@@ -105,6 +105,19 @@ class ControllerChannel(Protocol):
         named (salted passwords in, StoredKey/ServerKey records written)."""
         ...
 
+    def alter_partition_reassignments(self, topics: list[dict]) -> Future:
+        """AlterPartitionReassignments: topics [{name, partitions: [{partition_index,
+        replicas | None}]}] → [{name, partitions: [{partition_index, error_code,
+        error_message}]}] (replicas None cancels)."""
+        ...
+
+    def list_partition_reassignments(
+        self, partitions: list[tuple[str, int]] | None = None
+    ) -> Future:
+        """ListPartitionReassignments → [{name, partitions: [{partition_index, replicas,
+        adding_replicas, removing_replicas}]}], the reassignments in flight (None: all)."""
+        ...
+
     def describe_quorum(self, endpoint: str | None = None) -> Future:
         """DescribeQuorum's body as a controller answers it (a follower names the leader's
         endpoint); `endpoint` is how an in-process leader names itself."""

@@ -77,6 +77,7 @@ import broker.handlers.delete_records  # noqa: E402, F401
 import broker.handlers.delete_topics  # noqa: E402, F401
 import broker.handlers.describe_cluster  # noqa: E402, F401
 import broker.handlers.describe_configs  # noqa: E402, F401
+import broker.handlers.describe_log_dirs  # noqa: E402, F401
 import broker.handlers.describe_quorum  # noqa: E402, F401
 import broker.handlers.elect_leaders  # noqa: E402, F401
 import broker.handlers.fetch  # noqa: E402, F401
@@ -86,6 +87,7 @@ import broker.handlers.list_offsets  # noqa: E402, F401
 import broker.handlers.metadata  # noqa: E402, F401
 import broker.handlers.offset_for_leader_epoch  # noqa: E402, F401
 import broker.handlers.produce  # noqa: E402, F401
+import broker.handlers.reassignments  # noqa: E402, F401
 import broker.handlers.sasl  # noqa: E402, F401
 import broker.handlers.scram_credentials  # noqa: E402, F401
 from broker.handlers import api_versions  # noqa: E402

@@ -20,6 +20,7 @@ from broker.log.handles import is_fd_limit
 from broker.replica.partition import Partition
 from broker.replica.partition_table import PartitionTable
 from client.errors import StorageError
+from controller.metadata.records import RESOURCE_BROKER
 
 if TYPE_CHECKING:
     from broker.replica.manager import ReplicaSettings
@@ -27,6 +28,19 @@ if TYPE_CHECKING:
 _log = logging.getLogger("broker.replica.manager")
 
 TopicPartition = tuple[str, int]
+
+
+FOLLOWER_THROTTLED_RATE = "follower.replication.throttled.rate"
+
+
+def throttled_rate(image: Any, node_id: int) -> int | None:
+    """follower.replication.throttled.rate for this broker (bytes/s): its own dynamic config,
+    else the cluster-wide default (resource name ""), else None (no bound)."""
+    for name in (str(node_id), ""):
+        v = image.config_for(RESOURCE_BROKER, name).get(FOLLOWER_THROTTLED_RATE)
+        if v is not None:
+            return int(v)
+    return None
 
 
 class MetadataApplier:
@@ -49,6 +63,7 @@ class MetadataApplier:
         self._woken: list[TopicPartition] = []  # partitions to wake when the application ends
         # local logs a full resync found unknown to the metadata (delete_strays)
         self._strays: set[TopicPartition] = set()
+        self._applied_once = False  # the first application looks for strays (below)
         self._checkpointed_hw = log_manager.read_high_watermarks()
         # set by the node: the replica fetchers (broker/replica/fetcher.py)
         self.fetchers: Any = None
@@ -103,6 +118,21 @@ class MetadataApplier:
             self._apply_metadata(image, delta)
 
     def _apply_metadata(self, image: Any, delta: Any) -> None:
+        if not self._applied_once:
+            # The first image after start (a delta from the empty image, or a resync): local
+            # logs of partitions it does not list, or lists without this broker (deleted, or
+            # reassigned away, while this broker was down), are strays, deleted once caught up.
+            self._applied_once = True
+            node = self.table.node_id
+            self._strays.update(
+                tp
+                for tp in self.log_manager.logs()
+                if (reg := image.partition(*tp)) is None or node not in reg.replicas
+            )
+        if self.fetchers is not None and (
+            delta is None or any(k[0] == RESOURCE_BROKER for k in delta.changed_configs)
+        ):
+            self.fetchers.throttle.set_rate(throttled_rate(image, self.table.node_id))
         if delta is not None:
             for topic in delta.deleted_topics:
                 self._delete_topic(topic)
@@ -117,7 +147,12 @@ class MetadataApplier:
                 if tp not in live:
                     self._stop_replica(tp, delete=False)
                     self._strays.add(tp)
-            self._strays.update(tp for tp in self.log_manager.logs() if tp not in live)
+            node = self.table.node_id
+            self._strays.update(
+                tp
+                for tp in self.log_manager.logs()
+                if tp not in live or node not in image.topics[tp[0]].partitions[tp[1]].replicas
+            )
             if self._strays:
                 _log.info(
                     "%d local logs are not in the metadata at offset %d: kept until caught up",
@@ -184,6 +219,7 @@ class MetadataApplier:
         if reg.leader == self.table.node_id:
             if fetchers is not None:
                 fetchers.remove(tp)
+                fetchers.throttle.set_throttled(tp, False)
             # an ISR change while leading in the same epoch (a shrink or expansion it proposed,
             # or one the controller made when fencing a broker): counted for the metrics
             same_epoch = part.is_leader and part.leader_epoch == reg.leader_epoch
@@ -203,6 +239,12 @@ class MetadataApplier:
                 reg.leader, reg.leader_epoch, reg.partition_epoch, reg.replicas, reg.isr
             )
             if fetchers is not None:
+                # a replica this broker is adding by a reassignment, not in sync yet, copies
+                # within follower.replication.throttled.rate (throttle.py)
+                node = self.table.node_id
+                fetchers.throttle.set_throttled(
+                    tp, node in reg.adding_replicas and node not in reg.isr
+                )
                 if reg.leader >= 0:
                     fetchers.add(tp, reg.leader, reg.leader_epoch)
                 else:
@@ -212,6 +254,7 @@ class MetadataApplier:
     def _stop_replica(self, tp: TopicPartition, delete: bool) -> None:
         if self.fetchers is not None:
             self.fetchers.remove(tp)
+            self.fetchers.throttle.set_throttled(tp, False)
         self.table.pop(tp)
         self._woken.append(tp)
         if delete:
@@ -234,11 +277,16 @@ class MetadataApplier:
             _log.info("deleted topic %s (%d local partitions)", topic, len(doomed))
 
     def delete_strays(self, image: Any) -> int:
-        """Delete the logs a full resync kept that `image` still does not list. Call once the
-        broker has caught up with the metadata log (after its start, then periodically).
-        Returns how many were deleted."""
+        """Delete the logs a full resync (or the first application after start) kept that
+        `image` still does not list as this broker's. Call once the broker has caught up with
+        the metadata log (after its start, then periodically). Returns how many were deleted."""
         with self._apply_lock:
-            doomed = sorted(tp for tp in self._strays if image.partition(*tp) is None)
+            node = self.table.node_id
+            doomed = sorted(
+                tp
+                for tp in self._strays
+                if (reg := image.partition(*tp)) is None or node not in reg.replicas
+            )
             self._strays.clear()
             if doomed:
                 _log.info("deleting %d local logs the metadata does not list", len(doomed))

@@ -25,6 +25,10 @@ replica.fetch.backoff.ms; a partition error (NOT_LEADER_OR_FOLLOWER, FENCED_LEAD
 local storage error...) backs that partition off until the metadata moves it. OFFSET_OUT_OF_RANGE
 truncates to the leader's end (asked with ListOffsets) or restarts at the leader's start.
 
+Throttle (throttle.py): partitions this broker is adding by a reassignment are fetched within
+`follower.replication.throttled.rate` bytes/s, shared by every fetcher thread of the broker;
+while the budget is spent they are left out of fetches (as backed-off ones are).
+
 Threads: add/remove from the metadata publisher's thread. `remove` waits until the thread is
 not applying an answer for that partition, so a partition that became leader is never appended
 to as a follower afterwards. A thread left without partitions stops.
@@ -42,6 +46,7 @@ from typing import Any
 from broker.replica.fetch_session_handler import FetchSessionHandler, PartitionData
 from broker.replica.follower import apply_fetched, fetch_position, truncate_out_of_range
 from broker.replica.leader_connection import LeaderConnection
+from broker.replica.throttle import ReplicationThrottle
 from client.errors import ErrorCode, StorageError
 from client.protocol import ApiKey
 from client.security.scram import SaslCredentials
@@ -122,8 +127,11 @@ class ReplicaFetcherThread:
         replica_manager: Any,
         endpoint_for: Callable[[int], Endpoint | None],
         settings: FetcherSettings,
+        throttle: ReplicationThrottle | None = None,
     ) -> None:
         self.name = name
+        self.throttle = throttle or ReplicationThrottle()
+        self._throttle_wait = 0.0  # set by _build: seconds until a throttled partition may go
         self.node_id = node_id
         self.leader_id = leader_id
         self.rm = replica_manager
@@ -178,7 +186,10 @@ class ReplicaFetcherThread:
         while not self._stop.is_set():
             try:
                 if not self._fetch_once():
-                    self._wake.wait(self.settings.backoff_ms / 1000)
+                    wait = self.settings.backoff_ms / 1000
+                    if self._throttle_wait > 0:  # only throttled partitions were left out
+                        wait = min(wait, self._throttle_wait)
+                    self._wake.wait(wait)
                     self._wake.clear()
             except Exception:
                 _log.exception("[%s] fetch failed", self.name)
@@ -200,19 +211,25 @@ class ReplicaFetcherThread:
         asked: dict[TopicPartition, int] = {}
         max_bytes = self.settings.partition_max_bytes
         rebuild = self.session.next_epoch == 0  # a full fetch: everything looked at afresh
+        throttle = self.throttle
+        self._throttle_wait = 0.0
         with self._lock:
             for tp, st in self._parts.items():
                 if st.delayed_until > now:
                     continue
+                if not throttle.allowed(tp):
+                    self._throttle_wait = throttle.wait_s()
+                    continue
                 data = st.built
-                if data is None or rebuild:
+                tp_max = throttle.fetch_max_bytes(tp, max_bytes)
+                if data is None or rebuild or data.partition_max_bytes != tp_max:
                     part = self.rm.get_partition(*tp)
                     if part is None or part.is_leader:
                         st.built = None
                         continue
                     offset, last_epoch = fetch_position(part)
                     data = st.built = PartitionData(
-                        offset, st.leader_epoch, last_epoch, part.log.log_start_offset, max_bytes
+                        offset, st.leader_epoch, last_epoch, part.log.log_start_offset, tp_max
                     )
                 wanted[tp] = data
                 asked[tp] = st.leader_epoch
@@ -304,6 +321,7 @@ class ReplicaFetcherThread:
             if code == 0:
                 n = apply_fetched(part, entry)
                 self.bytes_fetched += n
+                self.throttle.record(tp, n)
                 if not diverged or fetch_position(part) != before:
                     return n > 0
             elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
@@ -358,6 +376,8 @@ class ReplicaFetcherManager:
         self._threads: dict[tuple[int, int], ReplicaFetcherThread] = {}
         self._where: dict[TopicPartition, tuple[int, int]] = {}
         self._closed = False
+        # the broker's catch-up bound for replicas it is adding (the metadata applier sets it)
+        self.throttle = ReplicationThrottle()
 
     def _key(self, tp: TopicPartition, leader_id: int) -> tuple[int, int]:
         return (leader_id, hash(tp) % self.settings.num_fetchers)
@@ -380,6 +400,7 @@ class ReplicaFetcherManager:
                     self.rm,
                     self.endpoint_for,
                     self.settings,
+                    self.throttle,
                 )
                 self._threads[key] = thread
                 thread.start()

@@ -13,6 +13,7 @@ from client.aio.admin_groups import (
     GroupMemberDescription,
     GroupPartitionLag,
 )
+from client.aio.admin_reassign import LogDirDescription, PartitionReassignment
 from client.aio.consumer import Consumer
 from client.aio.producer import Producer
 from client.aio.types import (
@@ -37,7 +38,9 @@ __all__ = [
     "GroupListing",
     "GroupMemberDescription",
     "GroupPartitionLag",
+    "LogDirDescription",
     "PartitionDescription",
+    "PartitionReassignment",
     "Producer",
     "QuorumDescription",
     "QuorumReplica",

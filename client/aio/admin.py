@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from client.aio import admin_groups, admin_records, admin_users
+from client.aio import admin_groups, admin_reassign, admin_records, admin_users
 from client.aio.admin_groups import GroupDescription, GroupListing
 from client.aio.admin_users import (
     ScramCredentialInfo,
@@ -549,6 +549,34 @@ class Admin:
         return await admin_records.delete_records(
             self._cluster, offsets, self._timeout(timeout_ms), self.config.retry_backoff_ms
         )
+
+    async def alter_partition_reassignments(
+        self,
+        reassignments: Mapping[TopicPartition, Sequence[int] | None],
+        *,
+        timeout_ms: int | None = None,
+    ) -> dict[TopicPartition, Exception | None]:
+        """Start, replace or cancel (None) moves: {tp: None if accepted, else the error}
+        (Kafka's `alterPartitionReassignments`; client/aio/admin_reassign.py)."""
+        self._check_open()
+        t = self._timeout(timeout_ms)
+        return await admin_reassign.alter_partition_reassignments(self._cluster, reassignments, t)
+
+    async def list_partition_reassignments(
+        self, partitions: Iterable[TopicPartition] | None = None, *, timeout_ms: int | None = None
+    ) -> dict[TopicPartition, admin_reassign.PartitionReassignment]:
+        """The moves in flight, of `partitions` or all (client/aio/admin_reassign.py)."""
+        self._check_open()
+        t = self._timeout(timeout_ms)
+        return await admin_reassign.list_partition_reassignments(self._cluster, partitions, t)
+
+    async def describe_log_dirs(
+        self, brokers: Iterable[int], *, timeout_ms: int | None = None
+    ) -> dict[int, dict[str, admin_reassign.LogDirDescription]]:
+        """Each broker's log dirs and replica sizes (Kafka's `describeLogDirs`)."""
+        self._check_open()
+        t = self._timeout(timeout_ms)
+        return await admin_reassign.describe_log_dirs(self._cluster, brokers, t)
 
     async def incremental_alter_configs(
         self,

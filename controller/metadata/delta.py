@@ -213,7 +213,13 @@ class MetadataDelta:
     def _partition(self, r: Partition) -> None:
         parts = self._w_parts(r.topic_id)
         reg = PartitionRegistration(
-            tuple(r.replicas), tuple(r.isr), r.leader, r.leader_epoch, r.partition_epoch
+            tuple(r.replicas),
+            tuple(r.isr),
+            r.leader,
+            r.leader_epoch,
+            r.partition_epoch,
+            tuple(r.adding_replicas),
+            tuple(r.removing_replicas),
         )
         parts[r.partition] = reg
         key = (self._topic_name(r.topic_id), r.partition)
@@ -231,6 +237,12 @@ class MetadataDelta:
             leader=old.leader if r.leader is None else r.leader,
             leader_epoch=old.leader_epoch + (0 if r.leader is None else 1),
             partition_epoch=old.partition_epoch + 1,
+            adding_replicas=old.adding_replicas
+            if r.adding_replicas is None
+            else tuple(r.adding_replicas),
+            removing_replicas=old.removing_replicas
+            if r.removing_replicas is None
+            else tuple(r.removing_replicas),
         )
         parts[r.partition] = reg
         key = (self._topic_name(r.topic_id), r.partition)

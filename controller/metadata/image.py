@@ -48,10 +48,31 @@ class PartitionRegistration:
     leader: int
     leader_epoch: int
     partition_epoch: int
+    # a reassignment in flight (KIP-455): replicas = target + removing_replicas
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
 
     @property
     def online(self) -> bool:
         return self.leader != NO_LEADER
+
+    @property
+    def reassigning(self) -> bool:
+        return bool(self.adding_replicas or self.removing_replicas)
+
+    @property
+    def target_replicas(self) -> tuple[int, ...]:
+        """The replicas once a reassignment in flight completes (the replicas when none is)."""
+        if not self.removing_replicas:
+            return self.replicas
+        return tuple(r for r in self.replicas if r not in self.removing_replicas)
+
+    @property
+    def original_replicas(self) -> tuple[int, ...]:
+        """The replicas before the reassignment in flight (what cancelling it restores)."""
+        if not self.adding_replicas:
+            return self.replicas
+        return tuple(r for r in self.replicas if r not in self.adding_replicas)
 
 
 @dataclass(frozen=True)
@@ -106,6 +127,15 @@ class MetadataImage:
 
     def config_for(self, resource_type: int, resource_name: str) -> Mapping[str, str]:
         return self.configs.get((resource_type, resource_name), _EMPTY)
+
+    def reassigning_partitions(self) -> list[tuple[str, int]]:
+        """(topic, partition) of every reassignment in flight, sorted."""
+        return sorted(
+            (t.name, p)
+            for t in self.topics.values()
+            for p, reg in t.partitions.items()
+            if reg.adding_replicas or reg.removing_replicas
+        )
 
     def partitions_led_by(self, broker_id: int) -> list[tuple[str, int]]:
         return [

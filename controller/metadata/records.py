@@ -91,6 +91,11 @@ class Partition:
     leader: int
     leader_epoch: int = 0
     partition_epoch: int = 0
+    # A reassignment in flight (KIP-455): `replicas` is the target followed by the replicas
+    # being removed; `adding_replicas` are the target's replicas not in the original set.
+    # Both empty: none in flight (an older writer's records never have one).
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -99,6 +104,8 @@ class PartitionChange:
 
     Replay bumps `partition_epoch` by one for every change, and `leader_epoch` by one when
     `leader` is set (Kafka's PartitionChangeRecord semantics). `leader` NO_LEADER (-1) = offline.
+    `adding_replicas` / `removing_replicas`: a reassignment's state (see Partition); () clears
+    it (the reassignment completed or was cancelled).
     """
 
     TYPE: ClassVar[int] = 6
@@ -108,6 +115,8 @@ class PartitionChange:
     leader: int | None = None
     isr: tuple[int, ...] | None = None
     replicas: tuple[int, ...] | None = None
+    adding_replicas: tuple[int, ...] | None = None
+    removing_replicas: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -234,7 +243,7 @@ RECORD_TYPES: dict[int, type] = {
     )
 }
 
-_TUPLE_FIELDS = {"replicas", "isr"}
+_TUPLE_FIELDS = {"replicas", "isr", "adding_replicas", "removing_replicas"}
 _PAIR_FIELDS = {"endpoints"}  # lists of [name, host, port]
 
 

@@ -58,7 +58,15 @@ def image_to_records(image: MetadataImage) -> list[Any]:
             r = t.partitions[p]
             out.append(
                 Partition(
-                    t.topic_id, p, r.replicas, r.isr, r.leader, r.leader_epoch, r.partition_epoch
+                    t.topic_id,
+                    p,
+                    r.replicas,
+                    r.isr,
+                    r.leader,
+                    r.leader_epoch,
+                    r.partition_epoch,
+                    r.adding_replicas,
+                    r.removing_replicas,
                 )
             )
     for rtype, rname in sorted(image.configs):

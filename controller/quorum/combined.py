@@ -423,3 +423,11 @@ class CombinedController:
         self, deletions: list[dict], upsertions: list[dict]
     ) -> concurrent.futures.Future:
         return self.runner.alter_user_scram_credentials(deletions, upsertions)
+
+    def alter_partition_reassignments(self, topics: list[dict]) -> concurrent.futures.Future:
+        return self.runner.alter_partition_reassignments(topics)
+
+    def list_partition_reassignments(
+        self, partitions: list[tuple[str, int]] | None = None
+    ) -> concurrent.futures.Future:
+        return self.runner.list_partition_reassignments(partitions)

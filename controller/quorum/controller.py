@@ -21,6 +21,8 @@ shared `ControllerCore`: settings, clock, image, writing records):
   changes, leader elections;
 - `configs` — ConfigurationControlManager (config_control.py): topic configs;
 - `scram` — ScramControlManager (scram_control.py): users' SCRAM credentials.
+- `reassignments` — ReassignmentControlManager (reassignment_control.py): partition
+  reassignments (KIP-455), their state in the partitions' registrations.
 This class puts them together, owns loading the image and the periodic tick, and offers each
 manager's requests under one name (the ControllerThread calls them by name).
 """
@@ -42,6 +44,7 @@ from controller.quorum.cluster_control import ClusterControlManager
 from controller.quorum.cluster_id import new_cluster_id
 from controller.quorum.config_control import ConfigurationControlManager
 from controller.quorum.log import MetadataLog
+from controller.quorum.reassignment_control import ReassignmentControlManager
 from controller.quorum.replication import imbalanced_partitions
 from controller.quorum.replication_control import ReplicationControlManager
 from controller.quorum.scram_control import ScramControlManager, parse_bootstrap_file
@@ -78,6 +81,7 @@ class QuorumController(ControlManager):
         self.configs = ConfigurationControlManager(self.core)
         self.cluster = ClusterControlManager(self.core, self.configs, self.ensure_cluster_id)
         self.replication = ReplicationControlManager(self.core, self.cluster, self.configs)
+        self.reassignments = ReassignmentControlManager(self.core, self.cluster)
         # requests, by the name callers (ControllerThread.submit) use
         self.create_topics = self.replication.create_topics
         self.delete_topics = self.replication.delete_topics
@@ -94,6 +98,8 @@ class QuorumController(ControlManager):
         path = getattr(config, "sasl_scram_bootstrap_file", None)
         self.scram = ScramControlManager(self.core, parse_bootstrap_file(path) if path else None)
         self.alter_user_scram_credentials = self.scram.alter_user_scram_credentials
+        self.alter_partition_reassignments = self.reassignments.alter_partition_reassignments
+        self.list_partition_reassignments = self.reassignments.list_partition_reassignments
         self.own_cluster_id = cluster_id
         self._next_rebalance_ms = self.clock() + self.settings.leader_imbalance_check_interval_ms
         self.load()
@@ -124,6 +130,7 @@ class QuorumController(ControlManager):
         self.core.last_written_offset = image.offset
         self.core.unfinished.clear()  # their requests are retried (heartbeats, session expiry)
         self.cluster.reset_sessions()
+        self.reassignments.reset()
         _log.info(
             "[controller=%d] loaded metadata through offset %d: %d brokers, %d topics",
             self.settings.node_id,
@@ -166,6 +173,7 @@ class QuorumController(ControlManager):
         self.scram.write_bootstrap()
         self.resume()
         self.check_sessions()
+        self.reassignments.tick()
         now = self.clock()
         if self.settings.auto_leader_rebalance_enable and now >= self._next_rebalance_ms:
             self._next_rebalance_ms = now + self.settings.leader_imbalance_check_interval_ms

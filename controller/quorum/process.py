@@ -38,6 +38,7 @@ from client.errors import (
 from client.fsutil import DirectoryLock, make_dirs
 from client.protocol.api_keys import ApiKey
 from client.protocol.apis.admin import group_election_results
+from client.protocol.apis.reassignments import flatten_topic_partitions
 from client.protocol.schema import API_SPECS
 from client.security.protocols import controller_protocol
 from client.security.tls import ReloadableContext, TlsSettings
@@ -284,6 +285,8 @@ class ControllerProcess:
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self._incremental_alter_configs,
             ApiKey.ALTER_USER_SCRAM_CREDENTIALS: self._alter_user_scram_credentials,
             ApiKey.ELECT_LEADERS: self._elect_leaders,
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS: self._alter_partition_reassignments,
+            ApiKey.LIST_PARTITION_REASSIGNMENTS: self._list_partition_reassignments,
         }
         handlers.update({k: v for k, v in optional.items() if k in API_SPECS})
         return handlers
@@ -494,6 +497,15 @@ class ControllerProcess:
             "error_code": 0,
             "replica_election_results": group_election_results(list(results)),
         }
+
+    async def _alter_partition_reassignments(self, b: dict) -> dict:
+        results = await self._call("alter_partition_reassignments", b["topics"])
+        return {"throttle_time_ms": 0, "error_code": 0, "responses": results}
+
+    async def _list_partition_reassignments(self, b: dict) -> dict:
+        partitions = flatten_topic_partitions(b.get("topics"))
+        topics = await self._call("list_partition_reassignments", partitions)
+        return {"throttle_time_ms": 0, "error_code": 0, "topics": topics}
 
     async def _allocate_producer_ids(self, b: dict) -> dict:
         return await self._call("allocate_producer_ids", b["broker_id"], b["broker_epoch"])

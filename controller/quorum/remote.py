@@ -41,6 +41,7 @@ from client.errors import (
 )
 from client.protocol.api_keys import ApiKey
 from client.protocol.apis.admin import flatten_election_results, group_partitions
+from client.protocol.apis.reassignments import group_topic_partitions
 from client.security.tls import ReloadableContext
 from controller.quorum.log import CommittedRecords, Listener, MetadataLog
 from controller.quorum.network import parse_voters, request
@@ -266,6 +267,12 @@ class RemoteController:
     def alter_user_scram_credentials(self, *a: Any, **k: Any) -> concurrent.futures.Future:
         return self.submit("alter_user_scram_credentials", *a, **k)
 
+    def alter_partition_reassignments(self, *a: Any, **k: Any) -> concurrent.futures.Future:
+        return self.submit("alter_partition_reassignments", *a, **k)
+
+    def list_partition_reassignments(self, *a: Any, **k: Any) -> concurrent.futures.Future:
+        return self.submit("list_partition_reassignments", *a, **k)
+
     def describe_quorum(self, endpoint: str | None = None) -> concurrent.futures.Future:
         return self.submit("describe_quorum")
 
@@ -420,6 +427,18 @@ def _alter_scram(deletions: list[dict], upsertions: list[dict]) -> tuple:
     )
 
 
+def _alter_reassignments(topics: list[dict]) -> tuple:
+    return (ApiKey.ALTER_PARTITION_REASSIGNMENTS, {"topics": topics}, lambda r: r["responses"])
+
+
+def _list_reassignments(partitions: list[tuple[str, int]] | None = None) -> tuple:
+    return (
+        ApiKey.LIST_PARTITION_REASSIGNMENTS,
+        {"topics": group_topic_partitions(partitions)},
+        lambda r: r["topics"],
+    )
+
+
 _CALLS: dict[str, Any] = {
     "register_broker": _register,
     "broker_heartbeat": _heartbeat,
@@ -430,6 +449,8 @@ _CALLS: dict[str, Any] = {
     "incremental_alter_configs": _alter_configs,
     "alter_user_scram_credentials": _alter_scram,
     "elect_leaders": _elect,
+    "alter_partition_reassignments": _alter_reassignments,
+    "list_partition_reassignments": _list_reassignments,
     "allocate_producer_ids": _allocate,
     "describe_quorum": lambda: (ApiKey.DESCRIBE_QUORUM, {}, _same),
 }

@@ -27,10 +27,10 @@ from controller.metadata.records import (
     RESOURCE_TOPIC,
     Config,
     Partition,
-    PartitionChange,
     RemoveTopic,
     Topic,
 )
+from controller.quorum import reassignment
 from controller.quorum.cluster_control import ClusterControlManager
 from controller.quorum.config_control import ConfigurationControlManager
 from controller.quorum.replication import (
@@ -235,7 +235,7 @@ class ReplicationControlManager(ControlManager):
                         f"{count - cur} new partitions: more than"
                         f" {self.settings.max_partitions_per_request} in one request"
                     )
-                rf = len(t.partitions[0].replicas)
+                rf = len(t.partitions[0].target_replicas)  # (not a move's union)
                 assignments = req.get("assignments")
                 if assignments is not None:  # [] is a list of the wrong length, not "none"
                     if len(assignments) != count - cur:
@@ -363,7 +363,10 @@ class ReplicationControlManager(ControlManager):
                 code, new_isr = check_isr_change(reg, broker_id, preq, eligible)
                 res["error_code"] = int(code)
                 if new_isr is not None:
-                    records.append(PartitionChange(t.topic_id, p, isr=new_isr))
+                    # completes a reassignment when it brings the last target replica in
+                    ch = reassignment.isr_change(t.topic_id, p, reg, new_isr, eligible)
+                    if ch is not None:
+                        records.append(ch)
                 pending.append((name, p, res))
             out_topics.append({"name": name, "partitions": parts_out})
         if records:

@@ -210,6 +210,12 @@ class ControllerThread:
     def incremental_alter_configs(self, *a: Any, **k: Any) -> concurrent.futures.Future:
         return self.submit("incremental_alter_configs", *a, **k)
 
+    def alter_partition_reassignments(self, *a: Any, **k: Any) -> concurrent.futures.Future:
+        return self.submit("alter_partition_reassignments", *a, **k)
+
+    def list_partition_reassignments(self, *a: Any, **k: Any) -> concurrent.futures.Future:
+        return self.submit("list_partition_reassignments", *a, **k)
+
     def allocate_producer_ids(self, *a: Any, **k: Any) -> concurrent.futures.Future:
         return self.submit("allocate_producer_ids", *a, **k)
 

@@ -29,6 +29,24 @@ MAX_TOPIC_NAME = 249
 # IncrementalAlterConfigs operations (Kafka's AlterConfigOp.OpType numbers)
 OP_SET, OP_DELETE = 0, 1
 
+FOLLOWER_THROTTLED_RATE = "follower.replication.throttled.rate"
+
+
+def _positive_long(v: Any) -> str | None:
+    s = str(v).strip() if v is not None else ""
+    if not s.isdigit() or int(s) <= 0 or int(s) >= 2**63:
+        return f"expected a positive number of bytes per second, not {v!r}"
+    return None
+
+
+# broker configs brokers follow from the metadata log without a restart (resource name: a
+# broker id, or "" for every broker); each with its value check
+DYNAMIC_BROKER_CONFIGS = {
+    # bytes/s a broker copies for the replicas it is adding by a reassignment, not yet in sync
+    # (broker/replica/throttle.py); deleted = no bound
+    FOLLOWER_THROTTLED_RATE: _positive_long,
+}
+
 
 def check_topic_name(name: Any) -> None:
     if not isinstance(name, str) or not name or name in (".", ".."):
@@ -91,13 +109,25 @@ def config_change_records(image: MetadataImage, resource: dict) -> list[Config]:
     elif rtype == RESOURCE_BROKER:
         if rname != "" and not (str(rname).isdigit() and int(rname) in image.brokers):
             raise InvalidRequestError(f"unknown broker {rname!r}")
-        if resource.get("configs"):
-            # Brokers read their config once at start-up; a change committed here would be
-            # accepted and never applied.
-            raise InvalidConfigError(
-                "dynamic broker configs are not supported yet: set the key in the broker's"
-                " config file (or GREGOR_* environment) and restart it"
-            )
+        for c in resource.get("configs") or []:
+            # Brokers read their static config once at start-up; a change committed here
+            # would be accepted and never applied, except for the keys brokers follow live.
+            name = c.get("name")
+            if name == "leader.replication.throttled.rate":
+                raise InvalidConfigError(
+                    f"{name}: Gregor bounds catch-up traffic on the follower side only: set"
+                    f" {FOLLOWER_THROTTLED_RATE} (the broker adding a replica copies within it)"
+                )
+            if name not in DYNAMIC_BROKER_CONFIGS:
+                raise InvalidConfigError(
+                    f"{name}: dynamic broker configs other than"
+                    f" {', '.join(sorted(DYNAMIC_BROKER_CONFIGS))} are not supported yet: set"
+                    " the key in the broker's config file (or GREGOR_* environment) and"
+                    " restart it"
+                )
+            err = DYNAMIC_BROKER_CONFIGS[name](c.get("value"))
+            if err and c.get("config_operation", OP_SET) == OP_SET:
+                raise InvalidConfigError(f"{name}: {err}")
     else:
         raise InvalidRequestError(f"unsupported resource type {rtype!r}")
     out = []

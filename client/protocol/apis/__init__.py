@@ -7,5 +7,6 @@ from client.protocol.apis import (  # noqa: F401
     data,
     groups,
     quorum,
+    reassignments,
     security,
 )

@@ -396,3 +396,30 @@ def test_a_metadata_change_over_many_partitions_retries_parked_requests_once(tmp
         assert all(not h.rm.get_partition("m", p).is_leader for p in range(n))
     finally:
         h.close()
+
+
+def test_the_first_image_after_start_finds_logs_no_longer_this_brokers(tmp_path):
+    """A broker restarted after its replica was reassigned away (or its topic deleted) while
+    it was down: the first application (a delta from the empty image) keeps those logs until
+    the broker has caught up, then deletes them; a log listed as its own again is kept."""
+    h = Harness(tmp_path)
+    try:
+        moved, back = b"\x04" * 16, b"\x05" * 16
+        h.lm.get_or_create("gone", 0)
+        h.lm.get_or_create("moved", 0).append_as_leader(build_batch([(None, b"x")]), 0)
+        h.lm.get_or_create("back", 0).append_as_leader(build_batch([(None, b"y")]), 0)
+        h.replay(
+            Topic("moved", moved),
+            PartitionRecord(moved, 0, (2, 3), (2, 3), 2, 1, 5),  # reassigned away from 1
+            Topic("back", back),
+            PartitionRecord(back, 0, (2,), (2,), 2, 0, 0),
+        )
+        assert h.lm.get("moved", 0) is not None and h.rm.get_partition("moved", 0) is None
+        # a later record makes "back" this broker's replica again: its log is kept
+        h.replay(PartitionChange(back, 0, replicas=(2, 1)))
+        assert h.rm.get_partition("back", 0) is not None
+        assert h.rm.applier.delete_strays(h.image) == 2
+        assert h.lm.get("gone", 0) is None and h.lm.get("moved", 0) is None
+        assert h.lm.get("back", 0) is not None and h.lm.get("back", 0).end_offset == 1
+    finally:
+        h.close()

@@ -1,0 +1,233 @@
+"""Reassignment benchmark (issue 23): moving partition data to a new broker, throttled and not,
+producer latency before and during the moves, and decommissioning a broker of many partitions.
+Prints JSON.
+
+    .venv/bin/python scripts/bench/reassign_bench.py [--size-mib 1024] [--throttle-mb 50]
+        [--decommission-partitions 1000]
+
+A local cluster of 3 controllers and brokers 4, 5, 6 (scripts/bench/_cluster.py), then broker 7
+started against it. Steps:
+
+1. `move` (1 partition, RF 1, on broker 4) is filled with --size-mib of 10 kB records;
+2. idle: an acks=all producer sends --latency-rate records/s of 100 B to `lat` (RF 3 on 4, 5, 6,
+   min.insync.replicas 2) for --idle-s seconds: p50/p99 latency;
+3. unthrottled: `move` is reassigned to [7]; the time until the move completed gives MB/s
+   (the partition's log bytes on disk / time), with the producer's latency meanwhile;
+4. throttled: follower.replication.throttled.rate = --throttle-mb, `move` reassigned back to
+   [4]; achieved rate and its deviation from the throttle, the producer's latency meanwhile;
+5. decommission: a topic of --decommission-partitions partitions (RF 1) placed on broker 7, then
+   `gregor broker decommission 7` timed end to end (0 skips this step).
+
+Goals (issue 23): unthrottled >= 100 MB/s on loopback; producer p99 during a throttled move
+<= 2x its idle p99; the throttle holds within 10 %.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "scripts" / "bench")]
+
+
+def _pct(xs: list[float], q: float) -> float | None:
+    if not xs:
+        return None
+    xs = sorted(xs)
+    return round(xs[min(len(xs) - 1, int(q * len(xs)))] * 1000, 2)
+
+
+class LatencyProbe:
+    """acks=all sends at a fixed rate on its own thread; latencies tagged with the phase."""
+
+    def __init__(self, bootstrap: str, topic: str, rate: int) -> None:
+        from client import Producer
+
+        self.producer = Producer(bootstrap_servers=bootstrap, acks="all", linger_ms=0)
+        self.topic, self.rate = topic, rate
+        self.phase = "idle"
+        self.samples: dict[str, list[float]] = {}
+        self.errors = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        interval = 1.0 / self.rate
+        nxt = time.monotonic()
+        while not self._stop.is_set():
+            sent, phase = time.monotonic(), self.phase
+
+            def done(f, sent=sent, phase=phase) -> None:
+                if f.exception() is not None:
+                    self.errors += 1
+                    return
+                with self._lock:
+                    self.samples.setdefault(phase, []).append(time.monotonic() - sent)
+
+            self.producer.send(self.topic, b"x" * 100).add_done_callback(done)
+            nxt += interval
+            self._stop.wait(max(0.0, nxt - time.monotonic()))
+
+    def stats(self, phase: str) -> dict:
+        with self._lock:
+            xs = list(self.samples.get(phase, []))
+        return {"records": len(xs), "p50_ms": _pct(xs, 0.5), "p99_ms": _pct(xs, 0.99)}
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        self.producer.close()
+
+
+def _log_bytes(d: Path) -> int:
+    return sum(f.stat().st_size for f in d.glob("*.log")) if d.is_dir() else 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size-mib", type=int, default=256, help="data in the moved partition")
+    ap.add_argument("--throttle-mb", type=float, default=50.0, help="throttled move, MB/s")
+    ap.add_argument("--latency-rate", type=int, default=200, help="probe records/s")
+    ap.add_argument("--idle-s", type=float, default=10.0, help="idle latency window, s")
+    ap.add_argument("--decommission-partitions", type=int, default=1000)
+    args = ap.parse_args()
+
+    from _cluster import start, start_cluster, wait
+
+    from broker.cluster_nodes import load_nodes, stop_nodes
+    from client import Admin, Producer, TopicPartition
+
+    base = Path(tempfile.mkdtemp(prefix="gregor-reassign-bench-"))
+    nodes: list = []
+    probe = None
+    out: dict = {"load_before": round(os.getloadavg()[0], 2)}
+    try:
+        ctrl, brokers = start_cluster(base, 3, 3)
+        nodes = [ctrl]
+        # broker 7: broker 6's config with its own id, port and directory
+        text = (base / "broker-3.yaml").read_text()
+        port6 = brokers[6].port
+        import socket
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port7 = s.getsockname()[1]
+        (base / "broker-4.yaml").write_text(
+            text.replace("node.id: 6", "node.id: 7")
+            .replace(f":{port6}", f":{port7}")
+            .replace(str(base / "broker-3"), str(base / "broker-4"))
+        )
+        b7 = next(n for n in load_nodes(base) if n.name == "broker-4")
+        start(b7)
+        brokers[7] = b7
+        nodes = [list(brokers.values()), ctrl]
+        bootstrap = ",".join(n.address for n in brokers.values())
+        data = {
+            4: base / "broker-1",
+            5: base / "broker-2",
+            6: base / "broker-3",
+            7: base / "broker-4",
+        }
+        admin = Admin(bootstrap_servers=bootstrap, request_timeout_ms=120_000)
+        wait(lambda: len(admin.describe_cluster().brokers) == 4, 60, "4 brokers")
+        admin.create_topic("lat", 1, 3, {"min.insync.replicas": "2"})
+        admin.create_topic("move", 1, 1)
+        tp = TopicPartition("move", 0)
+        admin.alter_partition_reassignments({tp: [4]})
+        admin.alter_partition_reassignments({TopicPartition("lat", 0): [4, 5, 6]})
+        wait(lambda: not admin.list_partition_reassignments(), 120, "initial placement")
+        wait(lambda: admin.describe_topic("move").partitions[0].leader == 4, 60, "move on 4")
+
+        n = args.size_mib * 1024 * 1024 // 10_000
+        t0 = time.monotonic()
+        with Producer(bootstrap_servers=bootstrap, acks=1, linger_ms=20, batch_size=1 << 20) as p:
+            value = os.urandom(10_000)
+            for _ in range(n):
+                p.send("move", value, partition=0)
+            p.flush(600)
+        out["fill"] = {"records": n, "s": round(time.monotonic() - t0, 1)}
+        size = _log_bytes(data[4] / "move-0")
+        out["partition_bytes"] = size
+
+        probe = LatencyProbe(bootstrap, "lat", args.latency_rate)
+        time.sleep(args.idle_s)  # the idle window: a measurement period, not a wait on state
+        out["idle"] = probe.stats("idle")
+
+        def move(target: int, phase: str) -> float:
+            probe.phase = phase
+            t = time.monotonic()
+            assert admin.alter_partition_reassignments({tp: [target]}) == {tp: None}
+            wait(lambda: not admin.list_partition_reassignments(), 3600, f"move to {target}")
+            elapsed = time.monotonic() - t
+            probe.phase = "after"
+            return elapsed
+
+        s = move(7, "unthrottled")
+        out["unthrottled"] = {"s": round(s, 2), "MB_per_s": round(size / s / 1e6, 1),
+                              "producer": probe.stats("unthrottled")}  # fmt: skip
+        rate = int(args.throttle_mb * 1e6)
+        key = "follower.replication.throttled.rate"
+        admin.incremental_alter_configs({("broker", ""): {key: rate}})
+        size7 = _log_bytes(data[7] / "move-0")
+        s = move(4, "throttled")
+        achieved = size7 / s
+        out["throttled"] = {
+            "throttle_MB_per_s": args.throttle_mb,
+            "s": round(s, 2),
+            "MB_per_s": round(achieved / 1e6, 1),
+            "deviation_pct": round((achieved - rate) / rate * 100, 1),
+            "producer": probe.stats("throttled"),
+        }
+        admin.incremental_alter_configs({("broker", ""): {key: None}})
+        probe.close()
+        probe = None
+        idle99, thr99 = out["idle"]["p99_ms"], out["throttled"]["producer"]["p99_ms"]
+        out["goals"] = {
+            "unthrottled_ge_100_MB_s": out["unthrottled"]["MB_per_s"] >= 100,
+            "throttled_p99_le_2x_idle": None if not idle99 or not thr99 else thr99 <= 2 * idle99,
+            "throttle_within_10_pct": abs(out["throttled"]["deviation_pct"]) <= 10,
+        }
+
+        if args.decommission_partitions:
+            k = args.decommission_partitions
+            admin.create_topic("many", k, 1)
+            plan = {TopicPartition("many", i): [7] for i in range(k)}
+            admin.alter_partition_reassignments(plan)
+            wait(lambda: not admin.list_partition_reassignments(), 600, "many on 7")
+            t = time.monotonic()
+            r = subprocess.run(
+                [sys.executable, "-m", "broker.cli", "broker", "decommission", "7",
+                 "--bootstrap-server", bootstrap],  # fmt: skip
+                capture_output=True, text=True, cwd=ROOT, timeout=3600,
+            )  # fmt: skip
+            out["decommission"] = {
+                "partitions": k,
+                "s": round(time.monotonic() - t, 1),
+                "exit": r.returncode,
+                "last_line": ((r.stdout + r.stderr).strip().splitlines() or [""])[-1][:200],
+            }
+        admin.close()
+        out["load_after"] = round(os.getloadavg()[0], 2)
+        print(json.dumps(out, indent=2))
+    finally:
+        if probe is not None:
+            probe.close()
+        for group in nodes:
+            stop_nodes(group)
+        shutil.rmtree(base, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
