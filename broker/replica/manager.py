@@ -274,13 +274,8 @@ class ReplicaManager:
             return int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         if part.log.offline:
             return int(ErrorCode.KAFKA_STORAGE_ERROR)
-        if acks != -1:
-            return 0 if part.durable_end() >= status.required_offset else None
-        if part.high_watermark < status.required_offset:
-            return None
-        if len(part.isr) < self._min_insync_for(tp[0]):  # the ISR shrank after the append
-            return int(ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
-        return 0
+        min_insync = self._min_insync_for(tp[0]) if acks == -1 else 1
+        return part.produce_outcome(status.leader_epoch, status.required_offset, acks, min_insync)
 
     # -- fetch ----------------------------------------------------------------------------------
 
