@@ -270,12 +270,19 @@ class ReplicaManager:
     ) -> int | None:
         """DelayedProduce's condition for one partition: None = keep waiting, else the final code."""
         part = self.table.get(tp)
-        if part is None or not part.is_leader or part.leader_epoch != status.leader_epoch:
+        if part is None:
             return int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        if part.log.offline:
-            return int(ErrorCode.KAFKA_STORAGE_ERROR)
-        min_insync = self._min_insync_for(tp[0]) if acks == -1 else 1
-        return part.produce_outcome(status.leader_epoch, status.required_offset, acks, min_insync)
+        # the rule is the core's (PartitionState.produce_outcome); called straight, without
+        # the partition's lock (it only reads): every waiting produce is asked at every wake
+        log = part.log
+        return part.state.produce_outcome(
+            status.leader_epoch,
+            status.required_offset,
+            acks,
+            log.flushed_offset if part.flush_on_ack else log.end_offset,
+            log.offline,
+            lambda: self._min_insync_for(tp[0]),
+        )
 
     # -- fetch ----------------------------------------------------------------------------------
 

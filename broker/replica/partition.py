@@ -80,7 +80,8 @@ class Partition:
 
     @property
     def is_leader(self) -> bool:
-        return self.state.is_leader
+        st = self.state
+        return st.leader_id == st.node_id
 
     def durable_end(self) -> int:
         """The leader's own end offset that counts towards the HW (see module docstring)."""
@@ -184,16 +185,6 @@ class Partition:
         """Follower: the HW the leader reported, never above the local log end."""
         with self._lock:
             self.state.on_fetch_response(leader_hw, self.log.end_offset)
-
-    def produce_outcome(
-        self, leader_epoch: int, required_offset: int, acks: int, min_insync: int
-    ) -> int | None:
-        """DelayedProduce's decision for this partition (PartitionState.produce_outcome)."""
-        durable = self.durable_end()
-        with self._lock:
-            return self.state.produce_outcome(
-                leader_epoch, required_offset, acks, durable, min_insync
-            )
 
     # -- ISR changes (leader) ---------------------------------------------------------------------
 

@@ -61,6 +61,8 @@ from typing import NamedTuple
 
 from client.errors import ErrorCode
 
+_NOT_LEADER = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+_STORAGE_ERROR = int(ErrorCode.KAFKA_STORAGE_ERROR)
 ISR_RETRY_BACKOFF_MS = 200  # after a refused ISR change, before the next proposal
 ISR_PROPOSAL_RETRY_MS = 5000  # an unanswered proposal is proposed again after this
 
@@ -247,17 +249,22 @@ class PartitionState:
         required_offset: int,
         acks: int,
         durable_end: int,
-        min_insync: int,
+        offline: bool,
+        min_insync: Callable[[], int],
     ) -> int | None:
         """The purgatory's decision for a produce appended under `leader_epoch` that needs
-        `required_offset`: None = keep waiting, else the final error code (0: acknowledged)."""
-        if not self.is_leader or self.leader_epoch != leader_epoch:
-            return int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        `required_offset`: None = keep waiting, else the final error code (0: acknowledged).
+        `min_insync()` (min.insync.replicas, a config lookup) is asked only once the HW has
+        reached the produce: the purgatory asks this of every waiting produce at every wake."""
+        if self.leader_id != self.node_id or self.leader_epoch != leader_epoch:
+            return _NOT_LEADER
+        if offline:
+            return _STORAGE_ERROR
         if acks != -1:
             return 0 if durable_end >= required_offset else None
         if self.high_watermark < required_offset:
             return None
-        if len(self.isr) < min_insync:  # the ISR shrank after the append
+        if len(self.isr) < min_insync():  # the ISR shrank after the append
             return int(ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
         return 0
 

@@ -499,7 +499,7 @@ class ReplicationSim:
         waiting = []
         for p in n.produces:
             code = n.state.produce_outcome(
-                p.epoch, p.required, -1, n.log.flushed, self.cfg.min_insync
+                p.epoch, p.required, -1, n.log.flushed, False, lambda: self.cfg.min_insync
             )
             if code is None:
                 waiting.append(p)

@@ -79,13 +79,20 @@ def test_shrink_drops_followers_not_caught_up_for_the_lag_time():
 def test_produce_outcome():
     st = _leader(isr=(1,))
     assert st.advance_high_watermark(durable_end=10) is True
-    assert st.produce_outcome(5, 10, -1, durable_end=10, min_insync=1) == 0
-    assert st.produce_outcome(5, 11, -1, durable_end=10, min_insync=1) is None
-    assert st.produce_outcome(5, 10, -1, 10, min_insync=2) == int(
+    one, two = (lambda: 1), (lambda: 2)
+    assert st.produce_outcome(5, 10, -1, 10, False, one) == 0
+    assert st.produce_outcome(5, 11, -1, 10, False, one) is None
+    assert st.produce_outcome(5, 10, -1, 10, False, two) == int(
         ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
     )
-    assert st.produce_outcome(4, 10, -1, 10, 1) == int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-    assert st.produce_outcome(5, 12, 1, durable_end=12, min_insync=1) == 0
+    assert st.produce_outcome(4, 10, -1, 10, False, one) == int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    assert st.produce_outcome(5, 10, -1, 10, True, one) == int(ErrorCode.KAFKA_STORAGE_ERROR)
+    assert st.produce_outcome(5, 12, 1, 12, False, one) == 0, "acks=1: the leader's durable end"
+
+    def never() -> int:
+        raise AssertionError("min.insync.replicas looked up before the HW reached the produce")
+
+    assert st.produce_outcome(5, 11, -1, 10, False, never) is None
 
 
 def test_divergence_and_truncation_points():
