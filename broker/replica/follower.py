@@ -29,6 +29,7 @@ import logging
 from typing import Any
 
 from broker.replica.partition import Partition
+from broker.replica.state import out_of_range_truncation, truncation_target
 from client.records.header import iter_headers
 
 _log = logging.getLogger(__name__)
@@ -49,14 +50,12 @@ def whole_batches(data: bytes | memoryview) -> memoryview:
 
 
 def truncate_diverged(part: Partition, leader_epoch: int, leader_end: int) -> int:
-    """Truncate after a diverging-epoch answer; returns the new log end."""
+    """Truncate after a diverging-epoch answer (the point: state.truncation_target); returns
+    the new log end."""
     log = part.log
-    if leader_epoch < 0:  # the leader knows no epoch as old as ours: keep nothing it lacks
-        target = min(leader_end, log.end_offset) if leader_end >= 0 else log.log_start_offset
-    else:
-        mine_epoch, mine_end = log.end_offset_for_epoch(leader_epoch)
-        target = leader_end if mine_epoch < 0 else min(leader_end, mine_end)
-    target = max(target, 0)
+    target = truncation_target(
+        leader_epoch, leader_end, log.end_offset_for_epoch, log.log_start_offset, log.end_offset
+    )
     if target < log.end_offset:
         _log.info(
             "[%s-%d] diverged from leader %d at epoch %d (leader end %d): truncating %d -> %d",
@@ -78,18 +77,22 @@ def truncate_diverged(part: Partition, leader_epoch: int, leader_end: int) -> in
 
 def truncate_out_of_range(part: Partition, leader_start: int, leader_end: int) -> None:
     """OFFSET_OUT_OF_RANGE from the leader: below its start, restart the log empty at the
-    leader's start; above its end, truncate to its end (Kafka's ReplicaFetcherThread)."""
+    leader's start; above its end, truncate to its end (state.out_of_range_truncation)."""
     log = part.log
-    if log.end_offset < leader_start:
+    action = out_of_range_truncation(log.end_offset, leader_start, leader_end)
+    if action is None:
+        return
+    kind, offset = action
+    if kind == "restart":
         _log.info(
             "[%s-%d] behind the leader's log start %d: restarting the log there",
             part.topic,
             part.partition,
-            leader_start,
+            offset,
         )
-        log.truncate_fully_and_start_at(leader_start)
-    elif 0 <= leader_end < log.end_offset:
-        truncate_diverged(part, -1, leader_end)
+        log.truncate_fully_and_start_at(offset)
+    else:
+        truncate_diverged(part, -1, offset)
 
 
 def apply_fetched(part: Partition, entry: dict[str, Any]) -> int:

@@ -4,12 +4,16 @@
     replica_manager.isr_proposer = proposer.propose
 
 The change takes effect only when the controller commits it and the metadata publisher applies
-the new partition epoch (Partition.make_leader clears the pending proposal); a refusal
-(FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION, INELIGIBLE_REPLICA, a stale broker epoch) or a
-failed call clears it at once, so the next check may propose again, and recomputes the high
+the new partition epoch (Partition.make_leader clears the pending proposal). A refusal that
+proves the change was not made (INELIGIBLE_REPLICA, INVALID_REQUEST: checked against the
+current epochs) clears it at once, so the next check may propose again, and recomputes the high
 watermark without the refused follower (a follower of the maximal ISR that stopped fetching held
-it back, and nothing else would have moved it: issue 22's 120 s stall). Guarded by the leader and partition epochs, as
-Kafka's AlterPartition.
+it back, and nothing else would have moved it: issue 22's 120 s stall). Any other failure (a
+failed or unanswered call, a stale leader, partition or broker epoch) leaves the change's fate
+unknown: an earlier send of it may have been committed, so it stays pending (counted towards the
+HW) and is sent again after a back-off, until metadata settles it (broker/replica/state.py; the
+replication simulation found the HW passing a follower the controller had just put in the ISR).
+Guarded by the leader and partition epochs, as Kafka's AlterPartition.
 
 Batched as Kafka's AlterPartitionManager: at most one AlterPartition in flight; the changes
 proposed meanwhile (at most one per partition, the latest) wait and all go in the next request.
@@ -36,6 +40,8 @@ from controller.channel import ControllerChannel
 _log = logging.getLogger(__name__)
 
 _Queued = tuple[Partition, tuple[int, ...], dict]  # partition, new ISR, its AlterPartition entry
+# answers proving the change was not made (the controller checked it against current epochs)
+_NOT_MADE = frozenset({int(ErrorCode.INELIGIBLE_REPLICA), int(ErrorCode.INVALID_REQUEST)})
 
 
 class IsrProposer:
@@ -121,15 +127,27 @@ class IsrProposer:
             if code is None:
                 self._failed(part, new_isr, "no answer for this partition")
             elif code != 0:
-                self._failed(part, new_isr, _name(code))
+                self._failed(part, new_isr, _name(code), not_made=code in _NOT_MADE)
             else:
                 _log.info(
                     "[%s-%d] ISR change to %s accepted", part.topic, part.partition, list(new_isr)
                 )
 
-    def _failed(self, part: Partition, new_isr: tuple[int, ...], why: str) -> None:
+    def _failed(
+        self, part: Partition, new_isr: tuple[int, ...], why: str, not_made: bool = False
+    ) -> None:
         with self._lock:
             self.refused += 1
+        if not not_made:
+            _log.info(
+                "[%s-%d] ISR change to %s unsettled (%s): sending it again",
+                part.topic,
+                part.partition,
+                list(new_isr),
+                why,
+            )
+            part.isr_change_unsettled()
+            return
         _log.info(
             "[%s-%d] ISR change to %s not made: %s", part.topic, part.partition, list(new_isr), why
         )

@@ -270,17 +270,19 @@ class ReplicaManager:
     ) -> int | None:
         """DelayedProduce's condition for one partition: None = keep waiting, else the final code."""
         part = self.table.get(tp)
-        if part is None or not part.is_leader or part.leader_epoch != status.leader_epoch:
+        if part is None:
             return int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        if part.log.offline:
-            return int(ErrorCode.KAFKA_STORAGE_ERROR)
-        if acks != -1:
-            return 0 if part.durable_end() >= status.required_offset else None
-        if part.high_watermark < status.required_offset:
-            return None
-        if len(part.isr) < self._min_insync_for(tp[0]):  # the ISR shrank after the append
-            return int(ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
-        return 0
+        # the rule is the core's (PartitionState.produce_outcome); called straight, without
+        # the partition's lock (it only reads): every waiting produce is asked at every wake
+        log = part.log
+        return part.state.produce_outcome(
+            status.leader_epoch,
+            status.required_offset,
+            acks,
+            log.flushed_offset if part.flush_on_ack else log.end_offset,
+            log.offline,
+            lambda: self._min_insync_for(tp[0]),
+        )
 
     # -- fetch ----------------------------------------------------------------------------------
 

@@ -1,72 +1,78 @@
-"""Partition: this broker's state for one partition replica (leader or follower).
+"""Partition: this broker's replica of one partition (leader or follower): the Log, a lock, the
+clock, and the replication rules' state (`PartitionState`, broker/replica/state.py), which
+decides. Each method here reads the time and the log's offsets, takes the lock and passes them
+to the core; the rules themselves (HW, ISR, leader epochs, truncation) live only in the core,
+which the seeded simulation (tests/sim/replication_sim.py) drives too (docs/replication.md).
 
-Holds what the metadata says (leader id, leader epoch, partition epoch, replicas, ISR) and what
-the leader tracks (high watermark, each follower's log end offset and last caught-up time), plus
-the Log. The high watermark (HW) rule, in one place (`maybe_advance_high_watermark`):
-
-    HW = min(leader's durable end, LEO of every other member of the maximal ISR)
-    leader's durable end = log.flushed_offset with log.flush.on.ack=true, else log.end_offset
-    maximal ISR = the committed ISR plus a pending expansion (Kafka's "maximal ISR")
-
-and it never moves backwards. Single node (ISR = [self]): HW = flushed offset (docs/replication.md).
-A follower's fetch offset is its durable end (it fsyncs what it fetched before fetching again).
-
-ISR changes (Kafka's rules, docs/replication.md): a follower is caught up when it fetched up to
-the leader's log end *as of its previous fetch*; one not caught up for replica.lag.time.max.ms
-leaves (`isr_to_shrink`), one that reached the HW and the start of the current leader epoch
-joins (`isr_to_expand`). Either is proposed to the controller (AlterPartition) and takes effect
-only when committed (`make_leader` with the new partition epoch); one proposal at a time.
+The leader's durable end (what counts towards its HW) is its flushed offset with
+log.flush.on.ack=true, else its log end offset.
 
 Threads: any thread (I/O workers, the flusher's on_flushed callback, the metadata publisher).
-`_lock` guards the mutable state; the Log has its own lock.
+`_lock` guards the core's state; the Log has its own lock.
 """
 
 from __future__ import annotations
 
 import logging
+import operator
 import threading
 import time
-from dataclasses import dataclass, field
+from typing import Any
 
 from broker.log import Log
+from broker.replica.state import (
+    ISR_PROPOSAL_RETRY_MS,
+    ISR_RETRY_BACKOFF_MS,
+    FollowerState,
+    PartitionState,
+)
+
+__all__ = ["ISR_RETRY_BACKOFF_MS", "FollowerState", "Partition"]
 
 _log = logging.getLogger(__name__)
-ISR_RETRY_BACKOFF_MS = 200  # after a refused ISR change, before the next proposal
 
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-@dataclass
-class FollowerState:
-    log_end_offset: int = -1  # unknown until it fetches
-    last_caught_up_ms: int = 0
-    last_fetch_leader_leo: int = -1  # the leader's log end when it last fetched
-    last_fetch_ms: int = 0
-    log_start_offset: int = -1  # as its last fetch reported it (unknown until then)
+def _state_attr(name: str) -> property:
+    """An attribute of the core's state, read and written through the Partition (tests and the
+    metadata applier read `part.isr`, `part.leader_epoch`, ...)."""
+
+    def put(self: Partition, value: Any) -> None:
+        setattr(self.state, name, value)
+
+    # attrgetter: read on every produce and fetch, a C getter costs less than a Python one
+    return property(operator.attrgetter(f"state.{name}"), put, doc=f"PartitionState.{name}")
 
 
-@dataclass
 class Partition:
-    topic: str
-    partition: int
-    node_id: int
-    log: Log
-    flush_on_ack: bool = True
-    leader_id: int = -1
-    leader_epoch: int = -1
-    partition_epoch: int = -1
-    replicas: tuple[int, ...] = ()
-    isr: tuple[int, ...] = ()
-    high_watermark: int = 0
-    followers: dict[int, FollowerState] = field(default_factory=dict)
-    leader_epoch_start_offset: int = 0
-    # an ISR change sent to the controller and not committed yet: (new isr, sent at ms)
-    pending_isr: tuple[tuple[int, ...], int] | None = None
-    # after the controller refused a change: no new proposal before this (ms)
-    isr_retry_at_ms: int = 0
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    leader_id = _state_attr("leader_id")
+    leader_epoch = _state_attr("leader_epoch")
+    partition_epoch = _state_attr("partition_epoch")
+    replicas = _state_attr("replicas")
+    isr = _state_attr("isr")
+    high_watermark = _state_attr("high_watermark")
+    followers = _state_attr("followers")
+    leader_epoch_start_offset = _state_attr("leader_epoch_start_offset")
+    pending_isr = _state_attr("pending_isr")
+    isr_retry_at_ms = _state_attr("isr_retry_at_ms")
+    isr_unsettled = _state_attr("isr_unsettled")
+
+    def __init__(
+        self, topic: str, partition: int, node_id: int, log: Log, flush_on_ack: bool = True
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.node_id = node_id
+        self.log = log
+        self.flush_on_ack = flush_on_ack
+        self.state = PartitionState(node_id)
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"Partition({self.topic}-{self.partition}, {self.state!r})"
 
     @property
     def tp(self) -> tuple[str, int]:
@@ -74,7 +80,8 @@ class Partition:
 
     @property
     def is_leader(self) -> bool:
-        return self.leader_id == self.node_id
+        st = self.state
+        return st.leader_id == st.node_id
 
     def durable_end(self) -> int:
         """The leader's own end offset that counts towards the HW (see module docstring)."""
@@ -88,38 +95,21 @@ class Partition:
         isr: tuple[int, ...],
         checkpointed_hw: int,
     ) -> None:
-        """Become (or stay) leader under `leader_epoch`. In a new term follower LEOs reset
-        (unknown until they fetch); the same term with a new partition epoch is a committed
-        ISR change. Any thread."""
+        """Become (or stay) leader under `leader_epoch` (PartitionState.become_leader). Any
+        thread."""
+        now = _now_ms()
         with self._lock:
-            new_term = leader_epoch != self.leader_epoch or not self.is_leader
-            if partition_epoch != self.partition_epoch or new_term:
-                self.pending_isr = None  # committed (or overtaken): a new proposal may go
-                self.isr_retry_at_ms = 0
-            if new_term:
-                now = _now_ms()
-                # ISR members get the lag time to fetch from the new leader (Kafka does this)
-                self.followers = {
-                    r: FollowerState(last_caught_up_ms=now if r in isr else 0)
-                    for r in replicas
-                    if r != self.node_id
-                }
-                self.leader_epoch_start_offset = self.log.end_offset
-                # a new leader starts from its HW as follower or its checkpoint, never above
-                # its own durable log
-                self.high_watermark = min(
-                    max(self.high_watermark, checkpointed_hw), self.durable_end()
-                )
-            self.leader_id = self.node_id
-            self.leader_epoch = leader_epoch
-            self.partition_epoch = partition_epoch
-            self.replicas = replicas
-            self.isr = isr
-            for r in replicas:  # a replica added by a reassignment
-                if r != self.node_id and r not in self.followers:
-                    self.followers[r] = FollowerState()
-            self._advance_locked()
-        if new_term:
+            change = self.state.become_leader(
+                now,
+                leader_epoch,
+                partition_epoch,
+                replicas,
+                isr,
+                checkpointed_hw,
+                self.log.end_offset,
+                self.durable_end(),
+            )
+        if change.new_term:
             _log.info(
                 "[%s-%d] became leader (epoch %d, isr %s, hw %d)",
                 self.topic,
@@ -130,19 +120,19 @@ class Partition:
             )
 
     def make_follower(
-        self, leader_id: int, leader_epoch: int, partition_epoch: int, replicas, isr
+        self,
+        leader_id: int,
+        leader_epoch: int,
+        partition_epoch: int,
+        replicas: Any,
+        isr: Any,
     ) -> None:
         """Follow `leader_id` (the replica fetcher arrives with replication). Any thread."""
         with self._lock:
-            changed = leader_epoch != self.leader_epoch or leader_id != self.leader_id
-            first = self.leader_epoch < 0 and self.leader_id < 0  # a replica just opened
-            self.leader_id = leader_id
-            self.leader_epoch = leader_epoch
-            self.partition_epoch = partition_epoch
-            self.replicas = tuple(replicas)
-            self.isr = tuple(isr)
-            self.followers = {}
-            self.pending_isr = None
+            first = self.state.leader_epoch < 0 and self.state.leader_id < 0  # just opened
+            changed = self.state.become_follower(
+                leader_id, leader_epoch, partition_epoch, tuple(replicas), tuple(isr)
+            )
         if not changed:
             return
         if leader_id >= 0:
@@ -166,136 +156,76 @@ class Partition:
         self, replica_id: int, fetch_offset: int, now_ms: int | None = None
     ) -> bool:
         """Record a follower's fetch (its fetch offset is its durable log end); returns True
-        when the HW moved. Caught up (Kafka's rule): it fetched from at least the leader's end
-        now, or as of its previous fetch."""
+        when the HW moved."""
         now = now_ms if now_ms is not None else _now_ms()
         with self._lock:
-            st = self.followers.get(replica_id)
-            if st is None:
-                return False
-            leader_end = self.log.end_offset
-            if fetch_offset >= leader_end:
-                st.last_caught_up_ms = now
-            elif 0 <= st.last_fetch_leader_leo <= fetch_offset:
-                st.last_caught_up_ms = max(st.last_caught_up_ms, st.last_fetch_ms)
-            st.last_fetch_leader_leo = leader_end
-            st.last_fetch_ms = now
-            st.log_end_offset = fetch_offset
-            return self._advance_locked()
+            return self.state.on_follower_fetch(
+                replica_id, fetch_offset, now, self.log.end_offset, self.durable_end()
+            )
 
     def update_follower_log_start(self, replica_id: int, log_start_offset: int) -> bool:
-        """Record the log start offset a follower's fetch reported (as reported: a follower
-        that restarted its log lower says so); True when it moved up (a DeleteRecords waiting
-        on the low watermark may complete)."""
+        """Record the log start offset a follower's fetch reported; True when it moved up (a
+        DeleteRecords waiting on the low watermark may complete)."""
         with self._lock:
-            st = self.followers.get(replica_id)
-            if st is None or log_start_offset < 0 or log_start_offset == st.log_start_offset:
-                return False
-            up = log_start_offset > st.log_start_offset
-            st.log_start_offset = log_start_offset
-            return up
+            return self.state.follower_log_start(replica_id, log_start_offset)
 
     def low_watermark(self) -> int:
-        """Leader: the smallest log start offset over the ISR (Kafka's low watermark; a
-        follower that has not reported one since this leader epoch began counts as -1).
+        """Leader: the smallest log start offset over the ISR (Kafka's low watermark).
         DeleteRecords answers once it reaches the requested offset."""
         with self._lock:
-            low = self.log.log_start_offset
-            for r in self.isr:
-                if r != self.node_id:
-                    st = self.followers.get(r)
-                    low = min(low, st.log_start_offset if st is not None else -1)
-            return low
+            return self.state.low_watermark(self.log.log_start_offset)
 
     def note_caught_up(self, replica_id: int, fetch_offset: int, at_ms: int) -> bool:
-        """A follower idle in a fetch session at `fetch_offset` last fetched at `at_ms`: when
-        that is the leader's log end (which only grows within a leader epoch) it was caught
-        up then. Returns True when that moved its last caught-up time."""
+        """A follower idle in a fetch session at `fetch_offset` last fetched at `at_ms`
+        (PartitionState.note_caught_up)."""
         with self._lock:
-            st = self.followers.get(replica_id)
-            if st is None or fetch_offset < self.log.end_offset or at_ms <= st.last_caught_up_ms:
-                return False
-            st.last_caught_up_ms = at_ms
-            return True
+            return self.state.note_caught_up(replica_id, fetch_offset, at_ms, self.log.end_offset)
 
     def update_follower_high_watermark(self, leader_hw: int) -> None:
         """Follower: the HW the leader reported, never above the local log end."""
         with self._lock:
-            if not self.is_leader:
-                self.high_watermark = max(0, min(leader_hw, self.log.end_offset))
+            self.state.on_fetch_response(leader_hw, self.log.end_offset)
 
     # -- ISR changes (leader) ---------------------------------------------------------------------
 
-    def _can_propose(self, now: int, retry_ms: int) -> bool:
-        return (
-            self.is_leader
-            and now >= self.isr_retry_at_ms
-            and (self.pending_isr is None or now - self.pending_isr[1] >= retry_ms)
-        )
-
-    def isr_to_shrink(self, lag_ms: int, now_ms: int | None = None, retry_ms: int = 5000):
+    def isr_to_shrink(
+        self, lag_ms: int, now_ms: int | None = None, retry_ms: int = ISR_PROPOSAL_RETRY_MS
+    ) -> tuple[int, ...] | None:
         """The ISR without followers not caught up for `lag_ms` (None: no change to propose).
         Marks it pending."""
         now = now_ms if now_ms is not None else _now_ms()
         with self._lock:
-            if not self._can_propose(now, retry_ms):
-                return None
-            out = []
-            for r in self.isr:
-                if r == self.node_id:
-                    continue
-                st = self.followers.get(r)
-                if st is None or now - st.last_caught_up_ms > lag_ms:
-                    out.append(r)
-            if not out:
-                return None
-            new_isr = tuple(r for r in self.isr if r not in out)
-            self.pending_isr = (new_isr, now)
-            return new_isr
+            return self.state.isr_to_shrink(now, lag_ms, retry_ms)
 
-    def isr_to_expand(self, replica_id: int, now_ms: int | None = None, retry_ms: int = 5000):
+    def isr_to_expand(
+        self, replica_id: int, now_ms: int | None = None, retry_ms: int = ISR_PROPOSAL_RETRY_MS
+    ) -> tuple[int, ...] | None:
         """The ISR plus `replica_id` when that follower reached the HW and the start of this
         leader epoch (None: nothing to propose). Marks it pending."""
         now = now_ms if now_ms is not None else _now_ms()
         with self._lock:
-            st = self.followers.get(replica_id)
-            if st is None or replica_id in self.isr or not self._can_propose(now, retry_ms):
-                return None
-            if st.log_end_offset < max(self.high_watermark, self.leader_epoch_start_offset):
-                return None
-            new_isr = (*self.isr, replica_id)
-            self.pending_isr = (new_isr, now)
-            return new_isr
+            return self.state.isr_to_expand(replica_id, now, retry_ms)
 
     def isr_change_failed(self, backoff_ms: int = ISR_RETRY_BACKOFF_MS) -> bool:
-        """The controller refused or did not answer: a check `backoff_ms` later proposes again
-        (not at the next fetch: a follower that is not eligible yet, e.g. still fenced after a
-        restart, made the leader ask every few milliseconds). Returns True when the HW moved:
+        """The controller refused the change and it was not made: a check `backoff_ms` later
+        proposes again (not at the next fetch: a follower that is not eligible yet, e.g. still
+        fenced after a restart, made the leader ask every few milliseconds). Returns True when the HW moved:
         a refused expansion no longer counts in the maximal ISR, so a follower that was
         proposed and then stopped fetching (a broker in controlled shutdown) stops holding the
         HW back; the caller must then complete what waits on it."""
+        now = _now_ms()
         with self._lock:
-            self.pending_isr = None
-            self.isr_retry_at_ms = _now_ms() + backoff_ms
-            return self._advance_locked()
+            return self.state.isr_change_failed(now, self.durable_end(), backoff_ms)
+
+    def isr_change_unsettled(self, backoff_ms: int = ISR_RETRY_BACKOFF_MS) -> None:
+        """No answer, or one that does not prove the change was not made: it stays pending
+        (counted towards the HW) and is sent again after `backoff_ms`
+        (PartitionState.isr_change_unsettled)."""
+        now = _now_ms()
+        with self._lock:
+            self.state.isr_change_unsettled(now, backoff_ms)
 
     def maybe_advance_high_watermark(self) -> bool:
         """Recompute the HW (after a flush or an append); True when it moved."""
         with self._lock:
-            return self._advance_locked()
-
-    def _advance_locked(self) -> bool:
-        if not self.is_leader:
-            return False
-        candidate = self.durable_end()
-        maximal = set(self.isr)
-        if self.pending_isr is not None:
-            maximal.update(self.pending_isr[0])
-        for r in maximal:
-            if r != self.node_id:
-                st = self.followers.get(r)
-                candidate = min(candidate, st.log_end_offset if st else -1)
-        if candidate > self.high_watermark:
-            self.high_watermark = candidate
-            return True
-        return False
+            return self.state.advance_high_watermark(self.durable_end())

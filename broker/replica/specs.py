@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from broker.replica import state
 from broker.replica.partition import Partition
 from client.errors import ErrorCode
 
@@ -40,18 +41,13 @@ def _error_name(code: int) -> str:
 
 
 def diverging(part: Partition, spec: FetchPartitionSpec) -> tuple[int, int] | None:
-    """KIP-320 on the leader: (largest epoch <= the fetcher's last fetched epoch, its end
-    offset here) when what the follower holds, or what the consumer read, diverged from this
-    log, else None. A leader that knows no epoch that old answers (-1, its log start
-    offset)."""
-    if spec.last_fetched_epoch < 0:
-        return None
-    epoch, end = part.log.end_offset_for_epoch(spec.last_fetched_epoch)
-    if epoch < 0:
-        return (-1, part.log.log_start_offset)
-    if epoch < spec.last_fetched_epoch or end < spec.fetch_offset:
-        return (epoch, end)
-    return None
+    """KIP-320 on the leader (the rule: broker/replica/state.py `diverging`): (largest epoch
+    <= the fetcher's last fetched epoch, its end offset here) when what the follower holds, or
+    what the consumer read, diverged from this log, else None."""
+    log = part.log
+    return state.diverging(
+        spec.fetch_offset, spec.last_fetched_epoch, log.end_offset_for_epoch, log.log_start_offset
+    )
 
 
 class ReplicaError(Exception):

@@ -1,4 +1,4 @@
-"""Options for the Raft simulation: `--seed N` replays one seed exactly (of every simulation
+"""Options for the simulations: `--seed N` replays one seed exactly (of every simulation
 test), `GREGOR_SIM_SEEDS` sets how many seeds a CI run covers (default 2000)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store",
         type=int,
         default=None,
-        help="Raft simulation: run only this seed (replays a failure exactly)",
+        help="Raft and replication simulations: run only this seed (replays a failure exactly)",
     )
 
 

@@ -84,7 +84,9 @@ def test_changes_proposed_while_one_is_in_flight_go_together_in_the_next_request
     _, _, topics, fut = ch.calls[1]
     fut.set_result(_answer(topics, {("b", 0): int(ErrorCode.INVALID_UPDATE_VERSION)}))
     assert a1.pending_isr is not None and a1.isr_retry_at_ms == 0, "accepted: waits for metadata"
-    assert b0.pending_isr is None and b0.isr_retry_at_ms > 0, "refused: may propose after back-off"
+    # a stale partition epoch does not prove the change was not made (an earlier send may have
+    # been committed): it stays pending, counted towards the HW, and goes again after back-off
+    assert b0.pending_isr is not None and b0.isr_unsettled and b0.isr_retry_at_ms > 0
     assert prop.requests == 2 and prop.proposed == 3 and prop.refused == 1
     prop.propose(a0, (1, 2, 3))
     assert len(ch.calls) == 3, "idle again: the next change goes at once"
@@ -98,11 +100,39 @@ def test_a_failed_request_or_a_refused_call_fails_every_change_it_carried():
     prop.propose(a1, (1, 2, 3))
     ch.refuse = RuntimeError("1000 controller calls pending")
     ch.calls[0][3].set_exception(TimeoutError("no answer"))
-    assert a0.pending_isr is None and a0.isr_retry_at_ms > 0
-    assert a1.pending_isr is None and a1.isr_retry_at_ms > 0, "refused when sent"
+    # no answer: the change may have been made; it stays pending and goes again after back-off
+    assert a0.pending_isr is not None and a0.isr_unsettled and a0.isr_retry_at_ms > 0
+    assert a1.pending_isr is not None and a1.isr_unsettled and a1.isr_retry_at_ms > 0
     ch.refuse = None
     b0 = _leader("b", 0)
     prop.propose(b0, (1, 2, 3))
     assert len(ch.calls) == 2, "not stuck in flight after failures"
     ch.calls[1][3].set_result({"error_code": int(ErrorCode.STALE_BROKER_EPOCH), "topics": []})
-    assert b0.pending_isr is None and prop.refused == 3
+    assert b0.pending_isr is not None and b0.isr_unsettled and prop.refused == 3
+
+
+def test_only_a_refusal_proving_the_change_was_not_made_drops_it():
+    """INELIGIBLE_REPLICA and INVALID_REQUEST are checked against the current epochs: the change
+    was not made, so it leaves the maximal ISR at once (issue 22's stall)."""
+    ch = FakeChannel()
+    prop = IsrProposer(ch, 1, lambda: 42)  # type: ignore[arg-type]
+    a0, a1 = _leader("a", 0), _leader("a", 1)
+    prop.propose(a0, (1, 2, 3))
+    prop.propose(a1, (1, 2, 3))
+    _, _, topics, fut = ch.calls[0]
+    fut.set_result(_answer(topics, {("a", 0): int(ErrorCode.INELIGIBLE_REPLICA)}))
+    _, _, topics, fut = ch.calls[1]
+    fut.set_result(_answer(topics, {("a", 1): int(ErrorCode.INVALID_REQUEST)}))
+    for part in (a0, a1):
+        assert part.pending_isr is None and not part.isr_unsettled and part.isr_retry_at_ms > 0
+
+
+def test_an_unsettled_change_is_sent_again_unchanged_after_the_back_off():
+    """While a change's fate is unknown no other change is computed (it may have been made):
+    the next check after the back-off returns the same change, once."""
+    part = _leader("a", 0)
+    part.followers = {}
+    part.isr_change_unsettled(backoff_ms=0)
+    now = part.isr_retry_at_ms
+    assert part.isr_to_shrink(1, now_ms=now) == (1, 2, 3), "the pending change, not a shrink"
+    assert part.isr_to_shrink(1, now_ms=now + 1) is None, "in flight again: nothing more"
