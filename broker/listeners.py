@@ -27,6 +27,12 @@ Only PLAINTEXT is built, so a listener whose protocol is anything else stops sta
 ConfigError naming it, rather than serving plain text on a port that claims TLS. A name the map
 does not list (INTERNAL, CLIENT...) is PLAINTEXT, where Kafka would refuse it.
 
+Wire protocols: `listener.protocol.map` (`NAME:PROTOCOL,...`, default `KAFKA:KAFKA`) says which
+protocol each listener speaks: GREGOR, the native one, or KAFKA, Apache Kafka's (broker/kafka/,
+docs/kafka-compat.md). A name it does not list speaks GREGOR. Both kinds register and advertise
+the same way, so a Kafka client bootstrapped on `KAFKA://...` is given every broker's KAFKA
+address. Replication speaks GREGOR, so inter.broker.listener.name must name a GREGOR listener.
+
 Pure parsing, no sockets: any thread.
 """
 
@@ -125,6 +131,38 @@ def check_security(bind: tuple[Endpoint, ...] | list[Endpoint], protocols: dict[
             f' docs/operations.md "Not there yet"). Use PLAINTEXT://{e.address}, or map'
             f" {e.name} to PLAINTEXT in listener.security.protocol.map"
         )
+
+
+WIRE_PROTOCOLS = ("GREGOR", "KAFKA")
+
+
+def wire_protocols(value: Any) -> dict[str, str]:
+    """`listener.protocol.map` (`NAME:PROTOCOL,...`) -> {NAME: GREGOR|KAFKA}, upper-cased."""
+    out: dict[str, str] = {}
+    for item in _items(value):
+        name, sep, protocol = item.partition(":")
+        protocol = protocol.strip().upper()
+        if not sep or not _NAME.match(name) or protocol not in WIRE_PROTOCOLS:
+            raise ConfigError(
+                f"listener.protocol.map: expected NAME:PROTOCOL with PROTOCOL GREGOR or KAFKA,"
+                f" got {item!r}"
+            )
+        out[name.upper()] = protocol
+    return out
+
+
+def kafka_listener_names(config: Any, listeners: Listeners) -> frozenset[str]:
+    """The names of the listeners that speak Kafka's protocol; ConfigError when the
+    inter-broker listener is one of them (replication speaks Gregor's protocol)."""
+    protocols = wire_protocols(setting(config, "listener_protocol_map", ("KAFKA:KAFKA",)))
+    names = frozenset(e.name for e in listeners.bind if protocols.get(e.name) == "KAFKA")
+    if listeners.inter_broker in names:
+        raise ConfigError(
+            f"inter.broker.listener.name: {listeners.inter_broker} speaks KAFKA"
+            " (listener.protocol.map), but brokers replicate over Gregor's protocol: name a"
+            " GREGOR listener (or list one first in listeners)"
+        )
+    return names
 
 
 @dataclass(frozen=True)

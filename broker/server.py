@@ -37,7 +37,7 @@ from functools import partial
 from typing import Any
 
 from broker.io_pool import IoPool
-from broker.listeners import Listeners, parse_endpoints
+from broker.listeners import Listeners, kafka_listener_names, parse_endpoints
 from broker.network.socket_server import NetworkSettings, SocketServer
 from broker.request_channel import RequestChannel
 from client.config.types import parse_list
@@ -62,6 +62,12 @@ class ServerSettings:
     @classmethod
     def from_config(cls, config: Any) -> ServerSettings:
         listeners = Listeners.from_config(config)  # ConfigError: bad names, unknown advertised
+        kafka = kafka_listener_names(config, listeners)  # ConfigError: bad listener.protocol.map
+        decoders: tuple = ()
+        if kafka:
+            from broker.kafka import decode_request  # kio only where a Kafka listener is
+
+            decoders = tuple((name, decode_request) for name in sorted(kafka))
         first, *rest = listeners.bind
         return cls(
             network=NetworkSettings(
@@ -69,6 +75,7 @@ class ServerSettings:
                 port=first.port,
                 name=first.name,
                 extra_listeners=tuple((e.name, e.host, e.port) for e in rest),
+                decoders=decoders,
                 num_network_threads=int(config.num_network_threads),
                 socket_request_max_bytes=int(config.socket_request_max_bytes),
                 connections_max_idle_ms=int(config.connections_max_idle_ms),
@@ -204,6 +211,10 @@ class BrokerServer:
             dispatch = self._dispatch
             if dispatch is None:
                 from broker.handlers import dispatch  # handler modules import heavier parts
+            if self.settings.network.decoders:  # Kafka listeners: their requests go to broker.kafka
+                from broker.kafka import by_protocol
+
+                dispatch = by_protocol(dispatch)
 
             self.io_pool = IoPool(
                 self.channel,

@@ -42,6 +42,7 @@ import logging
 import os
 import threading
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from broker.network.request import Request
@@ -63,11 +64,15 @@ class Connection(asyncio.BufferedProtocol):
         connection_id: str,
         listener: str = "PLAINTEXT",
         peer_host: str = "",
+        decode: Callable[[bytes | bytearray, Connection], Request] | None = None,
     ) -> None:
         self.processor = processor
         self.connection_id = connection_id
         self.peer_host = peer_host  # "/127.0.0.1": the client's address as Kafka prints it
         self.listener = listener  # the name of the listener it was accepted on
+        # payload -> Request (MalformedFrameError: close): the listener's protocol; the
+        # default is Gregor's msgpack header (a Kafka listener passes broker.kafka's)
+        self._decode = decode or _decode_native
         self._reader = FrameReader(processor.max_frame_bytes)
         self._pool = processor.memory_pool
         self._grant_callback = self._memory_granted_threadsafe  # one identity, for cancel()
@@ -185,11 +190,10 @@ class Connection(asyncio.BufferedProtocol):
             return
         payload = self._pending.popleft()
         try:
-            api_key, api_version, correlation_id, client_id, body = decode_request(payload)
+            request = self._decode(payload, self)
         except MalformedFrameError as exc:
             self.close(f"malformed request header: {exc.message}")
             return
-        request = Request(api_key, api_version, correlation_id, client_id, body, len(payload), self)
         assert self.transport is not None
         request.direct_write = self.transport.get_write_buffer_size() == 0
         self.requests += 1
@@ -362,3 +366,9 @@ class Connection(asyncio.BufferedProtocol):
 
     def __repr__(self) -> str:
         return f"<Connection {self.connection_id}>"
+
+
+def _decode_native(payload: bytes | bytearray, connection: Connection) -> Request:
+    """Gregor's request header (msgpack) → Request; MalformedFrameError when it is not one."""
+    api_key, api_version, correlation_id, client_id, body = decode_request(payload)
+    return Request(api_key, api_version, correlation_id, client_id, body, len(payload), connection)

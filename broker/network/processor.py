@@ -45,6 +45,7 @@ class Processor:
         self.max_frame_bytes = settings.socket_request_max_bytes
         self.idle_ms = settings.connections_max_idle_ms
         self.receive_timeout_ms = settings.socket_request_receive_timeout_ms
+        self._decoders = dict(settings.decoders)
         self._on_connection_closed = on_connection_closed
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]  # set by _run
         self.draining = False
@@ -111,7 +112,7 @@ class Processor:
         conn_id = f"{self.index}-{self._next_id}-{_fmt_peer(peer)}"
         host = _peer_host(peer)
         coro = self.loop.connect_accepted_socket(
-            lambda: Connection(self, conn_id, listener, host), sock
+            lambda: Connection(self, conn_id, listener, host, self._decoders.get(listener)), sock
         )
         task = self.loop.create_task(coro)
         self._attaching.add(task)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from client.config.keydef import key
 from client.config.types import (
     Validator,
@@ -19,6 +21,7 @@ BC = ("broker", "controller")
 ALL = ("broker", "controller", "producer", "consumer", "admin")
 MiB = 1024 * 1024
 INT_MAX = 2**31 - 1
+_wire_protocols = Validator(lambda v: all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*:(GREGOR|KAFKA)", i, re.I) for i in v), "NAME:PROTOCOL[,...] with PROTOCOL GREGOR or KAFKA")  # fmt: skip
 _optional_listeners = Validator(lambda v: len(v) == 0 or host_ports()(v) is None, "empty, or HOST:PORT[,...]")  # fmt: skip
 
 KEYS = [
@@ -28,6 +31,7 @@ KEYS = [
     key("listeners", "list", ("127.0.0.1:9092",), "addresses the broker listens on: NAME://HOST:PORT (HOST:PORT is named PLAINTEXT), comma-separated, one name each; clients get the advertised addresses of the listener they connected on; port 0 picks a free port", B, host_ports()),
     key("advertised.listeners", "list", (), "addresses given to clients in metadata, per listener name (NAME://HOST:PORT; unnamed: PLAINTEXT); a listener not named here advertises the address it binds", B, _optional_listeners),
     key("listener.security.protocol.map", "list", ("PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT", "SASL_SSL:SASL_SSL"), "listener name -> security protocol (NAME:PROTOCOL, comma-separated), as Kafka; only PLAINTEXT is built, so a listener mapped to SSL, SASL_PLAINTEXT or SASL_SSL stops start-up (TLS and SASL are not built yet); a name not in the map is PLAINTEXT, except those four names, which keep their own protocol", B, protocol_map()),
+    key("listener.protocol.map", "list", ("KAFKA:KAFKA",), "listener name -> wire protocol (NAME:PROTOCOL, comma-separated): GREGOR (the native protocol, Gregor's clients and replication) or KAFKA (Apache Kafka's protocol, for Kafka clients such as kcat and librdkafka; docs/kafka-compat.md); a name not in the map speaks GREGOR; every listener serves the same topics, offsets and producer state; inter.broker.listener.name must be a GREGOR listener", B, _wire_protocols),
     key("inter.broker.listener.name", "str", None, "the listener whose advertised address other brokers fetch from (replication); empty: the first of listeners", B),
     key("broker.rack", "str", None, "rack of this broker, for rack-aware replica placement", B),
     key("log.dirs", "list", ("./gregor-data",), "data directories for partition logs, comma-separated", B, non_empty()),
