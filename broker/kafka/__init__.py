@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+import broker.kafka.apis_groups  # noqa: F401  (registers the group APIs)
 from broker.kafka.apis import APIS, api_versions_body
 from broker.kafka.codec import API_VERSIONS_KEY, MalformedKafkaRequest, build, decode_body
 from broker.kafka.codec import encode_response as _encode

@@ -116,3 +116,40 @@ def test_offsets_for_times_seeks_by_timestamp(kafka_broker) -> None:
         assert (low, high) == (0, 100)
     finally:
         c.close()
+
+
+def test_commit_and_resume_with_metadata(kafka_broker) -> None:
+    _produce(kafka_broker.kafka, "commits", 20, "none", 1_700_000_000_000)
+    conf = {
+        "bootstrap.servers": kafka_broker.kafka,
+        "group.id": "resumers",
+        "enable.auto.commit": False,
+    }
+    c = ck.Consumer(conf)
+    try:
+        c.assign([ck.TopicPartition("commits", 0, 0)])
+        got: list = []
+        wait_until(lambda: got.extend(c.consume(12 - len(got), 0.5)) or len(got) >= 12, 30, "12")
+        tp = ck.TopicPartition("commits", 0, 12, metadata="checkpoint-12")  # must round-trip
+        [done] = c.commit(offsets=[tp], asynchronous=False)
+        assert done.error is None
+    finally:
+        c.close()
+    c = ck.Consumer(conf)
+    try:
+        [committed] = c.committed([ck.TopicPartition("commits", 0)], timeout=30)
+        assert (committed.offset, committed.metadata) == (12, "checkpoint-12")
+        c.assign([committed])
+        rest: list = []
+        wait_until(lambda: rest.extend(c.consume(8 - len(rest), 0.5)) or len(rest) >= 8, 30, "8")
+        assert [m.offset() for m in rest] == list(range(12, 20))
+    finally:
+        c.close()
+    # the same offset, as `gregor groups describe` sees it through the native listener
+    from client import Admin
+
+    with Admin(bootstrap_servers=kafka_broker.gregor) as admin:
+        described = admin.describe_group("resumers")
+    assert [(p.topic, p.partition, p.committed_offset) for p in described.partitions] == [
+        ("commits", 0, 12)
+    ]
