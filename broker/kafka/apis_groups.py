@@ -71,8 +71,8 @@ def find_coordinator(ctx: KafkaContext, body: Any) -> None:
 
 @api(ApiKey.OFFSET_COMMIT, 2, 8)
 def offset_commit(ctx: KafkaContext, body: Any) -> None:
-    generation = getattr(body, "generation_id_or_member_epoch", None)
-    if generation is None:
+    generation: Any = getattr(body, "generation_id_or_member_epoch", None)
+    if generation is None:  # the field's name before v8
         generation = getattr(body, "generation_id", -1)
     native = {
         "group_id": body.group_id,
