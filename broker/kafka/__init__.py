@@ -1,5 +1,5 @@
 """The Kafka listener: Apache Kafka's wire protocol on top of Gregor's logs, groups and
-metadata (DESIGN.md §15, docs/kafka-compat.md). An adapter: it decodes Kafka's frames with kio
+metadata (docs/kafka-compat.md). An adapter: it decodes Kafka's frames with kio
 (broker/kafka/codec.py), translates each API to the native handler that serves it
 (broker/kafka/apis.py), converts record batches (broker/kafka/records.py), and encodes
 Kafka's answers. Kafka's types stop here.
