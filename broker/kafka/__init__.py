@@ -4,7 +4,7 @@ metadata (docs/kafka-compat.md). An adapter: it decodes Kafka's frames with kio
 (broker/kafka/apis.py), converts record batches (broker/kafka/records.py), and encodes
 Kafka's answers. Kafka's types stop here.
 
-    dispatch(request, services)   an I/O thread runs one Kafka request
+    dispatch(request, services, state)  an I/O thread runs one Kafka request
     by_protocol(native_dispatch)  the I/O pool's dispatch when some listener speaks Kafka
     decode_request                Connection.decode for KAFKA listeners (network thread)
 """
@@ -15,11 +15,12 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-import broker.kafka.apis_groups  # noqa: F401  (registers the group APIs)
+import broker.kafka.apis_classic  # noqa: F401  (registers the classic group APIs)
+import broker.kafka.apis_groups  # noqa: F401  (registers the group offset APIs)
 from broker.kafka.apis import APIS, api_versions_body
 from broker.kafka.codec import API_VERSIONS_KEY, MalformedKafkaRequest, build, decode_body
 from broker.kafka.codec import encode_response as _encode
-from broker.kafka.request import KafkaContext, decode_request
+from broker.kafka.request import KafkaContext, KafkaState, decode_request
 
 log = logging.getLogger(__name__)
 
@@ -28,9 +29,9 @@ __all__ = ["by_protocol", "decode_request", "dispatch"]
 UNSUPPORTED_VERSION = 35
 
 
-def dispatch(request: Any, services: Any) -> None:
+def dispatch(request: Any, services: Any, state: KafkaState) -> None:
     """Decode, translate and answer one Kafka request (see the module docstring)."""
-    ctx = KafkaContext(request, services)
+    ctx = KafkaContext(request, services, state)
     key, version = request.api_key, request.api_version
     api = APIS.get(key)
     if api is None or not api.min_version <= version <= api.max_version:
@@ -65,11 +66,13 @@ def dispatch(request: Any, services: Any) -> None:
 
 
 def by_protocol(native: Callable[..., None]) -> Callable[..., None]:
-    """`native(request, services=...)` for Gregor's requests, `dispatch` for Kafka's."""
+    """`native(request, services=...)` for Gregor's requests, `dispatch` for Kafka's (with the
+    listener's state, one per server)."""
+    state = KafkaState()
 
     def route(request: Any, services: Any) -> None:
         if request.protocol == "KAFKA":
-            dispatch(request, services)
+            dispatch(request, services, state)
         else:
             native(request, services=services)
 

@@ -6,12 +6,12 @@ the same offsets Gregor's clients and `gregor groups describe` see.
     FindCoordinator  0-4       group coordinators only; the coordinator's address on the
                                listener the request came in on (a Kafka client is given a
                                Kafka listener)
-    OffsetCommit     2-8       commits by a consumer outside a group (generation -1, no member
-                               id: assign() and commit()), commit metadata kept
+    OffsetCommit     2-8       commits by classic group members and by consumers outside a
+                               group (generation -1: assign() and commit()); metadata kept
     OffsetFetch      1-7       one group per request (v8+ batches groups: not served)
 
-The classic group protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) is not served yet,
-so a Kafka client's subscribe() does not work through this listener; assign() does.
+Commits of classic group members (broker/kafka/apis_classic.py) are checked against their
+generation first, then stored as commits from outside a group.
 
 Threads: I/O threads; answers from the thread the native handler answers on.
 """
@@ -113,6 +113,15 @@ def offset_commit(ctx: KafkaContext, body: Any) -> None:
             ]  # fmt: skip
         ctx.respond({"throttle_time": 0, "topics": topics})
 
+    # a classic member's commit is checked against its generation here, then stored by the
+    # coordinator as a commit from outside a group (Gregor's own groups know no generations)
+    refused = ctx.state.classic_groups(ctx.services).check_commit(
+        body.group_id, body.member_id, int(generation)
+    )
+    if refused:
+        answer({"error_code": refused})
+        return
+    native["member_id"], native["member_epoch"] = "", -1
     ctx.call_native(ApiKey.OFFSET_COMMIT, native, answer)
 
 

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from broker.handlers.base import RequestContext, error_body
+from broker.kafka.classic_groups import ClassicGroups
 from broker.kafka.codec import MalformedKafkaRequest, build, encode_response, peek_header
 from broker.network.request import Request
 from client.errors import ErrorCode, InvalidRequestError
@@ -48,13 +49,29 @@ def decode_request(payload: bytes | bytearray, connection: Any) -> Request:
     return KafkaRequest(api_key, api_version, correlation_id, client_id, raw, len(raw), connection)
 
 
+class KafkaState:
+    """What the Kafka listener keeps between requests: the classic groups, made on first use
+    with the node's timer (its produce purgatory's; the node shuts it down). Any thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._groups: ClassicGroups | None = None
+
+    def classic_groups(self, services: Any) -> ClassicGroups:
+        with self._lock:
+            if self._groups is None:
+                self._groups = ClassicGroups(services.produce_purgatory.timer)
+            return self._groups
+
+
 class KafkaContext:
     """One Kafka request being answered. `respond`, `no_response` and `close` claim the answer:
     exactly one of them, once (a second is a bug, logged and ignored)."""
 
-    def __init__(self, request: Request, services: Any) -> None:
+    def __init__(self, request: Request, services: Any, state: KafkaState) -> None:
         self.request = request
         self.services = services
+        self.state = state
         self.api_key = request.api_key
         self.api_version = request.api_version
         self._done = False

@@ -1,0 +1,82 @@
+"""The classic group protocol through the Kafka listener with confluent-kafka (librdkafka):
+two members of one group split the partitions and rebalance when one leaves; commits made in
+the group are resumed by the next member and seen by Gregor's admin client."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import wait_until
+
+from client import Admin
+
+ck = pytest.importorskip("confluent_kafka")
+
+
+def _consumer(bootstrap: str, group: str, **extra: object):
+    return ck.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 200,
+            **extra,
+        }
+    )
+
+
+def _owned(c) -> set[int]:
+    return {tp.partition for tp in c.assignment()}
+
+
+def test_group_of_two_splits_partitions_and_rebalances(kafka_broker) -> None:
+    with Admin(bootstrap_servers=kafka_broker.gregor) as admin:
+        admin.create_topic("grp", partitions=4)
+    a = _consumer(kafka_broker.kafka, "g2")
+    b = _consumer(kafka_broker.kafka, "g2")
+    try:
+        a.subscribe(["grp"])
+        wait_until(lambda: a.poll(0.1) is None and _owned(a) == {0, 1, 2, 3}, 30, "a owns all")
+        b.subscribe(["grp"])
+
+        def split() -> bool:
+            a.poll(0.1)
+            b.poll(0.1)
+            return _owned(a) | _owned(b) == {0, 1, 2, 3} and len(_owned(a)) == 2 == len(_owned(b))
+
+        wait_until(split, 60, "the partitions split between the two members")
+        assert not _owned(a) & _owned(b)
+        b.close()  # LeaveGroup: a takes everything back
+        wait_until(lambda: a.poll(0.1) is None and _owned(a) == {0, 1, 2, 3}, 60, "a owns all")
+    finally:
+        a.close()
+
+
+def test_commit_in_group_and_resume(kafka_broker) -> None:
+    p = ck.Producer({"bootstrap.servers": kafka_broker.kafka, "enable.idempotence": True})
+    for i in range(30):
+        p.produce("resume", b"v%d" % i, partition=0)
+    assert p.flush(30) == 0
+    c = _consumer(kafka_broker.kafka, "g-resume")
+    try:
+        c.subscribe(["resume"])
+        got: list = []
+        wait_until(lambda: got.extend(c.consume(10 - len(got), 0.2)) or len(got) >= 10, 60, "10")
+        assert [m.offset() for m in got] == list(range(10))
+        c.commit(message=got[-1], asynchronous=False)  # commits offset 10
+    finally:
+        c.close()
+    c = _consumer(kafka_broker.kafka, "g-resume")
+    try:
+        c.subscribe(["resume"])
+        rest: list = []
+        wait_until(lambda: rest.extend(c.consume(20 - len(rest), 0.2)) or len(rest) >= 20, 60, "20")
+        assert [m.offset() for m in rest] == list(range(10, 30))
+    finally:
+        c.close()
+    with Admin(bootstrap_servers=kafka_broker.gregor) as admin:
+        described = admin.describe_group("g-resume")
+    assert [(x.topic, x.partition, x.committed_offset) for x in described.partitions] == [
+        ("resume", 0, 10)
+    ]

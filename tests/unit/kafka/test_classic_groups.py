@@ -1,0 +1,106 @@
+"""broker/kafka/classic_groups.py with a fake clock and a timer whose deadlines the test fires."""
+
+from __future__ import annotations
+
+from broker.kafka.classic_groups import MEMBER_ID_REQUIRED, ClassicGroups
+from client.errors import ErrorCode
+
+
+class Timer:
+    def __init__(self) -> None:
+        self.ops: list = []
+
+    def add(self, op) -> None:
+        self.ops.append(op)
+
+    def fire(self) -> None:
+        ops, self.ops = self.ops, []
+        for op in ops:
+            op.run_expiration()
+
+
+class Clock:
+    now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _join(groups: ClassicGroups, member_id: str, out: list, protocols=(("range", b"m"),)):
+    groups.join(
+        "g", member_id, "consumer", list(protocols), 10_000, 5_000, "c", "/127.0.0.1", True,
+        out.append,
+    )  # fmt: skip
+
+
+def _member(groups: ClassicGroups) -> str:
+    first: list = []
+    _join(groups, "", first)
+    assert first[0]["error_code"] == MEMBER_ID_REQUIRED
+    return first[0]["member_id"]
+
+
+def test_two_members_rebalance_and_a_silent_one_expires() -> None:
+    timer, clock = Timer(), Clock()
+    groups = ClassicGroups(timer, clock)
+    a = _member(groups)
+    ja: list = []
+    _join(groups, a, ja)  # alone: the rebalance ends at once
+    assert ja[0]["generation_id"] == 1 and ja[0]["leader"] == a and len(ja[0]["members"]) == 1
+    sa: list = []
+    groups.sync("g", a, 1, {a: b"all"}, sa.append)
+    assert sa[0]["assignment"] == b"all"
+
+    b = _member(groups)
+    jb: list = []
+    _join(groups, b, jb)  # b waits for a to rejoin
+    assert jb == []
+    assert groups.heartbeat("g", a, 1) == ErrorCode.REBALANCE_IN_PROGRESS
+    ja2: list = []
+    _join(groups, a, ja2)
+    assert ja2[0]["generation_id"] == jb[0]["generation_id"] == 2
+    assert ja2[0]["leader"] == a and {m["member_id"] for m in ja2[0]["members"]} == {a, b}
+    assert jb[0]["members"] == []  # only the leader gets the metadata
+    sb: list = []
+    groups.sync("g", b, 2, {}, sb.append)  # the follower waits for the leader's assignments
+    assert sb == []
+    groups.sync("g", a, 2, {a: b"p0", b: b"p1"}, [].append)
+    assert sb[0]["assignment"] == b"p1"
+    assert groups.check_commit("g", b, 1) == ErrorCode.ILLEGAL_GENERATION
+    assert groups.check_commit("g", b, 2) == 0
+
+    clock.now += 6
+    assert groups.heartbeat("g", a, 2) == 0
+    clock.now += 5  # b has been silent past its 10 s session; a's heartbeat notices
+    assert groups.heartbeat("g", a, 2) == ErrorCode.REBALANCE_IN_PROGRESS
+    assert groups.heartbeat("g", b, 2) == ErrorCode.UNKNOWN_MEMBER_ID
+    ja3: list = []
+    _join(groups, a, ja3)
+    assert ja3[0]["generation_id"] == 3 and [m["member_id"] for m in ja3[0]["members"]] == [a]
+
+
+def test_rebalance_timeout_drops_members_that_do_not_rejoin() -> None:
+    timer, clock = Timer(), Clock()
+    groups = ClassicGroups(timer, clock)
+    a, b = _member(groups), _member(groups)
+    _join(groups, a, [])
+    jb: list = []
+    _join(groups, b, jb)  # a does not rejoin
+    assert jb == []
+    timer.fire()  # the rebalance timeout
+    assert jb[0]["generation_id"] == 2 and jb[0]["leader"] == b
+    assert groups.heartbeat("g", a, 1) == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_leave_and_protocol_checks() -> None:
+    groups = ClassicGroups(Timer(), Clock())
+    a = _member(groups)
+    _join(groups, a, [])
+    out: list = []
+    _join(groups, "", out, protocols=(("sticky", b""),))  # no protocol in common with a
+    assert out[0]["error_code"] == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    out.clear()
+    _join(groups, "stranger", out)
+    assert out[0]["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
+    assert groups.leave("g", [a, "stranger"]) == [0, ErrorCode.UNKNOWN_MEMBER_ID]
+    assert not groups.is_classic("g")
