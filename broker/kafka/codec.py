@@ -62,7 +62,9 @@ def decode_body(api_key: int, api_version: int, payload: bytes | memoryview) -> 
     """The kio request entity of a payload (header skipped). MalformedKafkaRequest when it does
     not parse; KeyError-free: the caller checked the version is served."""
     cls: Any = load_request_schema(api_key, api_version)
-    view = memoryview(payload)
+    # kio reads only read-only buffers; a large frame arrives in the frame reader's own
+    # bytearray (client/protocol/frame_reader.py), so it is viewed read-only, not copied
+    view = memoryview(payload).toreadonly()
     try:
         _, header_size = _reader(cls.__header_schema__)(view, 0)
         body, size = _reader(cls)(view, header_size)

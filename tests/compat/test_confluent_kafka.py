@@ -153,3 +153,17 @@ def test_commit_and_resume_with_metadata(kafka_broker) -> None:
     assert [(p.topic, p.partition, p.committed_offset) for p in described.partitions] == [
         ("commits", 0, 12)
     ]
+
+
+def test_large_produce_requests(kafka_broker) -> None:
+    """Requests past the network layer's 64 KiB scratch buffer arrive in a frame array of
+    their own (a bytearray): they must decode like small ones."""
+    p = ck.Producer(
+        {"bootstrap.servers": kafka_broker.kafka, "acks": "all", "linger.ms": 50,
+         "batch.size": 1_000_000}
+    )  # fmt: skip
+    for i in range(5_000):
+        p.produce("large", b"%099d" % i, partition=0)
+    assert p.flush(60) == 0
+    got = _consume(kafka_broker.kafka, "large", 0, 5_000)
+    assert [m.value() for m in got] == [b"%099d" % i for i in range(5_000)]
