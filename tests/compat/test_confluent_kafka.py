@@ -167,3 +167,26 @@ def test_large_produce_requests(kafka_broker) -> None:
     assert p.flush(60) == 0
     got = _consume(kafka_broker.kafka, "large", 0, 5_000)
     assert [m.value() for m in got] == [b"%099d" % i for i in range(5_000)]
+
+
+def test_errors_as_kafka_clients_expect_them(kafka_broker) -> None:
+    from client import Admin as GregorAdmin
+
+    with GregorAdmin(bootstrap_servers=kafka_broker.gregor) as admin:
+        admin.create_topic("compacted", partitions=1, config={"cleanup.policy": "compact"})
+        admin.create_topic("small", partitions=1, config={"max.message.bytes": "2000"})
+    p = ck.Producer({"bootstrap.servers": kafka_broker.kafka, "message.timeout.ms": 20_000})
+    errors: dict = {}
+
+    def report(name: str):
+        return lambda err, msg: errors.__setitem__(name, err)
+
+    p.produce("compacted", b"no key", partition=0, on_delivery=report("compacted"))
+    p.produce("small", b"x" * 5000, partition=0, on_delivery=report("small"))
+    p.flush(30)
+    assert errors["compacted"].code() == ck.KafkaError.INVALID_RECORD
+    assert errors["small"].code() == ck.KafkaError.MSG_SIZE_TOO_LARGE
+    # (alone: a batch holding a keyless record is refused whole, as Kafka does)
+    p.produce("compacted", b"keyed", key=b"k", partition=0, on_delivery=report("keyed"))
+    p.flush(30)
+    assert errors["keyed"] is None
