@@ -27,8 +27,10 @@ Pure functions; any thread may call.
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Iterator
+from typing import Any
 
 import msgpack
 
@@ -48,6 +50,22 @@ from client.records.header import (
 )
 
 SNAPPY = 2
+
+
+def _load_convert() -> Any:
+    """The optional C transcoder (broker/kafka/_convert.c), or None: not built, or
+    GREGOR_NO_EXTENSIONS set (as for client.records' extensions)."""
+    if os.environ.get("GREGOR_NO_EXTENSIONS", "") not in ("", "0"):
+        return None
+    try:
+        from broker.kafka import _convert  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return _convert
+
+
+_C = _load_convert()
+CONVERTER = "c" if _C is not None else "python"
 _CRC = struct.Struct(">I")
 _LENGTH = struct.Struct(">i")
 
@@ -154,8 +172,9 @@ def kafka_section(rows: list) -> bytes:
             if field is None:
                 body.append(1)  # zigzag(-1)
             else:
-                _write_varint(body, len(field))
-                body += field
+                raw = field.encode() if isinstance(field, str) else bytes(field)
+                _write_varint(body, len(raw))
+                body += raw
         if headers:
             _write_varint(body, len(headers))
             for hkey, hvalue in headers:
@@ -165,8 +184,9 @@ def kafka_section(rows: list) -> bytes:
                 if hvalue is None:
                     body.append(1)
                 else:
-                    _write_varint(body, len(hvalue))
-                    body += hvalue
+                    hraw = hvalue.encode() if isinstance(hvalue, str) else bytes(hvalue)
+                    _write_varint(body, len(hraw))
+                    body += hraw
         else:
             body.append(0)
         _write_varint(out, len(body))
@@ -222,8 +242,9 @@ def from_kafka(records: bytes | memoryview) -> bytes:
             raise CorruptRecordError("record batch CRC mismatch")
         codec = _codec(batch)
         section = compression.decompress(codec, batch[HEADER_SIZE:])
-        rows = kafka_rows(section, h.record_count)
-        packed = msgpack.packb(rows, use_bin_type=True)
+        packed = _C.kafka_to_msgpack(section, h.record_count) if _C is not None else None
+        if packed is None:  # no C, or input it leaves to the reference (which says why)
+            packed = msgpack.packb(kafka_rows(section, h.record_count), use_bin_type=True)
         out.append(_rebuild(batch, compression.compress(codec, packed)))
     return b"".join(out)
 
@@ -235,9 +256,23 @@ def to_kafka(records: bytes | memoryview) -> bytes:
     for batch in _iter_batches(records, whole_only=True):
         codec = _codec(batch)
         section = compression.decompress(codec, batch[HEADER_SIZE:])
-        try:
-            rows = msgpack.unpackb(section, raw=False, use_list=True)
-        except Exception as exc:
-            raise CorruptRecordError(f"stored records section is not msgpack: {exc}") from exc
-        out.append(_rebuild(batch, compression.compress(codec, kafka_section(rows))))
+        count = parse_header(batch).record_count
+        converted = _C.msgpack_to_kafka(section, count) if _C is not None else None
+        if converted is None:
+            converted = _section_from_msgpack(section, count)
+        out.append(_rebuild(batch, compression.compress(codec, converted)))
     return b"".join(out)
+
+
+def _section_from_msgpack(section: bytes | memoryview, count: int) -> bytes:
+    """The Python reference of msgpack_to_kafka: CorruptRecordError for what it cannot take."""
+    try:
+        rows = msgpack.unpackb(section, raw=False, use_list=True)
+    except Exception as exc:
+        raise CorruptRecordError(f"stored records section is not msgpack: {exc}") from exc
+    if not isinstance(rows, list) or len(rows) != count:
+        raise CorruptRecordError(f"stored records section does not hold {count} records")
+    try:
+        return kafka_section(rows)
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise CorruptRecordError(f"stored record of an unexpected shape: {exc}") from exc

@@ -12,6 +12,8 @@ Gregor's build_batch, then:
 - ns_per_record for each, and the bytes per record of each form.
 
 Best of `--repeat` passes (wall clock; the load average at the start is reported).
+"converter" says which code converted: c (broker/kafka/_convert.c) or python (not built, or
+GREGOR_NO_EXTENSIONS=1).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ def main() -> None:
     ap.add_argument("--codecs", default="none,gzip,lz4,zstd")
     args = ap.parse_args()
 
-    from broker.kafka.records import from_kafka, to_kafka
+    from broker.kafka.records import CONVERTER, from_kafka, to_kafka
     from client.records import build_batch
     from client.records import compression as codecs
 
@@ -84,6 +86,7 @@ def main() -> None:
         json.dumps(
             {
                 "bench": "kafka_records",
+                "converter": CONVERTER,
                 "batch": args.batch,
                 "value_bytes": args.value_bytes,
                 "loadavg": os.getloadavg()[0],
