@@ -73,3 +73,21 @@ def test_gregor_produces_kcat_reads_the_same_records(kafka_broker, kcat) -> None
     for t, (key, value, headers, ts) in zip(theirs, sent, strict=True):
         assert (t["key"], t["payload"], t["ts"]) == (key.decode(), value.decode(), ts)
         assert t["headers"] == [headers[0][0], headers[0][1].decode()]
+
+
+def test_kcat_balanced_consumer_in_a_group(kafka_broker, kcat) -> None:
+    lines = b"".join(b"g-%d\n" % i for i in range(20))
+    _kcat(kcat, kafka_broker.kafka, "-P", "-t", "kgroup", "-p", "0", stdin=lines)
+    out = _kcat(
+        kcat, kafka_broker.kafka, "-G", "kcat-group", "-c", "20", "-f", "%o %s\\n",
+        "-X", "auto.offset.reset=earliest", "kgroup",
+    )  # fmt: skip
+    assert out.splitlines() == [f"{i} g-{i}" for i in range(20)]
+    # kcat's consumer commits on close (enable.auto.commit): Gregor's admin sees the offset
+    from client import Admin
+
+    with Admin(bootstrap_servers=kafka_broker.gregor) as admin:
+        group = admin.describe_group("kcat-group")
+    assert [(p.topic, p.partition, p.committed_offset) for p in group.partitions] == [
+        ("kgroup", 0, 20)
+    ]
