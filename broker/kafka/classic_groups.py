@@ -332,6 +332,49 @@ class ClassicGroups:
             g.members[member_id].last_seen = self._clock()
             return 0
 
+    def describe(self, group_id: str) -> dict | None:
+        """DescribeGroups' entry for a classic group with members (None: not one)."""
+        with self._lock:
+            g = self._groups.get(group_id)
+            if g is None or not g.members:
+                return None
+            return {
+                "error_code": 0,
+                "group_id": group_id,
+                "group_state": g.state,
+                "protocol_type": g.protocol_type or "",
+                "protocol_data": g.protocol or "",
+                "members": [
+                    {
+                        "member_id": m.member_id,
+                        "group_instance_id": None,
+                        "client_id": m.client_id,
+                        "client_host": m.host,
+                        "member_metadata": dict(m.protocols).get(g.protocol or "", b""),
+                        "member_assignment": m.assignment,
+                    }
+                    for m in g.members.values()
+                ],
+            }
+
+    def listing(self) -> dict[str, tuple[str, str]]:
+        """{group id: (state, protocol type)} of the classic groups with members."""
+        with self._lock:
+            return {
+                gid: (g.state, g.protocol_type or "")
+                for gid, g in self._groups.items()
+                if g.members
+            }
+
+    def forget(self, group_id: str) -> bool:
+        """Drop an empty classic group (DeleteGroups); False when it has members."""
+        with self._lock:
+            g = self._groups.get(group_id)
+            if g is not None and (g.members or g.join_op is not None):
+                return False
+            self._groups.pop(group_id, None)
+            return True
+
     def is_classic(self, group_id: str) -> bool:
         with self._lock:
             g = self._groups.get(group_id)

@@ -80,3 +80,28 @@ def test_commit_in_group_and_resume(kafka_broker) -> None:
     assert [(x.topic, x.partition, x.committed_offset) for x in described.partitions] == [
         ("resume", 0, 10)
     ]
+
+
+def test_admin_lists_describes_and_deletes_classic_groups(kafka_broker) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    with Admin(bootstrap_servers=kafka_broker.gregor) as admin:
+        admin.create_topic("adm", partitions=2)
+    a = AdminClient({"bootstrap.servers": kafka_broker.kafka})
+    c = _consumer(kafka_broker.kafka, "g-admin")
+    try:
+        c.subscribe(["adm"])
+        wait_until(lambda: c.poll(0.1) is None and _owned(c) == {0, 1}, 30, "assigned")
+        listed = a.list_consumer_groups().result(30)
+        assert [(g.group_id, g.state.name) for g in listed.valid] == [("g-admin", "STABLE")]
+        [described] = [f.result(30) for f in a.describe_consumer_groups(["g-admin"]).values()]
+        assert described.partition_assignor == "range" and not described.is_simple_consumer_group
+        [member] = described.members
+        assert {tp.partition for tp in member.assignment.topic_partitions} == {0, 1}
+        with pytest.raises(ck.KafkaException) as err:
+            a.delete_consumer_groups(["g-admin"])["g-admin"].result(30)
+        assert err.value.args[0].code() == ck.KafkaError.NON_EMPTY_GROUP
+        c.commit(offsets=[ck.TopicPartition("adm", 0, 0)], asynchronous=False)
+    finally:
+        c.close()
+    a.delete_consumer_groups(["g-admin"])["g-admin"].result(30)
