@@ -18,6 +18,7 @@ from typing import Any
 import broker.kafka.apis_admin  # noqa: F401  (registers the admin APIs)
 import broker.kafka.apis_admin2  # noqa: F401  (and more of them)
 import broker.kafka.apis_classic  # noqa: F401  (registers the classic group APIs)
+import broker.kafka.apis_consumer_group  # noqa: F401  (registers ConsumerGroupHeartbeat)
 import broker.kafka.apis_group_admin  # noqa: F401  (registers ListGroups and friends)
 import broker.kafka.apis_groups  # noqa: F401  (registers the group offset APIs)
 from broker.kafka.apis import APIS, api_versions_body

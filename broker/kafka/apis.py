@@ -36,6 +36,7 @@ from client.protocol import ApiKey
 log = logging.getLogger(__name__)
 
 UNSUPPORTED_COMPRESSION_TYPE = 76
+UNKNOWN_TOPIC_ID = 100
 
 
 @dataclass(frozen=True)
@@ -81,13 +82,30 @@ def _topic_id(services: Any, name: str) -> uuid.UUID:
     return uuid.UUID(bytes=raw) if isinstance(raw, bytes) and len(raw) == 16 else ZERO_UUID
 
 
+def _names_by_id(services: Any) -> dict[uuid.UUID, str]:
+    out = {}
+    for name, t in services.metadata.topics.items():
+        raw = getattr(t, "topic_id", b"")
+        if isinstance(raw, bytes) and len(raw) == 16:
+            out[uuid.UUID(bytes=raw)] = name
+    return out
+
+
 @api(ApiKey.METADATA, 0, 12)
 def metadata(ctx: KafkaContext, body: Any) -> None:
     requested = body.topics
+    unknown_ids: list[uuid.UUID] = []
     if requested is None or (ctx.api_version == 0 and not requested):
         names = None  # every topic (v0: an empty list meant all)
     else:
-        names = [{"name": t.name} for t in requested if t.name is not None]
+        names = []
+        by_id: dict[Any, str] = _names_by_id(ctx.services)
+        for t in requested:  # v10+: by name or, name null, by topic id (KIP-848 clients)
+            name = t.name if t.name is not None else by_id.get(getattr(t, "topic_id", None))
+            if name is not None:
+                names.append({"name": name})
+            else:
+                unknown_ids.append(t.topic_id)
     auto = getattr(body, "allow_auto_topic_creation", True)  # v0-3: always allowed
 
     def answer(a: dict) -> None:
@@ -112,7 +130,17 @@ def metadata(ctx: KafkaContext, body: Any) -> None:
                         "topic_authorized_operations": -2147483648,
                     }
                     for t in a["topics"]
-                ],
+                ]
+                + [
+                    {
+                        "error_code": UNKNOWN_TOPIC_ID,
+                        "name": None,
+                        "topic_id": tid,
+                        "is_internal": False,
+                        "partitions": [],
+                    }
+                    for tid in unknown_ids
+                ],  # fmt: skip
                 "cluster_authorized_operations": -2147483648,
             }
         )

@@ -105,3 +105,31 @@ def test_admin_lists_describes_and_deletes_classic_groups(kafka_broker) -> None:
     finally:
         c.close()
     a.delete_consumer_groups(["g-admin"])["g-admin"].result(30)
+
+
+def test_kip848_consumer_shares_a_group_with_the_gregor_client(kafka_broker) -> None:
+    """group.protocol=consumer: librdkafka heartbeats to Gregor's own coordinator, in the same
+    group as a Gregor client; the partitions split between the two."""
+    from client import Consumer as GregorConsumer
+
+    with Admin(bootstrap_servers=kafka_broker.gregor) as admin:
+        admin.create_topic("k848", partitions=4)
+    k = ck.Consumer(
+        {"bootstrap.servers": kafka_broker.kafka, "group.id": "g848",
+         "group.protocol": "consumer", "auto.offset.reset": "earliest"}
+    )  # fmt: skip
+    try:
+        k.subscribe(["k848"])
+        wait_until(lambda: k.poll(0.1) is None and _owned(k) == {0, 1, 2, 3}, 60, "k owns all")
+        with GregorConsumer(bootstrap_servers=kafka_broker.gregor, group_id="g848") as g:
+            g.subscribe(["k848"])
+
+            def split() -> bool:
+                k.poll(0.1)
+                g.poll(0.1)
+                mine = {tp.partition for tp in g.assignment()}
+                return len(mine) == 2 and _owned(k) == {0, 1, 2, 3} - mine
+
+            wait_until(split, 60, "the partitions split between the two protocols' members")
+    finally:
+        k.close()
