@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import socket
 import struct
+from dataclasses import replace
 
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as V0Response
 from kio.schema.request_header.v1.header import RequestHeader
@@ -78,3 +79,72 @@ def test_native_and_kafka_listener_serve_one_log(kafka_broker) -> None:
     kp.produce("shared", b"kafka", partition=0, on_delivery=lambda e, m: offsets.append(m.offset()))
     assert kp.flush(30) == 0
     assert offsets == [1]  # appended after the native record, in the same log
+
+
+def _request(address: str, api_key: int, version: int, entity) -> object:
+    from kio.index import load_response_schema
+
+    buf = io.BytesIO()
+    entity_writer(type(entity))(buf, entity)
+    header = RequestHeader if not type(entity).__flexible__ else None
+    with _connect(address) as s:
+        if header is None:
+            from kio.schema.request_header.v2.header import RequestHeader as H2
+
+            hb = io.BytesIO()
+            entity_writer(H2)(hb, H2(request_api_key=i16(api_key), request_api_version=i16(version),
+                                     correlation_id=i32(9), client_id="raw"))  # fmt: skip
+            payload = hb.getvalue() + buf.getvalue()
+            s.sendall(struct.pack(">i", len(payload)) + payload)
+        else:
+            s.sendall(_frame(api_key, version, buf.getvalue(), corr=9))
+        answer = _recv_frame(s)
+    assert answer is not None
+    cls = load_response_schema(api_key, version)
+    offset = 5 if cls.__flexible__ else 4  # correlation id (+ empty tagged fields)
+    return entity_reader(cls)(memoryview(answer), offset)[0]
+
+
+def test_classic_and_kip848_groups_cannot_share_a_name(kafka_broker) -> None:
+    import datetime
+
+    from kio.schema.consumer_group_heartbeat.v0 import request as cgh
+    from kio.schema.join_group.v5 import request as jg
+
+    from client import Admin
+    from client import Consumer as GregorConsumer
+
+    with Admin(bootstrap_servers=kafka_broker.gregor) as admin:
+        admin.create_topic("mixed", partitions=1)
+    # a Gregor (KIP-848) member in group "g-native": a classic JoinGroup is refused
+    with GregorConsumer(bootstrap_servers=kafka_broker.gregor, group_id="g-native") as g:
+        g.subscribe(["mixed"])
+        from helpers import wait_until
+
+        wait_until(lambda: g.poll(0.1) == [] and g.assignment(), 30, "a native member")
+        join = jg.JoinGroupRequest(
+            group_id="g-native", session_timeout=datetime.timedelta(seconds=10),
+            rebalance_timeout=datetime.timedelta(seconds=10), member_id="",
+            group_instance_id=None, protocol_type="consumer",
+            protocols=(jg.JoinGroupRequestProtocol(name="range", metadata=b""),),
+        )  # fmt: skip
+        answer = _request(kafka_broker.kafka, 11, 5, join)
+        assert answer.error_code == 23  # INCONSISTENT_GROUP_PROTOCOL
+    # a classic member in "g-classic": a ConsumerGroupHeartbeat is refused
+    join = jg.JoinGroupRequest(
+        group_id="g-classic", session_timeout=datetime.timedelta(seconds=10),
+        rebalance_timeout=datetime.timedelta(seconds=10), member_id="",
+        group_instance_id=None, protocol_type="consumer",
+        protocols=(jg.JoinGroupRequestProtocol(name="range", metadata=b""),),
+    )  # fmt: skip
+    first = _request(kafka_broker.kafka, 11, 5, join)
+    assert first.error_code == 79  # MEMBER_ID_REQUIRED, with the id to join with
+    joined = _request(kafka_broker.kafka, 11, 5, replace(join, member_id=first.member_id))
+    assert joined.error_code == 0 and joined.leader == first.member_id
+    beat = cgh.ConsumerGroupHeartbeatRequest(
+        group_id="g-classic", member_id="", member_epoch=i32(0), instance_id=None,
+        rack_id=None, rebalance_timeout=datetime.timedelta(seconds=10),
+        subscribed_topic_names=("mixed",), server_assignor=None, topic_partitions=(),
+    )  # fmt: skip
+    answer = _request(kafka_broker.kafka, 68, 0, beat)
+    assert answer.error_code == 69  # GROUP_ID_NOT_FOUND
