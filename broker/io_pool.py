@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -30,30 +31,39 @@ class IoPool:
         self._channel = channel
         self._dispatch = dispatch
         self._threads = [
-            threading.Thread(target=self._run, name=f"{name}-{i}", daemon=True)
+            threading.Thread(target=self._run, args=(i,), name=f"{name}-{i}", daemon=True)
             for i in range(num_threads)
         ]
         self.handled = 0  # approximate (unlocked increments): metrics only
+        # per worker, the ns spent handling requests (each written by its own thread): metrics
+        self.busy_ns = [0] * num_threads
 
     def start(self) -> None:
         for t in self._threads:
             t.start()
 
-    def _run(self) -> None:
+    def _run(self, index: int) -> None:
         channel = self._channel
         dispatch = self._dispatch
+        busy = self.busy_ns
+        clock = time.monotonic_ns
         while True:
             request = channel.receive()
             if request is None:
                 if channel.closed:
                     return
                 continue
+            request.dequeued_ns = started = clock()
             try:
                 dispatch(request)
             except BaseException:
                 # dispatch translates handler errors itself; reaching here is a bug in it.
                 log.exception("io worker: dispatch failed for %r", request)
                 request.fail_close("internal error in dispatch")
+            done = clock()
+            if not request.local_done_ns:  # (else answered already: local ended then)
+                request.local_done_ns = done
+            busy[index] += done - started
             self.handled += 1
 
     def shutdown(self, timeout: float = 10.0) -> None:

@@ -1,24 +1,23 @@
 """The broker's metrics (docs/metrics.md): one registry per process, served by
 controller.metrics.MetricsServer on `metrics.listener`.
 
-Two kinds, so that the request path pays at most one counter and one histogram observation per
-request (never per record):
-- events, counted where they happen: requests and their errors and latency per API (once per
-  request, where RequestContext sends the answer: `RequestMetrics.record`), bytes in and out
+Two kinds, so that the request path pays little per request and nothing per record:
+- events, counted where they happen: requests and their latency per API and stage (once per
+  request, on the network thread that sends the answer, lock-free: broker/request_metrics.py),
+  error codes (from each response body, where RequestContext sends it), bytes in and out
   per topic (once per partition of a produce or fetch), flush latency (once per flusher round);
 - state, read at scrape time by `BrokerCollector` (nothing on the hot path): under-replicated,
   under-min-ISR and offline partitions, leader and partition counts, request queue depth,
   purgatory sizes, open segment files and their budget.
 
 Labels: `api`, `error` (names, bounded by the protocol), `topic` (per topic; no per-partition
-series), `kind` (purgatory). Threads: `record`/`appended`/`bytes_out`/`flush.observe` from any
+series), `kind` (purgatory), `stage`. Threads: `appended`/`bytes_out`/`flush.observe` from any
 thread (prometheus_client's metrics are thread-safe); collectors run on the scrape thread.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -26,75 +25,13 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from client.errors import ErrorCode
-from client.protocol.api_keys import ApiKey
+from broker.group_metrics import GroupCollector
+from broker.request_metrics import ErrorCounter, RequestCollector, StageRecorder
 from controller.metrics import MetricsServer, QuorumCollector, new_registry, offline_partitions
 
-# request latency: 0.1 ms .. 10 s (a long-poll fetch waits up to fetch.max.wait.ms)
-LATENCY_BUCKETS = (
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
-    2.5, 5.0, 10.0,
-)  # fmt: skip
 FLUSH_BUCKETS = (
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 )  # fmt: skip
-
-
-def api_name(api_key: int) -> str:
-    try:
-        return ApiKey(api_key).name
-    except ValueError:
-        return str(api_key)
-
-
-def error_name(code: int) -> str:
-    try:
-        return ErrorCode(code).name
-    except ValueError:
-        return str(code)
-
-
-class RequestMetrics:
-    """Counted once per request, where its answer is handed to the network."""
-
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.requests = Counter(
-            "gregor_requests",
-            "requests answered, by API (Kafka: RequestsPerSec)",
-            ["api"],
-            registry=registry,
-        )
-        self.errors = Counter(
-            "gregor_request_errors",
-            "requests answered with a whole-request error code, by API and error"
-            " (Kafka: ErrorsPerSec; per-partition codes are not counted yet)",
-            ["api", "error"],
-            registry=registry,
-        )
-        self.latency = Histogram(
-            "gregor_request_duration_seconds",
-            "time from a request's frame read to its answer handed to the socket (or the"
-            " network thread, for large answers), by API (Kafka: TotalTimeMs)",
-            ["api"],
-            buckets=LATENCY_BUCKETS,
-            registry=registry,
-        )
-        # children cached per API: the hot path does a dict lookup, not labels()
-        self._per_api: dict[int, tuple[Any, Any]] = {}
-
-    def record(self, api_key: int, error_code: int, received_ns: int) -> None:
-        pair = self._per_api.get(api_key)
-        if pair is None:
-            name = api_name(api_key)
-            pair = self._per_api[api_key] = (
-                self.requests.labels(name),
-                self.latency.labels(name),
-            )
-        count, latency = pair
-        count.inc()
-        latency.observe((time.monotonic_ns() - received_ns) / 1e9)
-        if error_code:
-            self.errors.labels(api_name(api_key), error_name(error_code)).inc()
 
 
 class TopicMetrics:
@@ -181,6 +118,13 @@ class BrokerCollector(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         node = self._node
+        info = GaugeMetricFamily(
+            "gregor_broker_info",
+            "1, labelled with this broker's node id (which node an endpoint is: gregor top)",
+            labels=["node_id"],
+        )
+        info.add_metric([str(node.node_id)], 1)
+        yield info
         rm = node.replica_manager
         partitions = list(rm.partitions().values())
         leaders = [p for p in partitions if p.is_leader]
@@ -248,6 +192,20 @@ class BrokerCollector(Collector):
         for kind, p in (("produce", node.produce_purgatory), ("fetch", node.fetch_purgatory)):
             purgatory.add_metric([kind], p.watched())
         yield purgatory
+        sizes: dict[str, int] = {}
+        for p in partitions:
+            log = getattr(p, "log", None)
+            if log is not None:
+                sizes[p.topic] = sizes.get(p.topic, 0) + log.size_bytes
+        size = GaugeMetricFamily(
+            "gregor_topic_log_size_bytes",
+            "bytes of the segments of this broker's replicas of a topic, by topic"
+            " (Kafka: kafka.log:type=Log,name=Size, summed per topic)",
+            labels=["topic"],
+        )
+        for topic in sorted(sizes):
+            size.add_metric([topic], sizes[topic])
+        yield size
         lm = node.log_manager
         yield GaugeMetricFamily(
             "gregor_log_open_segment_files",
@@ -286,7 +244,7 @@ class BrokerMetrics:
 
     def __init__(self, address: tuple[str, int]) -> None:
         self.registry = new_registry()
-        self.requests = RequestMetrics(self.registry)
+        self.errors = ErrorCounter(self.registry)
         self.topics = TopicMetrics(self.registry)
         self.flush = Histogram(
             "gregor_log_flush_duration_seconds",
@@ -311,9 +269,21 @@ class BrokerMetrics:
         self.server: MetricsServer | None = None
 
     def start(
-        self, node: Any, channel: Any, ready: Callable[[], str | None], network: Any = None
+        self,
+        node: Any,
+        channel: Any,
+        ready: Callable[[], str | None],
+        network: Any = None,
+        io_pool: Callable[[], Any] = lambda: None,
     ) -> tuple[str, int]:
+        """`network` the SocketServer (its network threads get a StageRecorder each: call
+        before they start), `io_pool()` the I/O pool once it exists."""
         self.registry.register(BrokerCollector(node, channel, network))
+        self.registry.register(GroupCollector(node.group_coordinator, node.replica_manager))
+        processors = [] if network is None else list(network.processors)
+        for p in processors:
+            p.recorder = StageRecorder()
+        self.registry.register(RequestCollector(lambda: processors, io_pool))
         node.publisher.subscribe(self.topics.on_metadata)
         quorum = node.quorum
         log = getattr(getattr(quorum, "controller", None), "log", None)

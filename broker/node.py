@@ -131,7 +131,7 @@ class Services:
         self.producer_ids = ProducerIdManager(
             node.controller, node.node_id, lambda: node.lifecycle.broker_epoch
         )
-        # broker.metrics.RequestMetrics while metrics.listener is set (BrokerServer), else None
+        # broker.request_metrics.ErrorCounter while metrics.listener is set (BrokerServer), else None
         self.metrics: Any = None
 
     def advertised_for(self, listener: str) -> tuple[str, int]:

@@ -260,10 +260,14 @@ class BrokerServer:
         rm.on_bytes_out = metrics.topics.bytes_out
         rm.applier.on_isr_change = metrics.isr_changed
         lm.on_flush_round = metrics.flush.observe
-        node.services.metrics = metrics.requests
+        node.services.metrics = metrics.errors
         self.metrics = metrics
         self.metrics_address = metrics.start(
-            node, self.channel, lambda: broker_ready(node), self.socket_server
+            node,
+            self.channel,
+            lambda: broker_ready(node),
+            self.socket_server,
+            lambda: self.io_pool,
         )
 
     def fail(self, reason: str) -> None:

@@ -204,6 +204,10 @@ class Producer(_SyncClient):
     def partitions_for(self, topic: str) -> list[int]:
         return self._run(self._core.partitions_for(topic))
 
+    def metrics(self) -> dict[str, dict[str, float]]:
+        """See client.aio.Producer.metrics (read on the client's loop thread)."""
+        return self._run(_call(self._core.metrics))
+
 
 class Consumer(_SyncClient):
     """Blocking consumer; iteration yields ConsumerRecords (polling 1 s at a time)."""
@@ -248,6 +252,10 @@ class Consumer(_SyncClient):
 
     def assignment(self) -> set[TopicPartition]:
         return self._run(_call(self._core.assignment))
+
+    def metrics(self) -> dict[str, dict[str, float]]:
+        """See client.aio.Consumer.metrics (read on the client's loop thread)."""
+        return self._run(_call(self._core.metrics))
 
     def poll(self, timeout_ms: int = 0, max_records: int | None = None) -> list[ConsumerRecord]:
         """Records, after running any group callback (on_assign/on_revoke/on_lost) here, in

@@ -88,6 +88,11 @@ class GroupCoordinator:
         self._image = image
         self._clock = clock
         self._lock = threading.Lock()
+        # Held from a write's validation to its append (never while waiting for replication),
+        # so __consumer_offsets holds writes in the order they were validated: a commit accepted
+        # before a rebalance cannot land after the next owner's. Taken before `_lock`, never
+        # inside it; the write's completion takes only `_lock`.
+        self._append_order = threading.Lock()
         self._shards: dict[int, Shard] = {}
         self._loads: list[tuple[int, int]] = []
         self._wake = threading.Condition(self._lock)
@@ -315,7 +320,6 @@ class GroupCoordinator:
     def commit(self, body: dict, respond: Callable[[dict], None]) -> None:
         """Validate, append (acks=all) and answer through `respond` (now or from a flusher or
         timer thread once the record is replicated)."""
-        group_id = body["group_id"]
         commits: list[tuple[str, int, int, int, str | None]] = []
         early: dict[TP, int] = {}
         for t in body["topics"]:
@@ -326,6 +330,18 @@ class GroupCoordinator:
                     continue
                 commits.append((t["name"], p["partition"], p["committed_offset"],
                                 p["committed_leader_epoch"], meta))  # fmt: skip
+        with self._append_order:
+            self._commit_validated(body, commits, early, respond)
+
+    def _commit_validated(
+        self,
+        body: dict,
+        commits: list[tuple[str, int, int, int, str | None]],
+        early: dict[TP, int],
+        respond: Callable[[dict], None],
+    ) -> None:
+        """Validate the committer and append, under `_append_order`."""
+        group_id = body["group_id"]
         try:
             with self._lock:
                 shard = self._shard(group_id)
@@ -391,6 +407,12 @@ class GroupCoordinator:
     def delete_group(self, group_id: str, answer: Callable[[int, str | None], None]) -> None:
         """DeleteGroups for one group: tombstones for its committed offsets, then forgotten.
         NON_EMPTY_GROUP while it has members, GROUP_ID_NOT_FOUND when unknown."""
+        with self._append_order:
+            self._delete_group_validated(group_id, answer)
+
+    def _delete_group_validated(
+        self, group_id: str, answer: Callable[[int, str | None], None]
+    ) -> None:
         try:
             with self._lock:
                 shard = self._shard(group_id)
@@ -428,6 +450,12 @@ class GroupCoordinator:
     ) -> None:
         """OffsetDelete: tombstones for `tps`; a partition of a topic a member subscribes to
         gets GROUP_SUBSCRIBED_TO_TOPIC. `answer(per-partition codes, group code)`."""
+        with self._append_order:
+            self._delete_offsets_validated(group_id, tps, answer)
+
+    def _delete_offsets_validated(
+        self, group_id: str, tps: list[TP], answer: Callable[[dict[TP, int], int], None]
+    ) -> None:
         try:
             with self._lock:
                 shard = self._shard(group_id)
@@ -491,6 +519,23 @@ class GroupCoordinator:
                 for gid, g in shard.groups.items():
                     out[gid] = g.state
         return [{"group_id": g, "group_state": s} for g, s in sorted(out.items())]
+
+    def snapshot(self) -> list[tuple[str, str, int, dict[tuple[str, int], int]]]:
+        """Metrics (broker/group_metrics.py): every group of the loaded shards as (group id,
+        state, members, {(topic, partition): committed offset}), copied under the lock."""
+        out = []
+        with self._lock:
+            for shard in self._shards.values():
+                if not shard.loaded:
+                    continue
+                for gid in set(shard.offsets.groups) | set(shard.groups):
+                    g = shard.groups.get(gid)
+                    committed = {tp: c.offset for tp, c in shard.offsets.get(gid).items()}
+                    if g is None:
+                        out.append((gid, "empty", 0, committed))
+                    else:
+                        out.append((gid, g.state, len(g.members), committed))
+        return out
 
     def describe(self, group_id: str) -> dict:
         with self._lock:

@@ -135,17 +135,14 @@ class RequestContext:
             )
         self._claim(what)
         self.request.complete(frame)
-        metrics = getattr(self.services, "metrics", None)
-        if metrics is not None:  # once per request (broker/metrics.py RequestMetrics)
-            metrics.record(self.api_key, body.get("error_code", 0), self.request.received_ns)
+        errors = getattr(self.services, "metrics", None)
+        if errors is not None:  # error codes by API (broker/request_metrics.py ErrorCounter);
+            errors.count(self.api_key, body)  # the latency is recorded once the answer is sent
 
     def no_response(self) -> None:
         """Write nothing and unmute the connection (acks=0 produce). Once."""
         self._claim("no_response")
         self.request.complete(None)
-        metrics = getattr(self.services, "metrics", None)
-        if metrics is not None:
-            metrics.record(self.api_key, 0, self.request.received_ns)
 
     def close_connection(self, reason: str) -> None:
         """Write nothing and close the connection, logging `reason`. Counts as the answer."""

@@ -99,26 +99,28 @@ class KafkaContext:
         )
         if self._claim():
             self.request.complete(frame)
-            self._record(error_code)
+            self._count_errors(data, error_code)
 
     def respond_frame(self, frame: bytes) -> None:
         if self._claim():
             self.request.complete(frame)
-            self._record(0)
 
     def no_response(self) -> None:
         if self._claim():
             self.request.complete(None)
-            self._record(0)
 
     def close(self, reason: str) -> None:
         if self._claim():
             self.request.fail_close(reason)
 
-    def _record(self, error_code: int) -> None:
-        metrics = getattr(self.services, "metrics", None)
-        if metrics is not None:
-            metrics.record(self.api_key, error_code, self.request.received_ns)
+    def _count_errors(self, data: dict, error_code: int) -> None:
+        """Error codes by API, as native answers are counted (broker/request_metrics.py; the
+        latency is recorded by the network layer once the answer is sent, for both kinds)."""
+        errors = getattr(self.services, "metrics", None)
+        if errors is not None:
+            errors.count(
+                self.api_key, data if "error_code" in data else {**data, "error_code": error_code}
+            )
 
     def call_native(self, api_key: int, body: dict, on_answer: Callable[[dict], None]) -> None:
         """Run Gregor's own handler for `api_key` on `body` (checked against its schema, at its

@@ -176,9 +176,9 @@ class Cleaner:
     @staticmethod
     def dirty_ratio(log: Any, upper_bound: int) -> tuple[float, int]:
         """(dirty bytes / cleanable bytes, dirty bytes) of `log` below `upper_bound`."""
-        first_dirty = log.first_dirty_offset()
+        first_dirty = log.compaction.first_dirty_offset()
         clean = dirty = 0
-        for seg in log.cleanable_segments(upper_bound)[0]:
+        for seg in log.compaction.cleanable_segments(upper_bound)[0]:
             if seg.next_offset <= first_dirty:
                 clean += seg.size
             else:
@@ -191,8 +191,8 @@ class Cleaner:
         nothing dirty to clean. Raises StorageError (the log's dir may go offline)."""
         t0 = time.monotonic()
         stats = CleanStats(log.topic, log.partition)
-        segments, generation, producer_batches = log.cleanable_segments(upper_bound)
-        first_dirty = log.first_dirty_offset()
+        segments, generation, producer_batches = log.compaction.cleanable_segments(upper_bound)
+        first_dirty = log.compaction.first_dirty_offset()
         dirty = [s for s in segments if s.next_offset > first_dirty]
         if not dirty:
             return None
@@ -212,14 +212,14 @@ class Cleaner:
         for run in self._runs(to_clean, log.config.segment_bytes):
             path = cleaned_path(log.directory, run[0].base_offset)
             self._write_run(run, path, map_end, first_dirty, horizon_ms, producer_batches, stats)
-            if not log.replace_segments(run, path, generation, self._fault):
+            if not log.compaction.replace_segments(run, path, generation, self._fault):
                 stats.swaps_abandoned += 1
                 _log.info(
                     "[%s-%d] log changed during cleaning: pass abandoned", log.topic, log.partition
                 )
                 return stats
             stats.segments_after += 1
-        log.set_first_dirty_offset(map_end)
+        log.compaction.set_first_dirty_offset(map_end)
         stats.elapsed_s = time.monotonic() - t0
         return stats
 

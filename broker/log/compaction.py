@@ -1,5 +1,7 @@
-"""Compaction on a Log (a mixin of broker/log/log.py's Log): what the cleaner (cleaner.py) may
-clean, and the atomic swap of cleaned segments, under the log's lock.
+"""Compaction of one Log (held by it as `log.compaction`): what the cleaner (cleaner.py) may
+clean, where the last clean stopped (the cleaner checkpoint file, this object's state), and the
+atomic swap of cleaned segments, under the log's lock (the Log splices the new segment into
+its list: `Log.splice_locked`).
 
 Swap protocol (Kafka's): the cleaner writes the cleaned replacement of a run of old segments to
 `<base>.log.cleaned` and fsyncs it without the lock. Then, under the lock, after checking the
@@ -20,19 +22,19 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from client.errors import InvalidRecordError
 from client.fsutil import fsync_dir, write_atomic
 from client.records.reader import decode_batch
 
-from .config import LogConfig
-from .handles import FileHandles
-from .producer_state import ProducerStateManager
 from .segment import LOG_SUFFIX, LogSegment, segment_name
+
+if TYPE_CHECKING:
+    from .handles import FileHandles
+    from .log import Log
 
 _log = logging.getLogger("broker.log.log")
 
@@ -69,66 +71,53 @@ def _no_fault(step: str) -> None:
 
 
 class LogCompaction:
-    # the Log's state this mixin works on (set by Log.__init__)
-    directory: Path
-    config: LogConfig
-    _clock: Callable[[], int]
-    _lock: threading.Lock
-    _segments: list[LogSegment]
-    _bases: list[int]
-    _dirty: dict[int, LogSegment]
-    _dir_dirty: bool
-    _generation: int
-    _closed: bool
-    _offline: bool
-    _prefix: str
-    _handles: FileHandles
-    _log_start_offset: int
+    """Any thread (the cleaner's, and the Log's truncation for `clamp_first_dirty_locked`)."""
 
-    def _fail(self, exc: OSError) -> Any:
-        raise NotImplementedError
-
-    def producer_state_locked(self) -> ProducerStateManager:
-        raise NotImplementedError
+    def __init__(self, log: Log, clock: Callable[[], int], handles: FileHandles) -> None:
+        self._log = log
+        self._clock = clock
+        self._handles = handles  # for the segment the swap opens
+        self._checkpoint = log.directory / CLEANER_CHECKPOINT
 
     def cleanable_segments(self, upper_bound: int) -> tuple[list[LogSegment], int, set[int]]:
         """(the segments the cleaner may rewrite: every one before the active segment that
         ends at or below `upper_bound`, up to the first holding a record younger than
         min.compaction.lag.ms, the log's generation, the last offsets of the batches the
         producer state keeps). Any thread."""
-        lag = self.config.min_compaction_lag_ms
+        log = self._log
+        lag = log.config.min_compaction_lag_ms
         youngest = self._clock() - lag
-        with self._lock:
+        with log.lock:
             segs = []
-            for s in self._segments[:-1]:
+            for s in log.segments[:-1]:
                 if s.next_offset > upper_bound or (lag > 0 and s.largest_timestamp > youngest):
                     break
                 segs.append(s)
             kept = {
                 b.last_offset
-                for entry in self.producer_state_locked().producers.values()
+                for entry in log.producers.state_locked().producers.values()
                 for b in entry.batches
             }
-            return segs, self._generation, kept
+            return segs, log.generation, kept
 
     def first_dirty_offset(self) -> int:
         """Where the last clean stopped (the cleaner checkpoint), at least the log start."""
         try:
-            text = (self.directory / CLEANER_CHECKPOINT).read_text().strip()
+            text = self._checkpoint.read_text().strip()
             offset = int(text) if text else 0
         except (OSError, ValueError):
             offset = 0
-        return max(offset, self._log_start_offset)
+        return max(offset, self._log.log_start_offset)
 
     def set_first_dirty_offset(self, offset: int) -> None:
         """Persist where the next clean starts (atomically: a crash leaves the old value, and
         the next clean redoes work already done, which changes nothing)."""
-        write_atomic(self.directory / CLEANER_CHECKPOINT, f"{offset}\n")
+        write_atomic(self._checkpoint, f"{offset}\n")
 
-    def _clamp_first_dirty_locked(self, end: int) -> None:
-        """After a truncation: the cleaner checkpoint never stays above the log end (records
-        appended again below it would count as cleaned)."""
-        path = self.directory / CLEANER_CHECKPOINT
+    def clamp_first_dirty_locked(self, end: int) -> None:
+        """After a truncation (the log's lock held): the cleaner checkpoint never stays above
+        the log end (records appended again below it would count as cleaned)."""
+        path = self._checkpoint
         if path.exists():
             try:
                 above = int(path.read_text().strip() or 0) > end
@@ -147,41 +136,39 @@ class LogCompaction:
         """Swap `cleaned` in for the contiguous run `old` (see the module docstring). False,
         with `cleaned` deleted, when the log changed since `cleanable_segments`. `fault(step)`
         is called after each step (tests inject crashes there). Raises StorageError."""
-        with self._lock:
+        log = self._log
+        directory = log.directory
+        with log.lock:
             try:
-                i = self._segments.index(old[0]) if old[0] in self._segments else -1
+                segments = log.segments
+                i = segments.index(old[0]) if old[0] in segments else -1
                 if (
-                    self._closed
-                    or self._offline
-                    or self._generation != generation
+                    log.closed
+                    or log.offline
+                    or log.generation != generation
                     or i < 0
-                    or self._segments[i : i + len(old)] != old
-                    or i + len(old) >= len(self._segments)  # never the active segment
+                    or segments[i : i + len(old)] != old
+                    or i + len(old) >= len(segments)  # never the active segment
                 ):
                     cleaned.unlink(missing_ok=True)
                     return False
                 base = old[0].base_offset
-                swap = swap_path(self.directory, base)
+                swap = swap_path(directory, base)
                 os.rename(cleaned, swap)
                 fault("renamed_swap")
-                fsync_dir(self.directory)
+                fsync_dir(directory)
                 fault("swap_durable")
                 for seg in old:
-                    self._dirty.pop(seg.base_offset, None)
-                    seg.delete()
+                    log.delete_segment_locked(seg)
                     fault("deleted_old")
-                os.rename(swap, self.directory / segment_name(base, LOG_SUFFIX))
+                os.rename(swap, directory / segment_name(base, LOG_SUFFIX))
                 fault("renamed_log")
-                new = LogSegment(self.directory, base, self.config, self._clock(), self._handles)
+                new = LogSegment(directory, base, log.config, self._clock(), self._handles)
                 new.rebuild_indexes()
                 new.release_index_fds()
-                assert new.next_offset == old[-1].next_offset, (new.next_offset, old[-1])
-                self._segments[i : i + len(old)] = [new]
-                self._bases[i : i + len(old)] = [base]
-                self._dirty[base] = new  # its indexes get fsynced by the next flush
-                self._dir_dirty = True
-                fsync_dir(self.directory)
+                log.splice_locked(old, new)
+                fsync_dir(directory)
                 fault("done")
             except OSError as exc:
-                raise self._fail(exc) from exc
+                raise log.fail(exc) from exc
         return True

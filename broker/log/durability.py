@@ -1,5 +1,9 @@
-"""Durability on a Log (a mixin of broker/log/log.py's Log): the flush policy and the flush
-itself (fdatasync of the segments written since the last flush, outside the log's lock).
+"""Durability of one Log (held by it as `log.durability`): which segments were written since
+the last flush, the flushed offset, the flush policy and the flush itself (fdatasync of those
+segments, outside the log's lock), and the covered-flush protocol of the log dir's Flusher.
+
+The Log tells it what it writes, creates and deletes (`mark_dirty`, `mark_dir_dirty`, `forget`,
+lock held); it reads the Log's segment list, end offset and generation under the log's lock.
 
 A segment's .log descriptor may have been closed by the log dir's handle cache since it was
 written (handles.py): the flush reopens it, and the fdatasync writes every dirty page of the
@@ -11,15 +15,14 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from pathlib import Path
-
-from client.errors import StorageError
+from typing import TYPE_CHECKING
 
 from .checkpoint import fsync_dir
-from .config import LogConfig
-from .epoch_cache import LeaderEpochCache
 from .handles import is_fd_limit
 from .segment import LogSegment
+
+if TYPE_CHECKING:
+    from .log import Log
 
 # a covered flush in progress: (target offset, generation, segments taken, directory dirty,
 # staged leader-epoch token or None)
@@ -27,32 +30,61 @@ CoveredToken = tuple[int, int, list[LogSegment], bool, int | None]
 
 
 class LogDurability:
-    # the Log's state this mixin works on (set by Log.__init__)
-    config: LogConfig
-    epoch_cache: LeaderEpochCache
-    directory: Path
-    _clock: Callable[[], int]
-    _lock: threading.Lock
-    _flush_lock: threading.Lock
-    _segments: list[LogSegment]
-    _dirty: dict[int, LogSegment]
-    _dir_dirty: bool
-    _flushed: int
-    _generation: int
-    _last_flush_ms: int
+    """Its state is guarded by the log's lock; `_flush_lock` serialises flushes (taken before
+    the log's lock, never inside it). Which thread calls what: see log.py."""
 
-    def _end(self) -> int:
-        raise NotImplementedError
+    def __init__(self, log: Log, clock: Callable[[], int]) -> None:
+        self._log = log
+        self._clock = clock
+        self._flush_lock = threading.Lock()
+        self._dirty: dict[int, LogSegment] = {}  # written since the last flush, by base offset
+        self._dir_dirty = False  # a file created or removed since the last flush
+        self._flushed = 0  # set by opened()
+        self._last_flush_ms = 0
+        # the flushed offset the log dir's Flusher last reported (its own, under its lock)
+        self.reported_flushed_offset = -1
 
-    def _fail(self, exc: OSError) -> StorageError:
-        raise NotImplementedError
+    # -- what the Log tells it (lock held) ------------------------------------------------------
+
+    def opened(self, flushed: int, now_ms: int) -> None:
+        """The log is open: what recovery found on disk is flushed up to `flushed`."""
+        self._flushed = flushed
+        self._last_flush_ms = now_ms
+
+    def mark_dirty(self, seg: LogSegment) -> None:
+        """`seg` was written (or its indexes were): the next flush fsyncs it."""
+        self._dirty[seg.base_offset] = seg
+
+    def mark_dir_dirty(self) -> None:
+        """A file was created or removed: the next flush fsyncs the directory."""
+        self._dir_dirty = True
+
+    def forget(self, seg: LogSegment) -> None:
+        """`seg` is being deleted: nothing of it to flush, the directory changes."""
+        self._dirty.pop(seg.base_offset, None)
+        self._dir_dirty = True
+
+    def truncated_locked(self, end: int) -> None:
+        """The log was truncated to `end`: the flushed offset never stays above it."""
+        self._flushed = min(self._flushed, end)
+
+    # -- flushing --------------------------------------------------------------------------------
+
+    @property
+    def flushed_offset(self) -> int:
+        return self._flushed
+
+    @property
+    def dirty_segments(self) -> int:
+        """How many segments wait for a flush (a figure for benchmarks and tests)."""
+        return len(self._dirty)
 
     def should_flush(self) -> bool:
         """Whether unflushed data should be fsynced now under this log's flush policy."""
-        unflushed = self._end() - self._flushed
+        unflushed = self._log.end_offset - self._flushed
         if unflushed <= 0 and not self._dirty:
             return False
-        cfg = self.config
+        cfg = self._log.config
         return (
             cfg.flush_on_ack
             or unflushed >= cfg.flush_messages
@@ -67,18 +99,19 @@ class LogDurability:
         ...) is called, after the sync (which must start after this call). New leader epochs
         are staged (epoch_cache.py): `commit_covered_flush(token)` renames them into place
         after the sync, and a second sync makes that durable."""
+        log = self._log
         self._flush_lock.acquire()
-        with self._lock:
-            target = self._end()
-            epochs = self.epoch_cache.dirty
+        with log.lock:
+            target = log.end_offset
+            epochs = log.epoch_cache.dirty
             if target <= self._flushed and not self._dirty and not self._dir_dirty and not epochs:
                 self._flush_lock.release()
                 return True
-            active = self._segments[-1]
+            active = log.segments[-1]
             if any(seg is not active for seg in self._dirty.values()):
                 self._flush_lock.release()
                 return False
-            generation = self._generation
+            generation = log.generation
             segments = list(self._dirty.values())
             dir_dirty = self._dir_dirty
             self._dirty.clear()
@@ -86,7 +119,7 @@ class LogDurability:
         staged = None
         if epochs:
             try:
-                staged = self.epoch_cache.stage()
+                staged = log.epoch_cache.stage()
             except OSError:  # its own flush() writes them, and reports what fails
                 self._keep_dirty(segments, dir_dirty)
                 self._flush_lock.release()
@@ -100,7 +133,7 @@ class LogDurability:
         staged = token[-1]
         if staged is None:
             return False
-        self.epoch_cache.commit_staged(staged)
+        self._log.epoch_cache.commit_staged(staged)
         return True
 
     def finish_covered_flush(self, token: CoveredToken, error: OSError | None) -> int:
@@ -109,15 +142,16 @@ class LogDurability:
         FileLimitError (nothing offline, what was to flush is kept for a later flush) when
         it failed for lack of a file descriptor."""
         target, generation, segments, dir_dirty, staged = token
+        log = self._log
         try:
             if error is not None:
                 if staged is not None:
-                    self.epoch_cache.abort_staged()
+                    log.epoch_cache.abort_staged()
                 if is_fd_limit(error):
                     self._keep_dirty(segments, dir_dirty)
-                raise self._fail(error) from error
-            with self._lock:
-                if generation == self._generation and target > self._flushed:
+                raise log.fail(error) from error
+            with log.lock:
+                if generation == log.generation and target > self._flushed:
                     self._flushed = target
                 self._last_flush_ms = self._clock()
                 return self._flushed
@@ -126,7 +160,7 @@ class LogDurability:
 
     def _keep_dirty(self, segments: list[LogSegment], dir_dirty: bool) -> None:
         """What a covered flush took is flushed by a later one after all."""
-        with self._lock:
+        with self._log.lock:
             for seg in segments:
                 self._dirty.setdefault(seg.base_offset, seg)
             self._dir_dirty = self._dir_dirty or dir_dirty
@@ -136,11 +170,12 @@ class LogDurability:
         directory when files were created or removed. Returns the new flushed offset: the end
         offset seen when the flush started (appends racing with the fsync wait for the next
         round). Raises StorageError (and marks the log offline) when an fsync fails."""
+        log = self._log
         with self._flush_lock:
-            with self._lock:
-                target = self._end()
-                generation = self._generation
-                epochs = self.epoch_cache.dirty
+            with log.lock:
+                target = log.end_offset
+                generation = log.generation
+                epochs = log.epoch_cache.dirty
                 if (
                     target <= self._flushed
                     and not self._dirty
@@ -150,7 +185,7 @@ class LogDurability:
                     return self._flushed
                 segments = list(self._dirty.values())
                 self._dirty.clear()
-                active = self._segments[-1]
+                active = log.segments[-1]
                 # No syscall under the lock on the common path (only the active segment dirty):
                 # its fd is pinned, so a concurrent truncation or close defers closing it.
                 # The active segment's indexes are rebuilt by recovery after a crash (recovery
@@ -171,7 +206,7 @@ class LogDurability:
                     for seg in pinned[: len(pinned_fds)]:
                         seg.unpin()
                     self._dirty.update((seg.base_offset, seg) for seg in segments)  # retry later
-                    raise self._fail(exc) from exc
+                    raise log.fail(exc) from exc
                 dir_dirty, self._dir_dirty = self._dir_dirty, False
             try:
                 for fd in pinned_fds:
@@ -179,19 +214,19 @@ class LogDurability:
                 for fd in fds:
                     os.fdatasync(fd)
                 if epochs:  # the leader epochs of the data this flush covers
-                    self.epoch_cache.persist()
+                    log.epoch_cache.persist()
                 elif dir_dirty:  # (persist fsyncs the directory)
-                    fsync_dir(self.directory)
+                    fsync_dir(log.directory)
             except OSError as exc:
-                raise self._fail(exc) from exc
+                raise log.fail(exc) from exc
             finally:
                 for fd in fds:
                     os.close(fd)
-                with self._lock:
+                with log.lock:
                     for seg in pinned:
                         seg.unpin()
-            with self._lock:
-                if generation == self._generation and target > self._flushed:
+            with log.lock:
+                if generation == log.generation and target > self._flushed:
                     self._flushed = target
                 self._last_flush_ms = self._clock()
                 return self._flushed

@@ -90,7 +90,7 @@ class Flusher:
         self._max_pending = max_pending
         self._cond = threading.Condition()
         self._pending: dict[int, Log] = {}
-        # the last offset reported is kept on each log (Log.reported_flushed_offset), so a
+        # the last offset reported is kept on each log (LogDurability.reported_flushed_offset), so a
         # flush done elsewhere (e.g. a direct Log.flush()) is still reported by the next round
         # (a WeakKeyDictionary here made a weak reference per log and round: ~5 % of the
         # broker's CPU in round-robin produce over 5,000 partitions)
@@ -202,7 +202,7 @@ class Flusher:
                             raise
                         return logs  # no descriptor for the sync: each log flushes on its own
             for log in logs:
-                token = log.prepare_covered_flush()
+                token = log.durability.prepare_covered_flush()
                 if token is False:
                     own.append(log)
                 elif token is not True:
@@ -220,7 +220,9 @@ class Flusher:
             results = []
             for log, token in tokens:
                 try:
-                    results.append((log, log.finish_covered_flush(token, failed.get(log, error))))
+                    results.append(
+                        (log, log.durability.finish_covered_flush(token, failed.get(log, error)))
+                    )
                 except FileLimitError:
                     own.append(log)  # (kept dirty) flushed on its own, which retries
                 except StorageError as exc:
@@ -244,7 +246,7 @@ class Flusher:
         renamed = False
         for log, token in tokens:
             try:
-                renamed = log.commit_covered_flush(token) or renamed
+                renamed = log.durability.commit_covered_flush(token) or renamed
             except OSError as exc:
                 failed[log] = exc
         if renamed:
@@ -259,9 +261,13 @@ class Flusher:
         """Report the new flushed offsets among `results` (log, offset): to `on_flushed_many`
         in one call (a syncfs round's logs together), else to `on_flushed` one by one."""
         with self._cond:
-            new = [(log, after) for log, after in results if after != log.reported_flushed_offset]
+            new = [
+                (log, after)
+                for log, after in results
+                if after != log.durability.reported_flushed_offset
+            ]
             for log, after in new:
-                log.reported_flushed_offset = after
+                log.durability.reported_flushed_offset = after
         if not new:
             return
         if self._on_flushed_many is not None:

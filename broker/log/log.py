@@ -5,10 +5,19 @@ segments (formats in segment.py and index.py) and `leader-epoch-checkpoint` (epo
 The log start offset is persisted by the LogManager in the log-dir root checkpoint
 (`on_log_start_offset_changed` tells it when to write).
 
+The Log owns the segment list (segments, their base offsets, the log start offset, the
+truncation generation) and the appends, reads and truncation over it. Four objects it holds
+work on it through a narrow interface (the "segment list" section below, and `advance_start`,
+`splice_locked`, `delete_segment_locked`), each with its own state: `durability`
+(durability.py: what is unflushed, the flushed offset, the flush and the flusher's
+covered-flush protocol), `retention` (retention.py: the time and size policy, DeleteRecords),
+`compaction` (compaction.py: the cleaner checkpoint and the swap of cleaned segments) and
+`producers` (producer_state.py: the idempotent producers' state).
+
 Threads: every public method may be called from any thread (I/O workers, the replica fetcher,
-the flusher); never from an event loop (they do file I/O). `_lock` serialises appends, reads,
-truncation and retention; `flush()` holds it only to collect what to fsync, and fsyncs dup'ed
-fds outside it, so appends go on during a group commit. `_flush_lock` serialises flushes.
+the flusher); never from an event loop (they do file I/O). `lock` serialises appends, reads,
+truncation, retention and the compaction swap; a flush holds it only to collect what to fsync,
+and fsyncs dup'ed fds outside it, so appends go on during a group commit.
 """
 
 from __future__ import annotations
@@ -17,7 +26,7 @@ import bisect
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple, TypeVar
 
@@ -35,12 +44,7 @@ from .config import LogConfig
 from .durability import LogDurability
 from .epoch_cache import LeaderEpochCache
 from .handles import FileHandles, fd_limit_error, is_fd_limit
-from .producer_state import (
-    ProducerStateManager,
-    delete_snapshots_after,
-    latest_snapshot,
-    write_snapshot,
-)
+from .producer_state import LogProducers
 from .recovery import load_segments
 from .retention import LogRetention
 from .segment import LogSegment
@@ -85,7 +89,27 @@ class TimestampOffset(NamedTuple):
     leader_epoch: int
 
 
-class Log(LogRetention, LogDurability, LogCompaction):
+def _validate(buf: bytearray | memoryview, max_bytes: int | None, prefix: str) -> list[tuple]:
+    """(position, header) of every batch of `buf`, CRCs checked; none larger than `max_bytes`
+    (when given)."""
+    if not len(buf):
+        raise CorruptRecordError(f"{prefix} empty records")
+    headers = []
+    pos, n = 0, len(buf)
+    while pos < n:
+        if max_bytes is not None:  # from the header alone: no CRC time on a batch refused anyway
+            size = peek_size(buf, pos)
+            if size is not None and size > max_bytes:
+                raise MessageTooLargeError(
+                    f"batch of {size} bytes exceeds max.message.bytes {max_bytes}"
+                )
+        h = validate(buf, pos, True)
+        headers.append((pos, h))
+        pos += h.size
+    return headers
+
+
+class Log:
     """A partition log. Opening runs recovery (see recovery.py) when `clean` is False."""
 
     def __init__(
@@ -118,38 +142,37 @@ class Log(LogRetention, LogDurability, LogCompaction):
         self.log_dir = log_dir if log_dir is not None else self.directory.parent
         self.topic = topic
         self.partition = partition
-        # the flushed offset the log dir's Flusher last reported (its own, under its lock)
-        self.reported_flushed_offset = -1
         self.config = config
         self._clock = clock
         self._on_storage_error = on_storage_error
         self._on_lso_changed = on_log_start_offset_changed
         self._on_truncated = on_truncated
-        self._lock = threading.Lock()
-        self._flush_lock = threading.Lock()
+        self.lock = threading.Lock()
         self._offline = False
         self._closed = False
-        self._generation = 0  # bumped by truncation: a flush that spans it does not count
-        self._dir_dirty = False
-        self._dirty: dict[int, LogSegment] = {}
-        self._prefix = f"[{topic}-{partition}]"
-        self._producers: ProducerStateManager | None = None  # built on first use
+        self._opened = False  # truncation during the open reports nothing
+        self._generation = 0  # bumped by truncation: a flush or swap that spans it does not count
+        self.prefix = f"[{topic}-{partition}]"
+        self.producers = LogProducers(self)
+        self.durability = LogDurability(self, clock)
+        self.retention = LogRetention(self, clock)
+        self.compaction = LogCompaction(self, clock, self._handles)
         make_dirs(self.directory)
         now = clock()
         self._segments: list[LogSegment] = load_segments(
-            self.directory, config, now, recovery_point, clean, self._prefix, self._handles
+            self.directory, config, now, recovery_point, clean, self.prefix, self._handles
         )
         if not self._segments:
             start = log_start_offset or 0
             self._segments.append(LogSegment(self.directory, start, config, now, self._handles))
-            self._dir_dirty = True
+            self.durability.mark_dir_dirty()
         self._bases = [s.base_offset for s in self._segments]
         self.epoch_cache = LeaderEpochCache(self.directory)
         lso = max(log_start_offset or 0, self._segments[0].base_offset)
         if lso > self._end():
             _log.warning(
                 "%s log start offset %d beyond end %d: starting afresh",
-                self._prefix,
+                self.prefix,
                 lso,
                 self._end(),
             )
@@ -161,10 +184,10 @@ class Log(LogRetention, LogDurability, LogCompaction):
         if not clean:  # whatever recovery kept past the recovery point: make it durable
             for seg in self._segments:
                 if seg.next_offset > recovery_point or seg is self._segments[-1]:
-                    self._dirty[seg.base_offset] = seg
+                    self.durability.mark_dirty(seg)
                     # a new epoch's checkpoint entry is written by the flush after the
                     # append: one lost in the crash is found again in the batch headers
-                    for h in self._guard(lambda s=seg: list(s.headers())):
+                    for h in self.guard(lambda s=seg: list(s.headers())):
                         if (
                             h.partition_leader_epoch > self.epoch_cache.latest_epoch
                             and h.next_offset > lso  # (below the log start: no epoch kept)
@@ -172,9 +195,10 @@ class Log(LogRetention, LogDurability, LogCompaction):
                             self.epoch_cache.assign(
                                 h.partition_leader_epoch, max(h.base_offset, lso)
                             )
-            self._dir_dirty = True
-        self._flushed = self._end() if clean else max(lso, min(recovery_point, self._end()))
-        self._last_flush_ms = now
+            self.durability.mark_dir_dirty()
+        flushed = self._end() if clean else max(lso, min(recovery_point, self._end()))
+        self.durability.opened(flushed, now)
+        self._opened = True
         if not clean and flush_recovered:
             self.flush()
 
@@ -193,7 +217,8 @@ class Log(LogRetention, LogDurability, LogCompaction):
 
     @property
     def flushed_offset(self) -> int:
-        return self._flushed
+        """The offset below which every batch is on disk (durability.py keeps it)."""
+        return self.durability.flushed_offset
 
     @property
     def offline(self) -> bool:
@@ -211,45 +236,50 @@ class Log(LogRetention, LogDurability, LogCompaction):
     def latest_epoch(self) -> int:
         return self.epoch_cache.latest_epoch
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def mark_offline(self) -> None:
         """Refuse appends from now on (its log directory failed). Any thread."""
         self._offline = True
 
-    def _fail(self, exc: OSError) -> StorageError:
+    def flush(self) -> int:
+        """fsync what was written since the last flush; returns the new flushed offset
+        (durability.py, LogDurability.flush). Raises StorageError."""
+        return self.durability.flush()
+
+    # -- the segment list (the narrow interface of durability, retention and compaction) --------
+
+    @property
+    def generation(self) -> int:
+        """Bumped by every truncation (read under `lock`): work planned before it is void."""
+        return self._generation
+
+    @property
+    def segments(self) -> Sequence[LogSegment]:
+        """The segments, oldest first (read under `lock`; changed only through this class)."""
+        return self._segments
+
+    def fail(self, exc: OSError) -> StorageError:
+        """The error to raise for `exc` from a file operation on this log: the log (and its
+        dir, through `on_storage_error`) goes offline, unless it is a lack of descriptors."""
         if is_fd_limit(exc):  # out of descriptors is not a disk failure: nothing goes offline
-            return exc if isinstance(exc, StorageError) else fd_limit_error(exc, self._prefix)
+            return exc if isinstance(exc, StorageError) else fd_limit_error(exc, self.prefix)
         self._offline = True
         if self._on_storage_error is not None:
             self._on_storage_error(self, exc)
         if isinstance(exc, StorageError):
             return exc
-        return StorageError(exc.errno, f"{self._prefix} {exc}")
+        return StorageError(exc.errno, f"{self.prefix} {exc}")
 
     def _check_online(self) -> None:
         if self._closed:
-            raise StorageError(f"{self._prefix} log is closed")
+            raise StorageError(f"{self.prefix} log is closed")
         if self._offline:
-            raise StorageError(f"{self._prefix} log directory {self.log_dir} is offline")
+            raise StorageError(f"{self.prefix} log directory {self.log_dir} is offline")
 
     # -- appends -------------------------------------------------------------------------------
-
-    def _validate(self, buf: bytearray | memoryview, check_size: bool) -> list[tuple]:
-        if not len(buf):
-            raise CorruptRecordError(f"{self._prefix} empty records")
-        headers = []
-        pos, n = 0, len(buf)
-        max_bytes = self.config.max_message_bytes
-        while pos < n:
-            if check_size:  # from the header alone: no CRC time spent on a batch refused anyway
-                size = peek_size(buf, pos)
-                if size is not None and size > max_bytes:
-                    raise MessageTooLargeError(
-                        f"batch of {size} bytes exceeds max.message.bytes {max_bytes}"
-                    )
-            h = validate(buf, pos, True)
-            headers.append((pos, h))
-            pos += h.size
-        return headers
 
     def append_as_leader(
         self, records: bytes | bytearray | memoryview, leader_epoch: int
@@ -264,12 +294,12 @@ class Log(LogRetention, LogDurability, LogCompaction):
             buf: bytearray | memoryview = records.cast("B")
         else:
             buf = bytearray(records)
-        headers = self._validate(buf, True)
+        headers = _validate(buf, self.config.max_message_bytes, self.prefix)
         if self.config.compact:
-            check_keys(buf, headers, self._prefix)
-        with self._lock:
+            check_keys(buf, headers, self.prefix)
+        with self.lock:
             self._check_online()
-            dup = self._check_producer_locked(headers)
+            dup = self.producers.check_locked(headers)
             if dup is not None:  # a retry of batches already here: their offsets, no write
                 return AppendInfo(dup[0], dup[1], -1, 0, 0, 0, self._log_start_offset)
             first = offset = self._end()
@@ -285,11 +315,9 @@ class Log(LogRetention, LogDurability, LogCompaction):
                 if h.max_timestamp > max_ts:
                     max_ts = h.max_timestamp
             if leader_epoch > self.epoch_cache.latest_epoch:
-                self._guard(self.epoch_cache.assign, leader_epoch, first)
+                self.guard(self.epoch_cache.assign, leader_epoch, first)
             self._write(buf, batches, first, offset)
-            if self._producers is not None:
-                for (_pos, h), (base, *_rest) in zip(headers, batches, strict=True):
-                    self._producers.update(h, base)
+            self.producers.appended_locked(headers, batches)
             return AppendInfo(
                 first, offset - 1, max_ts, len(batches), records_n, len(buf), self._log_start_offset
             )
@@ -299,8 +327,8 @@ class Log(LogRetention, LogDurability, LogCompaction):
         must start at or after where the previous ended, the first at or after the log end
         offset (UnexpectedAppendOffsetError otherwise): a compacted leader log has gaps."""
         view = memoryview(records)
-        headers = self._validate(view, False)
-        with self._lock:
+        headers = _validate(view, None, self.prefix)
+        with self.lock:
             self._check_online()
             first = expected = self._end()
             batches = []
@@ -309,19 +337,17 @@ class Log(LogRetention, LogDurability, LogCompaction):
             for pos, h in headers:
                 if h.base_offset < expected:
                     raise UnexpectedAppendOffsetError(
-                        f"{self._prefix} batch at {h.base_offset}, expected {expected}"
+                        f"{self.prefix} batch at {h.base_offset}, expected {expected}"
                     )
                 if h.partition_leader_epoch > self.epoch_cache.latest_epoch:
-                    self._guard(self.epoch_cache.assign, h.partition_leader_epoch, h.base_offset)
+                    self.guard(self.epoch_cache.assign, h.partition_leader_epoch, h.base_offset)
                 batches.append((h.base_offset, pos, h.size, h.max_timestamp))
                 expected = h.next_offset
                 records_n += h.record_count
                 if h.max_timestamp > max_ts:
                     max_ts = h.max_timestamp
             self._write(view, batches, first, expected)
-            if self._producers is not None:
-                for _pos, h in headers:
-                    self._producers.update(h, h.base_offset)
+            self.producers.appended_locked(headers)
             return AppendInfo(
                 first,
                 expected - 1,
@@ -332,41 +358,12 @@ class Log(LogRetention, LogDurability, LogCompaction):
                 self._log_start_offset,
             )
 
-    def _check_producer_locked(self, headers: list[tuple]) -> tuple[int, int] | None:
-        """Idempotence on the leader (producer_state.py): the (first, last) offsets of the
-        earlier append when the request's batches are a retry, else None."""
-        if any(h.producer_id >= 0 for _pos, h in headers):
-            return self.producer_state_locked().check_run(
-                [h for _pos, h in headers], f"{self._prefix} "
-            )
-        return None
-
-    def producer_state_locked(self) -> ProducerStateManager:
-        """The producer state, built from the batch headers when first needed (lock held)."""
-        if self._producers is None:
-            snap = latest_snapshot(self.directory, self._end())
-            start, state = snap if snap is not None else (0, ProducerStateManager())
-            for seg in self._segments:
-                if seg.next_offset > start:
-                    for h in self._guard(lambda s=seg: list(s.headers())):
-                        if h.base_offset >= start:
-                            state.update(h, h.base_offset)
-            self._producers = state
-            if state:
-                _log.info(
-                    "%s producer state of %d producers rebuilt from %s",
-                    self._prefix,
-                    len(state),
-                    f"the snapshot at {start} and the log after it" if snap else "the log",
-                )
-        return self._producers
-
-    def _guard(self, fn: Callable[..., T], *args: object) -> T:
+    def guard(self, fn: Callable[..., T], *args: object) -> T:
         """Run a file operation; an OSError marks the log offline and becomes StorageError."""
         try:
             return fn(*args)
         except OSError as exc:
-            raise self._fail(exc) from exc
+            raise self.fail(exc) from exc
 
     def _write(
         self, data, batches: list[tuple[int, int, int, int]], first: int, next_offset: int
@@ -379,26 +376,25 @@ class Log(LogRetention, LogDurability, LogCompaction):
             or seg.index_full
             or next_offset - 1 - seg.base_offset > _MAX_RELATIVE
         ):
-            seg = self._guard(self._roll_locked)
+            seg = self.guard(self._roll_locked)
         try:
             seg.append(data, batches, next_offset, writeback=cfg.flush_on_ack)
         except OSError as exc:
-            raise self._fail(exc) from exc
-        self._dirty[seg.base_offset] = seg
+            raise self.fail(exc) from exc
+        self.durability.mark_dirty(seg)
 
     def _roll_locked(self) -> LogSegment:
         old = self._segments[-1]
-        if self._producers is not None:  # a restart then scans only from here
-            write_snapshot(self.directory, old.next_offset, self._producers)
+        self.producers.rolled_locked(old.next_offset)
         seg = LogSegment(self.directory, old.next_offset, self.config, self._clock(), self._handles)
         self._segments.append(seg)
         self._bases.append(seg.base_offset)
-        self._dir_dirty = True
+        self.durability.mark_dir_dirty()
         old.release_index_fds()
-        self._dirty[old.base_offset] = old  # its indexes get fsynced by the next flush
+        self.durability.mark_dirty(old)  # its indexes get fsynced by the next flush
         _log.info(
             "%s rolled segment %d (previous %d: %d bytes)",
-            self._prefix,
+            self.prefix,
             seg.base_offset,
             old.base_offset,
             old.size,
@@ -407,10 +403,10 @@ class Log(LogRetention, LogDurability, LogCompaction):
 
     def roll(self) -> None:
         """Start a new active segment now (no-op if the active one is empty)."""
-        with self._lock:
+        with self.lock:
             self._check_online()
             if self._segments[-1].size > 0:
-                self._guard(self._roll_locked)
+                self.guard(self._roll_locked)
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -418,13 +414,11 @@ class Log(LogRetention, LogDurability, LogCompaction):
         """Whole batches from the one holding `offset`: up to `max_bytes`, but the first batch
         whole even when larger; none whose base offset >= `max_offset` (the high watermark for
         consumers). Raises OffsetOutOfRangeError below the log start or above the end."""
-        with self._lock:
+        with self.lock:
             end = self._end()
             lso = self._log_start_offset
             if offset < lso or offset > end:
-                raise OffsetOutOfRangeError(
-                    f"{self._prefix} offset {offset} outside [{lso}, {end}]"
-                )
+                raise OffsetOutOfRangeError(f"{self.prefix} offset {offset} outside [{lso}, {end}]")
             empty = ReadResult(b"", offset, offset, lso, end)
             if offset == end or (max_offset is not None and offset >= max_offset):
                 return empty
@@ -445,14 +439,14 @@ class Log(LogRetention, LogDurability, LogCompaction):
             try:
                 data = seg.read(pos, end_pos)
             except OSError as exc:
-                raise StorageError(exc.errno, f"{self._prefix} read failed: {exc}") from exc
+                raise StorageError(exc.errno, f"{self.prefix} read failed: {exc}") from exc
             return ReadResult(data, h.base_offset, next_offset, lso, end)
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
         """The first batch whose max timestamp >= `timestamp` (its base offset, clamped to the
         log start), or None. -2 gives the log start offset, -1 the log end offset. The answer
         has batch granularity: records are never decoded."""
-        with self._lock:
+        with self.lock:
             if timestamp == EARLIEST_TIMESTAMP:
                 lso = self._log_start_offset
                 return TimestampOffset(-1, lso, self.epoch_cache.epoch_for_offset(lso))
@@ -462,26 +456,16 @@ class Log(LogRetention, LogDurability, LogCompaction):
             for seg in self._segments:
                 if seg.largest_timestamp < timestamp or seg.next_offset <= lso:
                     continue
-                start = max(seg.time_index.lookup_before(timestamp), lso)
-                found = seg.find(start)
-                if found is None:
-                    continue
-                pos, h = found
-                while True:
-                    if h.max_timestamp >= timestamp:
-                        offset = max(h.base_offset, lso)
-                        return TimestampOffset(
-                            h.max_timestamp, offset, self.epoch_cache.epoch_for_offset(offset)
-                        )
-                    pos += h.size
-                    if pos >= seg.size:
-                        break
-                    h = seg.header_at(pos)
+                h = seg.find_timestamp(timestamp, lso)
+                if h is not None:
+                    offset = max(h.base_offset, lso)
+                    epoch = self.epoch_cache.epoch_for_offset(offset)
+                    return TimestampOffset(h.max_timestamp, offset, epoch)
             return None
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """(largest epoch <= `epoch`, its end offset), KIP-101/279; (-1, -1) if unknown."""
-        with self._lock:
+        with self.lock:
             return self.epoch_cache.end_offset_for_epoch(epoch, self._end())
 
     # -- truncation and retention --------------------------------------------------------------
@@ -489,47 +473,46 @@ class Log(LogRetention, LogDurability, LogCompaction):
     def truncate_to(self, offset: int) -> None:
         """Drop every batch whose last offset >= `offset` (follower truncation). A batch that
         straddles `offset` goes whole, so the end offset may land below `offset`."""
-        with self._lock:
+        with self.lock:
             if offset >= self._end():
                 return
-            _log.info("%s truncating to %d (end %d)", self._prefix, offset, self._end())
+            _log.info("%s truncating to %d (end %d)", self.prefix, offset, self._end())
             if offset <= self._segments[0].base_offset or offset < self._log_start_offset:
                 self._truncate_fully_locked(offset)
                 return
             try:
                 while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
-                    self._delete_segment_locked(self._segments.pop())
+                    self.delete_segment_locked(self._segments.pop())
                     self._bases.pop()
                 seg = self._segments[-1]
                 seg.truncate_to(offset)
-                self._dirty[seg.base_offset] = seg
+                self.durability.mark_dirty(seg)
                 lso_before = self._log_start_offset
                 self._after_truncation_locked()
             except OSError as exc:
-                raise self._fail(exc) from exc
+                raise self.fail(exc) from exc
             self._report_truncation_locked(lso_before)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and restart the log, empty, at `offset`."""
-        with self._lock:
+        with self.lock:
             self._truncate_fully_locked(offset)
 
     def _truncate_fully_locked(self, offset: int) -> None:
-        _log.info("%s truncating fully, new start offset %d", self._prefix, offset)
+        _log.info("%s truncating fully, new start offset %d", self.prefix, offset)
         try:
             for seg in self._segments:
-                self._delete_segment_locked(seg)
+                self.delete_segment_locked(seg)
             seg = LogSegment(self.directory, offset, self.config, self._clock(), self._handles)
             self._segments = [seg]
             self._bases = [offset]
-            self._dirty = {offset: seg}
+            self.durability.mark_dirty(seg)
             self._log_start_offset = offset
-            if hasattr(self, "epoch_cache"):
-                self.epoch_cache.clear()
+            self.epoch_cache.clear()
             self._after_truncation_locked()
         except OSError as exc:
-            raise self._fail(exc) from exc
-        if hasattr(self, "_flushed"):  # (not while the log is being opened)
+            raise self.fail(exc) from exc
+        if self._opened:
             self._report_truncation_locked(-1)
 
     def _report_truncation_locked(self, lso_before: int) -> None:
@@ -546,31 +529,62 @@ class Log(LogRetention, LogDurability, LogCompaction):
 
     def _after_truncation_locked(self) -> None:
         self._generation += 1
-        self._producers = None  # rebuilt from what is left on next use
-        delete_snapshots_after(self.directory, self._end())
         end = self._end()
-        self._clamp_first_dirty_locked(end)
+        self.producers.truncated_locked(end)
+        self.compaction.clamp_first_dirty_locked(end)
         if end < self._log_start_offset:  # a batch straddling the start offset went whole
             self._log_start_offset = end
-        if hasattr(self, "_flushed"):
-            self._flushed = min(self._flushed, end)
+        if self._opened:
+            self.durability.truncated_locked(end)
             self.epoch_cache.truncate_from_end(end)
 
-    def _delete_segment_locked(self, seg: LogSegment) -> None:
-        self._dirty.pop(seg.base_offset, None)
+    def advance_start(self, choose: Callable[[Sequence[LogSegment], int], int | None]) -> int:
+        """Raise the log start offset to `choose(segments, log_start_offset)` (called under the
+        lock, segments oldest first; None or an offset not above the log start changes
+        nothing), delete every segment now wholly below it (never the active one), and tell
+        the owner. Returns how many segments were deleted. Raises StorageError, and what
+        `choose` raises."""
+        with self.lock:
+            start = choose(self._segments, self._log_start_offset)
+            if start is None or start <= self._log_start_offset:
+                return 0
+            deleted = 0
+            while len(self._segments) > 1 and self._segments[1].base_offset <= start:
+                self._bases.pop(0)
+                self.guard(self.delete_segment_locked, self._segments.pop(0))
+                deleted += 1
+            self._log_start_offset = start
+            self.guard(self.epoch_cache.truncate_from_start, start)
+        if self._on_lso_changed is not None:
+            self._on_lso_changed(self)
+        return deleted
+
+    def splice_locked(self, old: list[LogSegment], new: LogSegment) -> None:
+        """Put `new` in the place of the contiguous run `old` (whose files are gone already:
+        the compaction swap), lock held. `new` covers exactly the offsets `old` did."""
+        i = self._segments.index(old[0])
+        assert self._segments[i : i + len(old)] == old and new.base_offset == old[0].base_offset
+        assert new.next_offset == old[-1].next_offset, (new.next_offset, old[-1])
+        self._segments[i : i + len(old)] = [new]
+        self._bases[i : i + len(old)] = [new.base_offset]
+        self.durability.mark_dirty(new)  # its indexes get fsynced by the next flush
+        self.durability.mark_dir_dirty()
+
+    def delete_segment_locked(self, seg: LogSegment) -> None:
+        """Delete the files of `seg`, which has left the list or is about to (lock held)."""
+        self.durability.forget(seg)
         seg.delete()
-        self._dir_dirty = True
 
     def release_fds(self) -> None:
         """Close the segment descriptors nobody uses now (an idle log holds none; they reopen
         on the next use)."""
-        with self._lock:
+        with self.lock:
             for seg in self._segments:
                 seg.release_fd()
 
     def close(self) -> None:
         """Close every fd (no flush: call flush() first for a clean close)."""
-        with self._lock:
+        with self.lock:
             for seg in self._segments:
                 seg.close()
             self._closed = True

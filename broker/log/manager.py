@@ -411,7 +411,7 @@ class LogManager:
                 continue
             hw = None if high_watermarks is None else high_watermarks.get(tp, log.log_start_offset)
             try:
-                deleted += log.delete_old_segments(hw)
+                deleted += log.retention.delete_old_segments(hw)
             except StorageError as exc:
                 _log.error("[%s-%d] retention failed: %s", tp[0], tp[1], exc)
         return deleted
@@ -419,7 +419,7 @@ class LogManager:
     def flush_due(self) -> None:
         """With flush_on_ack=False: request flushes for logs due under flush_messages/flush_ms."""
         for log in self.logs().values():
-            if not log.offline and log.should_flush():
+            if not log.offline and log.durability.should_flush():
                 self.request_flush(log)
 
     # -- group commit --------------------------------------------------------------------------

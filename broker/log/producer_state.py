@@ -23,7 +23,7 @@ truncated (rebuilt on next use). While loaded, a snapshot is written at each seg
 (`<offset>.snapshot`: the state of every batch below that offset, as Kafka's), so a restart
 scans only the active segment; the latest two are kept, those past a truncation point are
 deleted, and a damaged one is skipped (an older one or a full scan serves). Not thread-safe:
-the Log calls it under its lock.
+the Log's LogProducers (at the end) calls it under the log's lock.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import os
 import zlib
 from collections.abc import Iterable
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import msgpack
 
@@ -45,6 +45,9 @@ from client.errors import (
     UnknownProducerIdError,
 )
 from client.records.header import BatchHeader, seq_add
+
+if TYPE_CHECKING:
+    from .log import Log
 
 _log = logging.getLogger(__name__)
 
@@ -234,3 +237,67 @@ def latest_snapshot(directory: Path, end: int) -> tuple[int, ProducerStateManage
         except (OSError, ValueError, msgpack.UnpackException, TypeError) as exc:
             _log.warning("%s: skipping damaged producer-state snapshot: %s", path, exc)
     return None
+
+
+class LogProducers:
+    """The producer state of one Log (held by it as `log.producers`): built lazily from the
+    log's latest snapshot and the batch headers after it, kept up to date by the appends,
+    snapshotted at each roll, dropped by a truncation. Called under the log's lock."""
+
+    def __init__(self, log: Log) -> None:
+        self._log = log
+        self._state: ProducerStateManager | None = None  # built on first use
+
+    def state_locked(self) -> ProducerStateManager:
+        """The producer state, built from the batch headers when first needed."""
+        if self._state is None:
+            log = self._log
+            snap = latest_snapshot(log.directory, log.end_offset)
+            start, state = snap if snap is not None else (0, ProducerStateManager())
+            for seg in log.segments:
+                if seg.next_offset > start:
+                    for h in log.guard(lambda s=seg: list(s.headers())):
+                        if h.base_offset >= start:
+                            state.update(h, h.base_offset)
+            self._state = state
+            if state:
+                _log.info(
+                    "%s producer state of %d producers rebuilt from %s",
+                    log.prefix,
+                    len(state),
+                    f"the snapshot at {start} and the log after it" if snap else "the log",
+                )
+        return self._state
+
+    def check_locked(self, headers: list[tuple[int, BatchHeader]]) -> tuple[int, int] | None:
+        """Idempotence on the leader: the (first, last) offsets of the earlier append when the
+        request's batches (`(position, header)` pairs) are a retry, else None."""
+        if any(h.producer_id >= 0 for _pos, h in headers):
+            hs = [h for _pos, h in headers]
+            return self.state_locked().check_run(hs, f"{self._log.prefix} ")
+        return None
+
+    def appended_locked(
+        self, headers: list[tuple[int, BatchHeader]], bases: list[tuple] | None = None
+    ) -> None:
+        """The batches were appended, each at the first offset of its `bases` entry (a
+        leader's), or at its own base offset (None: a follower's)."""
+        state = self._state
+        if state is None:
+            return
+        if bases is None:
+            for _pos, h in headers:
+                state.update(h, h.base_offset)
+        else:
+            for (_pos, h), (base, *_rest) in zip(headers, bases, strict=True):
+                state.update(h, base)
+
+    def rolled_locked(self, offset: int) -> None:
+        """A segment was rolled at `offset`: a restart then scans only from there."""
+        if self._state is not None:
+            write_snapshot(self._log.directory, offset, self._state)
+
+    def truncated_locked(self, end: int) -> None:
+        """The log was truncated to `end`: rebuilt from what is left on next use."""
+        self._state = None
+        delete_snapshots_after(self._log.directory, end)

@@ -1,43 +1,32 @@
-"""Retention on a Log (a mixin of broker/log/log.py's Log): time- and size-based deletion of
-the oldest segments, DeleteRecords (advance the log start offset), both under the log's lock."""
+"""Retention of one Log (held by it as `log.retention`): what decides how far the log start
+offset moves up. Time- and size-based retention picks the oldest segments to delete;
+DeleteRecords names an offset. The move itself (segments wholly below the new start deleted,
+the leader-epoch cache trimmed, the owner told) is the Log's, under its lock:
+`Log.advance_start`, which calls the policy here with the segment list."""
 
 from __future__ import annotations
 
 import logging
-import threading
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from client.errors import OffsetOutOfRangeError
 
-from .config import LogConfig
-from .epoch_cache import LeaderEpochCache
 from .segment import LogSegment
 
+if TYPE_CHECKING:
+    from .log import Log
+
 _log = logging.getLogger("broker.log.log")
-T = TypeVar("T")
 
 
 class LogRetention:
-    # the Log's state this mixin works on (set by Log.__init__)
-    config: LogConfig
-    epoch_cache: LeaderEpochCache
-    _clock: Callable[[], int]
-    _lock: threading.Lock
-    _segments: list[LogSegment]
-    _bases: list[int]
-    _prefix: str
-    _log_start_offset: int
-    _on_lso_changed: Callable[[Any], None] | None
+    """Any thread (the LogManager's retention task, the DeleteRecords handler, a follower
+    following its leader's log start offset)."""
 
-    def _end(self) -> int:
-        raise NotImplementedError
-
-    def _guard(self, fn: Callable[..., T], *args: object) -> T:
-        raise NotImplementedError
-
-    def _delete_segment_locked(self, seg: LogSegment) -> None:
-        raise NotImplementedError
+    def __init__(self, log: Log, clock: Callable[[], int]) -> None:
+        self._log = log
+        self._clock = clock
 
     def delete_old_segments(self, high_watermark: int | None = None) -> int:
         """Retention: delete the oldest non-active segments whose largest timestamp is older than
@@ -45,14 +34,15 @@ class LogRetention:
         `high_watermark` when given; nothing when cleanup.policy lacks delete. Returns the
         number of segments deleted."""
         now = self._clock()
-        cfg = self.config
+        cfg = self._log.config
         if not cfg.delete:  # cleanup.policy=compact alone: the cleaner's, never retention's
             return 0
-        with self._lock:
-            deleted = 0
-            total = sum(s.size for s in self._segments)
-            while len(self._segments) > 1:
-                seg = self._segments[0]
+        prefix = self._log.prefix
+
+        def choose(segments: Sequence[LogSegment], log_start_offset: int) -> int | None:
+            total = sum(s.size for s in segments)
+            n = 0
+            for seg in segments[:-1]:
                 if high_watermark is not None and seg.next_offset > high_watermark:
                     break
                 expired = cfg.retention_ms >= 0 and now - seg.largest_timestamp > cfg.retention_ms
@@ -61,49 +51,39 @@ class LogRetention:
                     break
                 _log.info(
                     "%s retention deletes segment %d (%s)",
-                    self._prefix,
+                    prefix,
                     seg.base_offset,
                     "retention_ms" if expired else "retention_bytes",
                 )
-                self._segments.pop(0)
-                self._bases.pop(0)
                 total -= seg.size
-                self._guard(self._delete_segment_locked, seg)
-                deleted += 1
-            if deleted:
-                self._advance_start_locked(self._segments[0].base_offset)
-        if deleted and self._on_lso_changed is not None:
-            self._on_lso_changed(self)
-        return deleted
+                n += 1
+            return segments[n].base_offset if n else None  # the oldest segment kept
+
+        return self._log.advance_start(choose)
 
     def delete_records_before(self, offset: int) -> int:
         """Advance the log start offset to `offset` (DeleteRecords) and delete the segments now
-        wholly below it (never the active one). Returns the new log start offset."""
-        with self._lock:
-            if offset > self._end():
-                raise OffsetOutOfRangeError(
-                    f"{self._prefix} offset {offset} above end {self._end()}"
-                )
-            if offset <= self._log_start_offset:
-                return self._log_start_offset
-            deleted = 0
-            while len(self._segments) > 1 and self._segments[1].base_offset <= offset:
-                self._bases.pop(0)
-                self._guard(self._delete_segment_locked, self._segments.pop(0))
-                deleted += 1
-            _log.info(
-                "%s log start offset %d -> %d (delete records, %d segment(s) deleted)",
-                self._prefix,
-                self._log_start_offset,
-                offset,
-                deleted,
-            )
-            self._advance_start_locked(offset)
-        if self._on_lso_changed is not None:
-            self._on_lso_changed(self)
-        return offset
+        wholly below it (never the active one). Returns the new log start offset. Raises
+        OffsetOutOfRangeError above the log end offset."""
+        log = self._log
+        before = -1
 
-    def _advance_start_locked(self, offset: int) -> None:
-        if offset > self._log_start_offset:
-            self._log_start_offset = offset
-            self._guard(self.epoch_cache.truncate_from_start, offset)
+        def choose(segments: Sequence[LogSegment], log_start_offset: int) -> int:
+            nonlocal before
+            end = segments[-1].next_offset
+            if offset > end:
+                raise OffsetOutOfRangeError(f"{log.prefix} offset {offset} above end {end}")
+            before = log_start_offset
+            return offset
+
+        deleted = log.advance_start(choose)
+        if offset <= before:
+            return before
+        _log.info(
+            "%s log start offset %d -> %d (delete records, %d segment(s) deleted)",
+            log.prefix,
+            before,
+            offset,
+            deleted,
+        )
+        return offset

@@ -278,6 +278,20 @@ class LogSegment:
             raise CorruptRecordError(f"{self.path}: bad batch length {h.batch_length} at {pos}")
         return h
 
+    def find_timestamp(self, timestamp: int, start: int) -> BatchHeader | None:
+        """The header of the first batch at or after offset `start` whose max timestamp >=
+        `timestamp` (the time index gives where to start looking), or None."""
+        found = self.find(max(self.time_index.lookup_before(timestamp), start))
+        if found is None:
+            return None
+        pos, h = found
+        while h.max_timestamp < timestamp:
+            pos += h.size
+            if pos >= self.size:
+                return None
+            h = self.header_at(pos)
+        return h
+
     def find(self, offset: int) -> tuple[int, BatchHeader] | None:
         """(position, header) of the first batch whose last offset >= `offset`, or None."""
         if offset >= self.next_offset:

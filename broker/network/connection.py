@@ -41,6 +41,7 @@ import asyncio
 import logging
 import os
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -229,6 +230,8 @@ class Connection(asyncio.BufferedProtocol):
         if frame is not None and close is None and request.direct_write:
             if len(frame) <= DIRECT_WRITE_MAX:
                 rest = self._write_direct(frame)
+                if rest is None:
+                    request.sent_ns = time.monotonic_ns()
         try:
             self.processor.loop.call_soon_threadsafe(self._complete, request, rest, close)
         except RuntimeError:  # the loop is closed: the connection is gone with it
@@ -256,6 +259,7 @@ class Connection(asyncio.BufferedProtocol):
     def _complete(
         self, request: Request, frame: bytes | memoryview | None, close: str | None
     ) -> None:
+        picked_ns = time.monotonic_ns()
         self._request_finished(request)
         if request is not self.in_flight:
             raise AssertionError(f"completing {request!r} but in flight is {self.in_flight!r}")
@@ -271,6 +275,9 @@ class Connection(asyncio.BufferedProtocol):
             if self.transport.is_closing():
                 return  # the client hung up; connection_lost follows
             self.transport.write(frame)
+        recorder = self.processor.recorder
+        if recorder is not None:  # metrics on (broker/request_metrics.py)
+            recorder.sent(request, picked_ns, time.monotonic_ns())
         self._pump()
 
     def _request_finished(self, request: Request) -> None:

@@ -18,7 +18,7 @@ import socket
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from broker.network.connection import Connection
 from broker.request_channel import RequestChannel
@@ -55,10 +55,17 @@ class Processor:
         self._waiting_for_space = False
         self._next_id = 0
         self.direct_writes = 0  # responses written by the answering thread (approximate; metrics)
+        # broker.request_metrics.StageRecorder while metrics are on (set before start), else None
+        self.recorder: Any = None
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"network-{index}", daemon=True)
 
     # -- any thread ----------------------------------------------------------------------------
+    @property
+    def native_thread_id(self) -> int | None:
+        """The OS id of this network thread (metrics: its CPU time); None before it starts."""
+        return self._thread.native_id
+
     def start(self) -> None:
         self._thread.start()
         if not self._ready.wait(10.0):

@@ -30,6 +30,10 @@ class Request:
         "size",
         "connection",
         "received_ns",
+        "dequeued_ns",
+        "local_done_ns",
+        "responded_ns",
+        "sent_ns",
         "done",
         "direct_write",
     )
@@ -52,6 +56,12 @@ class Request:
         self.size = size
         self.connection = connection
         self.received_ns = time.monotonic_ns()
+        # the request's way through the broker, for the metrics (broker/request_metrics.py):
+        # set by the I/O thread, `_finish`, and a direct write; 0 until then
+        self.dequeued_ns = 0
+        self.local_done_ns = 0
+        self.responded_ns = 0
+        self.sent_ns = 0
         self.done = False
         # Set by the connection: nothing is queued on its transport, so the answering thread
         # may write a small response to the socket itself (Connection.complete_threadsafe).
@@ -79,6 +89,9 @@ class Request:
             log.error("%r answered twice; ignoring the second answer", self)
             return
         self.done = True
+        self.responded_ns = now = time.monotonic_ns()
+        if not self.local_done_ns:  # answered before its handler returned: no remote time
+            self.local_done_ns = now
         self.connection.complete_threadsafe(self, frame, close)
 
     def __repr__(self) -> str:

@@ -119,4 +119,4 @@ def follow_log_start(part: Partition, leader_start: int) -> None:
     log = part.log
     target = min(leader_start, log.end_offset)
     if target > log.log_start_offset:
-        log.delete_records_before(target)
+        log.retention.delete_records_before(target)

@@ -8,7 +8,7 @@ Per partition: -1 means the high watermark; an offset above the HW (or below -1)
 OFFSET_OUT_OF_RANGE; a topic whose cleanup.policy lacks `delete` is POLICY_VIOLATION (Kafka
 refuses delete-records on compacted-only topics); not the leader NOT_LEADER_OR_FOLLOWER;
 unknown UNKNOWN_TOPIC_OR_PARTITION. The leader's move uses the log's own mechanism
-(Log.delete_records_before: the log start offset checkpoint, segments wholly below deleted as
+(LogRetention.delete_records_before: log start offset checkpoint, segments wholly below deleted as
 retention deletes them). Followers apply the leader's log start offset from each Fetch answer
 (follower.follow_log_start) and report theirs in their next fetch; the answer waits for the
 low watermark (Partition.low_watermark: the smallest log start over the ISR) to reach the
@@ -98,7 +98,7 @@ class RecordsDeletion:
                     "(-1 means the high watermark)",
                 )
             epoch = part.leader_epoch
-            part.log.delete_records_before(target)
+            part.log.retention.delete_records_before(target)
         except ReplicaError as e:
             return DeleteRecordsStatus(int(e.code), error_message=e.message)
         except StorageError as exc:

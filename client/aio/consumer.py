@@ -176,6 +176,13 @@ class Consumer:
             return set(self._subscription) | {tp.topic for tp in self._fetcher.states}
         return set(self._subscription or ())
 
+    def metrics(self) -> dict[str, dict[str, float]]:
+        """kafka-python's `consumer.metrics()`: {"consumer-fetch-manager-metrics": {name:
+        value}} with records and bytes consumed per second, fetch rate and latency (ms) over the
+        last 30-60 s, and the lag (high watermark - position) per assigned partition and its
+        max (client/metrics.py; docs/client.md, "Metrics"). On the loop thread."""
+        return self._fetcher.metrics.snapshot(self._fetcher.lags())
+
     def assignment(self) -> set[TopicPartition]:
         return set(self._fetcher.states)
 

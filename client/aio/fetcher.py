@@ -36,6 +36,7 @@ from client.errors import (
     OffsetOutOfRangeError,
     error_for_code,
 )
+from client.metrics import ConsumerMetrics
 from client.protocol import ApiKey
 from client.records import decode_partition_records, next_offset_and_epoch
 
@@ -105,6 +106,16 @@ class Fetcher:
         self._closed = False
         self._isolation = 1 if config.isolation_level == "read_committed" else 0
         self.retry_log = RetryLog(log)
+        self.metrics = ConsumerMetrics()  # Consumer.metrics(): per fetch and per poll
+
+    def lags(self) -> dict[str, int]:
+        """{"topic-partition": high watermark - position} of the partitions where both are
+        known (metrics)."""
+        out = {}
+        for tp, st in list(self.states.items()):
+            if st.position is not None and st.high_watermark >= 0:
+                out[f"{tp.topic}-{tp.partition}"] = max(0, st.high_watermark - st.position)
+        return out
 
     # -- assignment ----------------------------------------------------------------------------
 
@@ -325,6 +336,7 @@ class Fetcher:
             "isolation_level": self._isolation,
             "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
         }
+        sent_at = time.monotonic()
         try:
             resp = await self.cluster.send(
                 node, ApiKey.FETCH, body, timeout_ms=cfg.request_timeout_ms + cfg.fetch_max_wait_ms
@@ -366,6 +378,9 @@ class Fetcher:
         # chunk while the caller decodes and processes this one (no await in between).
         self._done(node)
         self.send_fetches()
+        m = self.metrics
+        m.fetches.record(time.monotonic() - sent_at)
+        m.bytes.record(sum(len(data) for _tp, data, _o, _e in fetched))
         for tp, data, offset, end in fetched:
             self._buffer_records(tp, data, offset, end)
         self.wake.set()
@@ -558,6 +573,8 @@ class Fetcher:
                     st.position = chunk[7]
             else:
                 chunk[3] = idx
+        if out:
+            self.metrics.records.record(len(out))
         return out
 
     def raise_errors(self) -> None:

@@ -43,6 +43,7 @@ from client.errors import (
     GregorTimeoutError,
     MessageTooLargeError,
 )
+from client.metrics import ProducerMetrics
 from client.partitioner import StickyPartitioner, default_partition
 
 log = logging.getLogger(__name__)
@@ -417,6 +418,13 @@ class Producer:
         return _to_bytes(k, "key"), _to_bytes(v, "value")
 
     # -- metadata ------------------------------------------------------------------------------
+
+    def metrics(self) -> dict[str, dict[str, float]]:
+        """kafka-python's `producer.metrics()`: {"producer-metrics": {name: value}} with record,
+        byte, request and retry/error rates, batch sizes and request latency (ms), over the
+        last 30-60 s (client/metrics.py; docs/client.md, "Metrics"). On the loop thread."""
+        sender = self._sender
+        return (ProducerMetrics() if sender is None else sender.metrics).snapshot()
 
     async def partitions_for(self, topic: str) -> list[int]:
         """The partition ids of `topic` (waits for its metadata up to max.block.ms)."""

@@ -46,6 +46,7 @@ from client.errors import (
     GregorTimeoutError,
     error_for_code,
 )
+from client.metrics import ProducerMetrics
 from client.protocol import VECTORED_MIN_BYTES, ApiKey, BinParts
 from client.records import build_batch
 
@@ -94,6 +95,7 @@ class Sender:
         self.space_freed = asyncio.Event()
         self.idle = asyncio.Event()
         self.retry_log = RetryLog(log)
+        self.metrics = ProducerMetrics()  # Producer.metrics(): per request and batch
 
     def start(self) -> None:
         self._task = asyncio.ensure_future(self._run())
@@ -327,6 +329,7 @@ class Sender:
             "timeout_ms": cfg.request_timeout_ms,
             "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
         }
+        sent_at = time.monotonic()
         try:
             resp = await self.cluster.send(
                 node,
@@ -357,6 +360,13 @@ class Sender:
                 self._retry_or_fail(tp, batches, failure, node)
             self.wake_event.set()
             return
+        m = self.metrics
+        m.requests.record(time.monotonic() - sent_at)
+        m.bytes.record(nbytes)
+        for _tp, batches in parts:
+            for b in batches:
+                m.batch_size.record(len(b.payload) if b.payload is not None else 0)
+                m.batch_records.record(len(b.entries))
         if resp is None:  # acks=0
             for tp, batches in parts:
                 self.muted.discard(tp)
@@ -416,10 +426,12 @@ class Sender:
         resolved, each batch's records from its base offset on."""
         self.acc.release_many([b for batches, _, _ in acked for b in batches])
         self.space_freed.set()
+        records = self.metrics.records
         for batches, offset, append_time in acked:
             for b in batches:  # one request may carry several batches of a partition
                 count = len(b.entries)  # _acked frees the entries
                 _acked(b, offset, append_time)
+                records.record(count)
                 offset += count
 
     def _expired(self, b: ProducerBatch) -> GregorTimeoutError:
@@ -459,6 +471,8 @@ class Sender:
             else:
                 self._finish(b, exc)
         if keep:
+            for b in keep:
+                self.metrics.retries.record(len(b.entries))
             log.debug(
                 "retrying %d batch(es) of %s-%d after %s (attempt %d)",
                 len(keep),
@@ -492,8 +506,10 @@ class Sender:
         self.acc.release(b)
         self.space_freed.set()
         if error is None:
+            self.metrics.records.record(len(b.entries))
             _acked(b, base_offset, append_time)
             return
+        self.metrics.errors.record(len(b.entries))
         if not isinstance(error, ClientClosedError):
             log.warning(
                 "failed to deliver %d records to %s-%d: %s",

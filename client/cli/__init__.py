@@ -1,4 +1,4 @@
-"""Client-side `gregor` subcommands: topics, configs, groups, produce, consume, perf.
+"""Client-side `gregor` subcommands: topics, configs, groups, produce, consume, perf, top.
 
 Registered in broker/cli.py COMMAND_MODULES as "client.cli"; each module adds its parsers.
 Every command takes `--bootstrap-server HOST:PORT` (default 127.0.0.1:9092) and exits 1 with a
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import argparse
 
-from client.cli import configs, consume, groups, perf, produce, topics
+from client.cli import configs, consume, groups, perf, produce, top, topics
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    for module in (topics, configs, groups, produce, consume, perf):
+    for module in (topics, configs, groups, produce, consume, perf, top):
         module.register(subparsers)

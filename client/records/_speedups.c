@@ -281,6 +281,23 @@ read_obj(Reader *r, PyObject **out, int depth)
     return *out == NULL ? FAILED : OK;
 }
 
+/* Headers are ((str, bytes | None), ...). */
+static int
+well_formed_headers(PyObject *t)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(t);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *h = PyTuple_GET_ITEM(t, i);
+        if (!PyTuple_CheckExact(h) || PyTuple_GET_SIZE(h) != 2 ||
+            !PyUnicode_CheckExact(PyTuple_GET_ITEM(h, 0)))
+            return 0;
+        PyObject *v = PyTuple_GET_ITEM(h, 1);
+        if (v != Py_None && !PyBytes_CheckExact(v))
+            return 0;
+    }
+    return 1;
+}
+
 /* Fills items [k, k+5) of rec from one record; on FAILED/MISMATCH the caller drops rec. */
 static int
 read_record(Reader *r, PyObject *rec, Py_ssize_t k, int64_t base_offset, int64_t base_ts,
@@ -329,6 +346,10 @@ read_record(Reader *r, PyObject *rec, Py_ssize_t k, int64_t base_offset, int64_t
         }
         else if ((rc = read_obj(r, &o, 1)) != OK)
             return rc;
+        else if (!PyBytes_CheckExact(o) && !PyUnicode_CheckExact(o)) { /* bin, str or nil */
+            Py_DECREF(o);
+            return MISMATCH;
+        }
         PyTuple_SET_ITEM(rec, k + i, o);
     }
 
@@ -340,6 +361,10 @@ read_record(Reader *r, PyObject *rec, Py_ssize_t k, int64_t base_offset, int64_t
     }
     else if ((rc = read_tuple(r, &o, 1)) != OK) /* only nil or an array: else fall back */
         return rc;
+    else if (!well_formed_headers(o)) {
+        Py_DECREF(o);
+        return MISMATCH;
+    }
     PyTuple_SET_ITEM(rec, k + 4, o);
     return OK;
 }

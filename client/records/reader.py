@@ -86,9 +86,31 @@ def _malformed(pos: int, exc: Exception) -> Exception:
     )
 
 
-def _check_deltas(rows: tuple, pos: int) -> None:
-    if rows and (type(rows[0][0]) is not int or type(rows[-1][0]) is not int):
-        raise CorruptRecordError(f"batch at position {pos}: offset deltas are not integers")
+_KEY_TYPES = frozenset((bytes, str, type(None)))
+
+
+def _check_types(rows: tuple, pos: int) -> None:
+    """The types the C decoder insists on (the Python path runs when it declines a section,
+    or without the extension): int deltas, keys and values bytes, str (a batch built from str)
+    or None, headers ((str, bytes | None), ...). Without the CRC check a flipped byte can give
+    any msgpack type; it is refused here rather than handed to the caller as a key."""
+    for od, td, k, v, hd in rows:
+        if type(od) is not int or type(td) is not int:
+            raise CorruptRecordError(f"batch at position {pos}: record deltas are not integers")
+        if type(k) not in _KEY_TYPES or type(v) not in _KEY_TYPES:
+            raise CorruptRecordError(
+                f"batch at position {pos}: a key or value is a {type(k).__name__}/"
+                f"{type(v).__name__}, not bin, str or nil"
+            )
+        if hd is not None and (
+            type(hd) is not tuple
+            or not all(
+                type(h) is tuple and len(h) == 2 and type(h[0]) is str
+                and (h[1] is None or type(h[1]) is bytes)
+                for h in hd
+            )
+        ):  # fmt: skip
+            raise CorruptRecordError(f"batch at position {pos}: malformed headers {hd!r:.80}")
 
 
 def _c_rows(
@@ -118,7 +140,7 @@ def _py_records(h: BatchHeader, section: Any, pos: int) -> list[Record]:
         ]
     except (TypeError, ValueError) as exc:
         raise _malformed(pos, exc) from exc
-    _check_deltas(rows, pos)
+    _check_types(rows, pos)
     return out
 
 
@@ -144,7 +166,7 @@ def _py_consumer_records(
         ]
     except (TypeError, ValueError) as exc:
         raise _malformed(pos, exc) from exc
-    _check_deltas(rows, pos)
+    _check_types(rows, pos)
     return out
 
 

@@ -59,7 +59,7 @@ def run(args: argparse.Namespace, directory: Path) -> dict:
         fsyncs.append((t, time.monotonic() - t))
 
     def timed_flush(log: Log) -> int:
-        t, before, dirty = time.monotonic(), log.flushed_offset, len(log._dirty)
+        t, before, dirty = time.monotonic(), log.flushed_offset, log.durability.dirty_segments
         after = real_flush(log)
         rounds.append((t, time.monotonic() - t, after - before, dirty))
         return after

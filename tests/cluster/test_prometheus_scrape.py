@@ -6,7 +6,11 @@ its own `metrics.listener`, and its HTTP API answers (issue 26):
 - after a broker is killed the under-replicated gauge rises above 0 (the shipped alert goes
   pending), and returns to 0 once it is restarted and back in the ISR, the leader having
   counted an ISR shrink and an expansion;
-- a produce load shows in the request-rate and request-latency series.
+- a produce load shows in the request-rate and request-latency series, and its purgatory time
+  in the "remote" stage;
+- a group's lag in Prometheus equals `gregor groups describe`'s total lag, and `gregor top
+  --once --json` over the six endpoints shows the same lag, every node and one active
+  controller.
 """
 
 from __future__ import annotations
@@ -24,14 +28,15 @@ from pathlib import Path
 import pytest
 from broker_cluster import Brokers
 from controller_quorum import HOST, free_ports
-from helpers import wait_until
+from helpers import gregor_command, wait_until
 
-from client import Admin, Producer
+from client import Admin, Consumer, Producer
 
 pytestmark = pytest.mark.slow
 
 PROMETHEUS = shutil.which("prometheus")
-ALERTS = Path(__file__).resolve().parents[2] / "config" / "prometheus" / "alerts.yml"
+ROOT = Path(__file__).resolve().parents[2]
+ALERTS = ROOT / "config" / "prometheus" / "alerts.yml"
 
 
 def _add_metrics_listener(config: Path, port: int) -> None:
@@ -267,11 +272,69 @@ def test_prometheus_scrapes_the_cluster(controller_quorum, tmp_path):
                 20,
                 "produce p99 latency",
             )
+            # acks=all waits for the followers: the time shows in the remote (purgatory) stage
+            prom.wait(
+                'sum(rate(gregor_request_stage_duration_seconds_sum{api="PRODUCE",'
+                'stage="remote"}[5s]))',
+                lambda v: v > 0,
+                20,
+                "produce remote (purgatory) time",
+            )
+            prom.wait(
+                "sum(rate(gregor_io_thread_busy_seconds_total[5s]))", lambda v: v > 0, 20,
+                "I/O threads busy",
+            )  # fmt: skip
         finally:
             stop.set()
             loader.join(60)
         assert sent
         prom.wait('sum(gregor_topic_bytes_in_total{topic="m"})', lambda v: v > 0, 10, "bytes in")
+
+        # a group that consumed part of m and committed: its lag in Prometheus (reported by its
+        # coordinator) equals what `gregor groups describe` prints
+        consumer = Consumer(
+            "m",
+            bootstrap_servers=b.bootstrap_all(),
+            group_id="g-prom",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            max_poll_records=max(1, len(sent) // 2),
+        )
+        try:
+            wait_until(lambda: consumer.poll(500), 30, "records for g-prom")
+            consumer.commit()
+        finally:
+            consumer.close()
+        r = subprocess.run(
+            [*gregor_command(), "groups", "describe", "g-prom", "--json",
+             "--bootstrap-server", b.bootstrap_all()],
+            capture_output=True, text=True, timeout=60, cwd=ROOT,
+        )  # fmt: skip
+        assert r.returncode == 0, r.stdout + r.stderr
+        described = json.loads(r.stdout)["total_lag"]
+        assert 0 < described < len(sent)
+        prom.wait(
+            'sum(gregor_group_lag_records{group="g-prom",topic="m"})',
+            lambda v: v == described,
+            20,
+            f"group lag {described} as gregor groups describe says",
+        )
+        assert prom.value('count(gregor_group_members{group="g-prom"})') == 1  # one coordinator
+
+        # gregor top over the same six endpoints: every node, one active controller, the lag
+        endpoints = [f"{HOST}:{p}" for p in (*controller_ports.values(), *broker_ports.values())]
+        r = subprocess.run(
+            [*gregor_command(), "top", "--once", "--json", "--interval", "0.5",
+             "--metrics", ",".join(endpoints)],
+            capture_output=True, text=True, timeout=60, cwd=ROOT,
+        )  # fmt: skip
+        assert r.returncode == 0, r.stdout + r.stderr
+        top = json.loads(r.stdout)
+        assert [b["node_id"] for b in top["brokers"]] == ids
+        assert sum(b["partitions"] for b in top["brokers"]) >= 3
+        assert [c["active"] for c in top["controllers"]].count(True) == 1
+        assert top["partitions"] == {"under_replicated": 0, "under_min_isr": 0, "offline": 0}
+        assert {g["group"]: g["lag"] for g in top["groups"]}["g-prom"] == described
     finally:
         if prom is not None:
             prom.stop()

@@ -91,3 +91,25 @@ def test_kcat_balanced_consumer_in_a_group(kafka_broker, kcat) -> None:
     assert [(p.topic, p.partition, p.committed_offset) for p in group.partitions] == [
         ("kgroup", 0, 20)
     ]
+
+
+def test_metrics_count_kafka_requests(broker_factory, kcat) -> None:
+    """With metrics.listener on, Kafka requests are counted like native ones (and an error
+    code a Kafka answer carries shows in the error counter)."""
+    import urllib.request
+
+    b = broker_factory(
+        listeners="GREGOR://127.0.0.1:0,KAFKA://127.0.0.1:0",
+        **{"metrics.listener": "http://127.0.0.1:0"},
+    )
+    kafka = next(e for e in b.server.listeners.bind if e.name == "KAFKA")
+    broker = f"127.0.0.1:{kafka.port}"
+    _kcat(kcat, broker, "-P", "-t", "metered", "-p", "0", stdin=b"a\nb\n")
+    assert len(_kcat_read(kcat, broker, "metered", 2)) == 2
+    host, port = b.server.metrics_address
+    text = urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=10).read().decode()
+    produced = [
+        line for line in text.splitlines()
+        if line.startswith("gregor_requests_total") and 'api="PRODUCE"' in line
+    ]  # fmt: skip
+    assert produced and float(produced[0].rsplit(" ", 1)[1]) >= 1, produced

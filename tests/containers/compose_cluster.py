@@ -94,6 +94,7 @@ class ComposeCluster:
             "COMPOSE_PROFILES": "cluster",
             "DOCKER_GREGOR_IMAGE": image,
         }
+        self.extra_images: list[str] = []  # more images a test built, removed by close()
 
     def compose(self, *args: str, timeout: float = 180) -> str:
         return run(
@@ -180,7 +181,8 @@ class ComposeCluster:
                     )
             except Exception:  # noqa: BLE001 - best effort, reported by the leak check
                 pass
-        subprocess.run(["docker", "rmi", "-f", self.image], capture_output=True, timeout=120)
+        for image in (self.image, *self.extra_images):
+            subprocess.run(["docker", "rmi", "-f", image], capture_output=True, timeout=120)
 
     def leftovers(self) -> list[str]:
         label = f"label=com.docker.compose.project={self.project}"

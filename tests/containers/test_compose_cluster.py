@@ -1,7 +1,8 @@
 """docker-compose.yml's 3-controller, 3-broker cluster on a real Docker engine, used from the host
 through the brokers' EXTERNAL listeners (localhost:19092-19094): produce and consume, cluster
 status, a killed partition leader, a broker cut off the compose network for 15 s, and
-`down` + `up` keeping the data. The tests run in this order on one cluster (module fixture);
+`down` + `up` keeping the data, the single-node profile, and the monitoring profile's Prometheus
+scraping every node. The tests run in this order on one cluster (module fixture);
 each leaves the cluster whole again. Figures go to `timings` (printed at the end with -s).
 """
 
@@ -13,15 +14,19 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
+import urllib.request
 from typing import Any
 
 import pytest
-from compose_cluster import BROKERS, EXTERNAL, ComposeCluster, wait_for
+import yaml
+from compose_cluster import BROKERS, EXTERNAL, ROOT, ComposeCluster, run, wait_for
 
 from client import Admin, Consumer, Producer, TopicPartition
 
 pytestmark = [pytest.mark.containers, pytest.mark.slow, pytest.mark.timeout(900)]
 SERVICE = {node: svc for svc, node in BROKERS.items()}
+ALERTS = ROOT / "config" / "prometheus" / "alerts.yml"
 
 
 def _create(topic: str, partitions: int) -> None:
@@ -266,3 +271,64 @@ def test_single_profile(compose_cluster: ComposeCluster, timings) -> None:
     assert [(b.node_id, b.host, b.port) for b in brokers] == [(1, "localhost", 9092)]
     assert _read_all("localhost:9092", "solo", 1) == {0: [b"one"]}
     compose_cluster.compose("--profile", "single", "rm", "-s", "-f", "-v", "single")
+
+
+def test_monitoring_profile(compose_cluster: ComposeCluster, timings) -> None:
+    """`--profile monitoring`: Prometheus (Debian's package on the local base image, built by
+    scripts/docker/build-prometheus.sh) scrapes all six nodes over the compose network and
+    evaluates Gregor's alert rules; its API is on the host's loopback."""
+    image = f"gregor-prometheus:test-{compose_cluster.project}"
+    compose_cluster.extra_images.append(image)
+    t0 = time.monotonic()
+    run(
+        ["bash", "scripts/docker/build-prometheus.sh"],
+        timeout=600,
+        env={**compose_cluster.env, "DOCKER_GREGOR_PROMETHEUS_IMAGE": image},
+    )
+    timings["prometheus_image_build_s"] = round(time.monotonic() - t0, 1)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    compose_cluster.env["DOCKER_GREGOR_PROMETHEUS_IMAGE"] = image
+    compose_cluster.env["DOCKER_GREGOR_PROMETHEUS_PORT"] = str(port)
+    t1 = time.monotonic()
+    try:
+        compose_cluster.compose("--profile", "monitoring", "up", "-d", "--no-build", "prometheus")
+        wait_for(
+            lambda: compose_cluster.health().get("prometheus") == "healthy", 120,
+            "prometheus healthy",
+        )  # fmt: skip
+
+        def query(expr: str) -> list:
+            url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+            with urllib.request.urlopen(url, timeout=5) as r:
+                return json.loads(r.read())["data"]["result"]
+
+        wait_for(
+            lambda: (r := query('count(up{job=~"gregor-.*"} == 1)')) and r[0]["value"][1] == "6",
+            120,
+            "all six nodes scraped and up",
+        )
+        timings["prometheus_all_up_s"] = round(time.monotonic() - t1, 1)
+        wait_for(
+            lambda: (r := query("sum(gregor_controller_active)")) and r[0]["value"][1] == "1",
+            60,
+            "one active controller",
+        )
+        # the shipped rules are loaded (every one of alerts.yml) and evaluate against real series
+        shipped = {
+            r["alert"] for g in yaml.safe_load(ALERTS.read_text())["groups"] for r in g["rules"]
+        }
+        assert {x["name"] for x in _rules(port)} == shipped
+        wait_for(
+            lambda: all(x["health"] == "ok" for x in _rules(port)), 60, "every rule evaluated ok"
+        )
+    finally:
+        compose_cluster.compose(
+            "--profile", "monitoring", "rm", "-s", "-f", "-v", "prometheus"
+        )  # fmt: skip
+
+
+def _rules(port: int) -> list[dict]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/rules", timeout=5) as r:
+        return [x for g in json.loads(r.read())["data"]["groups"] for x in g["rules"]]

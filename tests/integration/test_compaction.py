@@ -59,7 +59,7 @@ def test_a_compacted_topic_keeps_the_latest_value_per_key(broker_factory) -> Non
     # cleaned once everything below the active segment holds at most one record per key
     active = log.segment_base_offsets[-1]
     wait_until(
-        lambda: log.first_dirty_offset() >= active,
+        lambda: log.compaction.first_dirty_offset() >= active,
         60,
         "the cleaner cleans up to the active segment",
     )
@@ -114,7 +114,7 @@ def test_offsets_topic_is_compacted_and_commits_survive_cleaning(broker_factory,
     log = broker.server.services.log_manager.get("__consumer_offsets", 0)
     assert log is not None and log.config.compact and not log.config.delete
     wait_until(
-        lambda: 0 < log.segment_base_offsets[-1] <= log.first_dirty_offset(),
+        lambda: 0 < log.segment_base_offsets[-1] <= log.compaction.first_dirty_offset(),
         60,
         "offsets topic cleaned up to its active segment",
     )
@@ -131,7 +131,9 @@ def test_offsets_topic_is_compacted_and_commits_survive_cleaning(broker_factory,
     def tombstones_gone() -> bool:
         active = log.segment_base_offsets[-1]
         below = _records(log, active)
-        return log.first_dirty_offset() >= active and all(r.value is not None for r in below)
+        return log.compaction.first_dirty_offset() >= active and all(
+            r.value is not None for r in below
+        )
 
     wait_until(tombstones_gone, 60, "tombstones dropped by a later clean")
     # a restart loads the group's offsets from the cleaned log

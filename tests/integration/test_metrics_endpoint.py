@@ -15,7 +15,7 @@ from helpers import RawClient, broker_config, spawn_gregor, wait_until
 from prometheus_client.parser import text_string_to_metric_families
 from replica_helpers import batch, create_topic, fetch, produce
 
-from client import Admin
+from client import Admin, Consumer, Producer
 from client.errors import ConfigError, ErrorCode
 from client.protocol import ApiKey
 
@@ -64,9 +64,32 @@ def test_metrics_and_health_of_a_combined_broker(metered):
     m = samples(address)
     assert m[("gregor_requests_total", (("api", "PRODUCE"),))] >= 4
     assert m[("gregor_request_duration_seconds_count", (("api", "PRODUCE"),))] >= 4
+    # the latency split by stage: every stage counts every request; the acks=-1 produces
+    # waited in the purgatory for their flush (remote), and the stages add up to the total
+    stages = ("request_queue", "local", "remote", "response_queue", "response_send")
+    produce_stage = {
+        s: (m[("gregor_request_stage_duration_seconds_count", (("api", "PRODUCE"), ("stage", s)))],
+            m[("gregor_request_stage_duration_seconds_sum", (("api", "PRODUCE"), ("stage", s)))])
+        for s in stages
+    }  # fmt: skip
+    total = m[("gregor_request_duration_seconds_sum", (("api", "PRODUCE"),))]
+    assert {c for c, _ in produce_stage.values()} == {
+        m[("gregor_requests_total", (("api", "PRODUCE"),))]
+    }
+    assert produce_stage["remote"][1] > 0
+    assert abs(sum(s for _, s in produce_stage.values()) - total) < 1e-6
+    assert m[("gregor_io_thread_busy_seconds_total", ())] > 0
+    assert m[("gregor_io_threads", ())] == metered.server.settings.num_io_threads
+    assert m[("gregor_network_threads", ())] == metered.server.settings.network.num_network_threads
+    wait_until(
+        lambda: samples(address)[("gregor_network_thread_cpu_seconds_total", ())] > 0,
+        10,
+        "network threads' CPU time",
+    )
     assert m[("gregor_topic_bytes_in_total", (("topic", "m1"),))] == sum(sizes)
     assert m[("gregor_topic_records_in_total", (("topic", "m1"),))] == 12  # 3 batches of 4
     assert m[("gregor_topic_bytes_out_total", (("topic", "m1"),))] == len(got["records"])
+    assert m[("gregor_topic_log_size_bytes", (("topic", "m1"),))] == sum(sizes)
     key = ("gregor_request_errors_total", (("api", "PRODUCE"), ("error", "UNSUPPORTED_VERSION")))
     assert m[key] == 1
     assert m[("gregor_log_flush_duration_seconds_count", ())] >= 1
@@ -125,6 +148,49 @@ def test_docs_list_every_metric_and_no_other(metered):
     doc = (Path(__file__).resolve().parents[2] / "docs" / "metrics.md").read_text()
     documented = set(re.findall(r"^\| `(gregor_[a-z_]+)` \|", doc, re.MULTILINE))
     assert served == documented
+
+
+def test_group_members_state_and_lag_equal_groups_describe(metered):
+    """The coordinator's group series: one member, stable, and a lag per topic equal to what
+    `Admin.describe_group` (as `gregor groups describe`) computes, before and after more
+    records arrive."""
+    address = metered.server.metrics_address
+    with Admin(bootstrap_servers=metered.bootstrap) as admin:
+        admin.create_topic("lagged", 2, 1)
+    with Producer(bootstrap_servers=metered.bootstrap, linger_ms=0) as prod:
+        for i in range(10):
+            prod.send("lagged", b"a%d" % i, partition=i % 2).result(30)
+    consumer = Consumer(
+        "lagged",
+        bootstrap_servers=metered.bootstrap,
+        group_id="g-lag",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
+    try:
+        got: list = []
+        wait_until(lambda: got.extend(consumer.poll(200)) or len(got) >= 10, 30, "10 records")
+        consumer.commit()
+        with Producer(bootstrap_servers=metered.bootstrap, linger_ms=0) as prod:
+            for i in range(7):
+                prod.send("lagged", b"b%d" % i, partition=i % 2).result(30)
+        lag_key = ("gregor_group_lag_records", (("group", "g-lag"), ("topic", "lagged")))
+        wait_until(lambda: samples(address).get(lag_key) == 7, 15, "lag of 7 in /metrics")
+        with Admin(bootstrap_servers=metered.bootstrap) as admin:
+            assert admin.describe_group("g-lag").total_lag == 7
+        m = samples(address)
+        assert m[("gregor_group_members", (("group", "g-lag"),))] == 1
+        stable = ("gregor_group_state", (("group", "g-lag"), ("state", "stable")))
+        assert m[stable] == 1
+        assert m[("gregor_group_state", (("group", "g-lag"), ("state", "empty")))] == 0
+        assert m[("gregor_group_lag_unknown_partitions", ())] == 0
+    finally:
+        consumer.close()
+    wait_until(
+        lambda: samples(address)[("gregor_group_members", (("group", "g-lag"),))] == 0,
+        30,
+        "the member gone after close",
+    )
 
 
 def test_the_listener_closes_with_the_broker(broker_factory):

@@ -38,7 +38,11 @@ def test_batch_read_of_a_compacted_topic(spark: Any, broker_factory: Any) -> Non
     for i in range(0, 400, 20):  # batches of 20 records: ~2 KiB segments roll
         produce(bs, "ckv", {0: pairs[i : i + 20]})
     log = broker.server.services.log_manager.get("ckv", 0)
-    wait_until(lambda: 0 < log.segment_base_offsets[-1] <= log.first_dirty_offset(), 60, "cleaned")
+    wait_until(
+        lambda: 0 < log.segment_base_offsets[-1] <= log.compaction.first_dirty_offset(),
+        60,
+        "cleaned",
+    )
     held = _log_records(log)
     assert len(held) < 200  # most of the 400 are gone
     for use_arrow in ("true", "false"):

@@ -5,10 +5,13 @@ write is acknowledged, and a failed write maps to the coordinator errors."""
 
 from __future__ import annotations
 
+import threading
 from types import SimpleNamespace
 
 import pytest
+from helpers import wait_until
 
+import broker.group.coordinator as coordinator_module
 from broker.group import GroupCoordinator, GroupError, GroupSettings, partition_for
 from broker.group.offsets import offset_key, offset_value
 from broker.replica.delayed import ProducePartitionStatus
@@ -140,3 +143,57 @@ def test_commit_is_visible_only_once_acknowledged() -> None:
     code = answers[2]["topics"][0]["partitions"][0]["error_code"]
     assert code == ErrorCode.COORDINATOR_NOT_AVAILABLE
     assert gc.fetch_offsets(g, None)[0]["partitions"][0]["committed_offset"] == 42
+
+
+
+class _WatchedLock:
+    """A lock that says when a thread starts waiting for it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.waiting = threading.Event()
+
+    def __enter__(self) -> None:
+        if not self._lock.acquire(blocking=False):
+            self.waiting.set()
+            self._lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
+def test_writes_reach_the_log_in_the_order_they_were_validated(monkeypatch) -> None:
+    """A commit validated while its member still owned the partition must not be appended after
+    a commit validated later (the next owner's, after a rebalance): replayed from the log, the
+    stale one would win. Commit A (offset 5) is held between its validation and its append while
+    commit B (offset 9) is made from another thread; B must wait for A's append."""
+    gc, rm, image = _coordinator({0: 1, 1: 1, 2: 1})
+    for p in range(PARTS):
+        rm.partitions[p] = SimpleNamespace(is_leader=True, leader_epoch=0, log=FakeLog([], 0))
+    gc.on_metadata(image["now"], None)
+    for p in range(PARTS):
+        gc._load(p, 0)
+    g = _group_in(0)
+    watched = _WatchedLock()
+    gc._append_order = watched  # type: ignore[assignment]
+    real_batch = coordinator_module.commit_batch
+    made: dict[bytes, int] = {}
+    b_done = threading.Event()
+
+    def b_commit() -> None:
+        gc.commit(_commit_body(g, 9), lambda _answer: None)
+        b_done.set()
+
+    def between_validation_and_append(group_id, commits):
+        if commits[0][2] == 5:  # commit A is validated: B runs now
+            threading.Thread(target=b_commit, daemon=True).start()
+            wait_until(lambda: watched.waiting.is_set() or b_done.is_set(), msg="commit B")
+        batch = real_batch(group_id, commits)
+        made[batch] = commits[0][2]
+        return batch
+
+    monkeypatch.setattr(coordinator_module, "commit_batch", between_validation_and_append)
+    gc.commit(_commit_body(g, 5), lambda _answer: None)
+    wait_until(b_done.is_set, msg="commit B to finish")
+    order = [made[next(iter(entries.values()))] for entries in rm.appended]
+    assert order == [5, 9], f"appended in the order {order}; validated 5, then 9"

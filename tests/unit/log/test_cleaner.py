@@ -169,7 +169,7 @@ def test_an_idempotent_producers_last_batch_stays_as_an_empty_batch(tmp_path) ->
     log.roll()
     Cleaner(1 << 20, clock).clean(log, log.end_offset)
     assert contents(log) == [(1, b"a", b"2"), (2, b"b", b"x")]
-    headers = [h for seg in log._segments for h in seg.headers()]
+    headers = [h for seg in log.segments for h in seg.headers()]
     assert headers[0].producer_id == 7 and headers[0].record_count == 0
     assert headers[0].base_sequence == 0
     # the producer state rebuilt from the headers still knows sequence 0: a retry is a duplicate
@@ -274,7 +274,7 @@ def test_retention_leaves_a_compact_only_log_alone(tmp_path) -> None:
             append(log, clock, [(b"k", b"v" * 80)])
         log.roll()
         clock.now += 1000
-        log.delete_old_segments()
+        log.retention.delete_old_segments()
         assert len(log.segment_base_offsets) == left, policy
         log.close()
 
@@ -309,7 +309,7 @@ def test_runs_never_overflow_an_index(tmp_path) -> None:
     want = expected_after(produced, 0, log.end_offset, lambda o: False)
     assert contents(log) == want
     assert len(log.segment_base_offsets) <= before
-    for seg in log._segments[:-1]:  # every batch indexed, within what one index holds
+    for seg in log.segments[:-1]:  # every batch indexed, within what one index holds
         assert len(seg.index) == len(list(seg.headers())) - 1, seg.base_offset  # (not the 1st)
         assert len(seg.index) <= seg.index.max_entries, seg.base_offset
     log = reopen(log, clock)
@@ -322,9 +322,9 @@ def test_truncation_below_the_cleaning_point_moves_it_back(tmp_path) -> None:
     log = compact_log(tmp_path, clock)
     produced = _fill(log, clock)
     Cleaner(1 << 20, clock).clean(log, log.end_offset)
-    assert log.first_dirty_offset() == log.end_offset == len(produced)
+    assert log.compaction.first_dirty_offset() == log.end_offset == len(produced)
     log.truncate_to(50)
-    assert log.first_dirty_offset() == log.end_offset <= 50
+    assert log.compaction.first_dirty_offset() == log.end_offset <= 50
     log.close()
 
 
@@ -343,7 +343,7 @@ def test_min_compaction_lag_keeps_young_records_uncompacted(tmp_path) -> None:
             log.roll()
     log.roll()
     assert Cleaner(1 << 20, clock).clean(log, log.end_offset) is not None
-    assert log.first_dirty_offset() == old_end
+    assert log.compaction.first_dirty_offset() == old_end
     assert contents(log) == expected_after(produced, 0, old_end, lambda o: False)
     log.close()
 
@@ -360,7 +360,7 @@ def test_compressed_batches_are_rebuilt_with_their_codec(tmp_path) -> None:
     log.roll()
     Cleaner(1 << 20, clock).clean(log, log.end_offset)
     assert contents(log) == expected_after(produced, 0, log.end_offset, lambda o: False)
-    assert {h.compression for seg in log._segments for h in seg.headers()} == {1}  # gzip
+    assert {h.compression for seg in log.segments for h in seg.headers()} == {1}  # gzip
     log.close()
 
 

@@ -215,7 +215,7 @@ def test_retention_by_bytes_and_time_never_active(tmp_path, clock):
     log = open_log(tmp_path, clock, segment_bytes=300, retention_bytes=700)
     for i in range(30):
         log.append_as_leader(make_batch([b"v" * 40], timestamp=clock.now - 10_000 + i), 0)
-    deleted = log.delete_old_segments()
+    deleted = log.retention.delete_old_segments()
     assert deleted > 0 and log.size_bytes <= 700 + 300
     assert log.log_start_offset == log.segment_base_offsets[0]
     with pytest.raises(OffsetOutOfRangeError):
@@ -223,9 +223,9 @@ def test_retention_by_bytes_and_time_never_active(tmp_path, clock):
     log2 = Log(tmp_path / "t-1", "t", 1, LogConfig(segment_bytes=300, retention_ms=5000), clock)
     for _ in range(10):
         log2.append_as_leader(make_batch([b"v" * 40], timestamp=clock.now - 10_000), 0)
-    log2.delete_old_segments(high_watermark=3)
+    log2.retention.delete_old_segments(high_watermark=3)
     assert log2.log_start_offset <= 3
-    log2.delete_old_segments()
+    log2.retention.delete_old_segments()
     assert len(log2.segment_base_offsets) == 1 and log2.end_offset == 10
 
 
@@ -233,13 +233,13 @@ def test_delete_records_before(tmp_path, clock):
     log = open_log(tmp_path, clock, segment_bytes=300)
     for _ in range(20):
         log.append_as_leader(make_batch([b"v" * 40]), 0)
-    assert log.delete_records_before(7) == 7
+    assert log.retention.delete_records_before(7) == 7
     assert log.log_start_offset == 7 and log.segment_base_offsets[0] <= 7
     assert batches(log.read(7, 10).data)[0].last_offset >= 7
     with pytest.raises(OffsetOutOfRangeError):
         log.read(6, 10)
     with pytest.raises(OffsetOutOfRangeError):
-        log.delete_records_before(21)
+        log.retention.delete_records_before(21)
 
 
 def test_flush_tracks_flushed_offset(tmp_path, clock):
@@ -247,8 +247,8 @@ def test_flush_tracks_flushed_offset(tmp_path, clock):
     assert log.flushed_offset == 0
     for _ in range(10):
         log.append_as_leader(make_batch([b"v" * 40]), 0)
-    assert log.should_flush() and log.flushed_offset == 0
-    assert log.flush() == 10 and log.flushed_offset == 10 and not log.should_flush()
+    assert log.durability.should_flush() and log.flushed_offset == 0
+    assert log.flush() == 10 and log.flushed_offset == 10 and not log.durability.should_flush()
     log.truncate_to(5)
     assert log.flushed_offset == 5
 

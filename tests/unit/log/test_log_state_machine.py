@@ -163,7 +163,7 @@ class LogMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def delete_records(self, data):
         offset = data.draw(st.integers(self.lso, self.end))
-        assert self.log.delete_records_before(offset) == offset
+        assert self.log.retention.delete_records_before(offset) == offset
         self.lso = offset
         self._model_truncate_epochs_start()
 

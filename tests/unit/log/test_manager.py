@@ -32,7 +32,7 @@ def test_layout_checkpoints_and_clean_marker(tmp_path):
     assert mgr.get_or_create("orders", 0) is logs[0] and mgr.get("orders", 9) is None
     for log in logs:
         fill(log, 10)
-    logs[1].delete_records_before(4)
+    logs[1].retention.delete_records_before(4)
     mgr.checkpoint_high_watermarks({("orders", p): 7 + p for p in range(4)})
     mgr.close()
     for d in dirs:

@@ -93,7 +93,7 @@ def test_followers_keep_the_state_they_replicate(tmp_path) -> None:
     try:
         follower.append_as_leader(_batch(5, 0, 0), 0)  # loads the follower's (empty) state
         follower.truncate_to(0)
-        follower.producer_state_locked()
+        follower.producers.state_locked()
         for seq in (0, 3):
             leader.append_as_leader(_batch(5, 0, seq), 0)
         follower.append_as_follower(leader.read(0, 1 << 20).data)

@@ -16,12 +16,11 @@ from broker.lifecycle import REGISTERED, RUNNING
 from broker.metrics import (
     BrokerCollector,
     BrokerMetrics,
-    RequestMetrics,
     TopicMetrics,
     broker_ready,
 )
+from broker.request_metrics import ErrorCounter
 from client.config.types import parse_http_listener
-from client.errors import ErrorCode
 from client.protocol.api_keys import ApiKey
 from controller.metrics import MetricsServer, QuorumCollector, quorum_ready
 from controller.raft.state import Role
@@ -65,7 +64,7 @@ def part(topic, leader, replicas, isr, node_id=1, end=0, followers=None):
         is_leader=leader == node_id,
         replicas=tuple(replicas),
         isr=tuple(isr),
-        log=SimpleNamespace(end_offset=end),
+        log=SimpleNamespace(end_offset=end, size_bytes=100),
         followers={r: SimpleNamespace(log_end_offset=o) for r, o in (followers or {}).items()},
     )
 
@@ -115,6 +114,7 @@ def test_broker_collector_counts_partitions_it_leads():
     assert v[("gregor_partitions_under_min_isr", ())] == 1
     assert v[("gregor_partitions_leader", ())] == 4
     assert v[("gregor_partitions", ())] == 5
+    assert sum(x for k, x in v.items() if k[0] == "gregor_topic_log_size_bytes") == 500
     assert v[("gregor_replica_max_lag_records", ())] == 30
     assert v[("gregor_partitions_offline", ())] == 1
     assert v[("gregor_request_queue_size", ())] == 5
@@ -178,21 +178,6 @@ def test_broker_ready_needs_running_unfenced_and_dirs_online():
     assert broker_ready(node) == "log dirs offline: /d2"
 
 
-def test_request_metrics_count_once_per_request_and_errors_by_name():
-    registry = CollectorRegistry()
-    m = RequestMetrics(registry)
-    m.record(ApiKey.PRODUCE, 0, 0)
-    m.record(ApiKey.PRODUCE, int(ErrorCode.NOT_LEADER_OR_FOLLOWER), 0)
-    m.record(ApiKey.FETCH, 0, 0)
-    v = values(registry)
-    assert v[("gregor_requests_total", (("api", "PRODUCE"),))] == 2
-    assert v[("gregor_requests_total", (("api", "FETCH"),))] == 1
-    assert v[("gregor_request_duration_seconds_count", (("api", "PRODUCE"),))] == 2
-    err = (("api", "PRODUCE"), ("error", "NOT_LEADER_OR_FOLLOWER"))
-    assert v[("gregor_request_errors_total", err)] == 1
-    assert not any(k[0] == "gregor_request_errors_total" and ("api", "FETCH") in k[1] for k in v)
-
-
 def http(address, path):
     try:
         with urllib.request.urlopen(f"http://{address[0]}:{address[1]}{path}", timeout=5) as r:
@@ -203,7 +188,7 @@ def http(address, path):
 
 def test_the_listener_answers_health_and_metrics_and_stops():
     registry = CollectorRegistry()
-    RequestMetrics(registry).record(ApiKey.METADATA, 0, 0)
+    ErrorCounter(registry).count(ApiKey.METADATA, {"error_code": 3})
     reason: list[str | None] = ["not yet: catching up"]
 
     def ready():
@@ -222,7 +207,11 @@ def test_the_listener_answers_health_and_metrics_and_stops():
         status, body = http(address, "/health/ready")
         assert status == 503 and "boom" in body
         status, body = http(address, "/metrics")
-        assert status == 200 and 'gregor_requests_total{api="METADATA"} 1.0' in body
+        assert status == 200
+        assert (
+            'gregor_request_errors_total{api="METADATA",error="UNKNOWN_TOPIC_OR_PARTITION"} 1.0'
+            in body
+        )
         assert http(address, "/other")[0] == 404
     finally:
         server.stop()

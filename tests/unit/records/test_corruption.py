@@ -176,8 +176,15 @@ def test_random_mutations_of_real_batches_seeded():
 
 
 def _assert_well_formed(records: list[Record]) -> None:
-    """What a decode that did not raise returns: a list of Records. (Not more: without the CRC
-    check the reader trusts the section's types, one pass per batch, so a flipped byte can give
-    a key of another msgpack type; with the CRC check such a batch is refused.)"""
+    """What a decode that did not raise returns, CRC checked or not: Records whose offsets and
+    timestamps are ints, keys and values bytes or None, headers ((str, bytes | None), ...)."""
     assert isinstance(records, list)
-    assert all(isinstance(r, Record) for r in records), records
+    for r in records:
+        assert type(r) is Record, r
+        assert type(r.offset) is int and type(r.timestamp) is int, r
+        assert r.key is None or type(r.key) is bytes, r
+        assert r.value is None or type(r.value) is bytes, r
+        assert r.headers is None or type(r.headers) is tuple, r
+        for h in r.headers or ():
+            assert type(h) is tuple and len(h) == 2 and type(h[0]) is str, r
+            assert h[1] is None or type(h[1]) is bytes, r

@@ -365,12 +365,18 @@ def test_extension_is_used_when_built(speedups):
 def test_reader_falls_back_per_batch_to_the_precise_error():
     """A section the C decoder refuses still decodes through Python, or raises its error."""
     ok = build_batch([(b"k", b"v", None, 1000)] * 3)
-    odd_rows = msgpack.packb([[0, 0, b"k", True, None]], use_bin_type=True)  # bool: C refuses
     from client.records.builder import _assemble
 
+    # A bin16 value: C's fast path takes bin8 only, its generic path the rest.
+    odd_rows = msgpack.packb([[0, 0, b"k", b"v" * 300, None]], use_bin_type=True)
     odd = _assemble(odd_rows, 1, 0, 0, 0, 1000, 1000, -1, -1, -1)
     got = decode_partition_records(ok + odd, "t", 0)
-    assert [r.value for r in got] == [b"v", b"v", b"v", True]
+    assert [r.value for r in got] == [b"v", b"v", b"v", b"v" * 300]
+    # A bool value (a flipped byte with the CRC check off): C declines, Python names it.
+    bool_rows = msgpack.packb([[0, 0, b"k", True, None]], use_bin_type=True)
+    with pytest.raises(CorruptRecordError, match="not bin, str or nil"):
+        decode_partition_records(ok + _assemble(bool_rows, 1, 0, 0, 0, 1000, 1000, -1, -1, -1),
+                                 "t", 0)  # fmt: skip
     bad = _assemble(msgpack.packb([[0, 0, b"k"]]), 1, 0, 0, 0, 1000, 1000, -1, -1, -1)
     with pytest.raises(CorruptRecordError, match="malformed record"):
         decode_records(ok + bad)

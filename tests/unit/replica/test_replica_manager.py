@@ -248,7 +248,7 @@ def test_offline_log_fails_waiting_produce_with_storage_error(tmp_path):
         assert h.rm.append_records(-1, 10_000, {("t", 0): build_batch([(None, b"x")])}, cb) is None
         assert h.rm.wake_offline() == 0 and not done.is_set()
         log = h.lm.get("t", 0)  # what a failed fsync does: the log and its dir go offline
-        log._fail(OSError(errno.EIO, "fdatasync: Input/output error"))
+        log.fail(OSError(errno.EIO, "fdatasync: Input/output error"))
         assert h.rm.wake_offline() == 1
         assert done.wait(5)
         assert box[("t", 0)].error_code == ErrorCode.KAFKA_STORAGE_ERROR
@@ -271,7 +271,7 @@ def test_replicas_of_an_offline_log_dir_are_reported_as_failed(tmp_path):
             PartitionRecord(TID, 2, (1,), (1,), 1, 0, 0),  # an only replica: it stays leader
         )
         assert h.rm.applier.failed_replicas() == []
-        h.lm.get("t", 0)._fail(OSError(errno.ENOSPC, "No space left on device"))
+        h.lm.get("t", 0).fail(OSError(errno.ENOSPC, "No space left on device"))
         assert h.rm.applier.failed_replicas() == [("t", 0), ("t", 1)]  # the whole dir is offline
         st = _append(h, {("t", 2): build_batch([(None, b"x")])})  # the only replica says why
         assert st[("t", 2)].error_code == ErrorCode.KAFKA_STORAGE_ERROR

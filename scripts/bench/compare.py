@@ -1,0 +1,315 @@
+#!/usr/bin/env python
+"""Issue 28's goal figures in one JSON document, optionally against a baseline revision.
+
+Runs the benchmarks of scripts/bench/ that feed the performance goals (docs/performance.md),
+each as its own process, and prints one JSON object: per figure, the values of every round,
+their median, the goal and whether the median meets it. With --baseline REV, the same
+benchmarks also run from a checkout of REV (a detached `git worktree` in a temp dir, its C
+extensions built in place), alternating current/baseline within each round (the order flips
+every round), so a regression shows as a ratio measured on the same machine at the same time,
+not as an absolute figure from another day.
+
+Each tree runs its own copy of each benchmark script (they put their own tree first on
+sys.path and start servers from it), with the interpreter of this process; a benchmark the
+baseline does not have is reported as missing there. Which tree's code a run imported is
+checked, not assumed ("imports_from").
+
+    .venv/bin/python scripts/bench/compare.py [--baseline REV] [--rounds 3] [--only a,b]
+        [--scale 1.0] [--list]
+
+--scale multiplies record counts and durations (0.05 makes a quick smoke run; the figures of
+such a run are not comparable with the goals). Progress goes to stderr, the document to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str
+    path: tuple[str, ...]  # where the value sits in the benchmark's JSON
+    goal: float | None  # None: reported, no goal
+    higher_is_better: bool = True
+
+
+@dataclass(frozen=True)
+class Bench:
+    name: str
+    script: str
+    args: tuple[str, ...]
+    scaled: dict[str, float]  # option -> base value, multiplied by --scale
+    figures: tuple[Figure, ...]
+
+
+BENCHES: tuple[Bench, ...] = (
+    Bench(
+        "send_1node", "send_bench.py", ("--brokers", "1", "--repeat", "1"),
+        {"--records": 500_000},
+        (
+            Figure("send_records_per_s", ("median", "send", "records_per_s"), 500_000),
+            Figure("callback_records_per_s", ("median", "callback", "records_per_s"), 500_000),
+            Figure("bulk_records_per_s", ("median", "bulk", "records_per_s"), 1_200_000),
+        ),
+    ),
+    Bench(
+        "send_rf3", "send_bench.py",
+        ("--brokers", "3", "--repeat", "1", "--modes", "send,callback"),
+        {"--records": 300_000},
+        (
+            Figure("send_records_per_s", ("median", "send", "records_per_s"), 300_000),
+            Figure("callback_records_per_s", ("median", "callback", "records_per_s"), 300_000),
+        ),
+    ),
+    Bench(
+        "consume_1node", "consume_bench.py", (), {"--records": 2_000_000},
+        (Figure("records_per_s", ("consume", "records_per_s"), 2_000_000),),
+    ),
+    Bench(
+        "e2e_latency_rf3", "e2e_latency_bench.py", ("--rate", "5000"), {"--seconds": 10},
+        (
+            Figure("p50_ms", ("p50_ms",), None, higher_is_better=False),
+            Figure("p99_ms", ("p99_ms",), 10, higher_is_better=False),
+            Figure("max_ms", ("max_ms",), 50, higher_is_better=False),
+        ),
+    ),
+    Bench(
+        "spread_1000_rf3", "partitions_bench.py",
+        ("--brokers", "3", "--counts", "1000", "--image-partitions", "0"),
+        {"--records": 200_000},
+        (Figure("round_robin_vs_one", ("runs", "0", "round_robin_vs_one"), 0.5),),
+    ),
+)
+
+
+def _dig(doc: Any, path: tuple[str, ...]) -> Any:
+    for key in path:
+        doc = doc[int(key)] if isinstance(doc, list) else doc[key]
+    return doc
+
+
+def last_json(stdout: str) -> dict:
+    """The benchmark's document: the last JSON object on stdout (some print one line, some an
+    indented object)."""
+    text = stdout.strip()
+    start = text.rfind("\n{")
+    candidates = [text[start + 1 :]] if start >= 0 else []
+    candidates.append(text)
+    for c in candidates:
+        try:
+            doc = json.loads(c)
+        except ValueError:
+            continue
+        if isinstance(doc, dict):
+            return doc
+    for line in reversed(text.splitlines()):
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(doc, dict):
+            return doc
+    raise ValueError(f"no JSON object in the benchmark's output: {text[-300:]!r}")
+
+
+def bench_argv(bench: Bench, scale: float) -> list[str]:
+    argv = list(bench.args)
+    for opt, base in bench.scaled.items():
+        value = base * scale
+        argv += [opt, str(max(1, int(value))) if isinstance(base, int) else f"{value:g}"]
+    return argv
+
+
+def tree_env(tree: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(tree), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def imports_from(tree: Path) -> str:
+    out = subprocess.run(
+        [sys.executable, "-c", "import client, os; print(os.path.dirname(os.path.dirname("
+         "os.path.abspath(client.__file__))))"],
+        cwd=tempfile.gettempdir(), env=tree_env(tree), capture_output=True, text=True,
+        check=True,
+    )  # fmt: skip
+    return out.stdout.strip()
+
+
+def run_bench(tree: Path, bench: Bench, scale: float, timeout: float) -> dict:
+    script = tree / "scripts" / "bench" / bench.script
+    if not script.exists():
+        return {"missing": f"{bench.script} is not in this tree"}
+    argv = [sys.executable, str(script), *bench_argv(bench, scale)]
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        argv, cwd=tree, env=tree_env(tree), capture_output=True, text=True, timeout=timeout
+    )
+    took = round(time.monotonic() - t0, 1)
+    if proc.returncode != 0:
+        return {"error": f"exit {proc.returncode}: {proc.stderr.strip()[-1500:]}", "seconds": took}
+    try:
+        doc = last_json(proc.stdout)
+    except ValueError as exc:
+        return {"error": str(exc), "seconds": took}
+    values: dict[str, Any] = {}
+    for fig in bench.figures:
+        try:
+            values[fig.name] = _dig(doc, fig.path)
+        except (KeyError, IndexError, TypeError, ValueError):
+            values[fig.name] = None
+    return {"values": values, "seconds": took}
+
+
+def summarize(bench: Bench, runs: dict[str, list[dict]]) -> dict:
+    """Per figure: each tree's values, median, the goal and whether the current median meets
+    it, and current/baseline (for a lower-is-better figure, baseline/current, so > 1 is always
+    an improvement)."""
+    out: dict[str, Any] = {}
+    for fig in bench.figures:
+        row: dict[str, Any] = {"goal": fig.goal, "higher_is_better": fig.higher_is_better}
+        medians: dict[str, float] = {}
+        for tree, results in runs.items():
+            vals = [r["values"][fig.name] for r in results if r.get("values")]
+            vals = [v for v in vals if isinstance(v, int | float)]
+            row[tree] = vals
+            if vals:
+                medians[tree] = statistics.median(vals)
+                row[f"{tree}_median"] = medians[tree]
+        cur = medians.get("current")
+        if cur is not None and fig.goal is not None:
+            row["meets_goal"] = cur >= fig.goal if fig.higher_is_better else cur <= fig.goal
+        base = medians.get("baseline")
+        if cur is not None and base:
+            ratio = cur / base if fig.higher_is_better else (base / cur if cur else None)
+            row["improvement_ratio"] = round(ratio, 3) if ratio is not None else None
+        out[fig.name] = row
+    problems = [r.get("error") or r.get("missing") for rs in runs.values() for r in rs]
+    problems = [p for p in problems if p]
+    if problems:
+        out["problems"] = problems
+    return out
+
+
+def checkout(rev: str, into: Path) -> Path:
+    """A detached worktree of `rev` with its C extensions built in place."""
+    tree = into / "baseline"
+    subprocess.run(
+        ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), rev],
+        check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    # The extensions as setup.py builds them (-O2 -Wall), compiled directly: setup.py run by
+    # this venv's own (older) setuptools cannot read pyproject.toml's license field.
+    include = sysconfig.get_paths()["include"]
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    for src in sorted((tree / "client" / "records").glob("*.c")):
+        subprocess.run(
+            ["gcc", "-O2", "-Wall", "-shared", "-fPIC", f"-I{include}", str(src),
+             "-o", str(src.with_name(src.stem + suffix))],
+            check=True, capture_output=True, text=True,
+        )  # fmt: skip
+    return tree
+
+
+def rev_of(tree: Path) -> str:
+    out = subprocess.run(
+        ["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    )
+    dirty = subprocess.run(
+        ["git", "-C", str(tree), "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True, text=True,
+    ).stdout.strip()  # fmt: skip
+    return out.stdout.strip() + ("+dirty" if dirty else "")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--baseline", metavar="REV", help="also run a checkout of REV, alternately")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--only", help="comma-separated benchmark names (see --list)")
+    ap.add_argument("--scale", type=float, default=1.0, help="multiplies records and durations")
+    ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per benchmark run")
+    ap.add_argument("--list", action="store_true", help="print the benchmarks and exit")
+    args = ap.parse_args()
+    if args.list:
+        for b in BENCHES:
+            goals = ", ".join(f"{f.name} {'>=' if f.higher_is_better else '<='} {f.goal}"
+                              for f in b.figures if f.goal is not None)  # fmt: skip
+            print(f"{b.name:18} {b.script} {' '.join(bench_argv(b, 1.0))}  [{goals}]")
+        return 0
+    names = {b.name for b in BENCHES}
+    chosen = [b for b in BENCHES if not args.only or b.name in args.only.split(",")]
+    unknown = set(args.only.split(",")) - names if args.only else set()
+    if unknown:
+        ap.error(f"--only: unknown benchmark(s) {sorted(unknown)}; known: {sorted(names)}")
+    if args.rounds < 1 or args.scale <= 0:
+        ap.error("--rounds must be >= 1 and --scale > 0")
+
+    tmp = Path(tempfile.mkdtemp(prefix="gregor-compare-"))
+    trees: dict[str, Path] = {"current": ROOT}
+    try:
+        if args.baseline:
+            trees["baseline"] = checkout(args.baseline, tmp)
+        doc: dict[str, Any] = {
+            "machine": {
+                "cpus": os.cpu_count(),
+                "python": platform.python_version(),
+                "platform": platform.platform(),
+                "load_before": [round(x, 2) for x in os.getloadavg()],
+            },
+            "scale": args.scale,
+            "rounds": args.rounds,
+            "trees": {
+                k: {"path": str(t), "rev": rev_of(t), "imports_from": imports_from(t)}
+                for k, t in trees.items()
+            },
+            "benchmarks": {},
+        }
+        for k, t in trees.items():
+            got = doc["trees"][k]["imports_from"]
+            if Path(got).resolve() != t.resolve():
+                raise SystemExit(f"{k} tree {t} imports Gregor from {got}: the figures would lie")
+        runs: dict[str, dict[str, list[dict]]] = {b.name: {k: [] for k in trees} for b in chosen}
+        order = list(trees)
+        for rnd in range(args.rounds):
+            for bench in chosen:
+                for k in order:
+                    print(f"round {rnd + 1}/{args.rounds} {bench.name} [{k}]", file=sys.stderr,
+                          flush=True)  # fmt: skip
+                    res = run_bench(trees[k], bench, args.scale, args.timeout)
+                    print(f"  {json.dumps(res)}", file=sys.stderr, flush=True)
+                    runs[bench.name][k].append(res)
+            order.reverse()
+        for bench in chosen:
+            doc["benchmarks"][bench.name] = summarize(bench, runs[bench.name])
+        doc["machine"]["load_after"] = [round(x, 2) for x in os.getloadavg()]
+        print(json.dumps(doc, indent=2))
+        failed = any("problems" in v for v in doc["benchmarks"].values())
+        return 1 if failed else 0
+    finally:
+        if "baseline" in trees:
+            subprocess.run(
+                ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(trees["baseline"])],
+                capture_output=True,
+            )
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""scripts/bench/compare.py: its document (figures found, medians, goals, ratios) and a real
+run, one tiny round of the consume benchmark, against this tree and a baseline checkout."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+SCRIPT = ROOT / "scripts" / "bench" / "compare.py"
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("bench_compare", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["bench_compare"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_last_json_takes_the_document_after_other_output() -> None:
+    c = _module()
+    assert c.last_json('progress\n{"a": 1}\n') == {"a": 1}
+    assert c.last_json('{"x": 0}\n{\n  "b": [1, 2]\n}\n') == {"b": [1, 2]}
+    with pytest.raises(ValueError, match="no JSON object"):
+        c.last_json("Traceback: boom")
+
+
+def test_scaled_arguments_and_summary() -> None:
+    c = _module()
+    bench = c.Bench(
+        "b", "x.py", ("--k", "v"), {"--records": 1000, "--seconds": 10.0},
+        (c.Figure("rate", ("r",), 100), c.Figure("p99", ("p",), 5, higher_is_better=False)),
+    )  # fmt: skip
+    assert c.bench_argv(bench, 0.5) == ["--k", "v", "--records", "500", "--seconds", "5"]
+    runs = {
+        "current": [{"values": {"rate": 120, "p99": 4}}, {"values": {"rate": 80, "p99": 6}},
+                    {"values": {"rate": 110, "p99": 8}}],
+        "baseline": [{"values": {"rate": 50, "p99": 10}}, {"error": "exit 1: boom"}],
+    }  # fmt: skip
+    s = c.summarize(bench, runs)
+    assert s["rate"]["current_median"] == 110 and s["rate"]["meets_goal"] is True
+    assert s["rate"]["improvement_ratio"] == 2.2  # 110 / 50
+    assert s["p99"]["current_median"] == 6 and s["p99"]["meets_goal"] is False
+    assert s["p99"]["improvement_ratio"] == round(10 / 6, 3)  # lower is better: base / current
+    assert s["problems"] == ["exit 1: boom"]
+
+
+@pytest.mark.slow
+def test_a_tiny_round_against_a_baseline_checkout() -> None:
+    if shutil.which("gcc") is None or not (ROOT / ".git").exists():
+        pytest.skip("needs gcc and a git checkout")
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--only", "consume_1node", "--scale", "0.01",
+         "--rounds", "1", "--baseline", "HEAD"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
+    trees = doc["trees"]
+    assert Path(trees["current"]["imports_from"]) == ROOT
+    assert trees["baseline"]["imports_from"] == trees["baseline"]["path"] != str(ROOT)
+    fig = doc["benchmarks"]["consume_1node"]["records_per_s"]
+    assert fig["current"][0] > 0 and fig["baseline"][0] > 0 and "improvement_ratio" in fig
+    listed = subprocess.run(
+        ["git", "-C", str(ROOT), "worktree", "list"], capture_output=True, text=True
+    ).stdout
+    assert trees["baseline"]["path"] not in listed  # the checkout is removed again
