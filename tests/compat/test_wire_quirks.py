@@ -148,3 +148,20 @@ def test_classic_and_kip848_groups_cannot_share_a_name(kafka_broker) -> None:
     )  # fmt: skip
     answer = _request(kafka_broker.kafka, 68, 0, beat)
     assert answer.error_code == 69  # GROUP_ID_NOT_FOUND
+
+
+def test_bad_input_closes_the_connection_and_the_broker_keeps_serving(kafka_broker) -> None:
+    for frame in (
+        _frame(1234, 0),  # an API key nobody serves
+        _frame(3, 99),  # Metadata at a version not served
+        struct.pack(">i", 3) + b"\x00\x03\x00",  # shorter than a request header
+        _frame(3, 12, b"\xff" * 7),  # a body that does not parse
+    ):
+        with _connect(kafka_broker.kafka) as s:
+            s.sendall(frame)
+            assert _recv_frame(s) is None, frame
+    with _connect(kafka_broker.kafka) as s:  # and the next client is served
+        s.sendall(_frame(18, 0))
+        answer = _recv_frame(s)
+        assert answer is not None
+        assert entity_reader(V0Response)(memoryview(answer), 4)[0].error_code == 0
