@@ -6,6 +6,7 @@
     IncrementalAlterConfigs   0-1       IncrementalAlterConfigs (44)
     DescribeCluster           0-1       DescribeCluster (60): brokers at their address on
                                         the request's listener
+    ElectLeaders              0-2       ElectLeaders (43): preferred (0) or unclean (1)
 
 Threads: I/O threads; answers from the thread the native handler answers on.
 """
@@ -140,3 +141,28 @@ def describe_cluster(ctx: KafkaContext, body: Any) -> None:
         )
 
     ctx.call_native(ApiKey.DESCRIBE_CLUSTER, {"include_fenced_brokers": False}, answer)
+
+
+@api(ApiKey.ELECT_LEADERS, 0, 2)
+def elect_leaders(ctx: KafkaContext, body: Any) -> None:
+    requested = body.topic_partitions
+    native = {
+        "election_type": int(getattr(body, "election_type", 0)),  # v0: preferred only
+        "topic_partitions": None
+        if requested is None
+        else [{"topic": t.topic, "partitions": list(t.partitions)} for t in requested],
+        "timeout_ms": millis(body.timeout),
+    }
+
+    def answer(a: dict) -> None:
+        code = whole_error(a)
+        ctx.respond(
+            {
+                "throttle_time": 0,
+                "error_code": code or a.get("error_code", 0),
+                "replica_election_results": [] if code else a["replica_election_results"],
+            },
+            code,
+        )
+
+    ctx.call_native(ApiKey.ELECT_LEADERS, native, answer)

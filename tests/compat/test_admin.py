@@ -65,3 +65,11 @@ def test_partitions_configs_records_and_cluster(kafka_broker) -> None:
     cluster = a.describe_cluster().result(30)
     port = int(kafka_broker.kafka.rsplit(":", 1)[1])
     assert [(n.id, n.host, n.port) for n in cluster.nodes] == [(1, "localhost", port)]
+
+    # preferred leader election: on one broker the leader already is the preferred one
+    from confluent_kafka import ElectionType
+
+    elected = a.elect_leaders(ElectionType.PREFERRED, [ck.TopicPartition("more", 0)]).result(30)
+    [(tp, err)] = elected.items()
+    assert (tp.topic, tp.partition) == ("more", 0)
+    assert err is not None and err.code() == ck.KafkaError.ELECTION_NOT_NEEDED
