@@ -16,6 +16,10 @@ native handlers do, so both listeners serve the same state through the same code
 
 Fetch stops at v12 (v13 names topics by id only) and Metadata at v12 to match.
 
+The group and admin APIs register themselves the same way from apis_groups.py (offsets),
+apis_classic.py (classic groups), apis_consumer_group.py (KIP-848), apis_group_admin.py and
+apis_admin*.py; docs/kafka-compat.md has the whole table.
+
 Threads: I/O threads; answers from whatever thread the native handler answers on.
 """
 
