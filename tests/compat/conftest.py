@@ -4,7 +4,7 @@ GREGOR and a KAFKA listener (docs/kafka-compat.md)."""
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,15 +27,27 @@ class KafkaBroker:
         return f"127.0.0.1:{self._port('KAFKA')}"
 
 
-@pytest.fixture
-def kafka_broker(broker_factory: Callable[..., Any]) -> KafkaBroker:
-    return KafkaBroker(
-        broker_factory(
-            listeners="GREGOR://127.0.0.1:0,KAFKA://127.0.0.1:0",
-            # a name that shows which listener an answer was computed for
-            advertised_listeners="GREGOR://127.0.0.1:0,KAFKA://localhost:0",
-        )
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    """One broker for the whole suite (starting one per test was most of its time): every
+    test uses topics and groups of its own names."""
+    from helpers import BrokerHandle, broker_config
+
+    from broker.server import BrokerServer
+
+    d = tmp_path_factory.mktemp("kafka-broker")
+    cfg = broker_config(
+        d,
+        listeners="GREGOR://127.0.0.1:0,KAFKA://127.0.0.1:0",
+        # a name that shows which listener an answer was computed for
+        advertised_listeners="GREGOR://127.0.0.1:0,KAFKA://localhost:0",
     )
+    server = BrokerServer(cfg)
+    host, port = server.start()
+    try:
+        yield KafkaBroker(BrokerHandle(server=server, host=host, port=port, data_dir=d))
+    finally:
+        server.shutdown(timeout=10.0)
 
 
 @pytest.fixture
