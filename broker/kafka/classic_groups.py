@@ -121,6 +121,7 @@ class ClassicGroups:
         finish: DelayedJoin | None = None
         with self._lock:
             g = self._groups.setdefault(group_id, Group(group_id))
+            self._seen(g, member_id, now)
             start = self._expire(g, now)
             error = self._check_join(g, member_id, protocol_type, protocols)
             if error is None and not member_id:
@@ -239,8 +240,12 @@ class ClassicGroups:
         self, group_id: str, member_id: str, generation: int, assignments: dict[str, bytes],
         answer: Answer,
     ) -> None:  # fmt: skip
+        start = None
         with self._lock:
             g = self._groups.get(group_id)
+            if g is not None:  # a leader that died before its SyncGroup is noticed here
+                self._seen(g, member_id, self._clock())
+                start = self._expire(g, self._clock())
             m = g.members.get(member_id) if g is not None else None
             if g is None or m is None:
                 out: dict | None = _sync_error(int(ErrorCode.UNKNOWN_MEMBER_ID))
@@ -253,6 +258,8 @@ class ClassicGroups:
             else:  # CompletingRebalance
                 out = None
                 m.last_seen = self._clock()
+                if m.sync is not None:  # a retry: the earlier request still needs its answer
+                    self._later(m.sync, _sync_error(int(ErrorCode.REBALANCE_IN_PROGRESS)))
                 m.sync = answer
                 if member_id == g.leader:
                     for x in g.members.values():
@@ -265,6 +272,8 @@ class ClassicGroups:
         if out is not None:
             answer(out)
         self._run_later()
+        if start is not None:
+            self._timer.add(start)
 
     def _sync_ok(self, g: Group, m: Member) -> dict:
         return {
@@ -281,6 +290,7 @@ class ClassicGroups:
             g = self._groups.get(group_id)
             if g is None:
                 return int(ErrorCode.UNKNOWN_MEMBER_ID)
+            self._seen(g, member_id, self._clock())
             start = self._expire(g, self._clock())
             m = g.members.get(member_id)
             if m is None:
@@ -307,6 +317,8 @@ class ClassicGroups:
             for mid in member_ids:
                 m = g.members.pop(mid, None) if g is not None else None
                 codes.append(0 if m is not None else int(ErrorCode.UNKNOWN_MEMBER_ID))
+                if m is not None:
+                    self._answer_waiting(m)
             if g is not None and any(c == 0 for c in codes):
                 start, finish = self._after_removal(g)
         self._run_later()
@@ -384,9 +396,10 @@ class ClassicGroups:
     def _expire(self, g: Group, now: float) -> DelayedJoin | None:
         """Remove members whose session ran out; start a rebalance when any was."""
         gone = [
-            mid for mid, m in g.members.items()
-            if m.join is None and now - m.last_seen > m.session_ms / 1000
-        ]  # fmt: skip
+            mid
+            for mid, m in g.members.items()
+            if m.join is None and m.sync is None and now - m.last_seen > m.session_ms / 1000
+        ]  # fmt: skip  (a member with a request waiting here is alive)
         for mid in gone:
             log.info("classic group %s: member %s session expired", g.group_id, mid)
             del g.members[mid]
@@ -394,6 +407,22 @@ class ClassicGroups:
             return None
         start, _ = self._after_removal(g)
         return start
+
+    def _seen(self, g: Group, member_id: str, now: float) -> None:
+        """A request from `member_id` shows it is alive (before expiring anyone)."""
+        m = g.members.get(member_id)
+        if m is not None:
+            m.last_seen = now
+
+    def _answer_waiting(self, m: Member) -> None:
+        """A removed member's waiting requests still get their answers (each holds its
+        connection muted and its bytes in the memory pool until answered)."""
+        if m.join is not None:
+            self._later(m.join, _join_error(int(ErrorCode.UNKNOWN_MEMBER_ID), m.member_id))
+            m.join = None
+        if m.sync is not None:
+            self._later(m.sync, _sync_error(int(ErrorCode.UNKNOWN_MEMBER_ID)))
+            m.sync = None
 
     def _after_removal(self, g: Group) -> tuple[DelayedJoin | None, DelayedJoin | None]:
         if not g.members:

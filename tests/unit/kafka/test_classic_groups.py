@@ -104,3 +104,34 @@ def test_leave_and_protocol_checks() -> None:
     assert out[0]["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
     assert groups.leave("g", [a, "stranger"]) == [0, ErrorCode.UNKNOWN_MEMBER_ID]
     assert not groups.is_classic("g")
+
+
+def test_a_leader_dying_before_its_sync_is_noticed_by_the_followers_retry() -> None:
+    timer, clock = Timer(), Clock()
+    groups = ClassicGroups(timer, clock)
+    a, b = _member(groups), _member(groups)
+    _join(groups, a, [])
+    jb: list = []
+    _join(groups, b, jb)
+    _join(groups, a, [])  # generation 2: a leads, b follows
+    assert jb[0]["generation_id"] == 2
+    first: list = []
+    groups.sync("g", b, 2, {}, first.append)  # waits for the leader, which never comes
+    assert first == []
+    clock.now += 11
+    retry: list = []
+    groups.sync("g", b, 2, {}, retry.append)  # b's client retried after its request timeout
+    assert first[0]["error_code"] == retry[0]["error_code"] == ErrorCode.REBALANCE_IN_PROGRESS
+    jb2: list = []
+    _join(groups, b, jb2)
+    assert jb2[0]["generation_id"] == 3 and jb2[0]["leader"] == b
+
+
+def test_leaving_answers_a_waiting_request() -> None:
+    groups = ClassicGroups(Timer(), Clock())
+    a, b = _member(groups), _member(groups)
+    _join(groups, a, [])
+    jb: list = []
+    _join(groups, b, jb)  # waits for a to rejoin
+    assert groups.leave("g", [b]) == [0]
+    assert jb[0]["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
