@@ -176,6 +176,9 @@ class BrokerServer:
         self.metrics: Any = None  # broker.metrics.BrokerMetrics while metrics.listener is set
         self._metrics_address = metrics_address(config)  # ValueError: not http://HOST:PORT
         self.metrics_address: tuple[str, int] | None = None  # bound, once started
+        # Kafka listeners: answers the requests broker/kafka holds (classic group joins and
+        # syncs) at shutdown, so they do not hold it up
+        self._kafka_close: Any = None
 
     @property
     def host(self) -> str:
@@ -215,6 +218,7 @@ class BrokerServer:
                 from broker.kafka import by_protocol
 
                 dispatch = by_protocol(dispatch)
+                self._kafka_close = dispatch.close  # type: ignore[attr-defined]
 
             self.io_pool = IoPool(
                 self.channel,
@@ -318,6 +322,8 @@ class BrokerServer:
                 self.node.controlled_shutdown()
             self.socket_server.stop_accepting()
             self.socket_server.stop_processing()
+            if self._kafka_close is not None:
+                self._kafka_close()
             if not self.channel.wait_idle(timeout):
                 log.warning(
                     "shutdown: %d requests still in flight after %.1fs",

@@ -80,4 +80,5 @@ def by_protocol(native: Callable[..., None]) -> Callable[..., None]:
         else:
             native(request, services=services)
 
+    route.close = state.close  # type: ignore[attr-defined]  # BrokerServer.shutdown
     return route

@@ -387,6 +387,24 @@ class ClassicGroups:
             self._groups.pop(group_id, None)
             return True
 
+    def close(self) -> None:
+        """The broker is shutting down: every waiting JoinGroup and SyncGroup is answered
+        NOT_COORDINATOR (the clients find the next coordinator and rejoin there)."""
+        with self._lock:
+            for g in self._groups.values():
+                g.join_op = None  # a rebalance timeout firing later finds nothing to end
+                for m in g.members.values():
+                    if m.join is not None:
+                        self._later(
+                            m.join, _join_error(int(ErrorCode.NOT_COORDINATOR), m.member_id)
+                        )
+                        m.join = None
+                    if m.sync is not None:
+                        self._later(m.sync, _sync_error(int(ErrorCode.NOT_COORDINATOR)))
+                        m.sync = None
+            self._groups.clear()
+        self._run_later()
+
     def is_classic(self, group_id: str) -> bool:
         with self._lock:
             g = self._groups.get(group_id)

@@ -57,6 +57,13 @@ class KafkaState:
         self._lock = threading.Lock()
         self._groups: ClassicGroups | None = None
 
+    def close(self) -> None:
+        """Shutdown: the classic groups answer their waiting requests (NOT_COORDINATOR)."""
+        with self._lock:
+            groups = self._groups
+        if groups is not None:
+            groups.close()
+
     def classic_groups(self, services: Any) -> ClassicGroups:
         with self._lock:
             if self._groups is None:

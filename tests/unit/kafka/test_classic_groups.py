@@ -135,3 +135,14 @@ def test_leaving_answers_a_waiting_request() -> None:
     _join(groups, b, jb)  # waits for a to rejoin
     assert groups.leave("g", [b]) == [0]
     assert jb[0]["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_close_answers_every_waiting_request() -> None:
+    groups = ClassicGroups(Timer(), Clock())
+    a, b = _member(groups), _member(groups)
+    _join(groups, a, [])
+    jb: list = []
+    _join(groups, b, jb)  # waits for a
+    groups.close()
+    assert jb[0]["error_code"] == ErrorCode.NOT_COORDINATOR
+    assert not groups.is_classic("g")
