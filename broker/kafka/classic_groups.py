@@ -75,6 +75,7 @@ class Group:
     members: dict[str, Member] = field(default_factory=dict)
     pending: set[str] = field(default_factory=set)  # ids handed out, not joined yet
     join_op: DelayedJoin | None = None
+    rebalance_deadline: float = 0.0  # clock time the current rebalance ends at the latest
 
 
 class DelayedJoin(DelayedOperation):
@@ -85,8 +86,14 @@ class DelayedJoin(DelayedOperation):
         self.groups = groups
         self.group = group
 
+    forced = False  # set by finish(): every member rejoined or left
+
     def try_complete(self) -> bool:
         return False
+
+    def finish(self) -> None:
+        self.forced = True
+        self.force_complete()
 
     def on_complete(self) -> None:
         self.groups._finish_join(self.group, self)
@@ -157,7 +164,7 @@ class ClassicGroups:
         if start is not None:
             self._timer.add(start)
         if finish is not None:
-            finish.force_complete()
+            finish.finish()
 
     def _check_join(
         self, g: Group, member_id: str, protocol_type: str, protocols: list[tuple[str, bytes]]
@@ -179,16 +186,43 @@ class ClassicGroups:
             if m.sync is not None:
                 self._later(m.sync, _sync_error(int(ErrorCode.REBALANCE_IN_PROGRESS)))
                 m.sync = None
-        delay = max((m.rebalance_ms for m in g.members.values()), default=0)
-        op = g.join_op = DelayedJoin(self, g, delay)
+        now = self._clock()
+        g.rebalance_deadline = (
+            now + max((m.rebalance_ms for m in g.members.values()), default=0) / 1000
+        )
+        op = g.join_op = DelayedJoin(self, g, self._join_delay_ms(g, now))
         log.info("classic group %s: rebalancing (generation %d)", g.group_id, g.generation)
         return op
 
+    def _join_delay_ms(self, g: Group, now: float) -> int:
+        """Until the rebalance deadline, or sooner, when the session of a member that has not
+        rejoined runs out (a member gone without LeaveGroup must not hold the group up for a
+        whole rebalance timeout)."""
+        until = g.rebalance_deadline
+        for m in g.members.values():
+            if m.join is None:
+                until = min(until, m.last_seen + m.session_ms / 1000)
+        return max(0, int((until - now) * 1000) + 1)
+
     def _finish_join(self, g: Group, op: DelayedJoin) -> None:
+        again = None
         with self._lock:
             if g.join_op is op:
-                self._complete_join(g)
+                now = self._clock()
+                for mid in [
+                    mid for mid, m in g.members.items()
+                    if m.join is None and now - m.last_seen > m.session_ms / 1000
+                ]:  # fmt: skip
+                    log.info("classic group %s: member %s session expired", g.group_id, mid)
+                    del g.members[mid]
+                waiting = any(m.join is None for m in g.members.values())
+                if waiting and now < g.rebalance_deadline and not op.forced:
+                    again = g.join_op = DelayedJoin(self, g, self._join_delay_ms(g, now))
+                else:
+                    self._complete_join(g)
         self._run_later()
+        if again is not None:
+            self._timer.add(again)
 
     def _complete_join(self, g: Group) -> None:
         """The rebalance ends (lock held): new generation, join answers queued."""
@@ -325,7 +359,7 @@ class ClassicGroups:
         if start is not None:
             self._timer.add(start)
         if finish is not None:
-            finish.force_complete()
+            finish.finish()
         return codes
 
     def check_commit(self, group_id: str, member_id: str, generation: int) -> int:

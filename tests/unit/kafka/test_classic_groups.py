@@ -26,10 +26,13 @@ class Clock:
         return self.now
 
 
-def _join(groups: ClassicGroups, member_id: str, out: list, protocols=(("range", b"m"),)):
+def _join(
+    groups: ClassicGroups, member_id: str, out: list, protocols=(("range", b"m"),),
+    rebalance_ms: int = 5_000,
+):  # fmt: skip
     groups.join(
-        "g", member_id, "consumer", list(protocols), 10_000, 5_000, "c", "/127.0.0.1", True,
-        out.append,
+        "g", member_id, "consumer", list(protocols), 10_000, rebalance_ms, "c", "/127.0.0.1",
+        True, out.append,
     )  # fmt: skip
 
 
@@ -87,7 +90,8 @@ def test_rebalance_timeout_drops_members_that_do_not_rejoin() -> None:
     jb: list = []
     _join(groups, b, jb)  # a does not rejoin
     assert jb == []
-    timer.fire()  # the rebalance timeout
+    clock.now += 5.1
+    timer.fire()  # the rebalance timeout (5 s)
     assert jb[0]["generation_id"] == 2 and jb[0]["leader"] == b
     assert groups.heartbeat("g", a, 1) == ErrorCode.UNKNOWN_MEMBER_ID
 
@@ -146,3 +150,22 @@ def test_close_answers_every_waiting_request() -> None:
     groups.close()
     assert jb[0]["error_code"] == ErrorCode.NOT_COORDINATOR
     assert not groups.is_classic("g")
+
+
+def test_a_member_gone_without_leaving_holds_a_rebalance_only_for_its_session() -> None:
+    timer, clock = Timer(), Clock()
+    groups = ClassicGroups(timer, clock)
+    a, b = _member(groups), _member(groups)
+    _join(groups, a, [], rebalance_ms=60_000)
+    _join(groups, b, [], rebalance_ms=60_000)
+    _join(groups, a, [], rebalance_ms=60_000)  # generation 2 with a and b
+    timer.ops.clear()
+    clock.now += 4
+    ja: list = []
+    _join(groups, a, ja, rebalance_ms=60_000)  # a rejoins; b died without a LeaveGroup
+    assert ja == []
+    [op] = timer.ops
+    assert op.delay_ms <= 6_001  # b's 10 s session ends 6 s from now, the rebalance in 60
+    clock.now += 6.1
+    timer.fire()
+    assert ja[0]["generation_id"] == 3 and [m["member_id"] for m in ja[0]["members"]] == [a]
