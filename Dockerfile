@@ -16,8 +16,8 @@ LABEL org.gregor.stage=build
 ARG WHEELHOUSE=scripts/docker/no-wheels
 WORKDIR /src
 COPY ${WHEELHOUSE}/ /wheels/
-# setup.py declares the C extensions (client/records/_speedups.c, _crc.c): without it the wheel
-# would be pure Python.
+# setup.py declares the C extensions (client/records/_speedups.c, _crc.c and
+# broker/kafka/_convert.c): without it the wheel would be pure Python.
 COPY pyproject.toml setup.py README.md ./
 COPY client ./client
 COPY controller ./controller
@@ -43,7 +43,7 @@ ENV VIRTUAL_ENV=/opt/gregor/venv PATH=/opt/gregor/venv/bin:$PATH PYTHONUNBUFFERE
 COPY --from=build /opt/gregor/venv /opt/gregor/venv
 # The extensions are optional at install time (pip skips one that fails to compile); an image
 # without them is ~2x slower, so the build fails instead.
-RUN python -c "import client.records._speedups, client.records._crc; \
+RUN python -c "import client.records._speedups, client.records._crc, broker.kafka._convert; \
 import client.records.crc as c; c.require_c_extension(); \
 from client.records import reader, builder; \
 assert reader.DECODER == 'c' and builder.ENCODER == 'c', (reader.DECODER, builder.ENCODER)" \

@@ -2,7 +2,9 @@
 
 client.records._speedups (client/records/_speedups.c) speeds up decoding record sections on the
 consumer's path, and packs them on the producer's; client.records._crc (client/records/_crc.c)
-computes CRC-32C with SSE4.2 on any buffer, without copying. Both are optional: without a
+computes CRC-32C with SSE4.2 on any buffer, without copying; broker.kafka._convert
+(broker/kafka/_convert.c) converts records sections between Kafka's form and Gregor's for the
+Kafka listener. All are optional: without a
 compiler the install still succeeds and client.records uses its pure-Python decoder and encoder
 and the google-crc32c / crcmod CRC (as with GREGOR_NO_EXTENSIONS=1).
 """
@@ -14,6 +16,12 @@ setup(
         Extension(
             "client.records._speedups",
             sources=["client/records/_speedups.c"],
+            extra_compile_args=["-O2", "-Wall"],
+            optional=True,
+        ),
+        Extension(
+            "broker.kafka._convert",
+            sources=["broker/kafka/_convert.c"],
             extra_compile_args=["-O2", "-Wall"],
             optional=True,
         ),

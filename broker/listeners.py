@@ -28,6 +28,12 @@ broker's own credentials (sasl.inter.broker.username / .password).
 A name the map does not list (INTERNAL, CLIENT...) is PLAINTEXT,
 where Kafka would refuse it.
 
+Wire protocols: `listener.protocol.map` (`NAME:PROTOCOL,...`, default `KAFKA:KAFKA`) says which
+protocol each listener speaks: GREGOR, the native one, or KAFKA, Apache Kafka's (broker/kafka/,
+docs/kafka-compat.md). A name it does not list speaks GREGOR. Both kinds register and advertise
+the same way, so a Kafka client bootstrapped on `KAFKA://...` is given every broker's KAFKA
+address. Replication speaks GREGOR, so inter.broker.listener.name must name a GREGOR listener.
+
 The map itself is parsed in client/security/protocols.py (controllers read it too, for
 controller.listener.names). Pure parsing, no sockets: any thread.
 """
@@ -112,6 +118,46 @@ def check_security(listeners: Listeners, config: Any) -> None:
             " or give replication an SSL (mTLS) or PLAINTEXT listener of its own named in"
             " inter.broker.listener.name (docs/security.md)"
         )
+
+
+WIRE_PROTOCOLS = ("GREGOR", "KAFKA")
+
+
+def wire_protocols(value: Any) -> dict[str, str]:
+    """`listener.protocol.map` (`NAME:PROTOCOL,...`) -> {NAME: GREGOR|KAFKA}, upper-cased."""
+    out: dict[str, str] = {}
+    for item in _items(value):
+        name, sep, protocol = item.partition(":")
+        protocol = protocol.strip().upper()
+        if not sep or not _NAME.match(name) or protocol not in WIRE_PROTOCOLS:
+            raise ConfigError(
+                f"listener.protocol.map: expected NAME:PROTOCOL with PROTOCOL GREGOR or KAFKA,"
+                f" got {item!r}"
+            )
+        out[name.upper()] = protocol
+    return out
+
+
+def kafka_listener_names(config: Any, listeners: Listeners) -> frozenset[str]:
+    """The names of the listeners that speak Kafka's protocol; ConfigError when the
+    inter-broker listener is one of them (replication speaks Gregor's protocol)."""
+    protocols = wire_protocols(setting(config, "listener_protocol_map", ("KAFKA:KAFKA",)))
+    names = frozenset(e.name for e in listeners.bind if protocols.get(e.name) == "KAFKA")
+    if listeners.inter_broker in names:
+        raise ConfigError(
+            f"inter.broker.listener.name: {listeners.inter_broker} speaks KAFKA"
+            " (listener.protocol.map), but brokers replicate over Gregor's protocol: name a"
+            " GREGOR listener (or list one first in listeners)"
+        )
+    for name in sorted(names):
+        if listeners.protocol(name) in SASL_PROTOCOLS:
+            raise ConfigError(
+                f"listeners: {name} speaks KAFKA (listener.protocol.map) with security protocol"
+                f" {listeners.protocol(name)}, but the Kafka listener does not serve SASL yet"
+                " (Kafka's SaslHandshake/SaslAuthenticate): map it to PLAINTEXT or SSL in"
+                " listener.security.protocol.map"
+            )
+    return names
 
 
 @dataclass(frozen=True)

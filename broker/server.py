@@ -39,7 +39,7 @@ from functools import partial
 from typing import Any
 
 from broker.io_pool import IoPool
-from broker.listeners import Listeners, parse_endpoints
+from broker.listeners import Listeners, kafka_listener_names, parse_endpoints
 from broker.network.socket_server import NetworkSettings, SocketServer
 from broker.request_channel import RequestChannel
 from client.config.types import parse_list
@@ -70,6 +70,12 @@ class ServerSettings:
     @classmethod
     def from_config(cls, config: Any) -> ServerSettings:
         listeners = Listeners.from_config(config)  # ConfigError: bad names, unknown advertised
+        kafka = kafka_listener_names(config, listeners)  # ConfigError: bad listener.protocol.map
+        decoders: tuple = ()
+        if kafka:
+            from broker.kafka import decode_request  # kio only where a Kafka listener is
+
+            decoders = tuple((name, decode_request) for name in sorted(kafka))
         first, *rest = listeners.bind
         tls_names = [e.name for e in listeners.bind if listeners.protocol(e.name) in TLS_PROTOCOLS]
         server_tls = (
@@ -81,6 +87,7 @@ class ServerSettings:
                 port=first.port,
                 name=first.name,
                 extra_listeners=tuple((e.name, e.host, e.port) for e in rest),
+                decoders=decoders,
                 num_network_threads=int(config.num_network_threads),
                 socket_request_max_bytes=int(config.socket_request_max_bytes),
                 connections_max_idle_ms=int(config.connections_max_idle_ms),
@@ -194,6 +201,9 @@ class BrokerServer:
         self.metrics: Any = None  # broker.metrics.BrokerMetrics while metrics.listener is set
         self._metrics_address = metrics_address(config)  # ValueError: not http://HOST:PORT
         self.metrics_address: tuple[str, int] | None = None  # bound, once started
+        # Kafka listeners: answers the requests broker/kafka holds (classic group joins and
+        # syncs) at shutdown, so they do not hold it up
+        self._kafka_close: Any = None
 
     @property
     def host(self) -> str:
@@ -229,6 +239,11 @@ class BrokerServer:
             dispatch = self._dispatch
             if dispatch is None:
                 from broker.handlers import dispatch  # handler modules import heavier parts
+            if self.settings.network.decoders:  # Kafka listeners: their requests go to broker.kafka
+                from broker.kafka import by_protocol
+
+                dispatch = by_protocol(dispatch)
+                self._kafka_close = dispatch.close  # type: ignore[attr-defined]
 
             self.io_pool = IoPool(
                 self.channel,
@@ -355,6 +370,8 @@ class BrokerServer:
                 self.node.controlled_shutdown()
             self.socket_server.stop_accepting()
             self.socket_server.stop_processing()
+            if self._kafka_close is not None:
+                self._kafka_close()
             if not self.channel.wait_idle(timeout):
                 log.warning(
                     "shutdown: %d requests still in flight after %.1fs",

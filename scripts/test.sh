@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 # namespace the harness makes), strace (slow and failing fsync/write), libfuse2 (the LazyFS
 # power-loss layer, tests/cluster/lazyfs.py, through fusepy) and mkfs.ext4 (the loop-mounted
 # full disk, tests/cluster/fault_disks.py), and prometheus (Debian's 2.42, which
-# tests/cluster/test_prometheus_scrape.py starts to scrape a cluster). Installed when missing
+# tests/cluster/test_prometheus_scrape.py starts to scrape a cluster), and kcat (tests/compat,
+# a Kafka client nobody here wrote). Installed when missing
 # and running as root; without them those tests skip with the reason. (Debian's "fuse"
 # package is not needed as root, and conflicts with the fuse3 already there.)
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -19,6 +20,7 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     ldconfig -p 2>/dev/null | grep 'libfuse\.so\.2' >/dev/null || missing+=(libfuse2)
     command -v mkfs.ext4 >/dev/null 2>&1 || missing+=(e2fsprogs)
     command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
+    command -v kcat >/dev/null 2>&1 || missing+=(kcat)
     if [ ${#missing[@]} -gt 0 ]; then
         echo "== installing ${missing[*]}" >&2
         { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \

@@ -52,6 +52,7 @@ import os
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from broker.network.request import Request
@@ -78,11 +79,15 @@ class Connection(asyncio.BufferedProtocol):
         listener: str = "PLAINTEXT",
         peer_host: str = "",
         sasl: bool = False,
+        decode: Callable[[bytes | bytearray, Connection], Request] | None = None,
     ) -> None:
         self.processor = processor
         self.connection_id = connection_id
         self.peer_host = peer_host  # "/127.0.0.1": the client's address as Kafka prints it
         self.listener = listener  # the name of the listener it was accepted on
+        # payload -> Request (MalformedFrameError: close): the listener's protocol; the
+        # default is Gregor's msgpack header (a Kafka listener passes broker.kafka's)
+        self._decode = decode or _decode_native
         self._reader = FrameReader(processor.max_frame_bytes)
         self._pool = processor.memory_pool
         self._grant_callback = self._memory_granted_threadsafe  # one identity, for cancel()
@@ -222,17 +227,16 @@ class Connection(asyncio.BufferedProtocol):
             return
         payload = self._pending.popleft()
         try:
-            api_key, api_version, correlation_id, client_id, body = decode_request(payload)
+            request = self._decode(payload, self)
         except MalformedFrameError as exc:
             self.close(f"malformed request header: {exc.message}")
             return
-        if not self.authenticated and api_key not in PRE_AUTH_APIS:
+        if not self.authenticated and request.api_key not in PRE_AUTH_APIS:
             self.close(
-                f"api key {api_key} before SASL authentication (only ApiVersions, SaslHandshake"
-                " and SaslAuthenticate are served until then)"
+                f"api key {request.api_key} before SASL authentication (only ApiVersions,"
+                " SaslHandshake and SaslAuthenticate are served until then)"
             )
             return
-        request = Request(api_key, api_version, correlation_id, client_id, body, len(payload), self)
         assert self.transport is not None
         request.direct_write = not self.tls and self.transport.get_write_buffer_size() == 0
         self.requests += 1
@@ -442,3 +446,9 @@ class Connection(asyncio.BufferedProtocol):
 
     def __repr__(self) -> str:
         return f"<Connection {self.connection_id}>"
+
+
+def _decode_native(payload: bytes | bytearray, connection: Connection) -> Request:
+    """Gregor's request header (msgpack) → Request; MalformedFrameError when it is not one."""
+    api_key, api_version, correlation_id, client_id, body = decode_request(payload)
+    return Request(api_key, api_version, correlation_id, client_id, body, len(payload), connection)

@@ -53,6 +53,7 @@ class Processor:
         self.failed_authentication_delay_s = (
             settings.connection_failed_authentication_delay_ms / 1000.0
         )
+        self._decoders = dict(settings.decoders)
         self._on_connection_closed = on_connection_closed
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]  # set by _run
         self.draining = False
@@ -144,13 +145,14 @@ class Processor:
         self._next_id += 1
         conn_id = f"{self.index}-{self._next_id}-{_fmt_peer(peer)}"
         host = _peer_host(peer)
+        decode = self._decoders.get(listener)
         if tls is None:
             coro = self.loop.connect_accepted_socket(
-                lambda: Connection(self, conn_id, listener, host, sasl), sock
+                lambda: Connection(self, conn_id, listener, host, sasl, decode), sock
             )
         else:
             coro = self.loop.connect_accepted_socket(
-                lambda: Connection(self, conn_id, listener, host, sasl),
+                lambda: Connection(self, conn_id, listener, host, sasl, decode),
                 sock,
                 ssl=tls,
                 ssl_handshake_timeout=self.receive_timeout_ms / 1000.0,

@@ -19,6 +19,8 @@ log = logging.getLogger(__name__)
 
 
 class Request:
+    protocol = "GREGOR"  # the wire protocol it came in (broker.kafka's requests say KAFKA)
+
     __slots__ = (
         "api_key",
         "api_version",

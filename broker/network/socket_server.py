@@ -9,8 +9,9 @@ Threads: all methods from the server's control thread.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from broker.network.acceptor import Acceptor, ConnectionQuota
 from broker.network.memory_pool import MemoryPool
@@ -40,6 +41,9 @@ class NetworkSettings:
     # Further listeners beyond (host, port), which is named `name`: (name, host, port) each.
     name: str = "PLAINTEXT"
     extra_listeners: tuple[tuple[str, str, int], ...] = field(default=())
+    # Listener name -> the function that turns a payload into a Request on a connection of
+    # that listener (Connection.decode); listeners not named speak Gregor's native protocol.
+    decoders: tuple[tuple[str, Callable[[Any, Any], Any]], ...] = field(default=())
 
     @property
     def listeners(self) -> list[tuple[str, str, int]]:

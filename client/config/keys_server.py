@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from client.config.keydef import key
 from client.config.types import (
     Validator,
@@ -19,6 +21,7 @@ BC = ("broker", "controller")
 ALL = ("broker", "controller", "producer", "consumer", "admin")
 MiB = 1024 * 1024
 INT_MAX = 2**31 - 1
+_wire_protocols = Validator(lambda v: all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*:(GREGOR|KAFKA)", i, re.I) for i in v), "NAME:PROTOCOL[,...] with PROTOCOL GREGOR or KAFKA")  # fmt: skip
 _optional_listeners = Validator(lambda v: len(v) == 0 or host_ports()(v) is None, "empty, or HOST:PORT[,...]")  # fmt: skip
 
 _endpoint_algorithm = Validator(
@@ -31,7 +34,7 @@ KEYS = [
     key("cluster.id", "str", None, "cluster id, fixed once by the controller quorum in the metadata log (the first active controller's configured or stored id, else a new one) and stored by every node in `cluster.id` in its data dir; a node whose configured or stored id differs is refused with INCONSISTENT_CLUSTER_ID (docs/operations.md, Cluster id); unset: take the quorum's", BC),
     key("listeners", "list", ("127.0.0.1:9092",), "addresses the broker listens on: NAME://HOST:PORT (HOST:PORT is named PLAINTEXT), comma-separated, one name each; clients get the advertised addresses of the listener they connected on; port 0 picks a free port", B, host_ports()),
     key("advertised.listeners", "list", (), "addresses given to clients in metadata, per listener name (NAME://HOST:PORT; unnamed: PLAINTEXT); a listener not named here advertises the address it binds", B, _optional_listeners),
-    key("listener.security.protocol.map", "list", ("PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT", "SASL_SSL:SASL_SSL"), "listener name -> security protocol (NAME:PROTOCOL, comma-separated), as Kafka; PLAINTEXT and SSL (TLS with ssl.certfile/ssl.keyfile, docs/security.md) are built, SASL_PLAINTEXT and SASL_SSL stop start-up (SASL is not built yet); a name not in the map is PLAINTEXT, except those four names, which keep their own protocol; the controllers' listener is named by controller.listener.names", BC, protocol_map()),
+    key("listener.security.protocol.map", "list", ("PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT", "SASL_SSL:SASL_SSL"), "listener name -> security protocol (NAME:PROTOCOL, comma-separated), as Kafka; all four are built (TLS with ssl.certfile/ssl.keyfile, SASL with sasl.enabled.mechanisms: docs/security.md), except that a KAFKA listener (listener.protocol.map) takes PLAINTEXT or SSL only; a name not in the map is PLAINTEXT, except those four names, which keep their own protocol; the controllers' listener is named by controller.listener.names", BC, protocol_map()),
     key("controller.listener.names", "list", ("CONTROLLER",), "the name of the controllers' listener (the addresses of controller.quorum.voters): its protocol in listener.security.protocol.map (PLAINTEXT when not mapped, or SSL) is what every controller serves and what brokers and controllers use to reach a controller; only the first name is used", BC, non_empty()),
     key("ssl.certfile", "str", None, "this node's certificate chain (PEM), served on every SSL listener (and the controllers' listener when it is SSL), and presented to other nodes when they ask for a client certificate; clients: the client certificate for mTLS", ALL),
     key("ssl.keyfile", "str", None, "the private key (PEM, unencrypted) of ssl.certfile; empty: the key is in ssl.certfile", ALL),
@@ -47,6 +50,7 @@ KEYS = [
     key("sasl.mechanism.inter.broker.protocol", "enum", "SCRAM-SHA-512", "the SASL mechanism followers use to authenticate to leaders when inter.broker.listener.name is SASL_PLAINTEXT or SASL_SSL (Kafka's key)", B, choices=("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN")),
     key("sasl.inter.broker.username", "str", None, "the SCRAM user this broker's followers authenticate as on a SASL inter-broker listener (Kafka puts it in listener.name.NAME.MECHANISM.sasl.jaas.config)", B),
     key("sasl.inter.broker.password", "str", None, "the password of sasl.inter.broker.username", B),
+    key("listener.protocol.map", "list", ("KAFKA:KAFKA",), "listener name -> wire protocol (NAME:PROTOCOL, comma-separated): GREGOR (the native protocol, Gregor's clients and replication) or KAFKA (Apache Kafka's protocol, for Kafka clients such as kcat and librdkafka; docs/kafka-compat.md); a name not in the map speaks GREGOR; every listener serves the same topics, offsets and producer state; inter.broker.listener.name must be a GREGOR listener", B, _wire_protocols),
     key("inter.broker.listener.name", "str", None, "the listener whose advertised address other brokers fetch from (replication); empty: the first of listeners", B),
     key("broker.rack", "str", None, "rack of this broker, for rack-aware replica placement", B),
     key("log.dirs", "list", ("./gregor-data",), "data directories for partition logs, comma-separated", B, non_empty()),

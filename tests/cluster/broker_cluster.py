@@ -21,12 +21,17 @@ class Brokers:
         ids: list[int],
         overrides: dict[str, Any] | None = None,
         data_dirs: dict[int, Path] | None = None,
+        kafka: bool = False,
     ) -> None:
         """`data_dirs`: a broker's log dir elsewhere than `tmp/broker-N` (e.g. on a small
-        or failing file system); configs and logs stay in `tmp`."""
+        or failing file system); configs and logs stay in `tmp`. `kafka`: each broker also
+        gets a KAFKA listener (Kafka's protocol, docs/kafka-compat.md) on a port of its own
+        (`kafka_ports`, `kafka_bootstrap`)."""
         self.tmp = tmp
         self.data_dirs = {n: tmp / f"broker-{n}" for n in ids} | (data_dirs or {})
-        self.ports = dict(zip(ids, free_ports(len(ids)), strict=True))
+        ports = free_ports(2 * len(ids) if kafka else len(ids))  # distinct: bound together
+        self.ports = dict(zip(ids, ports[: len(ids)], strict=True))
+        self.kafka_ports = dict(zip(ids, ports[len(ids) :], strict=True)) if kafka else {}
         self.configs: dict[int, Path] = {}
         extra = "".join(f"{k}: {v}\n" for k, v in (overrides or {}).items())
         for n, port in self.ports.items():
@@ -35,8 +40,9 @@ class Brokers:
                 "process.roles: broker\n"
                 f"node.id: {n}\n"
                 f'controller.quorum.voters: "{voters}"\n'
-                f"listeners: PLAINTEXT://{HOST}:{port}\n"
-                f"log.dirs: {self.data_dirs[n]}\n"
+                f"listeners: PLAINTEXT://{HOST}:{port}"
+                + (f",KAFKA://{HOST}:{self.kafka_ports[n]}\n" if kafka else "\n")
+                + f"log.dirs: {self.data_dirs[n]}\n"
                 "broker.heartbeat.interval.ms: 300\n" + extra
             )
         self.procs: dict[int, GregorProcess] = {}
@@ -68,6 +74,9 @@ class Brokers:
 
     def bootstrap(self, n: int) -> str:
         return f"{HOST}:{self.ports[n]}"
+
+    def kafka_bootstrap(self) -> str:
+        return ",".join(f"{HOST}:{p}" for p in self.kafka_ports.values())
 
     def bootstrap_all(self) -> str:
         return ",".join(self.bootstrap(n) for n in self.ports)

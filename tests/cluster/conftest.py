@@ -4,8 +4,8 @@
   (tests/cluster/controller_quorum.py): real `gregor controller` processes on free loopback
   ports with tmp data dirs, with kill / pause / resume / restart helpers. Every process a quorum
   started is SIGKILLed (its own process group only) and reaped after the test, pass or fail.
-- `broker_cluster`: `make(brokers=(4, 5, 6), session_ms=3000, **broker_overrides) -> (quorum,
-  Brokers)`: a started 3-voter quorum plus `gregor broker` processes joining it
+- `broker_cluster`: `make(brokers=(4, 5, 6), session_ms=3000, kafka=False,
+  **broker_overrides) -> (quorum, Brokers)`: a started 3-voter quorum plus `gregor broker` processes joining it
   (tests/cluster/broker_cluster.py), all killed and reaped after the test.
 """
 
@@ -39,7 +39,10 @@ def broker_cluster(controller_quorum, tmp_path: Path) -> Iterator[Callable[..., 
     made: list[Brokers] = []
 
     def make(
-        brokers: tuple[int, ...] = (4, 5, 6), session_ms: int = 3000, **overrides: Any
+        brokers: tuple[int, ...] = (4, 5, 6),
+        session_ms: int = 3000,
+        kafka: bool = False,
+        **overrides: Any,
     ) -> tuple[ControllerQuorum, Brokers]:
         q = controller_quorum(**{"broker.session.timeout.ms": session_ms})
         q.start_all()
@@ -47,7 +50,11 @@ def broker_cluster(controller_quorum, tmp_path: Path) -> Iterator[Callable[..., 
         d = tmp_path / f"brokers-{len(made)}"
         d.mkdir()
         b = Brokers(
-            d, q.voters, list(brokers), {k.replace("_", "."): v for k, v in overrides.items()}
+            d,
+            q.voters,
+            list(brokers),
+            {k.replace("_", "."): v for k, v in overrides.items()},
+            kafka=kafka,
         )
         made.append(b)
         for n in brokers:

@@ -1,0 +1,84 @@
+"""The Kafka listener: Apache Kafka's wire protocol on top of Gregor's logs, groups and
+metadata (docs/kafka-compat.md). An adapter: it decodes Kafka's frames with kio
+(broker/kafka/codec.py), translates each API to the native handler that serves it
+(broker/kafka/apis.py), converts record batches (broker/kafka/records.py), and encodes
+Kafka's answers. Kafka's types stop here.
+
+    dispatch(request, services, state)  an I/O thread runs one Kafka request
+    by_protocol(native_dispatch)  the I/O pool's dispatch when some listener speaks Kafka
+    decode_request                Connection.decode for KAFKA listeners (network thread)
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import broker.kafka.apis_admin  # noqa: F401  (registers the admin APIs)
+import broker.kafka.apis_admin2  # noqa: F401  (and more of them)
+import broker.kafka.apis_classic  # noqa: F401  (registers the classic group APIs)
+import broker.kafka.apis_consumer_group  # noqa: F401  (registers ConsumerGroupHeartbeat)
+import broker.kafka.apis_group_admin  # noqa: F401  (registers ListGroups and friends)
+import broker.kafka.apis_groups  # noqa: F401  (registers the group offset APIs)
+from broker.kafka.apis import APIS, api_versions_body
+from broker.kafka.codec import API_VERSIONS_KEY, MalformedKafkaRequest, build, decode_body
+from broker.kafka.codec import encode_response as _encode
+from broker.kafka.request import KafkaContext, KafkaState, decode_request
+
+log = logging.getLogger(__name__)
+
+__all__ = ["by_protocol", "decode_request", "dispatch"]
+
+UNSUPPORTED_VERSION = 35
+
+
+def dispatch(request: Any, services: Any, state: KafkaState) -> None:
+    """Decode, translate and answer one Kafka request (see the module docstring)."""
+    ctx = KafkaContext(request, services, state)
+    key, version = request.api_key, request.api_version
+    api = APIS.get(key)
+    if api is None or not api.min_version <= version <= api.max_version:
+        if key == API_VERSIONS_KEY:
+            # Kafka's quirk: the answer is v0 (which every client can read), error 35 and the
+            # table, so the client retries with a version both sides know.
+            from kio.schema.api_versions.v0.response import ApiVersionsResponse
+
+            body = build(ApiVersionsResponse, api_versions_body(UNSUPPORTED_VERSION))
+            ctx.respond_frame(_encode(key, 0, request.correlation_id, body))
+            return
+        what = f"api key {key}" if api is None else f"api key {key} v{version}"
+        ctx.close(f"Kafka request {what} is not supported (client {request.client_id!r})")
+        return
+    if version < api.refused_below:
+        ctx.close(
+            f"Kafka request api key {key} v{version} is refused: v{api.refused_below}+ only"
+            " (as Kafka 4, which still advertises them for librdkafka's sake)"
+        )
+        return
+    try:
+        body = decode_body(key, version, request.body)
+    except MalformedKafkaRequest as exc:
+        ctx.close(f"malformed Kafka request api key {key} v{version}: {exc}")
+        return
+    try:
+        api.handle(ctx, body)
+    except Exception:
+        log.exception("Kafka api key %d v%d failed on %r", key, version, request)
+        if not ctx.responded:
+            ctx.close("internal error")
+
+
+def by_protocol(native: Callable[..., None]) -> Callable[..., None]:
+    """`native(request, services=...)` for Gregor's requests, `dispatch` for Kafka's (with the
+    listener's state, one per server)."""
+    state = KafkaState()
+
+    def route(request: Any, services: Any) -> None:
+        if request.protocol == "KAFKA":
+            dispatch(request, services, state)
+        else:
+            native(request, services=services)
+
+    route.close = state.close  # type: ignore[attr-defined]  # BrokerServer.shutdown
+    return route

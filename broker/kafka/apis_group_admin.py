@@ -1,0 +1,118 @@
+"""Group administration on the Kafka listener: ListGroups, DescribeGroups and DeleteGroups,
+over both kinds of group a broker coordinates: classic groups (broker/kafka/classic_groups.py,
+with their members' protocol metadata and assignments) and Gregor's own (KIP-848-style,
+broker/group/; described with protocol type "consumer" and no per-member bytes, which that
+protocol does not have).
+
+    API             versions  notes
+    ListGroups      0-4       states as Kafka names them (Stable, Empty, ...)
+    DescribeGroups  0-5       a group nobody knows answers state "Dead", as Kafka does
+    DeleteGroups    0-2       a classic group with members: NON_EMPTY_GROUP; then the
+                              coordinator deletes the committed offsets as the native API does
+
+Threads: I/O threads; DeleteGroups answers from the thread the native handler answers on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.group import GroupError
+from broker.kafka.apis import api
+from broker.kafka.request import KafkaContext, whole_error
+from client.errors import ErrorCode
+from client.protocol import ApiKey
+
+DESCRIBE_GROUPS = 15  # Kafka's api key (Gregor's own protocol has ConsumerGroupDescribe)
+NON_EMPTY_GROUP = 68
+
+
+def _kafka_state(native_state: str) -> str:
+    """Gregor's lower-case group states as Kafka writes them (stable → Stable)."""
+    return "".join(part.capitalize() for part in native_state.split("_")) or "Empty"
+
+
+@api(ApiKey.LIST_GROUPS, 0, 4)
+def list_groups(ctx: KafkaContext, body: Any) -> None:
+    classic = ctx.state.classic_groups(ctx.services).listing()
+    wanted = {s.lower() for s in getattr(body, "states_filter", ()) or ()}
+    rows = {}
+    for g in ctx.services.group_coordinator.list_groups():
+        rows[g["group_id"]] = (_kafka_state(g["group_state"]), "consumer")
+    rows.update(classic)
+    ctx.respond(
+        {
+            "throttle_time": 0,
+            "error_code": 0,
+            "groups": [
+                {"group_id": gid, "protocol_type": ptype, "group_state": state}
+                for gid, (state, ptype) in sorted(rows.items())
+                if not wanted or state.lower() in wanted
+            ],
+        }
+    )
+
+
+@api(DESCRIBE_GROUPS, 0, 5)
+def describe_groups(ctx: KafkaContext, body: Any) -> None:
+    classic = ctx.state.classic_groups(ctx.services)
+    out = []
+    for gid in body.groups:
+        entry = classic.describe(gid)
+        if entry is None:
+            entry = _native(ctx, gid)
+        out.append(entry)
+    ctx.respond({"throttle_time": 0, "groups": out})
+
+
+def _native(ctx: KafkaContext, gid: str) -> dict:
+    try:
+        d = ctx.services.group_coordinator.describe(gid)
+    except GroupError:
+        return {"error_code": 0, "group_id": gid, "group_state": "Dead", "protocol_type": "",
+                "protocol_data": "", "members": []}  # fmt: skip
+    return {
+        "error_code": 0,
+        "group_id": gid,
+        "group_state": _kafka_state(d.get("group_state", "")),
+        "protocol_type": "consumer",
+        "protocol_data": d.get("assignor_name", ""),
+        "members": [
+            {
+                "member_id": m["member_id"],
+                "group_instance_id": None,
+                "client_id": m.get("client_id", ""),
+                "client_host": m.get("client_host", ""),
+                "member_metadata": b"",
+                "member_assignment": b"",
+            }
+            for m in d.get("members", ())
+        ],  # fmt: skip
+    }
+
+
+@api(ApiKey.DELETE_GROUPS, 0, 2)
+def delete_groups(ctx: KafkaContext, body: Any) -> None:
+    names = list(dict.fromkeys(body.groups_names))
+    classic = ctx.state.classic_groups(ctx.services)
+    refused = {gid: NON_EMPTY_GROUP for gid in names if not classic.forget(gid)}
+    rest = [gid for gid in names if gid not in refused]
+
+    def answer(a: dict) -> None:
+        code = whole_error(a)
+        results = {r["group_id"]: r["error_code"] for r in a.get("results", ())}
+        ctx.respond(
+            {
+                "throttle_time": 0,
+                "results": [
+                    {"group_id": gid,
+                     "error_code": refused.get(gid, results.get(gid, code or ErrorCode.UNKNOWN_SERVER_ERROR))}
+                    for gid in names
+                ],
+            }
+        )  # fmt: skip
+
+    if not rest:
+        answer({"results": []})
+        return
+    ctx.call_native(ApiKey.DELETE_GROUPS, {"groups_names": rest}, answer)

@@ -1,0 +1,136 @@
+"""The classic group protocol through the Kafka listener with confluent-kafka (librdkafka):
+two members of one group split the partitions and rebalance when one leaves; commits made in
+the group are resumed by the next member and seen by Gregor's admin client."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import wait_until
+
+from client import Admin
+
+ck = pytest.importorskip("confluent_kafka")
+
+
+def _consumer(bootstrap: str, group: str, **extra: object):
+    return ck.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 200,
+            **extra,
+        }
+    )
+
+
+def _owned(c) -> set[int]:
+    return {tp.partition for tp in c.assignment()}
+
+
+def test_group_of_two_splits_partitions_and_rebalances(kafka_broker) -> None:
+    with Admin(bootstrap_servers=kafka_broker.gregor) as admin:
+        admin.create_topic("grp", partitions=4)
+    a = _consumer(kafka_broker.kafka, "g2")
+    b = _consumer(kafka_broker.kafka, "g2")
+    try:
+        a.subscribe(["grp"])
+        wait_until(lambda: a.poll(0.1) is None and _owned(a) == {0, 1, 2, 3}, 30, "a owns all")
+        b.subscribe(["grp"])
+
+        def split() -> bool:
+            a.poll(0.1)
+            b.poll(0.1)
+            return _owned(a) | _owned(b) == {0, 1, 2, 3} and len(_owned(a)) == 2 == len(_owned(b))
+
+        wait_until(split, 60, "the partitions split between the two members")
+        assert not _owned(a) & _owned(b)
+        b.close()  # LeaveGroup: a takes everything back
+        wait_until(lambda: a.poll(0.1) is None and _owned(a) == {0, 1, 2, 3}, 60, "a owns all")
+    finally:
+        a.close()
+
+
+def test_commit_in_group_and_resume(kafka_broker) -> None:
+    p = ck.Producer({"bootstrap.servers": kafka_broker.kafka, "enable.idempotence": True})
+    for i in range(30):
+        p.produce("resume", b"v%d" % i, partition=0)
+    assert p.flush(30) == 0
+    c = _consumer(kafka_broker.kafka, "g-resume")
+    try:
+        c.subscribe(["resume"])
+        got: list = []
+        wait_until(lambda: got.extend(c.consume(10 - len(got), 0.2)) or len(got) >= 10, 60, "10")
+        assert [m.offset() for m in got] == list(range(10))
+        c.commit(message=got[-1], asynchronous=False)  # commits offset 10
+    finally:
+        c.close()
+    c = _consumer(kafka_broker.kafka, "g-resume")
+    try:
+        c.subscribe(["resume"])
+        rest: list = []
+        wait_until(lambda: rest.extend(c.consume(20 - len(rest), 0.2)) or len(rest) >= 20, 60, "20")
+        assert [m.offset() for m in rest] == list(range(10, 30))
+    finally:
+        c.close()
+    with Admin(bootstrap_servers=kafka_broker.gregor) as admin:
+        described = admin.describe_group("g-resume")
+    assert [(x.topic, x.partition, x.committed_offset) for x in described.partitions] == [
+        ("resume", 0, 10)
+    ]
+
+
+def test_admin_lists_describes_and_deletes_classic_groups(kafka_broker) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    with Admin(bootstrap_servers=kafka_broker.gregor) as admin:
+        admin.create_topic("adm", partitions=2)
+    a = AdminClient({"bootstrap.servers": kafka_broker.kafka})
+    c = _consumer(kafka_broker.kafka, "g-admin")
+    try:
+        c.subscribe(["adm"])
+        wait_until(lambda: c.poll(0.1) is None and _owned(c) == {0, 1}, 30, "assigned")
+        listed = a.list_consumer_groups().result(30)
+        states = {g.group_id: g.state.name for g in listed.valid}
+        assert states["g-admin"] == "STABLE"
+        [described] = [f.result(30) for f in a.describe_consumer_groups(["g-admin"]).values()]
+        assert described.partition_assignor == "range" and not described.is_simple_consumer_group
+        [member] = described.members
+        assert {tp.partition for tp in member.assignment.topic_partitions} == {0, 1}
+        with pytest.raises(ck.KafkaException) as err:
+            a.delete_consumer_groups(["g-admin"])["g-admin"].result(30)
+        assert err.value.args[0].code() == ck.KafkaError.NON_EMPTY_GROUP
+        c.commit(offsets=[ck.TopicPartition("adm", 0, 0)], asynchronous=False)
+    finally:
+        c.close()
+    a.delete_consumer_groups(["g-admin"])["g-admin"].result(30)
+
+
+def test_kip848_consumer_shares_a_group_with_the_gregor_client(kafka_broker) -> None:
+    """group.protocol=consumer: librdkafka heartbeats to Gregor's own coordinator, in the same
+    group as a Gregor client; the partitions split between the two."""
+    from client import Consumer as GregorConsumer
+
+    with Admin(bootstrap_servers=kafka_broker.gregor) as admin:
+        admin.create_topic("k848", partitions=4)
+    k = ck.Consumer(
+        {"bootstrap.servers": kafka_broker.kafka, "group.id": "g848",
+         "group.protocol": "consumer", "auto.offset.reset": "earliest"}
+    )  # fmt: skip
+    try:
+        k.subscribe(["k848"])
+        wait_until(lambda: k.poll(0.1) is None and _owned(k) == {0, 1, 2, 3}, 60, "k owns all")
+        with GregorConsumer(bootstrap_servers=kafka_broker.gregor, group_id="g848") as g:
+            g.subscribe(["k848"])
+
+            def split() -> bool:
+                k.poll(0.1)
+                g.poll(0.1)
+                mine = {tp.partition for tp in g.assignment()}
+                return len(mine) == 2 and _owned(k) == {0, 1, 2, 3} - mine
+
+            wait_until(split, 60, "the partitions split between the two protocols' members")
+    finally:
+        k.close()

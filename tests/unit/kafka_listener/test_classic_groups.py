@@ -1,0 +1,171 @@
+"""broker/kafka/classic_groups.py with a fake clock and a timer whose deadlines the test fires."""
+
+from __future__ import annotations
+
+from broker.kafka.classic_groups import MEMBER_ID_REQUIRED, ClassicGroups
+from client.errors import ErrorCode
+
+
+class Timer:
+    def __init__(self) -> None:
+        self.ops: list = []
+
+    def add(self, op) -> None:
+        self.ops.append(op)
+
+    def fire(self) -> None:
+        ops, self.ops = self.ops, []
+        for op in ops:
+            op.run_expiration()
+
+
+class Clock:
+    now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _join(
+    groups: ClassicGroups, member_id: str, out: list, protocols=(("range", b"m"),),
+    rebalance_ms: int = 5_000,
+):  # fmt: skip
+    groups.join(
+        "g", member_id, "consumer", list(protocols), 10_000, rebalance_ms, "c", "/127.0.0.1",
+        True, out.append,
+    )  # fmt: skip
+
+
+def _member(groups: ClassicGroups) -> str:
+    first: list = []
+    _join(groups, "", first)
+    assert first[0]["error_code"] == MEMBER_ID_REQUIRED
+    return first[0]["member_id"]
+
+
+def test_two_members_rebalance_and_a_silent_one_expires() -> None:
+    timer, clock = Timer(), Clock()
+    groups = ClassicGroups(timer, clock)
+    a = _member(groups)
+    ja: list = []
+    _join(groups, a, ja)  # alone: the rebalance ends at once
+    assert ja[0]["generation_id"] == 1 and ja[0]["leader"] == a and len(ja[0]["members"]) == 1
+    sa: list = []
+    groups.sync("g", a, 1, {a: b"all"}, sa.append)
+    assert sa[0]["assignment"] == b"all"
+
+    b = _member(groups)
+    jb: list = []
+    _join(groups, b, jb)  # b waits for a to rejoin
+    assert jb == []
+    assert groups.heartbeat("g", a, 1) == ErrorCode.REBALANCE_IN_PROGRESS
+    ja2: list = []
+    _join(groups, a, ja2)
+    assert ja2[0]["generation_id"] == jb[0]["generation_id"] == 2
+    assert ja2[0]["leader"] == a and {m["member_id"] for m in ja2[0]["members"]} == {a, b}
+    assert jb[0]["members"] == []  # only the leader gets the metadata
+    sb: list = []
+    groups.sync("g", b, 2, {}, sb.append)  # the follower waits for the leader's assignments
+    assert sb == []
+    groups.sync("g", a, 2, {a: b"p0", b: b"p1"}, [].append)
+    assert sb[0]["assignment"] == b"p1"
+    assert groups.check_commit("g", b, 1) == ErrorCode.ILLEGAL_GENERATION
+    assert groups.check_commit("g", b, 2) == 0
+
+    clock.now += 6
+    assert groups.heartbeat("g", a, 2) == 0
+    clock.now += 5  # b has been silent past its 10 s session; a's heartbeat notices
+    assert groups.heartbeat("g", a, 2) == ErrorCode.REBALANCE_IN_PROGRESS
+    assert groups.heartbeat("g", b, 2) == ErrorCode.UNKNOWN_MEMBER_ID
+    ja3: list = []
+    _join(groups, a, ja3)
+    assert ja3[0]["generation_id"] == 3 and [m["member_id"] for m in ja3[0]["members"]] == [a]
+
+
+def test_rebalance_timeout_drops_members_that_do_not_rejoin() -> None:
+    timer, clock = Timer(), Clock()
+    groups = ClassicGroups(timer, clock)
+    a, b = _member(groups), _member(groups)
+    _join(groups, a, [])
+    jb: list = []
+    _join(groups, b, jb)  # a does not rejoin
+    assert jb == []
+    clock.now += 5.1
+    timer.fire()  # the rebalance timeout (5 s)
+    assert jb[0]["generation_id"] == 2 and jb[0]["leader"] == b
+    assert groups.heartbeat("g", a, 1) == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_leave_and_protocol_checks() -> None:
+    groups = ClassicGroups(Timer(), Clock())
+    a = _member(groups)
+    _join(groups, a, [])
+    out: list = []
+    _join(groups, "", out, protocols=(("sticky", b""),))  # no protocol in common with a
+    assert out[0]["error_code"] == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    out.clear()
+    _join(groups, "stranger", out)
+    assert out[0]["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
+    assert groups.leave("g", [a, "stranger"]) == [0, ErrorCode.UNKNOWN_MEMBER_ID]
+    assert not groups.is_classic("g")
+
+
+def test_a_leader_dying_before_its_sync_is_noticed_by_the_followers_retry() -> None:
+    timer, clock = Timer(), Clock()
+    groups = ClassicGroups(timer, clock)
+    a, b = _member(groups), _member(groups)
+    _join(groups, a, [])
+    jb: list = []
+    _join(groups, b, jb)
+    _join(groups, a, [])  # generation 2: a leads, b follows
+    assert jb[0]["generation_id"] == 2
+    first: list = []
+    groups.sync("g", b, 2, {}, first.append)  # waits for the leader, which never comes
+    assert first == []
+    clock.now += 11
+    retry: list = []
+    groups.sync("g", b, 2, {}, retry.append)  # b's client retried after its request timeout
+    assert first[0]["error_code"] == retry[0]["error_code"] == ErrorCode.REBALANCE_IN_PROGRESS
+    jb2: list = []
+    _join(groups, b, jb2)
+    assert jb2[0]["generation_id"] == 3 and jb2[0]["leader"] == b
+
+
+def test_leaving_answers_a_waiting_request() -> None:
+    groups = ClassicGroups(Timer(), Clock())
+    a, b = _member(groups), _member(groups)
+    _join(groups, a, [])
+    jb: list = []
+    _join(groups, b, jb)  # waits for a to rejoin
+    assert groups.leave("g", [b]) == [0]
+    assert jb[0]["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_close_answers_every_waiting_request() -> None:
+    groups = ClassicGroups(Timer(), Clock())
+    a, b = _member(groups), _member(groups)
+    _join(groups, a, [])
+    jb: list = []
+    _join(groups, b, jb)  # waits for a
+    groups.close()
+    assert jb[0]["error_code"] == ErrorCode.NOT_COORDINATOR
+    assert not groups.is_classic("g")
+
+
+def test_a_member_gone_without_leaving_holds_a_rebalance_only_for_its_session() -> None:
+    timer, clock = Timer(), Clock()
+    groups = ClassicGroups(timer, clock)
+    a, b = _member(groups), _member(groups)
+    _join(groups, a, [], rebalance_ms=60_000)
+    _join(groups, b, [], rebalance_ms=60_000)
+    _join(groups, a, [], rebalance_ms=60_000)  # generation 2 with a and b
+    timer.ops.clear()
+    clock.now += 4
+    ja: list = []
+    _join(groups, a, ja, rebalance_ms=60_000)  # a rejoins; b died without a LeaveGroup
+    assert ja == []
+    [op] = timer.ops
+    assert op.delay_ms <= 6_001  # b's 10 s session ends 6 s from now, the rebalance in 60
+    clock.now += 6.1
+    timer.fire()
+    assert ja[0]["generation_id"] == 3 and [m["member_id"] for m in ja[0]["members"]] == [a]
