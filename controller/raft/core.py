@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping
 from controller.raft.errors import LogCompacted, NotLeader, ProposalDropped
 from controller.raft.leader import LeaderMixin
 from controller.raft.log import RaftLog
+from controller.raft.members import Members
 from controller.raft.membership import Membership
 from controller.raft.messages import (
     AppendEntries,
@@ -44,7 +45,6 @@ from controller.raft.messages import (
     VoteResponse,
 )
 from controller.raft.progress import Progress
-from controller.raft.reconfig import MembershipMixin
 from controller.raft.state import (
     QuorumState,
     Ready,
@@ -60,7 +60,7 @@ _log = logging.getLogger(__name__)
 _FROM_LEADER = (AppendEntries, Heartbeat, InstallSnapshot)
 
 
-class RaftNode(LeaderMixin, MembershipMixin):
+class RaftNode(LeaderMixin):
     def __init__(
         self,
         node_id: int,
@@ -84,18 +84,7 @@ class RaftNode(LeaderMixin, MembershipMixin):
         if max_entries_per_msg < 1 or max_inflight < 1 or max_committed_per_ready < 1:
             raise ValueError("max_entries_per_msg, max_inflight, max_committed_per_ready >= 1")
         self.id = node_id
-        self._bootstrap = Membership.of(voters, endpoints)
-        if not self._bootstrap.voters:
-            raise ValueError("a Raft group needs at least one voter")
-        self._local_observers = set(observers)
-        self.config = self._bootstrap
-        """The membership in force: the latest in the log, committed or not."""
-        self.conf_index = 0
-        """Index of the entry (or snapshot) that holds `config`; 0 for the bootstrap."""
-        self._config_src: tuple[int, bytes] | None = None
-        self.voters: frozenset[int] = frozenset()
-        self.observers: set[int] = set()
-        self.is_voter = False
+        self.members = Members(node_id, voters, endpoints, observers, f"[raft node={node_id}]")
         self.rng = rng
         self.election_timeout = election_timeout_ticks
         self.heartbeat_timeout = heartbeat_ticks
@@ -250,13 +239,64 @@ class RaftNode(LeaderMixin, MembershipMixin):
         """Start replicating to a non-voting observer (call on every node, or at least the
         leader; a new leader learns observers from its constructor/calls only)."""
         self._check_idle()
-        self._local_observers.add(node_id)
-        self._use_config()
+        was_voter = self.members.is_voter
+        self.members.add_observer(node_id)
+        self._use_config(was_voter)
 
     def remove_observer(self, node_id: int) -> None:
         self._check_idle()
-        self._local_observers.discard(node_id)
-        self._use_config()
+        was_voter = self.members.is_voter
+        self.members.remove_observer(node_id)
+        self._use_config(was_voter)
+
+    # ------------------------------------------------------------------ membership in force
+    @property
+    def config(self) -> Membership:
+        """The membership in force (`Members.config`)."""
+        return self.members.config
+
+    @property
+    def conf_index(self) -> int:
+        return self.members.conf_index
+
+    @property
+    def voters(self) -> frozenset[int]:
+        return self.members.voters
+
+    @property
+    def observers(self) -> set[int]:
+        return self.members.observers
+
+    @property
+    def is_voter(self) -> bool:
+        return self.members.is_voter
+
+    def _on_log_changed(self) -> None:
+        """The log's tail or snapshot changed: put its latest membership in force."""
+        was_voter = self.members.is_voter
+        if self.members.follow(self.log):
+            self._use_config(was_voter)
+
+    def _use_config(self, was_voter: bool) -> None:
+        """Act on the membership in force: a leader tracks the progress of exactly its members;
+        a node that became, or stopped being, a voter changes role."""
+        m = self.members
+        if self.role is Role.LEADER:
+            members = (m.voters | m.observers) - {self.id}
+            for p in members:
+                pr = self.progress.get(p)
+                if pr is None:
+                    pr = Progress(p, False, self.log.last_index + 1, self.max_inflight)
+                    self.progress[p] = pr
+                pr.is_voter = p in m.voters
+            for p in set(self.progress) - members:
+                del self.progress[p]
+        elif m.is_voter != was_voter or (not m.is_voter and self.role is not Role.OBSERVER):
+            if m.is_voter:
+                self.role = Role.FOLLOWER
+            else:
+                self.role = Role.OBSERVER
+                self.votes = {}
 
     # ------------------------------------------------------------------ public: outputs
     def soft_state(self) -> SoftState:
@@ -380,7 +420,7 @@ class RaftNode(LeaderMixin, MembershipMixin):
         self.leader_id = leader
         self._reset()
         if old is Role.LEADER:
-            self._use_config()  # (progress was dropped)
+            self._use_config(self.members.is_voter)  # (progress was dropped)
         if old is Role.LEADER:
             _log.info("%s stepped down in term %d (leader=%s)", self._prefix, term, leader)
 
@@ -431,7 +471,7 @@ class RaftNode(LeaderMixin, MembershipMixin):
     # ------------------------------------------------------------------ ticks
     def _tick_election(self) -> None:
         self.election_elapsed += 1
-        if self.election_elapsed >= self.randomized_timeout and self._may_campaign():
+        if self.election_elapsed >= self.randomized_timeout and self.members.may_campaign(self.log):
             self.election_elapsed = 0
             self._campaign(transfer=False)
 

@@ -129,7 +129,7 @@ def test_simulation_catches_two_servers_changed_at_once(monkeypatch: pytest.Monk
     changed by one membership entry) must be caught."""
     from raft_sim import SimFailure
 
-    from controller.raft import reconfig
+    from controller.raft import members
     from controller.raft.membership import Membership
 
     def promote_and_demote(self: Membership, node_id: int) -> Membership:
@@ -141,7 +141,7 @@ def test_simulation_catches_two_servers_changed_at_once(monkeypatch: pytest.Monk
         return Membership(voters, learners)
 
     monkeypatch.setattr(Membership, "promote", promote_and_demote)
-    monkeypatch.setattr(reconfig, "check_single_change", lambda old, new: None)
+    monkeypatch.setattr(members, "check_single_change", lambda old, new: None)
     messages = []
     for seed in range(12):
         try:
