@@ -119,14 +119,16 @@ def plan(
                 break
             if len(out.moves) >= limit:
                 break
-            donors = [d for d in receivers if d != n and load[d] - load[n] > 1]
+            donors = {d for d in receivers if d != n and load[d] - load[n] > 1}
             # a partition the donor does not lead first, then the most loaded donor (the
             # most leaders), then the lowest ids
             picked = None
             best: tuple = ()
-            for d in donors:
-                for tp, rs in after.items():
-                    if tp in moved or not partitions[tp].movable or d not in rs or n in rs:
+            for tp, rs in after.items():
+                if tp in moved or not partitions[tp].movable or n in rs:
+                    continue
+                for d in rs:
+                    if d not in donors:
                         continue
                     used = {racks.get(r) for r in rs if r != d} - {None}
                     if racks.get(n) in used and racks.get(d) not in used:
