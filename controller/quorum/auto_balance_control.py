@@ -132,12 +132,14 @@ class AutoBalanceControlManager(ControlManager):
         result = auto_balance.plan(
             partitions, receivers, new=ready, unavailable=gone, limit=max(0, room)
         )
-        for b in result.settled:
+        for b in sorted(result.settled):
             self.waiting.discard(b)
             _log.info(
-                "[controller=%d] auto-balance: broker %d holds its share of replicas",
+                "[controller=%d] auto-balance: broker %d has its share of replicas (%d more"
+                " moving onto it now)",
                 self.settings.node_id,
                 b,
+                sum(b in m.target for m in result.moves),
             )
         for tp in result.stuck:
             if tp not in self._stuck_logged:
