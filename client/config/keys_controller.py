@@ -26,4 +26,7 @@ KEYS = [
     key("auto.leader.rebalance.enable", "bool", True, "move leadership back to preferred replicas", C),
     key("leader.imbalance.check.interval.ms", "duration_ms", 300_000, "how often leader imbalance is checked", C, at_least(1), unit_aliases=(("leader.imbalance.check.interval.seconds", 1000),)),
     key("leader.imbalance.per.broker.percentage", "int", 10, "rebalance a broker's leaders above this imbalance percentage", C, in_range(0, 100)),
+    key("auto.balance.mode", "enum", "node-add", "automatic balancing (Redpanda's partition_autobalancing_mode): off; node-add: a broker registered for the first time receives its share of replicas; continuous: also, the replicas of a broker fenced longer than auto.balance.unavailable.timeout.ms are re-created on the others", C, choices=("off", "node-add", "continuous")),
+    key("auto.balance.unavailable.timeout.ms", "duration_ms", 900_000, "with auto.balance.mode continuous: a broker fenced this long has its replicas re-created on the other brokers", C, at_least(1)),
+    key("auto.balance.max.concurrent.moves", "int", 50, "most partition reassignments in flight (any, an operator's too) for automatic balancing to start more", C, in_range(1, 5000)),
 ]  # fmt: skip

@@ -23,6 +23,8 @@ shared `ControllerCore`: settings, clock, image, writing records):
 - `scram` — ScramControlManager (scram_control.py): users' SCRAM credentials.
 - `reassignments` — ReassignmentControlManager (reassignment_control.py): partition
   reassignments (KIP-455), their state in the partitions' registrations.
+- `auto_balance` — AutoBalanceControlManager (auto_balance_control.py): automatic balancing
+  (auto.balance.mode), moves started as reassignments.
 This class puts them together, owns loading the image and the periodic tick, and offers each
 manager's requests under one name (the ControllerThread calls them by name).
 """
@@ -40,6 +42,7 @@ from controller.metadata.delta import MetadataDelta
 from controller.metadata.image import MetadataImage
 from controller.metadata.records import ClusterId, NoOp, decode_record
 from controller.metadata.snapshot import load_snapshot
+from controller.quorum.auto_balance_control import AutoBalanceControlManager
 from controller.quorum.cluster_control import ClusterControlManager
 from controller.quorum.cluster_id import new_cluster_id
 from controller.quorum.config_control import ConfigurationControlManager
@@ -82,6 +85,7 @@ class QuorumController(ControlManager):
         self.cluster = ClusterControlManager(self.core, self.configs, self.ensure_cluster_id)
         self.replication = ReplicationControlManager(self.core, self.cluster, self.configs)
         self.reassignments = ReassignmentControlManager(self.core, self.cluster)
+        self.auto_balance = AutoBalanceControlManager(self.core, self.cluster, self.reassignments)
         # requests, by the name callers (ControllerThread.submit) use
         self.create_topics = self.replication.create_topics
         self.delete_topics = self.replication.delete_topics
@@ -131,6 +135,7 @@ class QuorumController(ControlManager):
         self.core.unfinished.clear()  # their requests are retried (heartbeats, session expiry)
         self.cluster.reset_sessions()
         self.reassignments.reset()
+        self.auto_balance.reset()
         _log.info(
             "[controller=%d] loaded metadata through offset %d: %d brokers, %d topics",
             self.settings.node_id,
@@ -174,6 +179,7 @@ class QuorumController(ControlManager):
         self.resume()
         self.check_sessions()
         self.reassignments.tick()
+        self.auto_balance.tick()
         now = self.clock()
         if self.settings.auto_leader_rebalance_enable and now >= self._next_rebalance_ms:
             self._next_rebalance_ms = now + self.settings.leader_imbalance_check_interval_ms

@@ -57,6 +57,9 @@ class ControllerSettings:
     leader_imbalance_check_interval_ms: int = 300_000
     leader_imbalance_per_broker_percentage: int = 10
     max_partitions_per_request: int = MAX_RECORDS_PER_USER_OP - 1  # (+ the Topic record)
+    auto_balance_mode: str = "node-add"
+    auto_balance_unavailable_timeout_ms: int = 900_000
+    auto_balance_max_concurrent_moves: int = 50
 
     @classmethod
     def from_config(cls, config: Any) -> ControllerSettings:
