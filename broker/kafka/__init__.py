@@ -54,7 +54,7 @@ def dispatch(request: Any, services: Any, state: KafkaState) -> None:
     if version < api.refused_below:
         ctx.close(
             f"Kafka request api key {key} v{version} is refused: v{api.refused_below}+ only"
-            " (as Kafka 4, which still advertises them for librdkafka's sake)"
+            f" ({api.refused_why})"
         )
         return
     try:

@@ -4,9 +4,10 @@ broker/security/sasl.py), so a KAFKA listener mapped to SASL_SSL or SASL_PLAINTE
 same SCRAM credentials with the same refusals (docs/security.md).
 
     API               versions  notes
-    SaslHandshake     1         v0 (raw SASL tokens without Kafka framing after the
-                                handshake) is not served: every client we know of sends v1
-                                when ApiVersions lists it
+    SaslHandshake     0-1       v0 advertised, refused (the connection is closed): after
+                                it a client would send raw SASL tokens without Kafka's
+                                framing; librdkafka (2.0) sees no SASL support unless v0 is
+                                listed, and then sends v1 and SaslAuthenticate
     SaslAuthenticate  0-2       a failed attempt: SASL_AUTHENTICATION_FAILED after
                                 connection.failed.authentication.delay.ms, then closed
 
@@ -27,7 +28,13 @@ from broker.kafka.request import KafkaContext
 from client.protocol import ApiKey
 
 
-@api(ApiKey.SASL_HANDSHAKE, 1, 1)
+@api(
+    ApiKey.SASL_HANDSHAKE,
+    0,
+    1,
+    refused_below=1,
+    refused_why="v0's unframed SASL tokens are not served; v1 with SaslAuthenticate is",
+)
 def sasl_handshake(ctx: KafkaContext, body: Any) -> None:
     ctx.respond(handshake_answer(ctx.request.connection, ctx.services, str(body.mechanism)))
 

@@ -150,3 +150,116 @@ def test_a_wrong_password_is_refused_with_sasl_authentication_failed(kafka_broke
     # the broker's own SASL_AUTHENTICATION_FAILED answer reached the client (not a mere close)
     assert any("invalid credentials with SASL mechanism SCRAM-SHA-256" in e.str()
                for e in errors), [e.str() for e in errors]  # fmt: skip
+
+
+def test_kcat_over_sasl_ssl_with_plain(kafka_broker, kcat) -> None:
+    """Debian's kcat (librdkafka 2.0.2) authenticates with PLAIN over TLS. Its SCRAM is refused,
+    as by Kafka 4: librdkafka before 2.6.1 sends the client nonce twice in client-final
+    (librdkafka#4895), which RFC 5802's nonce check rejects (docs/kafka-compat.md)."""
+    address = kafka_broker.tls_address("KSASL")
+    sasl = ["-b", address, "-X", "security.protocol=SASL_SSL",
+            "-X", f"ssl.ca.location={kafka_broker.ca}", "-X", "sasl.mechanism=PLAIN",
+            "-X", f"sasl.username={kafka_broker.sasl_user}",
+            "-X", f"sasl.password={kafka_broker.sasl_password}"]  # fmt: skip
+    _kcat(kcat, *sasl, "-P", "-t", "sasl-kcat", "-p", "0", stdin=b"a\nb\n")
+    out = _kcat(kcat, *sasl, "-C", "-t", "sasl-kcat", "-o", "beginning", "-c", "2", "-e")
+    assert out.splitlines() == ["a", "b"]
+    md = json.loads(_kcat(kcat, *sasl, "-L", "-J"))
+    assert [b["name"] for b in md["brokers"]] == [address]
+
+
+class _Wire:
+    """Kafka requests (kio entities, non-flexible versions) over one TLS connection."""
+
+    def __init__(self, address: str, ca: str) -> None:
+        import socket
+        import ssl
+
+        host, port = address.rsplit(":", 1)
+        ctx = ssl.create_default_context(cafile=ca)
+        self.sock = ctx.wrap_socket(
+            socket.create_connection((host, int(port)), timeout=10), server_hostname=host
+        )
+        self.corr = 0
+
+    def send(self, api_key: int, version: int, entity: Any) -> None:
+        import io
+        import struct
+
+        from kio.schema.request_header.v1.header import RequestHeader
+        from kio.serial import entity_writer
+        from kio.static.primitive import i16, i32
+
+        self.corr += 1
+        buf = io.BytesIO()
+        entity_writer(RequestHeader)(
+            buf,
+            RequestHeader(
+                request_api_key=i16(api_key),
+                request_api_version=i16(version),
+                correlation_id=i32(self.corr),
+                client_id="raw",
+            ),
+        )
+        entity_writer(type(entity))(buf, entity)
+        self.sock.sendall(struct.pack(">i", len(buf.getvalue())) + buf.getvalue())
+
+    def recv(self, api_key: int, version: int) -> Any:
+        """The answer's body, or None when the broker closed the connection instead."""
+        import struct
+
+        from kio.index import load_response_schema
+        from kio.serial import entity_reader
+
+        head = self._exactly(4)
+        payload = None if head is None else self._exactly(struct.unpack(">i", head)[0])
+        if payload is None:
+            return None
+        assert struct.unpack_from(">i", payload)[0] == self.corr
+        return entity_reader(load_response_schema(api_key, version))(memoryview(payload), 4)[0]
+
+    def _exactly(self, n: int) -> bytes | None:
+        data = b""
+        while len(data) < n:
+            chunk = self.sock.recv(n - len(data))
+            if not chunk:
+                return None
+            data += chunk
+        return data
+
+
+def test_sasl_on_the_wire(kafka_broker) -> None:
+    """Kafka's codes, byte for byte: an unoffered mechanism is UNSUPPORTED_SASL_MECHANISM (33)
+    with the list; a wrong SCRAM proof SASL_AUTHENTICATION_FAILED (58), then the connection is
+    closed; any other API before authentication, or SaslHandshake v0, closes the connection
+    unanswered."""
+    from kio.schema.metadata.v1.request import MetadataRequest
+    from kio.schema.sasl_authenticate.v0.request import SaslAuthenticateRequest
+    from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as SaslHandshakeRequestV0
+    from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+
+    from client.security.scram import ScramClient
+
+    w = _Wire(kafka_broker.tls_address("KSASL"), kafka_broker.ca)
+    w.send(17, 1, SaslHandshakeRequest(mechanism="GSSAPI"))  # not a Gregor mechanism
+    answer = w.recv(17, 1)
+    assert (answer.error_code, answer.mechanisms) == (33, ("SCRAM-SHA-256", "PLAIN"))
+    w.send(17, 1, SaslHandshakeRequest(mechanism="SCRAM-SHA-256"))
+    assert w.recv(17, 1).error_code == 0
+    scram = ScramClient("SCRAM-SHA-256", kafka_broker.sasl_user, "not-the-password")
+    w.send(36, 0, SaslAuthenticateRequest(auth_bytes=scram.first()))
+    first = w.recv(36, 0)
+    assert first.error_code == 0, first
+    w.send(36, 0, SaslAuthenticateRequest(auth_bytes=scram.final(bytes(first.auth_bytes))))
+    refused = w.recv(36, 0)
+    assert refused.error_code == 58, refused  # SASL_AUTHENTICATION_FAILED
+    assert w.recv(36, 0) is None  # then closed
+
+    w = _Wire(kafka_broker.tls_address("KSASL"), kafka_broker.ca)
+    w.send(3, 1, MetadataRequest(topics=None))
+    assert w.recv(3, 1) is None  # not authenticated: closed, nothing answered
+
+    # v0 is advertised (librdkafka 2.0 wants to see it) but refused: closed, nothing answered
+    w = _Wire(kafka_broker.tls_address("KSASL"), kafka_broker.ca)
+    w.send(17, 0, SaslHandshakeRequestV0(mechanism="SCRAM-SHA-256"))
+    assert w.recv(17, 0) is None
