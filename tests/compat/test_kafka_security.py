@@ -1,9 +1,10 @@
 """Security on the Kafka listener (issues 25 and 27): kcat and confluent-kafka (librdkafka)
 produce and consume over a KAFKA listener mapped to SSL (KSSL), with a test CA and a server
 certificate made with `cryptography` (tests/tls_certs.py), and Gregor's own client reads the
-same records over its plaintext listener; confluent-kafka authenticates with SCRAM-SHA-256
-over SASL_SSL (KSASL), and a wrong password gets Kafka's SASL_AUTHENTICATION_FAILED. The
-suite's one broker (conftest.py) has these listeners."""
+same records over its plaintext listener; confluent-kafka, kafka-python and aiokafka
+authenticate with SCRAM-SHA-256 over SASL_SSL (KSASL) and kcat with PLAIN, and a wrong password
+gets Kafka's SASL_AUTHENTICATION_FAILED. The suite's one broker (conftest.py) has these
+listeners."""
 
 from __future__ import annotations
 
@@ -263,3 +264,46 @@ def test_sasl_on_the_wire(kafka_broker) -> None:
     w = _Wire(kafka_broker.tls_address("KSASL"), kafka_broker.ca)
     w.send(17, 0, SaslHandshakeRequestV0(mechanism="SCRAM-SHA-256"))
     assert w.recv(17, 0) is None
+
+
+def test_kafka_python_and_aiokafka_over_sasl_ssl_with_scram(kafka_broker) -> None:
+    """The two pure-Python clients (each its own SCRAM and protocol code) authenticate with
+    SCRAM-SHA-256 over SASL_SSL, one producing and the other reading back."""
+    import asyncio
+    import ssl
+
+    kafka = pytest.importorskip("kafka")
+    aiokafka = pytest.importorskip("aiokafka")
+    common = {
+        "bootstrap_servers": kafka_broker.tls_address("KSASL"),
+        "security_protocol": "SASL_SSL",
+        "sasl_mechanism": "SCRAM-SHA-256",
+        "sasl_plain_username": kafka_broker.sasl_user,
+        "sasl_plain_password": kafka_broker.sasl_password,
+    }
+    p = kafka.KafkaProducer(**common, ssl_cafile=kafka_broker.ca)
+    try:
+        for i in range(5):
+            p.send("sasl-py", b"py-%d" % i, partition=0).get(timeout=30)
+    finally:
+        p.close()
+
+    async def read() -> list[bytes]:
+        c = aiokafka.AIOKafkaConsumer(
+            "sasl-py",
+            **common,
+            ssl_context=ssl.create_default_context(cafile=kafka_broker.ca),
+            auto_offset_reset="earliest",
+        )
+        await c.start()
+        try:
+            got: list[bytes] = []
+            async with asyncio.timeout(30):
+                while len(got) < 5:
+                    for batch in (await c.getmany(timeout_ms=500)).values():
+                        got.extend(m.value for m in batch)
+            return got
+        finally:
+            await c.stop()
+
+    assert asyncio.run(read()) == [b"py-%d" % i for i in range(5)]
