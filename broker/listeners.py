@@ -140,7 +140,9 @@ def wire_protocols(value: Any) -> dict[str, str]:
 
 def kafka_listener_names(config: Any, listeners: Listeners) -> frozenset[str]:
     """The names of the listeners that speak Kafka's protocol; ConfigError when the
-    inter-broker listener is one of them (replication speaks Gregor's protocol)."""
+    inter-broker listener is one of them (replication speaks Gregor's protocol). Any security
+    protocol goes: TLS wraps the transport below the Kafka decoder, and SASL is Kafka's own
+    SaslHandshake/SaslAuthenticate (broker/kafka/apis_sasl.py)."""
     protocols = wire_protocols(setting(config, "listener_protocol_map", ("KAFKA:KAFKA",)))
     names = frozenset(e.name for e in listeners.bind if protocols.get(e.name) == "KAFKA")
     if listeners.inter_broker in names:
@@ -149,14 +151,6 @@ def kafka_listener_names(config: Any, listeners: Listeners) -> frozenset[str]:
             " (listener.protocol.map), but brokers replicate over Gregor's protocol: name a"
             " GREGOR listener (or list one first in listeners)"
         )
-    for name in sorted(names):
-        if listeners.protocol(name) in SASL_PROTOCOLS:
-            raise ConfigError(
-                f"listeners: {name} speaks KAFKA (listener.protocol.map) with security protocol"
-                f" {listeners.protocol(name)}, but the Kafka listener does not serve SASL yet"
-                " (Kafka's SaslHandshake/SaslAuthenticate): map it to PLAINTEXT or SSL in"
-                " listener.security.protocol.map"
-            )
     return names
 
 

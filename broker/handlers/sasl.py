@@ -35,52 +35,61 @@ def _credentials_of(services: Any) -> Callable[[str], Any]:
     return of
 
 
-@handler(ApiKey.SASL_HANDSHAKE)
-def handshake(ctx: RequestContext, body: dict) -> dict | None:
-    conn: Any = ctx.request.connection
-    settings = ctx.services.sasl
-    offered = settings.offered(bool(getattr(conn, "tls", False)))
+def handshake_answer(conn: Any, services: Any, mechanism: str) -> dict:
+    """SaslHandshake's answer (error_code, mechanisms) for `conn`; on success the exchange
+    starts (conn.sasl_state). Shared with the Kafka listener (broker/kafka/apis_sasl.py)."""
+    offered = services.sasl.offered(bool(getattr(conn, "tls", False)))
     if not getattr(conn, "sasl", False) or conn.authenticated or conn.sasl_state is not None:
         return {"error_code": int(ErrorCode.ILLEGAL_SASL_STATE), "mechanisms": offered}
-    mechanism = body["mechanism"]
     if mechanism not in offered:
         return {"error_code": int(ErrorCode.UNSUPPORTED_SASL_MECHANISM), "mechanisms": offered}
-    conn.sasl_state = SaslExchange(mechanism, _credentials_of(ctx.services))
+    conn.sasl_state = SaslExchange(mechanism, _credentials_of(services))
     return {"error_code": 0, "mechanisms": offered}
+
+
+def authenticate_answer(
+    conn: Any, services: Any, client_host: str, auth_bytes: bytes, connection_id: str
+) -> tuple[dict, str | None]:
+    """One SaslAuthenticate step for `conn`: (answer, None) to send, or (answer, reason) to
+    send after connection.failed.authentication.delay.ms and then close (a refusal, the same
+    whatever the cause). Shared with the Kafka listener (broker/kafka/apis_sasl.py)."""
+    exchange = getattr(conn, "sasl_state", None)
+    if not isinstance(exchange, SaslExchange) or conn.authenticated:
+        return {
+            "error_code": int(ErrorCode.ILLEGAL_SASL_STATE),
+            "error_message": "SaslAuthenticate without a SaslHandshake first",
+        }, "SaslAuthenticate out of order"
+    try:
+        reply, user = exchange.step(auth_bytes)
+    except AuthenticationFailed as exc:
+        services.auth_log.failed_login(exchange.user, exchange.mechanism, client_host, str(exc))
+        return {
+            "error_code": int(ErrorCode.SASL_AUTHENTICATION_FAILED),
+            "error_message": "Authentication failed: invalid credentials with SASL"
+            f" mechanism {exchange.mechanism}",
+        }, "failed SASL authentication"
+    if user is not None:
+        conn.sasl_state = None
+        conn.mark_authenticated(f"User:{user}")
+        log.debug("connection %s authenticated as User:%s", connection_id, user)
+    return {"error_code": 0, "auth_bytes": reply, "session_lifetime_ms": 0}, None
+
+
+@handler(ApiKey.SASL_HANDSHAKE)
+def handshake(ctx: RequestContext, body: dict) -> dict | None:
+    return handshake_answer(ctx.request.connection, ctx.services, body["mechanism"])
 
 
 @handler(ApiKey.SASL_AUTHENTICATE)
 def authenticate(ctx: RequestContext, body: dict) -> dict | None:
-    conn: Any = ctx.request.connection
-    services: Any = ctx.services
-    exchange = getattr(conn, "sasl_state", None)
-    delay_s = services.sasl.failed_delay_ms / 1000.0
-    if not isinstance(exchange, SaslExchange) or conn.authenticated:
-        ctx.respond_then_close(
-            {
-                "error_code": int(ErrorCode.ILLEGAL_SASL_STATE),
-                "error_message": "SaslAuthenticate without a SaslHandshake first",
-            },
-            "SaslAuthenticate out of order",
-            delay_s,
-        )
-        return None
-    try:
-        reply, user = exchange.step(body["auth_bytes"])
-    except AuthenticationFailed as exc:
-        services.auth_log.failed_login(exchange.user, exchange.mechanism, ctx.client_host, str(exc))
-        ctx.respond_then_close(
-            {
-                "error_code": int(ErrorCode.SASL_AUTHENTICATION_FAILED),
-                "error_message": "Authentication failed: invalid credentials with SASL"
-                f" mechanism {exchange.mechanism}",
-            },
-            "failed SASL authentication",
-            delay_s,
-        )
-        return None
-    if user is not None:
-        conn.sasl_state = None
-        conn.mark_authenticated(f"User:{user}")
-        log.debug("connection %s authenticated as User:%s", ctx.connection_id, user)
-    return {"error_code": 0, "auth_bytes": reply, "session_lifetime_ms": 0}
+    answer, close = authenticate_answer(
+        ctx.request.connection,
+        ctx.services,
+        ctx.client_host,
+        body["auth_bytes"],
+        ctx.connection_id,
+    )
+    if close is None:
+        return answer
+    ctx.respond_then_close(answer, close, ctx.services.sasl.failed_delay_ms / 1000.0)
+    return None

@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from broker.kafka import records
@@ -50,14 +50,18 @@ class KafkaApi:
     max_version: int
     handle: Callable[[KafkaContext, Any], None]
     refused_below: int = 0  # versions advertised but refused (Produce v0-2, as Kafka 4)
+    refused_why: str = "as Kafka 4, which still advertises them for librdkafka's sake"
 
 
 APIS: dict[int, KafkaApi] = {}
 
 
-def api(key: int, min_version: int, max_version: int, refused_below: int = 0) -> Callable:
+def api(
+    key: int, min_version: int, max_version: int, refused_below: int = 0, refused_why: str = ""
+) -> Callable:
     def register(fn: Callable[[KafkaContext, Any], None]) -> Callable:
-        APIS[int(key)] = KafkaApi(int(key), min_version, max_version, fn, refused_below)
+        entry = KafkaApi(int(key), min_version, max_version, fn, refused_below)
+        APIS[int(key)] = replace(entry, refused_why=refused_why) if refused_why else entry
         return fn
 
     return register

@@ -108,6 +108,19 @@ class KafkaContext:
             self.request.complete(frame)
             self._count_errors(data, error_code)
 
+    def respond_then_close(self, data: dict, reason: str, delay_s: float) -> None:
+        """Send `data` after `delay_s`, then close the connection logging `reason` (a failed
+        authentication, answered late to slow guessing)."""
+        from broker.kafka.codec import response_class
+
+        cls = response_class(self.api_key, self.api_version)
+        frame = encode_response(
+            self.api_key, self.api_version, self.request.correlation_id, build(cls, data)
+        )
+        if self._claim():
+            self.request.complete_then_close(frame, reason, delay_s)
+            self._count_errors(data, 0)
+
     def respond_frame(self, frame: bytes) -> None:
         if self._claim():
             self.request.complete(frame)

@@ -44,12 +44,14 @@ def test_bad_map_is_refused_naming_the_key(bad: str) -> None:
         wire_protocols(bad)
 
 
-def test_a_kafka_listener_on_sasl_is_refused_until_it_serves_sasl() -> None:
+@pytest.mark.parametrize("security", ["SSL", "SASL_SSL", "SASL_PLAINTEXT"])
+def test_a_kafka_listener_takes_any_security_protocol(security) -> None:
     cfg = _config(
         **{
             "listeners": "GREGOR://127.0.0.1:0,KAFKA://127.0.0.1:0",
-            "listener.security.protocol.map": "KAFKA:SASL_SSL,GREGOR:PLAINTEXT",
+            "listener.security.protocol.map": f"KAFKA:{security},GREGOR:PLAINTEXT",
         }
     )
-    with pytest.raises(ConfigError, match="does not serve SASL yet"):
-        kafka_listener_names(cfg, Listeners.from_config(cfg))
+    listeners = Listeners.from_config(cfg)
+    assert kafka_listener_names(cfg, listeners) == {"KAFKA"}
+    assert listeners.protocol("KAFKA") == security
