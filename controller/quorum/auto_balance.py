@@ -18,7 +18,8 @@ Two kinds of move, at most `limit` in all:
   takes the donor's position in the replica list, so it becomes preferred leader of the
   partitions whose first replica it takes: leaders spread with the preferred-leader rebalance.
 
-Partitions not `movable` (a reassignment in flight, or offline: nobody to copy from) do not
+Partitions not `movable` (a reassignment in flight whose target is still reachable, or
+offline: nobody to copy from) do not
 move, but their replicas (their targets) count in the brokers' loads. Deterministic: the same
 input gives the same moves.
 """

@@ -122,9 +122,16 @@ class AutoBalanceControlManager(ControlManager):
         }
         if not receivers:
             return []
+        # A move in flight stays as it is, unless its target has a replica on a broker gone
+        # for good: it could never complete (that replica never joins the ISR), so its target
+        # is planned again and the new move replaces it.
+        gone_set = set(gone)
         partitions = {
             (t.name, p): auto_balance.Placement(
-                reg.target_replicas, reg.leader, not reg.reassigning and reg.leader != NO_LEADER
+                reg.target_replicas,
+                reg.leader,
+                reg.leader != NO_LEADER
+                and (not reg.reassigning or any(r in gone_set for r in reg.target_replicas)),
             )
             for t in self.image.topics.values()
             for p, reg in t.partitions.items()

@@ -157,7 +157,14 @@ def test_continuous_recreates_a_stopped_brokers_replicas(controller_quorum, tmp_
         load.wait_acked(300)
         with Admin(bootstrap_servers=b.bootstrap_all()) as admin:
             b.start(7)
-            wait_until(lambda: _settled(admin, {4, 5, 6, 7}), 90, "broker 7 filled")
+            wait_until(
+                lambda: (
+                    (pl := _settled(admin, {4, 5, 6, 7}))
+                    and sum(7 in rs for rs, _ in pl.values()) == 2
+                ),
+                90,
+                "broker 7 filled",
+            )  # (the placement before broker 7 got anything is "settled" too)
             b.stop(5, signal.SIGKILL)  # gone for good
             pl = wait_until(
                 lambda: _settled(admin, {4, 6, 7}), 120, "broker 5's replicas re-created"

@@ -147,6 +147,47 @@ def test_continuous_recreates_the_replicas_of_a_broker_fenced_too_long(tmp_path,
         log.close()
 
 
+def test_continuous_replans_a_move_whose_target_broker_is_gone(tmp_path, caplog):
+    """A move in flight onto a broker that then stays fenced past the timeout could never
+    complete (that replica never joins the ISR): continuous mode replaces its target."""
+    caplog.set_level(logging.INFO, logger="controller.quorum.auto_balance_control")
+    c, clock, log = _controller(
+        tmp_path, auto_balance_mode="continuous", auto_balance_unavailable_timeout_ms=30_000
+    )
+    try:
+        epochs = up(c, 1, 2, 3, 4, 5)
+        rows = [[1, 2, 3], [2, 3, 4], [3, 4, 1], [4, 1, 2]]
+        c.create_topics([topic("t", assignments=[
+            {"partition": i, "broker_ids": rs} for i, rs in enumerate(rows)])])  # fmt: skip
+        _tick(c, clock)
+        [res] = c.alter_partition_reassignments(
+            [{"name": "t", "partitions": [{"partition_index": 0, "replicas": [1, 2, 5]}]}]
+        )
+        assert res["partitions"][0]["error_code"] == 0, res
+        assert c.image.partition("t", 0).target_replicas == (1, 2, 5)
+        for _ in range(61):  # broker 5 stops heartbeating: fenced after the session timeout
+            _tick(c, clock)
+            beat(c, epochs, 1, 2, 3, 4)
+        assert c.image.brokers[5].fenced
+        fenced_at = c.auto_balance.fenced_since[5]
+        while clock() - fenced_at < 29_000:
+            _tick(c, clock)
+            beat(c, epochs, 1, 2, 3, 4)
+            assert c.image.partition("t", 0).target_replicas == (1, 2, 5)  # within the timeout
+        for _ in range(3):
+            _tick(c, clock)
+            beat(c, epochs, 1, 2, 3, 4)
+        target = c.image.partition("t", 0).target_replicas
+        assert 5 not in target and len(set(target)) == 3, target
+        _complete_moves(c, epochs)
+        reg = c.image.partition("t", 0)
+        assert 5 not in reg.replicas and not reg.reassigning, reg
+        moved = [r.getMessage() for r in caplog.records if "auto-balance: moving" in r.getMessage()]
+        assert any("t-0" in m and "broker 5 unavailable" in m for m in moved), moved
+    finally:
+        log.close()
+
+
 def test_an_unknown_mode_is_refused(tmp_path):
     with pytest.raises(ValueError, match="off, node-add, continuous"):
         _controller(tmp_path, auto_balance_mode="sometimes")
