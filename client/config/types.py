@@ -149,7 +149,15 @@ def parse_duration_ms(value: Any) -> int:
 
 
 def parse_enum(value: Any, choices: Sequence[str]) -> str:
-    if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+    if isinstance(value, bool):
+        # YAML 1.1 (PyYAML) reads an unquoted off/no as False and on/yes as True: a choice
+        # spelled that way is what the file meant (auto.balance.mode: off)
+        for word in ("on", "yes", "true") if value else ("off", "no", "false"):
+            for choice in choices:
+                if choice.lower() == word:
+                    return choice
+        raise ValueError("one of " + ", ".join(choices))
+    if isinstance(value, (str, int, float)):
         v = str(value).strip().lower()
         for choice in choices:
             if choice.lower() == v:

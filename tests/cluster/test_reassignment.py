@@ -99,8 +99,10 @@ def _partition(b: Brokers):
 
 def _start(controller_quorum, tmp_path: Path, session_ms: int = 3000) -> tuple:
     """A 3-voter quorum, brokers 4, 5, 6 started and 7 configured (not started); topic mv
-    with one partition on [4, 5, 6] (4 leads), min.insync.replicas 2, in sync."""
-    q = controller_quorum(**{"broker.session.timeout.ms": session_ms})
+    with one partition on [4, 5, 6] (4 leads), min.insync.replicas 2, in sync. Automatic
+    balancing is off: these tests move replicas themselves (its default, node-add, would
+    fill broker 7 on its own: tests/cluster/test_auto_balance.py)."""
+    q = controller_quorum(**{"broker.session.timeout.ms": session_ms, "auto.balance.mode": "off"})
     q.start_all()
     q.wait_leader(10, "a controller leader")
     d = tmp_path / "brokers"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from client.config import load_config
 from client.config.types import (
     format_duration_ms,
     format_size,
@@ -136,3 +137,18 @@ def test_enum():
 def test_formatting():
     assert format_size(1 << 30) == "1GiB" and format_size(1000) == "1000"
     assert format_duration_ms(604_800_000) == "7d" and format_duration_ms(1500) == "1500ms"
+
+
+def test_an_enum_choice_yaml_read_as_a_boolean_is_the_choice_meant(tmp_path) -> None:
+    """`auto.balance.mode: off` unquoted in a YAML file arrives as False (YAML 1.1)."""
+    assert parse_enum(False, ("off", "node-add", "continuous")) == "off"
+    with pytest.raises(ValueError, match="one of uniform, range"):
+        parse_enum(False, ("uniform", "range"))
+    with pytest.raises(ValueError, match="one of off, node-add"):
+        parse_enum(True, ("off", "node-add"))
+    path = tmp_path / "controller.yaml"
+    path.write_text(
+        "node.id: 1\nprocess.roles: controller\ncontroller.quorum.voters: 1@127.0.0.1:9093\n"
+        f"log.dirs: {tmp_path}\nauto.balance.mode: off\n"
+    )
+    assert load_config("controller", path, {}).auto_balance_mode == "off"
