@@ -455,6 +455,13 @@ class Sender:
         self.muted.discard(tp)
         now = time.monotonic()
         retriable = getattr(exc, "retriable", False) and not self.stopping_hard
+        if self.stopping_hard and getattr(exc, "retriable", False):
+            # not retried only because close()'s timeout ran out: the record fails as the rest
+            # of the producer's do then (Kafka's "closed forcefully"), the broker's error as
+            # its cause
+            closed = ClientClosedError("producer closed before these records were delivered")
+            closed.__cause__ = exc
+            exc = closed
         if self.idem is not None and getattr(exc, "code", None) == ErrorCode.UNKNOWN_PRODUCER_ID:
             # the leader has no state for this producer id (and stored nothing): number these
             # batches again under a new producer id and send them again

@@ -24,7 +24,12 @@ from helpers import async_wait_until
 from broker.handlers import dispatch
 from broker.handlers.base import RequestContext
 from client import aio
-from client.errors import ClientClosedError, ErrorCode, GregorTimeoutError
+from client.errors import (
+    ClientClosedError,
+    ErrorCode,
+    GregorTimeoutError,
+    NotEnoughReplicasError,
+)
 from client.protocol import ApiKey
 
 REFUSED = "refused-init"  # the client.id whose InitProducerId the broker refuses
@@ -82,8 +87,13 @@ async def test_aio_clients_leave_no_task_after_close(broker) -> None:
     p = aio.Producer(
         bootstrap_servers=b, retry_backoff_ms=20, request_timeout_ms=1000, delivery_timeout_ms=2000
     )
-    with pytest.raises(GregorTimeoutError, match="expired after delivery.timeout.ms"):
+    # Past delivery.timeout.ms the record fails: with the timeout when it expires between
+    # attempts, or with the broker's error when an attempt's answer comes after the deadline
+    # (Kafka's Sender does the same; which one is a matter of timing)
+    with pytest.raises((GregorTimeoutError, NotEnoughReplicasError)) as failed:
         await (await p.send("nes", b"c"))
+    if isinstance(failed.value, GregorTimeoutError):
+        assert "expired after delivery.timeout.ms" in str(failed.value)
     await p.close()
     assert _leftovers() == set()
 

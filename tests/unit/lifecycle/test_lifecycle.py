@@ -98,6 +98,12 @@ class FakeChannel:
     def alter_user_scram_credentials(self, deletions, upsertions):
         raise AssertionError("not used by the lifecycle")
 
+    def alter_partition_reassignments(self, topics):
+        raise AssertionError("not used by the lifecycle")
+
+    def list_partition_reassignments(self, partitions=None):
+        raise AssertionError("not used by the lifecycle")
+
     def describe_quorum(self, endpoint=None):
         raise NotImplementedError
 
