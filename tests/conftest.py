@@ -95,3 +95,18 @@ def _killpg(pid: int, sig: int) -> None:
         os.killpg(pid, sig)  # the session leader's pid is its process group id
     except ProcessLookupError:
         pass
+
+
+# The long tier: tests marked `long` (whole-system runs that repeat what a shorter test already
+# covers, or build extra images) run only with GREGOR_LONG_TESTS=1, i.e. from
+# scripts/test-long.sh; the default run (scripts/test.sh, CI) skips them, naming the script.
+LONG_TESTS = os.environ.get("GREGOR_LONG_TESTS", "") not in ("", "0")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if LONG_TESTS:
+        return
+    skip = pytest.mark.skip(reason="long tier: run it with scripts/test-long.sh")
+    for item in items:
+        if "long" in item.keywords:
+            item.add_marker(skip)

@@ -146,6 +146,7 @@ def test_a_fourth_broker_receives_its_share_with_no_command(controller_quorum, t
     check_history(b.bootstrap_all(), load)
 
 
+@pytest.mark.long  # (the planner and controller loop: tests/unit/quorum/test_auto_balance_*)
 def test_continuous_recreates_a_stopped_brokers_replicas(controller_quorum, tmp_path) -> None:
     q, b = _start(
         controller_quorum,

@@ -264,6 +264,7 @@ def _gregor(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([*gregor_command(), *args], capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.long  # (plans: tests/unit/cli/test_reassign_plan.py; APIs: test_reassignments.py)
 def test_the_cli_generates_executes_verifies_and_cancels(controller_quorum, tmp_path) -> None:
     """`gregor partitions reassign` end to end, and `cluster status` listing the moves in
     flight while broker 7 is paused."""
@@ -317,6 +318,7 @@ def test_the_cli_generates_executes_verifies_and_cancels(controller_quorum, tmp_
     assert r.returncode == 1 and "InvalidReplicaAssignmentError" in r.stderr, r.stderr
 
 
+@pytest.mark.long  # (the moves it makes: the three tests above)
 def test_a_broker_decommissioned_under_load_then_stopped(controller_quorum, tmp_path) -> None:
     """`gregor broker decommission 4` moves mv-0 (4 leads it) to the only broker left that
     does not hold it, ends once nothing is under-replicated; broker 4 is then stopped without
@@ -378,6 +380,7 @@ def test_a_broker_decommissioned_under_load_then_stopped(controller_quorum, tmp_
     check_history(b.bootstrap(5), load)
 
 
+@pytest.mark.long  # (the bucket: tests/unit/replica/test_replication_throttle.py)
 def test_a_throttled_move_copies_within_the_rate(controller_quorum, tmp_path) -> None:
     """`--execute --throttle 500000`: broker 7 copies mv-0 (3 MB of values) within 500 kB/s,
     so the move cannot complete before (3 MB - one second's burst) / rate; `--verify` removes
@@ -417,6 +420,7 @@ def test_a_throttled_move_copies_within_the_rate(controller_quorum, tmp_path) ->
     assert len(read_to_end(b.bootstrap(7), TOPIC, 0)) == size // 1000
 
 
+@pytest.mark.long  # (a leader moved off: test_a_fourth_broker_takes_a_partition...)
 def test_the_removed_leader_killed_mid_move_and_restarted(controller_quorum, tmp_path) -> None:
     """Broker 4 leads mv-0 and is being removed; it is SIGKILLed while the move waits for
     broker 7 (paused): 5 or 6 leads, acks=all writes go on, the move completes once 7 catches

@@ -273,6 +273,7 @@ def test_single_profile(compose_cluster: ComposeCluster, timings) -> None:
     compose_cluster.compose("--profile", "single", "rm", "-s", "-f", "-v", "single")
 
 
+@pytest.mark.long  # (builds a second image; Prometheus itself: tests/cluster/test_prometheus_scrape.py)
 def test_monitoring_profile(compose_cluster: ComposeCluster, timings) -> None:
     """`--profile monitoring`: Prometheus (Debian's package on the local base image, built by
     scripts/docker/build-prometheus.sh) scrapes all six nodes over the compose network and
