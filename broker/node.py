@@ -60,6 +60,7 @@ from broker.replica import ReplicaManager, ReplicaSettings
 from broker.replica.fetcher import FetcherSettings, ReplicaFetcherManager
 from broker.replica.isr import IsrProposer
 from broker.security.auth_log import AuthLog
+from broker.security.authorizer import Authorizer, parse_super_users
 from broker.security.links import OutgoingSecurity
 from broker.security.sasl import SaslSettings
 from client.config import setting
@@ -138,6 +139,14 @@ class Services:
         self.metrics: Any = None
         self.sasl = SaslSettings.from_config(node.config)  # SASL listeners (docs/security.md)
         self.auth_log = AuthLog()
+        # ACLs (docs/security.md, Authorization); None: authorizer.class.name is empty
+        self.authorizer: Authorizer | None = None
+        if getattr(node.config, "authorizer_class_name", ""):
+            self.authorizer = Authorizer(
+                parse_super_users(node.config.super_users or ""),
+                bool(node.config.allow_everyone_if_no_acl_found),
+                lambda: node.publisher.image.acls,
+            )
 
     def advertised_for(self, listener: str) -> tuple[str, int]:
         """This broker's advertised address on `listener` (the inter-broker one if unknown)."""

@@ -105,6 +105,14 @@ class ControllerChannel(Protocol):
         named (salted passwords in, StoredKey/ServerKey records written)."""
         ...
 
+    def create_acls(self, creations: list[dict]) -> Future:
+        """CreateAcls → [{error_code, error_message}], one per creation, in order."""
+        ...
+
+    def delete_acls(self, filters: list[dict]) -> Future:
+        """DeleteAcls → [{error_code, error_message, matching_acls}], one per filter."""
+        ...
+
     def alter_partition_reassignments(self, topics: list[dict]) -> Future:
         """AlterPartitionReassignments: topics [{name, partitions: [{partition_index,
         replicas | None}]}] → [{name, partitions: [{partition_index, error_code,

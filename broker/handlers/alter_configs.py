@@ -14,8 +14,10 @@ from typing import Any
 
 from broker.handlers.base import RequestContext, handler
 from broker.handlers.forward import respond_when_committed
+from broker.security.access import check, config_resource, enabled
 from client.errors import ErrorCode
 from client.protocol import ApiKey
+from client.security.acl import AclOperation
 
 
 @handler(ApiKey.INCREMENTAL_ALTER_CONFIGS)
@@ -35,11 +37,18 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
 
     results: list[dict | None] = []
     forward: list[dict] = []
+    authz = enabled(ctx)
     for r in body["resources"]:
         if counts[key(r)] > 1:
             results.append(
                 entry(r["resource_name"], ErrorCode.INVALID_REQUEST, "resource named twice")
             )
+            continue
+        denied = (
+            check(ctx, AclOperation.ALTER_CONFIGS, *config_resource(*key(r))) if authz else None
+        )
+        if denied is not None:  # ALTER_CONFIGS on the topic, or on the cluster for a broker
+            results.append(entry(r["resource_name"], denied[0], denied[1]))
             continue
         results.append(None)
         forward.append(

@@ -12,8 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from broker.handlers.base import RequestContext, by_topic, handler
+from broker.security.access import check, enabled
 from client.errors import ErrorCode
 from client.protocol import ApiKey
+from client.security.acl import AclOperation, ResourceType
 
 
 @handler(ApiKey.DELETE_RECORDS)
@@ -24,6 +26,7 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
     order: list[tuple[str, int]] = []
     offsets: dict[tuple[str, int], int] = {}
     refused: dict[tuple[str, int], DeleteRecordsStatus] = {}
+    authz = enabled(ctx)
     for t in body["topics"]:
         for p in t["partitions"]:
             tp = (t["name"], int(p["partition"]))
@@ -34,6 +37,10 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
                 )
                 continue
             order.append(tp)
+            denied = check(ctx, AclOperation.DELETE, ResourceType.TOPIC, tp[0]) if authz else None
+            if denied is not None:  # DELETE on the topic; nothing is deleted
+                refused[tp] = DeleteRecordsStatus(denied[0], error_message=denied[1])
+                continue
             offsets[tp] = int(p["offset"])
 
     def finish(results: dict) -> None:

@@ -7,11 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 from broker.handlers.base import RequestContext, handler
+from broker.security.access import require
 from client.protocol import ApiKey
+from client.security.acl import AclOperation, ResourceType
 
 
 @handler(ApiKey.DESCRIBE_CLUSTER)
 def handle(ctx: RequestContext, body: dict) -> dict:
+    require(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER)
     services: Any = ctx.services
     image = services.metadata
     fenced_too = bool(body.get("include_fenced_brokers"))

@@ -10,8 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from broker.handlers.base import RequestContext, handler
+from broker.security.access import require
 from client.errors import ErrorCode
 from client.protocol import ApiKey
+from client.security.acl import AclOperation, ResourceType
 
 
 def _space(d: Path) -> tuple[int, int]:
@@ -24,6 +26,7 @@ def _space(d: Path) -> tuple[int, int]:
 
 @handler(ApiKey.DESCRIBE_LOG_DIRS)
 def handle(ctx: RequestContext, body: dict) -> dict:
+    require(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER)
     services: Any = ctx.services
     lm = services.log_manager
     wanted = None

@@ -14,6 +14,7 @@ import logging
 from typing import Any
 
 from broker.handlers.base import RequestContext, handler
+from broker.security.access import require
 from client.errors import ErrorCode
 from client.protocol import ApiKey
 from client.protocol.apis.admin import (
@@ -21,6 +22,7 @@ from client.protocol.apis.admin import (
     ELECTION_UNCLEAN,
     group_election_results,
 )
+from client.security.acl import AclOperation, ResourceType
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +37,7 @@ def _body(code: int, results: list[dict]) -> dict:
 
 @handler(ApiKey.ELECT_LEADERS)
 def handle(ctx: RequestContext, body: dict) -> dict | None:
+    require(ctx, AclOperation.ALTER, ResourceType.CLUSTER)
     services: Any = ctx.services
     tps = body["topic_partitions"]
     partitions = None if tps is None else [(t["topic"], p) for t in tps for p in t["partitions"]]

@@ -13,8 +13,10 @@ from typing import Any
 
 from broker.group import GroupError
 from broker.handlers.base import RequestContext, handler
+from broker.security.access import allowed, check, enabled, quietly_allowed, split_partitions
 from client.errors import ErrorCode
 from client.protocol import ApiKey
+from client.security.acl import AclOperation, ResourceType
 
 
 @handler(ApiKey.FIND_COORDINATOR)
@@ -28,6 +30,8 @@ def find_coordinator(ctx: RequestContext, body: dict) -> dict:
         elif not key:
             code, node, host, port, msg = (int(ErrorCode.INVALID_GROUP_ID), -1, "", -1,
                                            "group id is empty")  # fmt: skip
+        elif (denied := check(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, key)) is not None:
+            code, node, host, port, msg = denied[0], -1, "", -1, denied[1]
         else:
             code, node, host, port, msg = services.group_coordinator.find(key, services.controller)
         out.append({"key": key, "node_id": node, "host": host, "port": port,
@@ -38,6 +42,9 @@ def find_coordinator(ctx: RequestContext, body: dict) -> dict:
 @handler(ApiKey.CONSUMER_GROUP_HEARTBEAT)
 def consumer_group_heartbeat(ctx: RequestContext, body: dict) -> dict:
     services: Any = ctx.services
+    denied = check(ctx, AclOperation.READ, ResourceType.GROUP, body["group_id"])
+    if denied is not None:  # READ on the group
+        return {"error_code": denied[0], "error_message": denied[1]}
     try:
         return services.group_coordinator.heartbeat(body, ctx.client_id, ctx.client_host)
     except GroupError as exc:
@@ -46,23 +53,76 @@ def consumer_group_heartbeat(ctx: RequestContext, body: dict) -> dict:
 
 @handler(ApiKey.OFFSET_COMMIT)
 def offset_commit(ctx: RequestContext, body: dict) -> None:
-    ctx.services.group_coordinator.commit(body, ctx.respond)
+    if not enabled(ctx):
+        ctx.services.group_coordinator.commit(body, ctx.respond)
+        return None
+
+    def refused(topics: list[dict], code: int) -> list[dict]:
+        return [
+            {"name": t["name"],
+             "partitions": [{"partition": p["partition"], "error_code": code}
+                            for p in t["partitions"]]}
+            for t in topics
+        ]  # fmt: skip
+
+    # READ on the group, then READ on each topic; refused partitions are not committed
+    denied = check(ctx, AclOperation.READ, ResourceType.GROUP, body["group_id"])
+    if denied is not None:
+        ctx.respond({"topics": refused(body["topics"], denied[0])})
+        return None
+    ok, topics_denied = [], []
+    for t in body["topics"]:
+        if allowed(ctx, AclOperation.READ, ResourceType.TOPIC, t["name"]):
+            ok.append(t)
+        else:
+            topics_denied.append(t)
+    extra = refused(topics_denied, int(ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+    if not ok:
+        ctx.respond({"topics": extra})
+        return None
+
+    def respond(answer: dict) -> None:
+        if "topics" in answer:
+            answer = {**answer, "topics": list(answer["topics"]) + extra}
+        ctx.respond(answer)
+
+    ctx.services.group_coordinator.commit({**body, "topics": ok}, respond)
     return None
 
 
 @handler(ApiKey.OFFSET_FETCH)
 def offset_fetch(ctx: RequestContext, body: dict) -> dict:
     services: Any = ctx.services
+    denied = check(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, body["group_id"])
+    if denied is not None:  # DESCRIBE on the group
+        return {"error_code": denied[0], "error_message": denied[1], "topics": []}
     try:
         topics = services.group_coordinator.fetch_offsets(body["group_id"], body["topics"])
     except GroupError as exc:
         return {"error_code": exc.code, "error_message": exc.message, "topics": []}
+    if enabled(ctx):  # DESCRIBE on each topic: named ones refused, the others left out
+        named = body["topics"] is not None
+        out = []
+        for t in topics:
+            if quietly_allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, t["name"]):
+                out.append(t)
+            elif named:
+                code = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                out.append({"name": t["name"], "partitions": [
+                    {"partition": p["partition"], "committed_offset": -1, "error_code": code}
+                    for p in t["partitions"]]})  # fmt: skip
+        topics = out
     return {"error_code": 0, "topics": topics}
 
 
 @handler(ApiKey.LIST_GROUPS)
 def list_groups(ctx: RequestContext, body: dict) -> dict:
     groups = ctx.services.group_coordinator.list_groups()
+    if enabled(ctx) and not quietly_allowed(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER):
+        groups = [  # DESCRIBE on the cluster lists all; else the groups it may DESCRIBE
+            g for g in groups
+            if quietly_allowed(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, g["group_id"])
+        ]  # fmt: skip
     wanted = {s.lower() for s in body["states_filter"]}
     if wanted:
         groups = [g for g in groups if g["group_state"] in wanted]
@@ -74,6 +134,10 @@ def consumer_group_describe(ctx: RequestContext, body: dict) -> dict:
     services: Any = ctx.services
     out = []
     for gid in body["group_ids"]:
+        denied = check(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, gid)
+        if denied is not None:  # DESCRIBE on the group
+            out.append({"error_code": denied[0], "error_message": denied[1], "group_id": gid})
+            continue
         try:
             out.append(services.group_coordinator.describe(gid))
         except GroupError as exc:
@@ -99,6 +163,10 @@ def delete_groups(ctx: RequestContext, body: dict) -> None:
             ctx.respond({"results": [results[g] for g in names]})
 
     for gid in names:
+        denied = check(ctx, AclOperation.DELETE, ResourceType.GROUP, gid)
+        if denied is not None:  # DELETE on the group: not deleted
+            answered(gid, *denied)
+            continue
         services.group_coordinator.delete_group(
             gid, lambda code, msg, gid=gid: answered(gid, code, msg)
         )
@@ -110,6 +178,7 @@ def offset_delete(ctx: RequestContext, body: dict) -> None:
     tps = [(t["name"], p) for t in body["topics"] for p in t["partitions"]]
 
     def answer(codes: dict, group_code: int) -> None:
+        codes = {**codes, **codes_refused}
         ctx.respond({
             "error_code": group_code,
             "topics": [] if group_code else [
@@ -120,5 +189,14 @@ def offset_delete(ctx: RequestContext, body: dict) -> None:
             ],
         })  # fmt: skip
 
-    ctx.services.group_coordinator.delete_offsets(body["group_id"], tps, answer)
+    denied = check(ctx, AclOperation.DELETE, ResourceType.GROUP, body["group_id"])
+    if denied is not None:  # DELETE on the group
+        ctx.respond({"error_code": denied[0], "topics": []})
+        return None
+    keep, refused = split_partitions(ctx, AclOperation.READ, tps)  # READ on each topic
+    codes_refused = {(r["topic"], r["partition"]): r["error_code"] for r in refused}
+    if not keep:
+        answer({}, 0)
+        return None
+    ctx.services.group_coordinator.delete_offsets(body["group_id"], keep, answer)
     return None

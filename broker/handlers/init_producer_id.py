@@ -10,8 +10,10 @@ import logging
 from typing import Any
 
 from broker.handlers.base import RequestContext, handler
+from broker.security.access import init_producer_id, require
 from client.errors import ErrorCode
 from client.protocol import ApiKey
+from client.security.acl import AclOperation, ResourceType
 
 log = logging.getLogger(__name__)
 
@@ -24,10 +26,12 @@ def _body(code: int, pid: int = -1, epoch: int = -1) -> dict:
 def handle(ctx: RequestContext, body: dict) -> dict | None:
     services: Any = ctx.services
     if body["transactional_id"] is not None:
+        require(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body["transactional_id"])
         ctx.respond_error(
             ErrorCode.INVALID_REQUEST, "transactions are not supported: no transactional_id"
         )
         return None
+    init_producer_id(ctx)
 
     def done(f: concurrent.futures.Future) -> None:
         exc = f.exception()

@@ -6,7 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from broker.handlers.base import RequestContext, by_topic, handler
+from broker.security.access import cluster_action, split_partitions
 from client.protocol import ApiKey
+from client.security.acl import AclOperation
 
 
 @handler(ApiKey.OFFSET_FOR_LEADER_EPOCH)
@@ -17,5 +19,10 @@ def handle(ctx: RequestContext, body: dict) -> dict:
         for t in body["topics"]
         for p in t["partitions"]
     ]
+    refused: list[dict] = []
+    if int(body.get("replica_id", -1)) >= 0:  # a follower: CLUSTER_ACTION, as Kafka
+        cluster_action(ctx)
+    else:  # a consumer validating its position: DESCRIBE on the topic
+        reqs, refused = split_partitions(ctx, AclOperation.DESCRIBE, reqs)
     results = services.replica_manager.offsets.offsets_for_leader_epoch(reqs)
-    return {"topics": by_topic(results), "throttle_time_ms": 0}
+    return {"topics": by_topic(results + refused), "throttle_time_ms": 0}

@@ -15,8 +15,10 @@ from typing import Any
 
 from broker.group import OFFSETS_TOPIC
 from broker.handlers.base import RequestContext, handler
+from broker.security.access import check, enabled
 from client.errors import ErrorCode
 from client.protocol import ApiKey
+from client.security.acl import AclOperation, ResourceType
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +43,10 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
     entries: dict[tuple[str, int], bytes] = {}
     statuses: dict[tuple[str, int], ProducePartitionStatus] = {}
     unknown: list[str] = []
+    authz = enabled(ctx)
     for t in body["topics"]:
         name = t["name"]
+        refused = check(ctx, AclOperation.WRITE, ResourceType.TOPIC, name) if authz else None
         parts = []
         for p in t["partitions"]:
             tp = (name, int(p["partition"]))
@@ -57,6 +61,8 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
                     int(ErrorCode.INVALID_TOPIC_EXCEPTION),
                     error_message=f"{OFFSETS_TOPIC} is internal: the group coordinator writes it",
                 )
+            elif refused is not None:  # WRITE on the topic (nothing is appended)
+                statuses[tp] = ProducePartitionStatus(refused[0], error_message=refused[1])
             elif name not in image.topics:
                 statuses[tp] = ProducePartitionStatus(
                     int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), error_message=f"unknown topic {name}"

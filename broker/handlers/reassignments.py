@@ -12,9 +12,11 @@ import logging
 from typing import Any
 
 from broker.handlers.base import RequestContext, handler
+from broker.security.access import require
 from client.errors import ErrorCode
 from client.protocol import ApiKey
 from client.protocol.apis.reassignments import flatten_topic_partitions
+from client.security.acl import AclOperation, ResourceType
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +28,7 @@ def _failure(exc: BaseException) -> tuple[int, str]:
 
 @handler(ApiKey.ALTER_PARTITION_REASSIGNMENTS)
 def handle_alter(ctx: RequestContext, body: dict) -> dict | None:
+    require(ctx, AclOperation.ALTER, ResourceType.CLUSTER)
     services: Any = ctx.services
     topics = [
         {
@@ -80,6 +83,7 @@ def handle_alter(ctx: RequestContext, body: dict) -> dict | None:
 
 @handler(ApiKey.LIST_PARTITION_REASSIGNMENTS)
 def handle_list(ctx: RequestContext, body: dict) -> dict | None:
+    require(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER)
     services: Any = ctx.services
     partitions = flatten_topic_partitions(body["topics"])
 

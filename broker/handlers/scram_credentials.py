@@ -13,12 +13,15 @@ from typing import Any
 
 from broker.handlers.base import RequestContext, handler
 from broker.handlers.forward import respond_when_committed
+from broker.security.access import require
 from client.errors import ErrorCode
 from client.protocol import ApiKey
+from client.security.acl import AclOperation, ResourceType
 
 
 @handler(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS)
 def describe(ctx: RequestContext, body: dict) -> dict | None:
+    require(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER)
     creds = ctx.services.metadata.scram_credentials
     wanted = body["users"]
     names = sorted(creds) if not wanted else [u["name"] for u in wanted]
@@ -47,6 +50,7 @@ def describe(ctx: RequestContext, body: dict) -> dict | None:
 
 @handler(ApiKey.ALTER_USER_SCRAM_CREDENTIALS)
 def alter(ctx: RequestContext, body: dict) -> dict | None:
+    require(ctx, AclOperation.ALTER, ResourceType.CLUSTER)
     deletions = [{"name": d["name"], "mechanism": d["mechanism"]} for d in body["deletions"]]
     upsertions = [dict(u) for u in body["upsertions"]]
     users: list[str] = []

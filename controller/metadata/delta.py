@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable
 from types import MappingProxyType
 from typing import Any
 
+from client.security.acl import AclBinding
+from controller.metadata.acls import binding_from_record
 from controller.metadata.image import (
     BrokerRegistration,
     MetadataImage,
@@ -25,6 +27,7 @@ from controller.metadata.image import (
 )
 from controller.metadata.records import (
     RESOURCE_TOPIC,
+    AccessControlEntry,
     BatchBegin,
     ClusterId,
     Config,
@@ -34,6 +37,7 @@ from controller.metadata.records import (
     PartitionChange,
     ProducerIds,
     RegisterBroker,
+    RemoveAccessControlEntry,
     RemoveTopic,
     RemoveUserScramCredential,
     Topic,
@@ -58,6 +62,7 @@ class MetadataDelta:
         self._next_producer_id = image.next_producer_id
         self._cluster_id = image.cluster_id
         self._scram: dict[str, dict[int, UserScramCredential]] | None = None
+        self._acls: dict[bytes, AclBinding] | None = None
         # -- what changed (public, read after replaying) --
         self.created_topics: dict[str, bytes] = {}  # name -> topic id
         self.deleted_topics: dict[str, bytes] = {}  # name -> topic id
@@ -67,6 +72,7 @@ class MetadataDelta:
         self.changed_brokers: set[int] = set()
         self.changed_configs: set[tuple[int, str]] = set()
         self.changed_users: set[str] = set()  # SCRAM credentials set or removed
+        self.acls_changed = False
         self.records_replayed = 0
 
     # -- replay --------------------------------------------------------------------------------
@@ -124,6 +130,7 @@ class MetadataDelta:
             else MappingProxyType(
                 {k: MappingProxyType(dict(v)) for k, v in self._scram.items() if v}
             ),
+            acls=img.acls if self._acls is None else MappingProxyType(dict(self._acls)),
         )
 
     # -- working copies ------------------------------------------------------------------------
@@ -304,6 +311,27 @@ class MetadataDelta:
             raise MetadataReplayError(f"user {r.name!r} has no credential {r.mechanism}")
         self.changed_users.add(r.name)
 
+    def _w_acls(self) -> dict[bytes, AclBinding]:
+        if self._acls is None:
+            self._acls = dict(self.image.acls)
+        return self._acls
+
+    def _acl(self, r: AccessControlEntry) -> None:
+        try:
+            binding = binding_from_record(r)
+        except ValueError as exc:
+            raise MetadataReplayError(str(exc)) from None
+        acls = self._w_acls()
+        if r.acl_id in acls:
+            raise MetadataReplayError(f"ACL id {r.acl_id.hex()} written twice")
+        acls[r.acl_id] = binding
+        self.acls_changed = True
+
+    def _remove_acl(self, r: RemoveAccessControlEntry) -> None:
+        if self._w_acls().pop(r.acl_id, None) is None:
+            raise MetadataReplayError(f"no ACL with id {r.acl_id!r} to remove")
+        self.acls_changed = True
+
     def _noop(self, r: NoOp) -> None:
         pass
 
@@ -324,6 +352,8 @@ _HANDLERS: dict[type, Callable[[MetadataDelta, Any], None]] = {
     ClusterId: MetadataDelta._cluster_id_record,
     UserScramCredential: MetadataDelta._user_scram,
     RemoveUserScramCredential: MetadataDelta._remove_user_scram,
+    AccessControlEntry: MetadataDelta._acl,
+    RemoveAccessControlEntry: MetadataDelta._remove_acl,
 }
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, ClassVar
 
+from client.security.acl import AclBinding
 from controller.metadata.records import NO_LEADER, RESOURCE_TOPIC, UserScramCredential
 
 _EMPTY: Mapping[Any, Any] = MappingProxyType({})
@@ -111,6 +112,9 @@ class MetadataImage:
         default_factory=lambda: _EMPTY
     )
 
+    # ACL id (16 bytes) -> the binding its AccessControlEntry record holds
+    acls: Mapping[bytes, AclBinding] = field(default_factory=lambda: _EMPTY)
+
     EMPTY: ClassVar[MetadataImage]  # the image before any record, set below
 
     # -- queries -------------------------------------------------------------------------------
@@ -155,6 +159,7 @@ class MetadataImage:
             self.next_producer_id,
             self.cluster_id,
             {k: dict(v) for k, v in self.scram_credentials.items()},
+            dict(self.acls),
         )
 
     def same_state(self, other: MetadataImage) -> bool:

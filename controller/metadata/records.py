@@ -204,6 +204,32 @@ class RemoveUserScramCredential:
     mechanism: int
 
 
+@dataclass(frozen=True)
+class AccessControlEntry:
+    """An ACL (Kafka's AccessControlEntryRecord): ALLOW or DENY `principal` from `host` the
+    `operation` on the resources (`resource_type`, `resource_name`, `pattern_type`) names.
+    Numbers are Kafka's (client/security/acl.py). `acl_id` (16 random bytes) names it for
+    RemoveAccessControlEntry."""
+
+    TYPE: ClassVar[int] = 20
+    VERSION: ClassVar[int] = 0
+    acl_id: bytes
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+@dataclass(frozen=True)
+class RemoveAccessControlEntry:
+    TYPE: ClassVar[int] = 21
+    VERSION: ClassVar[int] = 0
+    acl_id: bytes
+
+
 MetadataRecord = (
     RegisterBroker
     | FenceBroker
@@ -220,6 +246,8 @@ MetadataRecord = (
     | ClusterId
     | UserScramCredential
     | RemoveUserScramCredential
+    | AccessControlEntry
+    | RemoveAccessControlEntry
 )
 
 RECORD_TYPES: dict[int, type] = {
@@ -240,6 +268,8 @@ RECORD_TYPES: dict[int, type] = {
         ClusterId,
         UserScramCredential,
         RemoveUserScramCredential,
+        AccessControlEntry,
+        RemoveAccessControlEntry,
     )
 }
 

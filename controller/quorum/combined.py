@@ -424,6 +424,12 @@ class CombinedController:
     ) -> concurrent.futures.Future:
         return self.runner.alter_user_scram_credentials(deletions, upsertions)
 
+    def create_acls(self, creations: list[dict]) -> concurrent.futures.Future:
+        return self.runner.create_acls(creations)
+
+    def delete_acls(self, filters: list[dict]) -> concurrent.futures.Future:
+        return self.runner.delete_acls(filters)
+
     def alter_partition_reassignments(self, topics: list[dict]) -> concurrent.futures.Future:
         return self.runner.alter_partition_reassignments(topics)
 

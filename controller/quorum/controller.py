@@ -21,6 +21,7 @@ shared `ControllerCore`: settings, clock, image, writing records):
   changes, leader elections;
 - `configs` — ConfigurationControlManager (config_control.py): topic configs;
 - `scram` — ScramControlManager (scram_control.py): users' SCRAM credentials.
+- `acls` — AclControlManager (acl_control.py): ACLs.
 - `reassignments` — ReassignmentControlManager (reassignment_control.py): partition
   reassignments (KIP-455), their state in the partitions' registrations.
 - `auto_balance` — AutoBalanceControlManager (auto_balance_control.py): automatic balancing
@@ -42,6 +43,7 @@ from controller.metadata.delta import MetadataDelta
 from controller.metadata.image import MetadataImage
 from controller.metadata.records import ClusterId, NoOp, decode_record
 from controller.metadata.snapshot import load_snapshot
+from controller.quorum.acl_control import AclControlManager
 from controller.quorum.auto_balance_control import AutoBalanceControlManager
 from controller.quorum.cluster_control import ClusterControlManager
 from controller.quorum.cluster_id import new_cluster_id
@@ -102,6 +104,9 @@ class QuorumController(ControlManager):
         path = getattr(config, "sasl_scram_bootstrap_file", None)
         self.scram = ScramControlManager(self.core, parse_bootstrap_file(path) if path else None)
         self.alter_user_scram_credentials = self.scram.alter_user_scram_credentials
+        self.acls = AclControlManager(self.core)  # ACLs (acl_control.py)
+        self.create_acls = self.acls.create_acls
+        self.delete_acls = self.acls.delete_acls
         self.alter_partition_reassignments = self.reassignments.alter_partition_reassignments
         self.list_partition_reassignments = self.reassignments.list_partition_reassignments
         self.own_cluster_id = cluster_id

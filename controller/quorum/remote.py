@@ -267,6 +267,13 @@ class RemoteController:
     def alter_user_scram_credentials(self, *a: Any, **k: Any) -> concurrent.futures.Future:
         return self.submit("alter_user_scram_credentials", *a, **k)
 
+    # ACLs (controller/quorum/acl_control.py)
+    def create_acls(self, *a: Any, **k: Any) -> concurrent.futures.Future:
+        return self.submit("create_acls", *a, **k)
+
+    def delete_acls(self, *a: Any, **k: Any) -> concurrent.futures.Future:
+        return self.submit("delete_acls", *a, **k)
+
     def alter_partition_reassignments(self, *a: Any, **k: Any) -> concurrent.futures.Future:
         return self.submit("alter_partition_reassignments", *a, **k)
 
@@ -427,6 +434,14 @@ def _alter_scram(deletions: list[dict], upsertions: list[dict]) -> tuple:
     )
 
 
+def _create_acls(creations: list[dict]) -> tuple:
+    return (ApiKey.CREATE_ACLS, {"creations": creations}, lambda r: r["results"])
+
+
+def _delete_acls(filters: list[dict]) -> tuple:
+    return (ApiKey.DELETE_ACLS, {"filters": filters}, lambda r: r["filter_results"])
+
+
 def _alter_reassignments(topics: list[dict]) -> tuple:
     return (ApiKey.ALTER_PARTITION_REASSIGNMENTS, {"topics": topics}, lambda r: r["responses"])
 
@@ -448,6 +463,8 @@ _CALLS: dict[str, Any] = {
     "create_partitions": _create_partitions,
     "incremental_alter_configs": _alter_configs,
     "alter_user_scram_credentials": _alter_scram,
+    "create_acls": _create_acls,
+    "delete_acls": _delete_acls,
     "elect_leaders": _elect,
     "alter_partition_reassignments": _alter_reassignments,
     "list_partition_reassignments": _list_reassignments,

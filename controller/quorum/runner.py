@@ -221,3 +221,10 @@ class ControllerThread:
 
     def alter_user_scram_credentials(self, *a: Any, **k: Any) -> concurrent.futures.Future:
         return self.submit("alter_user_scram_credentials", *a, **k)
+
+    # ACLs (controller/quorum/acl_control.py)
+    def create_acls(self, *a: Any, **k: Any) -> concurrent.futures.Future:
+        return self.submit("create_acls", *a, **k)
+
+    def delete_acls(self, *a: Any, **k: Any) -> concurrent.futures.Future:
+        return self.submit("delete_acls", *a, **k)

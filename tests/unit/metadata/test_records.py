@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from client.errors import CorruptRecordError
 from controller.metadata.records import (
     RECORD_TYPES,
+    AccessControlEntry,
     BatchBegin,
     ClusterId,
     Config,
@@ -19,6 +20,7 @@ from controller.metadata.records import (
     PartitionChange,
     ProducerIds,
     RegisterBroker,
+    RemoveAccessControlEntry,
     RemoveTopic,
     RemoveUserScramCredential,
     Topic,
@@ -51,6 +53,8 @@ SAMPLES = [
     ClusterId("MkU3OEVBNTcwNTJENDM2Qk"),
     UserScramCredential("alice", 1, b"salt", b"s" * 32, b"k" * 32, 4096),
     RemoveUserScramCredential("alice", 1),
+    AccessControlEntry(b"\x07" * 16, 2, "orders", 3, "User:alice", "*", 3, 3),
+    RemoveAccessControlEntry(b"\x07" * 16),
 ]
 
 
