@@ -13,7 +13,14 @@ from typing import Any
 
 from broker.group import GroupError
 from broker.handlers.base import RequestContext, handler
-from broker.security.access import allowed, check, enabled, quietly_allowed, split_partitions
+from broker.security.access import (
+    allowed,
+    check,
+    denial,
+    enabled,
+    quietly_allowed,
+    split_partitions,
+)
 from client.errors import ErrorCode
 from client.protocol import ApiKey
 from client.security.acl import AclOperation, ResourceType
@@ -57,10 +64,12 @@ def offset_commit(ctx: RequestContext, body: dict) -> None:
         ctx.services.group_coordinator.commit(body, ctx.respond)
         return None
 
-    def refused(topics: list[dict], code: int) -> list[dict]:
+    def refused(topics: list[dict], code: int, why: str | None = None) -> list[dict]:
         return [
             {"name": t["name"],
-             "partitions": [{"partition": p["partition"], "error_code": code}
+             "partitions": [{"partition": p["partition"], "error_code": code,
+                             "error_message": why or denial(
+                                 ctx, AclOperation.READ, ResourceType.TOPIC, t["name"])}
                             for p in t["partitions"]]}
             for t in topics
         ]  # fmt: skip
@@ -68,7 +77,7 @@ def offset_commit(ctx: RequestContext, body: dict) -> None:
     # READ on the group, then READ on each topic; refused partitions are not committed
     denied = check(ctx, AclOperation.READ, ResourceType.GROUP, body["group_id"])
     if denied is not None:
-        ctx.respond({"topics": refused(body["topics"], denied[0])})
+        ctx.respond({"topics": refused(body["topics"], denied[0], denied[1])})
         return None
     ok, topics_denied = [], []
     for t in body["topics"]:
