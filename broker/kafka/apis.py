@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 
 UNSUPPORTED_COMPRESSION_TYPE = 76
 UNKNOWN_TOPIC_ID = 100
+TOPIC_AUTHORIZATION_FAILED = 29
 
 
 @dataclass(frozen=True)
@@ -130,7 +131,9 @@ def metadata(ctx: KafkaContext, body: Any) -> None:
                     {
                         "error_code": t["error_code"],
                         "name": t["name"],
-                        "topic_id": _topic_id(ctx.services, t["name"]),
+                        "topic_id": ZERO_UUID  # not told to who may not DESCRIBE it
+                        if t["error_code"] == TOPIC_AUTHORIZATION_FAILED
+                        else _topic_id(ctx.services, t["name"]),
                         "is_internal": t["is_internal"],
                         "partitions": [
                             {**p, "partition_index": p["partition"]} for p in t["partitions"]
