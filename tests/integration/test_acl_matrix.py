@@ -470,3 +470,26 @@ def test_a_deny_wins_and_a_prefixed_allow_covers(env: Env) -> None:
     finally:
         env.admin.delete_acls([AclBindingFilter(principal="User:*")])
         _set_grants(env, [])
+
+
+def test_the_gregor_client_raises_the_refusal_naming_who_and_what(env: Env) -> None:
+    from client.errors import ClusterAuthorizationFailedError, TopicAuthorizationFailedError
+
+    _set_grants(env, [])
+    cfg = {
+        "bootstrap_servers": f"127.0.0.1:{env.sasl_port}",
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "SCRAM-SHA-256",
+        "sasl_username": "alice",
+        "sasl_password": "alice-pw-1",
+    }
+    with Admin(**cfg) as alice:
+        with pytest.raises(ClusterAuthorizationFailedError, match="User:alice.*DESCRIBE CLUSTER"):
+            alice.describe_cluster()
+        with pytest.raises(ClusterAuthorizationFailedError, match="User:alice.*ALTER CLUSTER"):
+            alice.create_user("mallory", "mallory-pw-1")
+        with pytest.raises(ClusterAuthorizationFailedError, match="ALTER CLUSTER"):
+            alice.create_acls([cluster(Op.ALL)])
+        with pytest.raises(TopicAuthorizationFailedError, match="User:alice.*CREATE TOPIC 'x1'"):
+            alice.create_topic("x1", 1, 1)
+    assert "mallory" not in env.image.scram_credentials and "x1" not in env.image.topics

@@ -107,6 +107,8 @@ CREATE_ACLS = register(
         ),
         response=Struct(
             THROTTLE,
+            Field("error_code", INT16, default=0, doc="whole-request error"),
+            ERROR_MESSAGE,
             Field(
                 "results",
                 Array(Struct(Field("error_code", INT16), ERROR_MESSAGE, name="AclCreationResult")),
@@ -127,6 +129,8 @@ DELETE_ACLS = register(
         ),
         response=Struct(
             THROTTLE,
+            Field("error_code", INT16, default=0, doc="whole-request error"),
+            ERROR_MESSAGE,
             Field(
                 "filter_results",
                 Array(
