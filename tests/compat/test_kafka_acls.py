@@ -115,3 +115,65 @@ def test_refused_then_allowed_through_kafkas_own_acl_apis(acl_broker) -> None:
     wait_until(lambda: len(image_acls()) == 0, 30, "the ACL gone from the broker's image")
     err = _produce(acl_broker)
     assert err is not None and err.code() == ck.KafkaError.TOPIC_AUTHORIZATION_FAILED, err
+
+
+def _acl(rtype: Any, name: str, op: Any) -> Any:
+    return admin_mod.AclBinding(
+        rtype, name, admin_mod.ResourcePatternType.LITERAL, "User:alice", "*", op,
+        admin_mod.AclPermissionType.ALLOW,
+    )  # fmt: skip
+
+
+def test_a_classic_group_needs_read_on_the_group(acl_broker) -> None:
+    """librdkafka's classic consumer group: FindCoordinator passes with DESCRIBE on the group,
+    JoinGroup is refused without READ (GROUP_AUTHORIZATION_FAILED); with READ the consumer
+    joins, reads and commits."""
+    admin = admin_mod.AdminClient(_conf(acl_broker, "admin", "admin-pw-77"))
+    grants = [
+        _acl(admin_mod.ResourceType.TOPIC, "kt", admin_mod.AclOperation.READ),
+        _acl(admin_mod.ResourceType.TOPIC, "kt", admin_mod.AclOperation.WRITE),
+        _acl(admin_mod.ResourceType.GROUP, "kg", admin_mod.AclOperation.DESCRIBE),
+    ]
+    for f in admin.create_acls(grants, request_timeout=30).values():
+        assert f.result(30) is None
+    image_acls = lambda: acl_broker.node.publisher.image.acls  # noqa: E731
+    wait_until(lambda: len(image_acls()) == 3, 30, "the ACLs in the broker's image")
+    assert _produce(acl_broker) is None
+    conf = {**_conf(acl_broker, "alice", "alice-pw-77"), "group.id": "kg",
+            "auto.offset.reset": "earliest", "enable.auto.commit": False}  # fmt: skip
+    c = ck.Consumer(conf)
+    try:
+        c.subscribe(["kt"])
+        errors: list = []
+
+        def refused() -> bool:
+            m = c.poll(0.5)
+            if m is not None and m.error() is not None:
+                errors.append(m.error())
+            return any(e.code() == ck.KafkaError.GROUP_AUTHORIZATION_FAILED for e in errors)
+
+        wait_until(refused, 30, "GROUP_AUTHORIZATION_FAILED from JoinGroup")
+        listed = admin.list_consumer_groups(request_timeout=30).result(30).valid
+        assert "kg" not in {g.group_id for g in listed}  # the refused join made no group
+    finally:
+        c.close()
+    read = _acl(admin_mod.ResourceType.GROUP, "kg", admin_mod.AclOperation.READ)
+    admin.create_acls([read], request_timeout=30)[read].result(30)
+    wait_until(lambda: len(image_acls()) == 4, 30, "READ on the group")
+    c = ck.Consumer(conf)
+    try:
+        c.subscribe(["kt"])
+        got: list = []
+
+        def read_one() -> bool:
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                got.append(m)
+            return bool(got)
+
+        wait_until(read_one, 60, "a record through the group")
+        c.commit(message=got[0], asynchronous=False)
+        listed = admin.list_consumer_groups(request_timeout=30).result(30).valid
+        assert "kg" in {g.group_id for g in listed}
+    finally:
+        c.close()
