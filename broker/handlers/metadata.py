@@ -16,7 +16,7 @@ import logging
 from typing import Any
 
 from broker.handlers.base import RequestContext, handler
-from broker.security.access import allowed, enabled, quietly_allowed
+from broker.security.access import allowed, enabled, may_create_topic, quietly_allowed
 from client.errors import ErrorCode
 from client.protocol import ApiKey
 from client.security.acl import AclOperation, ResourceType
@@ -132,12 +132,6 @@ def build_response(ctx: RequestContext, names: list[str] | None, missing_code: i
     }
 
 
-def _may_create(ctx: RequestContext, topic: str) -> bool:
-    return quietly_allowed(ctx, AclOperation.CREATE, ResourceType.CLUSTER) or allowed(
-        ctx, AclOperation.CREATE, ResourceType.TOPIC, topic
-    )
-
-
 @handler(ApiKey.METADATA)
 def handle(ctx: RequestContext, body: dict) -> dict | None:
     services: Any = ctx.services
@@ -146,7 +140,7 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
     image = services.metadata
     missing = [] if names is None else [n for n in names if n not in image.topics]
     if missing and enabled(ctx):  # auto-creation needs CREATE on the cluster or the topic
-        missing = [n for n in missing if _may_create(ctx, n)]
+        missing = [n for n in missing if may_create_topic(ctx, n)]
     fut = None
     if missing and body.get("allow_auto_topic_creation"):
         fut = services.auto_create_topics(missing)

@@ -15,7 +15,7 @@ from typing import Any
 
 from broker.group import OFFSETS_TOPIC
 from broker.handlers.base import RequestContext, handler
-from broker.security.access import check, enabled
+from broker.security.access import check, enabled, may_create_topic
 from client.errors import ErrorCode
 from client.protocol import ApiKey
 from client.security.acl import AclOperation, ResourceType
@@ -67,8 +67,8 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
                 statuses[tp] = ProducePartitionStatus(
                     int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), error_message=f"unknown topic {name}"
                 )
-                if name not in unknown:
-                    unknown.append(name)
+                if name not in unknown and (not authz or may_create_topic(ctx, name)):
+                    unknown.append(name)  # auto-created: CREATE on the cluster or the topic
             else:
                 entries[tp] = p["records"]
         order.append((name, parts))

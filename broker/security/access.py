@@ -105,6 +105,13 @@ def init_producer_id(ctx: Any) -> None:
     require(ctx, AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER)  # logs and raises
 
 
+def may_create_topic(ctx: Any, topic: str) -> bool:
+    """Auto-creation of `topic` (Metadata, Produce): CREATE on the cluster or on the topic."""
+    return quietly_allowed(ctx, AclOperation.CREATE, ResourceType.CLUSTER) or allowed(
+        ctx, AclOperation.CREATE, ResourceType.TOPIC, topic
+    )
+
+
 def cluster_action(ctx: Any) -> None:
     """A replica's request (follower Fetch, OffsetForLeaderEpoch): CLUSTER_ACTION on the
     cluster, else CLUSTER_AUTHORIZATION_FAILED."""

@@ -493,3 +493,19 @@ def test_the_gregor_client_raises_the_refusal_naming_who_and_what(env: Env) -> N
         with pytest.raises(TopicAuthorizationFailedError, match="User:alice.*CREATE TOPIC 'x1'"):
             alice.create_topic("x1", 1, 1)
     assert "mallory" not in env.image.scram_credentials and "x1" not in env.image.topics
+
+
+def test_produce_auto_creates_only_with_create(env: Env) -> None:
+    body = {"acks": 1, "timeout_ms": 10_000, "topics": [
+        {"name": "pauto", "partitions": [{"partition": 0, "records": batch()}]}]}  # fmt: skip
+    _set_grants(env, [topic("pauto", Op.WRITE)])
+    denials = env.node.services.auth_log.denials
+    with _alice_conn(env) as raw:
+        assert codes(raw.request(ApiKey.PRODUCE, 0, body)) == {3}  # UNKNOWN_TOPIC_OR_PARTITION
+    assert env.node.services.auth_log.denials == denials + 1  # CREATE on pauto was refused
+    assert "pauto" not in env.image.topics
+    _set_grants(env, [topic("pauto", Op.WRITE), topic("pauto", Op.CREATE)])
+    with _alice_conn(env) as raw:
+        raw.request(ApiKey.PRODUCE, 0, body)
+    wait_until(lambda: "pauto" in env.image.topics, 30, "pauto auto-created")
+    _set_grants(env, [])
