@@ -98,6 +98,12 @@ class FakeChannel:
     def alter_user_scram_credentials(self, deletions, upsertions):
         raise AssertionError("not used by the lifecycle")
 
+    def create_acls(self, creations):
+        raise AssertionError("not used by the lifecycle")
+
+    def delete_acls(self, filters):
+        raise AssertionError("not used by the lifecycle")
+
     def alter_partition_reassignments(self, topics):
         raise AssertionError("not used by the lifecycle")
 
