@@ -52,6 +52,10 @@ def consumer_group_heartbeat(ctx: RequestContext, body: dict) -> dict:
     denied = check(ctx, AclOperation.READ, ResourceType.GROUP, body["group_id"])
     if denied is not None:  # READ on the group
         return {"error_code": denied[0], "error_message": denied[1]}
+    for name in body.get("subscribed_topic_names") or ():  # DESCRIBE on each topic (KIP-848)
+        denied = check(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+        if denied is not None:
+            return {"error_code": denied[0], "error_message": denied[1]}
     try:
         return services.group_coordinator.heartbeat(body, ctx.client_id, ctx.client_host)
     except GroupError as exc:

@@ -148,7 +148,7 @@ class Row:
     denied_check: Callable[[dict], bool] | None = None  # for answers that filter instead
     allowed_check: Callable[[dict], bool] | None = None
     name: str = ""
-    setup: Callable[[Env], None] = field(default=lambda env: None)
+    held: list[AclBinding] = field(default_factory=list)  # ACLs held in both phases
 
 
 def _consumer_fetch() -> dict:
@@ -194,6 +194,17 @@ ROWS: list[Row] = [
         [group("g", Op.READ), topic("t", Op.READ)], 30,
         state=lambda e: e.committed("g"),
         changed=lambda e, before: e.committed("g")[("t", 0)] == 5),
+    Row(ApiKey.OFFSET_COMMIT,
+        lambda: {"group_id": "g", "topics": [
+            {"name": "t", "partitions": [{"partition": 0, "committed_offset": 6}]}]},
+        [topic("t", Op.READ)], 29, held=[group("g", Op.READ)], name="topic",
+        state=lambda e: e.committed("g"),
+        changed=lambda e, before: e.committed("g")[("t", 0)] == 6),
+    Row(ApiKey.CONSUMER_GROUP_HEARTBEAT,
+        lambda: {"group_id": "ghb2", "member_id": "", "member_epoch": 0,
+                 "rebalance_timeout_ms": 5000, "subscribed_topic_names": ["t"]},
+        [topic("t", Op.DESCRIBE)], 29, held=[group("ghb2", Op.READ)], name="topic",
+        state=lambda e: "ghb2" in e.groups()),
     Row(ApiKey.OFFSET_FETCH,
         lambda: {"group_id": "g", "topics": [{"name": "t", "partitions": [0]}]},
         [group("g", Op.DESCRIBE), topic("t", Op.DESCRIBE)], 30),
@@ -213,7 +224,7 @@ ROWS: list[Row] = [
     Row(ApiKey.CONSUMER_GROUP_HEARTBEAT,
         lambda: {"group_id": "ghb", "member_id": "", "member_epoch": 0,
                  "rebalance_timeout_ms": 5000, "subscribed_topic_names": ["t"]},
-        [group("ghb", Op.READ)], 30, state=lambda e: "ghb" in e.groups()),
+        [group("ghb", Op.READ), topic("t", Op.DESCRIBE)], 30, state=lambda e: "ghb" in e.groups()),
     Row(ApiKey.CONSUMER_GROUP_DESCRIBE, lambda: {"group_ids": ["g"]}, [group("g", Op.DESCRIBE)],
         30),
     Row(ApiKey.CREATE_TOPICS,
@@ -404,7 +415,7 @@ def _set_grants(e: Env, grants: list[AclBinding]) -> None:
 @pytest.mark.parametrize("row", ROWS, ids=_row_id)
 def test_refused_without_the_acl_then_served_with_it(env: Env, row: Row) -> None:
     version = API_SPECS[row.api].max_version
-    _set_grants(env, [])
+    _set_grants(env, row.held)
     before = row.state(env)
     denials = env.node.services.auth_log.denials
     with _alice_conn(env) as raw:
@@ -418,7 +429,7 @@ def test_refused_without_the_acl_then_served_with_it(env: Env, row: Row) -> None
         assert env.node.services.auth_log.denials > denials  # and the denial was logged
     assert row.state(env) == before, "a refused request changed something"
 
-    _set_grants(env, row.grants)
+    _set_grants(env, row.held + row.grants)
     with _alice_conn(env) as raw:
         resp = raw.request(row.api, version, row.body())
     assert not codes(resp) & AUTHZ_CODES, resp
