@@ -27,7 +27,7 @@ def _security_enabled(ctx: RequestContext) -> None:
         raise SecurityDisabledError("no authorizer is configured (authorizer.class.name)")
 
 
-@handler(ApiKey.DESCRIBE_ACLS)
+@handler(ApiKey.DESCRIBE_ACLS, access="DESCRIBE on CLUSTER")
 def describe(ctx: RequestContext, body: dict) -> dict:
     _security_enabled(ctx)
     require(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER)
@@ -79,7 +79,7 @@ def _forward(
     fut.add_done_callback(done)
 
 
-@handler(ApiKey.CREATE_ACLS)
+@handler(ApiKey.CREATE_ACLS, access="ALTER on CLUSTER")
 def create(ctx: RequestContext, body: dict) -> dict | None:
     _security_enabled(ctx)
     require(ctx, AclOperation.ALTER, ResourceType.CLUSTER)
@@ -96,7 +96,7 @@ def create(ctx: RequestContext, body: dict) -> dict | None:
     return None
 
 
-@handler(ApiKey.DELETE_ACLS)
+@handler(ApiKey.DELETE_ACLS, access="ALTER on CLUSTER")
 def delete(ctx: RequestContext, body: dict) -> dict | None:
     _security_enabled(ctx)
     require(ctx, AclOperation.ALTER, ResourceType.CLUSTER)

@@ -20,7 +20,7 @@ from client.protocol import ApiKey
 from client.security.acl import AclOperation
 
 
-@handler(ApiKey.INCREMENTAL_ALTER_CONFIGS)
+@handler(ApiKey.INCREMENTAL_ALTER_CONFIGS, access="ALTER_CONFIGS on TOPIC, or CLUSTER for a broker")
 def handle(ctx: RequestContext, body: dict) -> dict | None:
     services: Any = ctx.services
     key = lambda r: (int(r["resource_type"]), r["resource_name"])  # noqa: E731

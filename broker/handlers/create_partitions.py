@@ -25,7 +25,7 @@ def _result(name: str, code: ErrorCode | int, message: str | None) -> dict:
     return {"name": name, "error_code": int(code), "error_message": message}
 
 
-@handler(ApiKey.CREATE_PARTITIONS)
+@handler(ApiKey.CREATE_PARTITIONS, access="ALTER on TOPIC")
 def handle(ctx: RequestContext, body: dict) -> dict | None:
     services: Any = ctx.services
     counts = collections.Counter(t["name"] for t in body["topics"])

@@ -43,7 +43,7 @@ def _error(name: str, code: int, message: str) -> dict:
     }
 
 
-@handler(ApiKey.CREATE_TOPICS)
+@handler(ApiKey.CREATE_TOPICS, access="CREATE on CLUSTER or TOPIC")
 def handle(ctx: RequestContext, body: dict) -> dict | None:
     services: Any = ctx.services
     results: list[dict | None] = []

@@ -18,7 +18,7 @@ from client.protocol import ApiKey
 from client.security.acl import AclOperation, ResourceType
 
 
-@handler(ApiKey.DELETE_RECORDS)
+@handler(ApiKey.DELETE_RECORDS, access="DELETE on TOPIC")
 def handle(ctx: RequestContext, body: dict) -> dict | None:
     from broker.replica.delayed import DeleteRecordsStatus
 

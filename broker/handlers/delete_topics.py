@@ -14,7 +14,7 @@ from client.protocol import ApiKey
 from client.security.acl import AclOperation, ResourceType
 
 
-@handler(ApiKey.DELETE_TOPICS)
+@handler(ApiKey.DELETE_TOPICS, access="DELETE on TOPIC")
 def handle(ctx: RequestContext, body: dict) -> dict | None:
     services: Any = ctx.services
     names = list(body["topic_names"])

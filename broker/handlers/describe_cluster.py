@@ -12,7 +12,7 @@ from client.protocol import ApiKey
 from client.security.acl import AclOperation, ResourceType
 
 
-@handler(ApiKey.DESCRIBE_CLUSTER)
+@handler(ApiKey.DESCRIBE_CLUSTER, access="DESCRIBE on CLUSTER")
 def handle(ctx: RequestContext, body: dict) -> dict:
     require(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER)
     services: Any = ctx.services

@@ -99,7 +99,7 @@ def _describe(services: Any, res: dict) -> dict:
     return result
 
 
-@handler(ApiKey.DESCRIBE_CONFIGS)
+@handler(ApiKey.DESCRIBE_CONFIGS, access="DESCRIBE_CONFIGS on TOPIC, or CLUSTER for a broker")
 def handle(ctx: RequestContext, body: dict) -> dict:
     results = []
     for r in body["resources"]:

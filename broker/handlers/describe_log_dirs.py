@@ -24,7 +24,7 @@ def _space(d: Path) -> tuple[int, int]:
     return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
 
 
-@handler(ApiKey.DESCRIBE_LOG_DIRS)
+@handler(ApiKey.DESCRIBE_LOG_DIRS, access="DESCRIBE on CLUSTER")
 def handle(ctx: RequestContext, body: dict) -> dict:
     require(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER)
     services: Any = ctx.services

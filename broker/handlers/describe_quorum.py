@@ -17,7 +17,7 @@ from client.security.acl import AclOperation, ResourceType
 log = logging.getLogger(__name__)
 
 
-@handler(ApiKey.DESCRIBE_QUORUM)
+@handler(ApiKey.DESCRIBE_QUORUM, access="DESCRIBE on CLUSTER")
 def handle(ctx: RequestContext, body: dict) -> dict | None:
     require(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER)
     services: Any = ctx.services

@@ -35,7 +35,7 @@ def _body(code: int, results: list[dict]) -> dict:
     }
 
 
-@handler(ApiKey.ELECT_LEADERS)
+@handler(ApiKey.ELECT_LEADERS, access="ALTER on CLUSTER")
 def handle(ctx: RequestContext, body: dict) -> dict | None:
     require(ctx, AclOperation.ALTER, ResourceType.CLUSTER)
     services: Any = ctx.services

@@ -27,7 +27,7 @@ def _response(results: list[dict], session_id: int = 0, error_code: int = 0) -> 
     }
 
 
-@handler(ApiKey.FETCH)
+@handler(ApiKey.FETCH, access="consumer READ on TOPIC; follower CLUSTER_ACTION on CLUSTER")
 def handle(ctx: RequestContext, body: dict) -> dict | None:
     from broker.replica import FetchParams, FetchPartitionSpec
 

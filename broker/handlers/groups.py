@@ -26,7 +26,7 @@ from client.protocol import ApiKey
 from client.security.acl import AclOperation, ResourceType
 
 
-@handler(ApiKey.FIND_COORDINATOR)
+@handler(ApiKey.FIND_COORDINATOR, access="DESCRIBE on GROUP")
 def find_coordinator(ctx: RequestContext, body: dict) -> dict:
     services: Any = ctx.services
     out = []
@@ -46,7 +46,7 @@ def find_coordinator(ctx: RequestContext, body: dict) -> dict:
     return {"coordinators": out}
 
 
-@handler(ApiKey.CONSUMER_GROUP_HEARTBEAT)
+@handler(ApiKey.CONSUMER_GROUP_HEARTBEAT, access="READ on GROUP and DESCRIBE on TOPIC")
 def consumer_group_heartbeat(ctx: RequestContext, body: dict) -> dict:
     services: Any = ctx.services
     denied = check(ctx, AclOperation.READ, ResourceType.GROUP, body["group_id"])
@@ -62,7 +62,7 @@ def consumer_group_heartbeat(ctx: RequestContext, body: dict) -> dict:
         return {"error_code": exc.code, "error_message": exc.message}
 
 
-@handler(ApiKey.OFFSET_COMMIT)
+@handler(ApiKey.OFFSET_COMMIT, access="READ on GROUP and READ on TOPIC")
 def offset_commit(ctx: RequestContext, body: dict) -> None:
     if not enabled(ctx):
         ctx.services.group_coordinator.commit(body, ctx.respond)
@@ -103,7 +103,7 @@ def offset_commit(ctx: RequestContext, body: dict) -> None:
     return None
 
 
-@handler(ApiKey.OFFSET_FETCH)
+@handler(ApiKey.OFFSET_FETCH, access="DESCRIBE on GROUP and DESCRIBE on TOPIC")
 def offset_fetch(ctx: RequestContext, body: dict) -> dict:
     services: Any = ctx.services
     denied = check(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, body["group_id"])
@@ -128,7 +128,7 @@ def offset_fetch(ctx: RequestContext, body: dict) -> dict:
     return {"error_code": 0, "topics": topics}
 
 
-@handler(ApiKey.LIST_GROUPS)
+@handler(ApiKey.LIST_GROUPS, access="DESCRIBE on CLUSTER or DESCRIBE on GROUP")
 def list_groups(ctx: RequestContext, body: dict) -> dict:
     groups = ctx.services.group_coordinator.list_groups()
     if enabled(ctx) and not quietly_allowed(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER):
@@ -142,7 +142,7 @@ def list_groups(ctx: RequestContext, body: dict) -> dict:
     return {"error_code": 0, "groups": groups}
 
 
-@handler(ApiKey.CONSUMER_GROUP_DESCRIBE)
+@handler(ApiKey.CONSUMER_GROUP_DESCRIBE, access="DESCRIBE on GROUP")
 def consumer_group_describe(ctx: RequestContext, body: dict) -> dict:
     services: Any = ctx.services
     out = []
@@ -158,7 +158,7 @@ def consumer_group_describe(ctx: RequestContext, body: dict) -> dict:
     return {"groups": out}
 
 
-@handler(ApiKey.DELETE_GROUPS)
+@handler(ApiKey.DELETE_GROUPS, access="DELETE on GROUP")
 def delete_groups(ctx: RequestContext, body: dict) -> None:
     services: Any = ctx.services
     names = list(dict.fromkeys(body["groups_names"]))
@@ -186,7 +186,7 @@ def delete_groups(ctx: RequestContext, body: dict) -> None:
     return None
 
 
-@handler(ApiKey.OFFSET_DELETE)
+@handler(ApiKey.OFFSET_DELETE, access="DELETE on GROUP and READ on TOPIC")
 def offset_delete(ctx: RequestContext, body: dict) -> None:
     tps = [(t["name"], p) for t in body["topics"] for p in t["partitions"]]
 

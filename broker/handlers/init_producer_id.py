@@ -22,7 +22,10 @@ def _body(code: int, pid: int = -1, epoch: int = -1) -> dict:
     return {"throttle_time_ms": 0, "error_code": code, "producer_id": pid, "producer_epoch": epoch}
 
 
-@handler(ApiKey.INIT_PRODUCER_ID)
+@handler(
+    ApiKey.INIT_PRODUCER_ID,
+    access="IDEMPOTENT_WRITE on CLUSTER or WRITE on any TOPIC; WRITE on TRANSACTIONAL_ID",
+)
 def handle(ctx: RequestContext, body: dict) -> dict | None:
     services: Any = ctx.services
     if body["transactional_id"] is not None:

@@ -11,7 +11,7 @@ from client.protocol import ApiKey
 from client.security.acl import AclOperation
 
 
-@handler(ApiKey.LIST_OFFSETS)
+@handler(ApiKey.LIST_OFFSETS, access="DESCRIBE on TOPIC")
 def handle(ctx: RequestContext, body: dict) -> dict:
     services: Any = ctx.services
     reqs = [

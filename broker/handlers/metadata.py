@@ -132,7 +132,7 @@ def build_response(ctx: RequestContext, names: list[str] | None, missing_code: i
     }
 
 
-@handler(ApiKey.METADATA)
+@handler(ApiKey.METADATA, access="DESCRIBE on TOPIC; auto-creation CREATE on CLUSTER or TOPIC")
 def handle(ctx: RequestContext, body: dict) -> dict | None:
     services: Any = ctx.services
     requested = body.get("topics")

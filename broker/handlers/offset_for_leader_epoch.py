@@ -11,7 +11,10 @@ from client.protocol import ApiKey
 from client.security.acl import AclOperation
 
 
-@handler(ApiKey.OFFSET_FOR_LEADER_EPOCH)
+@handler(
+    ApiKey.OFFSET_FOR_LEADER_EPOCH,
+    access="consumer DESCRIBE on TOPIC; follower CLUSTER_ACTION on CLUSTER",
+)
 def handle(ctx: RequestContext, body: dict) -> dict:
     services: Any = ctx.services
     reqs = [

@@ -32,7 +32,7 @@ def _response(order: list[tuple[str, list[int]]], statuses: dict) -> dict:
     return {"topics": topics, "throttle_time_ms": 0}
 
 
-@handler(ApiKey.PRODUCE)
+@handler(ApiKey.PRODUCE, access="WRITE on TOPIC; auto-creation CREATE on CLUSTER or TOPIC")
 def handle(ctx: RequestContext, body: dict) -> dict | None:
     from broker.replica.delayed import ProducePartitionStatus
 

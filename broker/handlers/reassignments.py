@@ -26,7 +26,7 @@ def _failure(exc: BaseException) -> tuple[int, str]:
     return int(getattr(exc, "code", ErrorCode.UNKNOWN_SERVER_ERROR)), str(exc)
 
 
-@handler(ApiKey.ALTER_PARTITION_REASSIGNMENTS)
+@handler(ApiKey.ALTER_PARTITION_REASSIGNMENTS, access="ALTER on CLUSTER")
 def handle_alter(ctx: RequestContext, body: dict) -> dict | None:
     require(ctx, AclOperation.ALTER, ResourceType.CLUSTER)
     services: Any = ctx.services
@@ -81,7 +81,7 @@ def handle_alter(ctx: RequestContext, body: dict) -> dict | None:
     return None
 
 
-@handler(ApiKey.LIST_PARTITION_REASSIGNMENTS)
+@handler(ApiKey.LIST_PARTITION_REASSIGNMENTS, access="DESCRIBE on CLUSTER")
 def handle_list(ctx: RequestContext, body: dict) -> dict | None:
     require(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER)
     services: Any = ctx.services

@@ -19,7 +19,7 @@ from client.protocol import ApiKey
 from client.security.acl import AclOperation, ResourceType
 
 
-@handler(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS)
+@handler(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, access="DESCRIBE on CLUSTER")
 def describe(ctx: RequestContext, body: dict) -> dict | None:
     require(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER)
     creds = ctx.services.metadata.scram_credentials
@@ -48,7 +48,7 @@ def describe(ctx: RequestContext, body: dict) -> dict | None:
     return {"throttle_time_ms": 0, "error_code": 0, "results": results}
 
 
-@handler(ApiKey.ALTER_USER_SCRAM_CREDENTIALS)
+@handler(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, access="ALTER on CLUSTER")
 def alter(ctx: RequestContext, body: dict) -> dict | None:
     require(ctx, AclOperation.ALTER, ResourceType.CLUSTER)
     deletions = [{"name": d["name"], "mechanism": d["mechanism"]} for d in body["deletions"]]

@@ -22,11 +22,13 @@ import pytest
 from helpers import RawClient, broker_config, wait_until
 
 from broker.handlers import HANDLERS
+from broker.handlers.base import ACCESS
 from client import Admin
 from client.protocol import API_SPECS, ApiKey
 from client.records.builder import build_batch
 from client.security.acl import (
     CLUSTER_NAME,
+    IMPLIED_BY,
     AclBinding,
     AclBindingFilter,
     AclPermissionType,
@@ -314,6 +316,18 @@ def test_every_served_api_has_a_row() -> None:
     rows = {r.api for r in ROWS}
     missing = sorted(API_SPECS[k].name for k in HANDLERS if k not in rows and k not in EXEMPT)
     assert not missing, f"served APIs without an authorization row: {missing}"
+    assert {k for k in HANDLERS if ACCESS[k] == "none"} == EXEMPT
+
+
+@pytest.mark.parametrize("row", ROWS, ids=_row_id)
+def test_each_row_grants_what_its_handler_declares(row: Row) -> None:
+    declared = ACCESS[row.api]
+    for b in row.grants + row.held:  # the declared operation, or one implying it (READ: DESCRIBE)
+        ops = {b.operation.name} | {d.name for d, by in IMPLIED_BY.items() if b.operation in by}
+        assert any(o in declared for o in ops) and b.resource_type.name in declared, (
+            f"{_row_id(row)} grants {b.operation.name} on {b.resource_type.name}; "
+            f"the handler declares {declared!r}"
+        )
 
 
 @pytest.fixture(scope="module")
