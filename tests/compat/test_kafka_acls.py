@@ -177,3 +177,17 @@ def test_a_classic_group_needs_read_on_the_group(acl_broker) -> None:
         assert "kg" in {g.group_id for g in listed}
     finally:
         c.close()
+    # the group admin APIs of the Kafka listener, as alice (DESCRIBE and READ on kg only)
+    alice = admin_mod.AdminClient(_conf(acl_broker, "alice", "alice-pw-77"))
+    listed = alice.list_consumer_groups(request_timeout=30).result(30).valid
+    assert {g.group_id for g in listed} == {"kg"}  # what she may DESCRIBE, not every group
+    futures = alice.describe_consumer_groups(["kg", "other-group"], request_timeout=30)
+    assert futures["kg"].result(30).group_id == "kg"
+    with pytest.raises(ck.KafkaException) as e:
+        futures["other-group"].result(30)
+    assert e.value.args[0].code() == ck.KafkaError.GROUP_AUTHORIZATION_FAILED
+    with pytest.raises(ck.KafkaException) as e:  # DELETE on the group is not held
+        alice.delete_consumer_groups(["kg"], request_timeout=30)["kg"].result(30)
+    assert e.value.args[0].code() == ck.KafkaError.GROUP_AUTHORIZATION_FAILED
+    listed = admin.list_consumer_groups(request_timeout=30).result(30).valid
+    assert "kg" in {g.group_id for g in listed}  # not deleted
