@@ -545,3 +545,16 @@ def test_the_kafka_only_apis_are_the_checked_ones() -> None:
     from broker.kafka.apis import APIS
 
     assert {k for k in APIS if k not in HANDLERS} == {11, 12, 13, 14, 15}
+
+
+def test_without_an_authorizer_the_acl_apis_say_security_disabled(broker_factory) -> None:
+    from client.errors import SecurityDisabledError
+
+    b = broker_factory()
+    with Admin(bootstrap_servers=b.bootstrap) as admin:
+        with pytest.raises(SecurityDisabledError, match="authorizer.class.name"):
+            admin.describe_acls()
+        with pytest.raises(SecurityDisabledError):
+            admin.create_acls([cluster(Op.ALL)])
+        admin.create_topic("open", 1, 1)  # and everything else is served to everyone
+    assert not b.server.node.publisher.image.acls
