@@ -61,10 +61,10 @@ def test_raft_simulation_seeds(sim_seed: int | None) -> None:
 def test_simulation_is_deterministic() -> None:
     a = run_seed(7, config_for(7))
     b = run_seed(7, config_for(7))
-    assert (a.n_events, a.committed, a.leader_of_term) == (
+    assert (a.n_events, a.checks.committed, a.checks.leader_of_term) == (
         b.n_events,
-        b.committed,
-        b.leader_of_term,
+        b.checks.committed,
+        b.checks.leader_of_term,
     )
     assert a.n_events > 500
 
