@@ -45,7 +45,7 @@ class LocalQuorum:
             on_fatal=on_fatal,
             cluster_id=cluster_id,
         )
-        self.channel: ControllerChannel = self.controller
+        self.channel: ControllerChannel = self.controller.channel
         self.loader = self.controller.loader
 
     @property

@@ -1,8 +1,9 @@
 """Talking to a remote controller quorum (brokers in a multi-process cluster, tools).
 
-`RemoteController(voters)` has the ControllerThread interface — `submit(method, ...)` and the
-shortcuts return concurrent.futures.Future with the same result shapes as QuorumController's
-methods — but sends each call to the active controller over the native protocol, following
+`RemoteController(voters)` is the network ControllerChannel (controller/channel.py): each typed
+method builds its request body and returns a concurrent.futures.Future of the same typed result
+(controller/results.py) the in-process channel gives, and sends the request to the active
+controller over the native protocol, following
 NOT_CONTROLLER to the new leader (the leader id the answer names, else DescribeQuorum) until
 `request_timeout_ms`. One attempt waits at most `attempt_timeout_ms` for its answer: a paused
 controller accepts connections and never answers, so the call moves on to the other voters.
@@ -29,8 +30,8 @@ import logging
 import ssl
 import threading
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from client.errors import (
     ErrorCode,
@@ -45,10 +46,29 @@ from client.protocol.apis.reassignments import group_topic_partitions
 from client.security.tls import ReloadableContext
 from controller.quorum.log import CommittedRecords, Listener, MetadataLog
 from controller.quorum.network import parse_voters, request
+from controller.results import (
+    AlterConfigsResult,
+    AlterPartitionResult,
+    BrokerHeartbeatResult,
+    BrokerRegistrationResult,
+    CreateTopicResult,
+    DescribeQuorumResult,
+    ElectionResult,
+    OngoingTopicReassignment,
+    ProducerIdsResult,
+    ReassignmentTopicResult,
+    ScramCredentialResult,
+    TopicResult,
+)
+
+if TYPE_CHECKING:
+    from controller.channel import ControllerChannel
 
 _log = logging.getLogger(__name__)
 
 ThrottlingQuotaExceededError = error_for_code(ErrorCode.THROTTLING_QUOTA_EXCEEDED)
+
+T = TypeVar("T")
 
 
 def _voters(voters: str | dict[int, tuple[str, int]]) -> dict[int, tuple[str, int]]:
@@ -129,18 +149,17 @@ class RemoteController:
         self._lock = threading.Lock()
         self._closed = False
 
-    # -- calls ---------------------------------------------------------------------------------
-    def submit(self, method: str, *args: Any, **kwargs: Any) -> concurrent.futures.Future:
-        return self._submit(method, args, kwargs, None)
-
-    def _submit(
-        self, method: str, args: Any, kwargs: Any, timeout_ms: int | None
-    ) -> concurrent.futures.Future:
-        """`timeout_ms`: this call gives up sooner than `request_timeout_ms` (None: not)."""
-        build = _CALLS.get(method)
-        if build is None:
-            raise AttributeError(f"RemoteController has no method {method!r}")
-        api_key, body, unwrap = build(*args, **kwargs)
+    # -- sending -----------------------------------------------------------------------------
+    def _send(
+        self,
+        api_key: ApiKey,
+        body: dict,
+        unwrap: Callable[[dict], T],
+        timeout_ms: int | None = None,
+    ) -> concurrent.futures.Future[T]:
+        """Send `body` to the active controller on the pool; the future resolves with
+        `unwrap(answer)`. `timeout_ms`: this call gives up sooner than `request_timeout_ms`
+        (None: not)."""
         with self._lock:
             if self._closed:
                 raise NotControllerError("remote controller client closed")
@@ -154,14 +173,11 @@ class RemoteController:
         fut.add_done_callback(self._release)
         return fut
 
-    def call(self, method: str, *args: Any, timeout: float | None = None, **kwargs: Any) -> Any:
-        return self.submit(method, *args, **kwargs).result(timeout)
-
     def _release(self, _fut: concurrent.futures.Future) -> None:
         with self._lock:
             self._pending -= 1
 
-    def _run(self, api_key: int, body: dict, unwrap: Any, timeout_s: float) -> Any:
+    def _run(self, api_key: ApiKey, body: dict, unwrap: Callable[[dict], T], timeout_s: float) -> T:
         deadline = time.monotonic() + timeout_s
         last: str | None = None  # what the last failed attempt got
         tried: dict[int, str] = {}  # voter id -> "ID@HOST:PORT", in the order tried
@@ -232,80 +248,156 @@ class RemoteController:
             self._closed = True
         self._pool.shutdown(wait=True, cancel_futures=True)
 
-    # -- shortcuts (same arguments as QuorumController's methods) -------------------------------
-    def create_topics(self, *a: Any, **k: Any) -> concurrent.futures.Future:
-        return self.submit("create_topics", *a, **k)
-
-    def delete_topics(self, *a: Any, **k: Any) -> concurrent.futures.Future:
-        return self.submit("delete_topics", *a, **k)
-
-    def create_partitions(self, *a: Any, **k: Any) -> concurrent.futures.Future:
-        return self.submit("create_partitions", *a, **k)
-
-    def register_broker(self, *a: Any, **k: Any) -> concurrent.futures.Future:
-        if len(a) < 7:  # (cluster_id is the seventh argument)
-            k.setdefault("cluster_id", self.cluster_id)
-        return self.submit("register_broker", *a, **k)
-
-    def broker_heartbeat(
-        self, *a: Any, timeout_ms: int | None = None, **k: Any
-    ) -> concurrent.futures.Future:
-        return self._submit("broker_heartbeat", a, k, timeout_ms)
-
-    def alter_partition(self, *a: Any, **k: Any) -> concurrent.futures.Future:
-        return self.submit("alter_partition", *a, **k)
-
-    def allocate_producer_ids(self, *a: Any, **k: Any) -> concurrent.futures.Future:
-        return self.submit("allocate_producer_ids", *a, **k)
-
-    def elect_leaders(self, *a: Any, **k: Any) -> concurrent.futures.Future:
-        return self.submit("elect_leaders", *a, **k)
-
-    def incremental_alter_configs(self, *a: Any, **k: Any) -> concurrent.futures.Future:
-        return self.submit("incremental_alter_configs", *a, **k)
-
-    def alter_user_scram_credentials(self, *a: Any, **k: Any) -> concurrent.futures.Future:
-        return self.submit("alter_user_scram_credentials", *a, **k)
-
-    def alter_partition_reassignments(self, *a: Any, **k: Any) -> concurrent.futures.Future:
-        return self.submit("alter_partition_reassignments", *a, **k)
-
-    def list_partition_reassignments(self, *a: Any, **k: Any) -> concurrent.futures.Future:
-        return self.submit("list_partition_reassignments", *a, **k)
-
-    def describe_quorum(self, endpoint: str | None = None) -> concurrent.futures.Future:
-        return self.submit("describe_quorum")
-
-
-def _same(resp: dict) -> dict:
-    return resp
-
-
-def _register(
-    broker_id: int,
-    host: str,
-    port: int,
-    rack: str | None = None,
-    incarnation_id: str = "",
-    endpoints: Sequence[tuple[str, str, int]] = (),
-    cluster_id: str | None = None,
-) -> tuple:
-    return (
-        ApiKey.BROKER_REGISTRATION,
-        {
+    # -- the ControllerChannel (controller/channel.py) ------------------------------------------
+    def register_broker(
+        self,
+        broker_id: int,
+        host: str,
+        port: int,
+        rack: str | None = None,
+        incarnation_id: str = "",
+        endpoints: Sequence[tuple[str, str, int]] = (),
+        cluster_id: str | None = None,
+    ) -> concurrent.futures.Future[BrokerRegistrationResult]:
+        body = {
             "broker_id": broker_id,
-            "cluster_id": cluster_id,
+            "cluster_id": self.cluster_id if cluster_id is None else cluster_id,
             "host": host,
             "port": port,
             "rack": rack,
             "incarnation_id": incarnation_id,
             "endpoints": [{"name": n, "host": h, "port": p} for n, h, p in endpoints],
-        },
-        _registered,
-    )
+        }
+        return self._send(ApiKey.BROKER_REGISTRATION, body, _registered)
+
+    def broker_heartbeat(
+        self,
+        broker_id: int,
+        broker_epoch: int,
+        current_metadata_offset: int,
+        want_fence: bool = False,
+        want_shutdown: bool = False,
+        failed_replicas: Sequence[tuple[str, int]] = (),
+        cannot_create_replicas: str | None = None,
+        timeout_ms: int | None = None,
+    ) -> concurrent.futures.Future[BrokerHeartbeatResult]:
+        body = {
+            "broker_id": broker_id,
+            "broker_epoch": broker_epoch,
+            "current_metadata_offset": current_metadata_offset,
+            "want_fence": want_fence,
+            "want_shutdown": want_shutdown,
+            "failed_replicas": [{"topic": t, "partition": p} for t, p in failed_replicas],
+            "cannot_create_replicas": cannot_create_replicas,
+        }
+        return self._send(ApiKey.BROKER_HEARTBEAT, body, _heartbeat, timeout_ms)
+
+    def alter_partition(
+        self, broker_id: int, broker_epoch: int, topics: list[dict]
+    ) -> concurrent.futures.Future[AlterPartitionResult]:
+        body = {"broker_id": broker_id, "broker_epoch": broker_epoch, "topics": topics}
+        return self._send(ApiKey.ALTER_PARTITION, body, _as(AlterPartitionResult))
+
+    def allocate_producer_ids(
+        self, broker_id: int, broker_epoch: int
+    ) -> concurrent.futures.Future[ProducerIdsResult]:
+        body = {"broker_id": broker_id, "broker_epoch": broker_epoch}
+        return self._send(ApiKey.ALLOCATE_PRODUCER_IDS, body, _as(ProducerIdsResult))
+
+    def create_topics(
+        self, requests: list[dict], validate_only: bool = False
+    ) -> concurrent.futures.Future[list[CreateTopicResult]]:
+        body = {"topics": requests, "timeout_ms": _TIMEOUT_MS, "validate_only": validate_only}
+        return self._send(ApiKey.CREATE_TOPICS, body, _field("topics", CreateTopicResult))
+
+    def delete_topics(self, names: list[str]) -> concurrent.futures.Future[list[TopicResult]]:
+        body = {"topic_names": names, "timeout_ms": _TIMEOUT_MS}
+        return self._send(ApiKey.DELETE_TOPICS, body, _field("responses", TopicResult))
+
+    def create_partitions(
+        self, topics: list[dict], validate_only: bool = False
+    ) -> concurrent.futures.Future[list[TopicResult]]:
+        body = create_partitions_body(topics, validate_only)
+        return self._send(ApiKey.CREATE_PARTITIONS, body, _field("results", TopicResult))
+
+    def elect_leaders(
+        self, election_type: int, partitions: list[tuple[str, int]] | None = None
+    ) -> concurrent.futures.Future[list[ElectionResult]]:
+        body = {"election_type": election_type, "topic_partitions": group_partitions(partitions)}
+        return self._send(ApiKey.ELECT_LEADERS, body, _elected)
+
+    def incremental_alter_configs(
+        self, resources: list[dict], validate_only: bool = False
+    ) -> concurrent.futures.Future[list[AlterConfigsResult]]:
+        body = {"resources": resources, "validate_only": validate_only}
+        return self._send(
+            ApiKey.INCREMENTAL_ALTER_CONFIGS, body, _field("responses", AlterConfigsResult)
+        )
+
+    def alter_user_scram_credentials(
+        self, deletions: list[dict], upsertions: list[dict]
+    ) -> concurrent.futures.Future[list[ScramCredentialResult]]:
+        body = {"deletions": deletions, "upsertions": upsertions}
+        return self._send(
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS, body, _field("results", ScramCredentialResult)
+        )
+
+    def alter_partition_reassignments(
+        self, topics: list[dict]
+    ) -> concurrent.futures.Future[list[ReassignmentTopicResult]]:
+        return self._send(
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+            {"topics": topics},
+            _field("responses", ReassignmentTopicResult),
+        )
+
+    def list_partition_reassignments(
+        self, partitions: list[tuple[str, int]] | None = None
+    ) -> concurrent.futures.Future[list[OngoingTopicReassignment]]:
+        return self._send(
+            ApiKey.LIST_PARTITION_REASSIGNMENTS,
+            {"topics": group_topic_partitions(partitions)},
+            _field("topics", OngoingTopicReassignment),
+        )
+
+    def describe_quorum(
+        self, endpoint: str | None = None
+    ) -> concurrent.futures.Future[DescribeQuorumResult]:
+        """(`endpoint` is for an in-process leader; the remote leader names its own.)"""
+        return self._send(ApiKey.DESCRIBE_QUORUM, {}, _as(DescribeQuorumResult))
 
 
-def _registered(r: dict) -> dict:
+_TIMEOUT_MS = 30_000  # CreateTopics/DeleteTopics/CreatePartitions' own timeout_ms field
+
+
+def create_partitions_body(topics: list[dict], validate_only: bool) -> dict:
+    """CreatePartitions' request body: each topic's `assignments` ([[broker ids]] per new
+    partition, or None: the controller places them; [] stays [], a list of the wrong length)."""
+    wire = [
+        {
+            "name": t["name"],
+            "count": t["count"],
+            "assignments": None
+            if t.get("assignments") is None
+            else [{"broker_ids": list(a)} for a in t["assignments"]],
+        }
+        for t in topics
+    ]
+    return {"topics": wire, "timeout_ms": _TIMEOUT_MS, "validate_only": validate_only}
+
+
+def _as(_result: type[T]) -> Callable[[dict], T]:
+    """The answer itself is the result: its wire body has the result's keys (decoded by the
+    schema of its API, client/protocol/)."""
+    return lambda r: cast(T, r)
+
+
+def _field(key: str, _item: type[T]) -> Callable[[dict], list[T]]:
+    """The result is the answer's per-item list `key`."""
+    return lambda r: cast("list[T]", r[key])
+
+
+def _registered(r: dict) -> BrokerRegistrationResult:
     """BrokerRegistration's answer; INCONSISTENT_CLUSTER_ID is raised (the broker cannot go
     on, and the message names both ids), anything else is the caller's to judge."""
     if r["error_code"] == ErrorCode.INCONSISTENT_CLUSTER_ID:
@@ -317,143 +409,23 @@ def _registered(r: dict) -> dict:
     }
 
 
-def _heartbeat(
-    broker_id: int,
-    broker_epoch: int,
-    current_metadata_offset: int,
-    want_fence: bool = False,
-    want_shutdown: bool = False,
-    failed_replicas: Sequence[tuple[str, int]] = (),
-    cannot_create_replicas: str | None = None,
-) -> tuple:
-    return (
-        ApiKey.BROKER_HEARTBEAT,
-        {
-            "broker_id": broker_id,
-            "broker_epoch": broker_epoch,
-            "current_metadata_offset": current_metadata_offset,
-            "want_fence": want_fence,
-            "want_shutdown": want_shutdown,
-            "failed_replicas": [{"topic": t, "partition": p} for t, p in failed_replicas],
-            "cannot_create_replicas": cannot_create_replicas,
-        },
-        lambda r: {
-            k: r.get(k, d)
-            for k, d in (
-                ("error_code", 0),
-                ("is_caught_up", False),
-                ("is_fenced", True),
-                ("should_shut_down", False),
-            )
-        },
-    )
+def _heartbeat(r: dict) -> BrokerHeartbeatResult:
+    return {
+        "error_code": r.get("error_code", 0),
+        "is_caught_up": r.get("is_caught_up", False),
+        "is_fenced": r.get("is_fenced", True),
+        "should_shut_down": r.get("should_shut_down", False),
+    }
 
 
-def _alter(broker_id: int, broker_epoch: int, topics: list[dict]) -> tuple:
-    return (
-        ApiKey.ALTER_PARTITION,
-        {"broker_id": broker_id, "broker_epoch": broker_epoch, "topics": topics},
-        _same,
-    )
+def _elected(r: dict) -> list[ElectionResult]:
+    return cast("list[ElectionResult]", flatten_election_results(r["replica_election_results"]))
 
 
-def _create_topics(
-    requests: list[dict], validate_only: bool = False, timeout_ms: int = 30_000
-) -> tuple:
-    return (
-        ApiKey.CREATE_TOPICS,
-        {"topics": requests, "timeout_ms": timeout_ms, "validate_only": validate_only},
-        lambda r: r["topics"],
-    )
+if TYPE_CHECKING:
 
-
-def _delete_topics(names: list[str], timeout_ms: int = 30_000) -> tuple:
-    return (
-        ApiKey.DELETE_TOPICS,
-        {"topic_names": names, "timeout_ms": timeout_ms},
-        lambda r: r["responses"],
-    )
-
-
-def _create_partitions(
-    topics: list[dict], validate_only: bool = False, timeout_ms: int = 30_000
-) -> tuple:
-    wire = [
-        {
-            "name": t["name"],
-            "count": t["count"],
-            "assignments": None
-            if t.get("assignments") is None
-            else [{"broker_ids": list(a)} for a in t["assignments"]],
-        }
-        for t in topics
-    ]
-    return (
-        ApiKey.CREATE_PARTITIONS,
-        {"topics": wire, "timeout_ms": timeout_ms, "validate_only": validate_only},
-        lambda r: r["results"],
-    )
-
-
-def _allocate(broker_id: int, broker_epoch: int) -> tuple:
-    return (
-        ApiKey.ALLOCATE_PRODUCER_IDS,
-        {"broker_id": broker_id, "broker_epoch": broker_epoch},
-        _same,
-    )
-
-
-def _elect(election_type: int, partitions: list[tuple[str, int]] | None = None) -> tuple:
-    return (
-        ApiKey.ELECT_LEADERS,
-        {"election_type": election_type, "topic_partitions": group_partitions(partitions)},
-        lambda r: flatten_election_results(r["replica_election_results"]),
-    )
-
-
-def _alter_configs(resources: list[dict], validate_only: bool = False) -> tuple:
-    return (
-        ApiKey.INCREMENTAL_ALTER_CONFIGS,
-        {"resources": resources, "validate_only": validate_only},
-        lambda r: r["responses"],
-    )
-
-
-def _alter_scram(deletions: list[dict], upsertions: list[dict]) -> tuple:
-    return (
-        ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
-        {"deletions": deletions, "upsertions": upsertions},
-        lambda r: r["results"],
-    )
-
-
-def _alter_reassignments(topics: list[dict]) -> tuple:
-    return (ApiKey.ALTER_PARTITION_REASSIGNMENTS, {"topics": topics}, lambda r: r["responses"])
-
-
-def _list_reassignments(partitions: list[tuple[str, int]] | None = None) -> tuple:
-    return (
-        ApiKey.LIST_PARTITION_REASSIGNMENTS,
-        {"topics": group_topic_partitions(partitions)},
-        lambda r: r["topics"],
-    )
-
-
-_CALLS: dict[str, Any] = {
-    "register_broker": _register,
-    "broker_heartbeat": _heartbeat,
-    "alter_partition": _alter,
-    "create_topics": _create_topics,
-    "delete_topics": _delete_topics,
-    "create_partitions": _create_partitions,
-    "incremental_alter_configs": _alter_configs,
-    "alter_user_scram_credentials": _alter_scram,
-    "elect_leaders": _elect,
-    "alter_partition_reassignments": _alter_reassignments,
-    "list_partition_reassignments": _list_reassignments,
-    "allocate_producer_ids": _allocate,
-    "describe_quorum": lambda: (ApiKey.DESCRIBE_QUORUM, {}, _same),
-}
+    def _conforms(remote: RemoteController) -> ControllerChannel:
+        return remote  # mypy: RemoteController implements the ControllerChannel Protocol
 
 
 class RemoteMetadataLog(MetadataLog):

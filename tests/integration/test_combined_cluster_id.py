@@ -50,7 +50,7 @@ def test_existing_node_keeps_its_id(broker_factory, tmp_path, monkeypatch) -> No
         m.setattr(QuorumController, "ensure_cluster_id", lambda self: None)
         cc = CombinedController(1, str(data / "__cluster_metadata"))
         cc.start()
-        reg = cc.register_broker(1, "127.0.0.1", 1, None, "old-incarnation").result(5)
+        reg = cc.channel.register_broker(1, "127.0.0.1", 1, None, "old-incarnation").result(5)
         assert reg["error_code"] == 0 and reg["cluster_id"] is None
         assert cc.image.cluster_id is None and cc.image.offset >= 0
         cc.stop()

@@ -59,20 +59,22 @@ def _old_metadata_log(data) -> tuple:
     (data / "broker.incarnation").write_text("old-incarnation\n")  # as the old broker kept it
     lc = LocalController(str(meta), None)
     lc.start()
-    reg = lc.register_broker(1, "127.0.0.1", 1, None, "old-incarnation").result(5)
-    assert not lc.broker_heartbeat(1, reg["broker_epoch"], lc.image.offset).result(5)["is_fenced"]
-    res = lc.create_topics(
-        [
-            {
-                "name": "legacy",
-                "num_partitions": 2,
-                "replication_factor": 1,
-                "configs": [{"name": "retention.ms", "value": "123456"}],
-            }
-        ]
+    reg = lc.submit(
+        lambda c: c.cluster.register_broker(1, "127.0.0.1", 1, None, "old-incarnation")
     ).result(5)
+    offset = lc.image.offset
+    hb = lc.submit(lambda c: c.cluster.broker_heartbeat(1, reg["broker_epoch"], offset)).result(5)
+    assert not hb["is_fenced"]
+    legacy = {
+        "name": "legacy",
+        "num_partitions": 2,
+        "replication_factor": 1,
+        "configs": [{"name": "retention.ms", "value": "123456"}],
+    }
+    res = lc.submit(lambda c: c.replication.create_topics([legacy])).result(5)
     assert res[0]["error_code"] == 0
-    pids = lc.allocate_producer_ids(1, reg["broker_epoch"]).result(5)
+    epoch = reg["broker_epoch"]
+    pids = lc.submit(lambda c: c.cluster.allocate_producer_ids(1, epoch)).result(5)
     old = lc.image
     lc.stop()
     assert (meta / "metadata.log").exists()
@@ -110,7 +112,7 @@ def test_unfinished_migration_is_redone_from_the_old_log(tmp_path) -> None:
     # A first start crashed mid-migration: a Raft dir holding some other record, no marker.
     junk = CombinedController(1, str(tmp_path / "elsewhere"))
     junk.start()
-    junk.register_broker(9, "h", 1).result(5)
+    junk.channel.register_broker(9, "h", 1).result(5)
     junk.stop()
     (tmp_path / "elsewhere" / RAFT_DIR).rename(meta / RAFT_DIR)
     cc = CombinedController(1, str(meta))

@@ -71,8 +71,10 @@ def test_remote_controller_and_observer(single):
             assert dup[0]["error_code"] == ErrorCode.TOPIC_ALREADY_EXISTS
             gone = rc.delete_topics(["w", "nope"]).result(10)
             assert [r["error_code"] for r in gone] == [0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
-        res = proc.runner.create_topics(
-            [{"name": "t", "num_partitions": 2, "replication_factor": 1}]
+        res = proc.runner.submit(
+            lambda c: c.replication.create_topics(
+                [{"name": "t", "num_partitions": 2, "replication_factor": 1}]
+            )
         ).result(10)
         assert res[0]["error_code"] == 0
         wait_until(lambda: "t" in loader.image.topics, 5, "observer sees the topic")
