@@ -30,7 +30,7 @@ from controller.raft.state import Role
 def test_controller_is_a_one_voter_raft_quorum(broker_factory, tmp_path) -> None:
     data = tmp_path / "one"
     broker = broker_factory(data_dir=data)
-    cc = broker.server.node.controller
+    cc = broker.server.node.quorum.controller
     assert cc.log.node.role is Role.LEADER and cc.log.node.voters == {1}
     assert (data / "__cluster_metadata" / RAFT_DIR).is_dir()
     assert not (data / "__cluster_metadata" / "metadata.log").exists()
@@ -45,7 +45,7 @@ def test_controller_is_a_one_voter_raft_quorum(broker_factory, tmp_path) -> None
     term = cc.log.node.term
     broker.server.shutdown(timeout=10)
     again = broker_factory(data_dir=data)
-    node = again.server.node.controller.log.node
+    node = again.server.node.quorum.controller.log.node
     assert node.role is Role.LEADER and node.term > term
     with Admin(bootstrap_servers=again.bootstrap) as admin:
         assert [p.leader for p in admin.describe_topic("q").partitions] == [1, 1]
@@ -85,7 +85,7 @@ def test_migrates_an_old_local_metadata_log(broker_factory, tmp_path) -> None:
     data = tmp_path / "old"
     meta, old, pids = _old_metadata_log(data)
     broker = broker_factory(data_dir=data)
-    image = broker.server.node.controller.image
+    image = broker.server.node.quorum.controller.image
     assert image.topics["legacy"].topic_id == old.topics["legacy"].topic_id
     assert image.topic_config("legacy") == {"retention.ms": "123456"}
     assert image.next_producer_id >= pids["producer_id_start"] + pids["producer_id_len"]
@@ -98,7 +98,7 @@ def test_migrates_an_old_local_metadata_log(broker_factory, tmp_path) -> None:
 
     # A second start does not migrate again; records and topics are all there.
     again = broker_factory(data_dir=data)
-    assert again.server.node.controller.image.topics.keys() == {"legacy"}
+    assert again.server.node.quorum.controller.image.topics.keys() == {"legacy"}
     with RawClient(again.address) as c:
         for p in range(2):
             got = fetch(c, "legacy", p, 0)
