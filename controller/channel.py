@@ -4,17 +4,17 @@ A broker registers, heartbeats (which also asks for fencing or a controlled shut
 ISR changes, takes blocks of producer ids, and forwards the admin requests that change metadata (topics, partitions,
 configs, leader elections). Two implementations, and nothing above this seam knows which one it has:
 
-- in-process: `CombinedController` (controller/quorum/combined.py), the one-voter quorum of a
-  combined `gregor server`, running on its own thread and event loop;
+- in-process: `InProcessChannel` (controller/quorum/in_process.py), `CombinedController.channel`:
+  the one-voter quorum of a combined `gregor server`, running on its own thread and event loop;
 - network: `RemoteController` (controller/quorum/remote.py), which sends each call to the
   active controller of a remote quorum and follows NOT_CONTROLLER to the new leader.
 
 Every method is typed and returns a `concurrent.futures.Future` of a typed result
 (controller/results.py: TypedDicts, or lists of them in request order), completed once the
 records are committed; a future may fail with NOT_CONTROLLER or a timeout. Any thread may call.
-mypy checks both implementations against this Protocol (the assignments at the end of
-controller/quorum/combined.py and remote.py), and tests/unit/quorum/test_channel_conformance.py
-fails when either lacks a method or differs in its parameters.
+mypy checks both implementations against this Protocol (`_conforms` at the end of
+controller/quorum/in_process.py and remote.py), and tests/unit/quorum/test_channel_conformance.py
+fails when either lacks a method or differs in its parameters or result type.
 
 Adding a call: declare it here with its result type (controller/results.py), then implement it
 in both channels — in-process `InProcessChannel` (controller/quorum/in_process.py):
@@ -22,7 +22,7 @@ in both channels — in-process `InProcessChannel` (controller/quorum/in_process
 that builds the request body and passes `_send(api_key, body, unwrap)` the function turning the
 wire answer into the result — and answer it on a controller process (controller/quorum/
 process.py: a handler that awaits `self._call(lambda c: c.<manager>.<method>(...))`).
-See docs/architecture.md ("The broker ↔ controller seam").
+docs/metadata.md ("The broker ↔ controller seam") has the recipe.
 """
 
 from __future__ import annotations
