@@ -33,9 +33,9 @@ def test_fresh_node_fixes_stores_and_keeps_one_id(broker_factory, tmp_path) -> N
     cid = broker.server.node.quorum.controller.image.cluster_id
     assert cid and (data / "cluster.id").read_text() == cid + "\n"
     assert _answers(broker) == (cid, cid)
-    assert [r for r in _records_of(broker.server.node.quorum.controller) if isinstance(r, ClusterId)] == [
-        ClusterId(cid)
-    ]
+    assert [
+        r for r in _records_of(broker.server.node.quorum.controller) if isinstance(r, ClusterId)
+    ] == [ClusterId(cid)]
     broker.server.shutdown(timeout=10)
     again = broker_factory(data_dir=data)
     assert again.server.node.quorum.controller.image.cluster_id == cid
