@@ -22,7 +22,8 @@ from client.security.tls import ReloadableContext
 from controller.channel import ControllerChannel
 from controller.quorum.combined import CombinedController
 from controller.quorum.loader import MetadataLoader
-from controller.quorum.remote import RemoteController, RemoteMetadataLog
+from controller.quorum.remote import RemoteController
+from controller.quorum.remote_log import RemoteMetadataLog
 
 
 class LocalQuorum:

@@ -1,33 +1,23 @@
-"""Talking to a remote controller quorum (brokers in a multi-process cluster, tools).
+"""RemoteController: the network ControllerChannel (controller/channel.py), for brokers in a
+multi-process cluster and tools.
 
-`RemoteController(voters)` is the network ControllerChannel (controller/channel.py): each typed
-method builds its request body and returns a concurrent.futures.Future of the same typed result
-(controller/results.py) the in-process channel gives, and sends the request to the active
-controller over the native protocol, following
-NOT_CONTROLLER to the new leader (the leader id the answer names, else DescribeQuorum) until
-`request_timeout_ms`. One attempt waits at most `attempt_timeout_ms` for its answer: a paused
-controller accepts connections and never answers, so the call moves on to the other voters.
-A call that timed out may still have been applied (as in Kafka); CreateTopics then answers
-TOPIC_ALREADY_EXISTS on the retry. At most `max_pending` calls in flight.
+Each typed method builds its request body and returns a concurrent.futures.Future of the same
+typed result (controller/results.py) the in-process channel gives, and sends the request to the
+active controller over the native protocol, following NOT_CONTROLLER to the new leader (the
+leader id the answer names, else DescribeQuorum) until `request_timeout_ms`. One attempt waits
+at most `attempt_timeout_ms` for its answer: a paused controller accepts connections and never
+answers, so the call moves on to the other voters. A call that timed out may still have been
+applied (as in Kafka); CreateTopics then answers TOPIC_ALREADY_EXISTS on the retry. At most
+`max_pending` calls in flight. (The observer that follows the metadata log is
+RemoteMetadataLog, controller/quorum/remote_log.py.)
 
-`RemoteMetadataLog(voters, replica_id=-1)` is a read-only MetadataLog (an observer; a broker
-passes its node id, and the leader's DescribeQuorum then lists it with its fetch position and
-last contact): a background thread
-long-polls MetadataFetch (1001) from the leader (the controller parks the fetch up to
-`fetch_max_wait_ms` until new records commit; `poll_interval_ms` is the back-off after an
-empty answer or an error; a fetch unanswered `fetch_timeout_ms` after its long poll moves on to
-another voter), keeps the committed
-records in memory, and calls listeners like any MetadataLog (an empty batch = reset to the
-snapshot it fetched because its position was compacted away). `append` raises NOT_CONTROLLER.
-
-Threading: both are thread-safe; each owns its threads and stops them in `close()`.
+Threading: thread-safe; it owns its pool of threads and stops them in `close()`.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import logging
-import ssl
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -44,8 +34,8 @@ from client.protocol.api_keys import ApiKey
 from client.protocol.apis.admin import flatten_election_results, group_partitions
 from client.protocol.apis.reassignments import group_topic_partitions
 from client.security.tls import ReloadableContext
-from controller.quorum.log import CommittedRecords, Listener, MetadataLog
-from controller.quorum.network import parse_voters, request
+from controller.quorum.leader_tracker import LeaderTracker, client_context_of, voters_of
+from controller.quorum.network import request
 from controller.results import (
     AlterConfigsResult,
     AlterPartitionResult,
@@ -71,53 +61,6 @@ ThrottlingQuotaExceededError = error_for_code(ErrorCode.THROTTLING_QUOTA_EXCEEDE
 T = TypeVar("T")
 
 
-def _voters(voters: str | dict[int, tuple[str, int]]) -> dict[int, tuple[str, int]]:
-    return parse_voters(voters) if isinstance(voters, str) else dict(voters)
-
-
-def _context(tls: ReloadableContext | None) -> ssl.SSLContext | None:
-    return None if tls is None else tls.context
-
-
-class _LeaderTracker:
-    """Which voter to ask: the last known leader, else each voter in turn."""
-
-    def __init__(self, voters: dict[int, tuple[str, int]]) -> None:
-        self.voters = voters
-        self.leader: int | None = None
-        self._next = 0
-        self._lock = threading.Lock()
-
-    def target(self) -> tuple[int, tuple[str, int]]:
-        with self._lock:
-            if self.leader in self.voters:
-                return self.leader, self.voters[self.leader]  # type: ignore[index]
-            ids = sorted(self.voters)
-            nid = ids[self._next % len(ids)]
-            self._next += 1
-            return nid, self.voters[nid]
-
-    def known(self) -> dict[int, tuple[str, int]]:
-        """A copy of the controllers known (configured, and learned since)."""
-        with self._lock:
-            return dict(self.voters)
-
-    def set_leader(self, leader: int | None, endpoint: str | None = None) -> None:
-        """`endpoint` ("host:port", from the answer naming the leader) teaches the address of
-        a controller added to the quorum since this client started."""
-        with self._lock:
-            if leader is not None and leader not in self.voters and endpoint:
-                host, sep, port = endpoint.rpartition(":")
-                if sep and host and port.isdigit() and len(self.voters) < 64:
-                    self.voters[leader] = (host.strip("[]"), int(port))
-            self.leader = leader if leader in self.voters else None
-
-    def failed(self, nid: int) -> None:
-        with self._lock:
-            if self.leader == nid:
-                self.leader = None
-
-
 class RemoteController:
     def __init__(
         self,
@@ -136,7 +79,7 @@ class RemoteController:
         later (from any thread) once it has learnt the quorum's."""
         self.cluster_id = cluster_id
         self.tls = tls  # the controllers' listener is SSL
-        self.tracker = _LeaderTracker(_voters(voters))
+        self.tracker = LeaderTracker(voters_of(voters))
         self.request_timeout_s = request_timeout_ms / 1000.0
         self.attempt_timeout_s = attempt_timeout_ms / 1000.0
         self.retry_backoff_s = retry_backoff_ms / 1000.0
@@ -195,7 +138,7 @@ class RemoteController:
                     body,
                     timeout=max(0.1, min(self.attempt_timeout_s, deadline - time.monotonic())),
                     client_id=self.client_id,
-                    ssl_context=_context(self.tls),
+                    ssl_context=client_context_of(self.tls),
                 )
             except OSError as e:
                 last = f"controller {nid}: {e or type(e).__name__}"
@@ -235,7 +178,7 @@ class RemoteController:
                     {},
                     timeout=1.0,
                     client_id=self.client_id,
-                    ssl_context=_context(self.tls),
+                    ssl_context=client_context_of(self.tls),
                 )
             except OSError:
                 continue
@@ -426,139 +369,3 @@ if TYPE_CHECKING:
 
     def _conforms(remote: RemoteController) -> ControllerChannel:
         return remote  # mypy: RemoteController implements the ControllerChannel Protocol
-
-
-class RemoteMetadataLog(MetadataLog):
-    def __init__(
-        self,
-        voters: str | dict[int, tuple[str, int]],
-        poll_interval_ms: int = 50,
-        max_records: int = 10_000,
-        max_records_in_memory: int = 1_000_000,
-        client_id: str = "gregor-observer",
-        fetch_max_wait_ms: int = 500,
-        replica_id: int = -1,
-        fetch_timeout_ms: int = 2000,
-        tls: ReloadableContext | None = None,
-    ) -> None:
-        self.tls = tls  # the controllers' listener is SSL
-        self.replica_id = replica_id  # a broker's node id: DescribeQuorum lists it as observer
-        # beyond the long poll: a paused leader accepts the connection and never answers
-        self.fetch_timeout_s = (fetch_timeout_ms + fetch_max_wait_ms) / 1000.0
-        self.tracker = _LeaderTracker(_voters(voters))
-        self.poll_interval_s = poll_interval_ms / 1000.0
-        self.fetch_max_wait_ms = fetch_max_wait_ms
-        self.max_records = max_records
-        self.max_records_in_memory = max_records_in_memory
-        self.client_id = client_id
-        self._records = CommittedRecords(max_records_in_memory)
-        self._lock = self._records.lock
-        self._committed = -1
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="metadata-fetcher", daemon=True)
-        self.fetches = 0
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def close(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(10)
-
-    # -- fetcher thread ------------------------------------------------------------------------
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                got = self._fetch_once()
-            except Exception:
-                _log.exception("metadata fetch failed")
-                got = 0
-            if not got:
-                self._stop.wait(self.poll_interval_s)
-
-    def _fetch_once(self) -> int:
-        nid, (host, port) = self.tracker.target()
-        with self._lock:
-            position = max(self._records.last_offset(), self._committed) + 1
-        try:
-            resp = request(
-                host,
-                port,
-                ApiKey.METADATA_FETCH,
-                {
-                    "from_offset": position,
-                    "max_records": self.max_records,
-                    "max_wait_ms": self.fetch_max_wait_ms,
-                    "replica_id": self.replica_id,
-                },
-                timeout=self.fetch_timeout_s,
-                client_id=self.client_id,
-                ssl_context=_context(self.tls),
-            )
-        except OSError:
-            self.tracker.failed(nid)
-            return 0
-        self.fetches += 1
-        leader = resp.get("leader_id", -1)
-        if leader != nid:
-            self.tracker.set_leader(leader if leader >= 0 else None, resp.get("leader_endpoint"))
-            if leader >= 0:
-                return 1  # ask the leader straight away
-        code = resp.get("error_code", 0)
-        if code == ErrorCode.OFFSET_OUT_OF_RANGE and resp.get("snapshot") is not None:
-            with self._lock:
-                off = resp["snapshot_offset"]
-                self._records.install_snapshot(off, resp["snapshot"])
-                self._committed = max(self._committed, off)
-                self._records.reset()
-            return 1
-        if code != 0:
-            _log.warning("MetadataFetch from controller %d: error %d", nid, code)
-            return 0
-        records = [(r["offset"], r["record"]) for r in resp["records"]]
-        with self._lock:
-            if records:
-                self._records.check_room(len(records))
-                self._committed = records[-1][0]
-            if len(records) < self.max_records:
-                self._committed = max(self._committed, resp["high_watermark"] - 1)
-            if records:  # listeners see the new committed offset
-                self._records.commit(records)
-        return len(records)
-
-    # -- MetadataLog ---------------------------------------------------------------------------
-    def is_leader(self) -> bool:
-        return False
-
-    def append(self, records: list[bytes]) -> int:
-        raise NotControllerError("a metadata observer cannot append")
-
-    def committed_offset(self) -> int:
-        with self._lock:
-            return self._committed
-
-    def end_offset(self) -> int:
-        return self.committed_offset()
-
-    def read(self, from_offset: int, max_records: int = 10_000) -> list[tuple[int, bytes]]:
-        return self._records.read(from_offset, max_records)
-
-    def add_listener(self, listener: Listener) -> None:
-        self._records.add_listener(listener)
-
-    def remove_listener(self, listener: Listener) -> None:
-        self._records.remove_listener(listener)
-
-    def log_start_offset(self) -> int:
-        with self._lock:
-            return self._records.start
-
-    def latest_snapshot(self) -> tuple[int, bytes] | None:
-        with self._lock:
-            return self._records.snapshot
-
-    def write_snapshot(self, offset: int, data: bytes) -> None:
-        with self._lock:
-            if self._records.is_newer_snapshot(offset):
-                self._records.install_snapshot(offset, data)

@@ -15,7 +15,8 @@ from client.protocol.schema import API_SPECS
 from controller.quorum.loader import MetadataLoader
 from controller.quorum.network import request
 from controller.quorum.process import ControllerProcess
-from controller.quorum.remote import RemoteController, RemoteMetadataLog
+from controller.quorum.remote import RemoteController
+from controller.quorum.remote_log import RemoteMetadataLog
 
 
 def _free_port() -> int:
