@@ -98,7 +98,7 @@ class GroupCoordinator:
 
     # -- ConsumerGroupHeartbeat ------------------------------------------------------------------
 
-    def heartbeat(self, body: dict, client_id: str, client_host: str) -> dict:
+    def heartbeat(self, body: dict, client_id: str | None, client_host: str) -> dict:
         group_id, member_id = body["group_id"], body["member_id"]
         assignor = body["server_assignor"]
         if assignor is not None and assignor not in ASSIGNORS:

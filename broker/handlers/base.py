@@ -20,12 +20,15 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from broker.network.request import Request
 from client.errors import ErrorCode, InvalidRequestError
 from client.protocol.framing import encode_response
 from client.protocol.schema import API_SPECS
+
+if TYPE_CHECKING:
+    from broker.services import Services
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +62,7 @@ class RequestContext:
         "_lock",
     )
 
-    def __init__(self, request: Request, services: Any) -> None:
+    def __init__(self, request: Request, services: Services) -> None:
         self.request = request
         self.services = services
         self.api_key = request.api_key

@@ -4,8 +4,6 @@ when delete.topic.enable is false."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from broker.handlers.base import RequestContext, handler
 from broker.handlers.forward import respond_when_committed
 from client.errors import ErrorCode
@@ -14,7 +12,7 @@ from client.protocol import ApiKey
 
 @handler(ApiKey.DELETE_TOPICS)
 def handle(ctx: RequestContext, body: dict) -> dict | None:
-    services: Any = ctx.services
+    services = ctx.services
     names = list(body["topic_names"])
     if not bool(getattr(services.config, "delete_topic_enable", True)):
         return {

@@ -4,15 +4,13 @@ request came in on (as Metadata)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from broker.handlers.base import RequestContext, handler
 from client.protocol import ApiKey
 
 
 @handler(ApiKey.DESCRIBE_CLUSTER)
 def handle(ctx: RequestContext, body: dict) -> dict:
-    services: Any = ctx.services
+    services = ctx.services
     image = services.metadata
     fenced_too = bool(body.get("include_fenced_brokers"))
     brokers = []

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 from broker.handlers.base import RequestContext, handler
 from client.errors import ErrorCode
@@ -24,7 +23,7 @@ def _space(d: Path) -> tuple[int, int]:
 
 @handler(ApiKey.DESCRIBE_LOG_DIRS)
 def handle(ctx: RequestContext, body: dict) -> dict:
-    services: Any = ctx.services
+    services = ctx.services
     lm = services.log_manager
     wanted = None
     if body["topics"] is not None:

@@ -17,7 +17,7 @@ log = logging.getLogger(__name__)
 
 @handler(ApiKey.DESCRIBE_QUORUM)
 def handle(ctx: RequestContext, body: dict) -> dict | None:
-    services: Any = ctx.services
+    services = ctx.services
     if services.controller is None:  # a node with no link to any quorum (tests' network-only)
         ctx.respond_error(ErrorCode.UNSUPPORTED_VERSION, "no controller quorum behind this node")
         return None

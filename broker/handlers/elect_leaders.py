@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-from typing import Any
 
 from broker.handlers.base import RequestContext, handler
 from client.errors import ErrorCode
@@ -35,7 +34,7 @@ def _body(code: int, results: list[dict]) -> dict:
 
 @handler(ApiKey.ELECT_LEADERS)
 def handle(ctx: RequestContext, body: dict) -> dict | None:
-    services: Any = ctx.services
+    services = ctx.services
     tps = body["topic_partitions"]
     partitions = None if tps is None else [(t["topic"], p) for t in tps for p in t["partitions"]]
 

@@ -8,8 +8,8 @@ records are replicated.
 
 from __future__ import annotations
 
+import functools
 import threading
-from typing import Any
 
 from broker.group import GroupError
 from broker.handlers.base import RequestContext, handler
@@ -19,8 +19,9 @@ from client.protocol import ApiKey
 
 @handler(ApiKey.FIND_COORDINATOR)
 def find_coordinator(ctx: RequestContext, body: dict) -> dict:
-    services: Any = ctx.services
+    services = ctx.services
     out = []
+    msg: str | None
     for key in body["coordinator_keys"]:
         if body["key_type"] != 0:
             code, node, host, port, msg = (int(ErrorCode.INVALID_REQUEST), -1, "", -1,
@@ -37,7 +38,7 @@ def find_coordinator(ctx: RequestContext, body: dict) -> dict:
 
 @handler(ApiKey.CONSUMER_GROUP_HEARTBEAT)
 def consumer_group_heartbeat(ctx: RequestContext, body: dict) -> dict:
-    services: Any = ctx.services
+    services = ctx.services
     try:
         return services.group_coordinator.heartbeat(body, ctx.client_id, ctx.client_host)
     except GroupError as exc:
@@ -52,7 +53,7 @@ def offset_commit(ctx: RequestContext, body: dict) -> None:
 
 @handler(ApiKey.OFFSET_FETCH)
 def offset_fetch(ctx: RequestContext, body: dict) -> dict:
-    services: Any = ctx.services
+    services = ctx.services
     try:
         topics = services.group_coordinator.fetch_offsets(body["group_id"], body["topics"])
     except GroupError as exc:
@@ -71,7 +72,7 @@ def list_groups(ctx: RequestContext, body: dict) -> dict:
 
 @handler(ApiKey.CONSUMER_GROUP_DESCRIBE)
 def consumer_group_describe(ctx: RequestContext, body: dict) -> dict:
-    services: Any = ctx.services
+    services = ctx.services
     out = []
     for gid in body["group_ids"]:
         try:
@@ -83,7 +84,7 @@ def consumer_group_describe(ctx: RequestContext, body: dict) -> dict:
 
 @handler(ApiKey.DELETE_GROUPS)
 def delete_groups(ctx: RequestContext, body: dict) -> None:
-    services: Any = ctx.services
+    services = ctx.services
     names = list(dict.fromkeys(body["groups_names"]))
     results: dict[str, dict] = {}
     lock = threading.Lock()
@@ -99,9 +100,7 @@ def delete_groups(ctx: RequestContext, body: dict) -> None:
             ctx.respond({"results": [results[g] for g in names]})
 
     for gid in names:
-        services.group_coordinator.delete_group(
-            gid, lambda code, msg, gid=gid: answered(gid, code, msg)
-        )
+        services.group_coordinator.delete_group(gid, functools.partial(answered, gid))
     return None
 
 

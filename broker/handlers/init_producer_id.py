@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-from typing import Any
 
 from broker.handlers.base import RequestContext, handler
 from client.errors import ErrorCode
@@ -22,7 +21,7 @@ def _body(code: int, pid: int = -1, epoch: int = -1) -> dict:
 
 @handler(ApiKey.INIT_PRODUCER_ID)
 def handle(ctx: RequestContext, body: dict) -> dict | None:
-    services: Any = ctx.services
+    services = ctx.services
     if body["transactional_id"] is not None:
         ctx.respond_error(
             ErrorCode.INVALID_REQUEST, "transactions are not supported: no transactional_id"

@@ -92,7 +92,7 @@ def _topic(t: Any) -> dict:
 
 
 def build_response(ctx: RequestContext, names: list[str] | None, missing_code: int) -> dict:
-    services: Any = ctx.services
+    services = ctx.services
     image = services.metadata
     if names is None:
         names = sorted(image.topics)
@@ -107,7 +107,7 @@ def build_response(ctx: RequestContext, names: list[str] | None, missing_code: i
 
 @handler(ApiKey.METADATA)
 def handle(ctx: RequestContext, body: dict) -> dict | None:
-    services: Any = ctx.services
+    services = ctx.services
     requested = body.get("topics")
     names = None if requested is None else list(dict.fromkeys(t["name"] for t in requested))
     image = services.metadata

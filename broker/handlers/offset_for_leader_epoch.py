@@ -3,15 +3,13 @@ Runs on an I/O thread."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from broker.handlers.base import RequestContext, by_topic, handler
 from client.protocol import ApiKey
 
 
 @handler(ApiKey.OFFSET_FOR_LEADER_EPOCH)
 def handle(ctx: RequestContext, body: dict) -> dict:
-    services: Any = ctx.services
+    services = ctx.services
     reqs = [
         (t["name"], int(p["partition"]), int(p["current_leader_epoch"]), int(p["leader_epoch"]))
         for t in body["topics"]

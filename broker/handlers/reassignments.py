@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-from typing import Any
 
 from broker.handlers.base import RequestContext, handler
 from client.errors import ErrorCode
@@ -26,7 +25,7 @@ def _failure(exc: BaseException) -> tuple[int, str]:
 
 @handler(ApiKey.ALTER_PARTITION_REASSIGNMENTS)
 def handle_alter(ctx: RequestContext, body: dict) -> dict | None:
-    services: Any = ctx.services
+    services = ctx.services
     topics = [
         {
             "name": t["name"],
@@ -80,7 +79,7 @@ def handle_alter(ctx: RequestContext, body: dict) -> dict | None:
 
 @handler(ApiKey.LIST_PARTITION_REASSIGNMENTS)
 def handle_list(ctx: RequestContext, body: dict) -> dict | None:
-    services: Any = ctx.services
+    services = ctx.services
     partitions = flatten_topic_partitions(body["topics"])
 
     def done(f: concurrent.futures.Future) -> None:

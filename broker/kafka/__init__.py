@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import broker.kafka.apis_admin  # noqa: F401  (registers the admin APIs)
 import broker.kafka.apis_admin2  # noqa: F401  (and more of them)
@@ -27,6 +27,9 @@ from broker.kafka.codec import API_VERSIONS_KEY, MalformedKafkaRequest, build, d
 from broker.kafka.codec import encode_response as _encode
 from broker.kafka.request import KafkaContext, KafkaState, decode_request
 
+if TYPE_CHECKING:
+    from broker.services import Services
+
 log = logging.getLogger(__name__)
 
 __all__ = ["by_protocol", "decode_request", "dispatch"]
@@ -34,7 +37,7 @@ __all__ = ["by_protocol", "decode_request", "dispatch"]
 UNSUPPORTED_VERSION = 35
 
 
-def dispatch(request: Any, services: Any, state: KafkaState) -> None:
+def dispatch(request: Any, services: Services, state: KafkaState) -> None:
     """Decode, translate and answer one Kafka request (see the module docstring)."""
     ctx = KafkaContext(request, services, state)
     key, version = request.api_key, request.api_version
@@ -75,7 +78,7 @@ def by_protocol(native: Callable[..., None]) -> Callable[..., None]:
     listener's state, one per server)."""
     state = KafkaState()
 
-    def route(request: Any, services: Any) -> None:
+    def route(request: Any, services: Services) -> None:
         if request.protocol == "KAFKA":
             dispatch(request, services, state)
         else:

@@ -25,8 +25,9 @@ shared `ControllerCore`: settings, clock, image, writing records):
   reassignments (KIP-455), their state in the partitions' registrations.
 - `auto_balance` — AutoBalanceControlManager (auto_balance_control.py): automatic balancing
   (auto.balance.mode), moves started as reassignments.
-This class puts them together, owns loading the image and the periodic tick, and offers each
-manager's requests under one name (the ControllerThread calls them by name).
+This class puts them together and owns loading the image and the periodic tick. Requests go to
+the manager that owns them — `controller.replication.create_topics(...)` — through a callable
+handed to `ControllerThread.submit` (no dispatch by name).
 """
 
 from __future__ import annotations
@@ -86,24 +87,8 @@ class QuorumController(ControlManager):
         self.replication = ReplicationControlManager(self.core, self.cluster, self.configs)
         self.reassignments = ReassignmentControlManager(self.core, self.cluster)
         self.auto_balance = AutoBalanceControlManager(self.core, self.cluster, self.reassignments)
-        # requests, by the name callers (ControllerThread.submit) use
-        self.create_topics = self.replication.create_topics
-        self.delete_topics = self.replication.delete_topics
-        self.create_partitions = self.replication.create_partitions
-        self.alter_partition = self.replication.alter_partition
-        self.elect_leaders = self.replication.elect_leaders
-        self.elect_preferred_leaders = self.replication.elect_preferred_leaders
-        self.register_broker = self.cluster.register_broker
-        self.broker_heartbeat = self.cluster.broker_heartbeat
-        self.check_sessions = self.cluster.check_sessions
-        self.forget_session = self.cluster.forget_session
-        self.allocate_producer_ids = self.cluster.allocate_producer_ids
-        self.incremental_alter_configs = self.configs.incremental_alter_configs
         path = getattr(config, "sasl_scram_bootstrap_file", None)
         self.scram = ScramControlManager(self.core, parse_bootstrap_file(path) if path else None)
-        self.alter_user_scram_credentials = self.scram.alter_user_scram_credentials
-        self.alter_partition_reassignments = self.reassignments.alter_partition_reassignments
-        self.list_partition_reassignments = self.reassignments.list_partition_reassignments
         self.own_cluster_id = cluster_id
         self._next_rebalance_ms = self.clock() + self.settings.leader_imbalance_check_interval_ms
         self.load()
@@ -177,7 +162,7 @@ class QuorumController(ControlManager):
         self.ensure_cluster_id()
         self.scram.write_bootstrap()
         self.resume()
-        self.check_sessions()
+        self.cluster.check_sessions()
         self.reassignments.tick()
         self.auto_balance.tick()
         now = self.clock()
@@ -187,4 +172,4 @@ class QuorumController(ControlManager):
                 self.image, self.settings.leader_imbalance_per_broker_percentage
             )
             if imbalanced:
-                self.elect_preferred_leaders(imbalanced)
+                self.replication.elect_preferred_leaders(imbalanced)
