@@ -105,6 +105,11 @@ class ControllerChannel(Protocol):
         named (salted passwords in, StoredKey/ServerKey records written)."""
         ...
 
+    def alter_client_quotas(self, entries: list[dict], validate_only: bool = False) -> Future:
+        """AlterClientQuotas → [{error_code, error_message, entity}], one per entry (each
+        written or refused whole; ClientQuota records)."""
+        ...
+
     def alter_partition_reassignments(self, topics: list[dict]) -> Future:
         """AlterPartitionReassignments: topics [{name, partitions: [{partition_index,
         replicas | None}]}] → [{name, partitions: [{partition_index, error_code,

@@ -424,6 +424,11 @@ class CombinedController:
     ) -> concurrent.futures.Future:
         return self.runner.alter_user_scram_credentials(deletions, upsertions)
 
+    def alter_client_quotas(
+        self, entries: list[dict], validate_only: bool = False
+    ) -> concurrent.futures.Future:
+        return self.runner.alter_client_quotas(entries, validate_only)
+
     def alter_partition_reassignments(self, topics: list[dict]) -> concurrent.futures.Future:
         return self.runner.alter_partition_reassignments(topics)
 

@@ -21,6 +21,7 @@ shared `ControllerCore`: settings, clock, image, writing records):
   changes, leader elections;
 - `configs` — ConfigurationControlManager (config_control.py): topic configs;
 - `scram` — ScramControlManager (scram_control.py): users' SCRAM credentials.
+- `quotas` — ClientQuotaControlManager (quota_control.py): client quotas.
 - `reassignments` — ReassignmentControlManager (reassignment_control.py): partition
   reassignments (KIP-455), their state in the partitions' registrations.
 - `auto_balance` — AutoBalanceControlManager (auto_balance_control.py): automatic balancing
@@ -47,6 +48,7 @@ from controller.quorum.cluster_control import ClusterControlManager
 from controller.quorum.cluster_id import new_cluster_id
 from controller.quorum.config_control import ConfigurationControlManager
 from controller.quorum.log import MetadataLog
+from controller.quorum.quota_control import ClientQuotaControlManager
 from controller.quorum.reassignment_control import ReassignmentControlManager
 from controller.quorum.replication import imbalanced_partitions
 from controller.quorum.replication_control import ReplicationControlManager
@@ -102,6 +104,8 @@ class QuorumController(ControlManager):
         path = getattr(config, "sasl_scram_bootstrap_file", None)
         self.scram = ScramControlManager(self.core, parse_bootstrap_file(path) if path else None)
         self.alter_user_scram_credentials = self.scram.alter_user_scram_credentials
+        self.quotas = ClientQuotaControlManager(self.core)
+        self.alter_client_quotas = self.quotas.alter_client_quotas
         self.alter_partition_reassignments = self.reassignments.alter_partition_reassignments
         self.list_partition_reassignments = self.reassignments.list_partition_reassignments
         self.own_cluster_id = cluster_id

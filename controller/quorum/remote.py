@@ -267,6 +267,9 @@ class RemoteController:
     def alter_user_scram_credentials(self, *a: Any, **k: Any) -> concurrent.futures.Future:
         return self.submit("alter_user_scram_credentials", *a, **k)
 
+    def alter_client_quotas(self, *a: Any, **k: Any) -> concurrent.futures.Future:
+        return self.submit("alter_client_quotas", *a, **k)
+
     def alter_partition_reassignments(self, *a: Any, **k: Any) -> concurrent.futures.Future:
         return self.submit("alter_partition_reassignments", *a, **k)
 
@@ -427,6 +430,14 @@ def _alter_scram(deletions: list[dict], upsertions: list[dict]) -> tuple:
     )
 
 
+def _alter_quotas(entries: list[dict], validate_only: bool = False) -> tuple:
+    return (
+        ApiKey.ALTER_CLIENT_QUOTAS,
+        {"entries": entries, "validate_only": validate_only},
+        lambda r: r["entries"],
+    )
+
+
 def _alter_reassignments(topics: list[dict]) -> tuple:
     return (ApiKey.ALTER_PARTITION_REASSIGNMENTS, {"topics": topics}, lambda r: r["responses"])
 
@@ -448,6 +459,7 @@ _CALLS: dict[str, Any] = {
     "create_partitions": _create_partitions,
     "incremental_alter_configs": _alter_configs,
     "alter_user_scram_credentials": _alter_scram,
+    "alter_client_quotas": _alter_quotas,
     "elect_leaders": _elect,
     "alter_partition_reassignments": _alter_reassignments,
     "list_partition_reassignments": _list_reassignments,

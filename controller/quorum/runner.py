@@ -221,3 +221,6 @@ class ControllerThread:
 
     def alter_user_scram_credentials(self, *a: Any, **k: Any) -> concurrent.futures.Future:
         return self.submit("alter_user_scram_credentials", *a, **k)
+
+    def alter_client_quotas(self, *a: Any, **k: Any) -> concurrent.futures.Future:
+        return self.submit("alter_client_quotas", *a, **k)
