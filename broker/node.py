@@ -56,6 +56,7 @@ from broker.metadata_publisher import MetadataPublisher
 from broker.producer_ids import ProducerIdManager
 from broker.purgatory import Purgatory, SystemTimer
 from broker.quorum_link import LocalQuorum, RemoteQuorum
+from broker.quota.manager import QuotaManager
 from broker.replica import ReplicaManager, ReplicaSettings
 from broker.replica.fetcher import FetcherSettings, ReplicaFetcherManager
 from broker.replica.isr import IsrProposer
@@ -136,6 +137,12 @@ class Services:
         )
         # broker.request_metrics.ErrorCounter while metrics.listener is set (BrokerServer), else None
         self.metrics: Any = None
+        # client quotas (broker/quota/manager.py), from the image's ClientQuota records
+        self.quotas = QuotaManager(
+            lambda: self.publisher.image.client_quotas,
+            int(setting(node.config, "quota_window_num", 11)),
+            int(setting(node.config, "quota_window_size_seconds", 1)),
+        )
         self.sasl = SaslSettings.from_config(node.config)  # SASL listeners (docs/security.md)
         self.auth_log = AuthLog()
 

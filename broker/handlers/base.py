@@ -127,6 +127,14 @@ class RequestContext:
     def _send(self, body: dict, what: str) -> None:
         try:
             frame = encode_response(self.correlation_id, body)
+            quotas = getattr(self.services, "quotas", None)
+            if quotas is not None:  # client quotas (broker/quota/manager.py)
+                wait = quotas.throttle(self.request, len(frame))
+                if wait:
+                    self.request.throttle_ms = wait
+                    if "throttle_time_ms" in body:
+                        body = {**body, "throttle_time_ms": wait}
+                        frame = encode_response(self.correlation_id, body)
         except Exception:
             log.exception("cannot encode the response to %r", self.request)
             frame = encode_response(

@@ -83,8 +83,6 @@ KAFKA_KEYS: dict[str, str] = {
     "leader.replication.throttled.replicas": "the replicas a reassignment adds are the throttled ones; nothing to list",
     "follower.replication.throttled.replicas": "the replicas a reassignment adds are the throttled ones; nothing to list",
     "replica.selector.class": "consumers always fetch from the leader (follower fetching, KIP-392, is not built)",
-    "quota.window.num": "client quotas are not built",
-    "quota.window.size.seconds": "client quotas are not built",
     "remote.log.storage.system.enable": "tiered storage is not built: logs stay in log.dirs",
     "transaction.state.log.replication.factor": "transactions are not built",
     "transaction.state.log.min.isr": "transactions are not built",
@@ -122,7 +120,7 @@ KAFKA_PREFIXES: dict[str, str] = {
     "confluent.": "Confluent Platform keys have no Gregor twin",
     "remote.log.": "tiered storage is not built: logs stay in log.dirs",
     "transaction.": "transactions are not built",
-    "quota.": "client quotas are not built",
+    "quota.": "client quotas are metadata, not config keys: gregor quotas set, or Admin.alter_client_quotas (docs/security.md, Quotas); quota.window.num and quota.window.size.seconds are Gregor's too",
 }
 
 

@@ -79,8 +79,8 @@ def image_to_records(image: MetadataImage) -> list[Any]:
         creds = image.scram_credentials[user]
         out.extend(creds[m] for m in sorted(creds))
     for entity in sorted(image.client_quotas, key=repr):
-        for k, v in sorted(image.client_quotas[entity].items()):
-            out.append(ClientQuota(entity, k, v))
+        for key, value in sorted(image.client_quotas[entity].items()):
+            out.append(ClientQuota(entity, key, value))
     return out
 
 

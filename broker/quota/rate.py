@@ -1,0 +1,80 @@
+"""A rate over sampled windows, and the throttle time of a rate over its quota: Kafka's
+`Rate` over a `SampledStat` (quota.window.num samples of quota.window.size.seconds each), and
+ClientQuotaManager's throttle time. Pure: time comes in as an argument (milliseconds); not
+thread-safe (the manager holds a lock around it).
+
+Measuring: the samples of the last `num_samples` windows are summed and divided by the time
+they cover, counted as at least `num_samples - 1` whole windows, so a client's first burst is
+spread over that much time instead of reading as an infinite rate.
+
+Throttling: a client whose rate is above its quota `bound` waits
+
+    throttle_ms = (rate - bound) / bound * window_ms
+
+(window_ms: the time the rate was measured over), which is how long, sending nothing, it takes
+for the measured rate to fall back to the bound; at most `max_throttle_ms`.
+"""
+
+from __future__ import annotations
+
+
+class SampledRate:
+    """Sum of recorded values per second, over up to `num_samples` windows of `window_ms`."""
+
+    __slots__ = ("num_samples", "window_ms", "_starts", "_values", "_current", "last_record_ms")
+
+    def __init__(self, num_samples: int, window_ms: int, now_ms: float) -> None:
+        assert num_samples >= 1 and window_ms >= 1
+        self.num_samples = num_samples
+        self.window_ms = window_ms
+        self._starts = [float(now_ms)]
+        self._values = [0.0]
+        self._current = 0
+        self.last_record_ms = float(now_ms)
+
+    def record(self, value: float, now_ms: float) -> None:
+        self._purge(now_ms)
+        i = self._current
+        if now_ms - self._starts[i] >= self.window_ms:  # the current window is over: next
+            i = (i + 1) % self.num_samples
+            if i == len(self._starts):
+                self._starts.append(float(now_ms))
+                self._values.append(0.0)
+            else:
+                self._starts[i], self._values[i] = float(now_ms), 0.0
+            self._current = i
+        self._values[i] += value
+        self.last_record_ms = float(now_ms)
+
+    def _purge(self, now_ms: float) -> None:
+        """Samples older than all the windows together count nothing any more."""
+        expire = self.num_samples * self.window_ms
+        for i, start in enumerate(self._starts):
+            if now_ms - start >= expire:
+                self._starts[i], self._values[i] = float(now_ms), 0.0
+
+    def elapsed_ms(self, now_ms: float) -> float:
+        """The time the rate is measured over: since the oldest sample began, and at least
+        num_samples - 1 whole windows."""
+        self._purge(now_ms)
+        elapsed = now_ms - min(self._starts)
+        full = int(elapsed // self.window_ms)
+        least = self.num_samples - 1
+        if full < least:
+            elapsed += (least - full) * self.window_ms
+        return max(elapsed, 1.0)
+
+    def measure(self, now_ms: float) -> float:
+        """Recorded value per second."""
+        elapsed = self.elapsed_ms(now_ms)
+        return sum(self._values) * 1000.0 / elapsed
+
+
+def throttle_ms(rate: SampledRate, bound: float, now_ms: float, max_throttle_ms: int) -> int:
+    """How long a client measured by `rate` waits for it to fall back to `bound` (0: it is
+    within its quota)."""
+    value = rate.measure(now_ms)
+    if value <= bound:
+        return 0
+    wait = (value - bound) / bound * rate.elapsed_ms(now_ms)
+    return int(min(round(wait), max_throttle_ms))
