@@ -161,7 +161,11 @@ class RequestContext:
             errors.count(self.api_key, body)
 
     def no_response(self) -> None:
-        """Write nothing and unmute the connection (acks=0 produce). Once."""
+        """Write nothing and unmute the connection (acks=0 produce; over a quota: after the
+        throttle time, with no answer to carry it). Once."""
+        quotas = getattr(self.services, "quotas", None)
+        if quotas is not None:
+            self.request.throttle_ms = quotas.throttle(self.request, 0)
         self._claim("no_response")
         self.request.complete(None)
 

@@ -139,6 +139,9 @@ class KafkaContext:
             self.request.complete(frame)
 
     def no_response(self) -> None:
+        quotas = getattr(self.services, "quotas", None)
+        if quotas is not None:  # acks=0 over a quota: muted all the same
+            self.request.throttle_ms = quotas.throttle(self.request, 0)
         if self._claim():
             self.request.complete(None)
 

@@ -41,6 +41,7 @@ PRODUCE, FETCH = 0, 1
 EXEMPT_APIS = frozenset((17, 18, 36, 56, 62, 63, 67))
 SENSOR_EXPIRY_MS = 3_600_000
 SWEEP_EVERY_MS = 60_000
+MAX_THROTTLE_MS = 2**31 - 1
 NANOS_TO_PERCENT_SECONDS = 100.0 / 1e9  # 1 s of one thread = 100 (%) for one second
 
 
@@ -64,7 +65,8 @@ class QuotaManager:
         self._quotas = quotas
         self.num_samples = num_samples
         self.window_ms = window_seconds * 1000
-        self.max_throttle_ms = num_samples * self.window_ms
+        # Kafka does not bound a client quota's throttle time; the wire's int32 does
+        self.max_throttle_ms = MAX_THROTTLE_MS
         self._clock = clock
         self.on_throttle = on_throttle
         self._lock = threading.Lock()

@@ -12,7 +12,8 @@ Throttling: a client whose rate is above its quota `bound` waits
     throttle_ms = (rate - bound) / bound * window_ms
 
 (window_ms: the time the rate was measured over), which is how long, sending nothing, it takes
-for the measured rate to fall back to the bound; at most `max_throttle_ms`.
+for the measured rate to fall back to the bound; at most `max_throttle_ms` (Kafka bounds a
+client quota's throttle time by nothing but the wire's int32).
 """
 
 from __future__ import annotations
