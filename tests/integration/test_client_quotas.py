@@ -202,3 +202,42 @@ def test_consumer_over_its_fetch_rate_is_slowed_to_about_the_quota(broker_factor
     assert rate < 1.5 * quota, rate
     assert c["fetch-throttle-time-max"] > 0
     assert [r.offset for r in got] == list(range(n))
+
+
+def test_request_percentage_throttles_and_the_broker_mutes_the_connection(
+    broker_factory,
+) -> None:
+    from helpers import RawClient
+
+    from client.protocol import ApiKey
+
+    b = broker_factory()
+    with Admin(bootstrap_servers=b.bootstrap) as admin:
+        # 0.1% of one thread: 10 ms of request time over the 10 s measured
+        set_quota(admin, entity(client_id="busy"), request_percentage=0.1)
+    wait_applied(b, entity(client_id="busy"), "request_percentage")
+    raw = RawClient(b.address)
+    body = {"components": [], "strict": False}
+    corr = 0
+
+    def throttled() -> int:
+        nonlocal corr
+        corr += 1
+        raw.send(ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, corr, body, client_id="busy")
+        got, resp = raw.recv()
+        assert got == corr and resp["error_code"] == 0
+        return resp["throttle_time_ms"]
+
+    wait_ms = wait_until(throttled, 120, "a request answered with throttle_time_ms > 0")
+    # the broker reads nothing more from the connection for that long (the answer came first)
+    sent = time.monotonic()
+    corr += 1
+    raw.send(ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, corr, body, client_id="busy")
+    assert raw.recv(timeout=wait_ms / 1000 + 30)[0] == corr
+    assert time.monotonic() - sent >= 0.5 * wait_ms / 1000
+    raw.sock.close()
+    # another client id is not throttled by it
+    other = RawClient(b.address)
+    other.send(ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1, body, client_id="calm")
+    assert other.recv()[1]["throttle_time_ms"] == 0
+    other.sock.close()
