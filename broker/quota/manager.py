@@ -72,6 +72,7 @@ class QuotaManager:
         self._lock = threading.Lock()
         self._rates: dict[tuple[str, Entity], SampledRate] = {}
         self._resolved: dict[tuple[str, str, str], tuple[float, Entity] | None] = {}
+        self._senders: dict[tuple[str, str], Callable[[int], None]] = {}
         self._resolved_from: object = None
         self._next_sweep_ms = 0.0
 
@@ -104,11 +105,13 @@ class QuotaManager:
     ) -> tuple[float, Entity] | None:
         if quotas is not self._resolved_from:
             self._resolved.clear()
+            self._senders.clear()
             self._resolved_from = quotas
         k = (key, user, client_id)
         if k not in self._resolved:
             if len(self._resolved) > 100_000:  # bounded: many client ids
                 self._resolved.clear()
+                self._senders.clear()
             self._resolved[k] = quota_for(quotas, key, user, client_id)
         return self._resolved[k]
 
@@ -160,6 +163,12 @@ class QuotaManager:
         return wait
 
     def _network_time(self, user: str, client_id: str) -> Callable[[int], None]:
+        sent = self._senders.get((user, client_id))
+        if sent is None:
+            sent = self._senders[(user, client_id)] = self._new_sender(user, client_id)
+        return sent
+
+    def _new_sender(self, user: str, client_id: str) -> Callable[[int], None]:
         def sent(network_ns: int) -> None:
             self.record(
                 REQUEST_PERCENTAGE,

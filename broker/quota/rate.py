@@ -47,18 +47,26 @@ class SampledRate:
         self._values[i] += value
         self.last_record_ms = float(now_ms)
 
-    def _purge(self, now_ms: float) -> None:
-        """Samples older than all the windows together count nothing any more."""
+    def _purge(self, now_ms: float) -> float:
+        """Samples older than all the windows together count nothing any more; returns the
+        oldest sample's start."""
         expire = self.num_samples * self.window_ms
-        for i, start in enumerate(self._starts):
+        starts = self._starts
+        oldest = min(starts)
+        if now_ms - oldest < expire:
+            return oldest
+        for i, start in enumerate(starts):
             if now_ms - start >= expire:
-                self._starts[i], self._values[i] = float(now_ms), 0.0
+                starts[i], self._values[i] = float(now_ms), 0.0
+        return min(starts)
 
     def elapsed_ms(self, now_ms: float) -> float:
         """The time the rate is measured over: since the oldest sample began, and at least
         num_samples - 1 whole windows."""
-        self._purge(now_ms)
-        elapsed = now_ms - min(self._starts)
+        return self._elapsed(now_ms, self._purge(now_ms))
+
+    def _elapsed(self, now_ms: float, oldest: float) -> float:
+        elapsed = now_ms - oldest
         full = int(elapsed // self.window_ms)
         least = self.num_samples - 1
         if full < least:
@@ -67,15 +75,19 @@ class SampledRate:
 
     def measure(self, now_ms: float) -> float:
         """Recorded value per second."""
-        elapsed = self.elapsed_ms(now_ms)
-        return sum(self._values) * 1000.0 / elapsed
+        return self.measure_over(now_ms)[0]
+
+    def measure_over(self, now_ms: float) -> tuple[float, float]:
+        """(recorded value per second, the time in ms it is measured over)."""
+        elapsed = self._elapsed(now_ms, self._purge(now_ms))
+        return sum(self._values) * 1000.0 / elapsed, elapsed
 
 
 def throttle_ms(rate: SampledRate, bound: float, now_ms: float, max_throttle_ms: int) -> int:
     """How long a client measured by `rate` waits for it to fall back to `bound` (0: it is
     within its quota)."""
-    value = rate.measure(now_ms)
+    value, elapsed = rate.measure_over(now_ms)
     if value <= bound:
         return 0
-    wait = (value - bound) / bound * rate.elapsed_ms(now_ms)
+    wait = (value - bound) / bound * elapsed
     return int(min(round(wait), max_throttle_ms))
