@@ -9,8 +9,9 @@ What counts, per (user, client id) as resolved by client/quotas.py from the meta
 - request_percentage: the I/O thread time of each request and the network thread time of
   writing its answer, as a percentage of one thread (so 200 is two threads' worth); the
   network time is recorded after the answer is written and weighs on later requests.
-Inter-broker and controller APIs, ApiVersions and the SASL handshake are exempt (Kafka exempts
-cluster actions; a client must always be able to connect and authenticate).
+Inter-broker and controller APIs, followers' requests (a `replica_id`), ApiVersions and the SASL
+handshake are exempt (Kafka exempts cluster actions; a client must always be able to connect and
+authenticate).
 
 Clients sharing one quota share one rate (client/quotas.sensor_tags). A rate nobody recorded to
 for an hour is dropped. With no quota in the image nothing is recorded at all.
@@ -133,6 +134,9 @@ class QuotaManager:
         api_key = request.api_key
         if api_key in EXEMPT_APIS or api_key >= 1000 or not self._quotas():
             return 0
+        body = request.body
+        if isinstance(body, dict) and body.get("replica_id", -1) >= 0:
+            return 0  # a follower's Fetch, ListOffsets, OffsetForLeaderEpoch: not a client
         now_ns = time.monotonic_ns()
         now_ms = now_ns / 1e6
         user = user_of(getattr(request.connection, "principal", "User:ANONYMOUS"))
@@ -143,9 +147,6 @@ class QuotaManager:
             key = PRODUCER_BYTE_RATE
             wait = self.record(key, user, client_id, request.size, now_ms)
         elif api_key == FETCH:
-            body = request.body
-            if isinstance(body, dict) and body.get("replica_id", -1) >= 0:
-                return 0  # a follower: replication is not a client
             key = CONSUMER_BYTE_RATE
             wait = self.record(key, user, client_id, response_size, now_ms)
         started = request.dequeued_ns

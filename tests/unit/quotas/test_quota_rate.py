@@ -112,3 +112,22 @@ def test_no_quotas_records_nothing_and_principal_names() -> None:
     m = QuotaManager(lambda: {})
     assert m.record("producer_byte_rate", "a", "b", 1e12, 0) == 0 and m.rate_count() == 0
     assert user_of("User:alice") == "alice" and user_of("User:ANONYMOUS") == "ANONYMOUS"
+
+
+def test_followers_and_handshakes_are_exempt() -> None:
+    from types import SimpleNamespace
+
+    q = {(("client-id", None),): {"request_percentage": 1e-9, "consumer_byte_rate": 1.0}}
+    m = QuotaManager(lambda: q)
+    conn = SimpleNamespace(principal="User:ANONYMOUS")
+
+    def req(api_key: int, body: dict) -> SimpleNamespace:
+        return SimpleNamespace(api_key=api_key, connection=conn, client_id="c", size=100,
+                               body=body, dequeued_ns=1, local_done_ns=1_000_000, quota_sent=None)  # fmt: skip
+
+    assert m.throttle(req(1, {"replica_id": 4}), 10**9) == 0  # a follower's fetch
+    assert m.throttle(req(23, {"replica_id": 4}), 10) == 0  # its OffsetForLeaderEpoch
+    assert m.throttle(req(18, {}), 10) == 0  # ApiVersions
+    assert m.rate_count() == 0
+    r = req(1, {"replica_id": -1})
+    assert m.throttle(r, 10**9) > 0 and r.quota_sent is not None  # a consumer's fetch
