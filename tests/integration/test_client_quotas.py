@@ -241,3 +241,24 @@ def test_request_percentage_throttles_and_the_broker_mutes_the_connection(
     other.send(ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1, body, client_id="calm")
     assert other.recv()[1]["throttle_time_ms"] == 0
     other.sock.close()
+
+
+def test_entity_resolution_on_a_real_broker(broker_factory) -> None:
+    """Kafka's order decides: a default-user quota (6th) beats a client-id quota (7th); a
+    user + client-id quota (1st) beats both. Unauthenticated clients are user ANONYMOUS."""
+    b = broker_factory()
+    with Admin(bootstrap_servers=b.bootstrap) as admin:
+        admin.create_topic("q-order", 1, 1)
+        set_quota(admin, entity(user=None), producer_byte_rate=1000)
+        set_quota(admin, entity(client_id="c1"), producer_byte_rate=1e9)
+        set_quota(admin, entity(user="ANONYMOUS", client_id="c2"), producer_byte_rate=1e9)
+    wait_applied(b, entity(user="ANONYMOUS", client_id="c2"), "producer_byte_rate")
+    value = os.urandom(15_000)  # 1.5 s of 1000 B/s over the 10 s measured: throttled ~5 s
+
+    def throttle_of(client_id: str) -> float:
+        with Producer(bootstrap_servers=b.bootstrap, client_id=client_id) as prod:
+            prod.send("q-order", value, partition=0).result(60)
+            return prod.metrics()["producer-metrics"]["produce-throttle-time-max"]
+
+    assert throttle_of("c1") > 0  # the default user's 1000 B/s, not client c1's own quota
+    assert throttle_of("c2") == 0  # ANONYMOUS with c2: the most specific entity
