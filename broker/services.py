@@ -22,6 +22,7 @@ from broker.log import LogManager
 from broker.metadata_publisher import MetadataPublisher
 from broker.producer_ids import ProducerIdManager
 from broker.purgatory import Purgatory
+from broker.quota.manager import QuotaManager
 from broker.replica import ReplicaManager
 from broker.security.auth_log import AuthLog
 from broker.security.sasl import SaslSettings
@@ -58,6 +59,12 @@ class Services:
         )
         # broker.request_metrics.ErrorCounter while metrics.listener is set (BrokerServer), else None
         self.metrics: ErrorCounter | None = None
+        # client quotas (broker/quota/manager.py), from the image's ClientQuota records
+        self.quotas = QuotaManager(
+            lambda: self.publisher.image.client_quotas,
+            int(setting(node.config, "quota_window_num", 11)),
+            int(setting(node.config, "quota_window_size_seconds", 1)),
+        )
         self.sasl = SaslSettings.from_config(node.config)  # SASL listeners (docs/security.md)
         self.auth_log = AuthLog()
 

@@ -36,6 +36,7 @@ from controller.results import (
     AlterPartitionResult,
     BrokerHeartbeatResult,
     BrokerRegistrationResult,
+    ClientQuotaAlterResult,
     CreateTopicResult,
     DescribeQuorumResult,
     ElectionResult,
@@ -135,6 +136,13 @@ class ControllerChannel(Protocol):
     ) -> Future[list[ScramCredentialResult]]:
         """AlterUserScramCredentials → [{user, error_code, error_message}], one per user
         named (salted passwords in, StoredKey/ServerKey records written)."""
+        ...
+
+    def alter_client_quotas(
+        self, entries: list[dict], validate_only: bool = False
+    ) -> Future[list[ClientQuotaAlterResult]]:
+        """AlterClientQuotas → [{error_code, error_message, entity}], one per entry (each
+        written or refused whole; ClientQuota records)."""
         ...
 
     def alter_partition_reassignments(

@@ -96,6 +96,17 @@ class ScramCredentialResult(_Error):
     user: str
 
 
+class QuotaEntityPart(TypedDict):
+    entity_type: str
+    entity_name: str | None
+
+
+class ClientQuotaAlterResult(_Error):
+    """AlterClientQuotas, one per entry (written or refused whole)."""
+
+    entity: list[QuotaEntityPart]
+
+
 class ReassignmentPartitionResult(_Error):
     partition_index: int
 

@@ -130,6 +130,14 @@ class RequestContext:
     def _send(self, body: dict, what: str) -> None:
         try:
             frame = encode_response(self.correlation_id, body)
+            quotas = getattr(self.services, "quotas", None)
+            if quotas is not None:  # client quotas (broker/quota/manager.py)
+                wait = quotas.throttle(self.request, len(frame))
+                if wait:
+                    self.request.throttle_ms = wait
+                    if "throttle_time_ms" in body:
+                        body = {**body, "throttle_time_ms": wait}
+                        frame = encode_response(self.correlation_id, body)
         except Exception:
             log.exception("cannot encode the response to %r", self.request)
             frame = encode_response(
@@ -156,7 +164,11 @@ class RequestContext:
             errors.count(self.api_key, body)
 
     def no_response(self) -> None:
-        """Write nothing and unmute the connection (acks=0 produce). Once."""
+        """Write nothing and unmute the connection (acks=0 produce; over a quota: after the
+        throttle time, with no answer to carry it). Once."""
+        quotas = getattr(self.services, "quotas", None)
+        if quotas is not None:
+            self.request.throttle_ms = quotas.throttle(self.request, 0)
         self._claim("no_response")
         self.request.complete(None)
 

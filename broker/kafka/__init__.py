@@ -21,6 +21,7 @@ import broker.kafka.apis_classic  # noqa: F401  (registers the classic group API
 import broker.kafka.apis_consumer_group  # noqa: F401  (registers ConsumerGroupHeartbeat)
 import broker.kafka.apis_group_admin  # noqa: F401  (registers ListGroups and friends)
 import broker.kafka.apis_groups  # noqa: F401  (registers the group offset APIs)
+import broker.kafka.apis_quotas  # noqa: F401  (registers the client quota APIs)
 import broker.kafka.apis_sasl  # noqa: F401  (registers SaslHandshake and SaslAuthenticate)
 from broker.kafka.apis import APIS, api_versions_body
 from broker.kafka.codec import API_VERSIONS_KEY, MalformedKafkaRequest, build, decode_body

@@ -107,6 +107,19 @@ class KafkaContext:
         frame = encode_response(
             self.api_key, self.api_version, self.request.correlation_id, build(cls, data)
         )
+        quotas = getattr(self.services, "quotas", None)
+        if quotas is not None:  # client quotas (broker/quota/manager.py)
+            wait = quotas.throttle(self.request, len(frame))
+            if wait:
+                self.request.throttle_ms = wait
+                if "throttle_time" in data:
+                    data = {**data, "throttle_time": wait}
+                    frame = encode_response(
+                        self.api_key,
+                        self.api_version,
+                        self.request.correlation_id,
+                        build(cls, data),
+                    )
         if self._claim():
             self.request.complete(frame)
             self._count_errors(data, error_code)
@@ -129,6 +142,9 @@ class KafkaContext:
             self.request.complete(frame)
 
     def no_response(self) -> None:
+        quotas = getattr(self.services, "quotas", None)
+        if quotas is not None:  # acks=0 over a quota: muted all the same
+            self.request.throttle_ms = quotas.throttle(self.request, 0)
         if self._claim():
             self.request.complete(None)
 

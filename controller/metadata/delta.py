@@ -26,6 +26,7 @@ from controller.metadata.image import (
 from controller.metadata.records import (
     RESOURCE_TOPIC,
     BatchBegin,
+    ClientQuota,
     ClusterId,
     Config,
     FenceBroker,
@@ -58,6 +59,7 @@ class MetadataDelta:
         self._next_producer_id = image.next_producer_id
         self._cluster_id = image.cluster_id
         self._scram: dict[str, dict[int, UserScramCredential]] | None = None
+        self._quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] | None = None
         # -- what changed (public, read after replaying) --
         self.created_topics: dict[str, bytes] = {}  # name -> topic id
         self.deleted_topics: dict[str, bytes] = {}  # name -> topic id
@@ -67,6 +69,7 @@ class MetadataDelta:
         self.changed_brokers: set[int] = set()
         self.changed_configs: set[tuple[int, str]] = set()
         self.changed_users: set[str] = set()  # SCRAM credentials set or removed
+        self.quotas_changed = False  # a ClientQuota record was replayed
         self.records_replayed = 0
 
     # -- replay --------------------------------------------------------------------------------
@@ -123,6 +126,11 @@ class MetadataDelta:
             if self._scram is None
             else MappingProxyType(
                 {k: MappingProxyType(dict(v)) for k, v in self._scram.items() if v}
+            ),
+            client_quotas=img.client_quotas
+            if self._quotas is None
+            else MappingProxyType(
+                {k: MappingProxyType(dict(v)) for k, v in self._quotas.items() if v}
             ),
         )
 
@@ -304,6 +312,15 @@ class MetadataDelta:
             raise MetadataReplayError(f"user {r.name!r} has no credential {r.mechanism}")
         self.changed_users.add(r.name)
 
+    def _client_quota(self, r: ClientQuota) -> None:
+        if self._quotas is None:
+            self._quotas = {k: dict(v) for k, v in self.image.client_quotas.items()}
+        if r.value is None:
+            self._quotas.get(r.entity, {}).pop(r.key, None)
+        else:
+            self._quotas.setdefault(r.entity, {})[r.key] = float(r.value)
+        self.quotas_changed = True
+
     def _noop(self, r: NoOp) -> None:
         pass
 
@@ -324,6 +341,7 @@ _HANDLERS: dict[type, Callable[[MetadataDelta, Any], None]] = {
     ClusterId: MetadataDelta._cluster_id_record,
     UserScramCredential: MetadataDelta._user_scram,
     RemoveUserScramCredential: MetadataDelta._remove_user_scram,
+    ClientQuota: MetadataDelta._client_quota,
 }
 
 

@@ -111,6 +111,11 @@ class MetadataImage:
         default_factory=lambda: _EMPTY
     )
 
+    # client quota entity ((type, name or None), ...) -> {quota key: value} (ClientQuota records)
+    client_quotas: Mapping[tuple[tuple[str, str | None], ...], Mapping[str, float]] = field(
+        default_factory=lambda: _EMPTY
+    )
+
     EMPTY: ClassVar[MetadataImage]  # the image before any record, set below
 
     # -- queries -------------------------------------------------------------------------------
@@ -155,6 +160,7 @@ class MetadataImage:
             self.next_producer_id,
             self.cluster_id,
             {k: dict(v) for k, v in self.scram_credentials.items()},
+            {k: dict(v) for k, v in self.client_quotas.items()},
         )
 
     def same_state(self, other: MetadataImage) -> bool:

@@ -18,6 +18,7 @@ from client.errors import CorruptRecordError
 from controller.metadata.delta import MetadataDelta
 from controller.metadata.image import MetadataImage
 from controller.metadata.records import (
+    ClientQuota,
     ClusterId,
     Config,
     Partition,
@@ -77,6 +78,9 @@ def image_to_records(image: MetadataImage) -> list[Any]:
     for user in sorted(image.scram_credentials):
         creds = image.scram_credentials[user]
         out.extend(creds[m] for m in sorted(creds))
+    for entity in sorted(image.client_quotas, key=repr):
+        for key, value in sorted(image.client_quotas[entity].items()):
+            out.append(ClientQuota(entity, key, value))
     return out
 
 

@@ -21,6 +21,7 @@ shared `ControllerCore`: settings, clock, image, writing records):
   changes, leader elections;
 - `configs` — ConfigurationControlManager (config_control.py): topic configs;
 - `scram` — ScramControlManager (scram_control.py): users' SCRAM credentials.
+- `quotas` — ClientQuotaControlManager (quota_control.py): client quotas.
 - `reassignments` — ReassignmentControlManager (reassignment_control.py): partition
   reassignments (KIP-455), their state in the partitions' registrations.
 - `auto_balance` — AutoBalanceControlManager (auto_balance_control.py): automatic balancing
@@ -48,6 +49,7 @@ from controller.quorum.cluster_control import ClusterControlManager
 from controller.quorum.cluster_id import new_cluster_id
 from controller.quorum.config_control import ConfigurationControlManager
 from controller.quorum.log import MetadataLog
+from controller.quorum.quota_control import ClientQuotaControlManager
 from controller.quorum.reassignment_control import ReassignmentControlManager
 from controller.quorum.replication import imbalanced_partitions
 from controller.quorum.replication_control import ReplicationControlManager
@@ -89,6 +91,7 @@ class QuorumController(ControlManager):
         self.auto_balance = AutoBalanceControlManager(self.core, self.cluster, self.reassignments)
         path = getattr(config, "sasl_scram_bootstrap_file", None)
         self.scram = ScramControlManager(self.core, parse_bootstrap_file(path) if path else None)
+        self.quotas = ClientQuotaControlManager(self.core)
         self.own_cluster_id = cluster_id
         self._next_rebalance_ms = self.clock() + self.settings.leader_imbalance_check_interval_ms
         self.load()

@@ -24,6 +24,7 @@ from controller.results import (
     AlterPartitionResult,
     BrokerHeartbeatResult,
     BrokerRegistrationResult,
+    ClientQuotaAlterResult,
     CreateTopicResult,
     DescribeQuorumResult,
     ElectionResult,
@@ -158,6 +159,11 @@ class InProcessChannel:
         return self.runner.submit(
             lambda c: c.scram.alter_user_scram_credentials(deletions, upsertions)
         )
+
+    def alter_client_quotas(
+        self, entries: list[dict], validate_only: bool = False
+    ) -> Future[list[ClientQuotaAlterResult]]:
+        return self.runner.submit(lambda c: c.quotas.alter_client_quotas(entries, validate_only))
 
     def alter_partition_reassignments(
         self, topics: list[dict]

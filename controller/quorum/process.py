@@ -294,6 +294,7 @@ class ControllerProcess:
             ApiKey.CREATE_PARTITIONS: self._create_partitions,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self._incremental_alter_configs,
             ApiKey.ALTER_USER_SCRAM_CREDENTIALS: self._alter_user_scram_credentials,
+            ApiKey.ALTER_CLIENT_QUOTAS: self._alter_client_quotas,
             ApiKey.ELECT_LEADERS: self._elect_leaders,
             ApiKey.ALTER_PARTITION_REASSIGNMENTS: self._alter_partition_reassignments,
             ApiKey.LIST_PARTITION_REASSIGNMENTS: self._list_partition_reassignments,
@@ -504,6 +505,12 @@ class ControllerProcess:
             lambda c: c.scram.alter_user_scram_credentials(b["deletions"], b["upsertions"])
         )
         return {"results": results, "throttle_time_ms": 0}
+
+    async def _alter_client_quotas(self, b: dict) -> dict:
+        results = await self._call(
+            lambda c: c.quotas.alter_client_quotas(b["entries"], b["validate_only"])
+        )
+        return {"entries": results, "throttle_time_ms": 0}
 
     async def _elect_leaders(self, b: dict) -> dict:
         tps = b.get("topic_partitions")

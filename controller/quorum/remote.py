@@ -41,6 +41,7 @@ from controller.results import (
     AlterPartitionResult,
     BrokerHeartbeatResult,
     BrokerRegistrationResult,
+    ClientQuotaAlterResult,
     CreateTopicResult,
     DescribeQuorumResult,
     ElectionResult,
@@ -283,6 +284,14 @@ class RemoteController:
         body = {"deletions": deletions, "upsertions": upsertions}
         return self._send(
             ApiKey.ALTER_USER_SCRAM_CREDENTIALS, body, _field("results", ScramCredentialResult)
+        )
+
+    def alter_client_quotas(
+        self, entries: list[dict], validate_only: bool = False
+    ) -> concurrent.futures.Future[list[ClientQuotaAlterResult]]:
+        body = {"entries": entries, "validate_only": validate_only}
+        return self._send(
+            ApiKey.ALTER_CLIENT_QUOTAS, body, _field("entries", ClientQuotaAlterResult)
         )
 
     def alter_partition_reassignments(

@@ -97,6 +97,9 @@ class FakeChannel:
     def alter_user_scram_credentials(self, deletions, upsertions):
         raise AssertionError("not used by the lifecycle")
 
+    def alter_client_quotas(self, entries, validate_only=False):
+        raise AssertionError("not used by the lifecycle")
+
     def alter_partition_reassignments(self, topics):
         raise AssertionError("not used by the lifecycle")
 

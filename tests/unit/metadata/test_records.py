@@ -11,6 +11,7 @@ from client.errors import CorruptRecordError
 from controller.metadata.records import (
     RECORD_TYPES,
     BatchBegin,
+    ClientQuota,
     ClusterId,
     Config,
     FenceBroker,
@@ -51,6 +52,8 @@ SAMPLES = [
     ClusterId("MkU3OEVBNTcwNTJENDM2Qk"),
     UserScramCredential("alice", 1, b"salt", b"s" * 32, b"k" * 32, 4096),
     RemoveUserScramCredential("alice", 1),
+    ClientQuota((("client-id", None), ("user", "alice")), "producer_byte_rate", 1024.0),
+    ClientQuota((("user", None),), "request_percentage", None),
 ]
 
 
