@@ -30,6 +30,7 @@ from typing import Any
 
 from client.errors import ErrorCode
 from controller.channel import ControllerChannel
+from controller.results import BrokerHeartbeatResult
 
 _log = logging.getLogger(__name__)
 
@@ -129,17 +130,17 @@ class BrokerLifecycle:
         """Wait (briefly) for a metadata image newer than `offset` to be published."""
         self.publisher.wait_for(lambda img: img.offset > offset, timeout)
 
-    def heartbeat(self, timeout: float = 10.0) -> dict:
-        """One periodic heartbeat (RUNNING only; a no-op otherwise)."""
+    def heartbeat(self, timeout: float = 10.0) -> BrokerHeartbeatResult | None:
+        """One periodic heartbeat (RUNNING only; a no-op answering None otherwise)."""
         if self.state != RUNNING:
-            return {}
+            return None
         # the call gives up when this wait does, so abandoned calls do not pile up on a
         # channel whose controllers are gone (they would hold back the controlled shutdown's)
         return self._heartbeat(timeout, timeout_ms=int(timeout * 1000))
 
     def _heartbeat(
         self, timeout: float, want_shutdown: bool = False, timeout_ms: int | None = None
-    ) -> dict:
+    ) -> BrokerHeartbeatResult:
         hb = self.channel.broker_heartbeat(
             self.node_id,
             self.broker_epoch,

@@ -33,6 +33,8 @@ FLUSH_BUCKETS = (
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 )  # fmt: skip
 
+THROTTLE_BUCKETS = (0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 11.0, 30.0)
+
 
 class TopicMetrics:
     """Bytes and records in (appended by produce, as leader) and bytes out (returned by fetch)
@@ -265,8 +267,21 @@ class BrokerMetrics:
             " (Kafka: IsrExpandsPerSec)",
             registry=self.registry,
         )
+        self.quota_throttle = Histogram(
+            "gregor_quota_throttle_time_seconds",
+            "throttle time given to client responses over a client quota, by the quota that"
+            " decided it (producer_byte_rate, consumer_byte_rate, request_percentage) (Kafka:"
+            " throttle-time of the Produce/Fetch/Request quota metrics)",
+            ["quota"],
+            buckets=THROTTLE_BUCKETS,
+            registry=self.registry,
+        )
         self._address = address
         self.server: MetricsServer | None = None
+
+    def throttled(self, quota: str, ms: int) -> None:
+        """Any thread: a response got `ms` of throttle time from quota `quota`."""
+        self.quota_throttle.labels(quota).observe(ms / 1000.0)
 
     def start(
         self,

@@ -38,7 +38,6 @@ Threads: construct/start/shutdown from one control thread; `services` from any t
 
 from __future__ import annotations
 
-import concurrent.futures
 import logging
 import os
 import threading
@@ -53,16 +52,13 @@ from broker.listeners import Listeners
 from broker.log import LogConfig, LogManager
 from broker.log.cleaner_thread import CleanerSettings
 from broker.metadata_publisher import MetadataPublisher
-from broker.producer_ids import ProducerIdManager
 from broker.purgatory import Purgatory, SystemTimer
 from broker.quorum_link import LocalQuorum, RemoteQuorum
 from broker.replica import ReplicaManager, ReplicaSettings
 from broker.replica.fetcher import FetcherSettings, ReplicaFetcherManager
 from broker.replica.isr import IsrProposer
-from broker.security.auth_log import AuthLog
-from broker.security.authorizer import Authorizer, parse_super_users
 from broker.security.links import OutgoingSecurity
-from broker.security.sasl import SaslSettings
+from broker.services import Services
 from client.config import setting
 from client.config.types import parse_list
 from client.errors import ConfigError, GregorError, InconsistentClusterIdError
@@ -75,7 +71,7 @@ from controller.quorum.cluster_id import CLUSTER_ID_FILE, LocalClusterId
 _log = logging.getLogger(__name__)
 
 METADATA_DIR_NAME = "__cluster_metadata"  # no "-N" suffix: LogManager must not take it for a log
-__all__ = ["CLUSTER_ID_FILE", "BrokerNode", "Services"]
+__all__ = ["CLUSTER_ID_FILE", "BrokerNode", "Services"]  # (Services: broker/services.py)
 DEFAULT_METADATA_LOG_DIR = "gregor-data/controller"
 
 # topic config name -> LogConfig field
@@ -114,68 +110,6 @@ def log_config_from(config: Any) -> LogConfig:
         min_cleanable_dirty_ratio=float(config.log_cleaner_min_cleanable_ratio),
         min_compaction_lag_ms=int(config.log_cleaner_min_compaction_lag_ms),
     )
-
-
-class Services:
-    """What handlers see as `ctx.services`. `metadata` is the latest published image."""
-
-    def __init__(self, node: BrokerNode) -> None:
-        self._node = node
-        self.config = node.config
-        self.node_id = node.node_id
-        self.advertised: tuple[str, int] = node.advertised  # on inter.broker.listener.name
-        self.listeners: Listeners = node.listeners
-        self.replica_manager = node.replica_manager
-        self.log_manager = node.log_manager
-        self.produce_purgatory = node.produce_purgatory
-        self.fetch_purgatory = node.fetch_purgatory
-        self.controller: ControllerChannel = node.controller
-        self.publisher = node.publisher
-        self.group_coordinator = node.group_coordinator
-        self.producer_ids = ProducerIdManager(
-            node.controller, node.node_id, lambda: node.lifecycle.broker_epoch
-        )
-        # broker.request_metrics.ErrorCounter while metrics.listener is set (BrokerServer), else None
-        self.metrics: Any = None
-        self.sasl = SaslSettings.from_config(node.config)  # SASL listeners (docs/security.md)
-        self.auth_log = AuthLog()
-        # ACLs (docs/security.md, Authorization); None: authorizer.class.name is empty
-        self.authorizer: Authorizer | None = None
-        if getattr(node.config, "authorizer_class_name", ""):
-            self.authorizer = Authorizer(
-                parse_super_users(node.config.super_users or ""),
-                bool(node.config.allow_everyone_if_no_acl_found),
-                lambda: node.publisher.image.acls,
-            )
-
-    def advertised_for(self, listener: str) -> tuple[str, int]:
-        """This broker's advertised address on `listener` (the inter-broker one if unknown)."""
-        e = self.listeners.advertised_for(listener)
-        return self.advertised if e is None else (e.host, e.port)
-
-    @property
-    def metadata(self) -> MetadataImage:
-        return self.publisher.image
-
-    @property
-    def cluster_id(self) -> str:
-        """The controller quorum's cluster id (Metadata, DescribeCluster): the same on every
-        node; this node's own until the quorum's is known."""
-        return self._node.cluster_id
-
-    @property
-    def controller_id(self) -> int:
-        """The active controller as far as this broker knows (-1: not known yet)."""
-        return self._node.quorum.controller_id
-
-    def auto_create_topics(self, names: list[str]) -> concurrent.futures.Future | None:
-        """Ask the controller to create `names` with the defaults (num.partitions,
-        default.replication.factor) when auto.create.topics.enable; None when disabled."""
-        if not names or not bool(setting(self.config, "auto_create_topics_enable", True)):
-            return None
-        reqs = [{"name": n, "num_partitions": -1, "replication_factor": -1} for n in names]
-        _log.info("auto-creating topics %s", names)
-        return self.controller.create_topics(reqs)
 
 
 def check_process_roles(config: Any) -> bool:

@@ -22,7 +22,8 @@ from client.security.tls import ReloadableContext
 from controller.channel import ControllerChannel
 from controller.quorum.combined import CombinedController
 from controller.quorum.loader import MetadataLoader
-from controller.quorum.remote import RemoteController, RemoteMetadataLog
+from controller.quorum.remote import RemoteController
+from controller.quorum.remote_log import RemoteMetadataLog
 
 
 class LocalQuorum:
@@ -45,7 +46,7 @@ class LocalQuorum:
             on_fatal=on_fatal,
             cluster_id=cluster_id,
         )
-        self.channel: ControllerChannel = self.controller
+        self.channel: ControllerChannel = self.controller.channel
         self.loader = self.controller.loader
 
     @property

@@ -290,6 +290,7 @@ class BrokerServer:
         rm.applier.on_isr_change = metrics.isr_changed
         lm.on_flush_round = metrics.flush.observe
         node.services.metrics = metrics.errors
+        node.services.quotas.on_throttle = metrics.throttled
         self.metrics = metrics
         self.metrics_address = metrics.start(
             node,

@@ -95,6 +95,7 @@ class ProducerMetrics:
         self.requests = Sensor(clock)  # request latency, seconds
         self.retries = Sensor(clock)  # records of batches sent again
         self.errors = Sensor(clock)  # records failed
+        self.throttle = Sensor(clock)  # throttle_time_ms of each produce response (quotas)
 
     def snapshot(self) -> dict[str, dict[str, float]]:
         return {
@@ -114,6 +115,8 @@ class ProducerMetrics:
                 "record-retry-total": self.retries.total,
                 "record-error-rate": self.errors.rate(),
                 "record-error-total": self.errors.total,
+                "produce-throttle-time-avg": self.throttle.avg(),
+                "produce-throttle-time-max": self.throttle.max(),
             }
         }
 
@@ -125,6 +128,7 @@ class ConsumerMetrics:
         self.records = Sensor(clock)  # records returned by poll()
         self.bytes = Sensor(clock)  # record-batch bytes fetched
         self.fetches = Sensor(clock)  # fetch latency, seconds
+        self.throttle = Sensor(clock)  # throttle_time_ms of each fetch response (quotas)
 
     def snapshot(self, lags: dict[str, int]) -> dict[str, dict[str, float]]:
         """`lags`: {"topic-partition": high watermark - position} of the assigned partitions
@@ -138,6 +142,8 @@ class ConsumerMetrics:
             "fetch-total": float(self.fetches.count),
             "fetch-latency-avg": self.fetches.avg() * 1000,
             "fetch-latency-max": self.fetches.max() * 1000,
+            "fetch-throttle-time-avg": self.throttle.avg(),
+            "fetch-throttle-time-max": self.throttle.max(),
             "records-lag-max": float(max(lags.values(), default=0)),
         }
         for tp, lag in sorted(lags.items()):

@@ -27,6 +27,11 @@ from typing import Any
 from client import aio
 from client.aio.admin import QuorumDescription
 from client.aio.admin_groups import GroupDescription, GroupListing
+from client.aio.admin_quotas import (
+    ClientQuotaAlteration,
+    ClientQuotaEntity,
+    ClientQuotaFilterComponent,
+)
 from client.aio.admin_users import (
     ScramCredentialInfo,
     UserScramCredentialDeletion,
@@ -435,6 +440,16 @@ class Admin(_SyncClient):
 
     def delete_acls(self, filters: list[AclBindingFilter]) -> list[list[AclBinding]]:
         return self._run(self._core.delete_acls(filters))
+
+    def describe_client_quotas(
+        self, components: Sequence[ClientQuotaFilterComponent] = (), strict: bool = False
+    ) -> dict[ClientQuotaEntity, dict[str, float]]:
+        return self._run(self._core.describe_client_quotas(components, strict))
+
+    def alter_client_quotas(
+        self, alterations: Sequence[ClientQuotaAlteration], validate_only: bool = False
+    ) -> dict[ClientQuotaEntity, Exception | None]:
+        return self._run(self._core.alter_client_quotas(alterations, validate_only))
 
     def describe_group(self, group_id: str, **kw: Any) -> GroupDescription:
         return self._run(self._core.describe_group(group_id, **kw))

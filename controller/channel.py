@@ -4,23 +4,50 @@ A broker registers, heartbeats (which also asks for fencing or a controlled shut
 ISR changes, takes blocks of producer ids, and forwards the admin requests that change metadata (topics, partitions,
 configs, leader elections). Two implementations, and nothing above this seam knows which one it has:
 
-- in-process: `CombinedController` (controller/quorum/combined.py), the one-voter quorum of a
-  combined `gregor server`, running on its own thread and event loop;
+- in-process: `InProcessChannel` (controller/quorum/in_process.py), `CombinedController.channel`:
+  the one-voter quorum of a combined `gregor server`, running on its own thread and event loop;
 - network: `RemoteController` (controller/quorum/remote.py), which sends each call to the
   active controller of a remote quorum and follows NOT_CONTROLLER to the new leader.
 
-Every method returns a `concurrent.futures.Future` of the same result shapes (QuorumController's
-methods: dicts, or lists of per-item dicts in request order), completed once the records are
-committed; a future may fail with NOT_CONTROLLER or a timeout. Any thread may call.
+Every method is typed and returns a `concurrent.futures.Future` of a typed result
+(controller/results.py: TypedDicts, or lists of them in request order), completed once the
+records are committed; a future may fail with NOT_CONTROLLER or a timeout. Any thread may call.
+mypy checks both implementations against this Protocol (`_conforms` at the end of
+controller/quorum/in_process.py and remote.py), and tests/unit/quorum/test_channel_conformance.py
+fails when either lacks a method or differs in its parameters or result type.
+
+Adding a call: declare it here with its result type (controller/results.py), then implement it
+in both channels — in-process `InProcessChannel` (controller/quorum/in_process.py):
+`self.runner.submit(lambda c: c.<manager>.<method>(...))`; network `RemoteController`: a method
+that builds the request body and passes `_send(api_key, body, unwrap)` the function turning the
+wire answer into the result — and answer it on a controller process (controller/quorum/
+process.py: a handler that awaits `self._call(lambda c: c.<manager>.<method>(...))`).
+docs/metadata.md ("The broker ↔ controller seam") has the recipe.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 from collections.abc import Sequence
+from concurrent.futures import Future
 from typing import Protocol, runtime_checkable
 
-Future = concurrent.futures.Future
+from controller.results import (
+    AclCreationResult,
+    AclDeletionResult,
+    AlterConfigsResult,
+    AlterPartitionResult,
+    BrokerHeartbeatResult,
+    BrokerRegistrationResult,
+    ClientQuotaAlterResult,
+    CreateTopicResult,
+    DescribeQuorumResult,
+    ElectionResult,
+    OngoingTopicReassignment,
+    ProducerIdsResult,
+    ReassignmentTopicResult,
+    ScramCredentialResult,
+    TopicResult,
+)
 
 
 @runtime_checkable
@@ -34,7 +61,7 @@ class ControllerChannel(Protocol):
         incarnation_id: str = "",
         endpoints: Sequence[tuple[str, str, int]] = (),
         cluster_id: str | None = None,
-    ) -> Future:
+    ) -> Future[BrokerRegistrationResult]:
         """BrokerRegistration → {error_code, broker_epoch, cluster_id}; the broker starts
         fenced. `host:port` is where other brokers fetch from; `endpoints` each listener's
         (name, host, port); `cluster_id` the broker's own id (None: none yet, or the id the
@@ -52,7 +79,7 @@ class ControllerChannel(Protocol):
         failed_replicas: Sequence[tuple[str, int]] = (),
         cannot_create_replicas: str | None = None,
         timeout_ms: int | None = None,
-    ) -> Future:
+    ) -> Future[BrokerHeartbeatResult]:
         """BrokerHeartbeat → {error_code, is_caught_up, is_fenced, should_shut_down}.
         `current_metadata_offset` is the broker's own published image offset (the controller
         unfences it once that reaches its registration); `want_shutdown` asks for a controlled
@@ -65,30 +92,36 @@ class ControllerChannel(Protocol):
         request timeout (a controlled shutdown passes what is left of its time)."""
         ...
 
-    def alter_partition(self, broker_id: int, broker_epoch: int, topics: list[dict]) -> Future:
+    def alter_partition(
+        self, broker_id: int, broker_epoch: int, topics: list[dict]
+    ) -> Future[AlterPartitionResult]:
         """AlterPartition (ISR changes from a leader) → the per-partition results."""
         ...
 
-    def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> Future:
+    def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> Future[ProducerIdsResult]:
         """AllocateProducerIds → {error_code, producer_id_start, producer_id_len}: a block of
         producer ids for this broker's InitProducerId answers."""
         ...
 
-    def create_topics(self, requests: list[dict], validate_only: bool = False) -> Future:
+    def create_topics(
+        self, requests: list[dict], validate_only: bool = False
+    ) -> Future[list[CreateTopicResult]]:
         """CreateTopics → [{name, error_code, error_message, num_partitions, ...}]."""
         ...
 
-    def delete_topics(self, names: list[str]) -> Future:
+    def delete_topics(self, names: list[str]) -> Future[list[TopicResult]]:
         """DeleteTopics → [{name, error_code, error_message}]."""
         ...
 
-    def create_partitions(self, topics: list[dict], validate_only: bool = False) -> Future:
+    def create_partitions(
+        self, topics: list[dict], validate_only: bool = False
+    ) -> Future[list[TopicResult]]:
         """CreatePartitions → [{name, error_code, error_message}]."""
         ...
 
     def elect_leaders(
         self, election_type: int, partitions: list[tuple[str, int]] | None = None
-    ) -> Future:
+    ) -> Future[list[ElectionResult]]:
         """ElectLeaders (0 preferred, 1 unclean) → [{topic, partition, error_code,
         error_message}] for the requested partitions (None: all, and only the elected are
         listed)."""
@@ -96,24 +129,36 @@ class ControllerChannel(Protocol):
 
     def incremental_alter_configs(
         self, resources: list[dict], validate_only: bool = False
-    ) -> Future:
+    ) -> Future[list[AlterConfigsResult]]:
         """IncrementalAlterConfigs → [{resource_type, resource_name, error_code, ...}]."""
         ...
 
-    def alter_user_scram_credentials(self, deletions: list[dict], upsertions: list[dict]) -> Future:
+    def alter_user_scram_credentials(
+        self, deletions: list[dict], upsertions: list[dict]
+    ) -> Future[list[ScramCredentialResult]]:
         """AlterUserScramCredentials → [{user, error_code, error_message}], one per user
         named (salted passwords in, StoredKey/ServerKey records written)."""
         ...
 
-    def create_acls(self, creations: list[dict]) -> Future:
-        """CreateAcls → [{error_code, error_message}], one per creation, in order."""
+    def alter_client_quotas(
+        self, entries: list[dict], validate_only: bool = False
+    ) -> Future[list[ClientQuotaAlterResult]]:
+        """AlterClientQuotas → [{error_code, error_message, entity}], one per entry (each
+        written or refused whole; ClientQuota records)."""
         ...
 
-    def delete_acls(self, filters: list[dict]) -> Future:
+    def create_acls(self, creations: list[dict]) -> Future[list[AclCreationResult]]:
+        """CreateAcls → [{error_code, error_message}], one per creation, in order
+        (AccessControlEntry records)."""
+        ...
+
+    def delete_acls(self, filters: list[dict]) -> Future[list[AclDeletionResult]]:
         """DeleteAcls → [{error_code, error_message, matching_acls}], one per filter."""
         ...
 
-    def alter_partition_reassignments(self, topics: list[dict]) -> Future:
+    def alter_partition_reassignments(
+        self, topics: list[dict]
+    ) -> Future[list[ReassignmentTopicResult]]:
         """AlterPartitionReassignments: topics [{name, partitions: [{partition_index,
         replicas | None}]}] → [{name, partitions: [{partition_index, error_code,
         error_message}]}] (replicas None cancels)."""
@@ -121,12 +166,12 @@ class ControllerChannel(Protocol):
 
     def list_partition_reassignments(
         self, partitions: list[tuple[str, int]] | None = None
-    ) -> Future:
+    ) -> Future[list[OngoingTopicReassignment]]:
         """ListPartitionReassignments → [{name, partitions: [{partition_index, replicas,
         adding_replicas, removing_replicas}]}], the reassignments in flight (None: all)."""
         ...
 
-    def describe_quorum(self, endpoint: str | None = None) -> Future:
+    def describe_quorum(self, endpoint: str | None = None) -> Future[DescribeQuorumResult]:
         """DescribeQuorum's body as a controller answers it (a follower names the leader's
         endpoint); `endpoint` is how an in-process leader names itself."""
         ...

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import reaper
 from helpers import BrokerHandle, GregorProcess, broker_config, gregor_command
 
 
@@ -95,6 +96,12 @@ def _killpg(pid: int, sig: int) -> None:
         os.killpg(pid, sig)  # the session leader's pid is its process group id
     except ProcessLookupError:
         pass
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    # Every process this run starts inherits a token; a detached watchdog ends them all once
+    # this process is gone, even if it was SIGKILLed before any teardown ran (tests/reaper.py).
+    reaper.start()
 
 
 # The long tier: tests marked `long` (whole-system runs that repeat what a shorter test already

@@ -16,19 +16,22 @@ Importing this package imports every handler module (one line each, below).
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
 
 from broker.handlers.base import HANDLERS, RequestContext, handler
 from broker.network.request import Request
 from client.errors import BrokerResponseError, ErrorCode, InvalidRequestError
 from client.protocol import API_SPECS, ApiKey  # importing client.protocol registers schemas
 
+if TYPE_CHECKING:
+    from broker.services import Services
+
 log = logging.getLogger(__name__)
 
 __all__ = ["HANDLERS", "RequestContext", "dispatch", "handler"]
 
 
-def dispatch(request: Request, services: Any) -> None:
+def dispatch(request: Request, services: Services) -> None:
     """Run the handler for `request` and make sure it is answered (see module docstring)."""
     ctx = RequestContext(request, services)
     key, version = request.api_key, request.api_version
@@ -72,6 +75,7 @@ def dispatch(request: Request, services: Any) -> None:
 # -- handler modules: importing one registers its handlers. One line per module. -----------------
 import broker.handlers.acls  # noqa: E402, F401
 import broker.handlers.alter_configs  # noqa: E402, F401
+import broker.handlers.client_quotas  # noqa: E402, F401
 import broker.handlers.create_partitions  # noqa: E402, F401
 import broker.handlers.create_topics  # noqa: E402, F401
 import broker.handlers.delete_records  # noqa: E402, F401

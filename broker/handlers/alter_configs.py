@@ -10,7 +10,6 @@ A resource named twice in one request is refused with INVALID_REQUEST for each o
 from __future__ import annotations
 
 import collections
-from typing import Any
 
 from broker.handlers.base import RequestContext, handler
 from broker.handlers.forward import respond_when_committed
@@ -22,7 +21,7 @@ from client.security.acl import AclOperation
 
 @handler(ApiKey.INCREMENTAL_ALTER_CONFIGS, access="ALTER_CONFIGS on TOPIC, or CLUSTER for a broker")
 def handle(ctx: RequestContext, body: dict) -> dict | None:
-    services: Any = ctx.services
+    services = ctx.services
     key = lambda r: (int(r["resource_type"]), r["resource_name"])  # noqa: E731
     counts = collections.Counter(key(r) for r in body["resources"])
     types = {r["resource_name"]: int(r["resource_type"]) for r in body["resources"]}

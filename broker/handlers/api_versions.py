@@ -8,15 +8,18 @@ only by a node that runs a controller (`services.controller` is set).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from broker.handlers.base import HANDLERS, RequestContext, handler
 from client.errors import ErrorCode
 from client.protocol.api_keys import ApiKey
 from client.protocol.schema import API_SPECS
 
+if TYPE_CHECKING:
+    from broker.services import Services
 
-def supported_apis(services: Any) -> list[dict]:
+
+def supported_apis(services: Services) -> list[dict]:
     show_internal = getattr(services, "controller", None) is not None
     out = []
     for key in sorted(HANDLERS):
@@ -29,7 +32,7 @@ def supported_apis(services: Any) -> list[dict]:
     return out
 
 
-def versions_body(services: Any, error_code: int = ErrorCode.NONE) -> dict:
+def versions_body(services: Services, error_code: int = ErrorCode.NONE) -> dict:
     return {
         "error_code": int(error_code),
         "api_keys": supported_apis(services),

@@ -20,12 +20,15 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from broker.network.request import Request
 from client.errors import ErrorCode, InvalidRequestError
 from client.protocol.framing import encode_response
 from client.protocol.schema import API_SPECS
+
+if TYPE_CHECKING:
+    from broker.services import Services
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +68,7 @@ class RequestContext:
         "_lock",
     )
 
-    def __init__(self, request: Request, services: Any) -> None:
+    def __init__(self, request: Request, services: Services) -> None:
         self.request = request
         self.services = services
         self.api_key = request.api_key
@@ -133,6 +136,14 @@ class RequestContext:
     def _send(self, body: dict, what: str) -> None:
         try:
             frame = encode_response(self.correlation_id, body)
+            quotas = getattr(self.services, "quotas", None)
+            if quotas is not None:  # client quotas (broker/quota/manager.py)
+                wait = quotas.throttle(self.request, len(frame))
+                if wait:
+                    self.request.throttle_ms = wait
+                    if "throttle_time_ms" in body:
+                        body = {**body, "throttle_time_ms": wait}
+                        frame = encode_response(self.correlation_id, body)
         except Exception:
             log.exception("cannot encode the response to %r", self.request)
             frame = encode_response(
@@ -159,7 +170,11 @@ class RequestContext:
             errors.count(self.api_key, body)
 
     def no_response(self) -> None:
-        """Write nothing and unmute the connection (acks=0 produce). Once."""
+        """Write nothing and unmute the connection (acks=0 produce; over a quota: after the
+        throttle time, with no answer to carry it). Once."""
+        quotas = getattr(self.services, "quotas", None)
+        if quotas is not None:
+            self.request.throttle_ms = quotas.throttle(self.request, 0)
         self._claim("no_response")
         self.request.complete(None)
 

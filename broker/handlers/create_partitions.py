@@ -11,7 +11,6 @@ current number), INVALID_REPLICA_ASSIGNMENT for the rest.
 from __future__ import annotations
 
 import collections
-from typing import Any
 
 from broker.handlers.base import RequestContext, handler
 from broker.handlers.forward import respond_when_committed
@@ -27,7 +26,7 @@ def _result(name: str, code: ErrorCode | int, message: str | None) -> dict:
 
 @handler(ApiKey.CREATE_PARTITIONS, access="ALTER on TOPIC")
 def handle(ctx: RequestContext, body: dict) -> dict | None:
-    services: Any = ctx.services
+    services = ctx.services
     counts = collections.Counter(t["name"] for t in body["topics"])
     results: list[dict | None] = []
     forward: list[dict] = []

@@ -7,7 +7,6 @@ future's callback, so no I/O thread waits on the controller.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from broker.handlers.base import RequestContext, handler
 from broker.handlers.forward import respond_when_committed
@@ -45,7 +44,7 @@ def _error(name: str, code: int, message: str) -> dict:
 
 @handler(ApiKey.CREATE_TOPICS, access="CREATE on CLUSTER or TOPIC")
 def handle(ctx: RequestContext, body: dict) -> dict | None:
-    services: Any = ctx.services
+    services = ctx.services
     results: list[dict | None] = []
     forward: list[dict] = []
     authz = enabled(ctx)

@@ -9,8 +9,6 @@ thread saw the last follower move (or the purgatory's reaper).
 
 from __future__ import annotations
 
-from typing import Any
-
 from broker.handlers.base import RequestContext, by_topic, handler
 from broker.security.access import check, enabled
 from client.errors import ErrorCode
@@ -22,7 +20,7 @@ from client.security.acl import AclOperation, ResourceType
 def handle(ctx: RequestContext, body: dict) -> dict | None:
     from broker.replica.delayed import DeleteRecordsStatus
 
-    services: Any = ctx.services
+    services = ctx.services
     order: list[tuple[str, int]] = []
     offsets: dict[tuple[str, int], int] = {}
     refused: dict[tuple[str, int], DeleteRecordsStatus] = {}

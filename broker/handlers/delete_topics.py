@@ -4,8 +4,6 @@ when delete.topic.enable is false."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from broker.handlers.base import RequestContext, handler
 from broker.handlers.forward import respond_when_committed
 from broker.security.access import check, enabled
@@ -16,7 +14,7 @@ from client.security.acl import AclOperation, ResourceType
 
 @handler(ApiKey.DELETE_TOPICS, access="DELETE on TOPIC")
 def handle(ctx: RequestContext, body: dict) -> dict | None:
-    services: Any = ctx.services
+    services = ctx.services
     names = list(body["topic_names"])
     if not bool(getattr(services.config, "delete_topic_enable", True)):
         return {

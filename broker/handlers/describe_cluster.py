@@ -4,8 +4,6 @@ request came in on (as Metadata)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from broker.handlers.base import RequestContext, handler
 from broker.security.access import require
 from client.protocol import ApiKey
@@ -15,7 +13,7 @@ from client.security.acl import AclOperation, ResourceType
 @handler(ApiKey.DESCRIBE_CLUSTER, access="DESCRIBE on CLUSTER")
 def handle(ctx: RequestContext, body: dict) -> dict:
     require(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER)
-    services: Any = ctx.services
+    services = ctx.services
     image = services.metadata
     fenced_too = bool(body.get("include_fenced_brokers"))
     brokers = []

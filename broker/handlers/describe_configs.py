@@ -5,7 +5,7 @@ changes go through IncrementalAlterConfigs to the controller."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.handlers.base import RequestContext, handler
 from broker.security.access import check, config_resource, enabled
@@ -13,6 +13,9 @@ from client.errors import ErrorCode
 from client.protocol import ApiKey
 from client.security.acl import AclOperation
 from controller.quorum.topic_configs import TOPIC_DEFAULTS  # topic key -> broker default key
+
+if TYPE_CHECKING:
+    from broker.services import Services
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
@@ -48,7 +51,7 @@ def _broker_value(config: Any, name: str) -> Any:
         return None
 
 
-def _topic_configs(services: Any, topic: str) -> list[dict]:
+def _topic_configs(services: Services, topic: str) -> list[dict]:
     overrides = services.metadata.topic_config(topic)
     out = [_entry(k, v, False, False) for k, v in sorted(overrides.items())]
     for k, broker_key in sorted(TOPIC_DEFAULTS.items()):
@@ -57,7 +60,7 @@ def _topic_configs(services: Any, topic: str) -> list[dict]:
     return out
 
 
-def _broker_configs(services: Any) -> list[dict]:
+def _broker_configs(services: Services) -> list[dict]:
     config = services.config
     out = []
     for name in sorted(config):
@@ -66,7 +69,7 @@ def _broker_configs(services: Any) -> list[dict]:
     return out
 
 
-def _describe(services: Any, res: dict) -> dict:
+def _describe(services: Services, res: dict) -> dict:
     rtype, rname = int(res["resource_type"]), res["resource_name"]
     result = {
         "error_code": 0,

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 from broker.handlers.base import RequestContext, handler
 from broker.security.access import require
@@ -27,7 +26,7 @@ def _space(d: Path) -> tuple[int, int]:
 @handler(ApiKey.DESCRIBE_LOG_DIRS, access="DESCRIBE on CLUSTER")
 def handle(ctx: RequestContext, body: dict) -> dict:
     require(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER)
-    services: Any = ctx.services
+    services = ctx.services
     lm = services.log_manager
     wanted = None
     if body["topics"] is not None:

@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 @handler(ApiKey.DESCRIBE_QUORUM, access="DESCRIBE on CLUSTER")
 def handle(ctx: RequestContext, body: dict) -> dict | None:
     require(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER)
-    services: Any = ctx.services
+    services = ctx.services
     if services.controller is None:  # a node with no link to any quorum (tests' network-only)
         ctx.respond_error(ErrorCode.UNSUPPORTED_VERSION, "no controller quorum behind this node")
         return None

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-from typing import Any
 
 from broker.handlers.base import RequestContext, handler
 from broker.security.access import require
@@ -38,7 +37,7 @@ def _body(code: int, results: list[dict]) -> dict:
 @handler(ApiKey.ELECT_LEADERS, access="ALTER on CLUSTER")
 def handle(ctx: RequestContext, body: dict) -> dict | None:
     require(ctx, AclOperation.ALTER, ResourceType.CLUSTER)
-    services: Any = ctx.services
+    services = ctx.services
     tps = body["topic_partitions"]
     partitions = None if tps is None else [(t["topic"], p) for t in tps for p in t["partitions"]]
 

@@ -31,7 +31,7 @@ def _response(results: list[dict], session_id: int = 0, error_code: int = 0) -> 
 def handle(ctx: RequestContext, body: dict) -> dict | None:
     from broker.replica import FetchParams, FetchPartitionSpec
 
-    services: Any = ctx.services
+    services = ctx.services
     rm = services.replica_manager
     params = FetchParams(
         replica_id=int(body["replica_id"]),

@@ -8,8 +8,8 @@ records are replicated.
 
 from __future__ import annotations
 
+import functools
 import threading
-from typing import Any
 
 from broker.group import GroupError
 from broker.handlers.base import RequestContext, handler
@@ -28,8 +28,9 @@ from client.security.acl import AclOperation, ResourceType
 
 @handler(ApiKey.FIND_COORDINATOR, access="DESCRIBE on GROUP")
 def find_coordinator(ctx: RequestContext, body: dict) -> dict:
-    services: Any = ctx.services
+    services = ctx.services
     out = []
+    msg: str | None
     for key in body["coordinator_keys"]:
         if body["key_type"] != 0:
             code, node, host, port, msg = (int(ErrorCode.INVALID_REQUEST), -1, "", -1,
@@ -48,7 +49,7 @@ def find_coordinator(ctx: RequestContext, body: dict) -> dict:
 
 @handler(ApiKey.CONSUMER_GROUP_HEARTBEAT, access="READ on GROUP and DESCRIBE on TOPIC")
 def consumer_group_heartbeat(ctx: RequestContext, body: dict) -> dict:
-    services: Any = ctx.services
+    services = ctx.services
     denied = check(ctx, AclOperation.READ, ResourceType.GROUP, body["group_id"])
     if denied is not None:  # READ on the group
         return {"error_code": denied[0], "error_message": denied[1]}
@@ -105,7 +106,7 @@ def offset_commit(ctx: RequestContext, body: dict) -> None:
 
 @handler(ApiKey.OFFSET_FETCH, access="DESCRIBE on GROUP and DESCRIBE on TOPIC")
 def offset_fetch(ctx: RequestContext, body: dict) -> dict:
-    services: Any = ctx.services
+    services = ctx.services
     denied = check(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, body["group_id"])
     if denied is not None:  # DESCRIBE on the group
         return {"error_code": denied[0], "error_message": denied[1], "topics": []}
@@ -144,7 +145,7 @@ def list_groups(ctx: RequestContext, body: dict) -> dict:
 
 @handler(ApiKey.CONSUMER_GROUP_DESCRIBE, access="DESCRIBE on GROUP")
 def consumer_group_describe(ctx: RequestContext, body: dict) -> dict:
-    services: Any = ctx.services
+    services = ctx.services
     out = []
     for gid in body["group_ids"]:
         denied = check(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, gid)
@@ -160,7 +161,7 @@ def consumer_group_describe(ctx: RequestContext, body: dict) -> dict:
 
 @handler(ApiKey.DELETE_GROUPS, access="DELETE on GROUP")
 def delete_groups(ctx: RequestContext, body: dict) -> None:
-    services: Any = ctx.services
+    services = ctx.services
     names = list(dict.fromkeys(body["groups_names"]))
     results: dict[str, dict] = {}
     lock = threading.Lock()
@@ -180,9 +181,7 @@ def delete_groups(ctx: RequestContext, body: dict) -> None:
         if denied is not None:  # DELETE on the group: not deleted
             answered(gid, *denied)
             continue
-        services.group_coordinator.delete_group(
-            gid, lambda code, msg, gid=gid: answered(gid, code, msg)
-        )
+        services.group_coordinator.delete_group(gid, functools.partial(answered, gid))
     return None
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-from typing import Any
 
 from broker.handlers.base import RequestContext, handler
 from broker.security.access import init_producer_id, require
@@ -27,7 +26,7 @@ def _body(code: int, pid: int = -1, epoch: int = -1) -> dict:
     access="IDEMPOTENT_WRITE on CLUSTER or WRITE on any TOPIC; WRITE on TRANSACTIONAL_ID",
 )
 def handle(ctx: RequestContext, body: dict) -> dict | None:
-    services: Any = ctx.services
+    services = ctx.services
     if body["transactional_id"] is not None:
         require(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body["transactional_id"])
         ctx.respond_error(

@@ -3,8 +3,6 @@ the first offset whose batch timestamp >= the given ms (time index). Runs on an 
 
 from __future__ import annotations
 
-from typing import Any
-
 from broker.handlers.base import RequestContext, by_topic, handler
 from broker.security.access import split_partitions
 from client.protocol import ApiKey
@@ -13,7 +11,7 @@ from client.security.acl import AclOperation
 
 @handler(ApiKey.LIST_OFFSETS, access="DESCRIBE on TOPIC")
 def handle(ctx: RequestContext, body: dict) -> dict:
-    services: Any = ctx.services
+    services = ctx.services
     reqs = [
         (t["name"], int(p["partition"]), int(p["timestamp"]), int(p["current_leader_epoch"]))
         for t in body["topics"]

@@ -105,7 +105,7 @@ def _denied(name: str) -> dict:
 def build_response(ctx: RequestContext, names: list[str] | None, missing_code: int) -> dict:
     """With an authorizer: all topics means those the principal may DESCRIBE; a topic named
     without DESCRIBE gets TOPIC_AUTHORIZATION_FAILED (Kafka's answers)."""
-    services: Any = ctx.services
+    services = ctx.services
     image = services.metadata
     if not enabled(ctx):
         every = sorted(image.topics) if names is None else names
@@ -134,7 +134,7 @@ def build_response(ctx: RequestContext, names: list[str] | None, missing_code: i
 
 @handler(ApiKey.METADATA, access="DESCRIBE on TOPIC; auto-creation CREATE on CLUSTER or TOPIC")
 def handle(ctx: RequestContext, body: dict) -> dict | None:
-    services: Any = ctx.services
+    services = ctx.services
     requested = body.get("topics")
     names = None if requested is None else list(dict.fromkeys(t["name"] for t in requested))
     image = services.metadata

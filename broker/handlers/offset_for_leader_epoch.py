@@ -3,8 +3,6 @@ Runs on an I/O thread."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from broker.handlers.base import RequestContext, by_topic, handler
 from broker.security.access import cluster_action, split_partitions
 from client.protocol import ApiKey
@@ -16,7 +14,7 @@ from client.security.acl import AclOperation
     access="consumer DESCRIBE on TOPIC; follower CLUSTER_ACTION on CLUSTER",
 )
 def handle(ctx: RequestContext, body: dict) -> dict:
-    services: Any = ctx.services
+    services = ctx.services
     reqs = [
         (t["name"], int(p["partition"]), int(p["current_leader_epoch"]), int(p["leader_epoch"]))
         for t in body["topics"]

@@ -36,7 +36,7 @@ def _response(order: list[tuple[str, list[int]]], statuses: dict) -> dict:
 def handle(ctx: RequestContext, body: dict) -> dict | None:
     from broker.replica.delayed import ProducePartitionStatus
 
-    services: Any = ctx.services
+    services = ctx.services
     image = services.metadata
     acks = int(body["acks"])
     order: list[tuple[str, list[int]]] = []

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-from typing import Any
 
 from broker.handlers.base import RequestContext, handler
 from broker.security.access import require
@@ -29,7 +28,7 @@ def _failure(exc: BaseException) -> tuple[int, str]:
 @handler(ApiKey.ALTER_PARTITION_REASSIGNMENTS, access="ALTER on CLUSTER")
 def handle_alter(ctx: RequestContext, body: dict) -> dict | None:
     require(ctx, AclOperation.ALTER, ResourceType.CLUSTER)
-    services: Any = ctx.services
+    services = ctx.services
     topics = [
         {
             "name": t["name"],
@@ -84,7 +83,7 @@ def handle_alter(ctx: RequestContext, body: dict) -> dict | None:
 @handler(ApiKey.LIST_PARTITION_REASSIGNMENTS, access="DESCRIBE on CLUSTER")
 def handle_list(ctx: RequestContext, body: dict) -> dict | None:
     require(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER)
-    services: Any = ctx.services
+    services = ctx.services
     partitions = flatten_topic_partitions(body["topics"])
 
     def done(f: concurrent.futures.Future) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.handlers.base import RequestContext, handler
 from broker.security.sasl import SaslExchange
@@ -22,10 +22,13 @@ from client.errors import ErrorCode
 from client.protocol import ApiKey
 from client.security.scram import AuthenticationFailed
 
+if TYPE_CHECKING:
+    from broker.services import Services
+
 log = logging.getLogger(__name__)
 
 
-def _credentials_of(services: Any) -> Callable[[str], Any]:
+def _credentials_of(services: Services) -> Callable[[str], Any]:
     """user -> {mechanism number: UserScramCredential} from the latest image, read at each
     step (a credential changed mid-exchange is seen by the next step)."""
 
@@ -35,7 +38,7 @@ def _credentials_of(services: Any) -> Callable[[str], Any]:
     return of
 
 
-def handshake_answer(conn: Any, services: Any, mechanism: str) -> dict:
+def handshake_answer(conn: Any, services: Services, mechanism: str) -> dict:
     """SaslHandshake's answer (error_code, mechanisms) for `conn`; on success the exchange
     starts (conn.sasl_state). Shared with the Kafka listener (broker/kafka/apis_sasl.py)."""
     offered = services.sasl.offered(bool(getattr(conn, "tls", False)))
@@ -48,7 +51,7 @@ def handshake_answer(conn: Any, services: Any, mechanism: str) -> dict:
 
 
 def authenticate_answer(
-    conn: Any, services: Any, client_host: str, auth_bytes: bytes, connection_id: str
+    conn: Any, services: Services, client_host: str, auth_bytes: bytes, connection_id: str
 ) -> tuple[dict, str | None]:
     """One SaslAuthenticate step for `conn`: (answer, None) to send, or (answer, reason) to
     send after connection.failed.authentication.delay.ms and then close (a refusal, the same

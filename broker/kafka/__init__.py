@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import broker.kafka.apis_acls  # noqa: F401  (registers the ACL APIs)
 import broker.kafka.apis_admin  # noqa: F401  (registers the admin APIs)
@@ -22,11 +22,15 @@ import broker.kafka.apis_classic  # noqa: F401  (registers the classic group API
 import broker.kafka.apis_consumer_group  # noqa: F401  (registers ConsumerGroupHeartbeat)
 import broker.kafka.apis_group_admin  # noqa: F401  (registers ListGroups and friends)
 import broker.kafka.apis_groups  # noqa: F401  (registers the group offset APIs)
+import broker.kafka.apis_quotas  # noqa: F401  (registers the client quota APIs)
 import broker.kafka.apis_sasl  # noqa: F401  (registers SaslHandshake and SaslAuthenticate)
 from broker.kafka.apis import APIS, api_versions_body
 from broker.kafka.codec import API_VERSIONS_KEY, MalformedKafkaRequest, build, decode_body
 from broker.kafka.codec import encode_response as _encode
 from broker.kafka.request import KafkaContext, KafkaState, decode_request
+
+if TYPE_CHECKING:
+    from broker.services import Services
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +39,7 @@ __all__ = ["by_protocol", "decode_request", "dispatch"]
 UNSUPPORTED_VERSION = 35
 
 
-def dispatch(request: Any, services: Any, state: KafkaState) -> None:
+def dispatch(request: Any, services: Services, state: KafkaState) -> None:
     """Decode, translate and answer one Kafka request (see the module docstring)."""
     ctx = KafkaContext(request, services, state)
     key, version = request.api_key, request.api_version
@@ -76,7 +80,7 @@ def by_protocol(native: Callable[..., None]) -> Callable[..., None]:
     listener's state, one per server)."""
     state = KafkaState()
 
-    def route(request: Any, services: Any) -> None:
+    def route(request: Any, services: Services) -> None:
         if request.protocol == "KAFKA":
             dispatch(request, services, state)
         else:

@@ -29,13 +29,16 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.kafka import records
 from broker.kafka.codec import ZERO_UUID, millis
 from broker.kafka.request import KafkaContext, whole_error
 from client.errors import CorruptRecordError, ErrorCode
 from client.protocol import ApiKey
+
+if TYPE_CHECKING:
+    from broker.services import Services
 
 log = logging.getLogger(__name__)
 
@@ -85,13 +88,13 @@ def api_versions(ctx: KafkaContext, body: Any) -> None:
 
 
 # -- Metadata ----------------------------------------------------------------------------------
-def _topic_id(services: Any, name: str) -> uuid.UUID:
+def _topic_id(services: Services, name: str) -> uuid.UUID:
     t = services.metadata.topics.get(name)
     raw = getattr(t, "topic_id", b"") if t is not None else b""
     return uuid.UUID(bytes=raw) if isinstance(raw, bytes) and len(raw) == 16 else ZERO_UUID
 
 
-def _names_by_id(services: Any) -> dict[uuid.UUID, str]:
+def _names_by_id(services: Services) -> dict[uuid.UUID, str]:
     out = {}
     for name, t in services.metadata.topics.items():
         raw = getattr(t, "topic_id", b"")

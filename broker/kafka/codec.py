@@ -22,6 +22,7 @@ import dataclasses
 import datetime
 import io
 import struct
+import types
 import typing
 import uuid
 from functools import cache
@@ -128,7 +129,8 @@ def _convert(tp: Any, kafka_type: str | None, value: Any) -> Any:
     if value is None:
         return None
     origin = typing.get_origin(tp)
-    if origin is tuple or (origin is typing.Union and _is_tuple(tp)):
+    # (a nullable array: `tuple[...] | None` is a types.UnionType, `Optional[...]` typing's)
+    if origin is tuple or (origin in (typing.Union, types.UnionType) and _is_tuple(tp)):
         inner = _entity_of(_tuple_arg(tp))
         if inner is not None:
             return tuple(build(inner, v) for v in value)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.handlers.base import RequestContext, error_body
 from broker.kafka.classic_groups import ClassicGroups
@@ -28,6 +28,9 @@ from broker.network.request import Request
 from client.errors import ErrorCode, InvalidRequestError
 from client.protocol.framing import MalformedFrameError
 from client.protocol.schema import API_SPECS
+
+if TYPE_CHECKING:
+    from broker.services import Services
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +67,7 @@ class KafkaState:
         if groups is not None:
             groups.close()
 
-    def classic_groups(self, services: Any) -> ClassicGroups:
+    def classic_groups(self, services: Services) -> ClassicGroups:
         with self._lock:
             if self._groups is None:
                 self._groups = ClassicGroups(services.produce_purgatory.timer)
@@ -75,7 +78,7 @@ class KafkaContext:
     """One Kafka request being answered. `respond`, `no_response` and `close` claim the answer:
     exactly one of them, once (a second is a bug, logged and ignored)."""
 
-    def __init__(self, request: Request, services: Any, state: KafkaState) -> None:
+    def __init__(self, request: Request, services: Services, state: KafkaState) -> None:
         self.request = request
         self.services = services
         self.state = state
@@ -104,6 +107,19 @@ class KafkaContext:
         frame = encode_response(
             self.api_key, self.api_version, self.request.correlation_id, build(cls, data)
         )
+        quotas = getattr(self.services, "quotas", None)
+        if quotas is not None:  # client quotas (broker/quota/manager.py)
+            wait = quotas.throttle(self.request, len(frame))
+            if wait:
+                self.request.throttle_ms = wait
+                if "throttle_time" in data:
+                    data = {**data, "throttle_time": wait}
+                    frame = encode_response(
+                        self.api_key,
+                        self.api_version,
+                        self.request.correlation_id,
+                        build(cls, data),
+                    )
         if self._claim():
             self.request.complete(frame)
             self._count_errors(data, error_code)
@@ -126,6 +142,9 @@ class KafkaContext:
             self.request.complete(frame)
 
     def no_response(self) -> None:
+        quotas = getattr(self.services, "quotas", None)
+        if quotas is not None:  # acks=0 over a quota: muted all the same
+            self.request.throttle_ms = quotas.throttle(self.request, 0)
         if self._claim():
             self.request.complete(None)
 

@@ -40,6 +40,11 @@ PRE_AUTH_APIS are taken (anything else closes the connection), frames are limite
 sasl.server.max.receive.size and the processor closes the connection at its authentication
 deadline; a failed authentication is answered late, then closed (`complete_then_close_threadsafe`).
 
+Throttling (client quotas, KIP-219): a request answered with `throttle_ms` > 0 keeps the
+connection muted for that long after its answer is written (`_throttled`); then the next
+request is taken. Nothing is refused and nothing is dropped; the client sees throttle_time_ms in
+the answer and waits too.
+
 Threads: everything runs on the owning loop except `complete_threadsafe`,
 `complete_then_close_threadsafe` and `mark_authenticated` (any thread).
 """
@@ -100,6 +105,7 @@ class Connection(asyncio.BufferedProtocol):
         self._parked = False  # in_flight waits for channel space (back-pressure)
         self._reading = True
         self._write_paused = False
+        self._throttled = False  # muted after an answer, for its throttle time
         self._eof = False
         self.closed = False
         self.last_active = 0.0
@@ -213,7 +219,7 @@ class Connection(asyncio.BufferedProtocol):
     # -- request flow (loop thread) ------------------------------------------------------------
     def _pump(self) -> None:
         """Take the next pending request if the connection is not muted."""
-        if self.closed or self.in_flight is not None or self._write_paused:
+        if self.closed or self.in_flight is not None or self._write_paused or self._throttled:
             self._pause_reading()
             return
         if self.processor.draining:
@@ -349,9 +355,22 @@ class Connection(asyncio.BufferedProtocol):
             self.authentication_deadline = None  # authenticated: the full frame size again
             self._reader.set_limit(self.processor.max_frame_bytes, "socket.request.max.bytes")
         recorder = self.processor.recorder
+        sent_ns = time.monotonic_ns()
         if recorder is not None:  # metrics on (broker/request_metrics.py)
-            recorder.sent(request, picked_ns, time.monotonic_ns())
+            recorder.sent(request, picked_ns, sent_ns)
+        if request.quota_sent is not None:
+            request.quota_sent(sent_ns - picked_ns)
+        if request.throttle_ms > 0:
+            self._throttled = True
+            self._pause_reading()
+            self.processor.loop.call_later(request.throttle_ms / 1000.0, self._unthrottle)
+            return
         self._pump()
+
+    def _unthrottle(self) -> None:
+        self._throttled = False
+        if not self.closed:
+            self._pump()
 
     def _request_finished(self, request: Request) -> None:
         """Any thread: `request` is answered or dropped; its payload leaves the memory pool."""
@@ -364,7 +383,12 @@ class Connection(asyncio.BufferedProtocol):
         pool, or waiting for it with reading paused), then resume reading."""
         if self._waiting_memory or self.closed:
             return
-        if self.in_flight is not None or self._write_paused or self.processor.draining:
+        if (
+            self.in_flight is not None
+            or self._write_paused
+            or self._throttled
+            or self.processor.draining
+        ):
             # Muted, or draining (set from another thread while this connection was reading):
             # no room is made, so no read may land either. _pump calls again once it may read
             # (never, when draining: shutdown closes the connection).
@@ -434,7 +458,12 @@ class Connection(asyncio.BufferedProtocol):
     def idle(self) -> bool:
         """No request in the broker, none waiting, not waiting for memory: the idle timer may
         close it."""
-        return self.in_flight is None and not self._pending and not self._waiting_memory
+        return (
+            self.in_flight is None
+            and not self._pending
+            and not self._waiting_memory
+            and not self._throttled
+        )
 
     def close(self, reason: str | None = None, level: int = logging.WARNING) -> None:
         """Close (buffered responses are flushed first). `reason` is logged at `level`."""

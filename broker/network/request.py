@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -36,6 +37,8 @@ class Request:
         "sent_ns",
         "done",
         "direct_write",
+        "throttle_ms",
+        "quota_sent",
     )
 
     def __init__(
@@ -66,6 +69,11 @@ class Request:
         # Set by the connection: nothing is queued on its transport, so the answering thread
         # may write a small response to the socket itself (Connection.complete_threadsafe).
         self.direct_write = False
+        # Client quotas (broker/quota/): after this request's answer is written the connection
+        # reads nothing for `throttle_ms`; `quota_sent(ns)` gets the network thread's time
+        # spent writing the answer (the request quota counts it).
+        self.throttle_ms = 0
+        self.quota_sent: Callable[[int], None] | None = None
 
     @property
     def connection_id(self) -> str:

@@ -19,8 +19,20 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from client.aio import admin_acls, admin_groups, admin_reassign, admin_records, admin_users
+from client.aio import (
+    admin_acls,
+    admin_groups,
+    admin_quotas,
+    admin_reassign,
+    admin_records,
+    admin_users,
+)
 from client.aio.admin_groups import GroupDescription, GroupListing
+from client.aio.admin_quotas import (
+    ClientQuotaAlteration,
+    ClientQuotaEntity,
+    ClientQuotaFilterComponent,
+)
 from client.aio.admin_users import (
     ScramCredentialInfo,
     UserScramCredentialDeletion,
@@ -416,6 +428,24 @@ class Admin:
         """Kafka's deleteAcls: the ACLs each filter deleted, in order."""
         self._check_open()
         return await admin_acls.delete(self._cluster, list(filters))
+
+    # -- client quotas (client/aio/admin_quotas.py) ---------------------------------------------
+    async def describe_client_quotas(
+        self,
+        components: Sequence[ClientQuotaFilterComponent] = (),
+        strict: bool = False,
+    ) -> dict[ClientQuotaEntity, dict[str, float]]:
+        """Kafka's describeClientQuotas: {entity: {quota key: value}} of every entity matching
+        all `components` (none: every entity); `strict`: no other entity types than those."""
+        self._check_open()
+        return await admin_quotas.describe(self._cluster, list(components), strict)
+
+    async def alter_client_quotas(
+        self, alterations: Sequence[ClientQuotaAlteration], validate_only: bool = False
+    ) -> dict[ClientQuotaEntity, GregorError | None]:
+        """Kafka's alterClientQuotas: {entity: None or the error refusing its changes}."""
+        self._check_open()
+        return await admin_quotas.alter(self._cluster, list(alterations), validate_only)
 
     async def list_groups(self) -> list[GroupListing]:
         """Every consumer group: GroupListing(group_id, state)."""

@@ -133,6 +133,9 @@ class BrokerConnection:
         self._protocol: _Protocol | None = None
         self._closed_exc: Exception | None = None
         self._connected = False
+        # Client quotas (KIP-219): a response with throttle_time_ms > 0 means the broker reads
+        # nothing more from this connection for that long; no request is sent before then.
+        self.throttled_until = 0.0  # loop time
 
     @property
     def address(self) -> str:
@@ -329,6 +332,9 @@ class BrokerConnection:
         await self._slots.acquire()
         held = True  # the in-flight slot, released once (acks=0: as soon as it is written)
         try:
+            wait = self.throttled_until - asyncio.get_running_loop().time()
+            if wait > 0:  # throttled by a broker quota: send nothing until it has passed
+                await asyncio.sleep(wait)
             if self._closed_exc is not None:
                 raise self._raise_closed()
             corr = self._next_corr
@@ -416,6 +422,10 @@ class BrokerConnection:
                         f"correlation id {corr} does not match the oldest request ({exp})"
                     )
                 timer.cancel()
+                throttle = body.get("throttle_time_ms") if type(body) is dict else None
+                if type(throttle) is int and throttle > 0:
+                    until = asyncio.get_running_loop().time() + throttle / 1000.0
+                    self.throttled_until = max(self.throttled_until, until)
                 if not fut.done():
                     fut.set_result(body)
         except InvalidRequestError as exc:

@@ -380,6 +380,7 @@ class Fetcher:
         self.send_fetches()
         m = self.metrics
         m.fetches.record(time.monotonic() - sent_at)
+        m.throttle.record(resp.get("throttle_time_ms", 0))
         m.bytes.record(sum(len(data) for _tp, data, _o, _e in fetched))
         for tp, data, offset, end in fetched:
             self._buffer_records(tp, data, offset, end)

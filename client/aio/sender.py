@@ -374,6 +374,7 @@ class Sender:
                     self._finish(b, None, -1, -1)
             self.wake_event.set()
             return
+        m.throttle.record(resp.get("throttle_time_ms", 0))
         answered: dict[tuple[str, int], dict] = {}  # (a TopicPartition finds its tuple key)
         for t in resp["topics"]:
             name = t["name"]

@@ -1,5 +1,5 @@
 """Client-side `gregor` subcommands: topics, partitions, configs, groups, produce, consume, perf,
-top, users, acls.
+top, users, quotas, acls.
 
 Registered in broker/cli.py COMMAND_MODULES as "client.cli"; each module adds its parsers.
 Every command takes `--bootstrap-server HOST:PORT` (default 127.0.0.1:9092) and exits 1 with a
@@ -10,9 +10,33 @@ from __future__ import annotations
 
 import argparse
 
-from client.cli import acls, configs, consume, groups, partitions, perf, produce, top, topics, users
+from client.cli import (
+    acls,
+    configs,
+    consume,
+    groups,
+    partitions,
+    perf,
+    produce,
+    quotas,
+    top,
+    topics,
+    users,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    for module in (topics, partitions, configs, groups, produce, consume, perf, top, users, acls):
+    for module in (
+        topics,
+        partitions,
+        configs,
+        groups,
+        produce,
+        consume,
+        perf,
+        top,
+        users,
+        quotas,
+        acls,
+    ):
         module.register(subparsers)

@@ -17,6 +17,10 @@ _TLS = (
     " ssl.keyfile (its key), ssl.cafile (trusted CAs), ssl.client.auth and"
     " ssl.endpoint.identification.algorithm (docs/security.md)"
 )
+_QUOTAS = (
+    "client quotas are metadata, not config keys: gregor quotas set --client-id-default"
+    " --producer-byte-rate N (or Admin.alter_client_quotas; docs/security.md, Quotas)"
+)
 _SASL = (
     "Gregor's SASL is SCRAM-SHA-256/512 and PLAIN against credentials in the metadata log:"
     " clients set sasl.mechanism, sasl.username and sasl.password; brokers"
@@ -75,13 +79,14 @@ KAFKA_KEYS: dict[str, str] = {
     "inter.broker.protocol.version": "every Gregor process of a cluster runs the same version; there is no protocol pinning",
     "num.replica.alter.log.dirs.threads": "replicas do not move between log dirs (not built)",
     "log.cleaner.io.max.bytes.per.second": "the log cleaner is not throttled",
+    "quota.producer.default": _QUOTAS,
+    "quota.consumer.default": _QUOTAS,
+    "client.quota.callback.class": "the quota of a client is resolved as Kafka's default callback does (docs/security.md, Quotas); no plug-in",
     "follower.replication.throttled.rate": "a dynamic broker config, not a file key: gregor partitions reassign --execute --throttle, or Admin.incremental_alter_configs({('broker', ''): {...}}) (docs/operations.md, 'Growing and shrinking a cluster')",
     "leader.replication.throttled.rate": "reassignments are throttled on the follower side: follower.replication.throttled.rate, a dynamic broker config (gregor partitions reassign --throttle)",
     "leader.replication.throttled.replicas": "the replicas a reassignment adds are the throttled ones; nothing to list",
     "follower.replication.throttled.replicas": "the replicas a reassignment adds are the throttled ones; nothing to list",
     "replica.selector.class": "consumers always fetch from the leader (follower fetching, KIP-392, is not built)",
-    "quota.window.num": "client quotas are not built",
-    "quota.window.size.seconds": "client quotas are not built",
     "remote.log.storage.system.enable": "tiered storage is not built: logs stay in log.dirs",
     "transaction.state.log.replication.factor": "transactions are not built",
     "transaction.state.log.min.isr": "transactions are not built",
@@ -119,7 +124,6 @@ KAFKA_PREFIXES: dict[str, str] = {
     "confluent.": "Confluent Platform keys have no Gregor twin",
     "remote.log.": "tiered storage is not built: logs stay in log.dirs",
     "transaction.": "transactions are not built",
-    "quota.": "client quotas are not built",
 }
 
 

@@ -71,6 +71,8 @@ KEYS = [
     key("queued.max.request.bytes", "size", 100 * MiB, "bytes of requests being received (large frames, as they grow) and not yet answered, across the broker; past it connections needing more stop reading until memory frees (small requests are counted, never held back)", B, at_least(64 * 1024)),
     key("socket.request.receive.timeout.ms", "duration_ms", 30_000, "a request frame must arrive whole within this long of its first byte (time the broker itself is not reading excluded); slower connections are closed", B, at_least(1)),
     key("connections.max.idle.ms", "duration_ms", 600_000, "idle connections are closed after this long", ("broker", "producer", "consumer", "admin"), at_least(1)),
+    key("quota.window.num", "int", 11, "client quotas: how many sampled windows a client's rate is measured over (Kafka's; docs/security.md, Quotas)", B, at_least(2)),
+    key("quota.window.size.seconds", "int", 1, "client quotas: the length of one sampled window", B, at_least(1)),
     key("max.connections", "int", INT_MAX, "open client connections per broker; past it new ones are closed at once (a warning at most every 10 s)", B, at_least(1)),
     key("controlled.shutdown.timeout.ms", "duration_ms", 4000, "how long a stopping broker (SIGTERM) waits for the controller to move its leadership off and fence it; past it, or with no controller reachable, it stops without (one WARNING line says why) and is fenced after broker.session.timeout.ms (Kafka's ZK-era brokers bounded this by controlled.shutdown.max.retries)", B, at_least(1)),
     key("auto.create.topics.enable", "bool", True, "create a topic when a client asks for metadata of an unknown one", BC),

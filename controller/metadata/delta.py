@@ -29,6 +29,7 @@ from controller.metadata.records import (
     RESOURCE_TOPIC,
     AccessControlEntry,
     BatchBegin,
+    ClientQuota,
     ClusterId,
     Config,
     FenceBroker,
@@ -63,6 +64,7 @@ class MetadataDelta:
         self._cluster_id = image.cluster_id
         self._scram: dict[str, dict[int, UserScramCredential]] | None = None
         self._acls: dict[bytes, AclBinding] | None = None
+        self._quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] | None = None
         # -- what changed (public, read after replaying) --
         self.created_topics: dict[str, bytes] = {}  # name -> topic id
         self.deleted_topics: dict[str, bytes] = {}  # name -> topic id
@@ -73,6 +75,7 @@ class MetadataDelta:
         self.changed_configs: set[tuple[int, str]] = set()
         self.changed_users: set[str] = set()  # SCRAM credentials set or removed
         self.acls_changed = False
+        self.quotas_changed = False  # a ClientQuota record was replayed
         self.records_replayed = 0
 
     # -- replay --------------------------------------------------------------------------------
@@ -131,6 +134,11 @@ class MetadataDelta:
                 {k: MappingProxyType(dict(v)) for k, v in self._scram.items() if v}
             ),
             acls=img.acls if self._acls is None else MappingProxyType(dict(self._acls)),
+            client_quotas=img.client_quotas
+            if self._quotas is None
+            else MappingProxyType(
+                {k: MappingProxyType(dict(v)) for k, v in self._quotas.items() if v}
+            ),
         )
 
     # -- working copies ------------------------------------------------------------------------
@@ -332,6 +340,15 @@ class MetadataDelta:
             raise MetadataReplayError(f"no ACL with id {r.acl_id!r} to remove")
         self.acls_changed = True
 
+    def _client_quota(self, r: ClientQuota) -> None:
+        if self._quotas is None:
+            self._quotas = {k: dict(v) for k, v in self.image.client_quotas.items()}
+        if r.value is None:
+            self._quotas.get(r.entity, {}).pop(r.key, None)
+        else:
+            self._quotas.setdefault(r.entity, {})[r.key] = float(r.value)
+        self.quotas_changed = True
+
     def _noop(self, r: NoOp) -> None:
         pass
 
@@ -354,6 +371,7 @@ _HANDLERS: dict[type, Callable[[MetadataDelta, Any], None]] = {
     RemoveUserScramCredential: MetadataDelta._remove_user_scram,
     AccessControlEntry: MetadataDelta._acl,
     RemoveAccessControlEntry: MetadataDelta._remove_acl,
+    ClientQuota: MetadataDelta._client_quota,
 }
 
 

@@ -114,6 +114,10 @@ class MetadataImage:
 
     # ACL id (16 bytes) -> the binding its AccessControlEntry record holds
     acls: Mapping[bytes, AclBinding] = field(default_factory=lambda: _EMPTY)
+    # client quota entity ((type, name or None), ...) -> {quota key: value} (ClientQuota records)
+    client_quotas: Mapping[tuple[tuple[str, str | None], ...], Mapping[str, float]] = field(
+        default_factory=lambda: _EMPTY
+    )
 
     EMPTY: ClassVar[MetadataImage]  # the image before any record, set below
 
@@ -160,6 +164,7 @@ class MetadataImage:
             self.cluster_id,
             {k: dict(v) for k, v in self.scram_credentials.items()},
             dict(self.acls),
+            {k: dict(v) for k, v in self.client_quotas.items()},
         )
 
     def same_state(self, other: MetadataImage) -> bool:

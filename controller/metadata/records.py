@@ -211,7 +211,7 @@ class AccessControlEntry:
     Numbers are Kafka's (client/security/acl.py). `acl_id` (16 random bytes) names it for
     RemoveAccessControlEntry."""
 
-    TYPE: ClassVar[int] = 20
+    TYPE: ClassVar[int] = 15
     VERSION: ClassVar[int] = 0
     acl_id: bytes
     resource_type: int
@@ -225,9 +225,23 @@ class AccessControlEntry:
 
 @dataclass(frozen=True)
 class RemoveAccessControlEntry:
-    TYPE: ClassVar[int] = 21
+    TYPE: ClassVar[int] = 16
     VERSION: ClassVar[int] = 0
     acl_id: bytes
+
+
+@dataclass(frozen=True)
+class ClientQuota:
+    """Set (value) or remove (value None) one client quota of one entity (Kafka's
+    ClientQuotaRecord). `entity` is a tuple of (entity type, name) pairs sorted by type, the
+    types "user" and "client-id", a name None meaning that type's default entity (Kafka's
+    `<default>`); `key` is producer_byte_rate, consumer_byte_rate or request_percentage."""
+
+    TYPE: ClassVar[int] = 20
+    VERSION: ClassVar[int] = 0
+    entity: tuple[tuple[str, str | None], ...]
+    key: str
+    value: float | None
 
 
 MetadataRecord = (
@@ -248,6 +262,7 @@ MetadataRecord = (
     | RemoveUserScramCredential
     | AccessControlEntry
     | RemoveAccessControlEntry
+    | ClientQuota
 )
 
 RECORD_TYPES: dict[int, type] = {
@@ -270,11 +285,25 @@ RECORD_TYPES: dict[int, type] = {
         RemoveUserScramCredential,
         AccessControlEntry,
         RemoveAccessControlEntry,
+        ClientQuota,
     )
 }
 
 _TUPLE_FIELDS = {"replicas", "isr", "adding_replicas", "removing_replicas"}
 _PAIR_FIELDS = {"endpoints"}  # lists of [name, host, port]
+_ENTITY_FIELDS = {"entity"}  # lists of [entity type, name or nil]
+
+
+def _entity(cls: type, name: str, v: Any) -> tuple[tuple[str, str | None], ...]:
+    if not isinstance(v, list) or not all(
+        isinstance(e, list)
+        and len(e) == 2
+        and isinstance(e[0], str)
+        and (e[1] is None or isinstance(e[1], str))
+        for e in v
+    ):
+        raise CorruptRecordError(f"{cls.__name__}.{name}: expected a list of [type, name]")
+    return tuple((e[0], e[1]) for e in v)
 
 
 def _endpoints(cls: type, name: str, v: Any) -> tuple[tuple[str, str, int], ...]:
@@ -326,6 +355,8 @@ def decode_record(data: bytes) -> Any:
                 v = tuple(v)
             if f.name in _PAIR_FIELDS and v is not None:
                 v = _endpoints(cls, f.name, v)
+            if f.name in _ENTITY_FIELDS:
+                v = _entity(cls, f.name, v)
             kwargs[f.name] = v
     try:
         return cls(**kwargs)

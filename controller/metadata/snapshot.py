@@ -19,6 +19,7 @@ from controller.metadata.acls import record_from_binding
 from controller.metadata.delta import MetadataDelta
 from controller.metadata.image import MetadataImage
 from controller.metadata.records import (
+    ClientQuota,
     ClusterId,
     Config,
     Partition,
@@ -80,6 +81,9 @@ def image_to_records(image: MetadataImage) -> list[Any]:
         out.extend(creds[m] for m in sorted(creds))
     for acl_id in sorted(image.acls):
         out.append(record_from_binding(acl_id, image.acls[acl_id]))
+    for entity in sorted(image.client_quotas, key=repr):
+        for key, value in sorted(image.client_quotas[entity].items()):
+            out.append(ClientQuota(entity, key, value))
     return out
 
 

@@ -7,6 +7,7 @@ filter matches and names them. Controller thread only.
 from __future__ import annotations
 
 import logging
+from typing import cast
 
 from client.errors import ErrorCode
 from client.security.acl import validate_binding
@@ -14,18 +15,19 @@ from client.security.acl_wire import binding_from_wire, binding_to_wire, filter_
 from controller.metadata.acls import record_from_binding
 from controller.metadata.records import RemoveAccessControlEntry
 from controller.quorum.state import ControlManager
+from controller.results import AclCreationResult, AclDeletionResult, AclMatch
 
 _log = logging.getLogger(__name__)
 
 
 class AclControlManager(ControlManager):
-    def create_acls(self, creations: list[dict]) -> list[dict]:
+    def create_acls(self, creations: list[dict]) -> list[AclCreationResult]:
         """[{resource_type, resource_name, resource_pattern_type, principal, host, operation,
         permission_type}] → one {error_code, error_message} per creation, in order. A refused
         creation (INVALID_REQUEST) writes nothing; the others are written."""
         self._check_active()
         existing = set(self.image.acls.values())
-        results: list[dict] = []
+        results: list[AclCreationResult] = []
         records = []
         for c in creations:
             try:
@@ -47,13 +49,13 @@ class AclControlManager(ControlManager):
             _log.info("[controller=%d] %d ACL(s) created", self.settings.node_id, len(records))
         return results
 
-    def delete_acls(self, filters: list[dict]) -> list[dict]:
+    def delete_acls(self, filters: list[dict]) -> list[AclDeletionResult]:
         """[DeleteAcls filter] → one {error_code, error_message, matching_acls} per filter: the
         ACLs it matched, each removed once (a later filter matching one already removed by
         an earlier one does not list it again)."""
         self._check_active()
         remaining = dict(self.image.acls)
-        out: list[dict] = []
+        out: list[AclDeletionResult] = []
         records = []
         for f in filters:
             try:
@@ -79,7 +81,9 @@ class AclControlManager(ControlManager):
                     "error_code": 0,
                     "error_message": None,
                     "matching_acls": [
-                        {"error_code": 0, "error_message": None, **binding_to_wire(b)}
+                        cast(
+                            AclMatch, {"error_code": 0, "error_message": None, **binding_to_wire(b)}
+                        )
                         for _, b in matched
                     ],
                 }

@@ -19,6 +19,7 @@ from controller.quorum.replication import (
     remove_broker_changes,
 )
 from controller.quorum.state import ControllerCore, ControlManager
+from controller.results import BrokerHeartbeatResult, BrokerRegistrationResult, ProducerIdsResult
 
 _log = logging.getLogger(__name__)
 
@@ -86,7 +87,7 @@ class ClusterControlManager(ControlManager):
         incarnation_id: str = "",
         endpoints: Sequence[tuple[str, str, int]] = (),
         cluster_id: str | None = None,
-    ) -> dict:
+    ) -> BrokerRegistrationResult:
         """BrokerRegistration → {error_code, broker_epoch, cluster_id}. The broker starts
         fenced. `host:port` is its inter-broker endpoint; `endpoints` each listener's (name,
         host, port). `cluster_id`: the broker's own (stored or configured) id, None when it has
@@ -204,14 +205,14 @@ class ClusterControlManager(ControlManager):
         want_shutdown: bool = False,
         failed_replicas: Iterable[tuple[str, int]] = (),
         cannot_create_replicas: str | None = None,
-    ) -> dict:
+    ) -> BrokerHeartbeatResult:
         """BrokerHeartbeat → {error_code, is_caught_up, is_fenced, should_shut_down}.
         `failed_replicas`: every replica the broker could not create or open (see
         `_failed_replicas`); `cannot_create_replicas`: why the broker cannot take new
         replicas now (None when it can; see `_cannot_create_replicas`)."""
         self._check_active()
         b = self.image.brokers.get(broker_id)
-        resp = {
+        resp: BrokerHeartbeatResult = {
             "error_code": 0,
             "is_caught_up": False,
             "is_fenced": True,
@@ -381,7 +382,7 @@ class ClusterControlManager(ControlManager):
             self._fence(bid, f"no heartbeat for {timeout} ms")
         return expired
 
-    def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> dict:
+    def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> ProducerIdsResult:
         """AllocateProducerIds → {error_code, producer_id_start, producer_id_len}."""
         self._check_active()
         b = self.image.brokers.get(broker_id)

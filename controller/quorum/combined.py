@@ -6,12 +6,12 @@ run as a one-voter Raft quorum — the same RaftMetadataLog, QuorumController an
     cc.loader.subscribe(publisher)     # (image, delta | None) after every commit, in order
     cc.start()                         # loads the log, elects itself, migrates an old log,
                                        # writes the cluster id when the log has none
-    cc.create_topics([...]).result()   # any ControllerThread call: Future, resolved on commit
+    cc.channel.create_topics([...]).result()  # the ControllerChannel: Future, resolved on commit
     cc.image                           # latest committed MetadataImage
     cc.stop()
 
-Same interface as LocalController (controller/quorum/local.py), so nothing above the broker's
-MetadataPublisher seam changes.
+`channel` is an InProcessChannel (controller/quorum/in_process.py), the in-process
+ControllerChannel; nothing above the broker's MetadataPublisher seam knows it is local.
 
 Files: the Raft log, hard state and snapshots in `<metadata_dir>/raft/` (RaftStorage, as a
 `gregor controller` keeps them in `<metadata.log.dir>/raft/`).
@@ -45,21 +45,23 @@ import os
 import random
 import shutil
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from client.errors import ErrorCode, InconsistentClusterIdError, NotControllerError
+from client.errors import NotControllerError
 from client.fsutil import fsync_dir, make_dirs, write_atomic
 from controller.metadata.image import MetadataImage
 from controller.metadata.records import encode_record
 from controller.metadata.snapshot import image_to_records
 from controller.quorum.controller import QuorumController
+from controller.quorum.in_process import InProcessChannel
 from controller.quorum.loader import MetadataLoader
 from controller.quorum.log import LOG_FILE, LocalMetadataLog
 from controller.quorum.raft_log import RaftMetadataLog
 from controller.quorum.runner import ControllerThread
 from controller.quorum.snapshotter import BackgroundSnapshotter
 from controller.raft.state import Role
+from controller.results import DescribeQuorumResult, QuorumReplica
 
 _log = logging.getLogger(__name__)
 
@@ -70,26 +72,6 @@ TICK_MS = 50
 # Election timeout in ticks. Only matters if leadership were ever lost: a lone voter re-elects
 # itself after 2-3 ticks (100-150 ms).
 ELECTION_TICKS = 2
-
-
-def _raise_inconsistent(fut: concurrent.futures.Future) -> concurrent.futures.Future:
-    """`fut`'s registration answer, failed with InconsistentClusterIdError when it refused
-    the broker's cluster id (as RemoteController does), so both channels behave alike."""
-    out: concurrent.futures.Future = concurrent.futures.Future()
-
-    def done(f: concurrent.futures.Future) -> None:
-        exc = f.exception()
-        if exc is not None:
-            out.set_exception(exc)
-            return
-        r = f.result()
-        if r.get("error_code") == ErrorCode.INCONSISTENT_CLUSTER_ID:
-            out.set_exception(InconsistentClusterIdError(r.get("error_message") or ""))
-        else:
-            out.set_result(r)
-
-    fut.add_done_callback(done)
-    return out
 
 
 class OneVoterMetadataLog(RaftMetadataLog):
@@ -127,8 +109,8 @@ def old_local_log_files(metadata_dir: str) -> list[str]:
 
 
 def describe_quorum_body(
-    log: RaftMetadataLog, leader_endpoint: str | None, observers: Iterable[dict] = ()
-) -> dict:
+    log: RaftMetadataLog, leader_endpoint: str | None, observers: Iterable[QuorumReplica] = ()
+) -> DescribeQuorumResult:
     """DescribeQuorum (55) response from a RaftMetadataLog's node. `leader_endpoint`: the
     current leader's "host:port" (None: unknown); `observers`: replicas the owner tracks
     itself (a voter process lists the brokers fetching from it), appended to the Raft node's
@@ -136,7 +118,7 @@ def describe_quorum_body(
     server. Loop thread only."""
     q = log.node.describe_quorum()
 
-    def replica(r: Any) -> dict:
+    def replica(r: Any) -> QuorumReplica:
         contact = (
             -1 if r.last_contact_tick is None else (q.now_tick - r.last_contact_tick) * log.tick_ms
         )
@@ -211,6 +193,9 @@ class CombinedController:
         self.runner = ControllerThread(
             self.controller, tick_interval_ms=tick_interval_ms, name="controller"
         )
+        # the ControllerChannel (controller/channel.py): calls run on the controller thread and
+        # complete once the records they wrote are committed
+        self.channel = InProcessChannel(self.runner, self.describe_quorum)
         self.snapshotter = BackgroundSnapshotter(self.log, self.runner.loop)
         self.loader = MetadataLoader(
             self.log,
@@ -219,7 +204,7 @@ class CombinedController:
         )
         self.log.on_activate.append(lambda: self.controller.load(self.loader.image))
         # This process's broker registered before is this process's earlier (dead) incarnation.
-        self.log.on_activate.append(lambda: self.controller.forget_session(node_id))
+        self.log.on_activate.append(lambda: self.controller.cluster.forget_session(node_id))
         self.log.on_deactivate.append(self.runner.fail_waiting)
         self._lock = threading.Lock()
         self._started = False
@@ -292,7 +277,7 @@ class CombinedController:
         if self.log.committed_offset() < last:
             raise NotControllerError(f"migrated records not committed (offset {last})")
         self.controller.load(self.loader.image)
-        self.controller.forget_session(self.node_id)  # as on activation (see __init__)
+        self.controller.cluster.forget_session(self.node_id)  # as on activation (see __init__)
         _log.warning(
             "[controller=%d] migrated the local metadata log of %s (offset %d: %d brokers, "
             "%d topics) into the one-voter Raft quorum (%d records)",
@@ -335,10 +320,12 @@ class CombinedController:
             self.log.close()
         self.snapshotter.close()
 
-    def describe_quorum(self, endpoint: str | None = None) -> concurrent.futures.Future:
+    def describe_quorum(
+        self, endpoint: str | None = None
+    ) -> concurrent.futures.Future[DescribeQuorumResult]:
         """DescribeQuorum's response body (the shape `gregor quorum describe` reads), computed
         on the controller loop; `endpoint` is this node's "host:port" (the leader endpoint)."""
-        fut: concurrent.futures.Future = concurrent.futures.Future()
+        fut: concurrent.futures.Future[DescribeQuorumResult] = concurrent.futures.Future()
 
         def compute() -> None:
             try:
@@ -349,91 +336,3 @@ class CombinedController:
 
         self.runner.loop.call_soon_threadsafe(compute)
         return fut
-
-    # -- the ControllerChannel (controller/channel.py): each call runs on the controller thread
-    # and its future completes once the records it wrote are committed.
-    def register_broker(
-        self,
-        broker_id: int,
-        host: str,
-        port: int,
-        rack: str | None = None,
-        incarnation_id: str = "",
-        endpoints: Sequence[tuple[str, str, int]] = (),
-        cluster_id: str | None = None,
-    ) -> concurrent.futures.Future:
-        fut = self.runner.register_broker(
-            broker_id, host, port, rack, incarnation_id, list(endpoints), cluster_id
-        )
-        return _raise_inconsistent(fut)
-
-    def broker_heartbeat(
-        self,
-        broker_id: int,
-        broker_epoch: int,
-        current_metadata_offset: int,
-        want_fence: bool = False,
-        want_shutdown: bool = False,
-        failed_replicas: Sequence[tuple[str, int]] = (),
-        cannot_create_replicas: str | None = None,
-        timeout_ms: int | None = None,  # (in process: no network to give up on)
-    ) -> concurrent.futures.Future:
-        return self.runner.broker_heartbeat(
-            broker_id,
-            broker_epoch,
-            current_metadata_offset,
-            want_fence,
-            want_shutdown,
-            failed_replicas,
-            cannot_create_replicas,
-        )
-
-    def alter_partition(
-        self, broker_id: int, broker_epoch: int, topics: list[dict]
-    ) -> concurrent.futures.Future:
-        return self.runner.alter_partition(broker_id, broker_epoch, topics)
-
-    def create_topics(
-        self, requests: list[dict], validate_only: bool = False
-    ) -> concurrent.futures.Future:
-        return self.runner.create_topics(requests, validate_only)
-
-    def delete_topics(self, names: list[str]) -> concurrent.futures.Future:
-        return self.runner.delete_topics(names)
-
-    def create_partitions(
-        self, topics: list[dict], validate_only: bool = False
-    ) -> concurrent.futures.Future:
-        return self.runner.create_partitions(topics, validate_only)
-
-    def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> concurrent.futures.Future:
-        return self.runner.allocate_producer_ids(broker_id, broker_epoch)
-
-    def elect_leaders(
-        self, election_type: int, partitions: list[tuple[str, int]] | None = None
-    ) -> concurrent.futures.Future:
-        return self.runner.elect_leaders(election_type, partitions)
-
-    def incremental_alter_configs(
-        self, resources: list[dict], validate_only: bool = False
-    ) -> concurrent.futures.Future:
-        return self.runner.incremental_alter_configs(resources, validate_only)
-
-    def alter_user_scram_credentials(
-        self, deletions: list[dict], upsertions: list[dict]
-    ) -> concurrent.futures.Future:
-        return self.runner.alter_user_scram_credentials(deletions, upsertions)
-
-    def create_acls(self, creations: list[dict]) -> concurrent.futures.Future:
-        return self.runner.create_acls(creations)
-
-    def delete_acls(self, filters: list[dict]) -> concurrent.futures.Future:
-        return self.runner.delete_acls(filters)
-
-    def alter_partition_reassignments(self, topics: list[dict]) -> concurrent.futures.Future:
-        return self.runner.alter_partition_reassignments(topics)
-
-    def list_partition_reassignments(
-        self, partitions: list[tuple[str, int]] | None = None
-    ) -> concurrent.futures.Future:
-        return self.runner.list_partition_reassignments(partitions)

@@ -11,6 +11,7 @@ from client.errors import BrokerResponseError, InvalidConfigError
 from controller.quorum.state import ControlManager
 from controller.quorum.topic_configs import validate_topic_config
 from controller.quorum.validation import config_change_records
+from controller.results import AlterConfigsResult
 
 
 class ConfigurationControlManager(ControlManager):
@@ -29,23 +30,26 @@ class ConfigurationControlManager(ControlManager):
 
     def incremental_alter_configs(
         self, resources: list[dict], validate_only: bool = False
-    ) -> list[dict]:
+    ) -> list[AlterConfigsResult]:
         """IncrementalAlterConfigs: resources [{resource_type (2 topic, 4 broker), resource_name,
         configs: [{name, config_operation (0 set, 1 delete), value}]}] →
         [{resource_type, resource_name, error_code, error_message}]."""
         self._check_active()
-        results, records = [], []
+        results: list[AlterConfigsResult] = []
+        records: list[Any] = []
         for res in resources:
-            out = {
-                "resource_type": res.get("resource_type"),
-                "resource_name": res.get("resource_name"),
+            rtype: Any = res.get("resource_type")
+            rname: Any = res.get("resource_name")
+            out: AlterConfigsResult = {
+                "resource_type": rtype,
+                "resource_name": rname,
                 "error_code": 0,
                 "error_message": None,
             }
             try:
                 records += config_change_records(self.image, res)
             except BrokerResponseError as e:
-                out.update(error_code=int(e.code), error_message=e.message)
+                out["error_code"], out["error_message"] = int(e.code), e.message
             results.append(out)
         if records and not validate_only:
             self._write(records)

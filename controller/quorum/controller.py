@@ -21,13 +21,15 @@ shared `ControllerCore`: settings, clock, image, writing records):
   changes, leader elections;
 - `configs` — ConfigurationControlManager (config_control.py): topic configs;
 - `scram` — ScramControlManager (scram_control.py): users' SCRAM credentials.
+- `quotas` — ClientQuotaControlManager (quota_control.py): client quotas.
 - `acls` — AclControlManager (acl_control.py): ACLs.
 - `reassignments` — ReassignmentControlManager (reassignment_control.py): partition
   reassignments (KIP-455), their state in the partitions' registrations.
 - `auto_balance` — AutoBalanceControlManager (auto_balance_control.py): automatic balancing
   (auto.balance.mode), moves started as reassignments.
-This class puts them together, owns loading the image and the periodic tick, and offers each
-manager's requests under one name (the ControllerThread calls them by name).
+This class puts them together and owns loading the image and the periodic tick. Requests go to
+the manager that owns them — `controller.replication.create_topics(...)` — through a callable
+handed to `ControllerThread.submit` (no dispatch by name).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from controller.quorum.cluster_control import ClusterControlManager
 from controller.quorum.cluster_id import new_cluster_id
 from controller.quorum.config_control import ConfigurationControlManager
 from controller.quorum.log import MetadataLog
+from controller.quorum.quota_control import ClientQuotaControlManager
 from controller.quorum.reassignment_control import ReassignmentControlManager
 from controller.quorum.replication import imbalanced_partitions
 from controller.quorum.replication_control import ReplicationControlManager
@@ -88,27 +91,10 @@ class QuorumController(ControlManager):
         self.replication = ReplicationControlManager(self.core, self.cluster, self.configs)
         self.reassignments = ReassignmentControlManager(self.core, self.cluster)
         self.auto_balance = AutoBalanceControlManager(self.core, self.cluster, self.reassignments)
-        # requests, by the name callers (ControllerThread.submit) use
-        self.create_topics = self.replication.create_topics
-        self.delete_topics = self.replication.delete_topics
-        self.create_partitions = self.replication.create_partitions
-        self.alter_partition = self.replication.alter_partition
-        self.elect_leaders = self.replication.elect_leaders
-        self.elect_preferred_leaders = self.replication.elect_preferred_leaders
-        self.register_broker = self.cluster.register_broker
-        self.broker_heartbeat = self.cluster.broker_heartbeat
-        self.check_sessions = self.cluster.check_sessions
-        self.forget_session = self.cluster.forget_session
-        self.allocate_producer_ids = self.cluster.allocate_producer_ids
-        self.incremental_alter_configs = self.configs.incremental_alter_configs
         path = getattr(config, "sasl_scram_bootstrap_file", None)
         self.scram = ScramControlManager(self.core, parse_bootstrap_file(path) if path else None)
-        self.alter_user_scram_credentials = self.scram.alter_user_scram_credentials
-        self.acls = AclControlManager(self.core)  # ACLs (acl_control.py)
-        self.create_acls = self.acls.create_acls
-        self.delete_acls = self.acls.delete_acls
-        self.alter_partition_reassignments = self.reassignments.alter_partition_reassignments
-        self.list_partition_reassignments = self.reassignments.list_partition_reassignments
+        self.quotas = ClientQuotaControlManager(self.core)
+        self.acls = AclControlManager(self.core)
         self.own_cluster_id = cluster_id
         self._next_rebalance_ms = self.clock() + self.settings.leader_imbalance_check_interval_ms
         self.load()
@@ -182,7 +168,7 @@ class QuorumController(ControlManager):
         self.ensure_cluster_id()
         self.scram.write_bootstrap()
         self.resume()
-        self.check_sessions()
+        self.cluster.check_sessions()
         self.reassignments.tick()
         self.auto_balance.tick()
         now = self.clock()
@@ -192,4 +178,4 @@ class QuorumController(ControlManager):
                 self.image, self.settings.leader_imbalance_per_broker_percentage
             )
             if imbalanced:
-                self.elect_preferred_leaders(imbalanced)
+                self.replication.elect_preferred_leaders(imbalanced)

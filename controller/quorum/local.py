@@ -3,7 +3,7 @@
     lc = LocalController(metadata_dir, config, snapshot_every_records=10_000)
     lc.loader.subscribe(publisher)       # (image, delta) after every commit, in order
     lc.start()                           # loads the log, starts the controller thread
-    lc.create_topics([...]).result()     # any ControllerThread call: Future, resolved on commit
+    lc.submit(lambda c: c.replication.create_topics([...])).result()  # resolved on commit
     lc.image                             # latest committed MetadataImage
     lc.stop()
 
@@ -19,13 +19,15 @@ from __future__ import annotations
 import concurrent.futures
 import random
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from controller.metadata.image import MetadataImage
 from controller.quorum.controller import QuorumController
 from controller.quorum.loader import MetadataLoader
 from controller.quorum.log import LocalMetadataLog
-from controller.quorum.runner import ControllerThread
+from controller.quorum.runner import ControllerCall, ControllerThread
+
+T = TypeVar("T")
 
 
 class LocalController:
@@ -64,13 +66,7 @@ class LocalController:
             self.loader.stop()
         self.log.close()
 
-    def submit(self, method: Any, *args: Any, **kwargs: Any) -> concurrent.futures.Future:
-        return self.runner.submit(method, *args, **kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        # create_topics, delete_topics, create_partitions, register_broker, broker_heartbeat,
-        # alter_partition, elect_preferred_leaders, incremental_alter_configs,
-        # allocate_producer_ids -> the ControllerThread shortcut (returns a Future)
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return getattr(self.runner, name)
+    def submit(self, call: ControllerCall[T]) -> concurrent.futures.Future[T]:
+        """`call(controller)` on the controller thread (ControllerThread.submit): e.g.
+        `lc.submit(lambda c: c.replication.create_topics([...]))`, resolved on commit."""
+        return self.runner.submit(call)

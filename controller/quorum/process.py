@@ -25,7 +25,7 @@ import logging
 import os
 import random
 import time
-from typing import Any
+from typing import Any, TypeVar
 
 import msgpack
 
@@ -58,11 +58,21 @@ from controller.quorum.loader import MetadataLoader
 from controller.quorum.membership_service import MembershipService, own_address
 from controller.quorum.network import ControllerServer, PeerTransport, parse_voters
 from controller.quorum.raft_log import RaftMetadataLog
-from controller.quorum.runner import ControllerThread
+from controller.quorum.runner import ControllerCall, ControllerThread
 from controller.quorum.snapshotter import BackgroundSnapshotter
 from controller.raft.state import Role
+from controller.results import (
+    AlterPartitionResult,
+    BrokerHeartbeatResult,
+    BrokerRegistrationResult,
+    DescribeQuorumResult,
+    ProducerIdsResult,
+    QuorumReplica,
+)
 
 _log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 TICK_MS = 50
 MAX_FETCH_WAIT_MS = 10_000
@@ -284,6 +294,7 @@ class ControllerProcess:
             ApiKey.CREATE_PARTITIONS: self._create_partitions,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self._incremental_alter_configs,
             ApiKey.ALTER_USER_SCRAM_CREDENTIALS: self._alter_user_scram_credentials,
+            ApiKey.ALTER_CLIENT_QUOTAS: self._alter_client_quotas,
             ApiKey.CREATE_ACLS: self._create_acls,
             ApiKey.DELETE_ACLS: self._delete_acls,
             ApiKey.ELECT_LEADERS: self._elect_leaders,
@@ -367,10 +378,10 @@ class ControllerProcess:
         lid = self.log.node.leader_id
         return (-1 if lid is None else lid), self._leader_endpoint()
 
-    def _describe_quorum(self, body: dict) -> dict:
+    def _describe_quorum(self, body: dict) -> DescribeQuorumResult:
         assert self.log is not None
         now = time.monotonic()
-        brokers = [
+        brokers: list[QuorumReplica] = [
             {"replica_id": rid, "log_end_offset": offset, "last_contact_ms": int((now - at) * 1000)}
             for rid, (offset, at) in sorted(self._observers.items())
         ]
@@ -425,42 +436,47 @@ class ControllerProcess:
         resp["records"] = [{"offset": o, "record": d} for o, d in recs]
         return resp
 
-    async def _call(self, method: str, *args: Any) -> dict:
+    async def _call(self, call: ControllerCall[T]) -> T:
+        """`call(controller)` on the controller thread, once its records are committed."""
         assert self.runner is not None
-        return await asyncio.wrap_future(self.runner.submit(method, *args))
+        return await asyncio.wrap_future(self.runner.submit(call))
 
-    async def _broker_registration(self, b: dict) -> dict:
+    async def _broker_registration(self, b: dict) -> BrokerRegistrationResult:
         endpoints = [(e["name"], e["host"], e["port"]) for e in b.get("endpoints") or ()]
         return await self._call(
-            "register_broker",
-            b["broker_id"],
-            b["host"],
-            b["port"],
-            b["rack"],
-            b["incarnation_id"],
-            endpoints,
-            b.get("cluster_id"),
+            lambda c: c.cluster.register_broker(
+                b["broker_id"],
+                b["host"],
+                b["port"],
+                b["rack"],
+                b["incarnation_id"],
+                endpoints,
+                b.get("cluster_id"),
+            )
         )
 
-    async def _broker_heartbeat(self, b: dict) -> dict:
+    async def _broker_heartbeat(self, b: dict) -> BrokerHeartbeatResult:
+        failed = [(r["topic"], r["partition"]) for r in b.get("failed_replicas", ())]
         return await self._call(
-            "broker_heartbeat",
-            b["broker_id"],
-            b["broker_epoch"],
-            b["current_metadata_offset"],
-            b["want_fence"],
-            b["want_shutdown"],
-            [(r["topic"], r["partition"]) for r in b.get("failed_replicas", ())],
-            b.get("cannot_create_replicas"),
+            lambda c: c.cluster.broker_heartbeat(
+                b["broker_id"],
+                b["broker_epoch"],
+                b["current_metadata_offset"],
+                b["want_fence"],
+                b["want_shutdown"],
+                failed,
+                b.get("cannot_create_replicas"),
+            )
         )
 
     async def _create_topics(self, b: dict) -> dict:
-        topics = await self._call("create_topics", b["topics"], b.get("validate_only", False))
+        validate = b.get("validate_only", False)
+        topics = await self._call(lambda c: c.replication.create_topics(b["topics"], validate))
         return {"topics": topics, "throttle_time_ms": 0}
 
     async def _delete_topics(self, b: dict) -> dict:
         return {
-            "responses": await self._call("delete_topics", b["topic_names"]),
+            "responses": await self._call(lambda c: c.replication.delete_topics(b["topic_names"])),
             "throttle_time_ms": 0,
         }
 
@@ -475,24 +491,35 @@ class ControllerProcess:
             }
             for t in b["topics"]
         ]
-        results = await self._call("create_partitions", topics, b.get("validate_only", False))
+        validate = b.get("validate_only", False)
+        results = await self._call(lambda c: c.replication.create_partitions(topics, validate))
         return {"results": results, "throttle_time_ms": 0}
 
     async def _incremental_alter_configs(self, b: dict) -> dict:
+        validate = b.get("validate_only", False)
         results = await self._call(
-            "incremental_alter_configs", b["resources"], b.get("validate_only", False)
+            lambda c: c.configs.incremental_alter_configs(b["resources"], validate)
         )
         return {"responses": results, "throttle_time_ms": 0}
 
     async def _alter_user_scram_credentials(self, b: dict) -> dict:
-        results = await self._call("alter_user_scram_credentials", b["deletions"], b["upsertions"])
+        results = await self._call(
+            lambda c: c.scram.alter_user_scram_credentials(b["deletions"], b["upsertions"])
+        )
         return {"results": results, "throttle_time_ms": 0}
 
+    async def _alter_client_quotas(self, b: dict) -> dict:
+        results = await self._call(
+            lambda c: c.quotas.alter_client_quotas(b["entries"], b["validate_only"])
+        )
+        return {"entries": results, "throttle_time_ms": 0}
+
     async def _create_acls(self, b: dict) -> dict:
-        return {"results": await self._call("create_acls", b["creations"]), "throttle_time_ms": 0}
+        results = await self._call(lambda c: c.acls.create_acls(b["creations"]))
+        return {"results": results, "throttle_time_ms": 0}
 
     async def _delete_acls(self, b: dict) -> dict:
-        results = await self._call("delete_acls", b["filters"])
+        results = await self._call(lambda c: c.acls.delete_acls(b["filters"]))
         return {"filter_results": results, "throttle_time_ms": 0}
 
     async def _elect_leaders(self, b: dict) -> dict:
@@ -500,24 +527,34 @@ class ControllerProcess:
         partitions = (
             None if tps is None else [(t["topic"], p) for t in tps for p in t["partitions"]]
         )
-        results = await self._call("elect_leaders", b["election_type"], partitions)
+        results = await self._call(
+            lambda c: c.replication.elect_leaders(b["election_type"], partitions)
+        )
         return {
             "throttle_time_ms": 0,
             "error_code": 0,
-            "replica_election_results": group_election_results(list(results)),
+            "replica_election_results": group_election_results(results),
         }
 
     async def _alter_partition_reassignments(self, b: dict) -> dict:
-        results = await self._call("alter_partition_reassignments", b["topics"])
+        results = await self._call(
+            lambda c: c.reassignments.alter_partition_reassignments(b["topics"])
+        )
         return {"throttle_time_ms": 0, "error_code": 0, "responses": results}
 
     async def _list_partition_reassignments(self, b: dict) -> dict:
         partitions = flatten_topic_partitions(b.get("topics"))
-        topics = await self._call("list_partition_reassignments", partitions)
+        topics = await self._call(
+            lambda c: c.reassignments.list_partition_reassignments(partitions)
+        )
         return {"throttle_time_ms": 0, "error_code": 0, "topics": topics}
 
-    async def _allocate_producer_ids(self, b: dict) -> dict:
-        return await self._call("allocate_producer_ids", b["broker_id"], b["broker_epoch"])
+    async def _allocate_producer_ids(self, b: dict) -> ProducerIdsResult:
+        return await self._call(
+            lambda c: c.cluster.allocate_producer_ids(b["broker_id"], b["broker_epoch"])
+        )
 
-    async def _alter_partition(self, b: dict) -> dict:
-        return await self._call("alter_partition", b["broker_id"], b["broker_epoch"], b["topics"])
+    async def _alter_partition(self, b: dict) -> AlterPartitionResult:
+        return await self._call(
+            lambda c: c.replication.alter_partition(b["broker_id"], b["broker_epoch"], b["topics"])
+        )

@@ -18,6 +18,12 @@ from controller.metadata.records import PartitionChange
 from controller.quorum import reassignment
 from controller.quorum.cluster_control import ClusterControlManager
 from controller.quorum.state import MAX_RECORDS_PER_USER_OP, ControllerCore, ControlManager
+from controller.results import (
+    OngoingPartitionReassignment,
+    OngoingTopicReassignment,
+    ReassignmentPartitionResult,
+    ReassignmentTopicResult,
+)
 
 _log = logging.getLogger(__name__)
 
@@ -26,7 +32,7 @@ _log = logging.getLogger(__name__)
 COMPLETION_CHECK_INTERVAL_MS = 1000
 
 
-def _result(p: Any, code: ErrorCode, message: str | None = None) -> dict:
+def _result(p: Any, code: ErrorCode, message: str | None = None) -> ReassignmentPartitionResult:
     return {"partition_index": p, "error_code": int(code), "error_message": message}
 
 
@@ -39,7 +45,7 @@ class ReassignmentControlManager(ControlManager):
         # same image again is skipped (it scans every partition)
         self._idle_at_offset = -2
 
-    def alter_partition_reassignments(self, topics: list[dict]) -> list[dict]:
+    def alter_partition_reassignments(self, topics: list[dict]) -> list[ReassignmentTopicResult]:
         """AlterPartitionReassignments: topics [{name, partitions: [{partition_index,
         replicas: [broker ids] | None}]}] → [{name, partitions: [{partition_index, error_code,
         error_message}]}] in request order. `replicas` None cancels the partition's
@@ -48,13 +54,13 @@ class ReassignmentControlManager(ControlManager):
         one request are written as one atomic batch."""
         self._check_active()
         live = self.cluster.live()
-        out: list[dict] = []
+        out: list[ReassignmentTopicResult] = []
         records: list[PartitionChange] = []
         seen: set[tuple[str, int]] = set()
         for treq in topics:
             name: Any = treq.get("name")
             t = self.image.topics.get(name)
-            parts_out: list[dict] = []
+            parts_out: list[ReassignmentPartitionResult] = []
             out.append({"name": name, "partitions": parts_out})
             for preq in treq.get("partitions", []):
                 p = preq.get("partition_index")
@@ -107,7 +113,7 @@ class ReassignmentControlManager(ControlManager):
             for t_out in out:
                 for r in t_out["partitions"]:
                     if r["error_code"] == 0:
-                        r.update(error_code=int(ErrorCode.POLICY_VIOLATION), error_message=msg)
+                        r["error_code"], r["error_message"] = int(ErrorCode.POLICY_VIOLATION), msg
             return out
         if records:
             self._write(records)
@@ -147,14 +153,14 @@ class ReassignmentControlManager(ControlManager):
 
     def list_partition_reassignments(
         self, partitions: list[tuple[str, int]] | None = None
-    ) -> list[dict]:
+    ) -> list[OngoingTopicReassignment]:
         """ListPartitionReassignments: the reassignments in flight among `partitions` (None:
         all) as [{name, partitions: [{partition_index, replicas, adding_replicas,
         removing_replicas}]}], sorted. Partitions without one (or unknown) are left out, as
         Kafka does."""
         self._check_active()
         wanted = self.image.reassigning_partitions() if partitions is None else sorted(partitions)
-        by_topic: dict[str, list[dict]] = {}
+        by_topic: dict[str, list[OngoingPartitionReassignment]] = {}
         for name, p in wanted:
             reg = self.image.partition(name, p)
             if reg is None or not reg.reassigning:

@@ -46,6 +46,14 @@ from controller.quorum.validation import (
     check_capacity,
     check_topic_name,
 )
+from controller.results import (
+    AlterPartitionPartitionResult,
+    AlterPartitionResult,
+    AlterPartitionTopicResult,
+    CreateTopicResult,
+    ElectionResult,
+    TopicResult,
+)
 
 _log = logging.getLogger(__name__)
 
@@ -60,7 +68,7 @@ def _check_request_size(records: int, what: str) -> None:
         )
 
 
-def _topic_error(name: str, code: ErrorCode, msg: str | None = None) -> dict:
+def _topic_error(name: str, code: ErrorCode, msg: str | None = None) -> CreateTopicResult:
     return {
         "name": name,
         "error_code": int(code),
@@ -87,11 +95,13 @@ class ReplicationControlManager(ControlManager):
             if any(tid) and tid not in self.image.topics_by_id:
                 return tid
 
-    def create_topics(self, requests: list[dict], validate_only: bool = False) -> list[dict]:
+    def create_topics(
+        self, requests: list[dict], validate_only: bool = False
+    ) -> list[CreateTopicResult]:
         """CreateTopics: one result per request, in order. See the module docstring."""
         self._check_active()
         names = [r.get("name") for r in requests]
-        results: list[dict] = []
+        results: list[CreateTopicResult] = []
         records: list[Any] = []
         brokers = {b: self.image.brokers[b].rack for b in self.cluster.live()}
         for req in requests:
@@ -189,10 +199,12 @@ class ReplicationControlManager(ControlManager):
         check_capacity(rf, len(usable), cannot)
         return assign_replicas(nparts, rf, usable, self.core.rng, start_partition=start_partition)
 
-    def delete_topics(self, names: list[str]) -> list[dict]:
+    def delete_topics(self, names: list[str]) -> list[TopicResult]:
         """DeleteTopics: [{name, error_code, error_message}] in request order."""
         self._check_active()
-        results, records, seen = [], [], set()
+        results: list[TopicResult] = []
+        records: list[RemoveTopic] = []
+        seen: set[str] = set()
         for name in names:
             t = self.image.topics.get(name)
             if t is None or name in seen:
@@ -212,11 +224,13 @@ class ReplicationControlManager(ControlManager):
             _log.info("[controller=%d] deleted topics %s", self.settings.node_id, sorted(seen))
         return results
 
-    def create_partitions(self, topics: list[dict], validate_only: bool = False) -> list[dict]:
+    def create_partitions(
+        self, topics: list[dict], validate_only: bool = False
+    ) -> list[TopicResult]:
         """CreatePartitions: topics [{name, count, assignments: [[broker ids]] | None}] →
         [{name, error_code, error_message}]."""
         self._check_active()
-        results: list[dict] = []
+        results: list[TopicResult] = []
         records: list[Any] = []
         brokers = {b: self.image.brokers[b].rack for b in self.cluster.live()}
         for req in topics:
@@ -266,14 +280,14 @@ class ReplicationControlManager(ControlManager):
 
     def elect_preferred_leaders(
         self, partitions: list[tuple[str, int]] | None = None
-    ) -> list[dict]:
+    ) -> list[ElectionResult]:
         """ElectLeaders (preferred): [{topic, partition, error_code, error_message}] for the
         requested partitions (all when None: only the ones that moved are reported)."""
         return self.elect_leaders(ELECTION_PREFERRED, partitions)
 
     def elect_leaders(
         self, election_type: int, partitions: list[tuple[str, int]] | None = None
-    ) -> list[dict]:
+    ) -> list[ElectionResult]:
         """ElectLeaders: [{topic, partition, error_code, error_message}] for the requested
         partitions (all when None: only the ones elected are reported). Preferred: the first
         replica leads where it is live and in the ISR. Unclean: an offline partition gets a
@@ -293,7 +307,7 @@ class ReplicationControlManager(ControlManager):
         else:
             again = lambda: unclean_leader_changes(self.image, self.cluster.live(), only)  # noqa: E731
         self._write_bulk(("elect", election_type), again, first=changes)
-        results = []
+        results: list[ElectionResult] = []
         for topic, p in partitions if partitions is not None else sorted(elected):
             reg = self.image.partition(topic, p)
             if reg is None:
@@ -327,7 +341,9 @@ class ReplicationControlManager(ControlManager):
             )
         return results
 
-    def alter_partition(self, broker_id: int, broker_epoch: int, topics: list[dict]) -> dict:
+    def alter_partition(
+        self, broker_id: int, broker_epoch: int, topics: list[dict]
+    ) -> AlterPartitionResult:
         """AlterPartition: topics [{name, partitions: [{partition, leader_epoch, new_isr,
         partition_epoch}]}] → {error_code, topics: [{name, partitions: [{partition, error_code,
         leader_id, leader_epoch, isr, partition_epoch}]}]}."""
@@ -336,15 +352,18 @@ class ReplicationControlManager(ControlManager):
         if b is None or b.broker_epoch != broker_epoch:
             return {"error_code": int(ErrorCode.STALE_BROKER_EPOCH), "topics": []}
         eligible = self.cluster.live()  # (not fenced, nor being fenced or shutting down)
-        out_topics, records, pending, seen = [], [], [], set()
+        out_topics: list[AlterPartitionTopicResult] = []
+        records: list[Any] = []
+        pending: list[tuple[str, int, AlterPartitionPartitionResult]] = []
+        seen: set[tuple[str, int]] = set()
         for treq in topics:
             name: Any = treq.get("name")
             t = self.image.topics.get(name)
-            parts_out = []
+            parts_out: list[AlterPartitionPartitionResult] = []
             for preq in treq.get("partitions", []):
                 p = preq["partition"]
                 reg = t.partitions.get(p) if t is not None else None
-                res = {
+                res: AlterPartitionPartitionResult = {
                     "partition": p,
                     "error_code": 0,
                     "leader_id": -1,
@@ -379,10 +398,8 @@ class ReplicationControlManager(ControlManager):
             ):
                 reg = self.image.partition(name, p)
                 assert reg is not None  # only partitions that exist are pending
-                res.update(
-                    leader_id=reg.leader,
-                    leader_epoch=reg.leader_epoch,
-                    isr=list(reg.isr),
-                    partition_epoch=reg.partition_epoch,
-                )
+                res["leader_id"] = reg.leader
+                res["leader_epoch"] = reg.leader_epoch
+                res["isr"] = list(reg.isr)
+                res["partition_epoch"] = reg.partition_epoch
         return {"error_code": 0, "topics": out_topics}

@@ -1,8 +1,9 @@
 """ControllerThread: runs a QuorumController on its own thread and asyncio event loop.
 
-Other threads call `submit(method, *args, **kwargs)` (or the named shortcuts) and get a
-concurrent.futures.Future. The call runs on the controller thread; the future resolves with the
-method's result once every record it wrote is committed (`metadata_log.committed_offset() >=
+Other threads call `submit(call)` with a callable taking the QuorumController —
+`runner.submit(lambda c: c.replication.create_topics(requests))` — and get a typed
+concurrent.futures.Future of what it returns. The call runs on the controller thread; the future
+resolves with its result once every record it wrote is committed (`metadata_log.committed_offset() >=
 controller.last_written_offset`), or with its exception (NotControllerError when this node is not
 the active controller). A periodic tick runs `controller.tick()` (session expiry, preferred-leader rebalancing).
 
@@ -21,7 +22,7 @@ import concurrent.futures
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from client.errors import ErrorCode, error_for_code
 from controller.quorum.controller import QuorumController
@@ -29,6 +30,9 @@ from controller.quorum.controller import QuorumController
 _log = logging.getLogger(__name__)
 
 ThrottlingQuotaExceededError = error_for_code(ErrorCode.THROTTLING_QUOTA_EXCEEDED)
+
+T = TypeVar("T")
+ControllerCall = Callable[[QuorumController], T]
 
 
 class ControllerThread:
@@ -90,36 +94,31 @@ class ControllerThread:
         self.loop.stop()
 
     # -- calls ---------------------------------------------------------------------------------
-    def submit(
-        self, method: str | Callable[..., Any], *args: Any, **kwargs: Any
-    ) -> concurrent.futures.Future:
-        """Run `controller.<method>(*args, **kwargs)` (or `method(controller, ...)` when callable)
-        on the controller thread; the future resolves after its records commit."""
-        fut: concurrent.futures.Future = concurrent.futures.Future()
+    def submit(self, call: ControllerCall[T]) -> concurrent.futures.Future[T]:
+        """Run `call(controller)` on the controller thread; the future resolves with its result
+        after the records it wrote commit (or with its exception)."""
+        if not callable(call):
+            raise TypeError(f"ControllerThread.submit takes a callable, not {call!r}")
+        fut: concurrent.futures.Future[T] = concurrent.futures.Future()
         with self._lock:
             if self._stopping:
                 raise error_for_code(ErrorCode.NOT_CONTROLLER)("controller stopped")
             if self._pending >= self.max_pending:
                 raise ThrottlingQuotaExceededError(f"{self._pending} controller calls pending")
             self._pending += 1
-        self.loop.call_soon_threadsafe(self._call, fut, method, args, kwargs)
+        self.loop.call_soon_threadsafe(self._call, fut, call)
         return fut
 
-    def call(self, method: str, *args: Any, timeout: float | None = 30.0, **kwargs: Any) -> Any:
+    def call(self, call: ControllerCall[T], timeout: float | None = 30.0) -> T:
         """submit() and wait for the result."""
-        return self.submit(method, *args, **kwargs).result(timeout)
+        return self.submit(call).result(timeout)
 
-    def _call(self, fut: concurrent.futures.Future, method: Any, args: tuple, kwargs: dict) -> None:
+    def _call(self, fut: concurrent.futures.Future[T], call: ControllerCall[T]) -> None:
         if not fut.set_running_or_notify_cancel():
             self._release()
             return
         try:
-            fn = (
-                getattr(self.controller, method)
-                if isinstance(method, str)
-                else (lambda *a, **k: method(self.controller, *a, **k))
-            )
-            result = fn(*args, **kwargs)
+            result = call(self.controller)
         except Exception as e:  # handed to the caller through the future
             self._settle(fut, exc=e)
             return
@@ -181,50 +180,3 @@ class ControllerThread:
         except Exception:
             _log.exception("controller tick failed")
         self._tick_handle = self.loop.call_later(self.tick_interval_s, self._tick)
-
-    # -- shortcuts (same arguments as QuorumController's methods) -------------------------------
-    def create_topics(self, *a: Any, **k: Any) -> concurrent.futures.Future:
-        return self.submit("create_topics", *a, **k)
-
-    def delete_topics(self, *a: Any, **k: Any) -> concurrent.futures.Future:
-        return self.submit("delete_topics", *a, **k)
-
-    def create_partitions(self, *a: Any, **k: Any) -> concurrent.futures.Future:
-        return self.submit("create_partitions", *a, **k)
-
-    def register_broker(self, *a: Any, **k: Any) -> concurrent.futures.Future:
-        return self.submit("register_broker", *a, **k)
-
-    def broker_heartbeat(self, *a: Any, **k: Any) -> concurrent.futures.Future:
-        return self.submit("broker_heartbeat", *a, **k)
-
-    def alter_partition(self, *a: Any, **k: Any) -> concurrent.futures.Future:
-        return self.submit("alter_partition", *a, **k)
-
-    def elect_preferred_leaders(self, *a: Any, **k: Any) -> concurrent.futures.Future:
-        return self.submit("elect_preferred_leaders", *a, **k)
-
-    def elect_leaders(self, *a: Any, **k: Any) -> concurrent.futures.Future:
-        return self.submit("elect_leaders", *a, **k)
-
-    def incremental_alter_configs(self, *a: Any, **k: Any) -> concurrent.futures.Future:
-        return self.submit("incremental_alter_configs", *a, **k)
-
-    def alter_partition_reassignments(self, *a: Any, **k: Any) -> concurrent.futures.Future:
-        return self.submit("alter_partition_reassignments", *a, **k)
-
-    def list_partition_reassignments(self, *a: Any, **k: Any) -> concurrent.futures.Future:
-        return self.submit("list_partition_reassignments", *a, **k)
-
-    def allocate_producer_ids(self, *a: Any, **k: Any) -> concurrent.futures.Future:
-        return self.submit("allocate_producer_ids", *a, **k)
-
-    def alter_user_scram_credentials(self, *a: Any, **k: Any) -> concurrent.futures.Future:
-        return self.submit("alter_user_scram_credentials", *a, **k)
-
-    # ACLs (controller/quorum/acl_control.py)
-    def create_acls(self, *a: Any, **k: Any) -> concurrent.futures.Future:
-        return self.submit("create_acls", *a, **k)
-
-    def delete_acls(self, *a: Any, **k: Any) -> concurrent.futures.Future:
-        return self.submit("delete_acls", *a, **k)

@@ -22,6 +22,7 @@ from client.security.scram import (
 )
 from controller.metadata.records import RemoveUserScramCredential, UserScramCredential
 from controller.quorum.state import ControllerCore, ControlManager
+from controller.results import ScramCredentialResult
 
 _log = logging.getLogger(__name__)
 _ENTRY = re.compile(r"^(SCRAM-SHA-256|SCRAM-SHA-512)=\[(.*)\]$")
@@ -95,7 +96,7 @@ class ScramControlManager(ControlManager):
 
     def alter_user_scram_credentials(
         self, deletions: list[dict], upsertions: list[dict]
-    ) -> list[dict]:
+    ) -> list[ScramCredentialResult]:
         """Deletions [{name, mechanism}] and upsertions [{name, mechanism, iterations, salt,
         salted_password}] → one result per user named, [{user, error_code, error_message}],
         in first-named order. A user with any refused item changes nothing."""
@@ -155,7 +156,7 @@ class ScramControlManager(ControlManager):
                 )
             )
         out: list = []
-        results = []
+        results: list[ScramCredentialResult] = []
         for user in order:
             code, message = errors.get(user, (0, None))  # type: ignore[assignment]
             if not code:

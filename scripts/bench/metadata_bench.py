@@ -2,7 +2,7 @@
 
 In process, over LocalMetadataLog (one node, fsync per append):
 - local_append: appends of one 100-byte record → appends/s, p50/p99 ms
-- local_create_topics_per_s: QuorumController.create_topics of 1 topic x 8 partitions each
+- local_create_topics_per_s: QuorumController.replication.create_topics of 1 topic x 8 partitions each
 
 Three real `gregor controller` processes on loopback (election timeout 500 ms, each voter
 fsyncing every Raft Ready):
@@ -76,11 +76,13 @@ def bench_local(n: int, tmp: str) -> dict:
     log = LocalMetadataLog(os.path.join(tmp, "ctl"))
     c = QuorumController(log, None, None, random.Random(1))
     for b in (1, 2, 3):
-        r = c.register_broker(b, "h", 9000 + b)
-        c.broker_heartbeat(b, r["broker_epoch"], c.last_written_offset)
+        r = c.cluster.register_broker(b, "h", 9000 + b)
+        c.cluster.broker_heartbeat(b, r["broker_epoch"], c.last_written_offset)
     t0 = time.perf_counter()
     for i in range(n):
-        c.create_topics([{"name": f"t{i}", "num_partitions": 8, "replication_factor": 3}])
+        c.replication.create_topics(
+            [{"name": f"t{i}", "num_partitions": 8, "replication_factor": 3}]
+        )
     el = time.perf_counter() - t0
     log.close()
     return {"local_append": out, "local_create_topics_per_s": round(n / el, 1)}

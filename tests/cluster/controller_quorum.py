@@ -35,7 +35,7 @@ from client.protocol.api_keys import ApiKey
 from controller.metadata import MetadataImage, decode_record, load_snapshot, replay_committed
 from controller.quorum.loader import MetadataLoader
 from controller.quorum.network import request
-from controller.quorum.remote import RemoteMetadataLog
+from controller.quorum.remote_log import RemoteMetadataLog
 
 HOST = "127.0.0.1"
 

@@ -18,7 +18,8 @@ from helpers import wait_until
 from controller.metadata import BatchAssembler, Partition, Topic, decode_record
 from controller.metadata.snapshot import snapshot_bytes
 from controller.quorum.loader import MetadataLoader
-from controller.quorum.remote import RemoteController, RemoteMetadataLog
+from controller.quorum.remote import RemoteController
+from controller.quorum.remote_log import RemoteMetadataLog
 
 pytestmark = pytest.mark.slow
 

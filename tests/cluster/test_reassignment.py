@@ -34,6 +34,14 @@ pytestmark = pytest.mark.slow
 OVERRIDES = {"replica.lag.time.max.ms": 10_000, "replica.fetch.backoff.ms": 200}
 TOPIC = "mv"
 TP = TopicPartition(TOPIC, 0)
+_STARTED: list[Brokers] = []  # closed after each test (their processes run in own sessions)
+
+
+@pytest.fixture(autouse=True)
+def _close_brokers():
+    yield
+    while _STARTED:
+        _STARTED.pop().close()
 
 
 class Load:
@@ -108,6 +116,7 @@ def _start(controller_quorum, tmp_path: Path, session_ms: int = 3000) -> tuple:
     d = tmp_path / "brokers"
     d.mkdir()
     b = Brokers(d, q.voters, [4, 5, 6, 7], OVERRIDES)
+    _STARTED.append(b)
     for n in (4, 5, 6):
         b.start(n)
     with Admin(bootstrap_servers=b.bootstrap_all()) as admin:

@@ -10,7 +10,7 @@ import json
 import os
 import subprocess
 
-from helpers import gregor_command
+from helpers import gregor_command, wait_until
 
 
 def gregor(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
@@ -32,12 +32,16 @@ def test_acls_commands(gregor_process, tmp_path) -> None:
         "--override", "authorizer.class.name=StandardAuthorizer",
         "--override", "super.users=User:admin",
     )  # fmt: skip
-    ports = dict(
-        (line.split()[1].rstrip(":"), line.split("bound ")[1].split(",")[0])
-        for line in gp.stdout_lines
-        if line.strip().startswith("listener ")
-    )
-    sasl = ports["SASL_PLAINTEXT"]
+
+    def ports() -> dict:
+        return dict(
+            (line.split()[1].rstrip(":"), line.split("bound ")[1].split(",")[0])
+            for line in list(gp.stdout_lines)
+            if line.strip().startswith("listener ")
+        )
+
+    wait_until(lambda: "SASL_PLAINTEXT" in ports(), 30, "the SASL listener's line")
+    sasl = ports()["SASL_PLAINTEXT"]
 
     def props(user: str, password: str) -> str:
         path = tmp_path / f"{user}.properties"

@@ -16,7 +16,7 @@ from client.errors import GregorTimeoutError, UnsupportedVersionError
 
 
 def test_describe_quorum_of_a_combined_server(broker_server) -> None:
-    cc = broker_server.server.node.controller
+    cc = broker_server.server.node.quorum.controller
     with Admin(bootstrap_servers=broker_server.bootstrap) as admin:
         before = admin.describe_quorum()
         assert isinstance(before, QuorumDescription)

@@ -30,15 +30,15 @@ def _records_of(cc: CombinedController) -> list:
 def test_fresh_node_fixes_stores_and_keeps_one_id(broker_factory, tmp_path) -> None:
     data = tmp_path / "fresh"
     broker = broker_factory(data_dir=data)
-    cid = broker.server.node.controller.image.cluster_id
+    cid = broker.server.node.quorum.controller.image.cluster_id
     assert cid and (data / "cluster.id").read_text() == cid + "\n"
     assert _answers(broker) == (cid, cid)
-    assert [r for r in _records_of(broker.server.node.controller) if isinstance(r, ClusterId)] == [
-        ClusterId(cid)
-    ]
+    assert [
+        r for r in _records_of(broker.server.node.quorum.controller) if isinstance(r, ClusterId)
+    ] == [ClusterId(cid)]
     broker.server.shutdown(timeout=10)
     again = broker_factory(data_dir=data)
-    assert again.server.node.controller.image.cluster_id == cid
+    assert again.server.node.quorum.controller.image.cluster_id == cid
     assert _answers(again) == (cid, cid)
 
 
@@ -50,13 +50,13 @@ def test_existing_node_keeps_its_id(broker_factory, tmp_path, monkeypatch) -> No
         m.setattr(QuorumController, "ensure_cluster_id", lambda self: None)
         cc = CombinedController(1, str(data / "__cluster_metadata"))
         cc.start()
-        reg = cc.register_broker(1, "127.0.0.1", 1, None, "old-incarnation").result(5)
+        reg = cc.channel.register_broker(1, "127.0.0.1", 1, None, "old-incarnation").result(5)
         assert reg["error_code"] == 0 and reg["cluster_id"] is None
         assert cc.image.cluster_id is None and cc.image.offset >= 0
         cc.stop()
     (data / "cluster.id").write_text("d4e6fb458dcf4e70906c35\n")
     broker = broker_factory(data_dir=data)
-    assert broker.server.node.controller.image.cluster_id == "d4e6fb458dcf4e70906c35"
+    assert broker.server.node.quorum.controller.image.cluster_id == "d4e6fb458dcf4e70906c35"
     assert _answers(broker) == ("d4e6fb458dcf4e70906c35", "d4e6fb458dcf4e70906c35")
     assert (data / "cluster.id").read_text() == "d4e6fb458dcf4e70906c35\n"
 

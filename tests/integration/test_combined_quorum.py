@@ -30,7 +30,7 @@ from controller.raft.state import Role
 def test_controller_is_a_one_voter_raft_quorum(broker_factory, tmp_path) -> None:
     data = tmp_path / "one"
     broker = broker_factory(data_dir=data)
-    cc = broker.server.node.controller
+    cc = broker.server.node.quorum.controller
     assert cc.log.node.role is Role.LEADER and cc.log.node.voters == {1}
     assert (data / "__cluster_metadata" / RAFT_DIR).is_dir()
     assert not (data / "__cluster_metadata" / "metadata.log").exists()
@@ -45,7 +45,7 @@ def test_controller_is_a_one_voter_raft_quorum(broker_factory, tmp_path) -> None
     term = cc.log.node.term
     broker.server.shutdown(timeout=10)
     again = broker_factory(data_dir=data)
-    node = again.server.node.controller.log.node
+    node = again.server.node.quorum.controller.log.node
     assert node.role is Role.LEADER and node.term > term
     with Admin(bootstrap_servers=again.bootstrap) as admin:
         assert [p.leader for p in admin.describe_topic("q").partitions] == [1, 1]
@@ -59,20 +59,22 @@ def _old_metadata_log(data) -> tuple:
     (data / "broker.incarnation").write_text("old-incarnation\n")  # as the old broker kept it
     lc = LocalController(str(meta), None)
     lc.start()
-    reg = lc.register_broker(1, "127.0.0.1", 1, None, "old-incarnation").result(5)
-    assert not lc.broker_heartbeat(1, reg["broker_epoch"], lc.image.offset).result(5)["is_fenced"]
-    res = lc.create_topics(
-        [
-            {
-                "name": "legacy",
-                "num_partitions": 2,
-                "replication_factor": 1,
-                "configs": [{"name": "retention.ms", "value": "123456"}],
-            }
-        ]
+    reg = lc.submit(
+        lambda c: c.cluster.register_broker(1, "127.0.0.1", 1, None, "old-incarnation")
     ).result(5)
+    offset = lc.image.offset
+    hb = lc.submit(lambda c: c.cluster.broker_heartbeat(1, reg["broker_epoch"], offset)).result(5)
+    assert not hb["is_fenced"]
+    legacy = {
+        "name": "legacy",
+        "num_partitions": 2,
+        "replication_factor": 1,
+        "configs": [{"name": "retention.ms", "value": "123456"}],
+    }
+    res = lc.submit(lambda c: c.replication.create_topics([legacy])).result(5)
     assert res[0]["error_code"] == 0
-    pids = lc.allocate_producer_ids(1, reg["broker_epoch"]).result(5)
+    epoch = reg["broker_epoch"]
+    pids = lc.submit(lambda c: c.cluster.allocate_producer_ids(1, epoch)).result(5)
     old = lc.image
     lc.stop()
     assert (meta / "metadata.log").exists()
@@ -83,7 +85,7 @@ def test_migrates_an_old_local_metadata_log(broker_factory, tmp_path) -> None:
     data = tmp_path / "old"
     meta, old, pids = _old_metadata_log(data)
     broker = broker_factory(data_dir=data)
-    image = broker.server.node.controller.image
+    image = broker.server.node.quorum.controller.image
     assert image.topics["legacy"].topic_id == old.topics["legacy"].topic_id
     assert image.topic_config("legacy") == {"retention.ms": "123456"}
     assert image.next_producer_id >= pids["producer_id_start"] + pids["producer_id_len"]
@@ -96,7 +98,7 @@ def test_migrates_an_old_local_metadata_log(broker_factory, tmp_path) -> None:
 
     # A second start does not migrate again; records and topics are all there.
     again = broker_factory(data_dir=data)
-    assert again.server.node.controller.image.topics.keys() == {"legacy"}
+    assert again.server.node.quorum.controller.image.topics.keys() == {"legacy"}
     with RawClient(again.address) as c:
         for p in range(2):
             got = fetch(c, "legacy", p, 0)
@@ -110,7 +112,7 @@ def test_unfinished_migration_is_redone_from_the_old_log(tmp_path) -> None:
     # A first start crashed mid-migration: a Raft dir holding some other record, no marker.
     junk = CombinedController(1, str(tmp_path / "elsewhere"))
     junk.start()
-    junk.register_broker(9, "h", 1).result(5)
+    junk.channel.register_broker(9, "h", 1).result(5)
     junk.stop()
     (tmp_path / "elsewhere" / RAFT_DIR).rename(meta / RAFT_DIR)
     cc = CombinedController(1, str(meta))

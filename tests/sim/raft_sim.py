@@ -32,9 +32,10 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from raft_checks import RaftChecks
+
 from controller.raft.core import RaftNode
 from controller.raft.errors import NotLeader, ProposalDropped
-from controller.raft.membership import Membership
 from controller.raft.messages import Entry, EntryKind, HardState, Message, Snapshot
 from controller.raft.state import Ready, Role, StorageState
 
@@ -151,22 +152,13 @@ class Simulation:
         first_spare = cfg.voters + cfg.observers + 1
         self.spare_ids = list(range(first_spare, first_spare + cfg.spares))
         self.nodes = {i: SimNode(i) for i in self.voter_ids + self.observer_ids + self.spare_ids}
-        self.member_ops: list[tuple[str, int]] = []
-        self.checked_config_pairs: set[tuple[bytes, bytes]] = (
-            set()
-        )  # membership changes under way (op, node)
+        self.member_ops: list[tuple[str, int]] = []  # membership changes under way (op, node)
         self.n_member_changes = 0
         self.cut: set[tuple[int, int]] = set()
         self.faults_on = True
         self.trace: deque[str] = deque(maxlen=60)
-        # global knowledge for the invariants
-        self.leader_of_term: dict[int, int] = {}
-        self.committed: dict[int, tuple[int, bytes]] = {}  # index -> (term, data)
-        self.commit_term: dict[int, int] = {}  # index -> term of the first node seen committing it
-        self.max_committed = 0
-        self.completeness_checked: set[int] = set()
+        self.checks = RaftChecks(self)  # global knowledge for the invariants
         self.digest_at: dict[int, int] = {0: 0}
-        self.accepted: list[tuple[int, int, int, bytes]] = []  # leader, term, index, data
         self.n_proposed = 0
         self.n_events = 0
         for i in self.nodes:
@@ -210,7 +202,7 @@ class Simulation:
                     last = raft.propose([data])
                 except (NotLeader, ProposalDropped) as e:
                     self.fail(f"healed leader {leader} refused a proposal: {e}")
-                self.accepted.append((leader, term, last, data))
+                self.checks.accepted.append((leader, term, last, data))
             self._kick(leader)
 
             def done(leader: int = leader, term: int = term, last: int = last) -> str | None:
@@ -227,7 +219,7 @@ class Simulation:
             if outcome is None:
                 states = ", ".join(repr(n.raft) for n in self.nodes.values())
                 self.fail(f"entries up to {last} of leader {leader} not applied: {states}")
-        self._check_accepted()
+        self.checks.accepted_committed()
 
     def _members(self, leader: RaftNode) -> list[SimNode]:
         """The nodes the healed leader must reach: its voters and learners, the fixed observers."""
@@ -293,7 +285,13 @@ class Simulation:
         raft = n.raft
         if raft is None or n.busy:
             return
-        self._check_node(n)
+        if (
+            self.checks.node(n)
+            and self.faults_on
+            and self.rng.random() < self.cfg.new_leader_crash_p
+        ):
+            # crash a new leader before (or while) its first entries replicate
+            self.at(self.now + self.rng.randint(0, 2 * self.cfg.max_delay_ms), "crash", n.id)
         if not raft.has_ready():
             return
         rd = raft.ready()
@@ -393,7 +391,7 @@ class Simulation:
             data = f"s{self.seed}-p{self.n_proposed}".encode()
             try:
                 idx = target.raft.propose([data])
-                self.accepted.append((target.id, target.raft.term, idx, data))
+                self.checks.accepted.append((target.id, target.raft.term, idx, data))
                 self._kick(target.id)
             except (NotLeader, ProposalDropped):
                 pass
@@ -497,85 +495,6 @@ class Simulation:
                 self._kick(i)
 
     # ------------------------------------------------------------------ invariants
-    def _check_node(self, n: SimNode) -> None:
-        raft = n.raft
-        assert raft is not None
-        if raft.term < n.max_term:
-            self.fail(f"node {n.id} term went back {n.max_term} -> {raft.term}")
-        n.max_term = raft.term
-        commit = raft.commit_index
-        if commit < n.max_commit:
-            self.fail(f"node {n.id} commit went back {n.max_commit} -> {commit}")
-        if commit > n.max_commit:
-            for idx in range(max(n.max_commit + 1, raft.snapshot.index + 1), commit + 1):
-                self._check_committed(n.id, raft, idx)
-            n.max_commit = commit
-        if raft.log.config_entries:
-            self._check_config_chain(n.id, raft)
-        if raft.role is Role.LEADER:
-            if raft.snapshot.index < raft.conf_index <= raft.commit_index:
-                self._check_committed_config(n.id, raft)
-            other = self.leader_of_term.setdefault(raft.term, n.id)
-            if other != n.id:
-                self.fail(f"two leaders in term {raft.term}: {other} and {n.id}")
-            # Leader completeness: entries committed in earlier terms are in this leader's log.
-            if raft.term not in self.completeness_checked:
-                self.completeness_checked.add(raft.term)
-                if self.faults_on and self.rng.random() < self.cfg.new_leader_crash_p:
-                    # crash a new leader before (or while) its first entries replicate
-                    self.at(
-                        self.now + self.rng.randint(0, 2 * self.cfg.max_delay_ms), "crash", n.id
-                    )
-                check = range(raft.snapshot.index + 1, self.max_committed + 1)
-            else:
-                check = range(self.max_committed, self.max_committed + 1)
-            for idx in check:
-                if idx > raft.snapshot.index and self.commit_term[idx] < raft.term:
-                    if raft.entry_term(idx) != self.committed[idx][0]:
-                        self.fail(f"leader {n.id} (term {raft.term}) lacks committed entry {idx}")
-
-    def _check_committed(self, node_id: int, raft: RaftNode, idx: int) -> None:
-        term = raft.entry_term(idx)
-        entries = raft.log.slice(idx, idx + 1)
-        assert term is not None and entries, (node_id, idx)
-        data = entries[0].data
-        known = self.committed.get(idx)
-        if known is None:
-            self.committed[idx] = (term, data)
-            self.commit_term[idx] = raft.term
-            self.max_committed = max(self.max_committed, idx)
-        elif known != (term, data):
-            self.fail(f"node {node_id} committed {idx}={(term, data)} but it was {known}")
-
-    def _check_config_chain(self, node_id: int, raft: RaftNode) -> None:
-        """Successive memberships in a log: every majority of one meets every majority of the
-        next (else two leaders could be elected, or two values committed, by disjoint groups)."""
-        prev = raft.log.snapshot.config
-        for e in raft.log.config_entries:
-            pair = (prev, e.data)
-            prev = e.data
-            if pair in self.checked_config_pairs:
-                continue
-            self.checked_config_pairs.add(pair)
-            a = Membership.decode(pair[0]).voter_ids if pair[0] else frozenset(self.voter_ids)
-            b = Membership.decode(pair[1]).voter_ids
-            need_a = max(0, len(a) // 2 + 1 - len(a - b))
-            need_b = max(0, len(b) // 2 + 1 - len(b - a))
-            if need_a + need_b <= len(a & b):
-                self.fail(
-                    f"node {node_id} holds memberships with disjoint majorities: voters"
-                    f" {sorted(a)} then {sorted(b)} (entry {e.index})"
-                )
-
-    def _check_committed_config(self, node_id: int, raft: RaftNode) -> None:
-        """The leader's membership is committed: it must be the one committed at its index."""
-        known = self.committed.get(raft.conf_index)
-        if known is not None and known[1] != raft.config.encode():
-            self.fail(
-                f"leader {node_id} runs membership {raft.config} from index {raft.conf_index},"
-                f" but {known} was committed there"
-            )
-
     def _stable_leader(self) -> int | None:
         leaders = [n for n in self.nodes.values() if n.raft and n.raft.role is Role.LEADER]
         if len(leaders) != 1:
@@ -590,17 +509,6 @@ class Simulation:
             if n.raft is None or n.raft.leader_id != lead.id or n.raft.term != lead.term:
                 return None
         return lead.id
-
-    def _check_accepted(self) -> None:
-        for leader, term, idx, data in self.accepted:
-            raft = self.nodes[leader].raft
-            if raft is None or raft.role is not Role.LEADER or raft.term != term:
-                continue
-            got = self.committed.get(idx)
-            if idx <= raft.snapshot.index and got is None:
-                continue
-            if got != (term, data):
-                self.fail(f"entry {idx} accepted by leader {leader} in term {term} not committed")
 
 
 def run_seed(seed: int, cfg: SimConfig | None = None) -> Simulation:

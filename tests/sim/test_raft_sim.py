@@ -53,7 +53,7 @@ def test_raft_simulation_seeds(sim_seed: int | None) -> None:
     for seed in chosen:
         sim = run_seed(seed, config_for(seed))  # SimFailure names the seed and replay command
         events += sim.n_events
-        assert sim.max_committed > 0, f"seed {seed}: nothing was ever committed"
+        assert sim.checks.max_committed > 0, f"seed {seed}: nothing was ever committed"
     took = time.monotonic() - start
     print(f"raft simulation: {len(chosen)} seeds, {events} events in {took:.1f}s")
 
@@ -61,10 +61,10 @@ def test_raft_simulation_seeds(sim_seed: int | None) -> None:
 def test_simulation_is_deterministic() -> None:
     a = run_seed(7, config_for(7))
     b = run_seed(7, config_for(7))
-    assert (a.n_events, a.committed, a.leader_of_term) == (
+    assert (a.n_events, a.checks.committed, a.checks.leader_of_term) == (
         b.n_events,
-        b.committed,
-        b.leader_of_term,
+        b.checks.committed,
+        b.checks.leader_of_term,
     )
     assert a.n_events > 500
 
@@ -104,7 +104,7 @@ def test_raft_simulation_membership_seeds(sim_seed: int | None) -> None:
     for seed in chosen:
         sim = run_seed(seed, membership_config_for(seed))
         changes += sim.n_member_changes
-        assert sim.max_committed > 0, f"seed {seed}: nothing was ever committed"
+        assert sim.checks.max_committed > 0, f"seed {seed}: nothing was ever committed"
     took = time.monotonic() - start
     print(f"raft membership simulation: {len(chosen)} seeds, {changes} changes in {took:.1f}s")
     assert sim_seed is not None or changes >= len(chosen) // 2, "too few membership changes ran"

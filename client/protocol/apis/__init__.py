@@ -8,6 +8,7 @@ from client.protocol.apis import (  # noqa: F401
     data,
     groups,
     quorum,
+    quotas,
     reassignments,
     security,
 )

@@ -7,6 +7,9 @@ answers carry one `error_code` (and optional `error_message`) per topic or resou
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from typing import Any
+
 from client.protocol.api_keys import ApiKey
 from client.protocol.apis.data import THROTTLE
 from client.protocol.schema import (
@@ -315,7 +318,7 @@ def flatten_election_results(results: list[dict]) -> list[dict]:
     ]
 
 
-def group_election_results(results: list[dict]) -> list[dict]:
+def group_election_results(results: Iterable[Mapping[str, Any]]) -> list[dict]:
     """[{topic, partition, error_code, error_message}] → ElectLeaders' replica_election_results
     (topics in first-seen order)."""
     grouped: dict[str, list[dict]] = {}

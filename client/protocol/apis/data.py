@@ -39,7 +39,13 @@ def topics(partition: Struct, prefix: str) -> Array:
     )
 
 
-THROTTLE = Field("throttle_time_ms", INT32, default=0, doc="always 0 (no quotas yet)")
+THROTTLE = Field(
+    "throttle_time_ms",
+    INT32,
+    default=0,
+    doc="how long the broker throttles this connection (client quotas): it reads no further"
+    " request from it meanwhile, and the client sends it none (KIP-219)",
+)
 
 PRODUCE = register(
     ApiSpec(

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 from helpers import wait_until
 
-import broker.group.coordinator as coordinator_module
+import broker.group.offset_writes as offset_writes_module
 from broker.group import GroupCoordinator, GroupError, GroupSettings, partition_for
 from broker.group.offsets import offset_key, offset_value
 from broker.replica.delayed import ProducePartitionStatus
@@ -92,7 +92,7 @@ def test_load_then_serve_and_not_coordinator_elsewhere() -> None:
     with pytest.raises(GroupError) as e:
         gc.fetch_offsets(g0, None)
     assert e.value.code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-    gc._load(0, 0)
+    gc.shards.load(0, 0)
     rows = gc.fetch_offsets(g0, None)
     assert rows == [{"name": "t", "partitions": [
         {"partition": 0, "committed_offset": 9, "committed_leader_epoch": -1, "metadata": None,
@@ -125,7 +125,7 @@ def test_commit_is_visible_only_once_acknowledged() -> None:
         rm.partitions[p] = SimpleNamespace(is_leader=True, leader_epoch=0, log=FakeLog([], 0))
     gc.on_metadata(image["now"], None)
     for p in range(PARTS):
-        gc._load(p, 0)
+        gc.shards.load(p, 0)
     g = _group_in(1)
     answers: list[dict] = []
     gc.commit(_commit_body(g, 42), answers.append)
@@ -171,11 +171,11 @@ def test_writes_reach_the_log_in_the_order_they_were_validated(monkeypatch) -> N
         rm.partitions[p] = SimpleNamespace(is_leader=True, leader_epoch=0, log=FakeLog([], 0))
     gc.on_metadata(image["now"], None)
     for p in range(PARTS):
-        gc._load(p, 0)
+        gc.shards.load(p, 0)
     g = _group_in(0)
     watched = _WatchedLock()
-    gc._append_order = watched  # type: ignore[assignment]
-    real_batch = coordinator_module.commit_batch
+    gc.writes.append_order = watched  # type: ignore[assignment]
+    real_batch = offset_writes_module.commit_batch
     made: dict[bytes, int] = {}
     b_done = threading.Event()
 
@@ -191,7 +191,7 @@ def test_writes_reach_the_log_in_the_order_they_were_validated(monkeypatch) -> N
         made[batch] = commits[0][2]
         return batch
 
-    monkeypatch.setattr(coordinator_module, "commit_batch", between_validation_and_append)
+    monkeypatch.setattr(offset_writes_module, "commit_batch", between_validation_and_append)
     gc.commit(_commit_body(g, 5), lambda _answer: None)
     wait_until(b_done.is_set, msg="commit B to finish")
     order = [made[next(iter(entries.values()))] for entries in rm.appended]

@@ -12,6 +12,7 @@ from controller.metadata.records import (
     RECORD_TYPES,
     AccessControlEntry,
     BatchBegin,
+    ClientQuota,
     ClusterId,
     Config,
     FenceBroker,
@@ -55,6 +56,8 @@ SAMPLES = [
     RemoveUserScramCredential("alice", 1),
     AccessControlEntry(b"\x07" * 16, 2, "orders", 3, "User:alice", "*", 3, 3),
     RemoveAccessControlEntry(b"\x07" * 16),
+    ClientQuota((("client-id", None), ("user", "alice")), "producer_byte_rate", 1024.0),
+    ClientQuota((("user", None),), "request_percentage", None),
 ]
 
 

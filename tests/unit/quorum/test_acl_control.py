@@ -37,10 +37,10 @@ def creation(name="orders", op=3, perm=3, principal="User:alice", rtype=2, patte
 
 
 def test_create_then_duplicate_then_invalid(controller):
-    r = controller.create_acls([creation(), creation("logs-", op=4, pattern=4)])
+    r = controller.acls.create_acls([creation(), creation("logs-", op=4, pattern=4)])
     assert [x["error_code"] for x in r] == [0, 0]
     assert len(controller.image.acls) == 2
-    r = controller.create_acls(
+    r = controller.acls.create_acls(
         [creation(), creation(op=99), creation(principal="alice"), creation(rtype=3, op=4)]
     )
     assert [x["error_code"] for x in r] == [0] + [int(ErrorCode.INVALID_REQUEST)] * 3
@@ -49,7 +49,7 @@ def test_create_then_duplicate_then_invalid(controller):
 
 
 def test_delete_by_filter_and_snapshot(controller):
-    controller.create_acls(
+    controller.acls.create_acls(
         [creation(), creation("orders", op=4), creation("logs-", op=4, pattern=4)]
     )
     snap = image_from_records(image_to_records(controller.image), controller.image.offset)
@@ -57,13 +57,13 @@ def test_delete_by_filter_and_snapshot(controller):
     flt = AclBindingFilter(
         ResourceType.TOPIC, "orders", PatternType.LITERAL, operation=AclOperation.WRITE
     )
-    res = controller.delete_acls([filter_to_wire(flt), filter_to_wire(flt)])
+    res = controller.acls.delete_acls([filter_to_wire(flt), filter_to_wire(flt)])
     assert [len(x["matching_acls"]) for x in res] == [1, 0]
     assert res[0]["matching_acls"][0]["operation"] == int(AclOperation.WRITE)
     match = AclBindingFilter(ResourceType.TOPIC, "logs-x", PatternType.MATCH)
-    res = controller.delete_acls([filter_to_wire(match)])
+    res = controller.acls.delete_acls([filter_to_wire(match)])
     assert [m["resource_name"] for m in res[0]["matching_acls"]] == ["logs-"]
     remaining = list(controller.image.acls.values())
     assert [(b.resource_name, b.operation) for b in remaining] == [("orders", AclOperation.READ)]
     bad = filter_to_wire(AclBindingFilter(ResourceType.UNKNOWN))
-    assert controller.delete_acls([bad])[0]["error_code"] == int(ErrorCode.INVALID_REQUEST)
+    assert controller.acls.delete_acls([bad])[0]["error_code"] == int(ErrorCode.INVALID_REQUEST)

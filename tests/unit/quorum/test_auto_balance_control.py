@@ -38,7 +38,7 @@ def _complete_moves(c, epochs):
         isr = list(reg.isr) + [r for r in reg.adding_replicas if r not in reg.isr]
         req = [{"name": name, "partitions": [{"partition": p, "leader_epoch": reg.leader_epoch,
                 "new_isr": isr, "partition_epoch": reg.partition_epoch}]}]  # fmt: skip
-        resp = c.alter_partition(reg.leader, epochs[reg.leader], req)
+        resp = c.replication.alter_partition(reg.leader, epochs[reg.leader], req)
         assert resp["topics"][0]["partitions"][0]["error_code"] == 0
 
 
@@ -53,7 +53,7 @@ def test_node_add_moves_a_share_onto_a_new_broker_within_the_limit(tmp_path, cap
     try:
         assert c.settings.auto_balance_mode == "node-add"  # the default
         epochs = up(c, 1, 2, 3)
-        c.create_topics([topic("t", 8, 3)])
+        c.replication.create_topics([topic("t", 8, 3)])
         _tick(c, clock)
         assert c.image.reassigning_partitions() == []  # balanced: nothing moves
         epochs.update(up(c, 4))
@@ -84,7 +84,7 @@ def test_off_moves_nothing(tmp_path):
     c, clock, log = _controller(tmp_path, auto_balance_mode="off")
     try:
         up(c, 1, 2, 3)
-        c.create_topics([topic("t", 8, 3)])
+        c.replication.create_topics([topic("t", 8, 3)])
         _tick(c, clock)
         up(c, 4)
         for _ in range(3):
@@ -100,7 +100,7 @@ def test_brokers_of_a_loaded_image_are_not_new(tmp_path):
     c, clock, log = _controller(tmp_path)
     try:
         up(c, 1, 2, 3)
-        c.create_topics([topic("t", 8, 2)])
+        c.replication.create_topics([topic("t", 8, 2)])
         _tick(c, clock)
         up(c, 4)
         c.load()  # as a new active controller does
@@ -118,7 +118,7 @@ def test_continuous_recreates_the_replicas_of_a_broker_fenced_too_long(tmp_path,
     try:
         epochs = up(c, 1, 2, 3, 4)
         rows = [[1, 2, 3], [2, 3, 1], [3, 1, 2], [1, 2, 4]]
-        c.create_topics([topic("t", assignments=[
+        c.replication.create_topics([topic("t", assignments=[
             {"partition": i, "broker_ids": rs} for i, rs in enumerate(rows)])])  # fmt: skip
         _tick(c, clock)
         # broker 3 stops heartbeating: fenced after the session timeout
@@ -157,10 +157,10 @@ def test_continuous_replans_a_move_whose_target_broker_is_gone(tmp_path, caplog)
     try:
         epochs = up(c, 1, 2, 3, 4, 5)
         rows = [[1, 2, 3], [2, 3, 4], [3, 4, 1], [4, 1, 2]]
-        c.create_topics([topic("t", assignments=[
+        c.replication.create_topics([topic("t", assignments=[
             {"partition": i, "broker_ids": rs} for i, rs in enumerate(rows)])])  # fmt: skip
         _tick(c, clock)
-        [res] = c.alter_partition_reassignments(
+        [res] = c.reassignments.alter_partition_reassignments(
             [{"name": "t", "partitions": [{"partition_index": 0, "replicas": [1, 2, 5]}]}]
         )
         assert res["partitions"][0]["error_code"] == 0, res

@@ -66,8 +66,9 @@ class Quorum:
         for log in self.logs.values():
             log.close()
 
-    def call(self, method: str, *args, **kwargs):
-        return self.runner.call(method, *args, timeout=10, **kwargs)
+    def call(self, call):
+        """`call(controller)` on the controller thread, its result once committed."""
+        return self.runner.call(call, timeout=10)
 
     def committed_image_of(self, voter: int):
         """The image a fresh controller loads from `voter`'s committed log."""
@@ -81,18 +82,26 @@ def quorum(tmp_path, caplog):
     q.start()
     epochs = {}
     for b in (1, 2, 3):
-        r = q.call("register_broker", b, "127.0.0.1", 9000 + b, None, f"inc-{b}")
+        r = q.call(
+            lambda c, b=b: c.cluster.register_broker(b, "127.0.0.1", 9000 + b, None, f"inc-{b}")
+        )
         assert r["error_code"] == 0, r
         epochs[b] = r["broker_epoch"]
     for b in (1, 2, 3):
         wait_until(
-            lambda b=b: not q.call("broker_heartbeat", b, epochs[b], 1 << 40)["is_fenced"],
+            lambda b=b: (
+                not q.call(lambda c: c.cluster.broker_heartbeat(b, epochs[b], 1 << 40))["is_fenced"]
+            ),
             10,
             f"broker {b} unfenced",
         )
     for name in ("a", "b"):
         topic = {"name": name, "num_partitions": PARTITIONS // 2, "replication_factor": 3}
-        [res] = q.call("create_topics", [{**topic, "assignments": [], "configs": []}])
+        [res] = q.call(
+            lambda c, topic=topic: c.replication.create_topics(
+                [{**topic, "assignments": [], "configs": []}]
+            )
+        )
         assert res["error_code"] == 0, res
     # The brokers a test does not act on keep their sessions, however slow the machine: a
     # check that outlasts the 1.5 s session must not see them fenced too.
@@ -102,7 +111,7 @@ def quorum(tmp_path, caplog):
     def heartbeats() -> None:
         while not stop.wait(0.2):
             for b in sorted(q.alive):
-                q.call("broker_heartbeat", b, epochs[b], 1 << 40)
+                q.call(lambda c, b=b: c.cluster.broker_heartbeat(b, epochs[b], 1 << 40))
 
     keeper = threading.Thread(target=heartbeats, name="heartbeats", daemon=True)
     keeper.start()
@@ -149,7 +158,12 @@ def test_session_expiry_fences_a_broker_in_more_partitions_than_the_cap(quorum, 
 
     def others_alive_and_1_fenced() -> bool:
         for b in (2, 3):
-            assert q.call("broker_heartbeat", b, epochs[b], 1 << 40)["error_code"] == 0
+            assert (
+                q.call(lambda c, b=b: c.cluster.broker_heartbeat(b, epochs[b], 1 << 40))[
+                    "error_code"
+                ]
+                == 0
+            )
         return q.on_loop(lambda: q.controller.image.brokers[1].fenced)
 
     wait_until(others_alive_and_1_fenced, 15, "broker 1 fenced by session expiry")
@@ -165,7 +179,7 @@ def test_controlled_shutdown_of_a_broker_in_more_partitions_than_the_cap(quorum,
     asked = []
 
     def shut_down() -> bool:
-        hb = q.call("broker_heartbeat", 2, epochs[2], 1 << 40, want_shutdown=True)
+        hb = q.call(lambda c: c.cluster.broker_heartbeat(2, epochs[2], 1 << 40, want_shutdown=True))
         assert hb["error_code"] == 0, hb
         asked.append(hb)
         return hb["should_shut_down"]
@@ -175,7 +189,7 @@ def test_controlled_shutdown_of_a_broker_in_more_partitions_than_the_cap(quorum,
     _no_cap_errors(caplog)
     assert any("controlled shutdown of broker 2" in r.getMessage() for r in caplog.records)
     # a broker shutting down stays fenced even when it heartbeats normally afterwards
-    assert q.call("broker_heartbeat", 2, epochs[2], 1 << 40)["is_fenced"]
+    assert q.call(lambda c: c.cluster.broker_heartbeat(2, epochs[2], 1 << 40))["is_fenced"]
 
 
 def test_reregistration_of_a_broker_in_more_partitions_than_the_cap(quorum, caplog):
@@ -184,11 +198,11 @@ def test_reregistration_of_a_broker_in_more_partitions_than_the_cap(quorum, capl
     assert sum(3 in reg.isr for reg in _partitions(q.controller.image)) > CAP
     # the same incarnation registering again (a restart that kept its id): it leaves every
     # ISR and leadership first, more changes than the log takes uncommitted at once
-    r = q.call("register_broker", 3, "127.0.0.1", 9003, None, "inc-3")
+    r = q.call(lambda c: c.cluster.register_broker(3, "127.0.0.1", 9003, None, "inc-3"))
     assert r["error_code"] == 0 and r["broker_epoch"] > epochs[3], r
 
     def unfenced() -> bool:
-        hb = q.call("broker_heartbeat", 3, r["broker_epoch"], 1 << 40)
+        hb = q.call(lambda c: c.cluster.broker_heartbeat(3, r["broker_epoch"], 1 << 40))
         assert hb["error_code"] == 0, hb
         if hb["is_fenced"]:
             return False

@@ -8,7 +8,7 @@ import pytest
 
 from client.errors import OffsetOutOfRangeError, StorageError
 from controller.quorum.log import CommittedRecords, LocalMetadataLog
-from controller.quorum.remote import RemoteMetadataLog
+from controller.quorum.remote_log import RemoteMetadataLog
 
 
 def test_commit_notifies_in_order_and_read_follows_offsets():

@@ -37,17 +37,17 @@ def env(tmp_path):
 def up(c, *ids, racks=None):
     epochs = {}
     for b in ids:
-        r = c.register_broker(b, "127.0.0.1", 9000 + b, (racks or {}).get(b), f"inc-{b}")
+        r = c.cluster.register_broker(b, "127.0.0.1", 9000 + b, (racks or {}).get(b), f"inc-{b}")
         assert r["error_code"] == 0
         epochs[b] = r["broker_epoch"]
-        hb = c.broker_heartbeat(b, epochs[b], c.last_written_offset)
+        hb = c.cluster.broker_heartbeat(b, epochs[b], c.last_written_offset)
         assert hb["error_code"] == 0 and not hb["is_fenced"], hb
     return epochs
 
 
 def beat(c, epochs, *ids):
     for b in ids:
-        assert c.broker_heartbeat(b, epochs[b], c.last_written_offset)["error_code"] == 0
+        assert c.cluster.broker_heartbeat(b, epochs[b], c.last_written_offset)["error_code"] == 0
 
 
 def topic(name, n=-1, rf=-1, configs=None, assignments=None):
@@ -63,7 +63,7 @@ def topic(name, n=-1, rf=-1, configs=None, assignments=None):
 def test_create_topics_places_and_elects(env):
     c, _, _ = env
     up(c, 1, 2, 3)
-    [res] = c.create_topics([topic("orders", 6, 3)])
+    [res] = c.replication.create_topics([topic("orders", 6, 3)])
     assert res == {
         "name": "orders",
         "error_code": 0,
@@ -78,16 +78,16 @@ def test_create_topics_places_and_elects(env):
     for p in t.partitions.values():
         assert p.isr == p.replicas and p.leader == p.replicas[0]
         assert (p.leader_epoch, p.partition_epoch) == (0, 0)
-    [d] = c.create_topics([topic("d")])
+    [d] = c.replication.create_topics([topic("d")])
     assert (d["num_partitions"], d["replication_factor"]) == (1, 1)
 
 
 def test_create_topics_errors(env):
     c, _, log = env
     up(c, 1, 2)
-    c.create_topics([topic("exists", 1, 1)])
+    c.replication.create_topics([topic("exists", 1, 1)])
     end = log.end_offset()
-    results = c.create_topics(
+    results = c.replication.create_topics(
         [
             topic("exists", 1, 1),
             topic("bad name!", 1, 1),
@@ -120,7 +120,7 @@ def test_create_topics_errors(env):
     ]
     assert all(r["error_message"] for r in results)
     assert log.end_offset() == end, "nothing written for failed topics"
-    assert c.create_topics([topic("v", 3, 2)], validate_only=True)[0]["error_code"] == 0
+    assert c.replication.create_topics([topic("v", 3, 2)], validate_only=True)[0]["error_code"] == 0
     assert "v" not in c.image.topics and log.end_offset() == end
 
 
@@ -137,7 +137,7 @@ def test_manual_assignments_refused_with_invalid_replica_assignment(env):
             for p, r in zip(numbers or range(len(rows)), rows, strict=True)
         ]
 
-    results = c.create_topics(
+    results = c.replication.create_topics(
         [
             topic("uneven", assignments=a([1, 2], [2])),
             topic("dup", assignments=a([1, 2], [3, 3])),
@@ -160,7 +160,7 @@ def test_manual_assignments_refused_with_invalid_replica_assignment(env):
 def test_manual_assignment_and_configs(env):
     c, _, _ = env
     up(c, 1, 2, 3)
-    [r] = c.create_topics(
+    [r] = c.replication.create_topics(
         [
             topic(
                 "m",
@@ -186,20 +186,23 @@ def test_rf_counts_only_live_brokers(env):
     clock.advance(600)
     beat(c, e, 1, 2)
     clock.advance(600)
-    assert c.check_sessions() == [3]
-    assert c.create_topics([topic("t", 1, 3)])[0]["error_code"] == E.INVALID_REPLICATION_FACTOR
-    assert c.create_topics([topic("t", 4, 2)])[0]["error_code"] == 0
+    assert c.cluster.check_sessions() == [3]
+    assert (
+        c.replication.create_topics([topic("t", 1, 3)])[0]["error_code"]
+        == E.INVALID_REPLICATION_FACTOR
+    )
+    assert c.replication.create_topics([topic("t", 4, 2)])[0]["error_code"] == 0
     assert all(3 not in p.replicas for p in c.image.topics["t"].partitions.values())
 
 
 def test_delete_topics_and_create_partitions(env):
     c, _, _ = env
     up(c, 1, 2, 3)
-    c.create_topics([topic("a", 2, 2), topic("b", 1, 1)])
-    res = c.delete_topics(["a", "nope"])
+    c.replication.create_topics([topic("a", 2, 2), topic("b", 1, 1)])
+    res = c.replication.delete_topics(["a", "nope"])
     assert [r["error_code"] for r in res] == [0, E.UNKNOWN_TOPIC_OR_PARTITION]
     assert "a" not in c.image.topics
-    res = c.create_partitions(
+    res = c.replication.create_partitions(
         [
             {"name": "b", "count": 4, "assignments": None},
             {"name": "b2", "count": 2, "assignments": None},
@@ -207,51 +210,57 @@ def test_delete_topics_and_create_partitions(env):
     )
     assert [r["error_code"] for r in res] == [0, E.UNKNOWN_TOPIC_OR_PARTITION]
     assert sorted(c.image.topics["b"].partitions) == [0, 1, 2, 3]
-    assert c.create_partitions([{"name": "b", "count": 4}])[0]["error_code"] == E.INVALID_PARTITIONS
-    res = c.create_partitions([{"name": "b", "count": 5, "assignments": [[2]]}])
+    assert (
+        c.replication.create_partitions([{"name": "b", "count": 4}])[0]["error_code"]
+        == E.INVALID_PARTITIONS
+    )
+    res = c.replication.create_partitions([{"name": "b", "count": 5, "assignments": [[2]]}])
     assert res[0]["error_code"] == 0 and c.image.partition("b", 4).replicas == (2,)
     # a count of 2^31-1 is refused at once, as CreateTopics refuses it (the schema fuzz sent one
     # and the controller tried to place two billion partitions)
-    [huge] = c.create_partitions([{"name": "b", "count": 2**31 - 1, "assignments": None}])
+    [huge] = c.replication.create_partitions(
+        [{"name": "b", "count": 2**31 - 1, "assignments": None}]
+    )
     assert huge["error_code"] == E.INVALID_PARTITIONS and "in one request" in huge["error_message"]
 
 
 def test_registration_heartbeat_and_unfence_when_caught_up(env):
     c, clock, _ = env
-    r = c.register_broker(1, "h", 1, None, "inc")
+    r = c.cluster.register_broker(1, "h", 1, None, "inc")
     epoch = r["broker_epoch"]
     assert c.image.brokers[1].fenced
-    hb = c.broker_heartbeat(1, epoch, current_metadata_offset=-1)
+    hb = c.cluster.broker_heartbeat(1, epoch, current_metadata_offset=-1)
     assert hb == {
         "error_code": 0,
         "is_caught_up": False,
         "is_fenced": True,
         "should_shut_down": False,
     }
-    hb = c.broker_heartbeat(1, epoch, c.last_written_offset)
+    hb = c.cluster.broker_heartbeat(1, epoch, c.last_written_offset)
     assert hb["is_caught_up"] and not hb["is_fenced"] and not c.image.brokers[1].fenced
-    assert c.broker_heartbeat(1, epoch + 100, 0)["error_code"] == E.STALE_BROKER_EPOCH
-    assert c.broker_heartbeat(7, 0, 0)["error_code"] == E.BROKER_ID_NOT_REGISTERED
+    assert c.cluster.broker_heartbeat(1, epoch + 100, 0)["error_code"] == E.STALE_BROKER_EPOCH
+    assert c.cluster.broker_heartbeat(7, 0, 0)["error_code"] == E.BROKER_ID_NOT_REGISTERED
     # another incarnation while the session is alive is refused; after expiry it is accepted
     assert (
-        c.register_broker(1, "h", 1, None, "other")["error_code"] == E.DUPLICATE_BROKER_REGISTRATION
+        c.cluster.register_broker(1, "h", 1, None, "other")["error_code"]
+        == E.DUPLICATE_BROKER_REGISTRATION
     )
     clock.advance(1000)
-    r2 = c.register_broker(1, "h", 1, None, "other")
+    r2 = c.cluster.register_broker(1, "h", 1, None, "other")
     assert r2["error_code"] == 0 and r2["broker_epoch"] > epoch and c.image.brokers[1].fenced
 
 
 def test_session_expiry_fences_and_moves_leaders(env):
     c, clock, _ = env
     e = up(c, 1, 2, 3)
-    c.create_topics([topic("t", 3, 2), topic("solo", 3, 1)])
+    c.replication.create_topics([topic("t", 3, 2), topic("solo", 3, 1)])
     led_by_1 = [p for p, reg in c.image.topics["t"].partitions.items() if reg.leader == 1]
     assert led_by_1
     clock.advance(999)
-    assert c.check_sessions() == []
+    assert c.cluster.check_sessions() == []
     beat(c, e, 2, 3)
     clock.advance(1)
-    assert c.check_sessions() == [1]
+    assert c.cluster.check_sessions() == [1]
     assert c.image.brokers[1].fenced
     for p, reg in c.image.topics["t"].partitions.items():
         assert 1 not in reg.isr and reg.leader != 1
@@ -261,8 +270,8 @@ def test_session_expiry_fences_and_moves_leaders(env):
         if reg.replicas == (1,):
             assert reg.leader == NO_LEADER and reg.isr == (1,), "last ISR member stays in the ISR"
     # broker 1 comes back: re-registers, catches up, offline partitions get it back as leader
-    r = c.register_broker(1, "h", 1, None, "inc-1b")
-    hb = c.broker_heartbeat(1, r["broker_epoch"], c.last_written_offset)
+    r = c.cluster.register_broker(1, "h", 1, None, "inc-1b")
+    hb = c.cluster.broker_heartbeat(1, r["broker_epoch"], c.last_written_offset)
     assert not hb["is_fenced"]
     for reg in c.image.topics["solo"].partitions.values():
         assert reg.leader != NO_LEADER
@@ -271,7 +280,7 @@ def test_session_expiry_fences_and_moves_leaders(env):
 def test_unclean_leader_election(env):
     c, clock, _ = env
     e = up(c, 1, 2)
-    c.create_topics(
+    c.replication.create_topics(
         [
             topic(
                 "u",
@@ -283,7 +292,7 @@ def test_unclean_leader_election(env):
     )
     for name in ("u", "c"):
         reg = c.image.partition(name, 0)
-        c.alter_partition(
+        c.replication.alter_partition(
             1,
             e[1],
             [
@@ -303,7 +312,7 @@ def test_unclean_leader_election(env):
     clock.advance(600)
     beat(c, e, 2)
     clock.advance(600)
-    assert c.check_sessions() == [1]
+    assert c.cluster.check_sessions() == [1]
     assert c.image.partition("u", 0).leader == 2 and c.image.partition("u", 0).isr == (2,)
     assert c.image.partition("c", 0).leader == NO_LEADER and c.image.partition("c", 0).isr == (1,)
 
@@ -311,20 +320,20 @@ def test_unclean_leader_election(env):
 def test_controlled_shutdown(env):
     c, _, _ = env
     e = up(c, 1, 2, 3)
-    c.create_topics([topic("t", 6, 2)])
+    c.replication.create_topics([topic("t", 6, 2)])
     assert c.image.partitions_led_by(1)
-    hb = c.broker_heartbeat(1, e[1], c.last_written_offset, want_shutdown=True)
+    hb = c.cluster.broker_heartbeat(1, e[1], c.last_written_offset, want_shutdown=True)
     assert hb["should_shut_down"] and hb["is_fenced"]
     assert not c.image.partitions_led_by(1)
     assert all(1 not in r.isr for r in c.image.topics["t"].partitions.values())
-    assert c.create_topics([topic("n", 3, 2)])[0]["error_code"] == 0
+    assert c.replication.create_topics([topic("n", 3, 2)])[0]["error_code"] == 0
     assert all(1 not in r.replicas for r in c.image.topics["n"].partitions.values())
 
 
 def test_restart_restores_state_and_snapshots(env, tmp_path):
     c, clock, log = env
     up(c, 1, 2)
-    c.create_topics([topic("a", 2, 2)])
+    c.replication.create_topics([topic("a", 2, 2)])
     image = c.image
     log.close()
     log2 = LocalMetadataLog(str(tmp_path / "meta"))
@@ -333,7 +342,7 @@ def test_restart_restores_state_and_snapshots(env, tmp_path):
     from controller.metadata import snapshot_bytes
 
     log2.write_snapshot(c2.image.offset, snapshot_bytes(c2.image))
-    c2.create_topics([topic("b", 1, 1)])
+    c2.replication.create_topics([topic("b", 1, 1)])
     log2.close()
     log3 = LocalMetadataLog(str(tmp_path / "meta"))
     c3 = QuorumController(log3, ControllerSettings(), clock, random.Random(3))
@@ -344,10 +353,10 @@ def test_restart_restores_state_and_snapshots(env, tmp_path):
 def test_producer_id_blocks(env):
     c, _, _ = env
     e = up(c, 1)
-    a = c.allocate_producer_ids(1, e[1])
-    b = c.allocate_producer_ids(1, e[1])
+    a = c.cluster.allocate_producer_ids(1, e[1])
+    b = c.cluster.allocate_producer_ids(1, e[1])
     assert (a["producer_id_start"], b["producer_id_start"]) == (0, a["producer_id_len"])
-    assert c.allocate_producer_ids(1, -5)["error_code"] == E.STALE_BROKER_EPOCH
+    assert c.cluster.allocate_producer_ids(1, -5)["error_code"] == E.STALE_BROKER_EPOCH
 
 
 def test_preferred_leader_election_and_auto_rebalance(tmp_path):
@@ -360,7 +369,7 @@ def test_preferred_leader_election_and_auto_rebalance(tmp_path):
         random.Random(1),
     )
     e = up(c, 1, 2)
-    c.create_topics(
+    c.replication.create_topics(
         [
             topic(
                 "p",
@@ -373,18 +382,18 @@ def test_preferred_leader_election_and_auto_rebalance(tmp_path):
     )
     # broker 1 restarts: leadership of p-0 moves to 2; once back and in the ISR again it is
     # not the leader until a preferred election
-    assert c.broker_heartbeat(1, e[1], c.last_written_offset, want_shutdown=True)[
+    assert c.cluster.broker_heartbeat(1, e[1], c.last_written_offset, want_shutdown=True)[
         "should_shut_down"
     ]
-    r = c.register_broker(1, "h", 1, None, "again")
+    r = c.cluster.register_broker(1, "h", 1, None, "again")
     assert r["error_code"] == 0
     e[1] = r["broker_epoch"]
-    c.broker_heartbeat(1, e[1], c.last_written_offset)
+    c.cluster.broker_heartbeat(1, e[1], c.last_written_offset)
     assert c.image.partition("p", 0).leader == 2
-    res = c.elect_preferred_leaders([("p", 0)])
+    res = c.replication.elect_preferred_leaders([("p", 0)])
     assert res[0]["error_code"] == E.PREFERRED_LEADER_NOT_AVAILABLE, "1 is not in the ISR yet"
     reg = c.image.partition("p", 0)
-    c.alter_partition(
+    c.replication.alter_partition(
         2,
         e[2],
         [
@@ -401,7 +410,7 @@ def test_preferred_leader_election_and_auto_rebalance(tmp_path):
             }
         ],
     )
-    res = c.elect_preferred_leaders([("p", 0), ("p", 1), ("zz", 0)])
+    res = c.replication.elect_preferred_leaders([("p", 0), ("p", 1), ("zz", 0)])
     assert [r["error_code"] for r in res] == [
         0,
         E.ELECTION_NOT_NEEDED,
@@ -409,12 +418,12 @@ def test_preferred_leader_election_and_auto_rebalance(tmp_path):
     ]
     assert c.image.partition("p", 0).leader == 1
     # the periodic rebalance does the same on its own
-    c.broker_heartbeat(1, e[1], c.last_written_offset, want_shutdown=True)
-    r = c.register_broker(1, "h", 1, None, "third")
-    c.broker_heartbeat(1, r["broker_epoch"], c.last_written_offset)
+    c.cluster.broker_heartbeat(1, e[1], c.last_written_offset, want_shutdown=True)
+    r = c.cluster.register_broker(1, "h", 1, None, "third")
+    c.cluster.broker_heartbeat(1, r["broker_epoch"], c.last_written_offset)
     reg = c.image.partition("p", 0)
     assert reg.leader == 2
-    c.alter_partition(
+    c.replication.alter_partition(
         2,
         e[2],
         [
@@ -431,10 +440,10 @@ def test_preferred_leader_election_and_auto_rebalance(tmp_path):
             }
         ],
     )
-    c.broker_heartbeat(2, e[2], c.last_written_offset)
+    c.cluster.broker_heartbeat(2, e[2], c.last_written_offset)
     clock.advance(5000)
-    c.broker_heartbeat(1, r["broker_epoch"], c.last_written_offset)
-    c.broker_heartbeat(2, e[2], c.last_written_offset)
+    c.cluster.broker_heartbeat(1, r["broker_epoch"], c.last_written_offset)
+    c.cluster.broker_heartbeat(2, e[2], c.last_written_offset)
     c.tick()
     assert c.image.partition("p", 0).leader == 1
     log.close()
@@ -443,8 +452,8 @@ def test_preferred_leader_election_and_auto_rebalance(tmp_path):
 def test_incremental_alter_configs(env):
     c, _, _ = env
     up(c, 1)
-    c.create_topics([topic("t", 1, 1, {"retention.ms": "100"})])
-    res = c.incremental_alter_configs(
+    c.replication.create_topics([topic("t", 1, 1, {"retention.ms": "100"})])
+    res = c.configs.incremental_alter_configs(
         [
             {
                 "resource_type": 2,
@@ -478,7 +487,7 @@ def test_incremental_alter_configs(env):
     assert dict(c.image.topic_config("t")) == {"retention.bytes": "4096"}
     assert dict(c.image.config_for(4, "1")) == {}
     assert (
-        c.incremental_alter_configs(
+        c.configs.incremental_alter_configs(
             [
                 {
                     "resource_type": 2,
@@ -506,13 +515,13 @@ def test_topic_configs_the_log_cannot_use_are_rejected(env, key, bad, good):
     c, _, log = env
     up(c, 1)
     end = log.end_offset()
-    [r] = c.create_topics([topic("t", 1, 1, {key: bad})])
+    [r] = c.replication.create_topics([topic("t", 1, 1, {key: bad})])
     assert r["error_code"] == E.INVALID_CONFIG and key in r["error_message"], r
     assert log.end_offset() == end and "t" not in c.image.topics
-    [r] = c.create_topics([topic("t", 1, 1, {key: good})])
+    [r] = c.replication.create_topics([topic("t", 1, 1, {key: good})])
     assert r["error_code"] == 0, r
     assert c.image.topic_config("t")[key] == good
-    [r] = c.incremental_alter_configs(
+    [r] = c.configs.incremental_alter_configs(
         [
             {
                 "resource_type": 2,
@@ -533,28 +542,31 @@ def test_unclean_election_through_elect_leaders(env):
 
     c, _, _ = env
     e = up(c, 1, 2)
-    c.create_topics([topic("u", assignments=[{"partition": 0, "broker_ids": [1, 2]}])])
-    assert c.elect_leaders(1, [("u", 0)])[0]["error_code"] == E.ELECTION_NOT_NEEDED
+    c.replication.create_topics([topic("u", assignments=[{"partition": 0, "broker_ids": [1, 2]}])])
+    assert c.replication.elect_leaders(1, [("u", 0)])[0]["error_code"] == E.ELECTION_NOT_NEEDED
     # 2 leaves (ISR [1]) and comes back out of the ISR; then 1 leaves: offline, ISR [1]
-    c.broker_heartbeat(2, e[2], c.last_written_offset, want_shutdown=True)
-    e[2] = c.register_broker(2, "h", 2, None, "again")["broker_epoch"]
-    c.broker_heartbeat(2, e[2], c.last_written_offset)
-    c.broker_heartbeat(1, e[1], c.last_written_offset, want_shutdown=True)
+    c.cluster.broker_heartbeat(2, e[2], c.last_written_offset, want_shutdown=True)
+    e[2] = c.cluster.register_broker(2, "h", 2, None, "again")["broker_epoch"]
+    c.cluster.broker_heartbeat(2, e[2], c.last_written_offset)
+    c.cluster.broker_heartbeat(1, e[1], c.last_written_offset, want_shutdown=True)
     reg = c.image.partition("u", 0)
     assert (reg.leader, reg.isr) == (NO_LEADER, (1,))
-    assert c.elect_leaders(0, [("u", 0)])[0]["error_code"] == E.PREFERRED_LEADER_NOT_AVAILABLE
-    res = c.elect_leaders(1, [("u", 0), ("nope", 0)])
+    assert (
+        c.replication.elect_leaders(0, [("u", 0)])[0]["error_code"]
+        == E.PREFERRED_LEADER_NOT_AVAILABLE
+    )
+    res = c.replication.elect_leaders(1, [("u", 0), ("nope", 0)])
     assert [r["error_code"] for r in res] == [0, E.UNKNOWN_TOPIC_OR_PARTITION]
     reg = c.image.partition("u", 0)
     assert (reg.leader, reg.isr) == (2, (2,))
-    assert c.elect_leaders(1, [("u", 0)])[0]["error_code"] == E.ELECTION_NOT_NEEDED
+    assert c.replication.elect_leaders(1, [("u", 0)])[0]["error_code"] == E.ELECTION_NOT_NEEDED
     # nobody live: no eligible leader
-    c.broker_heartbeat(2, e[2], c.last_written_offset, want_shutdown=True)
-    res = c.elect_leaders(1, [("u", 0)])
+    c.cluster.broker_heartbeat(2, e[2], c.last_written_offset, want_shutdown=True)
+    res = c.replication.elect_leaders(1, [("u", 0)])
     assert res[0]["error_code"] == E.ELIGIBLE_LEADERS_NOT_AVAILABLE
-    assert c.elect_leaders(1, None) == []  # all partitions: only the elected are listed
+    assert c.replication.elect_leaders(1, None) == []  # all partitions: only the elected are listed
     with pytest.raises(InvalidRequestError, match="election type"):
-        c.elect_leaders(7, None)
+        c.replication.elect_leaders(7, None)
 
 
 def test_auto_rebalance_respects_the_imbalance_percentage():

@@ -10,7 +10,7 @@ import pytest
 
 from client.errors import ErrorCode
 from controller.quorum import ControllerSettings, LocalMetadataLog, QuorumController
-from controller.quorum.remote import _create_partitions
+from controller.quorum.remote import create_partitions_body
 
 
 @pytest.fixture
@@ -18,9 +18,11 @@ def controller(tmp_path):
     log = LocalMetadataLog(str(tmp_path / "meta"))
     c = QuorumController(log, ControllerSettings(), lambda: 0.0, random.Random(7))
     for b in (1, 2):
-        epoch = c.register_broker(b, "127.0.0.1", 9000 + b, None, f"inc-{b}")["broker_epoch"]
-        assert not c.broker_heartbeat(b, epoch, c.last_written_offset)["is_fenced"]
-    res = c.create_topics(
+        epoch = c.cluster.register_broker(b, "127.0.0.1", 9000 + b, None, f"inc-{b}")[
+            "broker_epoch"
+        ]
+        assert not c.cluster.broker_heartbeat(b, epoch, c.last_written_offset)["is_fenced"]
+    res = c.replication.create_topics(
         [{"name": "t", "num_partitions": 1, "replication_factor": 1, "assignments": []}]
     )
     assert res[0]["error_code"] == 0
@@ -40,7 +42,9 @@ def controller(tmp_path):
 )
 def test_assignment_count_must_match_new_partitions(controller, assignments, code) -> None:
     before = controller.image
-    res = controller.create_partitions([{"name": "t", "count": 3, "assignments": assignments}])
+    res = controller.replication.create_partitions(
+        [{"name": "t", "count": 3, "assignments": assignments}]
+    )
     assert res[0]["error_code"] == code, res
     parts = controller.image.topics["t"].partitions
     if code:
@@ -54,7 +58,7 @@ def test_assignment_count_must_match_new_partitions(controller, assignments, cod
 
 def test_remote_controller_keeps_an_empty_list_distinct_from_none() -> None:
     """The broker-side RemoteController sends [] as [] (the controller then refuses it)."""
-    _key, body = _create_partitions([{"name": "t", "count": 3, "assignments": []}])[:2]
+    body = create_partitions_body([{"name": "t", "count": 3, "assignments": []}], False)
     assert body["topics"][0]["assignments"] == []
-    _key, body = _create_partitions([{"name": "t", "count": 3, "assignments": None}])[:2]
+    body = create_partitions_body([{"name": "t", "count": 3, "assignments": None}], False)
     assert body["topics"][0]["assignments"] is None

@@ -27,14 +27,14 @@ def test_loader_follows_controller_writes(tmp_path):
     loader = MetadataLoader(log)
     loader.subscribe(lambda img, d: seen.append((img.offset, d and set(d.created_topics))))
     assert loader.start() == MetadataImage.EMPTY
-    r = c.register_broker(1, "h", 1)
-    c.broker_heartbeat(1, r["broker_epoch"], c.last_written_offset)
-    c.create_topics([_topic("a")])
+    r = c.cluster.register_broker(1, "h", 1)
+    c.cluster.broker_heartbeat(1, r["broker_epoch"], c.last_written_offset)
+    c.replication.create_topics([_topic("a")])
     assert loader.image == c.image
     assert seen[-1] == (c.image.offset, {"a"})
     assert [o for o, _ in seen] == sorted(o for o, _ in seen)
     loader.stop()
-    c.create_topics([_topic("b")])
+    c.replication.create_topics([_topic("b")])
     assert "b" not in loader.image.topics
     log.close()
 
@@ -44,10 +44,10 @@ def test_loader_snapshots_and_a_new_loader_starts_from_them(tmp_path):
     c = QuorumController(log, None, None, random.Random(1))
     loader = MetadataLoader(log, snapshot_every_records=5)
     loader.start()
-    r = c.register_broker(1, "h", 1)
-    c.broker_heartbeat(1, r["broker_epoch"], c.last_written_offset)
+    r = c.cluster.register_broker(1, "h", 1)
+    c.cluster.broker_heartbeat(1, r["broker_epoch"], c.last_written_offset)
     for i in range(6):
-        c.create_topics([_topic(f"t{i}")])
+        c.replication.create_topics([_topic(f"t{i}")])
     snap = log.latest_snapshot()
     assert snap is not None and log.log_start_offset() == snap[0] + 1 > 0
     assert loader.image == c.image
@@ -85,7 +85,7 @@ def test_loader_and_controller_drop_a_batch_cut_short(tmp_path):
     c = QuorumController(log, None, None, random.Random(1))
     assert "a" not in c.image.topics
     # the next active controller writes its own batch on top: the cut one is dropped
-    c.create_topics([_topic("a")])
+    c.replication.create_topics([_topic("a")])
     assert loader.image == c.image
     assert loader.image.topics["a"].topic_id != tid_a
     assert sorted(loader.image.topics["a"].partitions) == [0, 1]

@@ -18,12 +18,12 @@ def test_local_controller_end_to_end(tmp_path):
 
     lc.loader.subscribe(publisher)
     lc.start()
-    reg = lc.register_broker(1, "127.0.0.1", 9092).result(5)
-    hb = lc.broker_heartbeat(1, reg["broker_epoch"], lc.image.offset).result(5)
+    reg = lc.submit(lambda c: c.cluster.register_broker(1, "127.0.0.1", 9092)).result(5)
+    offset = lc.image.offset
+    hb = lc.submit(lambda c: c.cluster.broker_heartbeat(1, reg["broker_epoch"], offset)).result(5)
     assert not hb["is_fenced"]
-    res = lc.create_topics(
-        [{"name": f"t{i}", "num_partitions": 1, "replication_factor": 1} for i in range(3)]
-    ).result(5)
+    topics = [{"name": f"t{i}", "num_partitions": 1, "replication_factor": 1} for i in range(3)]
+    res = lc.submit(lambda c: c.replication.create_topics(topics)).result(5)
     assert [r["error_code"] for r in res] == [0, 0, 0]
     assert {"t0", "t1", "t2"} <= set(lc.image.topics)
     assert lc.image == lc.controller.image

@@ -12,10 +12,10 @@ from helpers import wait_until
 
 from client.errors import ErrorCode
 from client.protocol.api_keys import ApiKey
+from controller.quorum.leader_tracker import LeaderTracker
 from controller.quorum.membership_service import own_address, parse_endpoint
 from controller.quorum.network import request
 from controller.quorum.process import ControllerProcess
-from controller.quorum.remote import _LeaderTracker
 from controller.raft.state import Role
 
 
@@ -127,7 +127,7 @@ def test_own_address_and_endpoints() -> None:
 
 
 def test_clients_learn_the_address_of_a_controller_added_since() -> None:
-    t = _LeaderTracker({1: ("h1", 1), 2: ("h2", 2)})
+    t = LeaderTracker({1: ("h1", 1), 2: ("h2", 2)})
     t.set_leader(4)
     assert t.leader is None  # unknown and no address: ask the known ones
     t.set_leader(4, "h4:4")

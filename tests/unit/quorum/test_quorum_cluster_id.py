@@ -46,12 +46,12 @@ def test_without_an_own_id_a_new_one_is_minted(tmp_path):
 
 def test_registration_with_another_id_is_refused_and_answers_the_quorums(tmp_path):
     c, log = _controller(tmp_path, own="the-cluster")
-    r = c.register_broker(1, "h", 9001, None, "inc-1", (), "the-cluster")
+    r = c.cluster.register_broker(1, "h", 9001, None, "inc-1", (), "the-cluster")
     assert r["error_code"] == 0 and r["cluster_id"] == "the-cluster"
-    r = c.register_broker(2, "h", 9002, None, "inc-2")  # a new broker: no id yet
+    r = c.cluster.register_broker(2, "h", 9002, None, "inc-2")  # a new broker: no id yet
     assert r["error_code"] == 0 and r["cluster_id"] == "the-cluster"
     before = c.last_written_offset
-    r = c.register_broker(3, "h", 9003, None, "inc-3", (), "other-cluster")
+    r = c.cluster.register_broker(3, "h", 9003, None, "inc-3", (), "other-cluster")
     assert r["error_code"] == ErrorCode.INCONSISTENT_CLUSTER_ID and r["broker_epoch"] == -1
     assert "'other-cluster'" in r["error_message"] and "'the-cluster'" in r["error_message"]
     assert r["cluster_id"] == "the-cluster"
@@ -62,7 +62,7 @@ def test_registration_with_another_id_is_refused_and_answers_the_quorums(tmp_pat
 def test_registration_fixes_the_id_when_no_tick_did_yet(tmp_path):
     c, log = _controller(tmp_path)
     assert c.image.cluster_id is None
-    r = c.register_broker(1, "h", 9001, None, "inc-1", (), "brokers-own")
+    r = c.cluster.register_broker(1, "h", 9001, None, "inc-1", (), "brokers-own")
     # the quorum's id comes first: the broker's own is not adopted (the quorum owns the id)
     assert r["error_code"] == ErrorCode.INCONSISTENT_CLUSTER_ID
     assert c.image.cluster_id == r["cluster_id"] != "brokers-own"

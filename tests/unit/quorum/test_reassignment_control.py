@@ -18,7 +18,7 @@ from controller.quorum.controller import QuorumController
 
 
 def _move(c, name, p, replicas):
-    [t] = c.alter_partition_reassignments(
+    [t] = c.reassignments.alter_partition_reassignments(
         [{"name": name, "partitions": [{"partition_index": p, "replicas": replicas}]}]
     )
     [r] = t["partitions"]
@@ -30,12 +30,14 @@ def _expand(c, e, name, p, new_isr):
     reg = c.image.partition(name, p)
     req = [{"name": name, "partitions": [{"partition": p, "leader_epoch": reg.leader_epoch,
             "new_isr": list(new_isr), "partition_epoch": reg.partition_epoch}]}]  # fmt: skip
-    resp = c.alter_partition(reg.leader, e[reg.leader], req)
+    resp = c.replication.alter_partition(reg.leader, e[reg.leader], req)
     return resp["topics"][0]["partitions"][0]["error_code"]
 
 
 def _created(c, *replicas):
-    c.create_topics([topic("t", assignments=[{"partition": 0, "broker_ids": list(replicas)}])])
+    c.replication.create_topics(
+        [topic("t", assignments=[{"partition": 0, "broker_ids": list(replicas)}])]
+    )
     return c.image.partition("t", 0)
 
 
@@ -50,7 +52,7 @@ def test_move_to_a_new_broker_completes_when_it_joins_the_isr(env):  # noqa: F81
     assert (reg.adding_replicas, reg.removing_replicas) == ((4,), (1,))
     assert reg.target_replicas == (4, 2, 3) and reg.original_replicas == (2, 3, 1)
     assert reg.isr == (1, 2, 3) and reg.leader == 1
-    listed = c.list_partition_reassignments()
+    listed = c.reassignments.list_partition_reassignments()
     assert listed == [{"name": "t", "partitions": [{"partition_index": 0,
                        "replicas": [4, 2, 3, 1], "adding_replicas": [4],
                        "removing_replicas": [1]}]}]  # fmt: skip
@@ -61,7 +63,7 @@ def test_move_to_a_new_broker_completes_when_it_joins_the_isr(env):  # noqa: F81
     reg = c.image.partition("t", 0)
     assert reg.replicas == (4, 2, 3) and reg.isr == (2, 3, 4)
     assert not reg.reassigning and reg.leader == 4 and reg.leader_epoch == epoch + 1
-    assert c.list_partition_reassignments() == []
+    assert c.reassignments.list_partition_reassignments() == []
 
 
 def test_an_isr_change_that_does_not_complete_leaves_the_move_in_flight(env):  # noqa: F811
@@ -113,7 +115,7 @@ def test_cancel_moves_the_leader_back_when_an_added_replica_leads(env):  # noqa:
     _created(c, 1, 2, 3)
     assert _move(c, "t", 0, [4, 5, 3])[0] == 0
     assert _expand(c, e, "t", 0, [1, 2, 3, 4]) == 0
-    c.elect_preferred_leaders([("t", 0)])
+    c.replication.elect_preferred_leaders([("t", 0)])
     reg = c.image.partition("t", 0)
     assert reg.leader == 4 and reg.reassigning  # the target's first replica, in sync
     assert _move(c, "t", 0, None)[0] == 0
@@ -144,7 +146,7 @@ def test_errors_are_kafkas(env):  # noqa: F811
     clock.advance(600)
     beat(c, e, 1, 2, 3)
     clock.advance(600)
-    assert c.check_sessions() == [4]  # 4 is fenced
+    assert c.cluster.check_sessions() == [4]  # 4 is fenced
     end = log.end_offset()
     for target, why in (
         ([], "non-empty"),
@@ -157,7 +159,7 @@ def test_errors_are_kafkas(env):  # noqa: F811
         assert code == E.INVALID_REPLICA_ASSIGNMENT and why in msg, (target, msg)
     assert _move(c, "nope", 0, [1])[0] == E.UNKNOWN_TOPIC_OR_PARTITION
     assert _move(c, "t", 7, [1])[0] == E.UNKNOWN_TOPIC_OR_PARTITION
-    [t] = c.alter_partition_reassignments(
+    [t] = c.reassignments.alter_partition_reassignments(
         [
             {
                 "name": "t",
@@ -190,7 +192,7 @@ def test_the_state_is_in_the_metadata_log(env, tmp_path):  # noqa: F811
     c2 = QuorumController(log, c.settings, clock, random.Random(2))
     loaded = c2.image.partition("t", 0)
     assert loaded.reassigning and loaded.isr == (1, 2, 3, 4)
-    assert c2.list_partition_reassignments([("t", 0), ("t", 5)])[0]["partitions"][0][
+    assert c2.reassignments.list_partition_reassignments([("t", 0), ("t", 5)])[0]["partitions"][0][
         "adding_replicas"
     ] == [4]
     for b in (1, 2, 3, 4):  # a load counts every registered broker as just heard from
@@ -234,7 +236,7 @@ def test_the_throttle_is_the_one_dynamic_broker_config(env):  # noqa: F811
     up(c, 1, 2)
 
     def alter(name, key, value, op=0):
-        [r] = c.incremental_alter_configs(
+        [r] = c.configs.incremental_alter_configs(
             [
                 {
                     "resource_type": 4,
@@ -302,7 +304,7 @@ def test_random_moves_keep_the_invariants(env):  # noqa: F811
                 new_isr = [r for r in before.isr if r != gone]
                 assert _expand(c, e, "t", 0, new_isr) == 0, (seed, step)
         else:
-            c.elect_preferred_leaders([("t", 0)])
+            c.replication.elect_preferred_leaders([("t", 0)])
         reg = c.image.partition("t", 0)
         target = reg.target_replicas
         where = (seed, step, before, reg)

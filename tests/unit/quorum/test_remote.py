@@ -15,7 +15,8 @@ from client.protocol.schema import API_SPECS
 from controller.quorum.loader import MetadataLoader
 from controller.quorum.network import request
 from controller.quorum.process import ControllerProcess
-from controller.quorum.remote import RemoteController, RemoteMetadataLog
+from controller.quorum.remote import RemoteController
+from controller.quorum.remote_log import RemoteMetadataLog
 
 
 def _free_port() -> int:
@@ -71,8 +72,10 @@ def test_remote_controller_and_observer(single):
             assert dup[0]["error_code"] == ErrorCode.TOPIC_ALREADY_EXISTS
             gone = rc.delete_topics(["w", "nope"]).result(10)
             assert [r["error_code"] for r in gone] == [0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
-        res = proc.runner.create_topics(
-            [{"name": "t", "num_partitions": 2, "replication_factor": 1}]
+        res = proc.runner.submit(
+            lambda c: c.replication.create_topics(
+                [{"name": "t", "num_partitions": 2, "replication_factor": 1}]
+            )
         ).result(10)
         assert res[0]["error_code"] == 0
         wait_until(lambda: "t" in loader.image.topics, 5, "observer sees the topic")

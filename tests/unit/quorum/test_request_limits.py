@@ -14,15 +14,17 @@ def test_a_request_past_the_record_limit_is_a_policy_violation(env):  # noqa: F8
 
     c, _, _ = env
     up(c, 1)
-    assert c.create_topics([topic("a", MAX - 1, 1)])[0]["error_code"] == 0  # MAX records
+    assert (
+        c.replication.create_topics([topic("a", MAX - 1, 1)])[0]["error_code"] == 0
+    )  # MAX records
     half = MAX // 2
-    b, c2 = c.create_topics([topic("b", half, 1), topic("c", half, 1)])
+    b, c2 = c.replication.create_topics([topic("b", half, 1), topic("c", half, 1)])
     assert b["error_code"] == 0 and c2["error_code"] == E.POLICY_VIOLATION
     assert f"more than the {MAX}" in c2["error_message"] and "split" in c2["error_message"]
     assert "b" in c.image.topics and "c" not in c.image.topics
-    [d] = c.create_topics([topic("d", MAX, 1)])
+    [d] = c.replication.create_topics([topic("d", MAX, 1)])
     assert d["error_code"] == E.INVALID_PARTITIONS and "CreatePartitions" in d["error_message"]
-    res = c.create_partitions(
+    res = c.replication.create_partitions(
         [{"name": "b", "count": 2 * half, "assignments": None},
          {"name": "a", "count": MAX + half, "assignments": None}]
     )  # fmt: skip

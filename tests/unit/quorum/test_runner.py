@@ -31,18 +31,19 @@ def runner(tmp_path):
 
 
 def test_calls_from_many_threads(runner):
-    r = runner.call("register_broker", 1, "h", 1, None, "i")
+    r = runner.call(lambda c: c.cluster.register_broker(1, "h", 1, None, "i"))
     assert r["error_code"] == 0
-    hb = runner.broker_heartbeat(
-        1, r["broker_epoch"], runner.controller.log.committed_offset()
-    ).result(5)
+    offset = runner.controller.log.committed_offset()
+    hb = runner.submit(lambda c: c.cluster.broker_heartbeat(1, r["broker_epoch"], offset)).result(5)
     assert not hb["is_fenced"]
     results: list = []
 
     def worker(i: int) -> None:
         results.append(
-            runner.create_topics(
-                [{"name": f"t{i}", "num_partitions": 1, "replication_factor": 1}]
+            runner.submit(
+                lambda c: c.replication.create_topics(
+                    [{"name": f"t{i}", "num_partitions": 1, "replication_factor": 1}]
+                )
             ).result(5)
         )
 
@@ -63,11 +64,17 @@ def test_exception_reaches_caller(runner):
 
 
 def test_session_expiry_by_tick(runner):
-    r = runner.call("register_broker", 1, "h", 1, None, "i")
-    runner.call("broker_heartbeat", 1, r["broker_epoch"], runner.controller.log.committed_offset())
+    r = runner.call(lambda c: c.cluster.register_broker(1, "h", 1, None, "i"))
+    offset = runner.controller.log.committed_offset()
+    runner.call(lambda c: c.cluster.broker_heartbeat(1, r["broker_epoch"], offset))
     assert not runner.controller.image.brokers[1].fenced
     # no more heartbeats: the tick fences it after broker.session.timeout.ms (200 ms)
     wait_until(lambda: runner.controller.image.brokers[1].fenced, 5, "broker fenced by the tick")
+
+
+def test_submit_takes_a_callable_not_a_name(runner):
+    with pytest.raises(TypeError, match="takes a callable"):
+        runner.submit("create_topics")  # type: ignore[arg-type]
 
 
 def test_back_pressure_and_stop(tmp_path):
@@ -99,7 +106,7 @@ def test_waiting_calls_fail_on_stop(tmp_path):
     c = QuorumController(log, None, None, random.Random(1))
     t = ControllerThread(c)
     t.start()
-    fut = t.register_broker(1, "h", 1)
+    fut = t.submit(lambda c: c.cluster.register_broker(1, "h", 1))
     wait_until(lambda: c.last_written_offset >= 0, 5, "registration written")
     assert not fut.done(), "result must wait for the commit"
     t.stop()

@@ -35,7 +35,7 @@ def upsert(name: str, mechanism: int, password: str, iterations: int = 4096) -> 
 
 
 def test_upserts_store_keys_that_authenticate(controller) -> None:
-    r = controller.alter_user_scram_credentials(
+    r = controller.scram.alter_user_scram_credentials(
         [], [upsert("alice", 1, "pw"), upsert("alice", 2, "pw")]
     )
     assert r == [{"user": "alice", "error_code": 0, "error_message": None}]
@@ -52,8 +52,8 @@ def test_upserts_store_keys_that_authenticate(controller) -> None:
 
 
 def test_refusals_are_per_user(controller) -> None:
-    controller.alter_user_scram_credentials([], [upsert("bob", 1, "pw")])
-    r = controller.alter_user_scram_credentials(
+    controller.scram.alter_user_scram_credentials([], [upsert("bob", 1, "pw")])
+    r = controller.scram.alter_user_scram_credentials(
         [{"name": "carol", "mechanism": 1}, {"name": "bob", "mechanism": 2}],
         [
             upsert("dave", 1, "pw", iterations=100),
@@ -77,12 +77,12 @@ def test_refusals_are_per_user(controller) -> None:
         "hal": 0,
     }
     assert set(controller.image.scram_credentials) == {"bob", "hal"}
-    r = controller.alter_user_scram_credentials([{"name": "bob", "mechanism": 1}], [])
+    r = controller.scram.alter_user_scram_credentials([{"name": "bob", "mechanism": 1}], [])
     assert r[0]["error_code"] == 0 and "bob" not in controller.image.scram_credentials
 
 
 def test_credentials_survive_a_snapshot(controller) -> None:
-    controller.alter_user_scram_credentials([], [upsert("alice", 2, "pw")])
+    controller.scram.alter_user_scram_credentials([], [upsert("alice", 2, "pw")])
     image = controller.image
     again = image_from_records(image_to_records(image), image.offset)
     assert (
@@ -102,7 +102,9 @@ def test_bootstrap_file_applies_to_an_empty_log_only(tmp_path) -> None:
         c.scram.write_bootstrap()
         first = c.image.scram_credentials["admin"][1]
         c.scram.write_bootstrap()  # already has credentials: nothing more
-        c.alter_user_scram_credentials([{"name": "admin", "mechanism": 1}], [upsert("x", 1, "y")])
+        c.scram.alter_user_scram_credentials(
+            [{"name": "admin", "mechanism": 1}], [upsert("x", 1, "y")]
+        )
         c.scram.write_bootstrap()  # the log has credentials (x): admin is not brought back
         assert set(c.image.scram_credentials) == {"x"}
         assert first.iterations == 4096 and len(first.stored_key) == 32
