@@ -35,7 +35,8 @@ def test_denials_share_the_rate_limit_and_name_who_what_where(caplog) -> None:
     for _ in range(5):
         log.denied("User:alice", "10.0.0.9", "WRITE", "TOPIC:orders")
     lines = [r.getMessage() for r in caplog.records if r.name == LOGGER_NAME]
-    assert lines == [
-        "principal User:alice from host 10.0.0.9 is denied operation WRITE on TOPIC:orders"
-    ] * 2
+    assert (
+        lines
+        == ["principal User:alice from host 10.0.0.9 is denied operation WRITE on TOPIC:orders"] * 2
+    )
     assert log.denials == 5
