@@ -109,6 +109,35 @@ def test_records_out_and_per_partition_labels():
     assert v[("gregor_topic_bytes_in_total", (("partition", "0"), ("topic", "b")))] == 1
 
 
+def test_topic_counters_from_many_threads_add_up():
+    """Each thread counts in cells of its own; a scrape (here, during the counting too) sums
+    them, and a thread's counts stay after it ends."""
+    registry = CollectorRegistry()
+    t = TopicMetrics(registry)
+    n_threads, n = 4, 5000
+    start = threading.Barrier(n_threads + 1)
+
+    def count() -> None:
+        start.wait()
+        for _ in range(n):
+            t.appended("a", 0, 10, 1)
+            t.fetched("a", 0, 3, 1)
+
+    threads = [threading.Thread(target=count) for _ in range(n_threads)]
+    for th in threads:
+        th.start()
+    start.wait()
+    during = values(registry).get(("gregor_topic_records_in_total", (("topic", "a"),)), 0)
+    assert 0 <= during <= n_threads * n
+    for th in threads:
+        th.join()
+    v = values(registry)
+    assert v[("gregor_topic_bytes_in_total", (("topic", "a"),))] == 10 * n_threads * n
+    assert v[("gregor_topic_records_in_total", (("topic", "a"),))] == n_threads * n
+    assert v[("gregor_topic_bytes_out_total", (("topic", "a"),))] == 3 * n_threads * n
+    assert v[("gregor_topic_records_out_total", (("topic", "a"),))] == n_threads * n
+
+
 def _led(topic, partition, state: PartitionState, end: int):
     return SimpleNamespace(
         topic=topic,
