@@ -58,6 +58,36 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def scrape_costs(pid: int, port: int, topic: str, records: int, produce_cpu_s: float) -> dict:
+    """With metrics on: produce requests per record (from /metrics), the server's CPU per
+    produce request, and the server's CPU per scrape (20 back to back)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    url = f"http://127.0.0.1:{port}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as r:
+        text = r.read().decode()
+    produces = 0.0
+    for f in text_string_to_metric_families(text):
+        for smp in f.samples:
+            if smp.name == "gregor_requests_total" and smp.labels.get("api") == "PRODUCE":
+                produces = smp.value
+    n = 20
+    c0 = _cpu_s(pid)
+    for _ in range(n):
+        with urllib.request.urlopen(url, timeout=10) as r:
+            r.read()
+    per_scrape_ms = (_cpu_s(pid) - c0) * 1000 / n
+    return {
+        "produce_requests": int(produces),
+        "records_per_produce_request": round(records / produces, 1) if produces else None,
+        "server_cpu_us_per_produce_request": (
+            round(produce_cpu_s * 1e6 / produces, 1) if produces else None
+        ),
+        "server_cpu_ms_per_scrape": round(per_scrape_ms, 2),
+        "scrape_bytes": len(text),
+    }
+
+
 def one_round(metrics_on: bool, args: argparse.Namespace, tmp: str) -> dict:
     from client import Admin
     from client.cli.perf import run_consume, run_produce
@@ -94,6 +124,12 @@ def one_round(metrics_on: bool, args: argparse.Namespace, tmp: str) -> dict:
         )
         cpu2 = _cpu_s(proc.pid)
         rt = round_trips(bootstrap, topic + "-rt", args.round_trips)
+        extra: dict = {}
+        if metrics_on:
+            stop.set()
+            if scraper is not None:
+                scraper.join(10)
+            extra = scrape_costs(proc.pid, port, topic, args.records, cpu1 - cpu0)
         return {
             "metrics": metrics_on,
             "produce_records_per_s": produce["records_per_s"],
@@ -103,6 +139,7 @@ def one_round(metrics_on: bool, args: argparse.Namespace, tmp: str) -> dict:
             "acks_all_p50_ms": rt["p50_ms"],
             "acks_all_p99_ms": rt["p99_ms"],
             "scrapes": scrapes[0],
+            **extra,
         }
     finally:
         stop.set()
