@@ -58,19 +58,24 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def scrape_costs(pid: int, port: int, topic: str, records: int, produce_cpu_s: float) -> dict:
-    """With metrics on: produce requests per record (from /metrics), the server's CPU per
-    produce request, and the server's CPU per scrape (20 back to back)."""
+def produce_requests(port: int) -> tuple[float, int]:
+    """(PRODUCE requests answered so far, the scrape's size in bytes), from /metrics."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    url = f"http://127.0.0.1:{port}/metrics"
-    with urllib.request.urlopen(url, timeout=10) as r:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
         text = r.read().decode()
-    produces = 0.0
     for f in text_string_to_metric_families(text):
         for smp in f.samples:
             if smp.name == "gregor_requests_total" and smp.labels.get("api") == "PRODUCE":
-                produces = smp.value
+                return smp.value, len(text)
+    return 0.0, len(text)
+
+
+def scrape_costs(pid: int, port: int, records: int, produces: float, produce_cpu_s: float) -> dict:
+    """With metrics on: records per produce request, the server's CPU per produce request
+    over the produce phase, and the server's CPU per scrape (20 back to back)."""
+    url = f"http://127.0.0.1:{port}/metrics"
+    _, size = produce_requests(port)
     n = 20
     c0 = _cpu_s(pid)
     for _ in range(n):
@@ -84,7 +89,7 @@ def scrape_costs(pid: int, port: int, topic: str, records: int, produce_cpu_s: f
             round(produce_cpu_s * 1e6 / produces, 1) if produces else None
         ),
         "server_cpu_ms_per_scrape": round(per_scrape_ms, 2),
-        "scrape_bytes": len(text),
+        "scrape_bytes": size,
     }
 
 
@@ -119,6 +124,7 @@ def one_round(metrics_on: bool, args: argparse.Namespace, tmp: str) -> dict:
             {"bootstrap.servers": bootstrap, "acks": "1"}, topic, args.records, 100, "send"
         )
         cpu1 = _cpu_s(proc.pid)
+        produces = produce_requests(port)[0] if metrics_on else 0.0
         consume = run_consume(
             {"bootstrap.servers": bootstrap, "max.poll.records": 100_000}, topic, args.records
         )
@@ -129,7 +135,7 @@ def one_round(metrics_on: bool, args: argparse.Namespace, tmp: str) -> dict:
             stop.set()
             if scraper is not None:
                 scraper.join(10)
-            extra = scrape_costs(proc.pid, port, topic, args.records, cpu1 - cpu0)
+            extra = scrape_costs(proc.pid, port, args.records, produces, cpu1 - cpu0)
         return {
             "metrics": metrics_on,
             "produce_records_per_s": produce["records_per_s"],
