@@ -258,3 +258,31 @@ def test_quorum_commit_latency_and_leader_changes(tmp_path):
             log.close()
 
     asyncio.run(main())
+
+
+class _Coordinator:
+    def snapshot(self):
+        return [("g", "stable", 2, {("t", 0): 5, ("t", 1): 7, ("gone", 0): 1})]
+
+
+@pytest.mark.parametrize("partition_labels", [False, True])
+def test_group_lag_per_topic_or_per_partition(partition_labels):
+    from broker.group_metrics import GroupCollector
+
+    hw = {("t", 0): 10, ("t", 1): 7}
+    rm = SimpleNamespace(
+        get_partition=lambda t, p: (
+            SimpleNamespace(high_watermark=hw[(t, p)]) if (t, p) in hw else None
+        )
+    )
+    registry = CollectorRegistry()
+    registry.register(GroupCollector(_Coordinator(), rm, partition_labels))
+    lag = {k[1]: x for k, x in values(registry).items() if k[0] == "gregor_group_lag_records"}
+    if partition_labels:
+        assert lag == {
+            (("group", "g"), ("partition", "0"), ("topic", "t")): 5,
+            (("group", "g"), ("partition", "1"), ("topic", "t")): 0,
+        }
+    else:
+        assert lag == {(("group", "g"), ("topic", "t")): 5}
+    assert values(registry)[("gregor_group_lag_unknown_partitions", ())] == 1
