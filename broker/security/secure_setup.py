@@ -219,13 +219,17 @@ def load(directory: Path) -> SecureFiles | None:
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m broker.security.secure_setup DIR NAME=HOST[,HOST...] ...`: the files of a
-    secured cluster in DIR (nothing when DIR holds them already), for containers (the compose
-    file's `secure` profile). --client-cafile: the ssl.cafile admin.properties names (where
-    the client will find ca.pem; default DIR/ca.pem)."""
+    secured cluster in DIR (kept when DIR holds them already), for containers (the compose
+    file's `secure` profile). --owner UID:GID: the owner of DIR and its files (run as root);
+    --client-dir D: ca.pem and admin.properties copied there too, owned by D's owner;
+    --client-cafile: the ssl.cafile those admin.properties name (where the client finds ca.pem;
+    default DIR/ca.pem)."""
     ap = argparse.ArgumentParser(prog="python -m broker.security.secure_setup")
     ap.add_argument("dir", type=Path)
     ap.add_argument("nodes", nargs="+", metavar="NAME=HOST[,HOST...]")
     ap.add_argument("--cluster-name", default="gregor")
+    ap.add_argument("--owner", default=None, metavar="UID:GID")
+    ap.add_argument("--client-dir", type=Path, default=None)
     ap.add_argument("--client-cafile", default=None)
     args = ap.parse_args(argv)
     nodes = {}
@@ -234,14 +238,26 @@ def main(argv: list[str] | None = None) -> int:
         if not sep or not node or not hosts:
             ap.error(f"{spec!r}: expected NAME=HOST[,HOST...]")
         nodes[node] = [h.strip() for h in hosts.split(",") if h.strip()]
-    if load(args.dir) is not None:
+    files = load(args.dir)
+    if files is not None:
         print(f"{args.dir} holds the cluster's files already: kept", flush=True)
-        return 0
-    files = generate(args.dir, nodes, args.cluster_name)
-    if args.client_cafile:
-        settings = files.admin_settings()
-        write_admin_properties(files, settings["sasl.password"], args.client_cafile)
-    print(f"wrote a CA, {len(nodes)} node certificates and admin.properties in {args.dir}")
+    else:
+        files = generate(args.dir, nodes, args.cluster_name)
+        print(f"wrote a CA, {len(nodes)} node certificates and admin.properties in {args.dir}")
+    if args.owner:
+        uid, _, gid = args.owner.partition(":")
+        for path in (args.dir, *args.dir.iterdir()):
+            os.chown(path, int(uid), int(gid or uid))
+    if args.client_dir is not None:
+        args.client_dir.mkdir(parents=True, exist_ok=True)
+        client = SecureFiles(args.client_dir)
+        _public(client.ca, files.ca.read_bytes())
+        password = files.admin_settings()["sasl.password"]
+        write_admin_properties(client, password, args.client_cafile or client.ca)
+        st = args.client_dir.stat()
+        for path in (client.ca, client.admin_properties):
+            os.chown(path, st.st_uid, st.st_gid)
+        print(f"the admin's client files: {args.client_dir}/admin.properties, ca.pem")
     return 0
 
 
