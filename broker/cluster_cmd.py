@@ -1,10 +1,10 @@
 """`gregor cluster up|down|status|stop-node|start-node|restart-node`: a local multi-process
 cluster in one command, its nodes one by one, and its health.
 
-    gregor cluster up [--controllers 3] [--brokers 3] [--data-dir DIR] [--base-port P]
+    gregor cluster up [--controllers 3] [--brokers 3] [--data-dir DIR] [--base-port P] [--secure]
     gregor cluster down [--data-dir DIR]
     gregor cluster stop-node|start-node|restart-node NAME [--data-dir DIR]
-    gregor cluster status [--bootstrap-server H:P] [--json]
+    gregor cluster status [--bootstrap-server H:P] [--command-config FILE] [--json]
 
 `up` on a new DIR writes one config file per node into it (controllers `controller-N.yaml`,
 node ids 1..C, listening on P+100+N; brokers `broker-N.yaml`, node ids C+1.., listening on P,
@@ -22,12 +22,19 @@ files (a pid counts only while /proc/PID/cmdline names the node's config), broke
 (each a controlled shutdown), then controllers, and exits 0. `up` exits on its own when no
 node is left: 0 when they were all stopped on purpose (`down`, `stop-node`), else 1.
 
+`up --secure` (a new DIR) generates a CA, a certificate per node, an admin user and the
+brokers' own user in DIR/secure (broker/security/secure_setup.py): brokers serve SASL_SSL only
+(clients, and replication as that user), controllers SSL with client certificates required
+(brokers and controllers present their own); it prints how to connect with DIR/secure/
+admin.properties (mode 0600). A resumed secured cluster stays secured.
+
 `down` stops every node of DIR the same way, from another terminal or after `up` itself was
 killed. `stop-node NAME` (SIGTERM, SIGKILL after --timeout), `start-node NAME` (as `up` starts
 it, waits until it listens) and `restart-node NAME` (both) manage one node: NAME is a file
 name of DIR without `.yaml`, e.g. broker-1 or controller-2.
 
-`status` asks any broker: the brokers (fenced or not), the metadata quorum (leader, term,
+`status` asks any broker (with the client settings of --command-config FILE or the
+environment, as every client command: docs/security.md): the brokers (fenced or not), the metadata quorum (leader, term,
 each voter's lag), and the offline, under-replicated and under-min-ISR partitions.
 """
 
@@ -47,6 +54,7 @@ from broker.cluster_nodes import (
     is_node,
     load_nodes,
     node_pid,
+    secure_files,
     spawn_node,
     stop_cluster,
     stop_nodes,
@@ -87,6 +95,12 @@ def register(subparsers: Any) -> None:
         " a resumed cluster keeps its ports)",
     )
     up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for each node")
+    up.add_argument(
+        "--secure",
+        action="store_true",
+        help="a new cluster with TLS on every link and SASL (SCRAM) for clients: generates a CA,"
+        " node certificates and an admin user whose credentials go to DIR/secure/admin.properties",
+    )
     up.set_defaults(func=run_up)
     down = sub.add_parser("down", help="stop every node of a cluster started by `cluster up`")
     _data_dir(down, "the cluster directory given to `cluster up`")
@@ -114,6 +128,12 @@ def register(subparsers: Any) -> None:
         default="127.0.0.1:9092",
         metavar="HOST:PORT",
         help="any broker of the cluster (default 127.0.0.1:9092)",
+    )
+    st.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="client properties file (security.protocol, sasl.*, ssl.cafile), e.g. the"
+        " admin.properties of `cluster up --secure`; default $GREGOR_COMMAND_CONFIG",
     )
     st.add_argument("--json", action="store_true", help="print JSON")
     st.set_defaults(func=run_status)
@@ -156,11 +176,14 @@ def _resume_mismatch(args: argparse.Namespace, nodes: list[Node]) -> str | None:
         "--controllers": sum(n.role == "controller" for n in nodes),
         "--brokers": sum(n.role == "broker" for n in nodes),
         "--base-port": next((n.port for n in nodes if n.role == "broker"), None),
+        "--secure": secure_files(nodes) is not None,
     }
     asked = {"--controllers": args.controllers, "--brokers": args.brokers,
-             "--base-port": args.base_port}  # fmt: skip
+             "--base-port": args.base_port, "--secure": args.secure or None}  # fmt: skip
     for flag, value in asked.items():
         if value is not None and value != have[flag]:
+            if flag == "--secure":
+                return "--secure, but the cluster there is not secured"
             return f"{flag} {value}, but the cluster there has {flag} {have[flag]}"
     return None
 
@@ -204,7 +227,10 @@ def run_up(args: argparse.Namespace) -> int:
         if controllers < 1 or brokers < 1:
             return _fail("up", "need at least one controller and one broker", 2)
         base = 9092 if args.base_port is None else args.base_port
-        nodes = write_configs(data_dir, controllers, brokers, base)
+        try:
+            nodes = write_configs(data_dir, controllers, brokers, base, secure=args.secure)
+        except ImportError as exc:  # (cryptography is a dependency; a broken install)
+            return _fail("up", f"--secure needs the `cryptography` package: {exc}")
     return _supervise(nodes, args.data_dir, args.timeout)
 
 
@@ -231,6 +257,20 @@ def _supervise(nodes: list[Node], dir_arg: str, timeout: float) -> int:
             f"restart a node: gregor cluster restart-node NAME --data-dir {dir_arg} (also"
             f" stop-node, start-node); stop all: gregor cluster down --data-dir {dir_arg}"
         )
+        admin = secure_files(nodes)
+        if admin is not None:
+            _say(
+                f"secured: SASL_SSL (SCRAM-SHA-512) for clients, TLS on every link; the admin's"
+                f" credentials and CA are in {admin} (keep it private). Connect with:\n"
+                f"  gregor cluster status --bootstrap-server {brokers[0].address}"
+                f" --command-config {admin}\n"
+                f"  gregor topics list --bootstrap-server {brokers[0].address}"
+                f" --command-config {admin}   (or export GREGOR_COMMAND_CONFIG={admin})\n"
+                f"  Python: Producer(bootstrap_servers={bootstrap!r}, **settings) with settings ="
+                f" security_protocol='SASL_SSL', sasl_mechanism='SCRAM-SHA-512',"
+                f" sasl_username='admin', sasl_password=<sasl.password of {admin.name}>,"
+                f" ssl_cafile={str(admin.parent / 'ca.pem')!r}"
+            )
         _say("Ctrl-C stops the cluster.")
         return _watch(nodes, stop)
     finally:
@@ -354,11 +394,12 @@ def _start(node: Node, timeout: float) -> int:
 # -- status --------------------------------------------------------------------------------------
 
 
-def cluster_status(bootstrap: str) -> dict:
-    """What `gregor cluster status` prints, as data."""
+def cluster_status(bootstrap: str, settings: dict[str, str] | None = None) -> dict:
+    """What `gregor cluster status` prints, as data; `settings`: more client settings (dotted
+    names: security.protocol, sasl.*, ssl.*)."""
     from client import Admin
 
-    with Admin(bootstrap_servers=bootstrap) as admin:
+    with Admin({**(settings or {}), "bootstrap.servers": bootstrap}) as admin:
         desc = admin.describe_cluster(include_fenced=True)
         quorum = admin.describe_quorum()
         topics = {t: admin.describe_topic(t) for t in admin.list_topics()}
@@ -409,11 +450,12 @@ def cluster_status(bootstrap: str) -> dict:
 
 
 def run_status(args: argparse.Namespace) -> int:
+    from client.cli.common import CommandError, command_config
     from client.errors import GregorError
 
     try:
-        st = cluster_status(args.bootstrap_server)
-    except GregorError as exc:
+        st = cluster_status(args.bootstrap_server, command_config(args.command_config))
+    except (GregorError, CommandError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     if args.json:

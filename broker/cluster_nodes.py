@@ -50,10 +50,18 @@ class Node:
         return self.config.with_suffix(".pid")
 
 
-def write_configs(data_dir: Path, controllers: int, brokers: int, base_port: int) -> list[Node]:
+def write_configs(
+    data_dir: Path, controllers: int, brokers: int, base_port: int, secure: bool = False
+) -> list[Node]:
     """One YAML file per node in `data_dir` (a new cluster); returns the nodes, controllers
-    first."""
+    first. `secure`: the files of secure_setup.py in `data_dir`/SECURE_DIR, brokers serving
+    SASL_SSL only (clients and replication, the brokers authenticating as
+    secure_setup.INTER_BROKER_USER), controllers SSL with client certificates required."""
     data_dir.mkdir(parents=True, exist_ok=True)
+    controller_extra: dict[int, str] = {}
+    broker_extra: dict[int, str] = {}
+    if secure:
+        controller_extra, broker_extra = _secure_keys(data_dir, controllers, brokers)
     voters = ",".join(f"{n}@{HOST}:{base_port + 100 + n}" for n in range(1, controllers + 1))
     cluster_id = uuid.uuid4().hex[:22]
     # what multi-broker quickstarts set: replicated auto-created topics and offsets, and
@@ -70,21 +78,73 @@ def write_configs(data_dir: Path, controllers: int, brokers: int, base_port: int
             f'controller.quorum.voters: "{voters}"\n'
             f"metadata.log.dir: {data_dir / f'controller-{n}'}\n"
             "controller.quorum.election.timeout.ms: 500\n"
-            "broker.session.timeout.ms: 6000\n" + topic_defaults
+            "broker.session.timeout.ms: 6000\n" + topic_defaults + controller_extra.get(n, "")
         )
     for i in range(1, brokers + 1):
         (data_dir / f"broker-{i}.yaml").write_text(
             "process.roles: broker\n"
             f"node.id: {controllers + i}\n"
             f"cluster.id: {cluster_id}\n"
-            f"listeners: PLAINTEXT://{HOST}:{base_port + i - 1}\n"
+            f"listeners: {'SASL_SSL' if secure else 'PLAINTEXT'}://{HOST}:{base_port + i - 1}\n"
             f'controller.quorum.voters: "{voters}"\n'
             f"log.dirs: {data_dir / f'broker-{i}'}\n"
             "broker.heartbeat.interval.ms: 1000\n"
             + topic_defaults
             + f"offsets.topic.replication.factor: {rf}\n"
+            + broker_extra.get(i, "")
         )
+        if secure:  # (it holds the broker's password)
+            os.chmod(data_dir / f"broker-{i}.yaml", 0o600)
     return load_nodes(data_dir)
+
+
+SECURE_DIR = "secure"  # under a cluster directory: the files of secure_setup.py
+
+
+def _secure_keys(data_dir: Path, controllers: int, brokers: int) -> tuple[dict, dict]:
+    """The TLS/SASL keys of each controller and broker config (by number), after generating
+    the CA, certificates and users."""
+    from broker.security import secure_setup
+
+    hosts = (HOST, "localhost")
+    names = [f"controller-{n}" for n in range(1, controllers + 1)]
+    names += [f"broker-{i}" for i in range(1, brokers + 1)]
+    files = secure_setup.generate(data_dir / SECURE_DIR, dict.fromkeys(names, hosts))
+
+    def tls(name: str) -> str:
+        return (
+            f"ssl.certfile: {files.node_cert(name)}\n"
+            f"ssl.keyfile: {files.node_key(name)}\n"
+            f"ssl.cafile: {files.ca}\n"
+        )
+
+    controller = {
+        n: tls(f"controller-{n}")
+        + "listener.security.protocol.map: CONTROLLER:SSL\n"
+        + "ssl.client.auth: required\n"  # only holders of a node certificate join
+        + f"sasl.scram.bootstrap.file: {files.scram_bootstrap}\n"
+        for n in range(1, controllers + 1)
+    }
+    broker = {
+        i: tls(f"broker-{i}")
+        + "listener.security.protocol.map: SASL_SSL:SASL_SSL,CONTROLLER:SSL\n"
+        + "inter.broker.listener.name: SASL_SSL\n"
+        + f"sasl.mechanism.inter.broker.protocol: {secure_setup.MECHANISM}\n"
+        + f"sasl.inter.broker.username: {secure_setup.INTER_BROKER_USER}\n"
+        + f"sasl.inter.broker.password: {files.broker_password}\n"
+        for i in range(1, brokers + 1)
+    }
+    return controller, broker
+
+
+def secure_files(nodes: list[Node]) -> Path | None:
+    """The admin's client properties file of a cluster made with `secure` (None: not one)."""
+    if not nodes:
+        return None
+    from broker.security import secure_setup
+
+    files = secure_setup.load(nodes[0].config.parent / SECURE_DIR)
+    return files.admin_properties if files is not None else None
 
 
 def load_nodes(data_dir: Path) -> list[Node]:

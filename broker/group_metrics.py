@@ -26,9 +26,14 @@ GROUP_STATES = ("empty", "assigning", "reconciling", "stable")
 class GroupCollector(Collector):
     """`coordinator` a broker.group.GroupCoordinator, `replica_manager` the node's."""
 
-    def __init__(self, coordinator: Any, replica_manager: Any) -> None:
+    def __init__(
+        self, coordinator: Any, replica_manager: Any, partition_labels: bool = False
+    ) -> None:
+        """`partition_labels`: the lag per partition (metrics.partition.labels), else per
+        topic."""
         self._coordinator = coordinator
         self._rm = replica_manager
+        self._partition_labels = partition_labels
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         members = GaugeMetricFamily(
@@ -46,7 +51,9 @@ class GroupCollector(Collector):
             "gregor_group_lag_records",
             "records a group is behind, by topic: the sum over its partitions with a committed"
             " offset of high watermark - committed offset (as gregor groups describe)",
-            labels=["group", "topic"],
+            labels=["group", "topic", "partition"]
+            if self._partition_labels
+            else ["group", "topic"],
         )
         unknown = 0
         get = self._rm.get_partition
@@ -54,15 +61,16 @@ class GroupCollector(Collector):
             members.add_metric([gid], n)
             for s in GROUP_STATES:
                 state.add_metric([gid, s], 1 if s == st else 0)
-            per_topic: dict[str, int] = {}
+            per_key: dict[tuple[str, ...], int] = {}
             for (topic, p), offset in committed.items():
                 part = get(topic, p)
                 if part is None:
                     unknown += 1
                     continue
-                per_topic[topic] = per_topic.get(topic, 0) + max(0, part.high_watermark - offset)
-            for topic in sorted(per_topic):
-                lag.add_metric([gid, topic], per_topic[topic])
+                key: tuple[str, ...] = (topic, str(p)) if self._partition_labels else (topic,)
+                per_key[key] = per_key.get(key, 0) + max(0, part.high_watermark - offset)
+            for key in sorted(per_key):
+                lag.add_metric([gid, *key], per_key[key])
         yield members
         yield state
         yield lag

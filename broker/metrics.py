@@ -4,119 +4,61 @@ controller.metrics.MetricsServer on `metrics.listener`.
 Two kinds, so that the request path pays little per request and nothing per record:
 - events, counted where they happen: requests and their latency per API and stage (once per
   request, on the network thread that sends the answer, lock-free: broker/request_metrics.py),
-  error codes (from each response body, where RequestContext sends it), bytes in and out
-  per topic (once per partition of a produce or fetch), flush latency (once per flusher round);
+  error codes (from each response body, where RequestContext sends it), bytes and records in
+  and out per topic (once per partition of a produce or fetch: broker/topic_metrics.py), flush
+  latency and bytes (once per flusher round);
 - state, read at scrape time by `BrokerCollector` (nothing on the hot path): under-replicated,
-  under-min-ISR and offline partitions, leader and partition counts, request queue depth,
-  purgatory sizes, open segment files and their budget.
+  under-min-ISR and offline partitions, leader and partition counts, followers' lag, request
+  queue depth, purgatory sizes, open segment files and their budget.
 
-Labels: `api`, `error` (names, bounded by the protocol), `topic` (per topic; no per-partition
-series), `kind` (purgatory), `stage`. Threads: `appended`/`bytes_out`/`flush.observe` from any
-thread (prometheus_client's metrics are thread-safe); collectors run on the scrape thread.
+Labels: `api`, `error` (names, bounded by the protocol), `topic` (per topic; per partition
+too only with `metrics.partition.labels=true`), `kind` (purgatory), `stage`. Threads:
+`topics.appended`/`topics.fetched`/`flush_round` from any thread (prometheus_client's metrics
+are thread-safe); collectors run on the scrape thread.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from broker.group_metrics import GroupCollector
 from broker.request_metrics import ErrorCounter, RequestCollector, StageRecorder
-from controller.metrics import MetricsServer, QuorumCollector, new_registry, offline_partitions
+from broker.topic_metrics import TopicMetrics, log_size, replica_lag
+from controller.metrics import (
+    MetricsServer,
+    QuorumCollector,
+    QuorumMetrics,
+    new_registry,
+    offline_partitions,
+)
 
 FLUSH_BUCKETS = (
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 )  # fmt: skip
 
 THROTTLE_BUCKETS = (0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 11.0, 30.0)
-
-
-class TopicMetrics:
-    """Bytes and records in (appended by produce, as leader) and bytes out (returned by fetch)
-    per topic. A deleted topic's series go (`forget`, on the metadata that deletes it), so
-    topic churn does not grow the registry."""
-
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self._in = Counter(
-            "gregor_topic_bytes_in",
-            "record-batch bytes appended by produce requests, by topic (Kafka: BytesInPerSec)",
-            ["topic"],
-            registry=registry,
-        )
-        self._records_in = Counter(
-            "gregor_topic_records_in",
-            "records appended by produce requests, by topic (Kafka: MessagesInPerSec)",
-            ["topic"],
-            registry=registry,
-        )
-        self._out = Counter(
-            "gregor_topic_bytes_out",
-            "record-batch bytes returned by fetch requests (consumers and followers), by topic"
-            " (Kafka: BytesOutPerSec)",
-            ["topic"],
-            registry=registry,
-        )
-        # children cached per topic; created and forgotten under the lock, read without it
-        self._lock = threading.Lock()
-        self._in_children: dict[str, tuple[Any, Any]] = {}
-        self._out_children: dict[str, Any] = {}
-
-    def appended(self, topic: str, nbytes: int, nrecords: int) -> None:
-        pair = self._in_children.get(topic)
-        if pair is None:
-            with self._lock:
-                pair = self._in_children.get(topic)
-                if pair is None:
-                    pair = self._in_children[topic] = (
-                        self._in.labels(topic),
-                        self._records_in.labels(topic),
-                    )
-        pair[0].inc(nbytes)
-        pair[1].inc(nrecords)
-
-    def bytes_out(self, topic: str, n: int) -> None:
-        child = self._out_children.get(topic)
-        if child is None:
-            with self._lock:
-                child = self._out_children.get(topic)
-                if child is None:
-                    child = self._out_children[topic] = self._out.labels(topic)
-        child.inc(n)
-
-    def forget(self, topic: str) -> None:
-        """Drop `topic`'s series (it was deleted). An increment racing with this may be lost:
-        it belonged to the deleted topic."""
-        with self._lock:
-            if self._in_children.pop(topic, None) is not None:
-                self._in.remove(topic)
-                self._records_in.remove(topic)
-            if self._out_children.pop(topic, None) is not None:
-                self._out.remove(topic)
-
-    def on_metadata(self, image: Any, delta: Any) -> None:
-        """MetadataPublisher subscriber: forget the topics the delta deleted (and did not
-        re-create)."""
-        if delta is None:
-            return
-        for name in delta.deleted_topics:
-            if name not in image.topics:
-                self.forget(name)
+# bytes made durable by one flusher round: 1 KiB .. 256 MiB, by powers of 4
+FLUSH_SIZE_BUCKETS = tuple(float(1024 * 4**i) for i in range(10))
 
 
 class BrokerCollector(Collector):
     """The broker's state, read at scrape time (`node` is a broker.node.BrokerNode, `channel`
     the request channel)."""
 
-    def __init__(self, node: Any, channel: Any, network: Any = None) -> None:
-        """`network`: the SocketServer (connections, request memory); None: not reported."""
+    def __init__(
+        self, node: Any, channel: Any, network: Any = None, partition_labels: bool = False
+    ) -> None:
+        """`network`: the SocketServer (connections, request memory); None: not reported.
+        `partition_labels`: per-partition series (metrics.partition.labels), else per topic."""
         self._node = node
         self._channel = channel
         self._network = network
+        self._partition_labels = partition_labels
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         node = self._node
@@ -151,6 +93,7 @@ class BrokerCollector(Collector):
             " (Kafka: ReplicaFetcherManager MaxLag, seen from the leader)",
             value=max_follower_lag(leaders),
         )
+        yield from replica_lag(leaders, self._partition_labels)
         yield GaugeMetricFamily(
             "gregor_partitions_leader",
             "partitions this broker leads (Kafka: LeaderCount)",
@@ -194,20 +137,7 @@ class BrokerCollector(Collector):
         for kind, p in (("produce", node.produce_purgatory), ("fetch", node.fetch_purgatory)):
             purgatory.add_metric([kind], p.watched())
         yield purgatory
-        sizes: dict[str, int] = {}
-        for p in partitions:
-            log = getattr(p, "log", None)
-            if log is not None:
-                sizes[p.topic] = sizes.get(p.topic, 0) + log.size_bytes
-        size = GaugeMetricFamily(
-            "gregor_topic_log_size_bytes",
-            "bytes of the segments of this broker's replicas of a topic, by topic"
-            " (Kafka: kafka.log:type=Log,name=Size, summed per topic)",
-            labels=["topic"],
-        )
-        for topic in sorted(sizes):
-            size.add_metric([topic], sizes[topic])
-        yield size
+        yield log_size(partitions, self._partition_labels)
         lm = node.log_manager
         yield GaugeMetricFamily(
             "gregor_log_open_segment_files",
@@ -244,15 +174,24 @@ class BrokerMetrics:
     BrokerServer when `metrics.listener` is set; `start(node, channel, ready)` once the node
     exists, `stop()` at shutdown."""
 
-    def __init__(self, address: tuple[str, int]) -> None:
+    def __init__(self, address: tuple[str, int], partition_labels: bool = False) -> None:
+        """`partition_labels`: per-partition series (metrics.partition.labels), else per topic."""
         self.registry = new_registry()
+        self.partition_labels = partition_labels
         self.errors = ErrorCounter(self.registry)
-        self.topics = TopicMetrics(self.registry)
+        self.topics = TopicMetrics(self.registry, partition_labels)
         self.flush = Histogram(
             "gregor_log_flush_duration_seconds",
             "time of one flusher round (fsync, or syncfs, of the logs appended since the last"
             " round) (Kafka: LogFlushRateAndTimeMs)",
             buckets=FLUSH_BUCKETS,
+            registry=self.registry,
+        )
+        self.flush_size = Histogram(
+            "gregor_log_flush_size_bytes",
+            "record bytes one flusher round made durable (appended to the logs it flushed since"
+            " their previous flush)",
+            buckets=FLUSH_SIZE_BUCKETS,
             registry=self.registry,
         )
         self.isr_shrinks = Counter(
@@ -293,8 +232,9 @@ class BrokerMetrics:
     ) -> tuple[str, int]:
         """`network` the SocketServer (its network threads get a StageRecorder each: call
         before they start), `io_pool()` the I/O pool once it exists."""
-        self.registry.register(BrokerCollector(node, channel, network))
-        self.registry.register(GroupCollector(node.group_coordinator, node.replica_manager))
+        labels = self.partition_labels
+        self.registry.register(BrokerCollector(node, channel, network, labels))
+        self.registry.register(GroupCollector(node.group_coordinator, node.replica_manager, labels))
         processors = [] if network is None else list(network.processors)
         for p in processors:
             p.recorder = StageRecorder()
@@ -306,8 +246,14 @@ class BrokerMetrics:
             self.registry.register(
                 QuorumCollector(log, lambda: quorum.loader.image, with_offline=False)
             )
+            QuorumMetrics(self.registry, log)
         self.server = MetricsServer(self.registry, self._address, ready, name="broker-metrics")
         return self.server.start()
+
+    def flush_round(self, seconds: float, nbytes: int) -> None:
+        """One flusher round took `seconds` and made `nbytes` durable (the flusher's thread)."""
+        self.flush.observe(seconds)
+        self.flush_size.observe(nbytes)
 
     def isr_changed(self, old: int, new: int) -> None:
         (self.isr_shrinks if new < old else self.isr_expands).inc()

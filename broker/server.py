@@ -42,6 +42,7 @@ from broker.io_pool import IoPool
 from broker.listeners import Listeners, kafka_listener_names, parse_endpoints
 from broker.network.socket_server import NetworkSettings, SocketServer
 from broker.request_channel import RequestChannel
+from client.config import setting
 from client.config.types import parse_list
 from client.errors import ConfigError, InconsistentClusterIdError
 from client.fsutil import make_dirs
@@ -283,12 +284,15 @@ class BrokerServer:
         node = self.node
         if not hasattr(node, "lifecycle"):
             raise ValueError("metrics.listener: needs a full broker node (broker.node)")
-        metrics = BrokerMetrics(self._metrics_address)
+        metrics = BrokerMetrics(
+            self._metrics_address,
+            bool(setting(self.config, "metrics_partition_labels", False)),
+        )
         rm, lm = node.replica_manager, node.log_manager
         rm.on_appended = metrics.topics.appended
-        rm.on_bytes_out = metrics.topics.bytes_out
+        rm.on_fetched = metrics.topics.fetched
         rm.applier.on_isr_change = metrics.isr_changed
-        lm.on_flush_round = metrics.flush.observe
+        lm.on_flush_round = metrics.flush_round
         node.services.metrics = metrics.errors
         node.services.quotas.on_throttle = metrics.throttled
         self.metrics = metrics

@@ -28,8 +28,8 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-from prometheus_client import CollectorRegistry, make_wsgi_app
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client import CollectorRegistry, Histogram, make_wsgi_app
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.registry import Collector
 
@@ -134,10 +134,34 @@ def metrics_address(config: Any) -> tuple[str, int] | None:
     return parse_http_listener(setting(config, "metrics_listener", None) or "")
 
 
+# append to commit of a metadata proposal: 0.1 ms .. 10 s
+COMMIT_BUCKETS = (
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0,
+)  # fmt: skip
+
+
+class QuorumMetrics:
+    """The quorum's events, recorded where they happen: each proposal's commit latency on the
+    leader (RaftMetadataLog.on_commit_latency, called on its loop thread). Built once per
+    process, before or after the log starts (proposals made before are not timed)."""
+
+    def __init__(self, registry: CollectorRegistry, log: Any) -> None:
+        self.commit_latency = Histogram(
+            "gregor_raft_commit_latency_seconds",
+            "time from a metadata proposal's append on the leader to its commit by the quorum"
+            " (Kafka: raft-metrics commit-latency-avg/-max)",
+            buckets=COMMIT_BUCKETS,
+            registry=registry,
+        )
+        log.on_commit_latency = self.commit_latency.observe
+
+
 class QuorumCollector(Collector):
     """The controller's state, read at scrape time: active controller, the Raft quorum's leader,
-    term and high watermark, fenced and registered brokers, offline partitions. `log` is a
-    RaftMetadataLog (its `node` is the Raft core), `image()` the latest metadata image."""
+    term and high watermark, leader changes, fenced and registered brokers, reassignments in
+    flight, offline partitions. `log` is a RaftMetadataLog (its `node` is the Raft core),
+    `image()` the latest metadata image."""
 
     def __init__(self, log: Any, image: Callable[[], Any], with_offline: bool = True) -> None:
         """`with_offline`: also the offline-partitions gauge (False where the broker's own
@@ -146,7 +170,7 @@ class QuorumCollector(Collector):
         self._image = image
         self._with_offline = with_offline
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         from controller.raft.state import Role
 
         node = self._log.node
@@ -174,6 +198,12 @@ class QuorumCollector(Collector):
             " (Kafka: raft-metrics high-watermark)",
             value=node.log.committed,
         )
+        yield CounterMetricFamily(
+            "gregor_raft_leader_changes",
+            "times the quorum's leader known to this node changed to another (the first leader"
+            " it learns of after start counts one) (Kafka: controller LeaderElectionRate)",
+            value=self._log.leader_changes,
+        )
         image = self._image()
         brokers = list(image.brokers.values())
         fenced = sum(1 for b in brokers if b.fenced)
@@ -187,6 +217,7 @@ class QuorumCollector(Collector):
             "registered brokers that are unfenced (Kafka: ActiveBrokerCount)",
             value=len(brokers) - fenced,
         )
+        yield from reassignments(image)
         if self._with_offline:
             yield offline_partitions(image)
 
@@ -200,6 +231,36 @@ def offline_partitions(image: Any) -> GaugeMetricFamily:
         " nodes, not sum) (Kafka: OfflinePartitionsCount)",
         value=offline,
     )
+
+
+def reassignments(image: Any) -> Iterator[GaugeMetricFamily]:
+    """Partition reassignments in flight in the metadata image (KIP-455: adding or removing
+    replicas), and the replicas being added and removed per broker."""
+    moving = 0
+    per_broker: dict[tuple[str, str], int] = {}
+    for t in image.topics.values():
+        for p in t.partitions.values():
+            if p.adding_replicas or p.removing_replicas:
+                moving += 1
+                for kind, ids in (("adding", p.adding_replicas), ("removing", p.removing_replicas)):
+                    for b in ids:
+                        key = (str(b), kind)
+                        per_broker[key] = per_broker.get(key, 0) + 1
+    yield GaugeMetricFamily(
+        "gregor_controller_reassigning_partitions",
+        "partitions with a reassignment in flight (replicas being added or removed) in this"
+        " node's metadata image (Kafka: ReassigningPartitions)",
+        value=moving,
+    )
+    replicas = GaugeMetricFamily(
+        "gregor_controller_reassigning_replicas",
+        "replicas a reassignment in flight is adding to (kind=adding) or removing from"
+        " (kind=removing) a broker",
+        labels=["broker", "kind"],
+    )
+    for key in sorted(per_broker):
+        replicas.add_metric(list(key), per_broker[key])
+    yield replicas
 
 
 def quorum_ready(log: Any, image: Callable[[], Any]) -> str | None:

@@ -2,6 +2,8 @@
 
     python scripts/chaos.py --scenario S1 --duration 300 --seed 42
     python scripts/chaos.py --scenario all --duration 60
+    python scripts/chaos.py --scenario S1 --secure      # SASL_SSL on every client and broker
+                                                        # link, mTLS between controllers
     python scripts/chaos.py --list
 
 Each run starts 3 controllers and 3 brokers in a work dir (kept: history, node logs, data dirs,
@@ -33,6 +35,12 @@ def main() -> int:
     ap.add_argument("--duration", type=float, default=0.0, help="seconds of faults (0: minimum)")
     ap.add_argument("--seed", type=int, default=None, help="replay this fault schedule")
     ap.add_argument("--out", type=Path, default=None, help="work dir (default: a new tmp dir)")
+    ap.add_argument(
+        "--secure",
+        action="store_true",
+        help="SASL_SSL (SCRAM) on client and broker links, SSL with client certificates on"
+        " controller links, certificates from a CA of the run",
+    )
     ap.add_argument("--list", action="store_true", help="list the scenarios and exit")
     args = ap.parse_args()
     if args.list:
@@ -49,7 +57,7 @@ def main() -> int:
     reports = []
     for name in names:
         workdir = out if len(names) == 1 else out / name
-        report = run_scenario(name, workdir, seed, args.duration)
+        report = run_scenario(name, workdir, seed, args.duration, args.secure)
         reports.append(report)
         print(json.dumps({k: v for k, v in report.items() if k != "anomalies"}), flush=True)
         if report.get("anomalies"):

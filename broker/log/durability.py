@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from .log import Log
 
 # a covered flush in progress: (target offset, generation, segments taken, directory dirty,
-# staged leader-epoch token or None)
-CoveredToken = tuple[int, int, list[LogSegment], bool, int | None]
+# bytes taken, staged leader-epoch token or None)
+CoveredToken = tuple[int, int, list[LogSegment], bool, int, int | None]
 
 
 class LogDurability:
@@ -43,6 +43,10 @@ class LogDurability:
         self._last_flush_ms = 0
         # the flushed offset the log dir's Flusher last reported (its own, under its lock)
         self.reported_flushed_offset = -1
+        self._unflushed_bytes = 0  # record bytes appended since the last flush took them
+        # record bytes made durable by this log's flushes, ever (written under the log's lock,
+        # read without it: the flusher's bytes-per-round metric sums it before and after)
+        self.flushed_bytes = 0
 
     # -- what the Log tells it (lock held) ------------------------------------------------------
 
@@ -51,9 +55,11 @@ class LogDurability:
         self._flushed = flushed
         self._last_flush_ms = now_ms
 
-    def mark_dirty(self, seg: LogSegment) -> None:
-        """`seg` was written (or its indexes were): the next flush fsyncs it."""
+    def mark_dirty(self, seg: LogSegment, nbytes: int = 0) -> None:
+        """`seg` was written (`nbytes` of records appended, or its indexes were): the next flush
+        fsyncs it."""
         self._dirty[seg.base_offset] = seg
+        self._unflushed_bytes += nbytes
 
     def mark_dir_dirty(self) -> None:
         """A file was created or removed: the next flush fsyncs the directory."""
@@ -67,6 +73,8 @@ class LogDurability:
     def truncated_locked(self, end: int) -> None:
         """The log was truncated to `end`: the flushed offset never stays above it."""
         self._flushed = min(self._flushed, end)
+        if end <= self._flushed:  # nothing unflushed is left (else: an over-count, rare)
+            self._unflushed_bytes = 0
 
     # -- flushing --------------------------------------------------------------------------------
 
@@ -114,6 +122,7 @@ class LogDurability:
             generation = log.generation
             segments = list(self._dirty.values())
             dir_dirty = self._dir_dirty
+            nbytes, self._unflushed_bytes = self._unflushed_bytes, 0
             self._dirty.clear()
             self._dir_dirty = False
         staged = None
@@ -121,10 +130,10 @@ class LogDurability:
             try:
                 staged = log.epoch_cache.stage()
             except OSError:  # its own flush() writes them, and reports what fails
-                self._keep_dirty(segments, dir_dirty)
+                self._keep_dirty(segments, dir_dirty, nbytes)
                 self._flush_lock.release()
                 return False
-        return target, generation, segments, dir_dirty, staged
+        return target, generation, segments, dir_dirty, nbytes, staged
 
     def commit_covered_flush(self, token: CoveredToken) -> bool:
         """The second step, after the sync: rename the staged leader epochs into place. True
@@ -141,29 +150,31 @@ class LogDurability:
         flushed offset; raises StorageError (the log dir goes offline) on `error`, or
         FileLimitError (nothing offline, what was to flush is kept for a later flush) when
         it failed for lack of a file descriptor."""
-        target, generation, segments, dir_dirty, staged = token
+        target, generation, segments, dir_dirty, nbytes, staged = token
         log = self._log
         try:
             if error is not None:
                 if staged is not None:
                     log.epoch_cache.abort_staged()
                 if is_fd_limit(error):
-                    self._keep_dirty(segments, dir_dirty)
+                    self._keep_dirty(segments, dir_dirty, nbytes)
                 raise log.fail(error) from error
             with log.lock:
                 if generation == log.generation and target > self._flushed:
                     self._flushed = target
+                self.flushed_bytes += nbytes
                 self._last_flush_ms = self._clock()
                 return self._flushed
         finally:
             self._flush_lock.release()
 
-    def _keep_dirty(self, segments: list[LogSegment], dir_dirty: bool) -> None:
+    def _keep_dirty(self, segments: list[LogSegment], dir_dirty: bool, nbytes: int) -> None:
         """What a covered flush took is flushed by a later one after all."""
         with self._log.lock:
             for seg in segments:
                 self._dirty.setdefault(seg.base_offset, seg)
             self._dir_dirty = self._dir_dirty or dir_dirty
+            self._unflushed_bytes += nbytes
 
     def flush(self) -> int:
         """fsync data and indexes of every segment written since the last flush, and the
@@ -185,6 +196,7 @@ class LogDurability:
                     return self._flushed
                 segments = list(self._dirty.values())
                 self._dirty.clear()
+                nbytes, self._unflushed_bytes = self._unflushed_bytes, 0
                 active = log.segments[-1]
                 # No syscall under the lock on the common path (only the active segment dirty):
                 # its fd is pinned, so a concurrent truncation or close defers closing it.
@@ -206,6 +218,7 @@ class LogDurability:
                     for seg in pinned[: len(pinned_fds)]:
                         seg.unpin()
                     self._dirty.update((seg.base_offset, seg) for seg in segments)  # retry later
+                    self._unflushed_bytes += nbytes
                     raise log.fail(exc) from exc
                 dir_dirty, self._dir_dirty = self._dir_dirty, False
             try:
@@ -228,5 +241,6 @@ class LogDurability:
             with log.lock:
                 if generation == log.generation and target > self._flushed:
                     self._flushed = target
+                self.flushed_bytes += nbytes
                 self._last_flush_ms = self._clock()
                 return self._flushed

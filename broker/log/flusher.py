@@ -60,6 +60,11 @@ def flush_each(logs: list[Log]) -> None:
             _log.error("[%s-%d] fsync failed: %s", log.topic, log.partition, exc)
 
 
+def _flushed_bytes(logs: Iterable[Log]) -> int:
+    """The record bytes `logs` have made durable so far (read without their locks)."""
+    return sum(log.durability.flushed_bytes for log in logs)
+
+
 class Flusher:
     """Owned by whoever started it (LogManager.start_flushers or the broker); stop() it."""
 
@@ -98,9 +103,9 @@ class Flusher:
         self._busy = False
         self.rounds = 0  # flush rounds run (a statistic for benchmarks and tests)
         self.fsynced_logs = 0
-        # metrics (broker/metrics.py): called with each round's duration in seconds; set once
-        # before the first round
-        self.on_round: Callable[[float], None] | None = None
+        # metrics (broker/metrics.py): called with each round's duration in seconds and the
+        # record bytes it made durable; set once before the first round
+        self.on_round: Callable[[float, int], None] | None = None
         self._thread = threading.Thread(target=self._run, name=f"flusher-{name}", daemon=True)
 
     def start(self) -> Flusher:
@@ -145,6 +150,10 @@ class Flusher:
                 self._busy = True
                 self._cond.notify_all()
             retry: list[Log] = []
+            on_round = self.on_round
+            # the bytes a round made durable: what the logs' flushes added (a follower's
+            # flush_now of the same log at the same moment would count too: it is durable)
+            before = 0 if on_round is None else _flushed_bytes(batch.values())
             started = time.monotonic()
             try:
                 logs = list(batch.values())
@@ -162,8 +171,9 @@ class Flusher:
                     outcomes = list(self._pool.map(self._flush_one, logs))
                 retry = [log for log, ok in zip(logs, outcomes, strict=True) if ok is None]
             finally:
-                if self.on_round is not None:
-                    self.on_round(time.monotonic() - started)
+                if on_round is not None:
+                    elapsed = time.monotonic() - started
+                    on_round(elapsed, _flushed_bytes(batch.values()) - before)
                 with self._cond:
                     self._busy = False
                     self.rounds += 1

@@ -381,7 +381,7 @@ class Log:
             seg.append(data, batches, next_offset, writeback=cfg.flush_on_ack)
         except OSError as exc:
             raise self.fail(exc) from exc
-        self.durability.mark_dirty(seg)
+        self.durability.mark_dirty(seg, len(data))
 
     def _roll_locked(self) -> LogSegment:
         old = self._segments[-1]

@@ -120,8 +120,9 @@ class LogManager:
         self._logs: dict[TopicPartition, Log] = {}
         self._offline: set[Path] = set()
         self._flushers: dict[Path, Flusher] = {}
-        # metrics: each flusher round's duration in seconds (set before start_flushers)
-        self.on_flush_round: Callable[[float], None] | None = None
+        # metrics: each flusher round's duration in seconds and the record bytes it made
+        # durable (set before start_flushers)
+        self.on_flush_round: Callable[[float, int], None] | None = None
         self.cleaner: LogCleaner | None = None  # start_cleaner
         self._closed = False
         for log_dir in self.log_dirs:

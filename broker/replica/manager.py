@@ -95,10 +95,11 @@ class ReplicaManager:
         self._min_insync_for = min_insync_for or (lambda topic: self.settings.min_insync_replicas)
         self.table = PartitionTable(node_id)
         self._offline_seen: set[TopicPartition] = set()
-        # metrics (broker/metrics.py TopicMetrics), set once before serving: (topic, bytes,
-        # records) appended as leader / (topic, bytes) returned by a fetch; None: not counted
-        self.on_appended: Callable[[str, int, int], None] | None = None
-        self.on_bytes_out: Callable[[str, int], None] | None = None
+        # metrics (broker/topic_metrics.py TopicMetrics), set once before serving: (topic,
+        # partition, bytes, records) appended as leader / returned by a fetch (records: the
+        # offsets the batches span); None: not counted
+        self.on_appended: Callable[[str, int, int, int], None] | None = None
+        self.on_fetched: Callable[[str, int, int, int], None] | None = None
         # set by the node: sends a leader's ISR proposal to the controller (AlterPartition)
         self.isr_proposer: Callable[[Partition, tuple[int, ...]], None] | None = None
         self.applier = MetadataApplier(self.table, log_manager, self.settings, self._wake_many)
@@ -251,7 +252,7 @@ class ReplicaManager:
             )
         required = info.last_offset + 1
         if self.on_appended is not None:
-            self.on_appended(tp[0], len(records), info.last_offset - info.first_offset + 1)
+            self.on_appended(tp[0], tp[1], len(records), info.last_offset - info.first_offset + 1)
         if self.settings.flush_on_ack:
             to_flush.append(part.log)
         else:
@@ -380,8 +381,13 @@ class ReplicaManager:
                     got_any = True
                     remaining -= len(data)
                     entry["records"] = data
-                    if self.on_bytes_out is not None:
-                        self.on_bytes_out(spec.topic, len(data))
+                    if self.on_fetched is not None:
+                        self.on_fetched(
+                            spec.topic,
+                            spec.partition,
+                            len(data),
+                            res.next_offset - res.first_offset,
+                        )
                 entry["log_start_offset"] = res.log_start_offset
             except ReplicaError as e:
                 entry["error_code"] = int(e.code)

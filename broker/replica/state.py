@@ -76,6 +76,8 @@ class FollowerState:
     last_fetch_leader_leo: int = -1  # the leader's log end when it last fetched
     last_fetch_ms: int = 0
     log_start_offset: int = -1  # as its last fetch reported it (unknown until then)
+    # when this leader started tracking it (the lag in time of one never caught up: metrics)
+    tracked_since_ms: int = 0
 
 
 class LeaderChange(NamedTuple):
@@ -131,7 +133,9 @@ class PartitionState:
         if new_term:
             # ISR members get the lag time to fetch from the new leader (Kafka does this)
             self.followers = {
-                r: FollowerState(last_caught_up_ms=now_ms if r in isr else 0)
+                r: FollowerState(
+                    last_caught_up_ms=now_ms if r in isr else 0, tracked_since_ms=now_ms
+                )
                 for r in replicas
                 if r != self.node_id
             }
@@ -146,7 +150,7 @@ class PartitionState:
         self.isr = tuple(isr)
         for r in replicas:  # a replica added by a reassignment
             if r != self.node_id and r not in self.followers:
-                self.followers[r] = FollowerState()
+                self.followers[r] = FollowerState(tracked_since_ms=now_ms)
         return LeaderChange(new_term, self.advance_high_watermark(durable_end))
 
     def become_follower(

@@ -6,10 +6,11 @@ from __future__ import annotations
 import argparse
 import functools
 import logging
+import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from client.errors import GregorError
@@ -33,7 +34,8 @@ def add_bootstrap(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="client properties file (Kafka's tools' flag): KEY=VALUE lines, e.g."
         " security.protocol=SASL_SSL, sasl.username=..., sasl.password=..., ssl.cafile=...;"
-        " -X wins over it",
+        f" default ${COMMAND_CONFIG_ENV}; ${USERNAME_ENV} and ${PASSWORD_ENV} win over its"
+        " sasl.username and sasl.password, -X over everything",
     )
     p.add_argument(
         "-X",
@@ -66,10 +68,29 @@ def read_properties(path: str) -> dict[str, str]:
     return out
 
 
+COMMAND_CONFIG_ENV = "GREGOR_COMMAND_CONFIG"
+USERNAME_ENV = "GREGOR_SASL_USERNAME"
+PASSWORD_ENV = "GREGOR_SASL_PASSWORD"
+
+
+def command_config(path: str | None, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The client settings a command takes from outside its command line: the properties
+    file `path` (--command-config), else the one $GREGOR_COMMAND_CONFIG names; then
+    $GREGOR_SASL_USERNAME and $GREGOR_SASL_PASSWORD over the file's sasl.username and
+    sasl.password. CommandError for a file that does not read."""
+    env = os.environ if env is None else env
+    path = path or env.get(COMMAND_CONFIG_ENV) or None
+    out = read_properties(path) if path else {}
+    for var, key in ((USERNAME_ENV, "sasl.username"), (PASSWORD_ENV, "sasl.password")):
+        if env.get(var):
+            out[key] = env[var]
+    return out
+
+
 def client_config(args: argparse.Namespace, **extra: Any) -> dict[str, Any]:
+    """bootstrap.servers, then `command_config` (file, environment), then -X, then `extra`."""
     cfg: dict[str, Any] = {"bootstrap.servers": args.bootstrap_server}
-    if getattr(args, "command_config", None):
-        cfg.update(read_properties(args.command_config))
+    cfg.update(command_config(getattr(args, "command_config", None)))
     for item in args.overrides:
         key, sep, value = item.partition("=")
         if not sep:

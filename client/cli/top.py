@@ -120,13 +120,14 @@ def render(s: dict[str, Any]) -> Any:
         Text(
             f"gregor top  {s['time']}  interval {_num(s['interval_s'], 's')}   partitions: "
             f"{p['under_replicated']} under-replicated, {p['under_min_isr']} under min ISR, "
-            f"{p['offline']} offline",
+            f"{p['offline']} offline"
+            + ("" if p.get("reassigning") is None else f", {p['reassigning']} reassigning"),
             style=style,
         )
     )
     brokers = Table(title="brokers", title_justify="left", expand=False)
-    for col in ("node", "endpoint", "leaders", "partitions", "under-repl", "in B/s", "out B/s",
-                "req/s", "p99 ms", "fetch p99 ms"):  # fmt: skip
+    for col in ("node", "endpoint", "leaders", "partitions", "under-repl", "lag rec", "lag s",
+                "in B/s", "out B/s", "req/s", "p99 ms", "fetch p99 ms"):  # fmt: skip
         brokers.add_column(col, justify="left" if col == "endpoint" else "right")
     for b in s["brokers"]:
         if not b["up"]:
@@ -135,24 +136,25 @@ def render(s: dict[str, Any]) -> Any:
         brokers.add_row(
             str(b["node_id"]), b["endpoint"], str(b["leaders"]), str(b["partitions"]),
             Text(str(b["under_replicated"]), style="yellow" if b["under_replicated"] else ""),
+            _num(b["follower_lag_records"]), _num(b["follower_lag_s"]),
             _num(b["bytes_in_per_s"]), _num(b["bytes_out_per_s"]), _num(b["requests_per_s"]),
             _num(b["request_p99_ms"]), _num(b["fetch_p99_ms"]),
         )  # fmt: skip
     parts.append(brokers)
     if s["controllers"]:
         ctl = Table(title="controllers", title_justify="left")
-        for col in ("endpoint", "active", "leader", "epoch"):
+        for col in ("endpoint", "active", "leader", "epoch", "reassigning"):
             ctl.add_column(col)
         for c in s["controllers"]:
             ctl.add_row(c["endpoint"], "yes" if c["active"] else "", str(c["leader"]),
-                        str(c["epoch"]))  # fmt: skip
+                        str(c["epoch"]), str(c["reassigning"]) if c["active"] else "")  # fmt: skip
         parts.append(ctl)
     topics = Table(title="busiest topics", title_justify="left")
-    for col in ("topic", "in B/s", "out B/s", "records in/s"):
+    for col in ("topic", "in B/s", "out B/s", "records in/s", "records out/s"):
         topics.add_column(col, justify="left" if col == "topic" else "right")
     for t in s["topics"]:
         topics.add_row(t["topic"], _num(t["bytes_in_per_s"]), _num(t["bytes_out_per_s"]),
-                       _num(t["records_in_per_s"]))  # fmt: skip
+                       _num(t["records_in_per_s"]), _num(t["records_out_per_s"]))  # fmt: skip
     parts.append(topics)
     groups = Table(title="groups", title_justify="left")
     for col in ("group", "state", "members", "lag", "lag by topic"):

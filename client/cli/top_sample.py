@@ -83,12 +83,21 @@ def _get(s: Samples, name: str, **labels: str) -> float:
 
 
 def _by(s: Samples, name: str, label: str) -> dict[str, float]:
-    """{label value: value} of the series of `name` that have only `label`."""
-    return {
-        lbl[0][1]: v
-        for (n, lbl), v in s.items()
-        if n == name and len(lbl) == 1 and lbl[0][0] == label
-    }
+    """{label value: value} of the series of `name`, summed over their other labels (a node
+    with metrics.partition.labels=true has a series per partition of each topic)."""
+    out: dict[str, float] = {}
+    for (n, lbl), v in s.items():
+        if n == name:
+            for k, x in lbl:
+                if k == label:
+                    out[x] = out.get(x, 0.0) + v
+                    break
+    return out
+
+
+def _max(s: Samples, name: str) -> float:
+    """The largest value among the series of `name` (0 without any)."""
+    return max((v for (n, _), v in s.items() if n == name), default=0.0)
 
 
 def _delta(cur: float, prev: float | None) -> float:
@@ -152,6 +161,7 @@ def sample(prev: Scrape | None, cur: Scrape, top_topics: int = 10) -> dict[str, 
     topics: dict[str, dict[str, float]] = {}
     groups: dict[str, dict[str, Any]] = {}
     under_replicated = under_min_isr = offline = 0.0
+    reassigning: int | None = None  # from the active controller's endpoint, if given
 
     def rate(cur_v: float, prev_v: float | None) -> float | None:
         return None if seconds is None else round(_delta(cur_v, prev_v) / seconds, 3)
@@ -162,6 +172,8 @@ def sample(prev: Scrape | None, cur: Scrape, top_topics: int = 10) -> dict[str, 
             brokers.append({"endpoint": endpoint, "up": False, "error": cur.errors.get(endpoint)})
             continue
         offline = max(offline, _get(s, "gregor_partitions_offline"))
+        if _get(s, "gregor_controller_active") == 1:  # a controller, or a combined server
+            reassigning = int(_get(s, "gregor_controller_reassigning_partitions"))
         info = _by(s, "gregor_broker_info", "node_id")
         if not info:  # a controller's endpoint
             controllers.append({
@@ -170,6 +182,7 @@ def sample(prev: Scrape | None, cur: Scrape, top_topics: int = 10) -> dict[str, 
                 "active": _get(s, "gregor_controller_active") == 1,
                 "leader": int(_get(s, "gregor_raft_current_leader")),
                 "epoch": int(_get(s, "gregor_raft_current_epoch")),
+                "reassigning": int(_get(s, "gregor_controller_reassigning_partitions")),
             })  # fmt: skip
             continue
         ur = _get(s, "gregor_partitions_under_replicated")
@@ -178,9 +191,11 @@ def sample(prev: Scrape | None, cur: Scrape, top_topics: int = 10) -> dict[str, 
         b_in = _by(s, "gregor_topic_bytes_in_total", "topic")
         b_out = _by(s, "gregor_topic_bytes_out_total", "topic")
         r_in = _by(s, "gregor_topic_records_in_total", "topic")
+        r_out = _by(s, "gregor_topic_records_out_total", "topic")
         p_in = _by(before, "gregor_topic_bytes_in_total", "topic") if before else {}
         p_out = _by(before, "gregor_topic_bytes_out_total", "topic") if before else {}
         p_rin = _by(before, "gregor_topic_records_in_total", "topic") if before else {}
+        p_rout = _by(before, "gregor_topic_records_out_total", "topic") if before else {}
         reqs = sum(_by(s, "gregor_requests_total", "api").values())
         p_reqs = sum(_by(before, "gregor_requests_total", "api").values()) if before else None
         brokers.append({
@@ -190,6 +205,8 @@ def sample(prev: Scrape | None, cur: Scrape, top_topics: int = 10) -> dict[str, 
             "leaders": int(_get(s, "gregor_partitions_leader")),
             "partitions": int(_get(s, "gregor_partitions")),
             "under_replicated": int(ur),
+            "follower_lag_records": int(_max(s, "gregor_replica_lag_records")),
+            "follower_lag_s": round(_max(s, "gregor_replica_lag_seconds"), 3),
             "bytes_in_per_s": rate(sum(b_in.values()), sum(p_in.values()) if before else None),
             "bytes_out_per_s": rate(sum(b_out.values()), sum(p_out.values()) if before else None),
             "requests_per_s": rate(reqs, p_reqs),
@@ -198,12 +215,15 @@ def sample(prev: Scrape | None, cur: Scrape, top_topics: int = 10) -> dict[str, 
         })  # fmt: skip
         for t in set(b_in) | set(b_out):
             acc = topics.setdefault(
-                t, {"bytes_in_per_s": 0.0, "bytes_out_per_s": 0.0, "records_in_per_s": 0.0}
-            )
+                t,
+                {"bytes_in_per_s": 0.0, "bytes_out_per_s": 0.0, "records_in_per_s": 0.0,
+                 "records_out_per_s": 0.0},
+            )  # fmt: skip
             if seconds is not None:
                 acc["bytes_in_per_s"] += _delta(b_in.get(t, 0.0), p_in.get(t)) / seconds
                 acc["bytes_out_per_s"] += _delta(b_out.get(t, 0.0), p_out.get(t)) / seconds
                 acc["records_in_per_s"] += _delta(r_in.get(t, 0.0), p_rin.get(t)) / seconds
+                acc["records_out_per_s"] += _delta(r_out.get(t, 0.0), p_rout.get(t)) / seconds
 
         def group(g: str) -> dict[str, Any]:
             return groups.setdefault(
@@ -237,6 +257,8 @@ def sample(prev: Scrape | None, cur: Scrape, top_topics: int = 10) -> dict[str, 
             "under_replicated": int(under_replicated),
             "under_min_isr": int(under_min_isr),
             "offline": int(offline),
+            # from the active controller's endpoint (None when none of those given is active)
+            "reassigning": reassigning,
         },
         "topics": busiest,
         "groups": sorted(groups.values(), key=lambda g: (-g["lag"], g["group"])),

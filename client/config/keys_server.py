@@ -82,4 +82,5 @@ KEYS = [
     key("message.max.bytes", "size", 1024 * 1024 + 12, "largest record batch the broker accepts", BC, at_least(61)),
     key("fetch.max.bytes", "size", 50 * MiB, "most bytes returned by one fetch response (broker cap and consumer request)", ("broker", "consumer"), at_least(1)),
     key("metrics.listener", "str", None, "where this node serves Prometheus metrics (/metrics) and its health checks (/health/live, /health/ready): http://HOST:PORT on a listener of its own, answered on a thread of its own off the request path (docs/metrics.md); port 0 picks a free port; empty: off", BC, http_listener()),
+    key("metrics.partition.labels", "bool", False, "per-partition series (a `partition` label beside `topic`) for the per-topic metrics: bytes and records in and out, log size, followers' lag, group lag; false: one series per topic (a broker with thousands of partitions would otherwise serve thousands of series per metric)", B),
 ]  # fmt: skip

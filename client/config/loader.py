@@ -42,7 +42,17 @@ from client.errors import ConfigError
 _log = logging.getLogger(__name__)
 
 # GREGOR_* variables that are not config keys (set by tests and scripts).
-RESERVED_ENV = frozenset({"GREGOR_SEED", "GREGOR_CRASH_SEED", "GREGOR_SIM_SEEDS", "GREGOR_VENV"})
+# (GREGOR_COMMAND_CONFIG and GREGOR_USER_PASSWORD: read by the client commands, docs/security.md)
+RESERVED_ENV = frozenset(
+    {
+        "GREGOR_SEED",
+        "GREGOR_CRASH_SEED",
+        "GREGOR_SIM_SEEDS",
+        "GREGOR_VENV",
+        "GREGOR_COMMAND_CONFIG",
+        "GREGOR_USER_PASSWORD",
+    }
+)
 
 
 def _closest(name: str, candidates: list[str]) -> str | None:

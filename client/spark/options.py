@@ -17,7 +17,9 @@ Options follow Spark's Kafka source (names are case-insensitive, as Spark passes
     pollTimeoutMs | kafkaConsumer.pollTimeoutMs  positive integer (default 120000): how long a
                            task waits for data
     kafka.<client key>     a consumer key (source) or producer key (sink) of Gregor's client,
-                           checked against the client config registry and passed to the clients
+                           checked against the client config registry and passed to the clients;
+                           kafka.sasl.jaas.config and PEM trust/key stores are translated to
+                           Gregor's keys (client/spark/security.py)
 
 A wrong or conflicting option raises `ConfigError` whose message names the option and the
 values it accepts; `DataSource.reader()` / `streamReader()` call `parse_source_options`, so the
@@ -39,6 +41,7 @@ from typing import Any
 
 from client.config import client_config
 from client.errors import ConfigError
+from client.spark.security import translate
 
 EARLIEST = -2
 LATEST = -1
@@ -175,18 +178,21 @@ def _kafka_settings(opts: dict[str, str], role: str) -> tuple[tuple[str, str], .
     """`kafka.X` options -> ((X, value), ...) for the `role` client (consumer for the source,
     producer for the sink), each checked by the client config registry (unknown key, typo,
     bad value, key not built yet) as if given to the client itself."""
-    out: list[tuple[str, str]] = []
+    given: dict[str, str] = {}
     for name in sorted(opts):
         if not name.startswith("kafka.") or name == "kafka.bootstrap.servers":
             continue
         key = name[len("kafka.") :]
         if key in _KAFKA_REFUSED:
             raise ConfigError(f"option {name!r} is not supported: {_KAFKA_REFUSED[key]}")
+        given[key] = opts[name]
+    out: list[tuple[str, str]] = []
+    for key, value in sorted(translate(given).items()):
         try:
-            client_config(role, {key: opts[name]})
+            client_config(role, {key: value})
         except ConfigError as exc:
-            raise ConfigError(f"option {name!r} (the {role} key {key!r}): {exc}") from None
-        out.append((key, opts[name]))
+            raise ConfigError(f"option 'kafka.{key}' (the {role} key {key!r}): {exc}") from None
+        out.append((key, value))
     return tuple(out)
 
 

@@ -47,6 +47,7 @@ from controller.metadata.image import MetadataImage
 from controller.metrics import (
     MetricsServer,
     QuorumCollector,
+    QuorumMetrics,
     metrics_address,
     new_registry,
     quorum_ready,
@@ -202,6 +203,7 @@ class ControllerProcess:
         assert self._metrics_address is not None
         registry = new_registry()
         registry.register(QuorumCollector(log, lambda: loader.image))
+        QuorumMetrics(registry, log)
         self.metrics = MetricsServer(
             registry,
             self._metrics_address,

@@ -21,6 +21,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -59,9 +61,11 @@ class RaftMetadataLog(MetadataLog):
         on_fatal: Callable[[BaseException], None] | None = None,
         max_uncommitted_entries: int = 10_000,
         endpoints: dict[int, str] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """`voters`: the bootstrap voters (in force until the log holds a membership);
-        `endpoints`: their "host:port" (for the membership entries)."""
+        `endpoints`: their "host:port" (for the membership entries); `clock`: seconds, for
+        the commit latency."""
         self.node_id = node_id
         self.tick_ms = tick_ms
         self._send = send
@@ -92,6 +96,14 @@ class RaftMetadataLog(MetadataLog):
         self._closed = False
         self.on_fatal = on_fatal
         self.failed: BaseException | None = None
+        # metrics (controller/metrics.py QuorumMetrics): how often the leader this node knows
+        # changed to another known one, and while leading, each proposal's (last index,
+        # appended at) until it commits, then `on_commit_latency(seconds)` (set before start)
+        self._clock = clock
+        self.leader_changes = 0
+        self._known_leader = self.node.leader_id
+        self._proposed: deque[tuple[int, float]] = deque()
+        self.on_commit_latency: Callable[[float], None] | None = None
         _log.info(
             "[controller=%d] raft log loaded: term %d, last index %d, snapshot %d",
             node_id,
@@ -155,14 +167,30 @@ class RaftMetadataLog(MetadataLog):
             node.advance(rd)
             if rd.committed_entries:
                 self._committed_offset = self._applied - 1
+                if self._proposed:
+                    self._observe_commits()
             if batch or installed:
                 # an empty batch means "reset to the snapshot": listeners re-read the log
                 notify_listeners(self._listeners, batch)
             self._maybe_activate()
+        leader = node.leader_id
+        if leader is not None and leader != self._known_leader:  # (none known: an election)
+            self.leader_changes += 1  # (the first leader this process learns of counts too)
+            self._known_leader = leader
         if node.config is not self._membership:
             self._membership = node.config
             for cb in list(self.on_membership):
                 cb(node.config)
+
+    def _observe_commits(self) -> None:
+        """Proposals committed (they were appended while leading): their append-to-commit
+        latency."""
+        now = self._clock()
+        proposed, applied, observe = self._proposed, self._applied, self.on_commit_latency
+        while proposed and proposed[0][0] <= applied:
+            _, at = proposed.popleft()
+            if observe is not None:
+                observe(now - at)
 
     def _fail(self, exc: BaseException) -> None:
         """Storage failed: stop taking part (as Kafka halts), tell the owner via on_fatal."""
@@ -182,6 +210,7 @@ class RaftMetadataLog(MetadataLog):
             _log.info("[controller=%d] became raft leader in term %d", self.node_id, self.node.term)
         else:
             self._noop_index = None
+            self._proposed.clear()  # what commits later was not committed by this leader
             if self._active:
                 self._active = False
                 _log.info(
@@ -245,6 +274,8 @@ class RaftMetadataLog(MetadataLog):
             index = self.node.propose(list(records))
         except (NotLeader, ProposalDropped) as e:
             raise NotControllerError(str(e)) from e
+        if self.on_commit_latency is not None:  # (bounded by max_uncommitted_entries)
+            self._proposed.append((index, self._clock()))
         self._drain()
         return index - 1
 

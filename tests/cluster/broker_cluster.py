@@ -22,11 +22,13 @@ class Brokers:
         overrides: dict[str, Any] | None = None,
         data_dirs: dict[int, Path] | None = None,
         kafka: bool = False,
+        protocol: str = "PLAINTEXT",
     ) -> None:
         """`data_dirs`: a broker's log dir elsewhere than `tmp/broker-N` (e.g. on a small
         or failing file system); configs and logs stay in `tmp`. `kafka`: each broker also
         gets a KAFKA listener (Kafka's protocol, docs/kafka-compat.md) on a port of its own
-        (`kafka_ports`, `kafka_bootstrap`)."""
+        (`kafka_ports`, `kafka_bootstrap`). `protocol`: the name of the (native) listener,
+        PLAINTEXT or one of the security protocols (its keys in `overrides`)."""
         self.tmp = tmp
         self.data_dirs = {n: tmp / f"broker-{n}" for n in ids} | (data_dirs or {})
         ports = free_ports(2 * len(ids) if kafka else len(ids))  # distinct: bound together
@@ -40,7 +42,7 @@ class Brokers:
                 "process.roles: broker\n"
                 f"node.id: {n}\n"
                 f'controller.quorum.voters: "{voters}"\n'
-                f"listeners: PLAINTEXT://{HOST}:{port}"
+                f"listeners: {protocol}://{HOST}:{port}"
                 + (f",KAFKA://{HOST}:{self.kafka_ports[n]}\n" if kafka else "\n")
                 + f"log.dirs: {self.data_dirs[n]}\n"
                 "broker.heartbeat.interval.ms: 300\n" + extra

@@ -3,6 +3,12 @@ broker` processes with the scaled-down timeouts, one topic of 3 partitions (RF 3
 unclean election off), and the questions the nemesis and the checks ask of it: who leads a
 partition, who leads the quorum, is every partition healthy, does it take a probe write (C7).
 
+`secure`: SASL_SSL on every link a client or broker uses (clients and replication
+authenticate with SCRAM-SHA-512), SSL with client certificates required on the controllers'
+links (brokers and controllers present certificates from the run's own CA: `gregor cluster up
+--secure`'s files, broker/security/secure_setup.py); `client()` gives every client of the
+harness the settings it needs.
+
 Every process is started in its own session (with a gid of its own for network faults,
 fault_net.py) and killed by `close()`, also when the scenario failed.
 """
@@ -15,12 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from broker_cluster import Brokers
-from controller_quorum import ControllerQuorum
+from controller_quorum import HOST, ControllerQuorum
 from fault_net import NODE_GID_BASE, Endpoint
 from helpers import wait_until
 
 from client import Admin, Producer
 from client.errors import GregorError
+from client.security.tls import TlsSettings, client_context
 
 TOPIC = "chaos"
 PARTITIONS = 3
@@ -37,6 +44,7 @@ class Cluster:
         broker_data: dict[int, Path] | None = None,
         own_gids: bool = False,
         partitions: int = PARTITIONS,
+        secure: bool = False,
     ) -> None:
         """`data_root`: every node's data dir under it (default: under `workdir`);
         `broker_data`: a broker's log dir somewhere else still (e.g. a small disk);
@@ -45,6 +53,11 @@ class Cluster:
         self.workdir = workdir
         self.partition_count = partitions
         root = data_root or workdir
+        controller_keys: dict[str, Any] = {}
+        broker_keys: dict[str, Any] = {}
+        self.security: dict[str, Any] = {}  # the clients' settings (none: PLAINTEXT)
+        if secure:
+            controller_keys, broker_keys, harness = _secure_keys(workdir / "secure")
         self.quorum = ControllerQuorum(
             workdir / "quorum",
             3,
@@ -52,17 +65,36 @@ class Cluster:
             **{
                 "broker.session.timeout.ms": 2500,
                 "controller.quorum.election.timeout.ms": 500,
+                **controller_keys,
             },
         )
+        if secure:
+            self.quorum.tls = client_context(
+                TlsSettings(
+                    cafile=harness["ssl_cafile"],
+                    certfile=harness["ssl_certfile"],
+                    keyfile=harness["ssl_keyfile"],
+                )
+            )
+            # (brokers ask no certificate of clients: SASL authenticates them)
+            self.security = {
+                k: v for k, v in harness.items() if k not in ("ssl_certfile", "ssl_keyfile")
+            }
         (workdir / "brokers").mkdir(parents=True, exist_ok=True)
         overrides = {
             "replica.lag.time.max.ms": 2000,
             "replica.fetch.backoff.ms": 200,
+            **broker_keys,
             **(broker_overrides or {}),
         }
         dirs = {n: root / "brokers" / f"broker-{n}" for n in BROKERS} | (broker_data or {})
         self.brokers = Brokers(
-            workdir / "brokers", self.quorum.voters, list(BROKERS), overrides, dirs
+            workdir / "brokers",
+            self.quorum.voters,
+            list(BROKERS),
+            overrides,
+            dirs,
+            protocol="SASL_SSL" if secure else "PLAINTEXT",
         )
         if own_gids:  # (not always: a FUSE mount refuses processes of another gid)
             for n in self.quorum.ids:
@@ -75,7 +107,7 @@ class Cluster:
         self.quorum.wait_leader(15, "a controller leader")
         for n in BROKERS:
             self.brokers.start(n)
-        with Admin(bootstrap_servers=self.bootstrap) as admin:
+        with Admin(**self.client()) as admin:
             admin.create_topic(
                 TOPIC, self.partition_count, 3, {"min.insync.replicas": str(MIN_ISR)}
             )
@@ -88,6 +120,10 @@ class Cluster:
     @property
     def bootstrap(self) -> str:
         return self.brokers.bootstrap_all()
+
+    def client(self, **extra: Any) -> dict[str, Any]:
+        """Keyword arguments for a client of this cluster (bootstrap, security, `extra`)."""
+        return {"bootstrap_servers": self.bootstrap, **self.security, **extra}
 
     # -- endpoints for network faults ----------------------------------------------------------
     def broker_endpoint(self, n: int) -> Endpoint:
@@ -104,7 +140,7 @@ class Cluster:
     # -- questions -----------------------------------------------------------------------------
     def partitions(self, topic: str = TOPIC) -> list | None:
         try:
-            with Admin(bootstrap_servers=self.bootstrap, request_timeout_ms=2000) as admin:
+            with Admin(**self.client(request_timeout_ms=2000)) as admin:
                 return admin.describe_topic(topic).partitions
         except GregorError:
             return None
@@ -130,9 +166,7 @@ class Cluster:
         """C7: every partition has a leader and an ISR >= min ISR, and takes an acks=all write."""
         if not self.healthy(MIN_ISR):
             return False
-        with Producer(
-            bootstrap_servers=self.bootstrap, acks="all", delivery_timeout_ms=5000
-        ) as prod:
+        with Producer(**self.client(acks="all", delivery_timeout_ms=5000)) as prod:
             try:
                 for p in range(self.partition_count):
                     # unique and increasing, so the checker takes probes for one more producer
@@ -152,6 +186,50 @@ class Cluster:
         return {
             n: sorted(self.quorum.tmp.glob(f"controller-{n}.*.stderr")) for n in self.quorum.ids
         }
+
+
+def _secure_keys(directory: Path) -> tuple[dict[str, Any], dict[str, Any], dict[str, str]]:
+    """A CA and certificates in `directory`; the controllers' keys, the brokers' keys, and
+    the harness's client settings (SCRAM admin, and a certificate to reach controllers)."""
+    from broker.security import secure_setup
+
+    hosts = (HOST, "localhost")
+    files = secure_setup.generate(
+        directory, dict.fromkeys(("controllers", "brokers", "harness"), hosts)
+    )
+
+    def tls(name: str) -> dict[str, str]:
+        return {
+            "ssl.certfile": str(files.node_cert(name)),
+            "ssl.keyfile": str(files.node_key(name)),
+            "ssl.cafile": str(files.ca),
+        }
+
+    controllers = {
+        **tls("controllers"),
+        "listener.security.protocol.map": "CONTROLLER:SSL",
+        "ssl.client.auth": "required",
+        "sasl.scram.bootstrap.file": str(files.scram_bootstrap),
+    }
+    brokers = {
+        **tls("brokers"),
+        "listener.security.protocol.map": "SASL_SSL:SASL_SSL,CONTROLLER:SSL",
+        "inter.broker.listener.name": "SASL_SSL",
+        "sasl.mechanism.inter.broker.protocol": secure_setup.MECHANISM,
+        "sasl.inter.broker.username": secure_setup.INTER_BROKER_USER,
+        "sasl.inter.broker.password": files.broker_password,
+    }
+    admin = files.admin_settings()
+    harness = {
+        "security_protocol": "SASL_SSL",
+        "sasl_mechanism": admin["sasl.mechanism"],
+        "sasl_username": admin["sasl.username"],
+        "sasl_password": admin["sasl.password"],
+        "ssl_cafile": str(files.ca),
+        "ssl_certfile": str(files.node_cert("harness")),
+        "ssl_keyfile": str(files.node_key("harness")),
+    }
+    return controllers, brokers, harness
 
 
 _RAFT_LEADER = re.compile(r"\[raft node=(?P<node>\d+)\] became leader in term (?P<term>\d+)")

@@ -12,6 +12,9 @@ by a coordinator that died before answering (seen in scenario S1).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from fault_history import History
 from fault_workload import ClientThreads
 
@@ -22,9 +25,17 @@ GROUP = "chaos-group"
 
 
 class GroupMembers(ClientThreads):
-    def __init__(self, bootstrap: str, topic: str, history: History, members: int = 2) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        history: History,
+        members: int = 2,
+        security: Mapping[str, Any] | None = None,
+    ) -> None:
         super().__init__()
         self.bootstrap = bootstrap
+        self.security = dict(security or {})  # the clients' security settings
         self.topic = topic
         self.history = history
         for n in range(1, members + 1):
@@ -43,6 +54,7 @@ class GroupMembers(ClientThreads):
         try:
             with Consumer(
                 bootstrap_servers=self.bootstrap,
+                **self.security,
                 group_id=GROUP,
                 enable_auto_commit=False,
                 auto_offset_reset="earliest",

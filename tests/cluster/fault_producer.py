@@ -13,11 +13,13 @@ invoke, which the checker treats as unknown. Run as a script it is the producer 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +30,17 @@ OP_BASE = 1_000_000_000  # op ids of a producer process (restart r: OP_BASE * (r
 
 class ProducerProcess:
     def __init__(
-        self, bootstrap: str, topic: str, partitions: int, name: str, history_path: Path
+        self,
+        bootstrap: str,
+        topic: str,
+        partitions: int,
+        name: str,
+        history_path: Path,
+        security: Mapping[str, Any] | None = None,
     ) -> None:
-        self.args = [bootstrap, topic, str(partitions), name, str(history_path)]
+        """`security`: the producer's security settings (keyword arguments, JSON-able)."""
+        self.args = ["--security", json.dumps(dict(security or {}))]
+        self.args += [bootstrap, topic, str(partitions), name, str(history_path)]
         self.history_path = history_path
         self.partitions = partitions
         self.proc: subprocess.Popen[bytes] | None = None
@@ -94,6 +104,7 @@ def _main() -> None:
     ap = argparse.ArgumentParser()
     for a in ("bootstrap", "topic", "partitions", "name", "history", "next_seq", "run"):
         ap.add_argument(a)
+    ap.add_argument("--security", default="{}")
     a = ap.parse_args()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -101,7 +112,9 @@ def _main() -> None:
     from fault_workload import Workload
 
     history = History(a.history, op_base=OP_BASE * int(a.run), mode="a")
-    w = Workload(a.bootstrap, a.topic, int(a.partitions), history, producers=0)
+    w = Workload(
+        a.bootstrap, a.topic, int(a.partitions), history, 0, security=json.loads(a.security)
+    )
     w.produce_as(a.name, [int(x) for x in a.next_seq.split(",")], stop)
     history.close()
     if w.errors:

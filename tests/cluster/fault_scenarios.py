@@ -126,7 +126,7 @@ def s2(run: Run) -> None:
 def _create_topic(c: Cluster, name: str) -> str:
     def attempt() -> bool:
         try:
-            with Admin(bootstrap_servers=c.bootstrap, request_timeout_ms=3000) as admin:
+            with Admin(**c.client(request_timeout_ms=3000)) as admin:
                 admin.create_topic(name, 1, 3)
         except TopicAlreadyExistsError:
             return True  # an earlier attempt went through
@@ -269,7 +269,8 @@ def s10(run: Run) -> None:
                if "No space left on device" in p.read_text(errors="replace")]  # fmt: skip
     if not offline:
         run.anomalies.append({"check": "full_disk_not_seen", "broker": n})
-    x = ProducerProcess(c.bootstrap, TOPIC, c.partition_count, "x1", c.workdir / "x1-history.jsonl")
+    x = ProducerProcess(c.bootstrap, TOPIC, c.partition_count, "x1",
+                        c.workdir / "x1-history.jsonl", c.security)  # fmt: skip
     run.producers.append(x)
     x.start()
     for _ in run.rounds(3):
@@ -384,7 +385,10 @@ SCENARIOS = {
 # -- the run -------------------------------------------------------------------------------------
 
 
-def run_scenario(name: str, workdir: Path, seed: int, duration: float = 0.0) -> dict[str, Any]:
+def run_scenario(
+    name: str, workdir: Path, seed: int, duration: float = 0.0, secure: bool = False
+) -> dict[str, Any]:
+    """`secure`: SASL_SSL on every client and broker link, mTLS on the controllers' (Cluster)."""
     sc = SCENARIOS[name]
     why = sc.missing()
     if why:
@@ -393,21 +397,25 @@ def run_scenario(name: str, workdir: Path, seed: int, duration: float = 0.0) -> 
     if sc.network and not fault_net.inside_netns():
         argv = [sys.executable, str(CHAOS), "--scenario", name, "--seed", str(seed),
                 "--duration", str(duration), "--out", str(workdir)]  # fmt: skip
+        argv += ["--secure"] if secure else []
         fault_net.in_netns(argv, timeout=300 + duration * 2)
         path = workdir / f"{name}-report.json"
         assert path.exists(), f"{name} in its namespace wrote no report (see {workdir})"
         return json.loads(path.read_text())
-    report = _run_here(sc, workdir, seed, duration)
+    report = _run_here(sc, workdir, seed, duration, secure)
     (workdir / f"{name}-report.json").write_text(json.dumps(report, indent=2))
     return report
 
 
-def _run_here(sc: Scenario, workdir: Path, seed: int, duration: float) -> dict[str, Any]:
+def _run_here(
+    sc: Scenario, workdir: Path, seed: int, duration: float, secure: bool
+) -> dict[str, Any]:
     with contextlib.ExitStack() as stack:
         storage, data_root, broker_data = _storage(sc, workdir, stack)
         cluster = Cluster(
-            workdir, sc.broker_overrides, data_root, broker_data, sc.network, sc.partitions
-        )
+            workdir, sc.broker_overrides, data_root, broker_data, sc.network, sc.partitions,
+            secure,
+        )  # fmt: skip
         return _run_cluster(sc, cluster, storage, workdir, seed, duration)
 
 
@@ -437,11 +445,12 @@ def _run_cluster(
     run = Run(cluster, nemesis, random.Random(seed), duration, storage=storage)
     try:
         cluster.start()
-        workload = Workload(cluster.bootstrap, TOPIC, sc.partitions, history, sc.producers)
+        sec = cluster.security
+        workload = Workload(cluster.bootstrap, TOPIC, sc.partitions, history, sc.producers, sec)
         workload.start()
-        group = GroupMembers(cluster.bootstrap, TOPIC, history)
+        group = GroupMembers(cluster.bootstrap, TOPIC, history, security=sec)
         group.start()
-        monitor = IsrMonitor(cluster.bootstrap, TOPIC, history)
+        monitor = IsrMonitor(cluster.bootstrap, TOPIC, history, sec)
         monitor.start()
         try:
             wait_until(lambda: workload.acked() > 300, 30, "steady writes")
@@ -470,7 +479,7 @@ def _run_cluster(
             monitor.stop()
             workload.stop()
             history.close()
-        final = final_read(cluster.bootstrap, TOPIC, sc.partitions)
+        final = final_read(cluster.bootstrap, TOPIC, sc.partitions, security=sec)
         events = leader_events(cluster.broker_logs(), TOPIC) + raft_events(
             cluster.controller_logs()
         )
@@ -488,6 +497,7 @@ def _run_cluster(
         seed=seed,
         duration=duration,
         recovery_probe_s=probe_s,
+        security="SASL_SSL" if cluster.security else "PLAINTEXT",
         raft_elections=sum(1 for e in events if e["type"] == "raft_leader"),
         **run.figures,
     )

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -51,10 +52,18 @@ class ClientThreads:
 
 class Workload(ClientThreads):
     def __init__(
-        self, bootstrap: str, topic: str, partitions: int, history: History, producers: int = 2
+        self,
+        bootstrap: str,
+        topic: str,
+        partitions: int,
+        history: History,
+        producers: int = 2,
+        security: Mapping[str, Any] | None = None,
     ) -> None:
+        """`security`: the clients' security settings (keyword arguments; none: PLAINTEXT)."""
         super().__init__()
         self.bootstrap = bootstrap
+        self.security = dict(security or {})
         self.topic = topic
         self.partitions = partitions
         self.history = history
@@ -86,6 +95,7 @@ class Workload(ClientThreads):
         try:
             with Producer(
                 bootstrap_servers=self.bootstrap,
+                **self.security,
                 acks="all",
                 linger_ms=2,
                 request_timeout_ms=2000,
@@ -126,7 +136,9 @@ class Workload(ClientThreads):
 
     def _read(self) -> None:
         try:
-            with Consumer(bootstrap_servers=self.bootstrap, request_timeout_ms=3000) as c:
+            with Consumer(
+                bootstrap_servers=self.bootstrap, request_timeout_ms=3000, **self.security
+            ) as c:
                 tps = [TopicPartition(self.topic, p) for p in range(self.partitions)]
                 c.assign(tps)
                 for tp in tps:
@@ -142,11 +154,17 @@ class Workload(ClientThreads):
             self.errors.append(exc)
 
 
-def final_read(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0) -> dict:
+def final_read(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    timeout: float = 30.0,
+    security: Mapping[str, Any] | None = None,
+) -> dict:
     """Every partition from log start to its high watermark, read until the HW stays put."""
     out: dict[int, list[tuple[int, str]]] = {}
     deadline = time.monotonic() + timeout
-    with Consumer(bootstrap_servers=bootstrap) as c:
+    with Consumer(bootstrap_servers=bootstrap, **(security or {})) as c:
         for p in range(partitions):
             tp = TopicPartition(topic, p)
             while True:
@@ -193,9 +211,16 @@ class IsrMonitor(ClientThreads):
     took no write). A sample that cannot be had is skipped: the check then has no evidence
     for that time and flags nothing there."""
 
-    def __init__(self, bootstrap: str, topic: str, history: History) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        history: History,
+        security: Mapping[str, Any] | None = None,
+    ) -> None:
         super().__init__()
         self.bootstrap = bootstrap
+        self.security = dict(security or {})
         self.topic = topic
         self.history = history
         self._thread("w-isr", self._sample)
@@ -205,7 +230,9 @@ class IsrMonitor(ClientThreads):
 
         while not self._stop.is_set():
             try:
-                with Admin(bootstrap_servers=self.bootstrap, request_timeout_ms=2000) as admin:
+                with Admin(
+                    bootstrap_servers=self.bootstrap, request_timeout_ms=2000, **self.security
+                ) as admin:
                     while not self._stop.is_set():
                         parts = admin.describe_topic(self.topic).partitions
                         self.history.isr({p.partition: (p.leader, list(p.isr)) for p in parts})

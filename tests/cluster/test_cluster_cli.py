@@ -217,3 +217,102 @@ def _alive(pid: int) -> bool:
             return f.read().split(")")[-1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def _tls_probe(port: int, **certs: str) -> str:
+    """'ok' when a TLS handshake with the cluster's CA and `certs` (certfile, keyfile) works
+    and the server keeps the connection through an ApiVersions round trip, else the error."""
+    import ssl
+
+    from client.protocol import ApiKey, encode_request
+
+    ctx = ssl.create_default_context(cafile=certs.pop("cafile"))
+    if certs:
+        ctx.load_cert_chain(certs["certfile"], certs["keyfile"])
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+            with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+                s.sendall(encode_request(ApiKey.API_VERSIONS, 0, 1, "probe", {}))
+                return "ok" if s.recv(4) else "closed"
+    except (OSError, ssl.SSLError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+
+
+@pytest.mark.slow
+def test_cluster_up_secure(tmp_path) -> None:
+    """`up --secure`: brokers serve SASL_SSL only, controllers SSL with client certificates
+    required; replication works over SASL_SSL (acks=all on RF 3, min ISR 2); the admin's
+    properties file (0600) works for `status` and the CLI, by flag or $GREGOR_COMMAND_CONFIG;
+    $GREGOR_SASL_PASSWORD wins over the file's; no credentials, no status."""
+    base = _free_base()
+    data_dir = tmp_path / "c"
+    up, out = _start_up(tmp_path, data_dir, "--base-port", str(base), "--secure")
+    pids: list[int] = []
+    try:
+        text = _wait_up_ready(up, tmp_path / "up.out")
+        pids += [int(m) for m in re.findall(r"^\S+\s+\d+\s+\S+\s+(\d+)\s", text, re.M)]
+        admin_file = data_dir / "secure" / "admin.properties"
+        assert f"--command-config {admin_file}" in text and "sasl_username='admin'" in text
+        assert admin_file.stat().st_mode & 0o777 == 0o600
+        assert (data_dir / "secure" / "ca-key.pem").stat().st_mode & 0o777 == 0o600
+        props = dict(
+            line.split("=", 1) for line in admin_file.read_text().splitlines() if "=" in line
+        )
+        assert props["security.protocol"] == "SASL_SSL" and props["sasl.username"] == "admin"
+        assert len(props["sasl.password"]) >= 32 and props["sasl.password"] not in text
+        bootstrap = f"127.0.0.1:{base}"
+        status = ("cluster", "status", "--bootstrap-server", bootstrap, "--json")
+        r = _gregor(*status, "--command-config", str(admin_file))
+        assert r.returncode == 0, r.stderr
+        st = wait_until(
+            lambda: (lambda s: s if len(s["brokers"]) == 3 else None)(
+                json.loads(_gregor(*status, "--command-config", str(admin_file)).stdout)
+            ),
+            30,
+            "3 brokers in status",
+        )
+        assert sorted(v["id"] for v in st["quorum"]["voters"]) == [1, 2, 3]
+        settings = {
+            "security_protocol": "SASL_SSL",
+            "sasl_mechanism": "SCRAM-SHA-512",
+            "sasl_username": "admin",
+            "sasl_password": props["sasl.password"],
+            "ssl_cafile": props["ssl.cafile"],
+        }
+        with Producer(bootstrap_servers=bootstrap, acks="all", **settings) as p:
+            for i in range(10):  # auto-created, RF 3, min ISR 2: followers fetch over SASL_SSL
+                p.send("sec", b"%d" % i, partition=0).result(30)
+        env = {**os.environ, "GREGOR_COMMAND_CONFIG": str(admin_file)}
+        r = subprocess.run(
+            [*gregor_command(), "consume", "sec", "--bootstrap-server", bootstrap,
+             "--from-beginning", "--max-messages", "10"],
+            capture_output=True, text=True, timeout=120, env=env, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        assert r.returncode == 0 and r.stdout.split() == [str(i) for i in range(10)], r.stderr
+        r = subprocess.run(
+            [*gregor_command(), "cluster", "status", "--bootstrap-server", bootstrap],
+            capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+            env={**env, "GREGOR_SASL_PASSWORD": "wrong-password"},
+        )  # fmt: skip
+        assert r.returncode == 1 and "SASL_AUTHENTICATION_FAILED" in r.stderr, r.stderr
+        r = _gregor("cluster", "status", "--bootstrap-server", bootstrap)  # no credentials
+        assert r.returncode == 1 and r.stdout == "", r.stdout
+        # the links: TLS everywhere; a controller wants a node certificate
+        sec = data_dir / "secure"
+        ca = str(sec / "ca.pem")
+        assert _tls_probe(base, cafile=ca) == "ok"  # (SASL comes after ApiVersions)
+        assert _tls_probe(base + 101, cafile=ca) != "ok"
+        node = {"certfile": str(sec / "broker-1.pem"), "keyfile": str(sec / "broker-1-key.pem")}
+        assert _tls_probe(base + 101, cafile=ca, **node) == "ok"
+        for port in (base, base + 101):
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+                s.sendall(b"\x00\x00\x00\x05hello")
+                s.settimeout(10)
+                try:
+                    assert s.recv(4096)[:1] in (b"", b"\x15")  # closed, or a TLS alert
+                except ConnectionResetError:
+                    pass
+        os.killpg(up.pid, signal.SIGINT)
+        assert up.wait(90) == 0
+    finally:
+        _cleanup(up, pids, out)

@@ -223,6 +223,10 @@ def test_prometheus_scrapes_the_cluster(controller_quorum, tmp_path):
         prom.wait(
             "sum(gregor_partitions_under_replicated)", lambda v: v > 0, 30, "under-replicated"
         )
+        # the leader sees its follower behind for longer than replica.lag.time.max.ms (2 s)
+        prom.wait(
+            'max(gregor_replica_lag_seconds{topic="m"})', lambda v: v > 2, 15, "follower lag in s"
+        )
         # the shipped rule sees it (pending: it fires after 5 minutes)
         wait_until(
             lambda: prom.alert_state("GregorUnderReplicatedPartitions") == "pending",
@@ -244,6 +248,18 @@ def test_prometheus_scrapes_the_cluster(controller_quorum, tmp_path):
         # the leader counted the victim leaving and rejoining its ISR
         prom.wait("sum(gregor_isr_shrinks_total)", lambda v: v >= 1, 10, "an ISR shrink counted")
         prom.wait("sum(gregor_isr_expands_total)", lambda v: v >= 1, 10, "an ISR expansion counted")
+        prom.wait(
+            'max(gregor_replica_lag_seconds{topic="m"})', lambda v: v < 2, 15, "caught up again"
+        )
+        # every controller learned of a leader; the active one timed its commits
+        prom.wait(
+            'min(gregor_raft_leader_changes_total{job="controller"})', lambda v: v >= 1, 10,
+            "leader changes counted",
+        )  # fmt: skip
+        prom.wait(
+            'sum(gregor_raft_commit_latency_seconds_count{job="controller"})', lambda v: v > 0, 10,
+            "commit latency timed",
+        )  # fmt: skip
 
         # a produce load (sustained: rate() needs two scrapes that saw the counter move) shows
         # in the request rate and latency series
@@ -289,6 +305,12 @@ def test_prometheus_scrapes_the_cluster(controller_quorum, tmp_path):
             loader.join(60)
         assert sent
         prom.wait('sum(gregor_topic_bytes_in_total{topic="m"})', lambda v: v > 0, 10, "bytes in")
+        # the followers fetched what was produced; the leader flushed it
+        prom.wait(
+            'sum(gregor_topic_records_out_total{topic="m"})', lambda v: v >= len(sent), 10,
+            "records out",
+        )  # fmt: skip
+        prom.wait("sum(gregor_log_flush_size_bytes_sum)", lambda v: v > 0, 10, "bytes flushed")
 
         # a group that consumed part of m and committed: its lag in Prometheus (reported by its
         # coordinator) equals what `gregor groups describe` prints
@@ -333,7 +355,12 @@ def test_prometheus_scrapes_the_cluster(controller_quorum, tmp_path):
         assert [b["node_id"] for b in top["brokers"]] == ids
         assert sum(b["partitions"] for b in top["brokers"]) >= 3
         assert [c["active"] for c in top["controllers"]].count(True) == 1
-        assert top["partitions"] == {"under_replicated": 0, "under_min_isr": 0, "offline": 0}
+        assert top["partitions"] == {
+            "under_replicated": 0,
+            "under_min_isr": 0,
+            "offline": 0,
+            "reassigning": 0,
+        }
         assert {g["group"]: g["lag"] for g in top["groups"]}["g-prom"] == described
     finally:
         if prom is not None:

@@ -89,6 +89,16 @@ def test_metrics_and_health_of_a_combined_broker(metered):
     assert m[("gregor_topic_bytes_in_total", (("topic", "m1"),))] == sum(sizes)
     assert m[("gregor_topic_records_in_total", (("topic", "m1"),))] == 12  # 3 batches of 4
     assert m[("gregor_topic_bytes_out_total", (("topic", "m1"),))] == len(got["records"])
+    assert m[("gregor_topic_records_out_total", (("topic", "m1"),))] == 12
+    # the acks=-1 produces waited for flusher rounds that made their bytes durable
+    assert m[("gregor_log_flush_size_bytes_sum", ())] >= sum(sizes)
+    assert (
+        m[("gregor_log_flush_size_bytes_count", ())]
+        == m[("gregor_log_flush_duration_seconds_count", ())]
+    )
+    # one replica: no follower lags
+    assert m[("gregor_replica_lag_records", (("topic", "m1"),))] == 0
+    assert m[("gregor_replica_lag_seconds", (("topic", "m1"),))] == 0
     assert m[("gregor_topic_log_size_bytes", (("topic", "m1"),))] == sum(sizes)
     key = ("gregor_request_errors_total", (("api", "PRODUCE"), ("error", "UNSUPPORTED_VERSION")))
     assert m[key] == 1
@@ -116,9 +126,32 @@ def test_metrics_and_health_of_a_combined_broker(metered):
     assert m[("gregor_raft_high_watermark", ())] > 0
     assert m[("gregor_controller_fenced_brokers", ())] == 0
     assert m[("gregor_controller_active_brokers", ())] == 1
+    assert m[("gregor_raft_leader_changes_total", ())] == 1
+    assert m[("gregor_raft_commit_latency_seconds_count", ())] >= 1  # (the topic's creation)
+    assert m[("gregor_controller_reassigning_partitions", ())] == 0
     # no process/platform collectors: the node's own registry, not the global one
     assert not any(k[0].startswith("process_") or k[0].startswith("python_") for k in m)
     assert get(address, "/nope")[0] == 404
+
+
+def test_partition_labels_on_request(broker_factory):
+    """metrics.partition.labels=true: the per-topic series carry the partition too."""
+    handle = broker_factory(
+        **{"metrics.listener": "http://127.0.0.1:0", "metrics.partition.labels": "true"}
+    )
+    address = handle.server.metrics_address
+    with RawClient(handle.address) as c:
+        assert create_topic(c, "pl", partitions=2)["error_code"] == 0
+        assert produce(c, "pl", 1, batch([b"a", b"b"]), acks=1)["error_code"] == 0
+        assert fetch(c, "pl", 1, 0)["records"]
+    m = samples(address)
+    p1 = (("partition", "1"), ("topic", "pl"))
+    assert m[("gregor_topic_records_in_total", p1)] == 2
+    assert m[("gregor_topic_records_out_total", p1)] == 2
+    assert m[("gregor_replica_lag_seconds", p1)] == 0
+    assert m[("gregor_topic_log_size_bytes", (("partition", "0"), ("topic", "pl")))] == 0
+    topic_labelled = [k for k in m if ("topic", "pl") in k[1]]
+    assert topic_labelled and all(dict(k[1]).get("partition") for k in topic_labelled)
 
 
 def test_a_deleted_topics_series_go(metered):

@@ -85,7 +85,14 @@ def test_once_json_sees_the_broker_a_load_and_a_groups_lag(broker_factory):
     [g] = [g for g in s["groups"] if g["group"] == "g-top"]
     assert g["lag"] == lag and g["lag_by_topic"] == {"busy": lag}
     assert g["members"] == 0 and g["state"] == "empty"
-    assert s["partitions"] == {"under_replicated": 0, "under_min_isr": 0, "offline": 0}
+    # the combined server is the active controller: its reassignments are the cluster's
+    assert s["partitions"] == {
+        "under_replicated": 0,
+        "under_min_isr": 0,
+        "offline": 0,
+        "reassigning": 0,
+    }
+    assert b["follower_lag_records"] == 0 and b["follower_lag_s"] == 0  # (one replica)
     assert s["controllers"] == []  # the combined server reports as a broker
 
 

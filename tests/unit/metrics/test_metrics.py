@@ -19,6 +19,7 @@ from broker.metrics import (
     TopicMetrics,
     broker_ready,
 )
+from broker.replica.state import FollowerState
 from broker.request_metrics import ErrorCounter
 from client.config.types import parse_http_listener
 from client.protocol.api_keys import ApiKey
@@ -58,14 +59,15 @@ def test_bad_listener_urls(text):
         parse_http_listener(text)
 
 
-def part(topic, leader, replicas, isr, node_id=1, end=0, followers=None):
+def part(topic, leader, replicas, isr, node_id=1, end=0, followers=None, partition=0):
     return SimpleNamespace(
         topic=topic,
+        partition=partition,
         is_leader=leader == node_id,
         replicas=tuple(replicas),
         isr=tuple(isr),
         log=SimpleNamespace(end_offset=end, size_bytes=100),
-        followers={r: SimpleNamespace(log_end_offset=o) for r, o in (followers or {}).items()},
+        followers={r: FollowerState(log_end_offset=o) for r, o in (followers or {}).items()},
     )
 
 
@@ -132,7 +134,8 @@ def raft_log(role, leader, term=3, committed=42):
     return SimpleNamespace(
         node=SimpleNamespace(
             role=role, leader_id=leader, term=term, log=SimpleNamespace(committed=committed)
-        )
+        ),
+        leader_changes=2,
     )
 
 
@@ -143,7 +146,14 @@ def test_quorum_collector(role, active):
         5: SimpleNamespace(fenced=True),
         6: SimpleNamespace(fenced=False),
     }
-    img = image([SimpleNamespace(leader=-1)], brokers)
+    img = image(
+        [
+            SimpleNamespace(leader=-1, adding_replicas=(), removing_replicas=()),
+            SimpleNamespace(leader=4, adding_replicas=(6,), removing_replicas=(5,)),
+            SimpleNamespace(leader=4, adding_replicas=(6,), removing_replicas=()),
+        ],
+        brokers,
+    )
     registry = CollectorRegistry()
     registry.register(QuorumCollector(raft_log(role, 2), lambda: img))
     v = values(registry)
@@ -154,6 +164,12 @@ def test_quorum_collector(role, active):
     assert v[("gregor_controller_fenced_brokers", ())] == 1
     assert v[("gregor_controller_active_brokers", ())] == 2
     assert v[("gregor_partitions_offline", ())] == 1
+    assert v[("gregor_raft_leader_changes_total", ())] == 2
+    assert v[("gregor_controller_reassigning_partitions", ())] == 2
+    moving = "gregor_controller_reassigning_replicas"
+    assert v[(moving, (("broker", "6"), ("kind", "adding")))] == 2
+    assert v[(moving, (("broker", "5"), ("kind", "removing")))] == 1
+    assert not [k for k in v if k[0] == moving and ("broker", "4") in k[1]]
 
 
 def test_quorum_ready_needs_a_known_leader():
@@ -224,18 +240,19 @@ def test_the_listener_answers_health_and_metrics_and_stops():
 def test_a_deleted_topics_byte_series_go_and_come_back_fresh():
     registry = CollectorRegistry()
     t = TopicMetrics(registry)
-    t.appended("a", 10, 2)
-    t.bytes_out("a", 4)
-    t.appended("b", 1, 1)
+    t.appended("a", 0, 10, 2)
+    t.fetched("a", 0, 4, 2)
+    t.appended("b", 0, 1, 1)
     deleted = SimpleNamespace(deleted_topics={"a": b"id"})
     t.on_metadata(SimpleNamespace(topics={"b": None}), deleted)
     v = values(registry)
     assert ("gregor_topic_bytes_in_total", (("topic", "a"),)) not in v
     assert ("gregor_topic_bytes_out_total", (("topic", "a"),)) not in v
     assert ("gregor_topic_records_in_total", (("topic", "a"),)) not in v
+    assert ("gregor_topic_records_out_total", (("topic", "a"),)) not in v
     assert v[("gregor_topic_records_in_total", (("topic", "b"),))] == 1
     assert v[("gregor_topic_bytes_in_total", (("topic", "b"),))] == 1
-    t.appended("a", 3, 1)  # re-created under the same name: counts from 0
+    t.appended("a", 0, 3, 1)  # re-created under the same name: counts from 0
     assert values(registry)[("gregor_topic_bytes_in_total", (("topic", "a"),))] == 3
     # deleted and re-created in one delta: kept
     t.on_metadata(SimpleNamespace(topics={"a": None}), deleted)

@@ -66,6 +66,11 @@ def test_rates_p99_resets_and_groups_over_two_scrapes():
         gregor_partitions_under_replicated=1,
         **{"gregor_topic_bytes_in_total__topic=t": 3000.0,
            "gregor_topic_bytes_out_total__topic=t": 500.0,
+           "gregor_topic_records_out_total__topic=t": 40.0,
+           "gregor_replica_lag_records__topic=t": 12.0,
+           "gregor_replica_lag_records__topic=u": 3.0,
+           "gregor_replica_lag_seconds__topic=t": 0.25,
+           "gregor_replica_lag_seconds__topic=u": 4.5,
            "gregor_requests_total__api=PRODUCE": 110.0,
            "gregor_group_members__group=g": 2.0,
            "gregor_group_state__group=g,state=stable": 1.0,
@@ -75,11 +80,23 @@ def test_rates_p99_resets_and_groups_over_two_scrapes():
     )  # fmt: skip
     # the 100 produces of the interval all took 1..10 ms: p99 in that bucket, not the earlier
     a1.update(hist("PRODUCE", {"0.001": 10.0, "0.01": 110.0, "+Inf": 110.0}))
-    # a restarted broker: its counter went back, counted from 0
-    b0 = broker(5, **{"gregor_topic_bytes_in_total__topic=t": 9000.0})
-    b1 = broker(5, **{"gregor_topic_bytes_in_total__topic=t": 400.0})
-    prev = Scrape(10.0, 0.0, {"a": a0, "b": b0, "c": None})
-    cur = Scrape(12.0, 2.0, {"a": a1, "b": b1, "c": None}, {"c": "refused"})
+    # a restarted broker: its counter went back, counted from 0; it has
+    # metrics.partition.labels=true: its partitions' series add up per topic
+    b0 = broker(5, **{"gregor_topic_bytes_in_total__partition=0,topic=t": 9000.0})
+    b1 = broker(
+        5,
+        **{"gregor_topic_bytes_in_total__partition=0,topic=t": 300.0,
+           "gregor_topic_bytes_in_total__partition=1,topic=t": 100.0},
+    )  # fmt: skip
+    # the active controller (2 reassignments in flight) and a standby (its image lags)
+    c_active = {("gregor_controller_active", ()): 1.0,
+                ("gregor_controller_reassigning_partitions", ()): 2.0}  # fmt: skip
+    c_standby = {("gregor_controller_active", ()): 0.0,
+                 ("gregor_controller_reassigning_partitions", ()): 5.0}  # fmt: skip
+    prev = Scrape(10.0, 0.0, {"a": a0, "b": b0, "c": None, "k1": c_active, "k2": c_standby})
+    cur = Scrape(
+        12.0, 2.0, {"a": a1, "b": b1, "c": None, "k1": c_active, "k2": c_standby}, {"c": "refused"}
+    )
     s = sample(prev, cur)
     by_node = {b.get("node_id"): b for b in s["brokers"]}
     assert by_node[4]["bytes_in_per_s"] == 1000.0
@@ -87,12 +104,20 @@ def test_rates_p99_resets_and_groups_over_two_scrapes():
     assert by_node[4]["requests_per_s"] == 50.0
     assert 1.0 < by_node[4]["request_p99_ms"] <= 10.0
     assert by_node[4]["leaders"] == 3 and by_node[4]["partitions"] == 6
+    assert by_node[4]["follower_lag_records"] == 12 and by_node[4]["follower_lag_s"] == 4.5
+    assert by_node[5]["follower_lag_records"] == 0
     assert by_node[5]["bytes_in_per_s"] == 200.0
     assert by_node[None] == {"endpoint": "c", "up": False, "error": "refused"}
-    assert s["partitions"] == {"under_replicated": 1, "under_min_isr": 0, "offline": 0}
+    assert s["partitions"] == {
+        "under_replicated": 1,
+        "under_min_isr": 0,
+        "offline": 0,
+        "reassigning": 2,
+    }
+    assert [c["reassigning"] for c in s["controllers"]] == [2, 5]
     assert s["topics"] == [
         {"topic": "t", "bytes_in_per_s": 1200.0, "bytes_out_per_s": 250.0,
-         "records_in_per_s": 0.0}
+         "records_in_per_s": 0.0, "records_out_per_s": 20.0}
     ]  # fmt: skip
     assert s["groups"] == [
         {"group": "g", "state": "stable", "members": 2, "lag": 12, "lag_by_topic": {"t": 5, "u": 7}}
