@@ -20,7 +20,7 @@ from fault_net import NODE_GID_BASE, Endpoint
 from helpers import wait_until
 
 from client import Admin, Producer
-from client.errors import GregorError
+from client.errors import GregorError, TopicAlreadyExistsError
 
 TOPIC = "chaos"
 PARTITIONS = 3
@@ -37,13 +37,18 @@ class Cluster:
         broker_data: dict[int, Path] | None = None,
         own_gids: bool = False,
         partitions: int = PARTITIONS,
+        spare_brokers: tuple[int, ...] = (),
+        controller_overrides: dict[str, Any] | None = None,
     ) -> None:
         """`data_root`: every node's data dir under it (default: under `workdir`);
         `broker_data`: a broker's log dir somewhere else still (e.g. a small disk);
         `own_gids`: each node runs with a gid of its own (network faults, fault_net.py);
-        `partitions`: of the topic (PARTITIONS unless a scenario asks for more)."""
+        `partitions`: of the topic (PARTITIONS unless a scenario asks for more);
+        `spare_brokers`: configured too, but started by the scenario (a broker that joins)."""
         self.workdir = workdir
+        self.topic = TOPIC
         self.partition_count = partitions
+        self.broker_ids = list(BROKERS) + list(spare_brokers)
         root = data_root or workdir
         self.quorum = ControllerQuorum(
             workdir / "quorum",
@@ -52,6 +57,7 @@ class Cluster:
             **{
                 "broker.session.timeout.ms": 2500,
                 "controller.quorum.election.timeout.ms": 500,
+                **(controller_overrides or {}),
             },
         )
         (workdir / "brokers").mkdir(parents=True, exist_ok=True)
@@ -60,14 +66,15 @@ class Cluster:
             "replica.fetch.backoff.ms": 200,
             **(broker_overrides or {}),
         }
-        dirs = {n: root / "brokers" / f"broker-{n}" for n in BROKERS} | (broker_data or {})
+        dirs = {n: root / "brokers" / f"broker-{n}" for n in self.broker_ids}
         self.brokers = Brokers(
-            workdir / "brokers", self.quorum.voters, list(BROKERS), overrides, dirs
-        )
+            workdir / "brokers", self.quorum.voters, self.broker_ids, overrides,
+            dirs | (broker_data or {}),
+        )  # fmt: skip
         if own_gids:  # (not always: a FUSE mount refuses processes of another gid)
             for n in self.quorum.ids:
                 self.quorum.gids[n] = NODE_GID_BASE + n
-            for n in BROKERS:
+            for n in self.broker_ids:
                 self.brokers.gids[n] = NODE_GID_BASE + n
 
     def start(self) -> None:
@@ -98,7 +105,7 @@ class Cluster:
 
     def endpoints(self) -> list[Endpoint]:
         return [self.controller_endpoint(n) for n in self.quorum.ids] + [
-            self.broker_endpoint(n) for n in BROKERS
+            self.broker_endpoint(n) for n in self.brokers.procs
         ]
 
     # -- questions -----------------------------------------------------------------------------
@@ -144,14 +151,36 @@ class Cluster:
     def controller_leader(self) -> int:
         return self.quorum.wait_leader(30, "a controller leader")
 
+    def create_topic(self, name: str) -> str:
+        """Create `name` (1 partition, RF 3), retrying while the quorum fails over."""
+
+        def attempt() -> bool:
+            try:
+                with Admin(bootstrap_servers=self.bootstrap, request_timeout_ms=3000) as admin:
+                    admin.create_topic(name, 1, 3)
+            except TopicAlreadyExistsError:
+                return True  # an earlier attempt went through
+            except GregorError:
+                return False
+            return True
+
+        wait_until(attempt, 30, f"create {name} during controller failover")
+        return name
+
+    def topic_ready(self, name: str) -> bool:
+        ps = self.partitions(name)
+        return bool(ps) and all(p.leader >= 0 for p in ps)
+
     # -- the nodes' own events (CHECKER.md principle 7) ----------------------------------------
     def broker_logs(self) -> dict[int, list[Path]]:
-        return {n: sorted(self.brokers.tmp.glob(f"broker-{n}.*.stderr")) for n in BROKERS}
+        return {n: sorted(self.brokers.tmp.glob(f"broker-{n}.*.stderr")) for n in self.broker_ids}
 
     def controller_logs(self) -> dict[int, list[Path]]:
-        return {
-            n: sorted(self.quorum.tmp.glob(f"controller-{n}.*.stderr")) for n in self.quorum.ids
-        }
+        """Every controller's, those added or removed during the run included."""
+        out: dict[int, list[Path]] = {}
+        for path in sorted(self.quorum.tmp.glob("controller-*.stderr")):
+            out.setdefault(int(path.name.split(".")[0].split("-")[1]), []).append(path)
+        return out
 
 
 _RAFT_LEADER = re.compile(r"\[raft node=(?P<node>\d+)\] became leader in term (?P<term>\d+)")
