@@ -361,7 +361,7 @@ SCENARIOS = {
         Scenario(
             "S12",
             "reassign a partition onto a 4th broker, SIGKILL its leader (being removed) mid-move,"
-            " then the next leader; x2",
+            " then the next leader",
             fault_elastic.s12,
             spare_brokers=(fault_elastic.SPARE_BROKER,),
             # the scenario moves replicas itself (node-add would fill the 4th broker on its own)
