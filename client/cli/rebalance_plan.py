@@ -30,7 +30,7 @@ leader election, gives the counts the plan shows.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from client.cli.reassign_plan import Assignment, PlanError
@@ -115,51 +115,27 @@ def plan(
             load[take] += 1
 
     # 2. replica counts
-    order = sorted(after)
-    while True:
-        move = None
-        for hi in sorted(ids, key=lambda b: (-load[b], b)):
-            for lo in sorted(ids, key=lambda b: (load[b], b)):
-                if load[hi] - load[lo] < 2:
-                    break
-                cands = [tp for tp in order if hi in after[tp] and lo not in after[tp]]
-                # stable (partition order otherwise): a partition hi leads goes first when hi
-                # leads two more than lo (the leadership moves with it), last otherwise
-                give_lead = lead[hi] - lead[lo] >= 2
-                cands.sort(key=lambda tp: (after[tp][0] == hi) != give_lead)
-                for tp in cands:
-                    rs = after[tp]
-                    moved = [lo if b == hi else b for b in rs]
-                    if spread(moved) >= spread(rs):
-                        move = (hi, lo, tp)
-                        break
-                if move:
-                    break
-            if move:
-                break
-        if move is None:
-            break
-        hi, lo, tp = move
-        rs = after[tp]
-        if rs[0] == hi:
-            lead[hi] -= 1
-            lead[lo] += 1
-        rs[rs.index(hi)] = lo
-        load[hi] -= 1
-        load[lo] += 1
+    _even_replicas(after, ids, load, lead, spread)
 
     # 3. preferred leaders: augmenting chains of swaps
     _, leads = _counts(after, ids)
+    # {broker: the partitions it is first in} (dicts as ordered sets: deterministic order)
+    led: dict[int, dict[TopicPartition, None]] = {b: {} for b in ids}
+    for tp in sorted(after):
+        if after[tp]:
+            led[after[tp][0]][tp] = None
     while True:
-        path = _leader_path(after, leads, ids)
+        path = _leader_path(after, leads, led)
         if path is None:
             break
         for tp, b in path:
             rs = after[tp]
             leads[rs[0]] -= 1
+            del led[rs[0]][tp]
             rs.remove(b)
             rs.insert(0, b)
             leads[b] += 1
+            led[b][tp] = None
 
     moves: Assignment = {}
     reorders: Assignment = {}
@@ -178,16 +154,89 @@ def plan(
     return RebalancePlan(moves, reorders, rb, ra, lb, la, moved_replicas)
 
 
+def _even_replicas(
+    after: dict[TopicPartition, list[int]],
+    ids: Sequence[int],
+    load: dict[int, int],
+    lead: dict[int, int],
+    spread: Callable[[Sequence[int]], int],
+) -> None:
+    """Step 2, in place: moves from the most loaded broker that can give to the least loaded
+    that can take, each from above its share to below it (so the fewest), several per pair
+    at once (one sort of the candidates per batch)."""
+    on: dict[int, set[TopicPartition]] = {b: set() for b in ids}
+    for tp, rs in after.items():
+        for r in rs:
+            on[r].add(tp)
+    q = sum(load.values()) // len(ids)  # every count ends q or q + 1 (when racks allow)
+    while True:
+        moved = False
+        for hi in sorted(ids, key=lambda b: (-load[b], b)):
+            for lo in sorted(ids, key=lambda b: (load[b], b)):
+                if load[hi] - load[lo] < 2:
+                    break
+                cands = sorted(on[hi] - on[lo])
+                batch = max(1, min(load[hi] - (q + 1), q - load[lo]))
+                for _ in range(batch):
+                    picked = _pick(cands, after, hi, lo, lead, spread)
+                    if picked is None:
+                        break
+                    tp = picked
+                    cands.remove(tp)
+                    rs = after[tp]
+                    if rs[0] == hi:
+                        lead[hi] -= 1
+                        lead[lo] += 1
+                    rs[rs.index(hi)] = lo
+                    on[hi].discard(tp)
+                    on[lo].add(tp)
+                    load[hi] -= 1
+                    load[lo] += 1
+                    moved = True
+                if moved:
+                    break
+            if moved:
+                break
+        if not moved:
+            return
+
+
+def _pick(
+    cands: list[TopicPartition],
+    after: Mapping[TopicPartition, list[int]],
+    hi: int,
+    lo: int,
+    lead: Mapping[int, int],
+    spread: Callable[[Sequence[int]], int],
+) -> TopicPartition | None:
+    """The first of `cands` (partition order) whose move from hi to lo keeps its racks; one
+    hi leads first when hi leads two more than lo (the leadership moves with it), last
+    otherwise."""
+    give_lead = lead[hi] - lead[lo] >= 2
+
+    def keeps_racks(rs: list[int]) -> bool:
+        return spread([lo if b == hi else b for b in rs]) >= spread(rs)
+
+    fallback: TopicPartition | None = None
+    for tp in cands:
+        rs = after[tp]
+        if (rs[0] == hi) == give_lead:
+            if keeps_racks(rs):
+                return tp
+        elif fallback is None and keeps_racks(rs):
+            fallback = tp
+    return fallback
+
+
 def _leader_path(
-    after: Mapping[TopicPartition, list[int]], leads: Mapping[int, int], ids: Sequence[int]
+    after: Mapping[TopicPartition, list[int]],
+    leads: Mapping[int, int],
+    led: Mapping[int, Mapping[TopicPartition, None]],
 ) -> list[tuple[TopicPartition, int]] | None:
     """A chain of swaps [(tp, new first replica), ...] taking one preferred leadership from a
-    broker with the most to one with at least two fewer; None when there is none."""
-    led: dict[int, list[TopicPartition]] = {b: [] for b in ids}
-    for tp in sorted(after):
-        if after[tp]:
-            led[after[tp][0]].append(tp)
-    for src in sorted(ids, key=lambda b: (-leads[b], b)):
+    broker with the most to one with at least two fewer; None when there is none. `led`:
+    the partitions each broker is first in."""
+    for src in sorted(leads, key=lambda b: (-leads[b], b)):
         if leads[src] - min(leads.values()) < 2:
             return None
         # breadth-first from src: reach a broker with leads <= leads[src] - 2
