@@ -1,5 +1,6 @@
-"""`gregor cluster up|down|status|stop-node|start-node|restart-node`: a local multi-process
-cluster in one command, its nodes one by one, and its health.
+"""`gregor cluster up|down|status|stop-node|start-node|restart-node|rebalance`: a local
+multi-process cluster in one command, its nodes one by one, its health, and (for any cluster)
+spreading its replicas and leaders evenly (`rebalance`: client/cli/rebalance.py).
 
     gregor cluster up [--controllers 3] [--brokers 3] [--data-dir DIR] [--base-port P] [--secure]
     gregor cluster down [--data-dir DIR]
@@ -61,6 +62,7 @@ from broker.cluster_nodes import (
     wait_ready,
     write_configs,
 )
+from client.cli import rebalance
 
 DEFAULT_DATA_DIR = "gregor-cluster"
 
@@ -137,6 +139,7 @@ def register(subparsers: Any) -> None:
     )
     st.add_argument("--json", action="store_true", help="print JSON")
     st.set_defaults(func=run_status)
+    rebalance.add_parser(sub)  # client/cli/rebalance.py
 
 
 def _data_dir(parser: argparse.ArgumentParser, what: str) -> None:

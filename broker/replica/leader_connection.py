@@ -10,7 +10,7 @@ import socket
 import ssl
 
 from client.protocol import ApiKey, decode_response, encode_request
-from client.protocol.framing import FrameDecoder
+from client.protocol.framing import LENGTH, LENGTH_SIZE
 from client.protocol.schema import API_SPECS
 from client.security.scram import AuthenticationFailed, SaslCredentials, ScramClient, plain_message
 
@@ -40,7 +40,7 @@ class LeaderConnection:
                 sock.close()
                 raise
         self.sock = sock
-        self.decoder = FrameDecoder(max_frame)
+        self.max_frame = max_frame
         self.corr = 0
         if sasl is not None:
             try:
@@ -83,20 +83,32 @@ class LeaderConnection:
     def request(self, api_key: int, body: dict) -> dict:
         self.corr = (self.corr + 1) & 0x7FFFFFFF
         self.sock.sendall(encode_request(api_key, 0, self.corr, self.client_id, body))
-        while True:
-            data = self.sock.recv(1024 * 1024)
-            if not data:
+        (size,) = LENGTH.unpack(self._read_exactly(LENGTH_SIZE))
+        if size > self.max_frame:
+            raise ConnectionError(
+                f"a response of {size} bytes exceeds socket.request.max.bytes={self.max_frame}"
+            )
+        corr, resp = decode_response(self._read_exactly(size))
+        if corr != self.corr:
+            raise ConnectionError(f"correlation id {corr}, expected {self.corr}")
+        if set(resp) == {"error_code"}:
+            raise ConnectionError(f"request refused: error {resp['error_code']}")
+        return API_SPECS[api_key].check_response(resp, 0)
+
+    def _read_exactly(self, n: int) -> bytearray:
+        """The next `n` bytes of the stream, received straight into one buffer (a fetch
+        response is megabytes: no intermediate copies)."""
+        buf = bytearray(n)
+        view = memoryview(buf)
+        got = 0
+        while got < n:
+            k = self.sock.recv_into(view[got:], n - got)
+            if not k:
                 raise ConnectionError(
                     f"{self.endpoint[0]}:{self.endpoint[1]} closed the connection"
                 )
-            frames = self.decoder.feed(data)
-            if frames:
-                corr, resp = decode_response(frames[0])
-                if corr != self.corr:
-                    raise ConnectionError(f"correlation id {corr}, expected {self.corr}")
-                if set(resp) == {"error_code"}:
-                    raise ConnectionError(f"request refused: error {resp['error_code']}")
-                return API_SPECS[api_key].check_response(resp, 0)
+            got += k
+        return buf
 
     def close(self) -> None:
         try:

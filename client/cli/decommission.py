@@ -25,7 +25,8 @@ import sys
 import time
 from typing import Any
 
-from client.cli.common import CommandError, client_config, on_terminal, reports_errors
+from client.cli.common import CommandError, client_config, reports_errors
+from client.cli.move_progress import MoveProgress, bytes_left, replica_sizes
 from client.cli.reassign_plan import Assignment, PlanError, generate
 
 # how long a move of ours may look gone while its partition is still on the broker before it
@@ -37,30 +38,6 @@ def _admin(args: argparse.Namespace, **extra: Any):
     from client import Admin
 
     return Admin(client_config(args, **extra))
-
-
-def _replica_sizes(admin) -> dict[int, dict[tuple[str, int], int]]:
-    """{broker: {(topic, partition): bytes}} of the live brokers that answer DescribeLogDirs."""
-    from client.errors import GregorError
-
-    out: dict[int, dict[tuple[str, int], int]] = {}
-    for b in admin.describe_cluster().brokers:
-        try:
-            dirs = admin.describe_log_dirs([b.node_id])[b.node_id]
-        except GregorError:
-            continue  # unreachable now: its replicas count from the others
-        out[b.node_id] = {
-            (tp.topic, tp.partition): size for d in dirs.values() for tp, size in d.replicas.items()
-        }
-    return out
-
-
-def _size(n: float) -> str:
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if n < 1000 or unit == "TB":
-            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
-        n /= 1000
-    return f"{n} B"
 
 
 class _Round:
@@ -90,19 +67,8 @@ class _Round:
     def bytes_left(self, sizes_admin) -> int:
         """What the new replicas have left to copy: per partition left, its size on the broker
         (else the largest replica seen) less what its least advanced added replica holds."""
-        self.sizes = _replica_sizes(sizes_admin)
-        left = 0
-        for tp in self.left:
-            have = [s[tp] for s in self.sizes.values() if tp in s]
-            src = self.sizes.get(self.broker, {}).get(tp, max(have, default=0))
-            m = self.moving.get(tp)
-            copied = (
-                min((self.sizes.get(a, {}).get(tp, 0) for a in m.adding_replicas), default=0)
-                if m
-                else 0
-            )
-            left += max(0, src - copied)
-        return left
+        self.sizes = replica_sizes(sizes_admin)
+        return bytes_left(self.sizes, self.left, self.moving, self.broker)
 
     def done(self) -> bool:
         return not self.left and not self.moving and not self.under_replicated
@@ -117,12 +83,9 @@ def run_decommission(args: argparse.Namespace) -> int:
     if args.throttle is not None and args.throttle <= 0:
         raise CommandError(f"--throttle {args.throttle}: expected a positive number of bytes/s")
     deadline = time.monotonic() + args.timeout
-    live = on_terminal(sys.stderr)
+    progress = MoveProgress()
     planned: set[tuple[str, int]] = set()
     started = time.monotonic()
-    last_print = 0.0
-    last: tuple[float, int] | None = None
-    rate = 0.0
     # sizes are asked of every broker each round: one that does not answer (paused, cut off)
     # must not hold the loop for the default request timeout
     with _admin(args) as admin, _admin(args, **{"request.timeout.ms": 3000}) as sizes_admin:
@@ -175,12 +138,11 @@ def run_decommission(args: argparse.Namespace) -> int:
                 continue
             now = time.monotonic()
             left = rnd.bytes_left(sizes_admin)
-            if last is not None and now > last[0]:
-                rate = max(0.0, (last[1] - left) / (now - last[0]))
-            last = (now, left)
+            line = progress.line(
+                f"decommission {n}", len(rnd.left), len(planned) or len(rnd.left), left
+            )
             if rnd.done():
-                if live:
-                    sys.stderr.write("\r\x1b[K")
+                progress.clear()
                 if args.throttle is not None:
                     set_throttle(admin, None)
                 print(
@@ -190,19 +152,9 @@ def run_decommission(args: argparse.Namespace) -> int:
                     flush=True,
                 )
                 return 0
-            eta = f", ETA {left / rate:.0f}s" if rate > 0 and left else ""
-            line = (
-                f"decommission {n}: {len(rnd.left)} of {len(planned) or len(rnd.left)} partitions"
-                f" left, {_size(left)} left, {_size(rate)}/s{eta}"
-            )
             if not rnd.left and rnd.under_replicated:
                 line += f"; waiting for under-replicated {' '.join(rnd.under_replicated[:5])}"
-            if live:
-                sys.stderr.write("\r\x1b[K" + line)
-                sys.stderr.flush()
-            elif now - last_print >= 10:
-                print(line, flush=True)
-                last_print = now
+            progress.show(line)
             if now >= deadline:
                 raise CommandError(f"gave up after {args.timeout:.0f}s: {line}")
             time.sleep(1.0)  # a human-facing refresh interval

@@ -57,17 +57,18 @@ class FrameDecoder:
         out: list[bytes] = []
         pos = 0
         n = len(buf)
-        while n - pos >= LENGTH_SIZE:
-            (size,) = LENGTH.unpack_from(buf, pos)
-            if size > self._max:
-                raise FrameTooLargeError(
-                    f"frame of {size} bytes exceeds socket.request.max.bytes={self._max}"
-                )
-            end = pos + LENGTH_SIZE + size
-            if end > n:
-                break
-            out.append(bytes(buf[pos + LENGTH_SIZE : end]))
-            pos = end
+        with memoryview(buf) as view:  # one copy per payload (a bytearray slice is another)
+            while n - pos >= LENGTH_SIZE:
+                (size,) = LENGTH.unpack_from(buf, pos)
+                if size > self._max:
+                    raise FrameTooLargeError(
+                        f"frame of {size} bytes exceeds socket.request.max.bytes={self._max}"
+                    )
+                end = pos + LENGTH_SIZE + size
+                if end > n:
+                    break
+                out.append(view[pos + LENGTH_SIZE : end].tobytes())
+                pos = end
         if pos:
             del buf[:pos]
         return out

@@ -19,7 +19,11 @@ started against it. Steps:
    `gregor broker decommission 7` timed end to end (0 skips this step).
 
 Goals (issue 23): unthrottled >= 100 MB/s on loopback; producer p99 during a throttled move
-<= 2x its idle p99; the throttle holds within 10 %.
+<= 2x its idle p99; the throttle holds within 10 % (the copy's rate: until the target's log
+holds the partition; the rate to the move's completion, which adds an ISR change and a
+metadata round, is reported beside it). `cpu_ms_per_MB` (CPU of the leader's and the
+follower's process per MB moved) is the figure to compare across runs on a loaded machine;
+MB/s depends on the load average printed beside it.
 """
 
 from __future__ import annotations
@@ -90,6 +94,12 @@ class LatencyProbe:
         self.producer.close()
 
 
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process `pid` (every thread), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _log_bytes(d: Path) -> int:
     return sum(f.stat().st_size for f in d.glob("*.log")) if d.is_dir() else 0
 
@@ -101,6 +111,12 @@ def main() -> int:
     ap.add_argument("--latency-rate", type=int, default=200, help="probe records/s")
     ap.add_argument("--idle-s", type=float, default=10.0, help="idle latency window, s")
     ap.add_argument("--decommission-partitions", type=int, default=1000)
+    ap.add_argument(
+        "--py-spy",
+        metavar="DIR",
+        help="profile the leader and the follower during the unthrottled move with py-spy"
+        " (pip install py-spy), flame graphs (SVG) into DIR",
+    )
     args = ap.parse_args()
 
     from _cluster import start, start_cluster, wait
@@ -153,40 +169,103 @@ def main() -> int:
         t0 = time.monotonic()
         with Producer(bootstrap_servers=bootstrap, acks=1, linger_ms=20, batch_size=1 << 20) as p:
             value = os.urandom(10_000)
-            for _ in range(n):
-                p.send("move", value, partition=0)
+            futures = [p.send("move", value, partition=0) for _ in range(n)]
             p.flush(600)
+            failed = sum(1 for f in futures if f.exception() is not None)
+            if failed:
+                raise RuntimeError(
+                    f"{failed} of {n} fill records failed: {futures[-1].exception()}"
+                )
         out["fill"] = {"records": n, "s": round(time.monotonic() - t0, 1)}
         size = _log_bytes(data[4] / "move-0")
         out["partition_bytes"] = size
+        if size < n * 10_000:
+            raise RuntimeError(f"the fill left {size} bytes in move-0 on broker 4: {out}")
 
         probe = LatencyProbe(bootstrap, "lat", args.latency_rate)
         time.sleep(args.idle_s)  # the idle window: a measurement period, not a wait on state
         out["idle"] = probe.stats("idle")
 
+        copied: dict[str, float] = {}
+
         def move(target: int, phase: str) -> float:
+            """Seconds until the move completed; copied[phase]: until the target's log held
+            the partition's bytes (the copy alone, without the ISR and metadata round)."""
             probe.phase = phase
             t = time.monotonic()
             assert admin.alter_partition_reassignments({tp: [target]}) == {tp: None}
-            wait(lambda: not admin.list_partition_reassignments(), 3600, f"move to {target}")
+            dest = data[target] / "move-0"
+
+            def done() -> bool:
+                if phase not in copied and _log_bytes(dest) >= size:
+                    copied[phase] = time.monotonic() - t
+                return not admin.list_partition_reassignments()
+
+            wait(done, 3600, f"move to {target}")
             elapsed = time.monotonic() - t
+            copied.setdefault(phase, elapsed)
             probe.phase = "after"
             return elapsed
 
+        pids = {4: brokers[4].proc.pid, 7: brokers[7].proc.pid}
+        spies = []
+        if args.py_spy:
+            Path(args.py_spy).mkdir(parents=True, exist_ok=True)
+            spies = [
+                subprocess.Popen(
+                    [
+                        shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy")),
+                        "record",
+                        "--pid",
+                        str(pid),
+                        "--threads",
+                        "--nonblocking",
+                        "--rate",
+                        "50",
+                        "--output",
+                        str(Path(args.py_spy) / f"broker-{n}.svg"),
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )  # fmt: skip
+                for n, pid in pids.items()
+            ]
+        cpu0 = {n: _cpu_s(pid) for n, pid in pids.items()}
         s = move(7, "unthrottled")
-        out["unthrottled"] = {"s": round(s, 2), "MB_per_s": round(size / s / 1e6, 1),
-                              "producer": probe.stats("unthrottled")}  # fmt: skip
+        cpu = {n: _cpu_s(pid) - cpu0[n] for n, pid in pids.items()}
+        for spy in spies:
+            spy.send_signal(2)  # py-spy writes its output on SIGINT
+            spy.wait(60)
+        mb = size / 1e6
+        out["unthrottled"] = {
+            "s": round(s, 2),
+            "MB_per_s": round(size / s / 1e6, 1),
+            "copy_s": round(copied["unthrottled"], 2),
+            "copy_MB_per_s": round(size / copied["unthrottled"] / 1e6, 1),
+            # CPU per MB moved: insensitive to other load on the machine, unlike MB/s
+            "cpu_ms_per_MB": {
+                "leader_4": round(cpu[4] / mb * 1000, 2),
+                "follower_7": round(cpu[7] / mb * 1000, 2),
+            },
+            "producer": probe.stats("unthrottled"),
+        }
         rate = int(args.throttle_mb * 1e6)
         key = "follower.replication.throttled.rate"
         admin.incremental_alter_configs({("broker", ""): {key: rate}})
         size7 = _log_bytes(data[7] / "move-0")
         s = move(4, "throttled")
         achieved = size7 / s
+        # the throttle bounds the copy; the move's completion adds an ISR change and a
+        # metadata round on top, which the copy rate leaves out
+        copy_rate = size7 / copied["throttled"]
         out["throttled"] = {
             "throttle_MB_per_s": args.throttle_mb,
             "s": round(s, 2),
             "MB_per_s": round(achieved / 1e6, 1),
-            "deviation_pct": round((achieved - rate) / rate * 100, 1),
+            "copy_s": round(copied["throttled"], 2),
+            "copy_MB_per_s": round(copy_rate / 1e6, 1),
+            "deviation_pct": round((copy_rate - rate) / rate * 100, 1),
+            "deviation_to_completion_pct": round((achieved - rate) / rate * 100, 1),
             "producer": probe.stats("throttled"),
         }
         admin.incremental_alter_configs({("broker", ""): {key: None}})

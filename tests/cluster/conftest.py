@@ -35,6 +35,22 @@ def controller_quorum(tmp_path: Path) -> Iterator[Callable[..., ControllerQuorum
 
 
 @pytest.fixture
+def brokers() -> Iterator[Callable[..., Brokers]]:
+    """`brokers(tmp, voters, ids, overrides)`: a Brokers (its processes started by the test
+    itself), every process of which is stopped after the test."""
+    made: list[Brokers] = []
+
+    def make(*args: Any, **kwargs: Any) -> Brokers:
+        b = Brokers(*args, **kwargs)
+        made.append(b)
+        return b
+
+    yield make
+    for b in made:
+        b.close()
+
+
+@pytest.fixture
 def broker_cluster(controller_quorum, tmp_path: Path) -> Iterator[Callable[..., Any]]:
     made: list[Brokers] = []
 

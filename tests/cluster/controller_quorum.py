@@ -90,6 +90,22 @@ class ControllerQuorum:
         self._runs = 0
         self.tls: ssl.SSLContext | None = None  # the controllers' listener is SSL: how to ask
 
+    def configure_new(self, n: int) -> None:
+        """Config of controller n joining the quorum later (`gregor quorum add-controller`):
+        node.id outside controller.quorum.voters, a listener of its own; registered here (ids
+        are not: the caller adds n once it votes) so start(n) runs it."""
+        port = free_ports(1)[0]
+        m = min(self.configs)
+        template = self.configs[m].read_text()
+        self.ports[n] = port
+        self.configs[n] = self.tmp / f"controller-{n}.yaml"
+        self.configs[n].write_text(
+            template.replace(f"node.id: {m}\n", f"node.id: {n}\n").replace(
+                f"controller-{m}", f"controller-{n}"
+            )
+            + f'controller.quorum.listener: "{HOST}:{port}"\n'
+        )
+
     # -- process control -----------------------------------------------------------------------
     def spawn(self, n: int) -> GregorProcess:
         assert n not in self.procs, f"controller {n} is already running"

@@ -26,7 +26,7 @@ from fault_net import NODE_GID_BASE, Endpoint
 from helpers import wait_until
 
 from client import Admin, Producer
-from client.errors import GregorError
+from client.errors import GregorError, TopicAlreadyExistsError
 from client.security.tls import TlsSettings, client_context
 
 TOPIC = "chaos"
@@ -45,13 +45,18 @@ class Cluster:
         own_gids: bool = False,
         partitions: int = PARTITIONS,
         secure: bool = False,
+        spare_brokers: tuple[int, ...] = (),
+        controller_overrides: dict[str, Any] | None = None,
     ) -> None:
         """`data_root`: every node's data dir under it (default: under `workdir`);
         `broker_data`: a broker's log dir somewhere else still (e.g. a small disk);
         `own_gids`: each node runs with a gid of its own (network faults, fault_net.py);
-        `partitions`: of the topic (PARTITIONS unless a scenario asks for more)."""
+        `partitions`: of the topic (PARTITIONS unless a scenario asks for more);
+        `spare_brokers`: configured too, but started by the scenario (a broker that joins)."""
         self.workdir = workdir
+        self.topic = TOPIC
         self.partition_count = partitions
+        self.broker_ids = list(BROKERS) + list(spare_brokers)
         root = data_root or workdir
         controller_keys: dict[str, Any] = {}
         broker_keys: dict[str, Any] = {}
@@ -66,6 +71,7 @@ class Cluster:
                 "broker.session.timeout.ms": 2500,
                 "controller.quorum.election.timeout.ms": 500,
                 **controller_keys,
+                **(controller_overrides or {}),
             },
         )
         if secure:
@@ -87,19 +93,19 @@ class Cluster:
             **broker_keys,
             **(broker_overrides or {}),
         }
-        dirs = {n: root / "brokers" / f"broker-{n}" for n in BROKERS} | (broker_data or {})
+        dirs = {n: root / "brokers" / f"broker-{n}" for n in self.broker_ids}
         self.brokers = Brokers(
             workdir / "brokers",
             self.quorum.voters,
-            list(BROKERS),
+            self.broker_ids,
             overrides,
-            dirs,
+            dirs | (broker_data or {}),
             protocol="SASL_SSL" if secure else "PLAINTEXT",
         )
         if own_gids:  # (not always: a FUSE mount refuses processes of another gid)
             for n in self.quorum.ids:
                 self.quorum.gids[n] = NODE_GID_BASE + n
-            for n in BROKERS:
+            for n in self.broker_ids:
                 self.brokers.gids[n] = NODE_GID_BASE + n
 
     def start(self) -> None:
@@ -134,7 +140,7 @@ class Cluster:
 
     def endpoints(self) -> list[Endpoint]:
         return [self.controller_endpoint(n) for n in self.quorum.ids] + [
-            self.broker_endpoint(n) for n in BROKERS
+            self.broker_endpoint(n) for n in self.brokers.procs
         ]
 
     # -- questions -----------------------------------------------------------------------------
@@ -178,14 +184,36 @@ class Cluster:
     def controller_leader(self) -> int:
         return self.quorum.wait_leader(30, "a controller leader")
 
+    def create_topic(self, name: str) -> str:
+        """Create `name` (1 partition, RF 3), retrying while the quorum fails over."""
+
+        def attempt() -> bool:
+            try:
+                with Admin(**self.client(request_timeout_ms=3000)) as admin:
+                    admin.create_topic(name, 1, 3)
+            except TopicAlreadyExistsError:
+                return True  # an earlier attempt went through
+            except GregorError:
+                return False
+            return True
+
+        wait_until(attempt, 30, f"create {name} during controller failover")
+        return name
+
+    def topic_ready(self, name: str) -> bool:
+        ps = self.partitions(name)
+        return bool(ps) and all(p.leader >= 0 for p in ps)
+
     # -- the nodes' own events (CHECKER.md principle 7) ----------------------------------------
     def broker_logs(self) -> dict[int, list[Path]]:
-        return {n: sorted(self.brokers.tmp.glob(f"broker-{n}.*.stderr")) for n in BROKERS}
+        return {n: sorted(self.brokers.tmp.glob(f"broker-{n}.*.stderr")) for n in self.broker_ids}
 
     def controller_logs(self) -> dict[int, list[Path]]:
-        return {
-            n: sorted(self.quorum.tmp.glob(f"controller-{n}.*.stderr")) for n in self.quorum.ids
-        }
+        """Every controller's, those added or removed during the run included."""
+        out: dict[int, list[Path]] = {}
+        for path in sorted(self.quorum.tmp.glob("controller-*.stderr")):
+            out.setdefault(int(path.name.split(".")[0].split("-")[1]), []).append(path)
+        return out
 
 
 def _secure_keys(directory: Path) -> tuple[dict[str, Any], dict[str, Any], dict[str, str]]:

@@ -1,5 +1,6 @@
-"""The scenarios of the fault harness (CHECKER.md S1-S10, and S11: issue 22's stall after a
-follower's controlled shutdown under CPU load) and the run that checks one.
+"""The scenarios of the fault harness (CHECKER.md S1-S10; S11: issue 22's stall after a
+follower's controlled shutdown under CPU load; S12, S13: reassignment and quorum membership
+changes under kills, fault_elastic.py) and the run that checks one.
 
     report = run_scenario("S4", workdir, seed=7, duration=0)   # 0: each fault the minimum times
 
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import fault_elastic
 import fault_net
 from fault_checker import check
 from fault_cluster import MIN_ISR, PARTITIONS, TOPIC, Cluster, log_counts, raft_events
@@ -39,9 +41,6 @@ from fault_nemesis import Nemesis, active_segment, missing_strace
 from fault_producer import ProducerProcess
 from fault_workload import IsrMonitor, Workload, final_read, leader_events
 from helpers import wait_until
-
-from client import Admin
-from client.errors import GregorError, TopicAlreadyExistsError
 
 CHAOS = Path(__file__).resolve().parents[2] / "scripts" / "chaos.py"
 RECOVERY_S = 10.0
@@ -84,6 +83,8 @@ class Scenario:
     partitions: int = PARTITIONS  # of the topic
     producers: int = 2  # workload producers (S11 has one, as in issue 22: another producer's
     # writes to the same partition moved its stuck high watermark along)
+    spare_brokers: tuple[int, ...] = ()  # configured, started by the scenario (S12)
+    controller_overrides: dict[str, Any] = field(default_factory=dict)
 
 
 # -- the scenarios -------------------------------------------------------------------------------
@@ -115,32 +116,12 @@ def s2(run: Run) -> None:
         with run.nemesis.kill_controller(lid):
             q.wait_leader(30, "a new controller leader")
             elections.append(round(time.monotonic() - t0, 3))
-            created.append(_create_topic(c, f"{TOPIC}-extra-{i}"))  # while the old one is down
+            created.append(c.create_topic(f"{TOPIC}-extra-{i}"))  # while the old one is down
             run.hold(1.0, 2.0)
         c.controller_leader()
     run.figures["controller_election_s"] = elections
     for name in created:
-        wait_until(lambda n=name: _topic_ready(c, n), 30, f"{name} created with a leader")
-
-
-def _create_topic(c: Cluster, name: str) -> str:
-    def attempt() -> bool:
-        try:
-            with Admin(**c.client(request_timeout_ms=3000)) as admin:
-                admin.create_topic(name, 1, 3)
-        except TopicAlreadyExistsError:
-            return True  # an earlier attempt went through
-        except GregorError:
-            return False
-        return True
-
-    wait_until(attempt, 30, f"create {name} during controller failover")
-    return name
-
-
-def _topic_ready(c: Cluster, name: str) -> bool:
-    ps = c.partitions(name)
-    return bool(ps) and all(p.leader >= 0 for p in ps)
+        wait_until(lambda n=name: c.topic_ready(n), 30, f"{name} created with a leader")
 
 
 def s3(run: Run) -> None:
@@ -378,6 +359,21 @@ SCENARIOS = {
             partitions=12,
             producers=1,
         ),
+        Scenario(
+            "S12",
+            "reassign a partition onto a 4th broker, SIGKILL its leader (being removed) mid-move,"
+            " then the next leader",
+            fault_elastic.s12,
+            spare_brokers=(fault_elastic.SPARE_BROKER,),
+            # the scenario moves replicas itself (node-add would fill the 4th broker on its own)
+            controller_overrides={"auto.balance.mode": "off"},
+        ),
+        Scenario(
+            "S13",
+            "add a 4th controller while the active one is SIGKILLed, remove the active one while"
+            " another voter is down, then kill the new quorum's leader",
+            fault_elastic.s13,
+        ),
     ]  # fmt: skip
 }
 
@@ -414,7 +410,7 @@ def _run_here(
         storage, data_root, broker_data = _storage(sc, workdir, stack)
         cluster = Cluster(
             workdir, sc.broker_overrides, data_root, broker_data, sc.network, sc.partitions,
-            secure,
+            secure, sc.spare_brokers, sc.controller_overrides,
         )  # fmt: skip
         return _run_cluster(sc, cluster, storage, workdir, seed, duration)
 

@@ -14,11 +14,11 @@ import subprocess
 import threading
 
 import pytest
-from controller_quorum import HOST, free_ports
-from helpers import gregor_command, known_partitions, poll_n, wait_until
+from cluster_history import Load, check_history
+from controller_quorum import HOST
+from helpers import gregor_command, known_partitions, wait_until
 
-from client import Admin, Consumer, Producer, TopicPartition
-from client.errors import GregorError
+from client import Admin
 from client.protocol.api_keys import ApiKey
 from controller.quorum.remote import RemoteController
 
@@ -26,19 +26,9 @@ pytestmark = pytest.mark.slow
 
 
 def new_controller_config(q, n: int) -> None:  # type: ignore[no-untyped-def]
-    """Config of controller n joining `q`: node.id outside controller.quorum.voters, its own
-    listener; registered in `q` (ids, ports, configs) so q.start(n) runs it."""
-    port = free_ports(1)[0]
+    """Config of controller n joining `q`, which runs it with q.start(n)."""
+    q.configure_new(n)
     q.ids.append(n)
-    q.ports[n] = port
-    q.configs[n] = q.tmp / f"controller-{n}.yaml"
-    q.configs[n].write_text(
-        q.configs[1]
-        .read_text()
-        .replace("node.id: 1", f"node.id: {n}")
-        .replace("controller-1", f"controller-{n}")
-        + f'controller.quorum.listener: "{HOST}:{port}"\n'
-    )
 
 
 def quorum_cli(*args: str) -> subprocess.CompletedProcess:
@@ -237,33 +227,9 @@ def test_controller_added_and_removed_under_produce_load(broker_cluster) -> None
         30,
         "cq with full ISRs",
     )
-    stop = threading.Event()
-    futures: list = []
-    errors: list[BaseException] = []
-
-    def produce() -> None:
-        with Producer(
-            bootstrap_servers=b.bootstrap_all(),
-            acks="all",
-            linger_ms=5,
-            delivery_timeout_ms=120_000,
-        ) as prod:
-            i = 0
-            while not stop.is_set():
-                v = b"v-%06d" % i
-                futures.append((v, prod.send("cq", v, partition=i % 3)))
-                i += 1
-                if i % 100 == 0:
-                    try:
-                        futures[-1][1].result(60)  # a steady load, not a backlog
-                    except GregorError as exc:
-                        errors.append(exc)
-            prod.flush(120)
-
-    t = threading.Thread(target=produce, name="load")
-    t.start()
+    load = Load(b.bootstrap_all(), "cq", 3, batch=50)
     try:
-        wait_until(lambda: len(futures) > 300, 30, "load running")
+        load.wait_acked(300)
         new_controller_config(q, 4)
         q.start(4)
         leader = q.wait_leader(10, "a leader")
@@ -277,8 +243,7 @@ def test_controller_added_and_removed_under_produce_load(broker_cluster) -> None
             f"{HOST}:{q.ports[4]}",
         )
         assert out.returncode == 0, out.stderr + q.stderr()
-        before = len(futures)
-        wait_until(lambda: len(futures) > before + 300, 30, "load after the addition")
+        load.wait_acked(300)  # load after the addition
         victim = q.wait_leader(10, "the leader to remove")
         out = quorum_cli(
             "remove-controller",
@@ -293,29 +258,8 @@ def test_controller_added_and_removed_under_produce_load(broker_cluster) -> None
         q.wait_leader(30, "a leader of the new quorum")
         with Admin(bootstrap_servers=b.bootstrap_all()) as admin:
             admin.create_topic("after-change", 1, 3)  # metadata still commits, via a broker
-        before = len(futures)
-        wait_until(lambda: len(futures) > before + 300, 30, "load after the removal")
+        load.wait_acked(300)  # load after the removal
     finally:
-        stop.set()
-        t.join(180)
-    assert not t.is_alive()
-    failed = []
-    acked: dict[int, dict[int, bytes]] = {0: {}, 1: {}, 2: {}}
-    for v, f in futures:
-        try:
-            md = f.result(1)
-        except GregorError as exc:
-            failed.append((v, exc))
-            continue
-        acked[md.partition][md.offset] = v
-    assert not failed and not errors, f"{len(failed)} failed, e.g. {failed[:3]} {errors[:3]}"
-    print(f"{len(futures)} records acknowledged across the quorum changes (removed {victim})")
-    for p, by_offset in acked.items():
-        with Consumer(bootstrap_servers=b.bootstrap_all()) as c:
-            c.assign([TopicPartition("cq", p)])
-            c.seek_to_beginning()
-            got = poll_n(c, max(by_offset) + 1, timeout=60)
-        read = {r.offset: r.value for r in got}
-        assert len(read) == len(by_offset) == max(by_offset) + 1, f"cq-{p}: duplicates or gaps"
-        for off, v in by_offset.items():
-            assert read.get(off) == v, f"cq-{p} offset {off}: {read.get(off)!r}, not {v!r}"
+        load.stop()
+    print(f"{len(load.acked)} records acknowledged across the quorum changes (removed {victim})")
+    check_history(b.bootstrap_all(), load, every_send_acked=True)

@@ -19,9 +19,9 @@ processes on loopback, topics with replication factor 3 and min.insync.replicas 
 from __future__ import annotations
 
 import signal
-import threading
 
 import pytest
+from cluster_history import Load, check_history
 from helpers import known_partitions, poll_n, wait_until
 
 from client import Admin, Consumer, Producer, TopicPartition
@@ -197,60 +197,19 @@ def test_controlled_shutdown_of_each_broker_under_load(broker_cluster) -> None:
     with Admin(bootstrap_servers=b.bootstrap_all()) as admin:
         admin.create_topic("cs", 3, 3, {"min.insync.replicas": "2"})
     _wait_isr(b, "cs")
-    stop = threading.Event()
-    futures: list = []
-    errors: list[BaseException] = []
-
-    def produce() -> None:
-        with Producer(
-            bootstrap_servers=b.bootstrap_all(),
-            acks="all",
-            linger_ms=5,
-            delivery_timeout_ms=120_000,
-        ) as prod:
-            i = 0
-            while not stop.is_set():
-                v = b"v-%06d" % i
-                futures.append((v, prod.send("cs", v, partition=i % 3)))
-                i += 1
-                if i % 200 == 0:
-                    try:
-                        futures[-1][1].result(60)  # keep the load steady, not a backlog
-                    except GregorError as exc:
-                        errors.append(exc)
-            prod.flush(120)
-
-    t = threading.Thread(target=produce, name="load")
-    t.start()
+    load = Load(b.bootstrap_all(), "cs", 3, batch=50)
     try:
         for n in sorted(b.procs):
-            wait_until(lambda: len(futures) > 500, 30, "load running")
-            before = len(futures)
+            load.wait_acked(500)
             assert b.stop(n, signal.SIGTERM) == 0, b.stderr()
             b.start(n)
             _wait_isr(b, "cs", 60)
-            wait_until(lambda k=before: len(futures) > k + 500, 30, "load running again")
+            load.wait_acked(500)  # load running again
     finally:
-        stop.set()
-        t.join(180)
-    assert not t.is_alive()
-    failed = []
-    acked: dict[int, dict[int, bytes]] = {0: {}, 1: {}, 2: {}}
-    for v, f in futures:
-        try:
-            md = f.result(1)
-        except GregorError as exc:
-            failed.append((v, exc))
-            continue
-        acked[md.partition][md.offset] = v
-    assert not failed and not errors, f"{len(failed)} failed, e.g. {failed[:3]} {errors[:3]}"
-    for p, by_offset in acked.items():
-        got = _read(b.bootstrap_all(), TopicPartition("cs", p), max(by_offset) + 1)
-        read = {r.offset: r.value for r in got}
-        # idempotence (the default): retries across leader moves stored nothing twice
-        assert len(read) == len(by_offset) == max(by_offset) + 1, f"cs-{p}: duplicates"
-        for off, v in by_offset.items():
-            assert read.get(off) == v, f"cs-{p} offset {off}: {read.get(off)!r}, not {v!r}"
+        load.stop()
+    # no send failed; idempotence (the default): retries across leader moves stored nothing
+    # twice
+    check_history(b.bootstrap_all(), load, every_send_acked=True)
 
 
 @pytest.mark.slow

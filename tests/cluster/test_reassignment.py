@@ -19,12 +19,12 @@ import json
 import re
 import signal
 import subprocess
-import threading
 import time
 from pathlib import Path
 
 import pytest
 from broker_cluster import Brokers
+from cluster_history import Load, check_history
 from helpers import gregor_command, known_partitions, read_to_end, wait_until
 
 from client import Admin, Producer, TopicPartition
@@ -34,70 +34,6 @@ pytestmark = pytest.mark.slow
 OVERRIDES = {"replica.lag.time.max.ms": 10_000, "replica.fetch.backoff.ms": 200}
 TOPIC = "mv"
 TP = TopicPartition(TOPIC, 0)
-_STARTED: list[Brokers] = []  # closed after each test (their processes run in own sessions)
-
-
-@pytest.fixture(autouse=True)
-def _close_brokers():
-    yield
-    while _STARTED:
-        _STARTED.pop().close()
-
-
-class Load:
-    """One idempotent acks=all producer sending "0", "1", ... to partition 0 on its own thread
-    until stopped; `acked` holds (value, offset) of every acknowledged record."""
-
-    def __init__(self, bootstrap: str) -> None:
-        self.producer = Producer(
-            bootstrap_servers=bootstrap, acks="all", linger_ms=2, delivery_timeout_ms=120_000
-        )
-        self.acked: list[tuple[int, int]] = []
-        self.failed: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="reassign-load", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        i = 0
-        pending: list[tuple[int, object]] = []
-        while not self._stop.is_set():
-            pending.append((i, self.producer.send(TOPIC, str(i).encode(), partition=0)))
-            i += 1
-            if len(pending) >= 20:
-                self._settle(pending)
-                pending = []
-        self._settle(pending)
-
-    def _settle(self, pending: list) -> None:
-        for value, fut in pending:
-            try:
-                md = fut.result(150)
-            except Exception as exc:  # not acknowledged: may or may not be in the log
-                self.failed.append(f"{value}: {type(exc).__name__}: {exc}")
-                continue
-            self.acked.append((value, md.offset))
-
-    def wait_acked(self, more: int, timeout: float = 60.0) -> None:
-        target = len(self.acked) + more
-        wait_until(lambda: len(self.acked) >= target, timeout, f"{more} more acknowledged writes")
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(200)
-        assert not self._thread.is_alive(), "the producer thread did not stop"
-        self.producer.close()
-
-
-def check_history(bootstrap: str, load: Load) -> None:
-    records = read_to_end(bootstrap, TOPIC, 0)
-    values = [int(r.value) for r in records]
-    by_offset = {r.offset: int(r.value) for r in records}
-    lost = [(v, o) for v, o in load.acked if by_offset.get(o) != v]
-    assert not lost, f"acknowledged records lost or moved: {lost[:10]}"
-    assert len(set(values)) == len(values), "a value was written twice (idempotence)"
-    assert values == sorted(values), "values out of the order sent"
-    assert len(load.acked) > 100, f"too little load to mean anything: {len(load.acked)}"
 
 
 def _partition(b: Brokers):
@@ -105,7 +41,7 @@ def _partition(b: Brokers):
     return ps[0] if ps else None
 
 
-def _start(controller_quorum, tmp_path: Path, session_ms: int = 3000) -> tuple:
+def _start(controller_quorum, brokers, tmp_path: Path, session_ms: int = 3000) -> tuple:
     """A 3-voter quorum, brokers 4, 5, 6 started and 7 configured (not started); topic mv
     with one partition on [4, 5, 6] (4 leads), min.insync.replicas 2, in sync. Automatic
     balancing is off: these tests move replicas themselves (its default, node-add, would
@@ -115,8 +51,7 @@ def _start(controller_quorum, tmp_path: Path, session_ms: int = 3000) -> tuple:
     q.wait_leader(10, "a controller leader")
     d = tmp_path / "brokers"
     d.mkdir()
-    b = Brokers(d, q.voters, [4, 5, 6, 7], OVERRIDES)
-    _STARTED.append(b)
+    b = brokers(d, q.voters, [4, 5, 6, 7], OVERRIDES)
     for n in (4, 5, 6):
         b.start(n)
     with Admin(bootstrap_servers=b.bootstrap_all()) as admin:
@@ -150,9 +85,9 @@ def _log_dir(b: Brokers, n: int) -> Path:
     return b.data_dirs[n] / f"{TOPIC}-0"
 
 
-def test_a_fourth_broker_takes_a_partition_under_load(controller_quorum, tmp_path) -> None:
-    q, b = _start(controller_quorum, tmp_path)
-    load = Load(b.bootstrap_all())
+def test_a_fourth_broker_takes_a_partition_under_load(controller_quorum, brokers, tmp_path) -> None:
+    q, b = _start(controller_quorum, brokers, tmp_path)
+    load = Load(b.bootstrap_all(), TOPIC)
     try:
         load.wait_acked(200)
         with Admin(bootstrap_servers=b.bootstrap_all()) as admin:
@@ -185,16 +120,16 @@ def test_a_fourth_broker_takes_a_partition_under_load(controller_quorum, tmp_pat
         wait_until(
             lambda: admin.describe_topic(TOPIC).partitions[0].leader == 7, 60, "7 leading mv-0"
         )
-    acked_end = max(o for _, o in load.acked)
+    acked_end = max(o for _, _, o in load.acked)
     records = read_to_end(b.bootstrap(7), TOPIC, 0)
     assert records[-1].offset >= acked_end
 
 
-def test_a_reassignment_cancelled_halfway(controller_quorum, tmp_path) -> None:
+def test_a_reassignment_cancelled_halfway(controller_quorum, brokers, tmp_path) -> None:
     # a long session: broker 7 is paused before the move starts and must not be fenced by
     # then (a fenced broker cannot be a target)
-    q, b = _start(controller_quorum, tmp_path, session_ms=60_000)
-    load = Load(b.bootstrap_all())
+    q, b = _start(controller_quorum, brokers, tmp_path, session_ms=60_000)
+    load = Load(b.bootstrap_all(), TOPIC)
     try:
         load.wait_acked(200)
         with Admin(bootstrap_servers=b.bootstrap_all()) as admin:
@@ -226,9 +161,11 @@ def test_a_reassignment_cancelled_halfway(controller_quorum, tmp_path) -> None:
     check_history(b.bootstrap_all(), load)
 
 
-def test_the_active_controller_killed_during_a_reassignment(controller_quorum, tmp_path) -> None:
-    q, b = _start(controller_quorum, tmp_path, session_ms=60_000)  # (as the cancel's test)
-    load = Load(b.bootstrap_all())
+def test_the_active_controller_killed_during_a_reassignment(
+    controller_quorum, brokers, tmp_path
+) -> None:
+    q, b = _start(controller_quorum, brokers, tmp_path, session_ms=60_000)  # (as the cancel's test)
+    load = Load(b.bootstrap_all(), TOPIC)
     try:
         load.wait_acked(200)
         with Admin(bootstrap_servers=b.bootstrap_all()) as admin:
@@ -274,10 +211,12 @@ def _gregor(*args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.long  # (plans: tests/unit/cli/test_reassign_plan.py; APIs: test_reassignments.py)
-def test_the_cli_generates_executes_verifies_and_cancels(controller_quorum, tmp_path) -> None:
+def test_the_cli_generates_executes_verifies_and_cancels(
+    controller_quorum, brokers, tmp_path
+) -> None:
     """`gregor partitions reassign` end to end, and `cluster status` listing the moves in
     flight while broker 7 is paused."""
-    q, b = _start(controller_quorum, tmp_path, session_ms=60_000)  # (7 paused, not fenced)
+    q, b = _start(controller_quorum, brokers, tmp_path, session_ms=60_000)  # (7 paused, not fenced)
     bs = ["--bootstrap-server", b.bootstrap_all()]
     r = _gregor("topics", "create", "wide", "--replica-assignment", "4:5,5:6,6:4,4:5,5:6,6:4", *bs)
     assert r.returncode == 0, r.stderr
@@ -328,15 +267,17 @@ def test_the_cli_generates_executes_verifies_and_cancels(controller_quorum, tmp_
 
 
 @pytest.mark.long  # (the moves it makes: the three tests above)
-def test_a_broker_decommissioned_under_load_then_stopped(controller_quorum, tmp_path) -> None:
+def test_a_broker_decommissioned_under_load_then_stopped(
+    controller_quorum, brokers, tmp_path
+) -> None:
     """`gregor broker decommission 4` moves mv-0 (4 leads it) to the only broker left that
     does not hold it, ends once nothing is under-replicated; broker 4 is then stopped without
     a write lost. `recommission` cancels a decommission whose moves cannot complete."""
     # a long session: broker 7, paused while the decommission starts, must stay unfenced (a
     # fenced broker cannot be a target)
-    q, b = _start(controller_quorum, tmp_path, session_ms=60_000)
+    q, b = _start(controller_quorum, brokers, tmp_path, session_ms=60_000)
     bs = ["--bootstrap-server", b.bootstrap_all()]
-    load = Load(b.bootstrap_all())
+    load = Load(b.bootstrap_all(), TOPIC)
     try:
         load.wait_acked(200)
         with Admin(bootstrap_servers=b.bootstrap_all()) as admin:
@@ -390,11 +331,11 @@ def test_a_broker_decommissioned_under_load_then_stopped(controller_quorum, tmp_
 
 
 @pytest.mark.long  # (the bucket: tests/unit/replica/test_replication_throttle.py)
-def test_a_throttled_move_copies_within_the_rate(controller_quorum, tmp_path) -> None:
+def test_a_throttled_move_copies_within_the_rate(controller_quorum, brokers, tmp_path) -> None:
     """`--execute --throttle 500000`: broker 7 copies mv-0 (3 MB of values) within 500 kB/s,
     so the move cannot complete before (3 MB - one second's burst) / rate; `--verify` removes
     the throttle from the metadata once nothing is in flight."""
-    q, b = _start(controller_quorum, tmp_path)
+    q, b = _start(controller_quorum, brokers, tmp_path)
     bs = ["--bootstrap-server", b.bootstrap_all()]
     size, rate = 3_000_000, 500_000
     with Producer(bootstrap_servers=b.bootstrap_all(), acks="all", linger_ms=5) as p:
@@ -430,12 +371,14 @@ def test_a_throttled_move_copies_within_the_rate(controller_quorum, tmp_path) ->
 
 
 @pytest.mark.long  # (a leader moved off: test_a_fourth_broker_takes_a_partition...)
-def test_the_removed_leader_killed_mid_move_and_restarted(controller_quorum, tmp_path) -> None:
+def test_the_removed_leader_killed_mid_move_and_restarted(
+    controller_quorum, brokers, tmp_path
+) -> None:
     """Broker 4 leads mv-0 and is being removed; it is SIGKILLed while the move waits for
     broker 7 (paused): 5 or 6 leads, acks=all writes go on, the move completes once 7 catches
     up; restarted, broker 4 finds mv-0 no longer its own and deletes the log."""
-    q, b = _start(controller_quorum, tmp_path)
-    load = Load(b.bootstrap_all())
+    q, b = _start(controller_quorum, brokers, tmp_path)
+    load = Load(b.bootstrap_all(), TOPIC)
     try:
         load.wait_acked(200)
         with Admin(bootstrap_servers=b.bootstrap_all()) as admin:

@@ -123,3 +123,52 @@ def test_idle_incremental_fetches_carry_no_partitions(leader, follower, monkeypa
     finally:
         thread.stop()
         thread.join(5)
+
+
+def test_a_partition_behind_fetches_the_catch_up_size(leader, follower, monkeypatch):
+    """A replica below the leader's high watermark asks replica.fetch.catchup.max.bytes per
+    fetch, and replica.fetch.max.bytes again once caught up."""
+    server, client = leader
+    frm, leader_id, epoch = follower
+    for i in range(12):  # 12 batches of 200 kB: 2.4 MB behind before the fetcher starts
+        assert produce(client, "s", 0, batch([bytes([i]) * 200_000]))["error_code"] == 0
+    asked: list[int] = []  # partition_max_bytes of s-0 in every Fetch that names it
+    lock = threading.Lock()
+    real = LeaderConnection.request
+
+    def spy(self, api_key, body):
+        if api_key == ApiKey.FETCH:
+            with lock:
+                asked.extend(
+                    p["partition_max_bytes"]
+                    for t in body["topics"]
+                    for p in t["partitions"]
+                    if p["partition"] == 0
+                )
+        return real(self, api_key, body)
+
+    monkeypatch.setattr(LeaderConnection, "request", spy)
+    small, large = 256 * 1024, 2 * 1024 * 1024
+    thread = ReplicaFetcherThread(
+        "fetcher-test",
+        2,
+        leader_id,
+        frm,
+        lambda _id: server.address,
+        FetcherSettings(max_wait_ms=50, partition_max_bytes=small, catchup_max_bytes=large),
+    )
+    thread.add(("s", 0), epoch)
+    thread.start()
+    try:
+        fpart = frm.get_partition("s", 0)
+        wait_until(lambda: fpart.log.end_offset == 12, 20, "caught up")
+        wait_until(lambda: fpart.high_watermark == 12, 10, "the follower learns the HW")
+        with lock:
+            got = list(asked)
+        assert got[0] == small, got  # nothing known yet: the ordinary size
+        assert large in got, got  # behind: the catch-up size
+        # 2.4 MB in 2 MiB fetches: far fewer rounds than in 256 KiB ones
+        assert len(got) < 12, got
+    finally:
+        thread.stop()
+        thread.join(5)
