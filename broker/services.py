@@ -25,6 +25,7 @@ from broker.purgatory import Purgatory
 from broker.quota.manager import QuotaManager
 from broker.replica import ReplicaManager
 from broker.security.auth_log import AuthLog
+from broker.security.authorizer import Authorizer, parse_super_users
 from broker.security.sasl import SaslSettings
 from client.config import setting
 from controller.channel import ControllerChannel
@@ -67,6 +68,14 @@ class Services:
         )
         self.sasl = SaslSettings.from_config(node.config)  # SASL listeners (docs/security.md)
         self.auth_log = AuthLog()
+        # ACLs (docs/security.md, Authorization); None: authorizer.class.name is empty
+        self.authorizer: Authorizer | None = None
+        if setting(node.config, "authorizer_class_name", ""):
+            self.authorizer = Authorizer(
+                parse_super_users(str(setting(node.config, "super_users", "") or "")),
+                bool(setting(node.config, "allow_everyone_if_no_acl_found", False)),
+                lambda: self.publisher.image.acls,
+            )
 
     def advertised_for(self, listener: str) -> tuple[str, int]:
         """This broker's advertised address on `listener` (the inter-broker one if unknown)."""

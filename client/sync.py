@@ -41,6 +41,7 @@ from client.aio.futures import DeliveryFuture
 from client.aio.group import Callback, GroupEvent
 from client.aio.types import ConsumerRecord, TopicPartition
 from client.errors import ClientClosedError
+from client.security.acl import AclBinding, AclBindingFilter
 
 log = logging.getLogger(__name__)
 
@@ -430,6 +431,15 @@ class Admin(_SyncClient):
 
     def list_users(self) -> dict[str, list[ScramCredentialInfo]]:
         return self._run(self._core.list_users())
+
+    def create_acls(self, bindings: list[AclBinding]) -> dict[AclBinding, Exception | None]:
+        return self._run(self._core.create_acls(bindings))
+
+    def describe_acls(self, acl_filter: AclBindingFilter | None = None) -> list[AclBinding]:
+        return self._run(self._core.describe_acls(acl_filter))
+
+    def delete_acls(self, filters: list[AclBindingFilter]) -> list[list[AclBinding]]:
+        return self._run(self._core.delete_acls(filters))
 
     def describe_client_quotas(
         self, components: Sequence[ClientQuotaFilterComponent] = (), strict: bool = False

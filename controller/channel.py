@@ -32,6 +32,8 @@ from concurrent.futures import Future
 from typing import Protocol, runtime_checkable
 
 from controller.results import (
+    AclCreationResult,
+    AclDeletionResult,
     AlterConfigsResult,
     AlterPartitionResult,
     BrokerHeartbeatResult,
@@ -143,6 +145,15 @@ class ControllerChannel(Protocol):
     ) -> Future[list[ClientQuotaAlterResult]]:
         """AlterClientQuotas → [{error_code, error_message, entity}], one per entry (each
         written or refused whole; ClientQuota records)."""
+        ...
+
+    def create_acls(self, creations: list[dict]) -> Future[list[AclCreationResult]]:
+        """CreateAcls → [{error_code, error_message}], one per creation, in order
+        (AccessControlEntry records)."""
+        ...
+
+    def delete_acls(self, filters: list[dict]) -> Future[list[AclDeletionResult]]:
+        """DeleteAcls → [{error_code, error_message, matching_acls}], one per filter."""
         ...
 
     def alter_partition_reassignments(

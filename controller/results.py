@@ -107,6 +107,30 @@ class ClientQuotaAlterResult(_Error):
     entity: list[QuotaEntityPart]
 
 
+class AclCreationResult(_Error):
+    """CreateAcls, one per creation, in order."""
+
+
+class AclDescription(TypedDict):
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+class AclMatch(_Error, AclDescription):
+    """One ACL a DeleteAcls filter deleted."""
+
+
+class AclDeletionResult(_Error):
+    """DeleteAcls, one per filter, in order: the ACLs it deleted."""
+
+    matching_acls: list[AclMatch]
+
+
 class ReassignmentPartitionResult(_Error):
     partition_index: int
 

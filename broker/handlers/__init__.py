@@ -73,6 +73,7 @@ def dispatch(request: Request, services: Services) -> None:
 
 
 # -- handler modules: importing one registers its handlers. One line per module. -----------------
+import broker.handlers.acls  # noqa: E402, F401
 import broker.handlers.alter_configs  # noqa: E402, F401
 import broker.handlers.client_quotas  # noqa: E402, F401
 import broker.handlers.create_partitions  # noqa: E402, F401

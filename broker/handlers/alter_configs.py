@@ -13,11 +13,13 @@ import collections
 
 from broker.handlers.base import RequestContext, handler
 from broker.handlers.forward import respond_when_committed
+from broker.security.access import check, config_resource, enabled
 from client.errors import ErrorCode
 from client.protocol import ApiKey
+from client.security.acl import AclOperation
 
 
-@handler(ApiKey.INCREMENTAL_ALTER_CONFIGS)
+@handler(ApiKey.INCREMENTAL_ALTER_CONFIGS, access="ALTER_CONFIGS on TOPIC, or CLUSTER for a broker")
 def handle(ctx: RequestContext, body: dict) -> dict | None:
     services = ctx.services
     key = lambda r: (int(r["resource_type"]), r["resource_name"])  # noqa: E731
@@ -34,11 +36,18 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
 
     results: list[dict | None] = []
     forward: list[dict] = []
+    authz = enabled(ctx)
     for r in body["resources"]:
         if counts[key(r)] > 1:
             results.append(
                 entry(r["resource_name"], ErrorCode.INVALID_REQUEST, "resource named twice")
             )
+            continue
+        denied = (
+            check(ctx, AclOperation.ALTER_CONFIGS, *config_resource(*key(r))) if authz else None
+        )
+        if denied is not None:  # ALTER_CONFIGS on the topic, or on the cluster for a broker
+            results.append(entry(r["resource_name"], denied[0], denied[1]))
             continue
         results.append(None)
         forward.append(

@@ -40,6 +40,6 @@ def versions_body(services: Services, error_code: int = ErrorCode.NONE) -> dict:
     }
 
 
-@handler(ApiKey.API_VERSIONS)
+@handler(ApiKey.API_VERSIONS, access="none")
 def handle(ctx: RequestContext, body: dict) -> dict:
     return versions_body(ctx.services)

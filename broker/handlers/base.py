@@ -2,7 +2,7 @@
 
 A handler is
 
-    @handler(ApiKey.METADATA)
+    @handler(ApiKey.METADATA, access="DESCRIBE on TOPIC")
     def handle(ctx: RequestContext, body: dict) -> dict | None: ...
 
 `body` has passed the API's schema check (defaults filled in). Return the response body, or
@@ -34,14 +34,20 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[["RequestContext", dict], "dict | None"]
 HANDLERS: dict[int, Handler] = {}
+# api key -> what the authorizer checks for it (docs/security.md, "What each API needs"): the
+# handler makes the checks (broker/security/access.py); this says which, for the docs and the
+# ACL matrix test, which enumerates every API here
+ACCESS: dict[int, str] = {}
 
 
-def handler(api_key: int) -> Callable[[Handler], Handler]:
-    """Register the decorated function as the handler of `api_key` (once per key)."""
+def handler(api_key: int, access: str) -> Callable[[Handler], Handler]:
+    """Register the decorated function as the handler of `api_key` (once per key); `access`:
+    the operations and resource types it checks ("none" for the handshake APIs)."""
 
     def register(fn: Handler) -> Handler:
         assert int(api_key) not in HANDLERS, f"two handlers for api key {int(api_key)}"
         HANDLERS[int(api_key)] = fn
+        ACCESS[int(api_key)] = access
         return fn
 
     return register

@@ -11,9 +11,11 @@ from collections.abc import Mapping
 
 from broker.handlers.base import RequestContext, handler
 from broker.handlers.forward import respond_when_committed
+from broker.security.access import require
 from client.errors import ErrorCode
 from client.protocol import ApiKey
 from client.quotas import ENTITY_TYPES, Entity
+from client.security.acl import AclOperation, ResourceType
 
 MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
 
@@ -62,8 +64,9 @@ def _entity_wire(entity: Entity) -> list[dict]:
     return [{"entity_type": t, "entity_name": n} for t, n in entity]
 
 
-@handler(ApiKey.DESCRIBE_CLIENT_QUOTAS)
+@handler(ApiKey.DESCRIBE_CLIENT_QUOTAS, access="DESCRIBE_CONFIGS on CLUSTER")
 def describe(ctx: RequestContext, body: dict) -> dict:
+    require(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.CLUSTER)  # Kafka's check
     try:
         found = matching(ctx.services.metadata.client_quotas, body["components"], body["strict"])
     except ValueError as exc:
@@ -83,8 +86,9 @@ def describe(ctx: RequestContext, body: dict) -> dict:
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "entries": entries}
 
 
-@handler(ApiKey.ALTER_CLIENT_QUOTAS)
+@handler(ApiKey.ALTER_CLIENT_QUOTAS, access="ALTER_CONFIGS on CLUSTER")
 def alter(ctx: RequestContext, body: dict) -> dict | None:
+    require(ctx, AclOperation.ALTER_CONFIGS, ResourceType.CLUSTER)  # Kafka's check
     entries = [
         {
             "entity": [dict(e) for e in entry["entity"]],

@@ -14,25 +14,32 @@ import collections
 
 from broker.handlers.base import RequestContext, handler
 from broker.handlers.forward import respond_when_committed
+from broker.security.access import check, enabled
 from client.errors import ErrorCode
 from client.protocol import ApiKey
+from client.security.acl import AclOperation, ResourceType
 
 
 def _result(name: str, code: ErrorCode | int, message: str | None) -> dict:
     return {"name": name, "error_code": int(code), "error_message": message}
 
 
-@handler(ApiKey.CREATE_PARTITIONS)
+@handler(ApiKey.CREATE_PARTITIONS, access="ALTER on TOPIC")
 def handle(ctx: RequestContext, body: dict) -> dict | None:
     services = ctx.services
     counts = collections.Counter(t["name"] for t in body["topics"])
     results: list[dict | None] = []
     forward: list[dict] = []
+    authz = enabled(ctx)
     for t in body["topics"]:
         if counts[t["name"]] > 1:
             results.append(
                 _result(t["name"], ErrorCode.INVALID_REQUEST, "topic named twice in the request")
             )
+            continue
+        denied = check(ctx, AclOperation.ALTER, ResourceType.TOPIC, t["name"]) if authz else None
+        if denied is not None:  # ALTER on the topic
+            results.append(_result(t["name"], denied[0], denied[1]))
             continue
         results.append(None)
         assignments = t["assignments"]

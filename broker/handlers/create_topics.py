@@ -10,8 +10,10 @@ import re
 
 from broker.handlers.base import RequestContext, handler
 from broker.handlers.forward import respond_when_committed
+from broker.security.access import check, enabled, quietly_allowed
 from client.errors import ErrorCode
 from client.protocol import ApiKey
+from client.security.acl import AclOperation, ResourceType
 
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_NAME_LENGTH = 249
@@ -40,14 +42,23 @@ def _error(name: str, code: int, message: str) -> dict:
     }
 
 
-@handler(ApiKey.CREATE_TOPICS)
+@handler(ApiKey.CREATE_TOPICS, access="CREATE on CLUSTER or TOPIC")
 def handle(ctx: RequestContext, body: dict) -> dict | None:
     services = ctx.services
     results: list[dict | None] = []
     forward: list[dict] = []
+    authz = enabled(ctx)
+    on_cluster = authz and quietly_allowed(ctx, AclOperation.CREATE, ResourceType.CLUSTER)
     for t in body["topics"]:
         why = topic_name_error(t["name"])
-        if why is not None:
+        denied = (
+            check(ctx, AclOperation.CREATE, ResourceType.TOPIC, t["name"])
+            if authz and not on_cluster
+            else None
+        )
+        if denied is not None:  # CREATE on the cluster or on the topic
+            results.append(_error(t["name"], denied[0], denied[1]))
+        elif why is not None:
             results.append(_error(t["name"], ErrorCode.INVALID_TOPIC_EXCEPTION, why))
         else:
             results.append(None)

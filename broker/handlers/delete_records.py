@@ -10,11 +10,13 @@ thread saw the last follower move (or the purgatory's reaper).
 from __future__ import annotations
 
 from broker.handlers.base import RequestContext, by_topic, handler
+from broker.security.access import check, enabled
 from client.errors import ErrorCode
 from client.protocol import ApiKey
+from client.security.acl import AclOperation, ResourceType
 
 
-@handler(ApiKey.DELETE_RECORDS)
+@handler(ApiKey.DELETE_RECORDS, access="DELETE on TOPIC")
 def handle(ctx: RequestContext, body: dict) -> dict | None:
     from broker.replica.delayed import DeleteRecordsStatus
 
@@ -22,6 +24,7 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
     order: list[tuple[str, int]] = []
     offsets: dict[tuple[str, int], int] = {}
     refused: dict[tuple[str, int], DeleteRecordsStatus] = {}
+    authz = enabled(ctx)
     for t in body["topics"]:
         for p in t["partitions"]:
             tp = (t["name"], int(p["partition"]))
@@ -32,6 +35,10 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
                 )
                 continue
             order.append(tp)
+            denied = check(ctx, AclOperation.DELETE, ResourceType.TOPIC, tp[0]) if authz else None
+            if denied is not None:  # DELETE on the topic; nothing is deleted
+                refused[tp] = DeleteRecordsStatus(denied[0], error_message=denied[1])
+                continue
             offsets[tp] = int(p["offset"])
 
     def finish(results: dict) -> None:

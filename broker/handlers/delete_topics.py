@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from broker.handlers.base import RequestContext, handler
 from broker.handlers.forward import respond_when_committed
+from broker.security.access import check, enabled
 from client.errors import ErrorCode
 from client.protocol import ApiKey
+from client.security.acl import AclOperation, ResourceType
 
 
-@handler(ApiKey.DELETE_TOPICS)
+@handler(ApiKey.DELETE_TOPICS, access="DELETE on TOPIC")
 def handle(ctx: RequestContext, body: dict) -> dict | None:
     services = ctx.services
     names = list(body["topic_names"])
@@ -28,11 +30,22 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
         }
     if not names:
         return {"responses": [], "throttle_time_ms": 0}
+    local: list[dict | None] = []
+    for n in names:  # DELETE on the topic
+        denied = check(ctx, AclOperation.DELETE, ResourceType.TOPIC, n) if enabled(ctx) else None
+        local.append(
+            None
+            if denied is None
+            else {"name": n, "error_code": denied[0], "error_message": denied[1]}
+        )
+    forward = [n for n, r in zip(names, local, strict=True) if r is None]
+    if not forward:
+        return {"responses": local, "throttle_time_ms": 0}
     respond_when_committed(
         ctx,
-        services.controller.delete_topics(names),
-        [None] * len(names),
-        names,
+        services.controller.delete_topics(forward),
+        local,
+        forward,
         lambda name, code, message: {"name": name, "error_code": code, "error_message": message},
         lambda responses: {"responses": responses, "throttle_time_ms": 0},
         "delete_topics",

@@ -5,11 +5,14 @@ request came in on (as Metadata)."""
 from __future__ import annotations
 
 from broker.handlers.base import RequestContext, handler
+from broker.security.access import require
 from client.protocol import ApiKey
+from client.security.acl import AclOperation, ResourceType
 
 
-@handler(ApiKey.DESCRIBE_CLUSTER)
+@handler(ApiKey.DESCRIBE_CLUSTER, access="DESCRIBE on CLUSTER")
 def handle(ctx: RequestContext, body: dict) -> dict:
+    require(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER)
     services = ctx.services
     image = services.metadata
     fenced_too = bool(body.get("include_fenced_brokers"))

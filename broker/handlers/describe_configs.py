@@ -8,8 +8,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from broker.handlers.base import RequestContext, handler
+from broker.security.access import check, config_resource, enabled
 from client.errors import ErrorCode
 from client.protocol import ApiKey
+from client.security.acl import AclOperation
 from controller.quorum.topic_configs import TOPIC_DEFAULTS  # topic key -> broker default key
 
 if TYPE_CHECKING:
@@ -100,9 +102,29 @@ def _describe(services: Services, res: dict) -> dict:
     return result
 
 
-@handler(ApiKey.DESCRIBE_CONFIGS)
+@handler(ApiKey.DESCRIBE_CONFIGS, access="DESCRIBE_CONFIGS on TOPIC, or CLUSTER for a broker")
 def handle(ctx: RequestContext, body: dict) -> dict:
-    return {
-        "results": [_describe(ctx.services, r) for r in body["resources"]],
-        "throttle_time_ms": 0,
-    }
+    results = []
+    for r in body["resources"]:
+        denied = (
+            check(
+                ctx,
+                AclOperation.DESCRIBE_CONFIGS,
+                *config_resource(int(r["resource_type"]), r["resource_name"]),
+            )
+            if enabled(ctx)
+            else None
+        )
+        if denied is None:
+            results.append(_describe(ctx.services, r))
+        else:  # DESCRIBE_CONFIGS on the topic, or on the cluster for a broker
+            results.append(
+                {
+                    "error_code": denied[0],
+                    "error_message": denied[1],
+                    "resource_type": int(r["resource_type"]),
+                    "resource_name": r["resource_name"],
+                    "configs": [],
+                }
+            )
+    return {"results": results, "throttle_time_ms": 0}

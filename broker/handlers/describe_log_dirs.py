@@ -9,8 +9,10 @@ import os
 from pathlib import Path
 
 from broker.handlers.base import RequestContext, handler
+from broker.security.access import require
 from client.errors import ErrorCode
 from client.protocol import ApiKey
+from client.security.acl import AclOperation, ResourceType
 
 
 def _space(d: Path) -> tuple[int, int]:
@@ -21,8 +23,9 @@ def _space(d: Path) -> tuple[int, int]:
     return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
 
 
-@handler(ApiKey.DESCRIBE_LOG_DIRS)
+@handler(ApiKey.DESCRIBE_LOG_DIRS, access="DESCRIBE on CLUSTER")
 def handle(ctx: RequestContext, body: dict) -> dict:
+    require(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER)
     services = ctx.services
     lm = services.log_manager
     wanted = None

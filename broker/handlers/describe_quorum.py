@@ -9,14 +9,17 @@ import logging
 from typing import Any
 
 from broker.handlers.base import RequestContext, handler
+from broker.security.access import require
 from client.errors import ErrorCode
 from client.protocol import ApiKey
+from client.security.acl import AclOperation, ResourceType
 
 log = logging.getLogger(__name__)
 
 
-@handler(ApiKey.DESCRIBE_QUORUM)
+@handler(ApiKey.DESCRIBE_QUORUM, access="DESCRIBE on CLUSTER")
 def handle(ctx: RequestContext, body: dict) -> dict | None:
+    require(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER)
     services = ctx.services
     if services.controller is None:  # a node with no link to any quorum (tests' network-only)
         ctx.respond_error(ErrorCode.UNSUPPORTED_VERSION, "no controller quorum behind this node")

@@ -13,6 +13,7 @@ import concurrent.futures
 import logging
 
 from broker.handlers.base import RequestContext, handler
+from broker.security.access import require
 from client.errors import ErrorCode
 from client.protocol import ApiKey
 from client.protocol.apis.admin import (
@@ -20,6 +21,7 @@ from client.protocol.apis.admin import (
     ELECTION_UNCLEAN,
     group_election_results,
 )
+from client.security.acl import AclOperation, ResourceType
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +34,9 @@ def _body(code: int, results: list[dict]) -> dict:
     }
 
 
-@handler(ApiKey.ELECT_LEADERS)
+@handler(ApiKey.ELECT_LEADERS, access="ALTER on CLUSTER")
 def handle(ctx: RequestContext, body: dict) -> dict | None:
+    require(ctx, AclOperation.ALTER, ResourceType.CLUSTER)
     services = ctx.services
     tps = body["topic_partitions"]
     partitions = None if tps is None else [(t["topic"], p) for t in tps for p in t["partitions"]]

@@ -13,7 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from broker.handlers.base import RequestContext, by_topic, handler
+from broker.security.access import cluster_action, split_partitions
 from client.protocol import ApiKey
+from client.security.acl import AclOperation
 
 
 def _response(results: list[dict], session_id: int = 0, error_code: int = 0) -> dict:
@@ -25,7 +27,7 @@ def _response(results: list[dict], session_id: int = 0, error_code: int = 0) -> 
     }
 
 
-@handler(ApiKey.FETCH)
+@handler(ApiKey.FETCH, access="consumer READ on TOPIC; follower CLUSTER_ACTION on CLUSTER")
 def handle(ctx: RequestContext, body: dict) -> dict | None:
     from broker.replica import FetchParams, FetchPartitionSpec
 
@@ -50,6 +52,13 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
         for t in body["topics"]
         for p in t["partitions"]
     ]
+    refused: list[dict] = []
+    if params.is_follower:  # replication: CLUSTER_ACTION on the cluster, as Kafka
+        cluster_action(ctx)
+    else:  # a consumer: READ on each topic; the refused partitions are not read
+        specs, refused = split_partitions(
+            ctx, AclOperation.READ, specs, lambda s: s.topic, lambda s: s.partition
+        )
     session_id = int(body.get("session_id", 0))
     session_epoch = int(body.get("session_epoch", -1))
 
@@ -72,9 +81,9 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
         rm.session_fetches.close(session_id, params.replica_id)
 
     def finish(results: list[dict]) -> None:
-        ctx.respond(_response(results))
+        ctx.respond(_response(results + refused))
 
     results = rm.fetch_records(params, specs, finish)
     if results is None:
         return None
-    return _response(results)
+    return _response(results + refused)

@@ -13,11 +13,20 @@ import threading
 
 from broker.group import GroupError
 from broker.handlers.base import RequestContext, handler
+from broker.security.access import (
+    allowed,
+    check,
+    denial,
+    enabled,
+    quietly_allowed,
+    split_partitions,
+)
 from client.errors import ErrorCode
 from client.protocol import ApiKey
+from client.security.acl import AclOperation, ResourceType
 
 
-@handler(ApiKey.FIND_COORDINATOR)
+@handler(ApiKey.FIND_COORDINATOR, access="DESCRIBE on GROUP")
 def find_coordinator(ctx: RequestContext, body: dict) -> dict:
     services = ctx.services
     out = []
@@ -29,6 +38,8 @@ def find_coordinator(ctx: RequestContext, body: dict) -> dict:
         elif not key:
             code, node, host, port, msg = (int(ErrorCode.INVALID_GROUP_ID), -1, "", -1,
                                            "group id is empty")  # fmt: skip
+        elif (denied := check(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, key)) is not None:
+            code, node, host, port, msg = denied[0], -1, "", -1, denied[1]
         else:
             code, node, host, port, msg = services.group_coordinator.find(key, services.controller)
         out.append({"key": key, "node_id": node, "host": host, "port": port,
@@ -36,45 +47,111 @@ def find_coordinator(ctx: RequestContext, body: dict) -> dict:
     return {"coordinators": out}
 
 
-@handler(ApiKey.CONSUMER_GROUP_HEARTBEAT)
+@handler(ApiKey.CONSUMER_GROUP_HEARTBEAT, access="READ on GROUP and DESCRIBE on TOPIC")
 def consumer_group_heartbeat(ctx: RequestContext, body: dict) -> dict:
     services = ctx.services
+    denied = check(ctx, AclOperation.READ, ResourceType.GROUP, body["group_id"])
+    if denied is not None:  # READ on the group
+        return {"error_code": denied[0], "error_message": denied[1]}
+    for name in body.get("subscribed_topic_names") or ():  # DESCRIBE on each topic (KIP-848)
+        denied = check(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+        if denied is not None:
+            return {"error_code": denied[0], "error_message": denied[1]}
     try:
         return services.group_coordinator.heartbeat(body, ctx.client_id, ctx.client_host)
     except GroupError as exc:
         return {"error_code": exc.code, "error_message": exc.message}
 
 
-@handler(ApiKey.OFFSET_COMMIT)
+@handler(ApiKey.OFFSET_COMMIT, access="READ on GROUP and READ on TOPIC")
 def offset_commit(ctx: RequestContext, body: dict) -> None:
-    ctx.services.group_coordinator.commit(body, ctx.respond)
+    if not enabled(ctx):
+        ctx.services.group_coordinator.commit(body, ctx.respond)
+        return None
+
+    def refused(topics: list[dict], code: int, why: str | None = None) -> list[dict]:
+        return [
+            {"name": t["name"],
+             "partitions": [{"partition": p["partition"], "error_code": code,
+                             "error_message": why or denial(
+                                 ctx, AclOperation.READ, ResourceType.TOPIC, t["name"])}
+                            for p in t["partitions"]]}
+            for t in topics
+        ]  # fmt: skip
+
+    # READ on the group, then READ on each topic; refused partitions are not committed
+    denied = check(ctx, AclOperation.READ, ResourceType.GROUP, body["group_id"])
+    if denied is not None:
+        ctx.respond({"topics": refused(body["topics"], denied[0], denied[1])})
+        return None
+    ok, topics_denied = [], []
+    for t in body["topics"]:
+        if allowed(ctx, AclOperation.READ, ResourceType.TOPIC, t["name"]):
+            ok.append(t)
+        else:
+            topics_denied.append(t)
+    extra = refused(topics_denied, int(ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+    if not ok:
+        ctx.respond({"topics": extra})
+        return None
+
+    def respond(answer: dict) -> None:
+        if "topics" in answer:
+            answer = {**answer, "topics": list(answer["topics"]) + extra}
+        ctx.respond(answer)
+
+    ctx.services.group_coordinator.commit({**body, "topics": ok}, respond)
     return None
 
 
-@handler(ApiKey.OFFSET_FETCH)
+@handler(ApiKey.OFFSET_FETCH, access="DESCRIBE on GROUP and DESCRIBE on TOPIC")
 def offset_fetch(ctx: RequestContext, body: dict) -> dict:
     services = ctx.services
+    denied = check(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, body["group_id"])
+    if denied is not None:  # DESCRIBE on the group
+        return {"error_code": denied[0], "error_message": denied[1], "topics": []}
     try:
         topics = services.group_coordinator.fetch_offsets(body["group_id"], body["topics"])
     except GroupError as exc:
         return {"error_code": exc.code, "error_message": exc.message, "topics": []}
+    if enabled(ctx):  # DESCRIBE on each topic: named ones refused, the others left out
+        named = body["topics"] is not None
+        out = []
+        for t in topics:
+            if quietly_allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, t["name"]):
+                out.append(t)
+            elif named:
+                code = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                out.append({"name": t["name"], "partitions": [
+                    {"partition": p["partition"], "committed_offset": -1, "error_code": code}
+                    for p in t["partitions"]]})  # fmt: skip
+        topics = out
     return {"error_code": 0, "topics": topics}
 
 
-@handler(ApiKey.LIST_GROUPS)
+@handler(ApiKey.LIST_GROUPS, access="DESCRIBE on CLUSTER or DESCRIBE on GROUP")
 def list_groups(ctx: RequestContext, body: dict) -> dict:
     groups = ctx.services.group_coordinator.list_groups()
+    if enabled(ctx) and not quietly_allowed(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER):
+        groups = [  # DESCRIBE on the cluster lists all; else the groups it may DESCRIBE
+            g for g in groups
+            if quietly_allowed(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, g["group_id"])
+        ]  # fmt: skip
     wanted = {s.lower() for s in body["states_filter"]}
     if wanted:
         groups = [g for g in groups if g["group_state"] in wanted]
     return {"error_code": 0, "groups": groups}
 
 
-@handler(ApiKey.CONSUMER_GROUP_DESCRIBE)
+@handler(ApiKey.CONSUMER_GROUP_DESCRIBE, access="DESCRIBE on GROUP")
 def consumer_group_describe(ctx: RequestContext, body: dict) -> dict:
     services = ctx.services
     out = []
     for gid in body["group_ids"]:
+        denied = check(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, gid)
+        if denied is not None:  # DESCRIBE on the group
+            out.append({"error_code": denied[0], "error_message": denied[1], "group_id": gid})
+            continue
         try:
             out.append(services.group_coordinator.describe(gid))
         except GroupError as exc:
@@ -82,7 +159,7 @@ def consumer_group_describe(ctx: RequestContext, body: dict) -> dict:
     return {"groups": out}
 
 
-@handler(ApiKey.DELETE_GROUPS)
+@handler(ApiKey.DELETE_GROUPS, access="DELETE on GROUP")
 def delete_groups(ctx: RequestContext, body: dict) -> None:
     services = ctx.services
     names = list(dict.fromkeys(body["groups_names"]))
@@ -100,15 +177,20 @@ def delete_groups(ctx: RequestContext, body: dict) -> None:
             ctx.respond({"results": [results[g] for g in names]})
 
     for gid in names:
+        denied = check(ctx, AclOperation.DELETE, ResourceType.GROUP, gid)
+        if denied is not None:  # DELETE on the group: not deleted
+            answered(gid, *denied)
+            continue
         services.group_coordinator.delete_group(gid, functools.partial(answered, gid))
     return None
 
 
-@handler(ApiKey.OFFSET_DELETE)
+@handler(ApiKey.OFFSET_DELETE, access="DELETE on GROUP and READ on TOPIC")
 def offset_delete(ctx: RequestContext, body: dict) -> None:
     tps = [(t["name"], p) for t in body["topics"] for p in t["partitions"]]
 
     def answer(codes: dict, group_code: int) -> None:
+        codes = {**codes, **codes_refused}
         ctx.respond({
             "error_code": group_code,
             "topics": [] if group_code else [
@@ -119,5 +201,14 @@ def offset_delete(ctx: RequestContext, body: dict) -> None:
             ],
         })  # fmt: skip
 
-    ctx.services.group_coordinator.delete_offsets(body["group_id"], tps, answer)
+    denied = check(ctx, AclOperation.DELETE, ResourceType.GROUP, body["group_id"])
+    if denied is not None:  # DELETE on the group
+        ctx.respond({"error_code": denied[0], "topics": []})
+        return None
+    keep, refused = split_partitions(ctx, AclOperation.READ, tps)  # READ on each topic
+    codes_refused = {(r["topic"], r["partition"]): r["error_code"] for r in refused}
+    if not keep:
+        answer({}, 0)
+        return None
+    ctx.services.group_coordinator.delete_offsets(body["group_id"], keep, answer)
     return None

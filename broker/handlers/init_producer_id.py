@@ -9,8 +9,10 @@ import concurrent.futures
 import logging
 
 from broker.handlers.base import RequestContext, handler
+from broker.security.access import init_producer_id, require
 from client.errors import ErrorCode
 from client.protocol import ApiKey
+from client.security.acl import AclOperation, ResourceType
 
 log = logging.getLogger(__name__)
 
@@ -19,14 +21,19 @@ def _body(code: int, pid: int = -1, epoch: int = -1) -> dict:
     return {"throttle_time_ms": 0, "error_code": code, "producer_id": pid, "producer_epoch": epoch}
 
 
-@handler(ApiKey.INIT_PRODUCER_ID)
+@handler(
+    ApiKey.INIT_PRODUCER_ID,
+    access="IDEMPOTENT_WRITE on CLUSTER or WRITE on any TOPIC; WRITE on TRANSACTIONAL_ID",
+)
 def handle(ctx: RequestContext, body: dict) -> dict | None:
     services = ctx.services
     if body["transactional_id"] is not None:
+        require(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body["transactional_id"])
         ctx.respond_error(
             ErrorCode.INVALID_REQUEST, "transactions are not supported: no transactional_id"
         )
         return None
+    init_producer_id(ctx)
 
     def done(f: concurrent.futures.Future) -> None:
         exc = f.exception()

@@ -4,10 +4,12 @@ the first offset whose batch timestamp >= the given ms (time index). Runs on an 
 from __future__ import annotations
 
 from broker.handlers.base import RequestContext, by_topic, handler
+from broker.security.access import split_partitions
 from client.protocol import ApiKey
+from client.security.acl import AclOperation
 
 
-@handler(ApiKey.LIST_OFFSETS)
+@handler(ApiKey.LIST_OFFSETS, access="DESCRIBE on TOPIC")
 def handle(ctx: RequestContext, body: dict) -> dict:
     services = ctx.services
     reqs = [
@@ -15,5 +17,6 @@ def handle(ctx: RequestContext, body: dict) -> dict:
         for t in body["topics"]
         for p in t["partitions"]
     ]
+    reqs, refused = split_partitions(ctx, AclOperation.DESCRIBE, reqs)
     results = services.replica_manager.offsets.list_offsets(int(body["replica_id"]), reqs)
-    return {"topics": by_topic(results), "throttle_time_ms": 0}
+    return {"topics": by_topic(results + refused), "throttle_time_ms": 0}

@@ -16,8 +16,10 @@ import logging
 from typing import Any
 
 from broker.handlers.base import RequestContext, handler
+from broker.security.access import allowed, enabled, may_create_topic, quietly_allowed
 from client.errors import ErrorCode
 from client.protocol import ApiKey
+from client.security.acl import AclOperation, ResourceType
 
 log = logging.getLogger(__name__)
 
@@ -91,27 +93,54 @@ def _topic(t: Any) -> dict:
     }
 
 
+def _denied(name: str) -> dict:
+    return {
+        "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+        "name": name,
+        "is_internal": False,
+        "partitions": [],
+    }
+
+
 def build_response(ctx: RequestContext, names: list[str] | None, missing_code: int) -> dict:
+    """With an authorizer: all topics means those the principal may DESCRIBE; a topic named
+    without DESCRIBE gets TOPIC_AUTHORIZATION_FAILED (Kafka's answers)."""
     services = ctx.services
     image = services.metadata
-    if names is None:
-        names = sorted(image.topics)
+    if not enabled(ctx):
+        every = sorted(image.topics) if names is None else names
+        answers = [_ANSWERS.get(image, n, missing_code) for n in every]
+    elif names is None:
+        answers = [
+            _ANSWERS.get(image, n, missing_code)
+            for n in sorted(image.topics)
+            if quietly_allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, n)
+        ]
+    else:
+        answers = [
+            _ANSWERS.get(image, n, missing_code)
+            if allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, n)
+            else _denied(n)
+            for n in names
+        ]
     return {
         "brokers": _brokers(ctx, image),
         "cluster_id": services.cluster_id,
         "controller_id": services.controller_id,
-        "topics": [_ANSWERS.get(image, n, missing_code) for n in names],
+        "topics": answers,
         "throttle_time_ms": 0,
     }
 
 
-@handler(ApiKey.METADATA)
+@handler(ApiKey.METADATA, access="DESCRIBE on TOPIC; auto-creation CREATE on CLUSTER or TOPIC")
 def handle(ctx: RequestContext, body: dict) -> dict | None:
     services = ctx.services
     requested = body.get("topics")
     names = None if requested is None else list(dict.fromkeys(t["name"] for t in requested))
     image = services.metadata
     missing = [] if names is None else [n for n in names if n not in image.topics]
+    if missing and enabled(ctx):  # auto-creation needs CREATE on the cluster or the topic
+        missing = [n for n in missing if may_create_topic(ctx, n)]
     fut = None
     if missing and body.get("allow_auto_topic_creation"):
         fut = services.auto_create_topics(missing)

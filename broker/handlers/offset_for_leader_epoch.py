@@ -4,10 +4,15 @@ Runs on an I/O thread."""
 from __future__ import annotations
 
 from broker.handlers.base import RequestContext, by_topic, handler
+from broker.security.access import cluster_action, split_partitions
 from client.protocol import ApiKey
+from client.security.acl import AclOperation
 
 
-@handler(ApiKey.OFFSET_FOR_LEADER_EPOCH)
+@handler(
+    ApiKey.OFFSET_FOR_LEADER_EPOCH,
+    access="consumer DESCRIBE on TOPIC; follower CLUSTER_ACTION on CLUSTER",
+)
 def handle(ctx: RequestContext, body: dict) -> dict:
     services = ctx.services
     reqs = [
@@ -15,5 +20,10 @@ def handle(ctx: RequestContext, body: dict) -> dict:
         for t in body["topics"]
         for p in t["partitions"]
     ]
+    refused: list[dict] = []
+    if int(body.get("replica_id", -1)) >= 0:  # a follower: CLUSTER_ACTION, as Kafka
+        cluster_action(ctx)
+    else:  # a consumer validating its position: DESCRIBE on the topic
+        reqs, refused = split_partitions(ctx, AclOperation.DESCRIBE, reqs)
     results = services.replica_manager.offsets.offsets_for_leader_epoch(reqs)
-    return {"topics": by_topic(results), "throttle_time_ms": 0}
+    return {"topics": by_topic(results + refused), "throttle_time_ms": 0}

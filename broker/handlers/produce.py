@@ -15,8 +15,10 @@ from typing import Any
 
 from broker.group import OFFSETS_TOPIC
 from broker.handlers.base import RequestContext, handler
+from broker.security.access import check, enabled, may_create_topic
 from client.errors import ErrorCode
 from client.protocol import ApiKey
+from client.security.acl import AclOperation, ResourceType
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +32,7 @@ def _response(order: list[tuple[str, list[int]]], statuses: dict) -> dict:
     return {"topics": topics, "throttle_time_ms": 0}
 
 
-@handler(ApiKey.PRODUCE)
+@handler(ApiKey.PRODUCE, access="WRITE on TOPIC; auto-creation CREATE on CLUSTER or TOPIC")
 def handle(ctx: RequestContext, body: dict) -> dict | None:
     from broker.replica.delayed import ProducePartitionStatus
 
@@ -41,8 +43,10 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
     entries: dict[tuple[str, int], bytes] = {}
     statuses: dict[tuple[str, int], ProducePartitionStatus] = {}
     unknown: list[str] = []
+    authz = enabled(ctx)
     for t in body["topics"]:
         name = t["name"]
+        refused = check(ctx, AclOperation.WRITE, ResourceType.TOPIC, name) if authz else None
         parts = []
         for p in t["partitions"]:
             tp = (name, int(p["partition"]))
@@ -57,12 +61,14 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
                     int(ErrorCode.INVALID_TOPIC_EXCEPTION),
                     error_message=f"{OFFSETS_TOPIC} is internal: the group coordinator writes it",
                 )
+            elif refused is not None:  # WRITE on the topic (nothing is appended)
+                statuses[tp] = ProducePartitionStatus(refused[0], error_message=refused[1])
             elif name not in image.topics:
                 statuses[tp] = ProducePartitionStatus(
                     int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), error_message=f"unknown topic {name}"
                 )
-                if name not in unknown:
-                    unknown.append(name)
+                if name not in unknown and (not authz or may_create_topic(ctx, name)):
+                    unknown.append(name)  # auto-created: CREATE on the cluster or the topic
             else:
                 entries[tp] = p["records"]
         order.append((name, parts))

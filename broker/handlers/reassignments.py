@@ -11,9 +11,11 @@ import concurrent.futures
 import logging
 
 from broker.handlers.base import RequestContext, handler
+from broker.security.access import require
 from client.errors import ErrorCode
 from client.protocol import ApiKey
 from client.protocol.apis.reassignments import flatten_topic_partitions
+from client.security.acl import AclOperation, ResourceType
 
 log = logging.getLogger(__name__)
 
@@ -23,8 +25,9 @@ def _failure(exc: BaseException) -> tuple[int, str]:
     return int(getattr(exc, "code", ErrorCode.UNKNOWN_SERVER_ERROR)), str(exc)
 
 
-@handler(ApiKey.ALTER_PARTITION_REASSIGNMENTS)
+@handler(ApiKey.ALTER_PARTITION_REASSIGNMENTS, access="ALTER on CLUSTER")
 def handle_alter(ctx: RequestContext, body: dict) -> dict | None:
+    require(ctx, AclOperation.ALTER, ResourceType.CLUSTER)
     services = ctx.services
     topics = [
         {
@@ -77,8 +80,9 @@ def handle_alter(ctx: RequestContext, body: dict) -> dict | None:
     return None
 
 
-@handler(ApiKey.LIST_PARTITION_REASSIGNMENTS)
+@handler(ApiKey.LIST_PARTITION_REASSIGNMENTS, access="DESCRIBE on CLUSTER")
 def handle_list(ctx: RequestContext, body: dict) -> dict | None:
+    require(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER)
     services = ctx.services
     partitions = flatten_topic_partitions(body["topics"])
 

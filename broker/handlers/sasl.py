@@ -78,12 +78,12 @@ def authenticate_answer(
     return {"error_code": 0, "auth_bytes": reply, "session_lifetime_ms": 0}, None
 
 
-@handler(ApiKey.SASL_HANDSHAKE)
+@handler(ApiKey.SASL_HANDSHAKE, access="none")
 def handshake(ctx: RequestContext, body: dict) -> dict | None:
     return handshake_answer(ctx.request.connection, ctx.services, body["mechanism"])
 
 
-@handler(ApiKey.SASL_AUTHENTICATE)
+@handler(ApiKey.SASL_AUTHENTICATE, access="none")
 def authenticate(ctx: RequestContext, body: dict) -> dict | None:
     answer, close = authenticate_answer(
         ctx.request.connection,

@@ -13,12 +13,15 @@ from typing import Any
 
 from broker.handlers.base import RequestContext, handler
 from broker.handlers.forward import respond_when_committed
+from broker.security.access import require
 from client.errors import ErrorCode
 from client.protocol import ApiKey
+from client.security.acl import AclOperation, ResourceType
 
 
-@handler(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS)
+@handler(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, access="DESCRIBE on CLUSTER")
 def describe(ctx: RequestContext, body: dict) -> dict | None:
+    require(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER)
     creds = ctx.services.metadata.scram_credentials
     wanted = body["users"]
     names = sorted(creds) if not wanted else [u["name"] for u in wanted]
@@ -45,8 +48,9 @@ def describe(ctx: RequestContext, body: dict) -> dict | None:
     return {"throttle_time_ms": 0, "error_code": 0, "results": results}
 
 
-@handler(ApiKey.ALTER_USER_SCRAM_CREDENTIALS)
+@handler(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, access="ALTER on CLUSTER")
 def alter(ctx: RequestContext, body: dict) -> dict | None:
+    require(ctx, AclOperation.ALTER, ResourceType.CLUSTER)
     deletions = [{"name": d["name"], "mechanism": d["mechanism"]} for d in body["deletions"]]
     upsertions = [dict(u) for u in body["upsertions"]]
     users: list[str] = []

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import broker.kafka.apis_acls  # noqa: F401  (registers the ACL APIs)
 import broker.kafka.apis_admin  # noqa: F401  (registers the admin APIs)
 import broker.kafka.apis_admin2  # noqa: F401  (and more of them)
 import broker.kafka.apis_classic  # noqa: F401  (registers the classic group APIs)

@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 
 UNSUPPORTED_COMPRESSION_TYPE = 76
 UNKNOWN_TOPIC_ID = 100
+TOPIC_AUTHORIZATION_FAILED = 29
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,7 @@ def _names_by_id(services: Services) -> dict[uuid.UUID, str]:
 def metadata(ctx: KafkaContext, body: Any) -> None:
     requested = body.topics
     unknown_ids: list[uuid.UUID] = []
+    by_id_names: dict[str, Any] = {}  # name -> the topic id it was asked by
     if requested is None or (ctx.api_version == 0 and not requested):
         names = None  # every topic (v0: an empty list meant all)
     else:
@@ -115,11 +117,18 @@ def metadata(ctx: KafkaContext, body: Any) -> None:
             name = t.name if t.name is not None else by_id.get(getattr(t, "topic_id", None))
             if name is not None:
                 names.append({"name": name})
+                if t.name is None:
+                    by_id_names[name] = t.topic_id
             else:
                 unknown_ids.append(t.topic_id)
     auto = getattr(body, "allow_auto_topic_creation", True)  # v0-3: always allowed
 
+    def refused(t: dict) -> bool:
+        return bool(t["error_code"] == TOPIC_AUTHORIZATION_FAILED)
+
     def answer(a: dict) -> None:
+        # a topic asked for by id that the principal may not DESCRIBE: UNKNOWN_TOPIC_ID, as
+        # Kafka answers (its name is not told)
         if whole_error(a):
             ctx.close(f"Metadata failed: {a.get('error_message')}")
             return
@@ -133,7 +142,9 @@ def metadata(ctx: KafkaContext, body: Any) -> None:
                     {
                         "error_code": t["error_code"],
                         "name": t["name"],
-                        "topic_id": _topic_id(ctx.services, t["name"]),
+                        "topic_id": ZERO_UUID  # not told to who may not DESCRIBE it
+                        if t["error_code"] == TOPIC_AUTHORIZATION_FAILED
+                        else _topic_id(ctx.services, t["name"]),
                         "is_internal": t["is_internal"],
                         "partitions": [
                             {**p, "partition_index": p["partition"]} for p in t["partitions"]
@@ -141,6 +152,7 @@ def metadata(ctx: KafkaContext, body: Any) -> None:
                         "topic_authorized_operations": -2147483648,
                     }
                     for t in a["topics"]
+                    if not (refused(t) and t["name"] in by_id_names)
                 ]
                 + [
                     {
@@ -151,6 +163,11 @@ def metadata(ctx: KafkaContext, body: Any) -> None:
                         "partitions": [],
                     }
                     for tid in unknown_ids
+                    + [
+                        by_id_names[t["name"]]
+                        for t in a["topics"]
+                        if refused(t) and t["name"] in by_id_names
+                    ]
                 ],  # fmt: skip
                 "cluster_authorized_operations": -2147483648,
             }

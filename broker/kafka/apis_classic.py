@@ -21,7 +21,9 @@ from broker.group import GroupError
 from broker.kafka.apis import api
 from broker.kafka.codec import millis
 from broker.kafka.request import KafkaContext
+from broker.security.access import allowed
 from client.errors import ErrorCode
+from client.security.acl import AclOperation, ResourceType
 
 # Kafka's api keys for the classic group APIs (Gregor's own protocol has no twin of them)
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
@@ -47,13 +49,21 @@ def _coordinator_error(ctx: KafkaContext, group_id: str) -> int:
     return 0
 
 
+def _group_error(ctx: KafkaContext, group_id: str) -> int:
+    """READ on the group (every classic group API), else GROUP_AUTHORIZATION_FAILED; then
+    the coordinator checks of `_coordinator_error`."""
+    if not allowed(ctx, AclOperation.READ, ResourceType.GROUP, group_id):
+        return int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    return _coordinator_error(ctx, group_id)
+
+
 def _simple_error(ctx: KafkaContext, code: int) -> None:
     ctx.respond({"throttle_time": 0, "error_code": code, "members": []}, code)
 
 
 @api(JOIN_GROUP, 0, 7)
 def join_group(ctx: KafkaContext, body: Any) -> None:
-    code = _coordinator_error(ctx, body.group_id)
+    code = _group_error(ctx, body.group_id)
     if not code and getattr(body, "group_instance_id", None):
         code = int(ErrorCode.INVALID_REQUEST)  # static membership is not served
     if code:
@@ -81,7 +91,7 @@ def join_group(ctx: KafkaContext, body: Any) -> None:
 
 @api(SYNC_GROUP, 0, 5)
 def sync_group(ctx: KafkaContext, body: Any) -> None:
-    code = _coordinator_error(ctx, body.group_id)
+    code = _group_error(ctx, body.group_id)
     if code:
         ctx.respond({"throttle_time": 0, "error_code": code, "assignment": b""}, code)
         return
@@ -96,7 +106,7 @@ def sync_group(ctx: KafkaContext, body: Any) -> None:
 
 @api(HEARTBEAT, 0, 4)
 def heartbeat(ctx: KafkaContext, body: Any) -> None:
-    code = _coordinator_error(ctx, body.group_id)
+    code = _group_error(ctx, body.group_id)
     if not code:
         code = ctx.state.classic_groups(ctx.services).heartbeat(
             body.group_id, body.member_id, int(body.generation_id)
@@ -108,7 +118,7 @@ def heartbeat(ctx: KafkaContext, body: Any) -> None:
 def leave_group(ctx: KafkaContext, body: Any) -> None:
     batched = ctx.api_version >= 3
     ids = [m.member_id for m in body.members] if batched else [body.member_id]
-    code = _coordinator_error(ctx, body.group_id)
+    code = _group_error(ctx, body.group_id)
     codes = [code] * len(ids)
     if not code:
         codes = ctx.state.classic_groups(ctx.services).leave(body.group_id, ids)

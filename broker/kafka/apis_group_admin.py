@@ -20,8 +20,10 @@ from typing import Any
 from broker.group import GroupError
 from broker.kafka.apis import api
 from broker.kafka.request import KafkaContext, whole_error
+from broker.security.access import allowed, enabled, quietly_allowed
 from client.errors import ErrorCode
 from client.protocol import ApiKey
+from client.security.acl import AclOperation, ResourceType
 
 DESCRIBE_GROUPS = 15  # Kafka's api key (Gregor's own protocol has ConsumerGroupDescribe)
 NON_EMPTY_GROUP = 68
@@ -40,6 +42,11 @@ def list_groups(ctx: KafkaContext, body: Any) -> None:
     for g in ctx.services.group_coordinator.list_groups():
         rows[g["group_id"]] = (_kafka_state(g["group_state"]), "consumer")
     rows.update(classic)
+    if enabled(ctx) and not quietly_allowed(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER):
+        rows = {  # DESCRIBE on the cluster lists all; else the groups it may DESCRIBE
+            g: row for g, row in rows.items()
+            if quietly_allowed(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, g)
+        }  # fmt: skip
     ctx.respond(
         {
             "throttle_time": 0,
@@ -58,6 +65,11 @@ def describe_groups(ctx: KafkaContext, body: Any) -> None:
     classic = ctx.state.classic_groups(ctx.services)
     out = []
     for gid in body.groups:
+        if not allowed(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, gid):
+            out.append({"error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED), "group_id": gid,
+                        "group_state": "", "protocol_type": "", "protocol_data": "",
+                        "members": []})  # fmt: skip
+            continue
         entry = classic.describe(gid)
         if entry is None:
             entry = _native(ctx, gid)
@@ -95,7 +107,14 @@ def _native(ctx: KafkaContext, gid: str) -> dict:
 def delete_groups(ctx: KafkaContext, body: Any) -> None:
     names = list(dict.fromkeys(body.groups_names))
     classic = ctx.state.classic_groups(ctx.services)
-    refused = {gid: NON_EMPTY_GROUP for gid in names if not classic.forget(gid)}
+    refused = {  # DELETE on the group, checked before anything is forgotten
+        gid: int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        for gid in names
+        if not allowed(ctx, AclOperation.DELETE, ResourceType.GROUP, gid)
+    }
+    refused.update(
+        {gid: NON_EMPTY_GROUP for gid in names if gid not in refused and not classic.forget(gid)}
+    )
     rest = [gid for gid in names if gid not in refused]
 
     def answer(a: dict) -> None:

@@ -1,5 +1,5 @@
 """The authorizer log: one named logger (`gregor.authorizer`, Kafka's `kafka.authorizer.logger`)
-for failed logins and (later) denials, each line with the principal or user name tried and the
+for failed logins and authorization denials, each line with the principal or user name tried and the
 client address, rate-limited: at most `max_lines` lines per `interval_s`, then one line saying
 how many were left out. Failed logins are INFO (a guessing client must not flood the log).
 
@@ -33,6 +33,7 @@ class AuthLog:
         self._lines = 0
         self._suppressed = 0
         self.failed_logins = 0  # a statistic: every failure, logged or not
+        self.denials = 0  # a statistic: every authorization denial, logged or not
 
     def failed_login(self, user: str | None, mechanism: str, address: str, reason: str) -> None:
         """A failed SASL authentication: the name tried, the mechanism, the client address and
@@ -44,6 +45,17 @@ class AuthLog:
             user,
             mechanism,
             reason,
+        )
+
+    def denied(self, principal: str, host: str, operation: str, resource: str) -> None:
+        """An authorization denial (Kafka's "Principal = ... is Denied operation = ...")."""
+        self.denials += 1
+        self._emit(
+            "principal %s from host %s is denied operation %s on %s",
+            principal,
+            host,
+            operation,
+            resource,
         )
 
     def _emit(self, fmt: str, *args: object) -> None:

@@ -19,7 +19,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from client.aio import admin_groups, admin_quotas, admin_reassign, admin_records, admin_users
+from client.aio import (
+    admin_acls,
+    admin_groups,
+    admin_quotas,
+    admin_reassign,
+    admin_records,
+    admin_users,
+)
 from client.aio.admin_groups import GroupDescription, GroupListing
 from client.aio.admin_quotas import (
     ClientQuotaAlteration,
@@ -62,6 +69,7 @@ from client.protocol.apis.admin import (
     flatten_election_results,
     group_partitions,
 )
+from client.security.acl import AclBinding, AclBindingFilter
 
 _ELECTION_TYPES = {"preferred": ELECTION_PREFERRED, "unclean": ELECTION_UNCLEAN}
 
@@ -404,6 +412,22 @@ class Admin:
         """Every user with SCRAM credentials, and which."""
         self._check_open()
         return await admin_users.describe(self._cluster, None)
+
+    # -- ACLs (client/aio/admin_acls.py) -------------------------------------------------------
+    async def create_acls(self, bindings: list[AclBinding]) -> dict[AclBinding, GregorError | None]:
+        """Kafka's createAcls: {binding: None (created, or already there) or its error}."""
+        self._check_open()
+        return await admin_acls.create(self._cluster, list(bindings))
+
+    async def describe_acls(self, acl_filter: AclBindingFilter | None = None) -> list[AclBinding]:
+        """Kafka's describeAcls: the ACLs `acl_filter` matches (None: every ACL)."""
+        self._check_open()
+        return await admin_acls.describe(self._cluster, acl_filter or AclBindingFilter())
+
+    async def delete_acls(self, filters: list[AclBindingFilter]) -> list[list[AclBinding]]:
+        """Kafka's deleteAcls: the ACLs each filter deleted, in order."""
+        self._check_open()
+        return await admin_acls.delete(self._cluster, list(filters))
 
     # -- client quotas (client/aio/admin_quotas.py) ---------------------------------------------
     async def describe_client_quotas(

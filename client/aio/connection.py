@@ -383,12 +383,20 @@ class BrokerConnection:
         if fast is not None and fast(raw) is not None:
             return raw  # exactly what the schema check would return (fast_checks.py)
         spec = API_SPECS[api_key]
+        code = raw.get("error_code")
+        if (
+            type(code) is int
+            and code != 0
+            and set(raw) <= {"error_code", "error_message"}
+            and not any(f.name == "error_code" for f in spec.response.fields)
+        ):  # a whole-request error (authorization, ...) of an API whose answer has no code
+            raise error_for_code(code)(raw.get("error_message") or f"{spec.name} to {self.address}")
         try:
             return spec.check_response(raw, version)
         except InvalidRequestError as exc:
-            code = raw.get("error_code")
             if type(code) is int and code != 0:
-                raise error_for_code(code)(f"{spec.name} to {self.address}") from None
+                message = raw.get("error_message") or f"{spec.name} to {self.address}"
+                raise error_for_code(code)(message) from None
             raise InvalidRequestError(
                 f"malformed {spec.name} response from {self.address}: {exc}"
             ) from None

@@ -1,5 +1,5 @@
 """Client-side `gregor` subcommands: topics, partitions, configs, groups, produce, consume, perf,
-top, users, quotas.
+top, users, quotas, acls.
 
 Registered in broker/cli.py COMMAND_MODULES as "client.cli"; each module adds its parsers.
 Every command takes `--bootstrap-server HOST:PORT` (default 127.0.0.1:9092) and exits 1 with a
@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 
 from client.cli import (
+    acls,
     configs,
     consume,
     groups,
@@ -36,5 +37,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         top,
         users,
         quotas,
+        acls,
     ):
         module.register(subparsers)

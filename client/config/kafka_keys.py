@@ -74,9 +74,6 @@ KAFKA_KEYS: dict[str, str] = {
     # brokers
     "zookeeper.connect": "there is no ZooKeeper: metadata lives in the Raft controller quorum (controller.quorum.voters)",
     "security.inter.broker.protocol": "brokers replicate over inter.broker.listener.name, with that listener's protocol in listener.security.protocol.map (SSL: TLS)",
-    "authorizer.class.name": "ACLs are not built: every client may do everything (docs/operations.md, 'Not there yet')",
-    "allow.everyone.if.no.acl.found": "ACLs are not built: every client may do everything",
-    "super.users": "ACLs are not built: every client may do everything",
     "log.dir": "Gregor's key is log.dirs (one or more directories, comma-separated)",
     "log.message.format.version": "there is one record batch format (Kafka's v2 layout, docs/record-format.md)",
     "inter.broker.protocol.version": "every Gregor process of a cluster runs the same version; there is no protocol pinning",

@@ -24,6 +24,12 @@ INT_MAX = 2**31 - 1
 _wire_protocols = Validator(lambda v: all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*:(GREGOR|KAFKA)", i, re.I) for i in v), "NAME:PROTOCOL[,...] with PROTOCOL GREGOR or KAFKA")  # fmt: skip
 _optional_listeners = Validator(lambda v: len(v) == 0 or host_ports()(v) is None, "empty, or HOST:PORT[,...]")  # fmt: skip
 
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+_authorizer = Validator(
+    lambda v: v in ("", STANDARD_AUTHORIZER, "StandardAuthorizer"),
+    f"empty (no authorization) or {STANDARD_AUTHORIZER} (ACLs; short form StandardAuthorizer)",
+)
+
 _endpoint_algorithm = Validator(
     lambda v: v in ("https", ""), "https, or empty (no host name check)"
 )
@@ -49,6 +55,9 @@ KEYS = [
     key("sasl.scram.bootstrap.file", "str", None, "the first users: a file of SCRAM credentials in the form of Kafka's kafka-storage --add-scram, one per line (SCRAM-SHA-512=[name=admin,password=SECRET]); the active controller writes them (salted keys only) when the metadata log has no SCRAM credential yet, and never again; read at start-up (a bad line stops it)", BC),
     key("sasl.mechanism.inter.broker.protocol", "enum", "SCRAM-SHA-512", "the SASL mechanism followers use to authenticate to leaders when inter.broker.listener.name is SASL_PLAINTEXT or SASL_SSL (Kafka's key)", B, choices=("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN")),
     key("sasl.inter.broker.username", "str", None, "the SCRAM user this broker's followers authenticate as on a SASL inter-broker listener (Kafka puts it in listener.name.NAME.MECHANISM.sasl.jaas.config)", B),
+    key("authorizer.class.name", "str", "", f"authorization by ACLs (docs/security.md, Authorization): {STANDARD_AUTHORIZER} (Kafka's name; StandardAuthorizer for short) checks every request against the ACLs in the metadata log; empty: no authorization, every connected principal may do everything and the ACL APIs answer SECURITY_DISABLED", B, _authorizer),
+    key("super.users", "str", "", "principals allowed everything whatever the ACLs say, separated by ';' as in Kafka (User:admin;User:CN=broker-1); give the inter-broker principal here (or ACLs for CLUSTER_ACTION on the cluster), there is no bypass for brokers", B),
+    key("allow.everyone.if.no.acl.found", "bool", False, "with authorizer.class.name set: a resource that no ACL names is open to every principal (Kafka's key; false: only super.users may touch it)", B),
     key("sasl.inter.broker.password", "str", None, "the password of sasl.inter.broker.username", B),
     key("listener.protocol.map", "list", ("KAFKA:KAFKA",), "listener name -> wire protocol (NAME:PROTOCOL, comma-separated): GREGOR (the native protocol, Gregor's clients and replication) or KAFKA (Apache Kafka's protocol, for Kafka clients such as kcat and librdkafka; docs/kafka-compat.md); a name not in the map speaks GREGOR; every listener serves the same topics, offsets and producer state; inter.broker.listener.name must be a GREGOR listener", B, _wire_protocols),
     key("inter.broker.listener.name", "str", None, "the listener whose advertised address other brokers fetch from (replication); empty: the first of listeners", B),

@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable
 from types import MappingProxyType
 from typing import Any
 
+from client.security.acl import AclBinding
+from controller.metadata.acls import binding_from_record
 from controller.metadata.image import (
     BrokerRegistration,
     MetadataImage,
@@ -25,6 +27,7 @@ from controller.metadata.image import (
 )
 from controller.metadata.records import (
     RESOURCE_TOPIC,
+    AccessControlEntry,
     BatchBegin,
     ClientQuota,
     ClusterId,
@@ -35,6 +38,7 @@ from controller.metadata.records import (
     PartitionChange,
     ProducerIds,
     RegisterBroker,
+    RemoveAccessControlEntry,
     RemoveTopic,
     RemoveUserScramCredential,
     Topic,
@@ -59,6 +63,7 @@ class MetadataDelta:
         self._next_producer_id = image.next_producer_id
         self._cluster_id = image.cluster_id
         self._scram: dict[str, dict[int, UserScramCredential]] | None = None
+        self._acls: dict[bytes, AclBinding] | None = None
         self._quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] | None = None
         # -- what changed (public, read after replaying) --
         self.created_topics: dict[str, bytes] = {}  # name -> topic id
@@ -69,6 +74,7 @@ class MetadataDelta:
         self.changed_brokers: set[int] = set()
         self.changed_configs: set[tuple[int, str]] = set()
         self.changed_users: set[str] = set()  # SCRAM credentials set or removed
+        self.acls_changed = False
         self.quotas_changed = False  # a ClientQuota record was replayed
         self.records_replayed = 0
 
@@ -127,6 +133,7 @@ class MetadataDelta:
             else MappingProxyType(
                 {k: MappingProxyType(dict(v)) for k, v in self._scram.items() if v}
             ),
+            acls=img.acls if self._acls is None else MappingProxyType(dict(self._acls)),
             client_quotas=img.client_quotas
             if self._quotas is None
             else MappingProxyType(
@@ -312,6 +319,27 @@ class MetadataDelta:
             raise MetadataReplayError(f"user {r.name!r} has no credential {r.mechanism}")
         self.changed_users.add(r.name)
 
+    def _w_acls(self) -> dict[bytes, AclBinding]:
+        if self._acls is None:
+            self._acls = dict(self.image.acls)
+        return self._acls
+
+    def _acl(self, r: AccessControlEntry) -> None:
+        try:
+            binding = binding_from_record(r)
+        except ValueError as exc:
+            raise MetadataReplayError(str(exc)) from None
+        acls = self._w_acls()
+        if r.acl_id in acls:
+            raise MetadataReplayError(f"ACL id {r.acl_id.hex()} written twice")
+        acls[r.acl_id] = binding
+        self.acls_changed = True
+
+    def _remove_acl(self, r: RemoveAccessControlEntry) -> None:
+        if self._w_acls().pop(r.acl_id, None) is None:
+            raise MetadataReplayError(f"no ACL with id {r.acl_id!r} to remove")
+        self.acls_changed = True
+
     def _client_quota(self, r: ClientQuota) -> None:
         if self._quotas is None:
             self._quotas = {k: dict(v) for k, v in self.image.client_quotas.items()}
@@ -341,6 +369,8 @@ _HANDLERS: dict[type, Callable[[MetadataDelta, Any], None]] = {
     ClusterId: MetadataDelta._cluster_id_record,
     UserScramCredential: MetadataDelta._user_scram,
     RemoveUserScramCredential: MetadataDelta._remove_user_scram,
+    AccessControlEntry: MetadataDelta._acl,
+    RemoveAccessControlEntry: MetadataDelta._remove_acl,
     ClientQuota: MetadataDelta._client_quota,
 }
 

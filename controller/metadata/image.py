@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, ClassVar
 
+from client.security.acl import AclBinding
 from controller.metadata.records import NO_LEADER, RESOURCE_TOPIC, UserScramCredential
 
 _EMPTY: Mapping[Any, Any] = MappingProxyType({})
@@ -111,6 +112,8 @@ class MetadataImage:
         default_factory=lambda: _EMPTY
     )
 
+    # ACL id (16 bytes) -> the binding its AccessControlEntry record holds
+    acls: Mapping[bytes, AclBinding] = field(default_factory=lambda: _EMPTY)
     # client quota entity ((type, name or None), ...) -> {quota key: value} (ClientQuota records)
     client_quotas: Mapping[tuple[tuple[str, str | None], ...], Mapping[str, float]] = field(
         default_factory=lambda: _EMPTY
@@ -160,6 +163,7 @@ class MetadataImage:
             self.next_producer_id,
             self.cluster_id,
             {k: dict(v) for k, v in self.scram_credentials.items()},
+            dict(self.acls),
             {k: dict(v) for k, v in self.client_quotas.items()},
         )
 

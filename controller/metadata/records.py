@@ -205,6 +205,32 @@ class RemoveUserScramCredential:
 
 
 @dataclass(frozen=True)
+class AccessControlEntry:
+    """An ACL (Kafka's AccessControlEntryRecord): ALLOW or DENY `principal` from `host` the
+    `operation` on the resources (`resource_type`, `resource_name`, `pattern_type`) names.
+    Numbers are Kafka's (client/security/acl.py). `acl_id` (16 random bytes) names it for
+    RemoveAccessControlEntry."""
+
+    TYPE: ClassVar[int] = 15
+    VERSION: ClassVar[int] = 0
+    acl_id: bytes
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+@dataclass(frozen=True)
+class RemoveAccessControlEntry:
+    TYPE: ClassVar[int] = 16
+    VERSION: ClassVar[int] = 0
+    acl_id: bytes
+
+
+@dataclass(frozen=True)
 class ClientQuota:
     """Set (value) or remove (value None) one client quota of one entity (Kafka's
     ClientQuotaRecord). `entity` is a tuple of (entity type, name) pairs sorted by type, the
@@ -234,6 +260,8 @@ MetadataRecord = (
     | ClusterId
     | UserScramCredential
     | RemoveUserScramCredential
+    | AccessControlEntry
+    | RemoveAccessControlEntry
     | ClientQuota
 )
 
@@ -255,6 +283,8 @@ RECORD_TYPES: dict[int, type] = {
         ClusterId,
         UserScramCredential,
         RemoveUserScramCredential,
+        AccessControlEntry,
+        RemoveAccessControlEntry,
         ClientQuota,
     )
 }

@@ -15,6 +15,7 @@ from typing import Any
 import msgpack
 
 from client.errors import CorruptRecordError
+from controller.metadata.acls import record_from_binding
 from controller.metadata.delta import MetadataDelta
 from controller.metadata.image import MetadataImage
 from controller.metadata.records import (
@@ -78,6 +79,8 @@ def image_to_records(image: MetadataImage) -> list[Any]:
     for user in sorted(image.scram_credentials):
         creds = image.scram_credentials[user]
         out.extend(creds[m] for m in sorted(creds))
+    for acl_id in sorted(image.acls):
+        out.append(record_from_binding(acl_id, image.acls[acl_id]))
     for entity in sorted(image.client_quotas, key=repr):
         for key, value in sorted(image.client_quotas[entity].items()):
             out.append(ClientQuota(entity, key, value))

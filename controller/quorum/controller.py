@@ -22,6 +22,7 @@ shared `ControllerCore`: settings, clock, image, writing records):
 - `configs` — ConfigurationControlManager (config_control.py): topic configs;
 - `scram` — ScramControlManager (scram_control.py): users' SCRAM credentials.
 - `quotas` — ClientQuotaControlManager (quota_control.py): client quotas.
+- `acls` — AclControlManager (acl_control.py): ACLs.
 - `reassignments` — ReassignmentControlManager (reassignment_control.py): partition
   reassignments (KIP-455), their state in the partitions' registrations.
 - `auto_balance` — AutoBalanceControlManager (auto_balance_control.py): automatic balancing
@@ -44,6 +45,7 @@ from controller.metadata.delta import MetadataDelta
 from controller.metadata.image import MetadataImage
 from controller.metadata.records import ClusterId, NoOp, decode_record
 from controller.metadata.snapshot import load_snapshot
+from controller.quorum.acl_control import AclControlManager
 from controller.quorum.auto_balance_control import AutoBalanceControlManager
 from controller.quorum.cluster_control import ClusterControlManager
 from controller.quorum.cluster_id import new_cluster_id
@@ -92,6 +94,7 @@ class QuorumController(ControlManager):
         path = getattr(config, "sasl_scram_bootstrap_file", None)
         self.scram = ScramControlManager(self.core, parse_bootstrap_file(path) if path else None)
         self.quotas = ClientQuotaControlManager(self.core)
+        self.acls = AclControlManager(self.core)
         self.own_cluster_id = cluster_id
         self._next_rebalance_ms = self.clock() + self.settings.leader_imbalance_check_interval_ms
         self.load()

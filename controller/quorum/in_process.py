@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING
 from client.errors import ErrorCode, InconsistentClusterIdError
 from controller.quorum.runner import ControllerThread
 from controller.results import (
+    AclCreationResult,
+    AclDeletionResult,
     AlterConfigsResult,
     AlterPartitionResult,
     BrokerHeartbeatResult,
@@ -164,6 +166,12 @@ class InProcessChannel:
         self, entries: list[dict], validate_only: bool = False
     ) -> Future[list[ClientQuotaAlterResult]]:
         return self.runner.submit(lambda c: c.quotas.alter_client_quotas(entries, validate_only))
+
+    def create_acls(self, creations: list[dict]) -> Future[list[AclCreationResult]]:
+        return self.runner.submit(lambda c: c.acls.create_acls(creations))
+
+    def delete_acls(self, filters: list[dict]) -> Future[list[AclDeletionResult]]:
+        return self.runner.submit(lambda c: c.acls.delete_acls(filters))
 
     def alter_partition_reassignments(
         self, topics: list[dict]

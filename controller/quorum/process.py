@@ -297,6 +297,8 @@ class ControllerProcess:
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self._incremental_alter_configs,
             ApiKey.ALTER_USER_SCRAM_CREDENTIALS: self._alter_user_scram_credentials,
             ApiKey.ALTER_CLIENT_QUOTAS: self._alter_client_quotas,
+            ApiKey.CREATE_ACLS: self._create_acls,
+            ApiKey.DELETE_ACLS: self._delete_acls,
             ApiKey.ELECT_LEADERS: self._elect_leaders,
             ApiKey.ALTER_PARTITION_REASSIGNMENTS: self._alter_partition_reassignments,
             ApiKey.LIST_PARTITION_REASSIGNMENTS: self._list_partition_reassignments,
@@ -513,6 +515,14 @@ class ControllerProcess:
             lambda c: c.quotas.alter_client_quotas(b["entries"], b["validate_only"])
         )
         return {"entries": results, "throttle_time_ms": 0}
+
+    async def _create_acls(self, b: dict) -> dict:
+        results = await self._call(lambda c: c.acls.create_acls(b["creations"]))
+        return {"results": results, "throttle_time_ms": 0}
+
+    async def _delete_acls(self, b: dict) -> dict:
+        results = await self._call(lambda c: c.acls.delete_acls(b["filters"]))
+        return {"filter_results": results, "throttle_time_ms": 0}
 
     async def _elect_leaders(self, b: dict) -> dict:
         tps = b.get("topic_partitions")

@@ -37,6 +37,8 @@ from client.security.tls import ReloadableContext
 from controller.quorum.leader_tracker import LeaderTracker, client_context_of, voters_of
 from controller.quorum.network import request
 from controller.results import (
+    AclCreationResult,
+    AclDeletionResult,
     AlterConfigsResult,
     AlterPartitionResult,
     BrokerHeartbeatResult,
@@ -293,6 +295,18 @@ class RemoteController:
         return self._send(
             ApiKey.ALTER_CLIENT_QUOTAS, body, _field("entries", ClientQuotaAlterResult)
         )
+
+    def create_acls(
+        self, creations: list[dict]
+    ) -> concurrent.futures.Future[list[AclCreationResult]]:
+        body = {"creations": creations}
+        return self._send(ApiKey.CREATE_ACLS, body, _field("results", AclCreationResult))
+
+    def delete_acls(
+        self, filters: list[dict]
+    ) -> concurrent.futures.Future[list[AclDeletionResult]]:
+        body = {"filters": filters}
+        return self._send(ApiKey.DELETE_ACLS, body, _field("filter_results", AclDeletionResult))
 
     def alter_partition_reassignments(
         self, topics: list[dict]

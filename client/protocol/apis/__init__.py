@@ -1,6 +1,7 @@
 """One module per API family; importing this package registers every schema."""
 
 from client.protocol.apis import (  # noqa: F401
+    acls,
     admin,
     controller,
     core,

@@ -97,6 +97,12 @@ class FakeChannel:
     def alter_user_scram_credentials(self, deletions, upsertions):
         raise AssertionError("not used by the lifecycle")
 
+    def create_acls(self, creations):
+        raise AssertionError("not used by the lifecycle")
+
+    def delete_acls(self, filters):
+        raise AssertionError("not used by the lifecycle")
+
     def alter_client_quotas(self, entries, validate_only=False):
         raise AssertionError("not used by the lifecycle")
 

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from client.errors import CorruptRecordError
 from controller.metadata.records import (
     RECORD_TYPES,
+    AccessControlEntry,
     BatchBegin,
     ClientQuota,
     ClusterId,
@@ -20,6 +21,7 @@ from controller.metadata.records import (
     PartitionChange,
     ProducerIds,
     RegisterBroker,
+    RemoveAccessControlEntry,
     RemoveTopic,
     RemoveUserScramCredential,
     Topic,
@@ -52,6 +54,8 @@ SAMPLES = [
     ClusterId("MkU3OEVBNTcwNTJENDM2Qk"),
     UserScramCredential("alice", 1, b"salt", b"s" * 32, b"k" * 32, 4096),
     RemoveUserScramCredential("alice", 1),
+    AccessControlEntry(b"\x07" * 16, 2, "orders", 3, "User:alice", "*", 3, 3),
+    RemoveAccessControlEntry(b"\x07" * 16),
     ClientQuota((("client-id", None), ("user", "alice")), "producer_byte_rate", 1024.0),
     ClientQuota((("user", None),), "request_percentage", None),
 ]

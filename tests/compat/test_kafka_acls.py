@@ -1,0 +1,193 @@
+"""ACLs through the KAFKA listener with a real Kafka client (confluent-kafka / librdkafka):
+a SCRAM user without ACLs is refused (TOPIC_AUTHORIZATION_FAILED on produce, as Kafka
+answers), the super user creates the ACL with librdkafka's CreateAcls, the same produce then
+succeeds, DescribeAcls lists the ACL and DeleteAcls removes it, after which the user is
+refused again. The broker (its own, with the authorizer on) has one KAFKA listener on
+SASL_PLAINTEXT; `admin` comes from sasl.scram.bootstrap.file and is the only super user."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from helpers import broker_config, wait_until
+
+ck = pytest.importorskip("confluent_kafka")
+admin_mod = pytest.importorskip("confluent_kafka.admin")
+
+
+@pytest.fixture(scope="module")
+def acl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from broker.server import BrokerServer
+    from client import Admin
+
+    d = tmp_path_factory.mktemp("kafka-acl-broker")
+    users = d / "users.txt"
+    users.write_text("SCRAM-SHA-256=[name=admin,password=admin-pw-77]\n")
+    cfg = broker_config(
+        d / "data",
+        listeners="GREGOR://127.0.0.1:0,KSASL://127.0.0.1:0",
+        **{
+            "inter.broker.listener.name": "GREGOR",
+            "listener.protocol.map": "KSASL:KAFKA",
+            "listener.security.protocol.map": "GREGOR:SASL_PLAINTEXT,KSASL:SASL_PLAINTEXT",
+            "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+            "sasl.scram.bootstrap.file": str(users),
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": "User:admin",
+            "sasl.inter.broker.username": "admin",  # (a single broker has no followers)
+            "sasl.inter.broker.password": "admin-pw-77",
+        },
+    )
+    server = BrokerServer(cfg)
+    server.start()
+    try:
+        ports = {e.name: e.port for e in server.listeners.bind}
+        gregor = {
+            "bootstrap_servers": f"127.0.0.1:{ports['GREGOR']}",
+            "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": "SCRAM-SHA-256",
+            "sasl_username": "admin",
+            "sasl_password": "admin-pw-77",
+        }
+        with Admin(**gregor) as admin:
+            admin.create_user("alice", "alice-pw-77", mechanism="SCRAM-SHA-256")
+            admin.create_topic("kt", 1, 1)
+        server.kafka_address = f"127.0.0.1:{ports['KSASL']}"
+        yield server
+    finally:
+        server.shutdown(timeout=10.0)
+
+
+def _conf(b: Any, user: str, password: str) -> dict:
+    return {
+        "bootstrap.servers": b.kafka_address,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "SCRAM-SHA-256",
+        "sasl.username": user,
+        "sasl.password": password,
+    }
+
+
+def _produce(b: Any) -> Any:
+    """One record to kt as alice: the delivery error (None: delivered)."""
+    p = ck.Producer({**_conf(b, "alice", "alice-pw-77"), "message.timeout.ms": 10_000})
+    result: list = []
+    p.produce("kt", value=b"hello", partition=0, on_delivery=lambda err, _m: result.append(err))
+    p.flush(30)
+    assert len(result) == 1
+    return result[0]
+
+
+def _binding() -> Any:
+    return admin_mod.AclBinding(
+        admin_mod.ResourceType.TOPIC, "kt", admin_mod.ResourcePatternType.LITERAL,
+        "User:alice", "*", admin_mod.AclOperation.WRITE, admin_mod.AclPermissionType.ALLOW,
+    )  # fmt: skip
+
+
+def test_refused_then_allowed_through_kafkas_own_acl_apis(acl_broker) -> None:
+    err = _produce(acl_broker)
+    assert err is not None and err.code() == ck.KafkaError.TOPIC_AUTHORIZATION_FAILED, err
+    admin = admin_mod.AdminClient(_conf(acl_broker, "admin", "admin-pw-77"))
+    for f in admin.create_acls([_binding()], request_timeout=30).values():
+        assert f.result(30) is None
+    image_acls = lambda: acl_broker.node.publisher.image.acls  # noqa: E731
+    wait_until(lambda: len(image_acls()) == 1, 30, "the ACL in the broker's image")
+    assert _produce(acl_broker) is None  # allowed now (WRITE implies the DESCRIBE it asks)
+    flt = admin_mod.AclBindingFilter(
+        admin_mod.ResourceType.ANY, None, admin_mod.ResourcePatternType.ANY, None, None,
+        admin_mod.AclOperation.ANY, admin_mod.AclPermissionType.ANY,
+    )  # fmt: skip
+    listed = admin.describe_acls(flt, request_timeout=30).result(30)
+    assert [(b.name, b.principal, b.operation) for b in listed] == [
+        ("kt", "User:alice", admin_mod.AclOperation.WRITE)
+    ]
+    # a principal without ALTER on the cluster may not create ACLs
+    alice_admin = admin_mod.AdminClient(_conf(acl_broker, "alice", "alice-pw-77"))
+    with pytest.raises(ck.KafkaException) as e:
+        for f in alice_admin.create_acls([_binding()], request_timeout=30).values():
+            f.result(30)
+    assert e.value.args[0].code() == ck.KafkaError.CLUSTER_AUTHORIZATION_FAILED, e.value
+    deleted = admin.delete_acls([flt], request_timeout=30)[flt].result(30)
+    assert [b.name for b in deleted] == ["kt"]
+    wait_until(lambda: len(image_acls()) == 0, 30, "the ACL gone from the broker's image")
+    err = _produce(acl_broker)
+    assert err is not None and err.code() == ck.KafkaError.TOPIC_AUTHORIZATION_FAILED, err
+
+
+def _acl(rtype: Any, name: str, op: Any) -> Any:
+    return admin_mod.AclBinding(
+        rtype, name, admin_mod.ResourcePatternType.LITERAL, "User:alice", "*", op,
+        admin_mod.AclPermissionType.ALLOW,
+    )  # fmt: skip
+
+
+def test_a_classic_group_needs_read_on_the_group(acl_broker) -> None:
+    """librdkafka's classic consumer group: FindCoordinator passes with DESCRIBE on the group,
+    JoinGroup is refused without READ (GROUP_AUTHORIZATION_FAILED); with READ the consumer
+    joins, reads and commits."""
+    admin = admin_mod.AdminClient(_conf(acl_broker, "admin", "admin-pw-77"))
+    grants = [
+        _acl(admin_mod.ResourceType.TOPIC, "kt", admin_mod.AclOperation.READ),
+        _acl(admin_mod.ResourceType.TOPIC, "kt", admin_mod.AclOperation.WRITE),
+        _acl(admin_mod.ResourceType.GROUP, "kg", admin_mod.AclOperation.DESCRIBE),
+    ]
+    for f in admin.create_acls(grants, request_timeout=30).values():
+        assert f.result(30) is None
+    image_acls = lambda: acl_broker.node.publisher.image.acls  # noqa: E731
+    wait_until(lambda: len(image_acls()) == 3, 30, "the ACLs in the broker's image")
+    assert _produce(acl_broker) is None
+    conf = {**_conf(acl_broker, "alice", "alice-pw-77"), "group.id": "kg",
+            "auto.offset.reset": "earliest", "enable.auto.commit": False}  # fmt: skip
+    c = ck.Consumer(conf)
+    try:
+        c.subscribe(["kt"])
+        errors: list = []
+
+        def refused() -> bool:
+            m = c.poll(0.5)
+            if m is not None and m.error() is not None:
+                errors.append(m.error())
+            return any(e.code() == ck.KafkaError.GROUP_AUTHORIZATION_FAILED for e in errors)
+
+        wait_until(refused, 30, "GROUP_AUTHORIZATION_FAILED from JoinGroup")
+        listed = admin.list_consumer_groups(request_timeout=30).result(30).valid
+        assert "kg" not in {g.group_id for g in listed}  # the refused join made no group
+    finally:
+        c.close()
+    read = _acl(admin_mod.ResourceType.GROUP, "kg", admin_mod.AclOperation.READ)
+    admin.create_acls([read], request_timeout=30)[read].result(30)
+    wait_until(lambda: len(image_acls()) == 4, 30, "READ on the group")
+    c = ck.Consumer(conf)
+    try:
+        c.subscribe(["kt"])
+        got: list = []
+
+        def read_one() -> bool:
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                got.append(m)
+            return bool(got)
+
+        wait_until(read_one, 60, "a record through the group")
+        c.commit(message=got[0], asynchronous=False)
+        listed = admin.list_consumer_groups(request_timeout=30).result(30).valid
+        assert "kg" in {g.group_id for g in listed}
+    finally:
+        c.close()
+    # the group admin APIs of the Kafka listener, as alice (DESCRIBE and READ on kg only)
+    alice = admin_mod.AdminClient(_conf(acl_broker, "alice", "alice-pw-77"))
+    listed = alice.list_consumer_groups(request_timeout=30).result(30).valid
+    assert {g.group_id for g in listed} == {"kg"}  # what she may DESCRIBE, not every group
+    futures = alice.describe_consumer_groups(["kg", "other-group"], request_timeout=30)
+    assert futures["kg"].result(30).group_id == "kg"
+    with pytest.raises(ck.KafkaException) as e:
+        futures["other-group"].result(30)
+    assert e.value.args[0].code() == ck.KafkaError.GROUP_AUTHORIZATION_FAILED
+    with pytest.raises(ck.KafkaException) as e:  # DELETE on the group is not held
+        alice.delete_consumer_groups(["kg"], request_timeout=30)["kg"].result(30)
+    assert e.value.args[0].code() == ck.KafkaError.GROUP_AUTHORIZATION_FAILED
+    listed = admin.list_consumer_groups(request_timeout=30).result(30).valid
+    assert "kg" in {g.group_id for g in listed}  # not deleted
