@@ -51,12 +51,14 @@ def test_the_files_are_read_back_as_written(tmp_path):
 
 def test_a_flag_that_contradicts_the_cluster_is_named(tmp_path):
     nodes = write_configs(tmp_path, 3, 3, 20000)
-    same = Namespace(controllers=None, brokers=3, base_port=20000)
+    same = Namespace(controllers=None, brokers=3, base_port=20000, secure=False)
     assert _resume_mismatch(same, nodes) is None
-    other = Namespace(controllers=None, brokers=None, base_port=9092)
+    other = Namespace(controllers=None, brokers=None, base_port=9092, secure=False)
     assert _resume_mismatch(other, nodes) == (
         "--base-port 9092, but the cluster there has --base-port 20000"
     )
+    secured = Namespace(controllers=None, brokers=None, base_port=None, secure=True)
+    assert _resume_mismatch(secured, nodes) == "--secure, but the cluster there is not secured"
 
 
 def test_a_pid_counts_only_while_its_process_is_that_node(tmp_path):
