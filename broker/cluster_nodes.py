@@ -132,6 +132,9 @@ def _secure_keys(data_dir: Path, controllers: int, brokers: int) -> tuple[dict, 
         + f"sasl.mechanism.inter.broker.protocol: {secure_setup.MECHANISM}\n"
         + f"sasl.inter.broker.username: {secure_setup.INTER_BROKER_USER}\n"
         + f"sasl.inter.broker.password: {files.broker_password}\n"
+        + "authorizer.class.name: StandardAuthorizer\n"
+        # the admin may do anything; the brokers' own user replicates (CLUSTER_ACTION)
+        + f"super.users: User:{secure_setup.ADMIN_USER};User:{secure_setup.INTER_BROKER_USER}\n"
         for i in range(1, brokers + 1)
     }
     return controller, broker

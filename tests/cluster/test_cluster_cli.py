@@ -21,6 +21,14 @@ import pytest
 from helpers import gregor_command, poll_n, read_to_end, wait_until
 
 from client import Admin, Consumer, Producer, TopicPartition
+from client.errors import SaslAuthenticationFailedError, TopicAuthorizationFailedError
+from client.security.acl import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
 
 
 def _free_base() -> int:
@@ -239,6 +247,19 @@ def _tls_probe(port: int, **certs: str) -> str:
 
 
 @pytest.mark.slow
+def _send_as(bootstrap: str, settings: dict) -> str | None:
+    """One record to "sec" as `settings`' user: "written", "refused" (no ACL), or None while
+    the user's credential has not reached the broker yet."""
+    try:
+        with Producer(bootstrap_servers=bootstrap, linger_ms=0, **settings) as p:
+            p.send("sec", b"x", partition=0).result(30)
+    except TopicAuthorizationFailedError:
+        return "refused"
+    except SaslAuthenticationFailedError:
+        return None
+    return "written"
+
+
 def test_cluster_up_secure(tmp_path) -> None:
     """`up --secure`: brokers serve SASL_SSL only, controllers SSL with client certificates
     required; replication works over SASL_SSL (acks=all on RF 3, min ISR 2); the admin's
@@ -282,6 +303,18 @@ def test_cluster_up_secure(tmp_path) -> None:
         with Producer(bootstrap_servers=bootstrap, acks="all", **settings) as p:
             for i in range(10):  # auto-created, RF 3, min ISR 2: followers fetch over SASL_SSL
                 p.send("sec", b"%d" % i, partition=0).result(30)
+        # ACLs are on: a user the admin creates may do nothing until an ACL allows it
+        bob = {**settings, "sasl_username": "bob", "sasl_password": "bob-password"}
+        with Admin(bootstrap_servers=bootstrap, **settings) as admin:
+            admin.create_user("bob", "bob-password")
+            outcome = wait_until(lambda: _send_as(bootstrap, bob), 60, "bob's login to work")
+            assert outcome == "refused", outcome
+            write = AclBinding(ResourceType.TOPIC, "sec", PatternType.LITERAL, "User:bob",
+                               "*", AclOperation.WRITE, AclPermissionType.ALLOW)  # fmt: skip
+            assert admin.create_acls([write]) == {write: None}
+            wait_until(
+                lambda: _send_as(bootstrap, bob) == "written", 30, "bob's write once allowed"
+            )
         env = {**os.environ, "GREGOR_COMMAND_CONFIG": str(admin_file)}
         r = subprocess.run(
             [*gregor_command(), "consume", "sec", "--bootstrap-server", bootstrap,
