@@ -12,6 +12,7 @@ creation is not visible yet answers LEADER_NOT_AVAILABLE (retriable), as Kafka d
 
 from __future__ import annotations
 
+import base64
 import logging
 from typing import Any
 
@@ -22,6 +23,13 @@ from client.protocol import ApiKey
 from client.security.acl import AclOperation, ResourceType
 
 log = logging.getLogger(__name__)
+
+
+def topic_id_text(raw: Any) -> str | None:
+    """A topic id as Kafka prints one (URL-safe base64 of its 16 bytes, no padding)."""
+    if isinstance(raw, bytes) and len(raw) == 16:
+        return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+    return None
 
 
 def _brokers(ctx: RequestContext, image: Any) -> list[dict]:
@@ -51,7 +59,8 @@ class _TopicAnswers:
         t = image.topics.get(name)
         if t is None:
             return {
-                "error_code": missing_code, "name": name, "is_internal": False, "partitions": []
+                "error_code": missing_code, "name": name, "topic_id": None, "is_internal": False,
+                "partitions": [],
             }  # fmt: skip
         hit = self._by_id.get(id(t))
         if hit is not None and hit[0] is t:
@@ -88,6 +97,7 @@ def _topic(t: Any) -> dict:
     return {
         "error_code": 0,
         "name": name,
+        "topic_id": topic_id_text(t.topic_id),
         "is_internal": name.startswith("__"),
         "partitions": parts,
     }
@@ -97,6 +107,7 @@ def _denied(name: str) -> dict:
     return {
         "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
         "name": name,
+        "topic_id": None,  # not told to who may not DESCRIBE it (as Kafka)
         "is_internal": False,
         "partitions": [],
     }

@@ -373,6 +373,7 @@ class Admin:
                 )
                 for p in parts
             ],
+            md.topic_ids.get(name),
         )
 
     # -- users (SCRAM credentials; client/aio/admin_users.py) ---------------------------------

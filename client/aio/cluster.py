@@ -60,6 +60,9 @@ class ClusterMetadata:
     controller_id: int = -1
     updated_at: float = 0.0  # time.monotonic() of the refresh; 0 = never
     _available: dict[str, list[int]] = field(default_factory=dict, compare=False, repr=False)
+    # topic -> the id the controller gave it (Kafka's text form); absent when the broker
+    # did not say (an older broker)
+    topic_ids: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_response(
@@ -74,13 +77,20 @@ class ClusterMetadata:
         }
         topics = {} if full or previous is None else dict(previous.topics)
         errors = {} if full or previous is None else dict(previous.topic_errors)
+        ids = {} if full or previous is None else dict(previous.topic_ids)
         for t in body["topics"]:
             name = t["name"]
             if t["error_code"] != 0:
                 errors[name] = t["error_code"]
                 topics.pop(name, None)
+                ids.pop(name, None)
                 continue
             errors.pop(name, None)
+            tid = t.get("topic_id")
+            if tid:
+                ids[name] = tid
+            else:
+                ids.pop(name, None)
             topics[name] = tuple(
                 sorted(
                     (
@@ -105,6 +115,7 @@ class ClusterMetadata:
             body["cluster_id"],
             body["controller_id"],
             updated_at or time.monotonic(),
+            topic_ids=ids,
         )
 
     def partitions_for(self, topic: str) -> list[int] | None:

@@ -57,6 +57,9 @@ class PartitionDescription(NamedTuple):
 class TopicDescription(NamedTuple):
     name: str
     partitions: list[PartitionDescription]
+    # the id the controller gave the topic (Kafka's text form); a topic deleted and recreated
+    # under the same name has a new one. None when the broker did not say.
+    topic_id: str | None = None
 
 
 class ClusterDescription(NamedTuple):

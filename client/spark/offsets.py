@@ -1,11 +1,18 @@
 """Offsets and range planning for the `gregor` Spark source (pure: no Spark, no network).
 
-A streaming offset is Spark-side JSON: `{"topic": {"0": 12, "1": 40}}` — the next offset to
-read per partition. Spark hands it back with string partition keys, so every function here
-takes and returns that shape via `to_json` / `from_json`.
+A streaming offset is Spark-side JSON: `{"topic": {"0": 12, "1": 40, "topicId": "AbC..."}}` —
+the next offset to read per partition, and the id the controller gave the topic (Kafka's text
+form), so a topic deleted and recreated under the same name is told apart from the one the
+offsets were taken in. Spark hands it back with string partition keys, so every function here
+takes and returns that shape via `to_json` / `from_json` / `ids_from_json`. An offset written
+before ids were kept (no "topicId") still loads: its topics have no id to compare, and the next
+offset written carries them.
 
 Planning works on `PartitionState(log_start, high_watermark)` snapshots taken on the driver:
 
+- `recreated(old_ids, new_ids)`: topics whose id changed (deleted and recreated), reported
+  through `report_data_loss` with `recreated_reason`: the new topic is read from its earliest
+  offset (failOnDataLoss=false), never from the old topic's offsets.
 - `reconcile(start, current, fail)`: checks the wanted start offsets against what the broker
   still has and names the reason when they are gone (retention or DeleteRecords moved the log
   start past them, topic/partition deleted, or offset beyond the end after a truncation). `fail=True` raises
@@ -33,6 +40,9 @@ log = logging.getLogger(__name__)
 TP = tuple[str, int]
 EARLIEST_SENTINEL = -2
 LATEST_SENTINEL = -1
+TOPIC_ID_KEY = "topicId"  # beside the partition keys of a topic in the offset JSON
+SKIP_AHEAD = "skip ahead"
+READ_NEW_TOPIC = "read the new topic from its earliest offset"
 
 
 class DataLossError(GregorError):
@@ -55,21 +65,52 @@ class OffsetRange(NamedTuple):
         return self.end - self.start
 
 
-def to_json(offsets: Mapping[TP, int]) -> dict[str, dict[str, int]]:
-    """{(t, p): o} -> {"t": {"p": o}} with sorted keys (stable checkpoints)."""
-    out: dict[str, dict[str, int]] = {}
+def to_json(
+    offsets: Mapping[TP, int], topic_ids: Mapping[str, str] | None = None
+) -> dict[str, dict[str, int | str]]:
+    """{(t, p): o} -> {"t": {"p": o, "topicId": id}} with sorted partition keys (stable
+    checkpoints); "topicId" only for topics whose id is known."""
+    out: dict[str, dict[str, int | str]] = {}
     for (t, p), o in sorted(offsets.items()):
         out.setdefault(t, {})[str(p)] = int(o)
+    for t, parts in out.items():
+        tid = (topic_ids or {}).get(t)
+        if tid:
+            parts[TOPIC_ID_KEY] = tid
     return out
 
 
-def from_json(obj: Mapping[str, Mapping[str, int]] | None) -> dict[TP, int]:
-    """{"t": {"p": o}} (partition keys as strings or ints) -> {(t, p): o}."""
+def from_json(obj: Mapping[str, Mapping[str, int | str]] | None) -> dict[TP, int]:
+    """{"t": {"p": o, "topicId": id}} (partition keys as strings or ints) -> {(t, p): o}."""
     out: dict[TP, int] = {}
     for t, parts in (obj or {}).items():
         for p, o in parts.items():
-            out[(t, int(p))] = int(o)
+            if p != TOPIC_ID_KEY:
+                out[(t, int(p))] = int(o)
     return out
+
+
+def ids_from_json(obj: Mapping[str, Mapping[str, int | str]] | None) -> dict[str, str]:
+    """{"t": {..., "topicId": id}} -> {t: id}; topics without an id (older offsets) left out."""
+    out: dict[str, str] = {}
+    for t, parts in (obj or {}).items():
+        tid = parts.get(TOPIC_ID_KEY)
+        if isinstance(tid, str) and tid:
+            out[t] = tid
+    return out
+
+
+def recreated(old_ids: Mapping[str, str], new_ids: Mapping[str, str]) -> dict[str, tuple[str, str]]:
+    """{topic: (old id, new id)} for topics known to both whose id changed."""
+    return {
+        t: (old_ids[t], new)
+        for t, new in sorted(new_ids.items())
+        if t in old_ids and old_ids[t] != new
+    }
+
+
+def recreated_reason(topic: str, old: str, new: str, where: str = "the checkpoint") -> str:
+    return f"topic {topic} was deleted and recreated (id {old} in {where}, {new} now)"
 
 
 def data_loss_reason(tp: TP, wanted: int, state: PartitionState | None) -> str | None:
@@ -90,13 +131,13 @@ def data_loss_reason(tp: TP, wanted: int, state: PartitionState | None) -> str |
     return None
 
 
-def report_data_loss(reason: str, fail: bool) -> None:
-    """Raise (fail=True) or log the reason, naming the option either way."""
+def report_data_loss(reason: str, fail: bool, instead: str = SKIP_AHEAD) -> None:
+    """Raise (fail=True) or log the reason, naming the option and what false does."""
     if fail:
         raise DataLossError(
-            f"data loss: {reason}. Set failOnDataLoss=false to skip ahead instead of failing."
+            f"data loss: {reason}. Set failOnDataLoss=false to {instead} instead of failing."
         )
-    log.warning("data loss (failOnDataLoss=false, skipping ahead): %s", reason)
+    log.warning("data loss (failOnDataLoss=false, so %s): %s", instead, reason)
 
 
 def reconcile(

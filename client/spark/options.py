@@ -41,6 +41,7 @@ from typing import Any
 
 from client.config import client_config
 from client.errors import ConfigError
+from client.spark.offsets import TOPIC_ID_KEY
 from client.spark.security import translate
 
 EARLIEST = -2
@@ -60,6 +61,10 @@ class OffsetSpec:
     kind: str
     offsets: tuple[tuple[str, int, int], ...] = ()  # (topic, partition, offset-or-ms)
     timestamp: int = 0
+    topic_ids: tuple[tuple[str, str], ...] = ()  # ("offsets"): (topic, "topicId" given)
+
+    def ids(self) -> dict[str, str]:
+        return dict(self.topic_ids)
 
     def as_dict(self) -> dict[tuple[str, int], int]:
         return {(t, p): o for t, p, o in self.offsets}
@@ -254,10 +259,22 @@ def _json_obj(name: str, raw: str, accepted: str) -> dict[str, Any]:
     return obj
 
 
-def parse_partition_json(name: str, raw: str, accepted: str) -> tuple[tuple[str, int, int], ...]:
-    """'{"t":{"0":5}}' -> (("t", 0, 5),); errors name the option."""
+def parse_partition_json(
+    name: str, raw: str, accepted: str, ids: dict[str, str] | None = None
+) -> tuple[tuple[str, int, int], ...]:
+    """'{"t":{"0":5}}' -> (("t", 0, 5),); errors name the option. With `ids` (a dict to fill),
+    a topic may also carry "topicId": "<id>" (the offset JSON a query wrote)."""
     out: list[tuple[str, int, int]] = []
     for topic, parts in _json_obj(name, raw, accepted).items():
+        if ids is not None and isinstance(parts, dict) and TOPIC_ID_KEY in parts:
+            parts = dict(parts)
+            tid = parts.pop(TOPIC_ID_KEY)
+            if not isinstance(tid, str) or not tid:
+                raise ConfigError(
+                    f"option {name!r}: topic {topic!r}: {TOPIC_ID_KEY!r} must be a non-empty "
+                    f"string (a topic id), got {tid!r}"
+                )
+            ids[topic] = tid
         if not isinstance(parts, dict) or not parts:
             raise ConfigError(
                 f"option {name!r}: topic {topic!r} must map to an object of partition -> value; "
@@ -286,7 +303,8 @@ def _offset_spec(opts: dict[str, str], name: str, batch: bool | None, starting: 
         default, words, allowed = "latest", ("latest",), {LATEST}
     sentinel = " or ".join(str(a) for a in sorted(allowed))
     accepted = (
-        f'{" | ".join(words)} | JSON like {{"topic":{{"0":23}}}} (offsets >= 0, or {sentinel})'
+        f'{" | ".join(words)} | JSON like {{"topic":{{"0":23}}}} (offsets >= 0, or {sentinel}; '
+        f'optionally "{TOPIC_ID_KEY}":"<id>" per topic)'
     )
     if raw is None:
         return OffsetSpec(default)
@@ -300,13 +318,14 @@ def _offset_spec(opts: dict[str, str], name: str, batch: bool | None, starting: 
         )
     if not v.startswith("{"):
         raise ConfigError(f"option {name!r}: {raw!r} is not valid; accepted: {accepted}")
-    entries = parse_partition_json(name, v, accepted)
+    ids: dict[str, str] = {}
+    entries = parse_partition_json(name, v, accepted, ids)
     for topic, p, off in entries:
         if off < 0 and off not in allowed:
             raise ConfigError(
                 f"option {name!r}: {topic}/{p} = {off} is not allowed here; accepted: {accepted}"
             )
-    return OffsetSpec("offsets", entries)
+    return OffsetSpec("offsets", entries, topic_ids=tuple(sorted(ids.items())))
 
 
 def _subscription(opts: dict[str, str]) -> tuple[str, tuple[str, ...], str, tuple]:

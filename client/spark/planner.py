@@ -5,6 +5,10 @@
 - `state()`: {(topic, partition): PartitionState(log_start, high_watermark)} for every partition
   the subscription covers right now (`subscribe` topics that exist, topics matching
   `subscribePattern` — so new topics and new partitions appear here — or the `assign` list).
+- `topic_ids`: after `state()`, {topic: id} as the cluster names them now (the id the
+  controller gave each topic); `forget_recreated(spec, state, name, sentinel)` reports a topic
+  whose id in a startingOffsets/endingOffsets JSON is not its id now (deleted and recreated) and
+  reads the new topic from its earliest (start) or to its latest (end) offset instead.
 - `resolve(spec, state, default)`: turn startingOffsets / endingOffsets / startingTimestamp /
   startingOffsetsByTimestamp into concrete offsets. The broker answers timestamp lookups per
   batch, so the driver reads forward from that batch to the first record at or after the
@@ -28,7 +32,16 @@ from client.errors import (
     UnknownTopicOrPartitionError,
 )
 from client.spark.errors import GregorSparkError
-from client.spark.offsets import EARLIEST_SENTINEL, LATEST_SENTINEL, TP, PartitionState
+from client.spark.offsets import (
+    EARLIEST_SENTINEL,
+    LATEST_SENTINEL,
+    READ_NEW_TOPIC,
+    TP,
+    PartitionState,
+    recreated,
+    recreated_reason,
+    report_data_loss,
+)
 from client.spark.options import OffsetSpec, SourceOptions
 
 log = logging.getLogger(__name__)
@@ -40,6 +53,8 @@ class Planner:
     def __init__(self, opts: SourceOptions) -> None:
         self.opts = opts
         self._admin: Any = None
+        self.topic_ids: dict[str, str] = {}
+        self.missing: list[str] = []
 
     @property
     def admin(self) -> Any:
@@ -85,6 +100,8 @@ class Planner:
                 desc = self.admin.describe_topic(topic)
             except UnknownTopicOrPartitionError:
                 return None
+            if desc.topic_id:
+                self.topic_ids[topic] = desc.topic_id
             parts = {
                 p.partition: PartitionState(p.log_start_offset, p.high_watermark)
                 for p in desc.partitions
@@ -100,7 +117,8 @@ class Planner:
         not exist are left out and remembered in `missing` (see `check_missing`)."""
         out: dict[TP, PartitionState] = {}
         wanted = set(self.opts.assigned) if self.opts.strategy == "assign" else None
-        self.missing: list[str] = []
+        self.missing = []
+        self.topic_ids = {}
         for topic in self._topics():
             parts = self._describe(topic)
             if parts is None:
@@ -173,6 +191,29 @@ class Planner:
             return len(self.admin.describe_topic(topic).partitions)
         except GregorError:
             return None
+
+    def forget_recreated(
+        self, spec: OffsetSpec, state: dict[TP, PartitionState], name: str, sentinel: int
+    ) -> OffsetSpec:
+        """`spec` with the offsets of topics recreated since it was written (its "topicId" is
+        not the topic's id now, per `state()`) replaced by `sentinel` (earliest/latest) for
+        every partition of the new topic; each such topic is reported as data loss first
+        (raised with failOnDataLoss=true)."""
+        if spec.kind != "offsets" or not spec.topic_ids:
+            return spec
+        gone = recreated(spec.ids(), self.topic_ids)
+        if not gone:
+            return spec
+        for t, (old, new) in gone.items():
+            report_data_loss(
+                recreated_reason(t, old, new, f"option {name!r}"),
+                self.opts.fail_on_data_loss,
+                READ_NEW_TOPIC,
+            )
+        kept = [e for e in spec.offsets if e[0] not in gone]
+        kept += [(t, p, sentinel) for t, p in state if t in gone]
+        ids = tuple((t, i) for t, i in spec.topic_ids if t not in gone)
+        return OffsetSpec("offsets", tuple(sorted(kept)), topic_ids=ids)
 
     def resolve(
         self, spec: OffsetSpec, state: dict[TP, PartitionState], default: str, name: str

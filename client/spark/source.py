@@ -45,12 +45,18 @@ from pyspark.sql.types import (
 from client.errors import ConfigError
 from client.spark.errors import surfaced, surfaced_iter
 from client.spark.offsets import (
+    EARLIEST_SENTINEL,
+    LATEST_SENTINEL,
+    READ_NEW_TOPIC,
     TP,
     PartitionState,
     data_loss_reason,
     from_json,
+    ids_from_json,
     plan_ranges,
     rate_limit,
+    recreated,
+    recreated_reason,
     report_data_loss,
     to_json,
 )
@@ -132,10 +138,14 @@ class GregorBatchReader(_PlannerHolder, DataSourceReader):
     def partitions(self) -> list[RangePartition]:
         o = self.opts
         try:
-            state = self.planner.state()
-            self.planner.check_missing(state, batch=True)
-            start = self.planner.resolve(o.starting, state, "earliest", "startingOffsets")
-            end = self.planner.resolve(o.ending, state, "latest", "endingOffsets")
+            pl = self.planner
+            state = pl.state()
+            pl.check_missing(state, batch=True)
+            # a topic recreated since the JSON offsets were taken: its new records, all of them
+            starting = pl.forget_recreated(o.starting, state, "startingOffsets", EARLIEST_SENTINEL)
+            ending = pl.forget_recreated(o.ending, state, "endingOffsets", LATEST_SENTINEL)
+            start = pl.resolve(starting, state, "earliest", "startingOffsets")
+            end = pl.resolve(ending, state, "latest", "endingOffsets")
         finally:
             self._close_planner()
         eff: dict[TP, int] = {}
@@ -167,7 +177,12 @@ class GregorBatchReader(_PlannerHolder, DataSourceReader):
 
 
 class GregorStreamReader(_PlannerHolder, DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Micro-batch reader. Offsets: {"topic": {"partition": next offset}}."""
+    """Micro-batch reader. Offsets: {"topic": {"partition": next offset, "topicId": id}}.
+
+    A topic whose id in the start offset is not the one in the end offset was deleted and
+    recreated in between: reported as data loss (raised with failOnDataLoss=true), else the new
+    topic is read from its earliest offset. Start offsets without ids (written before ids were
+    kept) compare nothing; the end offset carries them, so the next batch does."""
 
     def __init__(self, opts: SourceOptions, schema: StructType) -> None:
         self.opts = opts
@@ -178,10 +193,14 @@ class GregorStreamReader(_PlannerHolder, DataSourceStreamReader, SupportsTrigger
     @surfaced
     def initialOffset(self) -> dict:
         if self._initial is None:  # Spark may call this more than once: answer the same
-            state = self.planner.state()
-            self.planner.check_missing(state, batch=False)
-            start = self.planner.resolve(self.opts.starting, state, "latest", "startingOffsets")
-            self._initial = to_json(start)
+            pl = self.planner
+            state = pl.state()
+            pl.check_missing(state, batch=False)
+            spec = pl.forget_recreated(
+                self.opts.starting, state, "startingOffsets", EARLIEST_SENTINEL
+            )
+            start = pl.resolve(spec, state, "latest", "startingOffsets")
+            self._initial = to_json(start, pl.topic_ids)
         return self._initial
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -196,7 +215,9 @@ class GregorStreamReader(_PlannerHolder, DataSourceStreamReader, SupportsTrigger
     @surfaced
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         state = self.planner.state()
+        ids = self.planner.topic_ids
         s = from_json(start)
+        renewed = recreated(ids_from_json(start), ids)  # partitions() reports them
         if self._target is not None:  # nothing added after prepareForTriggerAvailableNow
             state = {
                 tp: PartitionState(st.log_start, min(st.high_watermark, self._target[tp]))
@@ -206,24 +227,30 @@ class GregorStreamReader(_PlannerHolder, DataSourceStreamReader, SupportsTrigger
         # effective start without reporting (partitions() reports, once per batch)
         eff: dict[TP, int] = {}
         for tp, st in state.items():
-            w = s.get(tp, st.log_start)
+            w = st.log_start if tp[0] in renewed else s.get(tp, st.log_start)
             eff[tp] = min(max(w, st.log_start), st.high_watermark)
         end = {tp: st.high_watermark for tp, st in state.items()}
         if isinstance(limit, ReadMaxRows):
             end = rate_limit(eff, end, limit.max_rows)
-        return to_json(end)
+        return to_json(end, ids)
 
     @surfaced
     def reportLatestOffset(self) -> dict | None:
-        return to_json({tp: st.high_watermark for tp, st in self.planner.state().items()})
+        state = self.planner.state()
+        return to_json({tp: st.high_watermark for tp, st in state.items()}, self.planner.topic_ids)
 
     @surfaced
     def partitions(self, start: dict, end: dict) -> list[RangePartition]:
         s, e = from_json(start), from_json(end)
-        state = self.planner.state() if s != e else {}
         fail = self.opts.fail_on_data_loss
+        renewed = recreated(ids_from_json(start), ids_from_json(end))
+        for t, (old, new) in renewed.items():
+            report_data_loss(recreated_reason(t, old, new), fail, READ_NEW_TOPIC)
+        state = self.planner.state() if s != e or renewed else {}
         eff: dict[TP, int] = {}
         for tp, w in sorted(s.items()):
+            if tp[0] in renewed:  # the old topic's offsets say nothing of the new one
+                continue
             if tp not in e:
                 st = state.get(tp)
                 reason = data_loss_reason(tp, w, None if st is None else st)
@@ -240,9 +267,10 @@ class GregorStreamReader(_PlannerHolder, DataSourceStreamReader, SupportsTrigger
                 w = min(st.log_start, e[tp])
             eff[tp] = w
         for tp in e:
-            if tp not in s:  # new partition or topic: from its beginning
+            if tp not in s or tp[0] in renewed:  # new partition or topic: from its beginning
                 st = state.get(tp)
-                log.info("new partition %s-%d discovered", tp[0], tp[1])
+                if tp[0] not in renewed:
+                    log.info("new partition %s-%d discovered", tp[0], tp[1])
                 eff[tp] = min(st.log_start if st is not None else 0, e[tp])
         ranges = plan_ranges(eff, e, self.opts.min_partitions)
         return _to_partitions(self.opts, ranges)

@@ -51,3 +51,23 @@ def test_metadata_answers_need_no_schema_fill_and_follow_topic_changes(broker_se
             10,
             "n deleted",
         )
+
+
+def _topic_id(c: RawClient, name: str) -> str | None:
+    (t,) = [t for t in _metadata(c, [name])["topics"] if t["name"] == name]
+    return t["topic_id"]
+
+
+def test_metadata_tells_topic_ids_and_a_recreated_topic_gets_a_new_one(broker_server) -> None:
+    bs = broker_server.bootstrap
+    with Admin(bootstrap_servers=bs) as admin, RawClient(broker_server.address) as c:
+        admin.create_topic("ids", partitions=1)
+        first = admin.describe_topic("ids").topic_id
+        assert first is not None and len(first) == 22  # Kafka's text form of 16 bytes
+        assert _topic_id(c, "ids") == first
+        assert _topic_id(c, "ids-absent") is None  # unknown topic: no id
+        admin.delete_topic("ids")
+        admin.create_topic("ids", partitions=1)
+        second = admin.describe_topic("ids").topic_id
+        assert second is not None and second != first
+        assert _topic_id(c, "ids") == second

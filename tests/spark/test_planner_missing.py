@@ -29,7 +29,7 @@ class FakeAdmin:
             SimpleNamespace(partition=p, log_start_offset=0, high_watermark=5)
             for p in range(self.topics[name])
         ]
-        return SimpleNamespace(partitions=parts)
+        return SimpleNamespace(partitions=parts, topic_id=None)
 
     def close(self) -> None:
         pass

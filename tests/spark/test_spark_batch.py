@@ -73,6 +73,40 @@ def test_bad_ending_offsets_fail_with_option_named(spark: Any, broker_server: An
         ).collect()
 
 
+def test_offsets_json_of_a_recreated_topic_is_data_loss(spark: Any, broker_server: Any) -> None:
+    """startingOffsets/endingOffsets taken from a checkpoint (with "topicId") of a topic since
+    deleted and recreated: the reason names both ids first; failOnDataLoss=false reads the new
+    topic whole instead of applying the old offsets to it."""
+    from client import Admin
+
+    bs = broker_server.bootstrap
+    create_topic(bs, "again", 1)
+    with Admin(bootstrap_servers=bs) as admin:
+        old = admin.describe_topic("again").topic_id
+        admin.delete_topic("again")
+        admin.create_topic("again", partitions=1)
+        new = admin.describe_topic("again").topic_id
+    assert old and new and old != new
+    produce(bs, "again", {0: [(None, f"{i}".encode()) for i in range(8)]})
+    opts = {
+        "subscribe": "again",
+        "startingOffsets": f'{{"again":{{"0":3,"topicId":"{old}"}}}}',
+        "endingOffsets": f'{{"again":{{"0":5,"topicId":"{old}"}}}}',
+    }
+    with pytest.raises(Exception) as ei:  # noqa: PT011 - wrapped by Spark
+        _read(spark, bs, **opts).collect()
+    head = str(ei.value)[:300]
+    want = (
+        f"topic again was deleted and recreated (id {old} in option 'startingOffsets', {new} now)"
+    )
+    assert want in head, str(ei.value)[:2000]
+    rows = _read(spark, bs, failOnDataLoss="false", **opts).collect()
+    assert sorted(r.offset for r in rows) == list(range(8))
+    # the current id: no data loss, the offsets are used as given
+    cur = {k: v.replace(old, new) for k, v in opts.items()}
+    assert sorted(r.offset for r in _read(spark, bs, **cur).collect()) == [3, 4]
+
+
 def test_timestamps_and_headers(spark: Any, broker_server: Any) -> None:
     bs = broker_server.bootstrap
     create_topic(bs, "ts", 1)

@@ -108,9 +108,11 @@ def test_pattern_discovers_new_topics(spark: Any, broker_server: Any, tmp_path: 
 
 def _deleted_topic_run(
     spark: Any, bs: str, tmp_path: Path, topic: str, fail: str, recreate: bool = True
-) -> tuple[Any, Any]:
-    """Read a topic to its end, delete it (and re-create it: offsets restart at 0, so the
-    checkpointed offsets lie beyond the new end), then restart the query from its checkpoint."""
+) -> tuple[Any, Any, tuple[str, str]]:
+    """Read a topic to its end (20 records a partition), delete it (and re-create it with MORE
+    records, 30 a partition: the checkpointed offsets lie inside the new topic, so without ids
+    its first 20 records a partition would be skipped), then restart the query from its
+    checkpoint. Returns both runs and (old id, new id)."""
     from client import Admin
 
     create_topic(bs, topic, 2)
@@ -120,7 +122,7 @@ def _deleted_topic_run(
     def run() -> Any:
         q = (
             _stream(spark, bs, subscribe=topic, startingOffsets="earliest", failOnDataLoss=fail)
-            .selectExpr("partition", "offset")
+            .selectExpr("partition", "offset", "value")
             .writeStream.format("parquet")
             .option("path", out)
             .option("checkpointLocation", ck)
@@ -136,27 +138,53 @@ def _deleted_topic_run(
     first = run()
     assert first.exception() is None and sum(_batch_sizes(first)) == 40
     with Admin(bootstrap_servers=bs) as admin:
+        old_id = admin.describe_topic(topic).topic_id
         admin.delete_topic(topic)
+        new_id = ""
         if recreate:
             admin.create_topic(topic, partitions=2)
+            new_id = admin.describe_topic(topic).topic_id
     if recreate:
-        produce(bs, topic, {0: [(None, b"y")] * 5})
-    return first, run()
+        produce(bs, topic, {p: [(None, b"y")] * 30 for p in range(2)})
+        assert old_id and new_id and old_id != new_id
+    return first, run(), (old_id, new_id)
 
 
-@pytest.mark.parametrize(("recreate", "reason"), [(False, "deleted"), (True, "truncated")])
 def test_fail_on_data_loss_true_names_reason(
-    spark: Any, broker_server: Any, tmp_path: Path, recreate: bool, reason: str
+    spark: Any, broker_server: Any, tmp_path: Path
 ) -> None:
-    _, q = _deleted_topic_run(
-        spark, broker_server.bootstrap, tmp_path, f"lossy-{reason}", "true", recreate
+    _, q, _ = _deleted_topic_run(
+        spark, broker_server.bootstrap, tmp_path, "lossy-deleted", "true", recreate=False
     )
     exc = q.exception()
     assert exc is not None, "query should fail on data loss"
     msg = str(exc)
-    assert "data loss" in msg and reason in msg and "failOnDataLoss" in msg
+    assert "data loss" in msg and "deleted" in msg and "failOnDataLoss" in msg
 
 
-def test_fail_on_data_loss_false_skips(spark: Any, broker_server: Any, tmp_path: Path) -> None:
-    _, q = _deleted_topic_run(spark, broker_server.bootstrap, tmp_path, "lossy-f", "false")
+def test_recreated_topic_fails_naming_both_ids(
+    spark: Any, broker_server: Any, tmp_path: Path
+) -> None:
+    _, q, (old, new) = _deleted_topic_run(
+        spark, broker_server.bootstrap, tmp_path, "lossy-recreated", "true"
+    )
+    exc = q.exception()
+    assert exc is not None, "query should fail: the topic was deleted and recreated"
+    head = str(exc)[:300]  # what a user sees first, not ~900 characters into a traceback
+    want = (
+        f"topic lossy-recreated was deleted and recreated (id {old} in the checkpoint, {new} now)"
+    )
+    assert want in head, str(exc)[:2000]
+    assert "GregorSparkError: data loss: " in head
+
+
+def test_recreated_topic_read_whole_when_not_failing(
+    spark: Any, broker_server: Any, tmp_path: Path
+) -> None:
+    _, q, _ = _deleted_topic_run(spark, broker_server.bootstrap, tmp_path, "lossy-renewed", "false")
     assert q.exception() is None
+    rows = spark.read.parquet(str(tmp_path / "out-false")).collect()
+    new = sorted((r.partition, r.offset) for r in rows if r.value == b"y")
+    # every record of the new topic once, the first 20 a partition included (not skipped)
+    assert new == [(p, o) for p in range(2) for o in range(30)]
+    assert sum(1 for r in rows if r.value == b"x") == 40

@@ -66,6 +66,15 @@ METADATA = register(
                     Struct(
                         Field("error_code", INT16),
                         Field("name", STRING),
+                        Field(
+                            "topic_id",
+                            Nullable(STRING),
+                            default=None,
+                            doc="the id the controller gave the topic when it was created "
+                            "(Kafka's form: 22 characters of URL-safe base64); a topic deleted "
+                            "and recreated under the same name has a new one. Nil when the "
+                            "topic is unknown or not described",
+                        ),
                         Field("is_internal", BOOL, default=False),
                         Field(
                             "partitions",
