@@ -104,6 +104,22 @@ class DelayedJoin(DelayedOperation):
         self.groups._finish_join(self.group, self)
 
 
+class DelayedSessionCheck(DelayedOperation):
+    """Expires silent members when the first of their sessions runs out, while a follower's
+    SyncGroup waits for a leader that may be gone (nothing else would ask)."""
+
+    def __init__(self, groups: ClassicGroups, group: Group, delay_ms: int) -> None:
+        super().__init__(delay_ms)
+        self.groups = groups
+        self.group = group
+
+    def try_complete(self) -> bool:
+        return False
+
+    def on_complete(self) -> None:
+        self.groups._check_sessions(self.group)
+
+
 class ClassicGroups:
     """Every classic group this broker coordinates. `timer` (a SystemTimer) runs rebalance
     timeouts; `clock` returns monotonic seconds."""
@@ -295,7 +311,7 @@ class ClassicGroups:
         self, group_id: str, member_id: str, generation: int, assignments: dict[str, bytes],
         answer: Answer,
     ) -> None:  # fmt: skip
-        start = None
+        start: DelayedOperation | None = None
         with self._lock:
             g = self._groups.get(group_id)
             if g is not None:  # a leader that died before its SyncGroup is noticed here
@@ -324,8 +340,32 @@ class ClassicGroups:
                         if x.sync is not None:
                             self._later(x.sync, self._sync_ok(g, x))
                             x.sync = None
+                else:  # waits for the leader's: expire it if its session runs out first
+                    start = self._session_check(g, self._clock())
         if out is not None:
             answer(out)
+        self._run_later()
+        if start is not None:
+            self._timer.add(start)
+
+    def _session_check(self, g: Group, now: float) -> DelayedSessionCheck | None:
+        """A check at the end of the first session of a member with no request waiting here
+        (lock held)."""
+        silent = [m for m in g.members.values() if m.sync is None and m.join is None]
+        if not silent:
+            return None
+        until = min(m.last_seen + m.session_ms / 1000 for m in silent)
+        return DelayedSessionCheck(self, g, max(0, int((until - now) * 1000) + 1))
+
+    def _check_sessions(self, g: Group) -> None:
+        """The timer's: expire silent members of `g` while followers' SyncGroups wait."""
+        start: DelayedOperation | None = None
+        with self._lock:
+            if self._groups.get(g.group_id) is g and g.state == "CompletingRebalance":
+                now = self._clock()
+                start = self._expire(g, now)
+                if start is None and any(m.sync is not None for m in g.members.values()):
+                    start = self._session_check(g, now)  # (still alive: look again later)
         self._run_later()
         if start is not None:
             self._timer.add(start)

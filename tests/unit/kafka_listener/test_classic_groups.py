@@ -209,3 +209,26 @@ def test_an_empty_groups_first_rebalance_waits_for_more_members() -> None:
     _join(groups, a, ja2)
     _join(groups, b, jb2)
     assert jc[0]["generation_id"] == ja2[0]["generation_id"] == 2
+
+
+def test_a_leader_gone_before_its_sync_group_is_expired_by_the_timer() -> None:
+    """A follower's SyncGroup waiting for a leader that died (no LeaveGroup) is answered
+    REBALANCE_IN_PROGRESS once the leader's session runs out, without another request for
+    the group arriving (librdkafka's 0084_destroy_flags)."""
+    timer, clock = Timer(), Clock()
+    groups = ClassicGroups(timer, clock)
+    a = _member(groups)
+    _join(groups, a, [])  # alone: generation 1, a leads
+    b = _member(groups)
+    jb, ja = [], []
+    _join(groups, b, jb)
+    _join(groups, a, ja)  # generation 2, a still leads
+    assert ja[0]["leader"] == a and jb[0]["generation_id"] == 2
+    sb: list = []
+    groups.sync("g", b, 2, {}, sb.append)  # b waits for a's assignments; a is gone
+    timer.fire()  # not yet: a's session (10 s) has not run out
+    assert sb == []
+    clock.now += 10.1
+    timer.fire()
+    assert sb[0]["error_code"] == ErrorCode.REBALANCE_IN_PROGRESS
+    assert groups.heartbeat("g", a, 2) == ErrorCode.UNKNOWN_MEMBER_ID
