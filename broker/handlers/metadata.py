@@ -17,6 +17,7 @@ import logging
 from typing import Any
 
 from broker.handlers.base import RequestContext, handler
+from broker.handlers.create_topics import topic_name_error
 from broker.security.access import allowed, enabled, may_create_topic, quietly_allowed
 from client.errors import ErrorCode
 from client.protocol import ApiKey
@@ -150,6 +151,9 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
     names = None if requested is None else list(dict.fromkeys(t["name"] for t in requested))
     image = services.metadata
     missing = [] if names is None else [n for n in names if n not in image.topics]
+    # an illegal name is INVALID_TOPIC_EXCEPTION and never auto-created, as Kafka answers
+    illegal = {n for n in missing if topic_name_error(n) is not None}
+    missing = [n for n in missing if n not in illegal]
     if missing and enabled(ctx):  # auto-creation needs CREATE on the cluster or the topic
         missing = [n for n in missing if may_create_topic(ctx, n)]
     fut = None
@@ -159,14 +163,29 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
     # sent without walking it: one struct per partition, most of the broker's CPU in a
     # producer's start-up over thousands of partitions
     if fut is None:
-        ctx.respond_raw(build_response(ctx, names, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)))
+        ctx.respond_raw(
+            _mark_illegal(
+                build_response(ctx, names, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)), illegal
+            )
+        )
         return None
 
     def done(f: Any) -> None:
         exc = f.exception()
         if exc is not None:
             log.warning("auto topic creation of %s failed: %s", missing, exc)
-        ctx.respond_raw(build_response(ctx, names, int(ErrorCode.LEADER_NOT_AVAILABLE)))
+        ctx.respond_raw(
+            _mark_illegal(build_response(ctx, names, int(ErrorCode.LEADER_NOT_AVAILABLE)), illegal)
+        )
 
     fut.add_done_callback(done)
     return None
+
+
+def _mark_illegal(response: dict, illegal: set[str]) -> dict:
+    if illegal:
+        code = int(ErrorCode.INVALID_TOPIC_EXCEPTION)
+        response["topics"] = [
+            {**t, "error_code": code} if t["name"] in illegal else t for t in response["topics"]
+        ]
+    return response

@@ -103,6 +103,17 @@ def _names_by_id(services: Services) -> dict[uuid.UUID, str]:
     return out
 
 
+def controller_for_clients(ctx: KafkaContext, controller_id: int | None, brokers: list) -> int:
+    """The controller id a Kafka client is told: the active controller when it is a broker too
+    (a combined process), else this broker, which forwards what clients send "the controller"
+    (CreateTopics, ...), as a Kafka broker in KRaft mode answers with an alive broker: Kafka
+    clients can only reach brokers, and librdkafka waits for its controller to be one."""
+    ids = {b["node_id"] if "node_id" in b else b["broker_id"] for b in brokers}
+    if controller_id is not None and controller_id in ids:
+        return controller_id
+    return int(ctx.services.node_id)
+
+
 @api(ApiKey.METADATA, 0, 12)
 def metadata(ctx: KafkaContext, body: Any) -> None:
     requested = body.topics
@@ -137,7 +148,7 @@ def metadata(ctx: KafkaContext, body: Any) -> None:
                 "throttle_time": 0,
                 "brokers": a["brokers"],
                 "cluster_id": a["cluster_id"],
-                "controller_id": a["controller_id"] if a["controller_id"] is not None else -1,
+                "controller_id": controller_for_clients(ctx, a["controller_id"], a["brokers"]),
                 "topics": [
                     {
                         "error_code": t["error_code"],

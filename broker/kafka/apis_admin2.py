@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.kafka.apis import api
+from broker.kafka.apis import api, controller_for_clients
 from broker.kafka.codec import millis
 from broker.kafka.request import KafkaContext, whole_error
 from client.protocol import ApiKey
@@ -126,7 +126,9 @@ def describe_cluster(ctx: KafkaContext, body: Any) -> None:
                 "error_message": a.get("error_message"),
                 "endpoint_type": 1,  # brokers
                 "cluster_id": a.get("cluster_id") or "",
-                "controller_id": a.get("controller_id", -1),
+                "controller_id": controller_for_clients(
+                    ctx, a.get("controller_id"), list(a.get("brokers", ()))
+                ),
                 "brokers": [
                     {
                         "broker_id": b["broker_id"],

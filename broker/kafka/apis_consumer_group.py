@@ -8,6 +8,10 @@ coordinator (broker/group/), whose protocol it is: a Kafka client with
                                        image. A name used by a classic group with members is
                                        refused with GROUP_ID_NOT_FOUND, as Kafka answers a
                                        consumer-protocol member of a classic group.
+    ConsumerGroupDescribe    0-1       the coordinator's description (states as Kafka names
+                                       them, assignments with topic ids and names); a classic
+                                       group or an unknown one: GROUP_ID_NOT_FOUND, as Kafka
+                                       answers; members are all consumer-protocol (type 1).
 
 Threads: I/O threads.
 """
@@ -17,11 +21,15 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from broker.group import GroupError
 from broker.kafka.apis import api
+from broker.kafka.apis_group_admin import kafka_group_state
 from broker.kafka.codec import ZERO_UUID, millis
 from broker.kafka.request import KafkaContext, whole_error
+from broker.security.access import allowed
 from client.errors import ErrorCode
 from client.protocol import ApiKey
+from client.security.acl import AclOperation, ResourceType
 
 
 def _ids(ctx: KafkaContext) -> tuple[dict[uuid.UUID, str], dict[str, uuid.UUID]]:
@@ -98,3 +106,62 @@ def consumer_group_heartbeat(ctx: KafkaContext, body: Any) -> None:
         )
 
     ctx.call_native(ApiKey.CONSUMER_GROUP_HEARTBEAT, native, answer)
+
+
+@api(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1)
+def consumer_group_describe(ctx: KafkaContext, body: Any) -> None:
+    _, by_name = _ids(ctx)
+    classic = ctx.state.classic_groups(ctx.services)
+
+    def assignment(nested: list[dict]) -> dict:
+        return {
+            "topic_partitions": [
+                {"topic_id": by_name.get(t["topic"], ZERO_UUID), "topic_name": t["topic"],
+                 "partitions": t["partitions"]}
+                for t in nested
+            ]
+        }  # fmt: skip
+
+    def one(gid: str) -> dict:
+        def missing(code: int, message: str) -> dict:
+            return {"error_code": code, "error_message": message, "group_id": gid,
+                    "group_state": "", "group_epoch": 0, "assignment_epoch": 0,
+                    "assignor_name": "", "members": []}  # fmt: skip
+
+        if not allowed(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, gid):
+            return missing(
+                int(ErrorCode.GROUP_AUTHORIZATION_FAILED),
+                f"not authorized to DESCRIBE group {gid}",
+            )
+        if classic.is_classic(gid):
+            return missing(
+                int(ErrorCode.GROUP_ID_NOT_FOUND), f"Group {gid} is not a consumer group."
+            )
+        try:
+            d = ctx.services.group_coordinator.describe(gid)
+        except GroupError as exc:
+            return missing(int(exc.code), exc.message)
+        return {
+            "error_code": 0,
+            "group_id": gid,
+            "group_state": kafka_group_state(d["group_state"]),
+            "group_epoch": d["group_epoch"],
+            "assignment_epoch": d["assignment_epoch"],
+            "assignor_name": d["assignor_name"],
+            "members": [
+                {
+                    "member_id": m["member_id"],
+                    "member_epoch": m["member_epoch"],
+                    "client_id": m["client_id"],
+                    "client_host": m["client_host"],
+                    "subscribed_topic_names": m["subscribed_topic_names"],
+                    "subscribed_topic_regex": m["subscribed_topic_regex"],
+                    "assignment": assignment(m["assignment"]),
+                    "target_assignment": assignment(m["target_assignment"]),
+                    "member_type": 1,
+                }
+                for m in d["members"]
+            ],
+        }
+
+    ctx.respond({"throttle_time": 0, "groups": [one(gid) for gid in body.group_ids]})

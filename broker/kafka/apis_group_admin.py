@@ -29,7 +29,7 @@ DESCRIBE_GROUPS = 15  # Kafka's api key (Gregor's own protocol has ConsumerGroup
 NON_EMPTY_GROUP = 68
 
 
-def _kafka_state(native_state: str) -> str:
+def kafka_group_state(native_state: str) -> str:
     """Gregor's lower-case group states as Kafka writes them (stable → Stable)."""
     return "".join(part.capitalize() for part in native_state.split("_")) or "Empty"
 
@@ -40,7 +40,7 @@ def list_groups(ctx: KafkaContext, body: Any) -> None:
     wanted = {s.lower() for s in getattr(body, "states_filter", ()) or ()}
     rows = {}
     for g in ctx.services.group_coordinator.list_groups():
-        rows[g["group_id"]] = (_kafka_state(g["group_state"]), "consumer")
+        rows[g["group_id"]] = (kafka_group_state(g["group_state"]), "consumer")
     rows.update(classic)
     if enabled(ctx) and not quietly_allowed(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER):
         rows = {  # DESCRIBE on the cluster lists all; else the groups it may DESCRIBE
@@ -86,7 +86,7 @@ def _native(ctx: KafkaContext, gid: str) -> dict:
     return {
         "error_code": 0,
         "group_id": gid,
-        "group_state": _kafka_state(d.get("group_state", "")),
+        "group_state": kafka_group_state(d.get("group_state", "")),
         "protocol_type": "consumer",
         "protocol_data": d.get("assignor_name", ""),
         "members": [

@@ -95,6 +95,24 @@ def offset_commit(ctx: KafkaContext, body: Any) -> None:
         ],
     }
 
+    # a partition the metadata does not know is UNKNOWN_TOPIC_OR_PARTITION, as Kafka answers
+    # (and nothing is stored for it); the rest go to the coordinator
+    image = ctx.services.metadata.topics
+    unknown = [
+        {"name": t["name"], "partitions": [
+            {"partition_index": p["partition"], "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)}
+            for p in t["partitions"]
+            if t["name"] not in image or p["partition"] not in image[t["name"]].partitions]}
+        for t in native["topics"]
+    ]  # fmt: skip
+    unknown = [t for t in unknown if t["partitions"]]
+    gone = {(t["name"], p["partition_index"]) for t in unknown for p in t["partitions"]}
+    native["topics"] = [
+        {**t, "partitions": [p for p in t["partitions"] if (t["name"], p["partition"]) not in gone]}
+        for t in native["topics"]
+    ]
+    native["topics"] = [t for t in native["topics"] if t["partitions"]]
+
     def answer(a: dict) -> None:
         code = whole_error(a)
         if code:
@@ -110,7 +128,7 @@ def offset_commit(ctx: KafkaContext, body: Any) -> None:
                     {"partition_index": p["partition"], "error_code": p["error_code"]}
                     for p in t["partitions"]]}
                 for t in a["topics"]
-            ]  # fmt: skip
+            ] + unknown  # fmt: skip
         ctx.respond({"throttle_time": 0, "topics": topics})
 
     # a classic member's commit is checked against its generation here, then stored by the
@@ -122,6 +140,9 @@ def offset_commit(ctx: KafkaContext, body: Any) -> None:
         answer({"error_code": refused})
         return
     native["member_id"], native["member_epoch"] = "", -1
+    if not native["topics"]:
+        answer({"topics": []})
+        return
     ctx.call_native(ApiKey.OFFSET_COMMIT, native, answer)
 
 

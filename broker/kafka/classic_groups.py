@@ -11,6 +11,10 @@ States (Kafka's names):
     PreparingRebalance ...
 
 - JoinGroup v4+ with no member id gets MEMBER_ID_REQUIRED and an id to rejoin with (KIP-394).
+- The first rebalance of an empty group waits group.initial.rebalance.delay.ms for more
+  members to join, each newcomer extending the wait by that much, up to the rebalance
+  timeout (Kafka's InitialDelayedJoin), so consumers started together share the first
+  generation instead of rebalancing once per newcomer.
 - A rebalance ends when every member rejoined, or at the largest rebalance timeout; members
   that did not rejoin are removed. The generation goes up by one; the leader (the previous
   one if still there) gets every member's metadata for the chosen protocol (the first of the
@@ -76,6 +80,7 @@ class Group:
     pending: set[str] = field(default_factory=set)  # ids handed out, not joined yet
     join_op: DelayedJoin | None = None
     rebalance_deadline: float = 0.0  # clock time the current rebalance ends at the latest
+    initial_until: float = 0.0  # an empty group's first rebalance waits for more members until
 
 
 class DelayedJoin(DelayedOperation):
@@ -99,13 +104,35 @@ class DelayedJoin(DelayedOperation):
         self.groups._finish_join(self.group, self)
 
 
+class DelayedSessionCheck(DelayedOperation):
+    """Expires silent members when the first of their sessions runs out, while a follower's
+    SyncGroup waits for a leader that may be gone (nothing else would ask)."""
+
+    def __init__(self, groups: ClassicGroups, group: Group, delay_ms: int) -> None:
+        super().__init__(delay_ms)
+        self.groups = groups
+        self.group = group
+
+    def try_complete(self) -> bool:
+        return False
+
+    def on_complete(self) -> None:
+        self.groups._check_sessions(self.group)
+
+
 class ClassicGroups:
     """Every classic group this broker coordinates. `timer` (a SystemTimer) runs rebalance
     timeouts; `clock` returns monotonic seconds."""
 
-    def __init__(self, timer: Any, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        timer: Any,
+        clock: Callable[[], float] = time.monotonic,
+        initial_delay_ms: int = 0,
+    ) -> None:
         self._timer = timer
         self._clock = clock
+        self._initial_delay_s = initial_delay_ms / 1000
         self._lock = threading.Lock()
         self._groups: dict[str, Group] = {}
 
@@ -154,9 +181,15 @@ class ClassicGroups:
                     self._later(m.join, _join_error(int(ErrorCode.REBALANCE_IN_PROGRESS), ""))
                 m.join = answer
                 g.protocol_type = protocol_type
+                if g.state == "Empty" and self._initial_delay_s > 0:
+                    g.initial_until = now + self._initial_delay_s  # (extended by newcomers)
                 if g.state != "PreparingRebalance":
                     start = self._prepare(g)
-                if all(x.join is not None for x in g.members.values()):
+                if now < g.initial_until:
+                    g.initial_until = min(
+                        g.rebalance_deadline, max(g.initial_until, now + self._initial_delay_s)
+                    )
+                elif all(x.join is not None for x in g.members.values()):
                     finish = g.join_op
         if out is not None:
             answer(out)
@@ -202,6 +235,8 @@ class ClassicGroups:
         for m in g.members.values():
             if m.join is None:
                 until = min(until, m.last_seen + m.session_ms / 1000)
+        if g.initial_until > now:  # an empty group's first wait: every member has joined
+            until = g.initial_until
         return max(0, int((until - now) * 1000) + 1)
 
     def _finish_join(self, g: Group, op: DelayedJoin) -> None:
@@ -216,7 +251,8 @@ class ClassicGroups:
                     log.info("classic group %s: member %s session expired", g.group_id, mid)
                     del g.members[mid]
                 waiting = any(m.join is None for m in g.members.values())
-                if waiting and now < g.rebalance_deadline and not op.forced:
+                waiting = (waiting and not op.forced) or now < g.initial_until
+                if waiting and now < g.rebalance_deadline:
                     again = g.join_op = DelayedJoin(self, g, self._join_delay_ms(g, now))
                 else:
                     self._complete_join(g)
@@ -227,6 +263,7 @@ class ClassicGroups:
     def _complete_join(self, g: Group) -> None:
         """The rebalance ends (lock held): new generation, join answers queued."""
         g.join_op = None
+        g.initial_until = 0.0
         for mid in [mid for mid, m in g.members.items() if m.join is None]:
             log.info("classic group %s: %s did not rejoin in time", g.group_id, mid)
             del g.members[mid]
@@ -274,7 +311,7 @@ class ClassicGroups:
         self, group_id: str, member_id: str, generation: int, assignments: dict[str, bytes],
         answer: Answer,
     ) -> None:  # fmt: skip
-        start = None
+        start: DelayedOperation | None = None
         with self._lock:
             g = self._groups.get(group_id)
             if g is not None:  # a leader that died before its SyncGroup is noticed here
@@ -303,8 +340,32 @@ class ClassicGroups:
                         if x.sync is not None:
                             self._later(x.sync, self._sync_ok(g, x))
                             x.sync = None
+                else:  # waits for the leader's: expire it if its session runs out first
+                    start = self._session_check(g, self._clock())
         if out is not None:
             answer(out)
+        self._run_later()
+        if start is not None:
+            self._timer.add(start)
+
+    def _session_check(self, g: Group, now: float) -> DelayedSessionCheck | None:
+        """A check at the end of the first session of a member with no request waiting here
+        (lock held)."""
+        silent = [m for m in g.members.values() if m.sync is None and m.join is None]
+        if not silent:
+            return None
+        until = min(m.last_seen + m.session_ms / 1000 for m in silent)
+        return DelayedSessionCheck(self, g, max(0, int((until - now) * 1000) + 1))
+
+    def _check_sessions(self, g: Group) -> None:
+        """The timer's: expire silent members of `g` while followers' SyncGroups wait."""
+        start: DelayedOperation | None = None
+        with self._lock:
+            if self._groups.get(g.group_id) is g and g.state == "CompletingRebalance":
+                now = self._clock()
+                start = self._expire(g, now)
+                if start is None and any(m.sync is not None for m in g.members.values()):
+                    start = self._session_check(g, now)  # (still alive: look again later)
         self._run_later()
         if start is not None:
             self._timer.add(start)

@@ -25,6 +25,7 @@ from broker.handlers.base import RequestContext, error_body
 from broker.kafka.classic_groups import ClassicGroups
 from broker.kafka.codec import MalformedKafkaRequest, build, encode_response, peek_header
 from broker.network.request import Request
+from client.config.loader import setting
 from client.errors import ErrorCode, InvalidRequestError
 from client.protocol.framing import MalformedFrameError
 from client.protocol.schema import API_SPECS
@@ -70,7 +71,12 @@ class KafkaState:
     def classic_groups(self, services: Services) -> ClassicGroups:
         with self._lock:
             if self._groups is None:
-                self._groups = ClassicGroups(services.produce_purgatory.timer)
+                delay = setting(
+                    getattr(services, "config", None), "group_initial_rebalance_delay_ms", 0
+                )
+                self._groups = ClassicGroups(
+                    services.produce_purgatory.timer, initial_delay_ms=int(delay)
+                )
             return self._groups
 
 

@@ -37,7 +37,15 @@ from client.errors import (
     StorageError,
 )
 from client.fsutil import make_dirs
-from client.records.header import peek_size, set_base_offset, set_partition_leader_epoch, validate
+from client.records.header import (
+    TIMESTAMP_TYPE_BIT,
+    BatchHeader,
+    peek_size,
+    set_base_offset,
+    set_partition_leader_epoch,
+    validate,
+)
+from client.records.reader import decode_batch
 
 from .compaction import LogCompaction, check_keys
 from .config import LogConfig
@@ -443,9 +451,11 @@ class Log:
             return ReadResult(data, h.base_offset, next_offset, lso, end)
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
-        """The first batch whose max timestamp >= `timestamp` (its base offset, clamped to the
-        log start), or None. -2 gives the log start offset, -1 the log end offset. The answer
-        has batch granularity: records are never decoded."""
+        """The first record at or after the log start whose timestamp >= `timestamp` (its
+        offset and timestamp), or None, as Kafka answers ListOffsets by time. -2 gives the log
+        start offset, -1 the log end offset. The time index and batch headers find the batch
+        (the first whose max timestamp >= `timestamp`); only a batch whose records are not all
+        that late is decoded to find the record."""
         with self.lock:
             if timestamp == EARLIEST_TIMESTAMP:
                 lso = self._log_start_offset
@@ -456,12 +466,30 @@ class Log:
             for seg in self._segments:
                 if seg.largest_timestamp < timestamp or seg.next_offset <= lso:
                     continue
-                h = seg.find_timestamp(timestamp, lso)
-                if h is not None:
-                    offset = max(h.base_offset, lso)
-                    epoch = self.epoch_cache.epoch_for_offset(offset)
-                    return TimestampOffset(h.max_timestamp, offset, epoch)
+                found = seg.find_timestamp(timestamp, lso)
+                if found is not None:
+                    pos, h = found
+                    ts, offset = self._first_record_at(seg, pos, h, timestamp, lso)
+                    return TimestampOffset(ts, offset, self.epoch_cache.epoch_for_offset(offset))
             return None
+
+    def _first_record_at(
+        self, seg: LogSegment, pos: int, h: BatchHeader, timestamp: int, lso: int
+    ) -> tuple[int, int]:
+        """(timestamp, offset) of the first record of batch `h` (at `pos`, max timestamp >=
+        `timestamp`) at or after `lso` whose timestamp >= `timestamp`. Lock held."""
+        append_time = bool(h.attributes & TIMESTAMP_TYPE_BIT)  # every record at max_timestamp
+        if h.base_offset >= lso and (append_time or h.base_timestamp >= timestamp):
+            # the first record is that late (deltas are >= 0)
+            return (h.max_timestamp if append_time else h.base_timestamp), h.base_offset
+        try:
+            records = decode_batch(seg.read(pos, pos + h.size), check_crc=False)
+        except OSError as exc:
+            raise StorageError(exc.errno, f"{self.prefix} read failed: {exc}") from exc
+        for r in records:
+            if r.offset >= lso and r.timestamp >= timestamp:
+                return r.timestamp, r.offset
+        return h.max_timestamp, max(h.base_offset, lso)  # (a batch without such a record)
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """(largest epoch <= `epoch`, its end offset), KIP-101/279; (-1, -1) if unknown."""

@@ -278,9 +278,9 @@ class LogSegment:
             raise CorruptRecordError(f"{self.path}: bad batch length {h.batch_length} at {pos}")
         return h
 
-    def find_timestamp(self, timestamp: int, start: int) -> BatchHeader | None:
-        """The header of the first batch at or after offset `start` whose max timestamp >=
-        `timestamp` (the time index gives where to start looking), or None."""
+    def find_timestamp(self, timestamp: int, start: int) -> tuple[int, BatchHeader] | None:
+        """(position, header) of the first batch at or after offset `start` whose max
+        timestamp >= `timestamp` (the time index gives where to start looking), or None."""
         found = self.find(max(self.time_index.lookup_before(timestamp), start))
         if found is None:
             return None
@@ -290,7 +290,7 @@ class LogSegment:
             if pos >= self.size:
                 return None
             h = self.header_at(pos)
-        return h
+        return pos, h
 
     def find(self, offset: int) -> tuple[int, BatchHeader] | None:
         """(position, header) of the first batch whose last offset >= `offset`, or None."""

@@ -9,7 +9,7 @@ B = ("broker",)
 MiB = 1024 * 1024
 
 KEYS = [
-    key("group.initial.rebalance.delay.ms", "duration_ms", 3000, "wait for more members before the first rebalance of an empty group", B, at_least(0), status=IGNORED, why='KIP-848 groups assign at once on every heartbeat; there is no join phase to delay'),
+    key("group.initial.rebalance.delay.ms", "duration_ms", 3000, "classic groups (Kafka clients on a KAFKA listener): the first rebalance of an empty group waits this long for more members, each newcomer extending the wait by as much, up to the rebalance timeout; Gregor's own (KIP-848) groups assign at once on every heartbeat and have no join phase to delay", B, at_least(0)),
     key("group.min.session.timeout.ms", "duration_ms", 6000, "smallest session timeout a member may ask for", B, at_least(1)),
     key("group.max.session.timeout.ms", "duration_ms", 1_800_000, "largest session timeout a member may ask for", B, at_least(1)),
     key("group.max.size", "int", 2**31 - 1, "members per group", B, at_least(1)),

@@ -4,7 +4,10 @@ anomaly it finds, by check, and the figures of the run; `valid` is True when the
 
     report = check(history, final_read={partition: [(offset, value), ...]}, events=[...])
 
-- C1 lost: an acknowledged value is not in the final read at the offset its ack gave.
+- C1 lost: an acknowledged value is not in the final read at the offset its ack gave (an ack
+  without an offset, "offset": null: not in the final read of its partition at all; librdkafka's
+  idempotent producer acknowledges a batch whose own response was lost once a later batch of
+  the same partition is acknowledged, without learning its offset).
 - C2 duplicated: a value stored more than once in its partition (idempotence is on).
 - C3 inconsistent: two values for one (partition, offset) across acks, polls and the final read;
   reordered: a producer's values out of `seq` order within a partition.
@@ -82,6 +85,12 @@ def check(
 
     # C1 lost
     for e in acked:
+        if e["offset"] is None:
+            if not final_count[(e["partition"], e["value"])]:
+                found["lost"].append(
+                    {"value": e["value"], "partition": e["partition"], "offset": None}
+                )
+            continue
         if final_at.get((e["partition"], e["offset"])) != e["value"]:
             found["lost"].append(
                 {
@@ -98,7 +107,8 @@ def check(
     for (p, off), value in final_at.items():
         seen[(p, off)].add(value)
     for e in [*acked, *reads]:
-        seen[(e["partition"], e["offset"])].add(e["value"])
+        if e["offset"] is not None:
+            seen[(e["partition"], e["offset"])].add(e["value"])
     found["inconsistent"] = [
         {"partition": p, "offset": off, "values": sorted(vs)}
         for (p, off), vs in sorted(seen.items())

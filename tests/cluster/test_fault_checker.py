@@ -281,3 +281,18 @@ def test_concurrent_commits_of_two_members_are_not_ordered_by_their_acknowledgem
     bad = entries + [sent_after, {**sent_after, "type": "ok", "time": t + 0.03}]
     report = check(bad, final, events)
     assert report["commit_regress"] == 1, report["anomalies"]
+
+
+def test_an_ack_without_an_offset_is_checked_by_value() -> None:
+    """librdkafka's idempotent producer acknowledges a batch whose response was lost once a
+    later one is acknowledged, without its offset: C1 then asks only that the value is stored
+    in its partition."""
+    entries, final, events = _clean()
+    [ack] = [e for e in entries if e["type"] == "ok" and e.get("f") == "send"][:1]
+    ack["offset"] = None
+    assert check(entries, final, events)["valid"]
+    final[ack["partition"]] = [(o, v) for o, v in final[ack["partition"]] if v != ack["value"]]
+    report = check(entries, final, events)
+    assert {"value": ack["value"], "partition": ack["partition"], "offset": None} in report[
+        "anomalies"
+    ]["lost"]

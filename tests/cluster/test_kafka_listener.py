@@ -38,8 +38,14 @@ def test_kafka_clients_on_a_cluster_across_a_leader_kill(broker_cluster) -> None
         )  # fmt: skip
         advertised = {b["id"]: b["name"] for b in json.loads(out.stdout)["brokers"]}
         assert advertised == {n: f"127.0.0.1:{p}" for n, p in brokers.kafka_ports.items()}
-    with Admin(bootstrap_servers=brokers.bootstrap_all()) as admin:
-        admin.create_topic("kc", partitions=3, replication_factor=3)
+    # Kafka's admin client sends CreateTopics to the controller Metadata names: a broker
+    # (which forwards it), as in KRaft, since clients cannot reach Gregor's controllers
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    kadmin = AdminClient({"bootstrap.servers": brokers.kafka_bootstrap()})
+    assert kadmin.list_topics(timeout=30).controller_id in brokers.kafka_ports
+    [created] = kadmin.create_topics([NewTopic("kc", 3, 3)], operation_timeout=30).values()
+    created.result(60)
     p = ck.Producer(
         {"bootstrap.servers": brokers.kafka_bootstrap(), "enable.idempotence": True,
          "linger.ms": 5, "message.timeout.ms": 60_000}

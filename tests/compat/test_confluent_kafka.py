@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from helpers import wait_until
 
+from client import Admin
 from client import Consumer as GregorConsumer
 from client import TopicPartition as GregorTP
 from client.records import compression
@@ -190,3 +191,18 @@ def test_errors_as_kafka_clients_expect_them(kafka_broker) -> None:
     p.produce("compacted", b"keyed", key=b"k", partition=0, on_delivery=report("keyed"))
     p.flush(30)
     assert errors["keyed"] is None
+
+
+def test_an_illegal_topic_name_is_topic_exception_not_created(kafka_broker) -> None:
+    """Metadata answers INVALID_TOPIC_EXCEPTION for an illegal name and creates nothing, so
+    librdkafka fails the messages at once (librdkafka's 0057_invalid_topic)."""
+    errors: list = []
+    p = ck.Producer({"bootstrap.servers": kafka_broker.kafka, "message.timeout.ms": 60_000})
+    p.produce("bad$name#", b"x", on_delivery=lambda err, _m: errors.append(err))
+    p.produce("good_name_0057", b"y", on_delivery=lambda err, _m: errors.append(err))
+    assert p.flush(30) == 0
+    codes = sorted(e.code() if e is not None else 0 for e in errors)
+    assert codes == [0, ck.KafkaError.TOPIC_EXCEPTION], errors
+    with Admin(bootstrap_servers=kafka_broker.gregor) as admin:
+        names = set(admin.list_topics())
+    assert "good_name_0057" in names and "bad$name#" not in names

@@ -134,3 +134,56 @@ def test_kip848_consumer_shares_a_group_with_the_gregor_client(kafka_broker) -> 
             wait_until(split, 60, "the partitions split between the two protocols' members")
     finally:
         k.close()
+
+
+def test_admin_describes_a_kip848_group_with_consumer_group_describe(kafka_broker) -> None:
+    """confluent-kafka's describe_consumer_groups sends ConsumerGroupDescribe (API 69) first:
+    a KIP-848 group is described by Gregor's coordinator, members, epochs and assignment
+    included; a classic group and an unknown one answer GROUP_ID_NOT_FOUND to API 69 (the
+    client then falls back to DescribeGroups, which tells what the classic group is)."""
+    from confluent_kafka.admin import AdminClient
+    from kio.schema.consumer_group_describe.v1 import request as cgd
+
+    from compat.test_wire_quirks import _request
+
+    with Admin(bootstrap_servers=kafka_broker.gregor) as admin:
+        admin.create_topic("cgd", partitions=3)
+    k = ck.Consumer(
+        {"bootstrap.servers": kafka_broker.kafka, "group.id": "g-cgd", "client.id": "cgd-1",
+         "group.protocol": "consumer", "auto.offset.reset": "earliest"}
+    )  # fmt: skip
+    c = _consumer(kafka_broker.kafka, "g-cgd-classic")
+    try:
+        k.subscribe(["cgd"])
+        wait_until(lambda: k.poll(0.1) is None and _owned(k) == {0, 1, 2}, 60, "k owns all")
+        c.subscribe(["cgd"])
+        wait_until(lambda: c.poll(0.1) is None and _owned(c) == {0, 1, 2}, 30, "c owns all")
+        a = AdminClient({"bootstrap.servers": kafka_broker.kafka})
+        [described] = [f.result(30) for f in a.describe_consumer_groups(["g-cgd"]).values()]
+        assert described.type == ck.ConsumerGroupType.CONSUMER
+        assert described.state == ck.ConsumerGroupState.STABLE
+        [member] = described.members
+        assert member.client_id == "cgd-1" and member.member_id
+        assert {(tp.topic, tp.partition) for tp in member.assignment.topic_partitions} == {
+            ("cgd", 0),
+            ("cgd", 1),
+            ("cgd", 2),
+        }
+        raw = cgd.ConsumerGroupDescribeRequest(
+            group_ids=("g-cgd", "g-cgd-classic", "g-nobody"), include_authorized_operations=False
+        )
+        answer = _request(kafka_broker.kafka, 69, 1, raw)
+        native, classic, nobody = answer.groups
+        assert native.error_code == 0 and native.group_state == "Stable"
+        assert native.group_epoch >= 1 and native.assignment_epoch == native.group_epoch
+        [m] = native.members
+        assert m.member_type == 1 and m.subscribed_topic_names == ("cgd",)
+        [tps] = m.target_assignment.topic_partitions
+        assert tps.topic_name == "cgd" and sorted(tps.partitions) == [0, 1, 2]
+        assert tps.topic_id is not None and tps.topic_id.int != 0
+        assert classic.error_code == 69 and nobody.error_code == 69  # GROUP_ID_NOT_FOUND
+        [old] = [f.result(30) for f in a.describe_consumer_groups(["g-cgd-classic"]).values()]
+        assert old.type == ck.ConsumerGroupType.CLASSIC and len(old.members) == 1
+    finally:
+        k.close()
+        c.close()

@@ -165,3 +165,17 @@ def test_bad_input_closes_the_connection_and_the_broker_keeps_serving(kafka_brok
         answer = _recv_frame(s)
         assert answer is not None
         assert entity_reader(V0Response)(memoryview(answer), 4)[0].error_code == 0
+
+
+def test_bytes_after_a_request_body_are_ignored_as_kafka_does(kafka_broker) -> None:
+    """librdkafka 2.16's AdminClient.list_topics sends this Metadata v12 (all topics) with three
+    bytes after the body; Kafka's readers stop at the body's end, and so does the listener."""
+    from kio.index import load_response_schema
+
+    wire = bytes.fromhex("0003000c00000003000772646b61666b610000000000010000")
+    with _connect(kafka_broker.kafka) as s:
+        s.sendall(struct.pack(">i", len(wire)) + wire)
+        answer = _recv_frame(s)
+    assert answer is not None and answer[:4] == struct.pack(">i", 3)
+    body = entity_reader(load_response_schema(3, 12))(memoryview(answer), 5)[0]
+    assert body.brokers and body.brokers[0].host == "localhost"

@@ -169,3 +169,66 @@ def test_a_member_gone_without_leaving_holds_a_rebalance_only_for_its_session() 
     clock.now += 6.1
     timer.fire()
     assert ja[0]["generation_id"] == 3 and [m["member_id"] for m in ja[0]["members"]] == [a]
+
+
+def test_an_empty_groups_first_rebalance_waits_for_more_members() -> None:
+    """group.initial.rebalance.delay.ms (Kafka's InitialDelayedJoin): members joining an empty
+    group within the delay share the first generation; each newcomer extends the wait, up to
+    the rebalance timeout."""
+    timer, clock = Timer(), Clock()
+    groups = ClassicGroups(timer, clock, initial_delay_ms=3000)
+    a, b = _member(groups), _member(groups)
+    ja: list = []
+    _join(groups, a, ja, rebalance_ms=5_000)
+    assert ja == []  # alone, but the group was empty: wait for more
+    clock.now += 2
+    jb: list = []
+    _join(groups, b, jb)  # extends the wait to 3 s from now, capped at the 5 s timeout
+    clock.now += 1.5
+    timer.fire()
+    assert ja == [] and jb == []  # 3.5 s in: still waiting
+    clock.now += 1.6
+    timer.fire()
+    assert ja[0]["generation_id"] == jb[0]["generation_id"] == 1
+    # a long rebalance timeout (librdkafka's: max.poll.interval.ms) does not lengthen the wait
+    groups2 = ClassicGroups(timer, clock, initial_delay_ms=3000)
+    jd: list = []
+    groups2.join(
+        "h", "", "consumer", [("range", b"m")], 10_000, 300_000, "c", "/h", False, jd.append
+    )
+    clock.now += 3.1
+    timer.fire()
+    assert jd[0]["generation_id"] == 1
+    assert {m["member_id"] for m in ja[0]["members"]} == {a, b}
+    # a newcomer to a non-empty group rebalances as usual (no initial wait)
+    groups.sync("g", a, 1, {a: b"p0", b: b"p1"}, [].append)
+    c = _member(groups)
+    jc: list = []
+    _join(groups, c, jc)
+    ja2, jb2 = [], []
+    _join(groups, a, ja2)
+    _join(groups, b, jb2)
+    assert jc[0]["generation_id"] == ja2[0]["generation_id"] == 2
+
+
+def test_a_leader_gone_before_its_sync_group_is_expired_by_the_timer() -> None:
+    """A follower's SyncGroup waiting for a leader that died (no LeaveGroup) is answered
+    REBALANCE_IN_PROGRESS once the leader's session runs out, without another request for
+    the group arriving (librdkafka's 0084_destroy_flags)."""
+    timer, clock = Timer(), Clock()
+    groups = ClassicGroups(timer, clock)
+    a = _member(groups)
+    _join(groups, a, [])  # alone: generation 1, a leads
+    b = _member(groups)
+    jb, ja = [], []
+    _join(groups, b, jb)
+    _join(groups, a, ja)  # generation 2, a still leads
+    assert ja[0]["leader"] == a and jb[0]["generation_id"] == 2
+    sb: list = []
+    groups.sync("g", b, 2, {}, sb.append)  # b waits for a's assignments; a is gone
+    timer.fire()  # not yet: a's session (10 s) has not run out
+    assert sb == []
+    clock.now += 10.1
+    timer.fire()
+    assert sb[0]["error_code"] == ErrorCode.REBALANCE_IN_PROGRESS
+    assert groups.heartbeat("g", a, 2) == ErrorCode.UNKNOWN_MEMBER_ID

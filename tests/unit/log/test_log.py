@@ -211,6 +211,25 @@ def test_offset_for_timestamp(tmp_path, clock):
     assert log.offset_for_timestamp(-1).offset == 40
 
 
+def test_offset_for_timestamp_finds_the_record_inside_a_batch(tmp_path, clock):
+    """As Kafka: the first record whose timestamp >= the target, not its batch's base offset
+    (librdkafka's 0054_offset_time: two records at 1234 and 999999999999 in one batch)."""
+    log = open_log(tmp_path, clock)
+    log.append_as_leader(make_batch([b"a", b"b"], timestamp=1234, ts_step=999999998765), 0)
+    log.append_as_leader(make_batch([b"c", b"d", b"e"], timestamp=2_000_000_000_000, ts_step=5), 0)
+    got = log.offset_for_timestamp(999999999999)
+    assert (got.offset, got.timestamp) == (1, 999999999999)
+    assert (log.offset_for_timestamp(1234).offset, log.offset_for_timestamp(1235).offset) == (0, 1)
+    assert log.offset_for_timestamp(2_000_000_000_001).offset == 3  # the next batch, decoded
+    assert log.offset_for_timestamp(2_000_000_000_010).offset == 4
+    assert log.offset_for_timestamp(2_000_000_000_011) is None
+    log.retention.delete_records_before(
+        4
+    )  # the log start inside a batch: records before it are gone
+    got = log.offset_for_timestamp(2_000_000_000_000)
+    assert (got.offset, got.timestamp) == (4, 2_000_000_000_010)
+
+
 def test_retention_by_bytes_and_time_never_active(tmp_path, clock):
     log = open_log(tmp_path, clock, segment_bytes=300, retention_bytes=700)
     for i in range(30):
