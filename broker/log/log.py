@@ -61,7 +61,7 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class UnexpectedAppendOffsetError(OffsetOutOfRangeError):  # type: ignore[misc, valid-type]
+class UnexpectedAppendOffsetError(OffsetOutOfRangeError):
     """append_as_follower got batches that do not continue the log end offset."""
 
 

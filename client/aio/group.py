@@ -207,7 +207,7 @@ class GroupMember:
     async def _send(self, node: int, api_key: int, body: dict) -> dict:
         """To the coordinator over the client's coordinator connection (not behind fetches)."""
         conn = await self.cluster.coordinator_connection(node)
-        return await conn.request(api_key, body)  # type: ignore[return-value]
+        return await conn.request(api_key, body)
 
     async def _heartbeat_once(self) -> None:
         node = await self._find_coordinator()

@@ -134,7 +134,7 @@ def encode_request_parts(
             bufs = [memoryview(b).cast("B") for b in v]  # type: ignore[attr-defined]
             bin_parts(bufs, sum(b.nbytes for b in bufs))
         elif t in (bytes, bytearray, memoryview) and memoryview(v).nbytes >= min_bytes:  # type: ignore[arg-type]
-            bin_parts([v], memoryview(v).nbytes)  # type: ignore[list-item,arg-type]
+            bin_parts([v], memoryview(v).nbytes)  # type: ignore[arg-type]
         else:
             packer.pack(v)
 
