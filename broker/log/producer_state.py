@@ -34,7 +34,7 @@ import os
 import zlib
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgpack
 
@@ -278,7 +278,7 @@ class LogProducers:
         return None
 
     def appended_locked(
-        self, headers: list[tuple[int, BatchHeader]], bases: list[tuple] | None = None
+        self, headers: list[tuple[int, BatchHeader]], bases: list[tuple[Any, ...]] | None = None
     ) -> None:
         """The batches were appended, each at the first offset of its `bases` entry (a
         leader's), or at its own base offset (None: a follower's)."""
