@@ -214,7 +214,7 @@ class OffsetWrites:
                 shard.offsets.delete(group_id, tp)
 
         def written(code: int, _msg: str | None) -> None:
-            answer({**codes, **{tp: code for tp in todo}}, 0)
+            answer({**codes, **dict.fromkeys(todo, code)}, 0)
 
         self._write(shard, tombstone_batch(group_id, todo), applied, written)
 

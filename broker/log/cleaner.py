@@ -299,9 +299,7 @@ class Cleaner:
                         key = row[2]
                         if offset >= map_end:
                             kept.append(row)
-                        elif key is None:
-                            continue
-                        elif omap.get(key_digest(key)) > offset:
+                        elif key is None or omap.get(key_digest(key)) > offset:
                             continue
                         elif (
                             row[3] is None

@@ -29,6 +29,7 @@ the Log's LogProducers (at the end) calls it under the log's lock.
 from __future__ import annotations
 
 import collections
+import itertools
 import logging
 import os
 import zlib
@@ -124,7 +125,7 @@ class ProducerStateManager:
         if len(hs) == 1:
             dup = self.check(first, where)
             return None if dup is None else (dup.first_offset, dup.last_offset)
-        for prev, h in zip(hs, hs[1:], strict=False):
+        for prev, h in itertools.pairwise(hs):
             if (
                 h.producer_id != first.producer_id
                 or h.producer_epoch != first.producer_epoch

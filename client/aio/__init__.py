@@ -29,10 +29,10 @@ from client.aio.types import (
 
 __all__ = [
     "Admin",
-    "Consumer",
     "BrokerDescription",
     "ClusterDescription",
     "ConfigEntry",
+    "Consumer",
     "ConsumerRecord",
     "GroupDescription",
     "GroupListing",

@@ -357,8 +357,8 @@ class Admin:
                 raise error_for_code(code)(f"topic {name!r}")
             raise UnknownTopicOrPartitionError(f"topic {name!r}")
         tps = [TopicPartition(name, p.partition) for p in parts if p.leader >= 0]
-        start = await self._offsets.list_offsets({tp: -2 for tp in tps}) if tps else {}
-        end = await self._offsets.list_offsets({tp: -1 for tp in tps}) if tps else {}
+        start = await self._offsets.list_offsets(dict.fromkeys(tps, -2)) if tps else {}
+        end = await self._offsets.list_offsets(dict.fromkeys(tps, -1)) if tps else {}
         return TopicDescription(
             name,
             [

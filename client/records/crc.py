@@ -15,7 +15,7 @@ import logging
 import sys
 from typing import Any
 
-import crcmod.crcmod  # noqa: F401  (the implementation module, which records the flag)
+import crcmod.crcmod
 import crcmod.predefined
 
 from client.records.extensions import optional_extension
