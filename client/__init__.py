@@ -15,8 +15,8 @@ from typing import Any
 __all__ = [
     "Admin",
     "ClusterDescription",
-    "ConsumerRecord",
     "Consumer",
+    "ConsumerRecord",
     "PartitionDescription",
     "Producer",
     "QuorumDescription",

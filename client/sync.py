@@ -25,8 +25,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from client import aio
-from client.aio.admin import QuorumDescription
 from client.aio.admin_groups import GroupDescription, GroupListing
+from client.aio.admin_quorum import QuorumDescription
 from client.aio.admin_quotas import (
     ClientQuotaAlteration,
     ClientQuotaEntity,
@@ -145,7 +145,7 @@ class _SyncClient:
     def __enter__(self) -> Any:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 

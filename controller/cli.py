@@ -21,9 +21,12 @@ import json
 import logging
 import os
 import signal
+import ssl
 import sys
 import threading
 from typing import Any
+
+from client.protocol.body import Body
 
 # Keys and defaults of the interim loader (used only until client.config provides "controller").
 INTERIM_DEFAULTS: dict[str, Any] = {
@@ -201,7 +204,9 @@ def run_controller(args: argparse.Namespace) -> int:
     return 0
 
 
-def describe_quorum(bootstrap: str, timeout: float = 5.0, ssl_context: Any = None) -> dict:
+def describe_quorum(
+    bootstrap: str, timeout: float = 5.0, ssl_context: ssl.SSLContext | None = None
+) -> Body:
     """DescribeQuorum from the leader (following `leader_endpoint` once); `ssl_context`: TLS."""
     from client.protocol.api_keys import ApiKey
     from controller.quorum.network import request

@@ -19,6 +19,8 @@ import sys
 import time
 from typing import Any
 
+from client.protocol.body import Body
+
 ATTEMPT_MS = 5000
 
 
@@ -91,7 +93,7 @@ def run_remove(args: argparse.Namespace) -> int:
     return _run("remove-controller", ApiKey.REMOVE_RAFT_VOTER, body, args)
 
 
-def _run(cmd: str, api_key: int, body: dict, args: argparse.Namespace) -> int:
+def _run(cmd: str, api_key: int, body: Body, args: argparse.Namespace) -> int:
     from client.errors import ErrorCode
     from controller.cli import describe_quorum
     from controller.quorum.network import request

@@ -100,7 +100,9 @@ class MetricsServer:
         if self._thread is not None:
             self._thread.join(5.0)
 
-    def _app(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
+    def _app(
+        self, environ: dict[str, Any], start_response: Callable[..., object]
+    ) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "")
         if path == "/health/live":
             return _text(start_response, "200 OK", "live")
@@ -121,7 +123,7 @@ class MetricsServer:
         )
 
 
-def _text(start_response: Callable, status: str, line: str) -> list[bytes]:
+def _text(start_response: Callable[..., object], status: str, line: str) -> list[bytes]:
     body = (line + "\n").encode()
     start_response(
         status, [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body)))]

@@ -34,6 +34,8 @@ echo "== import-linter" >&2
 lint-imports --no-cache
 echo "== mypy" >&2
 mypy client controller broker
+echo "== Any ratchet" >&2
+python scripts/any_count.py --check
 echo "== pytest" >&2
 export PYSPARK_PYTHON="$VENV/bin/python"
 exec python -m pytest "$@"

@@ -79,7 +79,7 @@ class Pki:
                     decipher_only=False,
                 ),
                 critical=True,
-            )  # fmt: skip
+            )
             .sign(self._key, hashes.SHA256())
         )
         self.ca = str(self.dir / "ca.pem")

@@ -32,6 +32,7 @@ from broker.group.shards import ShardTable
 from broker.group.state import ConsumerGroup, GroupError
 from broker.group.views import describe_body, nested
 from client.errors import ErrorCode
+from client.protocol.body import Body
 
 log = logging.getLogger(__name__)
 
@@ -82,10 +83,10 @@ class GroupCoordinator:
 
     # -- offsets: OffsetWrites -------------------------------------------------------------------
 
-    def commit(self, body: dict, respond: Callable[[dict], None]) -> None:
+    def commit(self, body: Body, respond: Callable[[Body], None]) -> None:
         self.writes.commit(body, respond)
 
-    def fetch_offsets(self, group_id: str, topics: list[dict] | None) -> list[dict]:
+    def fetch_offsets(self, group_id: str, topics: list[Body] | None) -> list[Body]:
         return self.writes.fetch_offsets(group_id, topics)
 
     def delete_group(self, group_id: str, answer: Callable[[int, str | None], None]) -> None:
@@ -98,7 +99,7 @@ class GroupCoordinator:
 
     # -- ConsumerGroupHeartbeat ------------------------------------------------------------------
 
-    def heartbeat(self, body: dict, client_id: str | None, client_host: str) -> dict:
+    def heartbeat(self, body: Body, client_id: str | None, client_host: str) -> Body:
         group_id, member_id = body["group_id"], body["member_id"]
         assignor = body["server_assignor"]
         if assignor is not None and assignor not in ASSIGNORS:
@@ -195,7 +196,7 @@ class GroupCoordinator:
 
     # -- ListGroups / ConsumerGroupDescribe -------------------------------------------------------
 
-    def list_groups(self) -> list[dict]:
+    def list_groups(self) -> list[Body]:
         with self.shards.lock:
             out = {}
             for shard in self.shards.loaded():
@@ -220,7 +221,7 @@ class GroupCoordinator:
                         out.append((gid, g.state, len(g.members), committed))
         return out
 
-    def describe(self, group_id: str) -> dict:
+    def describe(self, group_id: str) -> Body:
         with self.shards.lock:
             shard = self.shards.get(group_id)
             g = shard.groups.get(group_id)

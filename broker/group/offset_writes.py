@@ -29,6 +29,7 @@ from broker.group.offsets_topic import OFFSETS_TOPIC, GroupSettings
 from broker.group.shards import Shard, ShardTable
 from broker.group.state import GroupError
 from client.errors import ErrorCode
+from client.protocol.body import Body
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +55,7 @@ class OffsetWrites:
 
     # -- OffsetCommit ----------------------------------------------------------------------------
 
-    def commit(self, body: dict, respond: Callable[[dict], None]) -> None:
+    def commit(self, body: Body, respond: Callable[[Body], None]) -> None:
         """Validate, append (acks=all) and answer through `respond` (now or from a flusher or
         timer thread once the record is replicated)."""
         commits: list[tuple[str, int, int, int, str | None]] = []
@@ -72,10 +73,10 @@ class OffsetWrites:
 
     def _commit_validated(
         self,
-        body: dict,
+        body: Body,
         commits: list[tuple[str, int, int, int, str | None]],
         early: dict[TP, int],
-        respond: Callable[[dict], None],
+        respond: Callable[[Body], None],
     ) -> None:
         """Validate the committer and append, under `append_order`."""
         group_id = body["group_id"]
@@ -214,13 +215,13 @@ class OffsetWrites:
                 shard.offsets.delete(group_id, tp)
 
         def written(code: int, _msg: str | None) -> None:
-            answer({**codes, **{tp: code for tp in todo}}, 0)
+            answer({**codes, **dict.fromkeys(todo, code)}, 0)
 
         self._write(shard, tombstone_batch(group_id, todo), applied, written)
 
     # -- OffsetFetch -----------------------------------------------------------------------------
 
-    def fetch_offsets(self, group_id: str, topics: list[dict] | None) -> list[dict]:
+    def fetch_offsets(self, group_id: str, topics: list[Body] | None) -> list[Body]:
         with self.shards.lock:
             table = dict(self.shards.get(group_id).offsets.get(group_id))
         wanted: dict[str, list[int]] = {}
@@ -246,7 +247,7 @@ class OffsetWrites:
         return out
 
 
-def _commit_response(body: dict, early: dict[TP, int], code: int, message: str | None) -> dict:
+def _commit_response(body: Body, early: dict[TP, int], code: int, message: str | None) -> Body:
     return {
         "topics": [
             {

@@ -137,9 +137,9 @@ class TopicRegex:
     """Subscription regexes, compiled once (at most 1000 kept)."""
 
     def __init__(self) -> None:
-        self._regexes: dict[str, re.Pattern] = {}
+        self._regexes: dict[str, re.Pattern[str]] = {}
 
-    def compiled(self, regex: str) -> re.Pattern:
+    def compiled(self, regex: str) -> re.Pattern[str]:
         got = self._regexes.get(regex)
         if got is None:
             try:

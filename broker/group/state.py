@@ -212,7 +212,9 @@ class ConsumerGroup:
             return m.names
         return tuple(sorted(set(m.names) | set(resolve(m.regex))))
 
-    def _maybe_compute_target(self, partition_counts: Callable[[list[str]], Mapping[str, int]]):
+    def _maybe_compute_target(
+        self, partition_counts: Callable[[list[str]], Mapping[str, int]]
+    ) -> None:
         topics = sorted({t for m in self.members.values() for t in m.subscribed})
         counts = dict(partition_counts(topics))
         if counts != self.topic_partitions:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from broker.group.assignors import TP
 from broker.group.state import ConsumerGroup
+from client.protocol.body import Body
 
 
-def nested(tps: frozenset[TP]) -> list[dict]:
+def nested(tps: frozenset[TP]) -> list[Body]:
     """{(topic, partition)} -> [{"topic": t, "partitions": [...]}], sorted."""
     by_topic: dict[str, list[int]] = {}
     for t, p in sorted(tps):
@@ -14,7 +15,7 @@ def nested(tps: frozenset[TP]) -> list[dict]:
     return [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]
 
 
-def describe_body(group_id: str, g: ConsumerGroup | None) -> dict:
+def describe_body(group_id: str, g: ConsumerGroup | None) -> Body:
     """One DescribedGroup; `g` None: a group known only by its committed offsets."""
     if g is None:
         return {"error_code": 0, "group_id": group_id, "group_state": "empty",

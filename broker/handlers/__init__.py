@@ -73,26 +73,26 @@ def dispatch(request: Request, services: Services) -> None:
 
 
 # -- handler modules: importing one registers its handlers. One line per module. -----------------
-import broker.handlers.acls  # noqa: E402, F401
-import broker.handlers.alter_configs  # noqa: E402, F401
-import broker.handlers.client_quotas  # noqa: E402, F401
-import broker.handlers.create_partitions  # noqa: E402, F401
-import broker.handlers.create_topics  # noqa: E402, F401
-import broker.handlers.delete_records  # noqa: E402, F401
-import broker.handlers.delete_topics  # noqa: E402, F401
-import broker.handlers.describe_cluster  # noqa: E402, F401
-import broker.handlers.describe_configs  # noqa: E402, F401
-import broker.handlers.describe_log_dirs  # noqa: E402, F401
-import broker.handlers.describe_quorum  # noqa: E402, F401
-import broker.handlers.elect_leaders  # noqa: E402, F401
-import broker.handlers.fetch  # noqa: E402, F401
-import broker.handlers.groups  # noqa: E402, F401
-import broker.handlers.init_producer_id  # noqa: E402, F401
-import broker.handlers.list_offsets  # noqa: E402, F401
-import broker.handlers.metadata  # noqa: E402, F401
-import broker.handlers.offset_for_leader_epoch  # noqa: E402, F401
-import broker.handlers.produce  # noqa: E402, F401
-import broker.handlers.reassignments  # noqa: E402, F401
-import broker.handlers.sasl  # noqa: E402, F401
+import broker.handlers.acls  # noqa: E402
+import broker.handlers.alter_configs  # noqa: E402
+import broker.handlers.client_quotas  # noqa: E402
+import broker.handlers.create_partitions  # noqa: E402
+import broker.handlers.create_topics  # noqa: E402
+import broker.handlers.delete_records  # noqa: E402
+import broker.handlers.delete_topics  # noqa: E402
+import broker.handlers.describe_cluster  # noqa: E402
+import broker.handlers.describe_configs  # noqa: E402
+import broker.handlers.describe_log_dirs  # noqa: E402
+import broker.handlers.describe_quorum  # noqa: E402
+import broker.handlers.elect_leaders  # noqa: E402
+import broker.handlers.fetch  # noqa: E402
+import broker.handlers.groups  # noqa: E402
+import broker.handlers.init_producer_id  # noqa: E402
+import broker.handlers.list_offsets  # noqa: E402
+import broker.handlers.metadata  # noqa: E402
+import broker.handlers.offset_for_leader_epoch  # noqa: E402
+import broker.handlers.produce  # noqa: E402
+import broker.handlers.reassignments  # noqa: E402
+import broker.handlers.sasl  # noqa: E402
 import broker.handlers.scram_credentials  # noqa: E402, F401
 from broker.handlers import api_versions  # noqa: E402

@@ -42,7 +42,7 @@ def handle(ctx: RequestContext, body: dict) -> dict:
                 "partition_size": log.size_bytes,
                 "offset_lag": 0,
                 "is_future_key": False,
-            }  # fmt: skip
+            }
         )
     results = []
     for d, topics in by_dir.items():

@@ -67,7 +67,7 @@ def consumer_group_heartbeat(ctx: RequestContext, body: dict) -> dict:
 def offset_commit(ctx: RequestContext, body: dict) -> None:
     if not enabled(ctx):
         ctx.services.group_coordinator.commit(body, ctx.respond)
-        return None
+        return
 
     def refused(topics: list[dict], code: int, why: str | None = None) -> list[dict]:
         return [
@@ -83,7 +83,7 @@ def offset_commit(ctx: RequestContext, body: dict) -> None:
     denied = check(ctx, AclOperation.READ, ResourceType.GROUP, body["group_id"])
     if denied is not None:
         ctx.respond({"topics": refused(body["topics"], denied[0], denied[1])})
-        return None
+        return
     ok, topics_denied = [], []
     for t in body["topics"]:
         if allowed(ctx, AclOperation.READ, ResourceType.TOPIC, t["name"]):
@@ -93,7 +93,7 @@ def offset_commit(ctx: RequestContext, body: dict) -> None:
     extra = refused(topics_denied, int(ErrorCode.TOPIC_AUTHORIZATION_FAILED))
     if not ok:
         ctx.respond({"topics": extra})
-        return None
+        return
 
     def respond(answer: dict) -> None:
         if "topics" in answer:
@@ -101,7 +101,7 @@ def offset_commit(ctx: RequestContext, body: dict) -> None:
         ctx.respond(answer)
 
     ctx.services.group_coordinator.commit({**body, "topics": ok}, respond)
-    return None
+    return
 
 
 @handler(ApiKey.OFFSET_FETCH, access="DESCRIBE on GROUP and DESCRIBE on TOPIC")
@@ -167,7 +167,7 @@ def delete_groups(ctx: RequestContext, body: dict) -> None:
     lock = threading.Lock()
     if not names:
         ctx.respond({"results": []})
-        return None
+        return
 
     def answered(gid: str, code: int, message: str | None) -> None:
         with lock:
@@ -182,7 +182,7 @@ def delete_groups(ctx: RequestContext, body: dict) -> None:
             answered(gid, *denied)
             continue
         services.group_coordinator.delete_group(gid, functools.partial(answered, gid))
-    return None
+    return
 
 
 @handler(ApiKey.OFFSET_DELETE, access="DELETE on GROUP and READ on TOPIC")
@@ -204,11 +204,11 @@ def offset_delete(ctx: RequestContext, body: dict) -> None:
     denied = check(ctx, AclOperation.DELETE, ResourceType.GROUP, body["group_id"])
     if denied is not None:  # DELETE on the group
         ctx.respond({"error_code": denied[0], "topics": []})
-        return None
+        return
     keep, refused = split_partitions(ctx, AclOperation.READ, tps)  # READ on each topic
     codes_refused = {(r["topic"], r["partition"]): r["error_code"] for r in refused}
     if not keep:
         answer({}, 0)
-        return None
+        return
     ctx.services.group_coordinator.delete_offsets(body["group_id"], keep, answer)
-    return None
+    return

@@ -49,7 +49,7 @@ def handle_alter(ctx: RequestContext, body: dict) -> dict | None:
                     "error_code": 0,
                     "error_message": None,
                     "responses": f.result(),
-                }  # fmt: skip
+                }
             )
             return
         code, msg = _failure(exc)
@@ -61,7 +61,7 @@ def handle_alter(ctx: RequestContext, body: dict) -> dict | None:
                         "partition_index": p["partition_index"],
                         "error_code": code,
                         "error_message": msg,
-                    }  # fmt: skip
+                    }
                     for p in t["partitions"]
                 ],
             }
@@ -73,7 +73,7 @@ def handle_alter(ctx: RequestContext, body: dict) -> dict | None:
                 "error_code": code,
                 "error_message": msg,
                 "responses": responses,
-            }  # fmt: skip
+            }
         )
 
     services.controller.alter_partition_reassignments(topics).add_done_callback(done)
@@ -95,7 +95,7 @@ def handle_list(ctx: RequestContext, body: dict) -> dict | None:
                     "error_code": 0,
                     "error_message": None,
                     "topics": f.result(),
-                }  # fmt: skip
+                }
             )
             return
         code, msg = _failure(exc)

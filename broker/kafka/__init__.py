@@ -15,14 +15,14 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import broker.kafka.apis_acls  # noqa: F401  (registers the ACL APIs)
-import broker.kafka.apis_admin  # noqa: F401  (registers the admin APIs)
-import broker.kafka.apis_admin2  # noqa: F401  (and more of them)
-import broker.kafka.apis_classic  # noqa: F401  (registers the classic group APIs)
-import broker.kafka.apis_consumer_group  # noqa: F401  (registers ConsumerGroupHeartbeat)
-import broker.kafka.apis_group_admin  # noqa: F401  (registers ListGroups and friends)
-import broker.kafka.apis_groups  # noqa: F401  (registers the group offset APIs)
-import broker.kafka.apis_quotas  # noqa: F401  (registers the client quota APIs)
+import broker.kafka.apis_acls
+import broker.kafka.apis_admin
+import broker.kafka.apis_admin2
+import broker.kafka.apis_classic
+import broker.kafka.apis_consumer_group
+import broker.kafka.apis_group_admin
+import broker.kafka.apis_groups
+import broker.kafka.apis_quotas
 import broker.kafka.apis_sasl  # noqa: F401  (registers SaslHandshake and SaslAuthenticate)
 from broker.kafka.apis import APIS, api_versions_body
 from broker.kafka.codec import API_VERSIONS_KEY, MalformedKafkaRequest, build, decode_body

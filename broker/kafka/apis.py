@@ -179,7 +179,7 @@ def metadata(ctx: KafkaContext, body: Any) -> None:
                         for t in a["topics"]
                         if refused(t) and t["name"] in by_id_names
                     ]
-                ],  # fmt: skip
+                ],
                 "cluster_authorized_operations": -2147483648,
             }
         )

@@ -137,7 +137,7 @@ def describe_cluster(ctx: KafkaContext, body: Any) -> None:
                         "rack": b.get("rack"),
                     }
                     for b in a.get("brokers", ())
-                ],  # fmt: skip
+                ],
                 "cluster_authorized_operations": -2147483648,
             }
         )

@@ -100,7 +100,7 @@ def consumer_group_heartbeat(ctx: KafkaContext, body: Any) -> None:
                             "partitions": t["partitions"],
                         }
                         for t in assignment
-                    ]  # fmt: skip
+                    ]
                 },
             }
         )

@@ -99,7 +99,7 @@ def _native(ctx: KafkaContext, gid: str) -> dict:
                 "member_assignment": b"",
             }
             for m in d.get("members", ())
-        ],  # fmt: skip
+        ],
     }
 
 

@@ -68,7 +68,7 @@ def decode_body(api_key: int, api_version: int, payload: bytes | memoryview) -> 
     view = memoryview(payload).toreadonly()
     try:
         _, header_size = _reader(cls.__header_schema__)(view, 0)
-        body, size = _reader(cls)(view, header_size)
+        body, _size = _reader(cls)(view, header_size)
     except Exception as exc:  # kio raises its own and struct's errors for garbage
         raise MalformedKafkaRequest(f"{type(exc).__name__}: {exc}") from exc
     # Bytes after the body are ignored, as Kafka's generated readers do: librdkafka 2.16's

@@ -116,7 +116,7 @@ def _with_last(batches: Iterator[tuple[BatchHeader, bytes]]) -> Iterator[tuple[A
         yield prev[0], prev[1], True
 
 
-def _rows(h: BatchHeader, batch: bytes) -> tuple:
+def _rows(h: BatchHeader, batch: bytes) -> tuple[Any, ...]:
     section = decompress(h.compression, memoryview(batch)[HEADER_SIZE:])
     rows = msgpack.unpackb(section, raw=False, use_list=False, strict_map_key=True)
     if len(rows) != h.record_count:
@@ -125,7 +125,7 @@ def _rows(h: BatchHeader, batch: bytes) -> tuple:
     return rows
 
 
-def _rebuild(h: BatchHeader, rows: list) -> bytes:
+def _rebuild(h: BatchHeader, rows: list[Any]) -> bytes:
     """The batch `h` with only `rows`, every header field kept but length, count and CRC."""
     packed = _packb(rows)
     section = packed if h.compression == NONE else compress(h.compression, packed)
@@ -299,9 +299,7 @@ class Cleaner:
                         key = row[2]
                         if offset >= map_end:
                             kept.append(row)
-                        elif key is None:
-                            continue
-                        elif omap.get(key_digest(key)) > offset:
+                        elif key is None or omap.get(key_digest(key)) > offset:
                             continue
                         elif (
                             row[3] is None

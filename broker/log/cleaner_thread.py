@@ -74,7 +74,9 @@ class LogCleaner:
         self.stats: list[CleanStats] = []  # the latest passes (at most STATS_KEPT)
         self.passes = 0
 
-    def _upper_bound(self, tp: TopicPartition, log: Any, hws: dict | None) -> int:
+    def _upper_bound(
+        self, tp: TopicPartition, log: Any, hws: dict[TopicPartition, int] | None
+    ) -> int:
         bound = log.flushed_offset
         if hws is not None:
             bound = min(bound, hws.get(tp, log.log_start_offset))

@@ -24,7 +24,7 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from client.errors import InvalidRecordError
 from client.fsutil import fsync_dir, write_atomic
@@ -51,7 +51,9 @@ def swap_path(directory: Path, base_offset: int) -> Path:
     return directory / (segment_name(base_offset, LOG_SUFFIX) + SWAP_SUFFIX)
 
 
-def check_keys(buf: bytes | bytearray | memoryview, headers: list[tuple], prefix: str) -> None:
+def check_keys(
+    buf: bytes | bytearray | memoryview, headers: list[tuple[Any, ...]], prefix: str
+) -> None:
     """A compacted log takes only records with a key (Kafka's rule: the cleaner could not
     keep a keyless record): InvalidRecordError otherwise. Decodes every batch (CRCs were
     checked already)."""

@@ -34,6 +34,7 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from client.errors import StorageError
 
@@ -199,7 +200,7 @@ class Flusher:
         `_commit_epochs`); returns those that need a flush of their own."""
         assert self._directory is not None and syncfs is not None
         own: list[Log] = []
-        tokens: list[tuple[Log, tuple]] = []
+        tokens: list[tuple[Log, tuple[Any, ...]]] = []
         error: OSError | None = None
         failed: dict[Log, OSError] = {}  # logs whose staged leader epochs could not be renamed
         try:
@@ -247,7 +248,7 @@ class Flusher:
         return own
 
     def _commit_epochs(
-        self, tokens: list[tuple[Log, tuple]], failed: dict[Log, OSError]
+        self, tokens: list[tuple[Log, tuple[Any, ...]]], failed: dict[Log, OSError]
     ) -> OSError | None:
         """After the round's sync: rename the leader epochs the logs staged into place, then
         one more sync for those renames (only when there were any: a new leader's first

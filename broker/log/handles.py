@@ -76,7 +76,7 @@ def is_fd_limit(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in FD_LIMIT_ERRNOS
 
 
-class FileLimitError(StorageError):  # type: ignore[misc, valid-type]
+class FileLimitError(StorageError):
     """The process ran out of file descriptors: not a disk failure, nothing goes offline."""
 
 

@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from client.errors import (
     CorruptRecordError,
@@ -69,7 +69,7 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class UnexpectedAppendOffsetError(OffsetOutOfRangeError):  # type: ignore[misc, valid-type]
+class UnexpectedAppendOffsetError(OffsetOutOfRangeError):
     """append_as_follower got batches that do not continue the log end offset."""
 
 
@@ -97,7 +97,9 @@ class TimestampOffset(NamedTuple):
     leader_epoch: int
 
 
-def _validate(buf: bytearray | memoryview, max_bytes: int | None, prefix: str) -> list[tuple]:
+def _validate(
+    buf: bytearray | memoryview, max_bytes: int | None, prefix: str
+) -> list[tuple[Any, ...]]:
     """(position, header) of every batch of `buf`, CRCs checked; none larger than `max_bytes`
     (when given)."""
     if not len(buf):
@@ -374,7 +376,11 @@ class Log:
             raise self.fail(exc) from exc
 
     def _write(
-        self, data, batches: list[tuple[int, int, int, int]], first: int, next_offset: int
+        self,
+        data: bytes | bytearray | memoryview,
+        batches: list[tuple[int, int, int, int]],
+        first: int,
+        next_offset: int,
     ) -> None:
         seg = self._segments[-1]
         cfg = self.config

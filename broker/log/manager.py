@@ -104,7 +104,7 @@ class LogManager:
         self.max_open_files = derive_max_open_files(max_open_files)
         per_dir = max(1, self.max_open_files // len(self.log_dirs))
         self._handles = {d: FileHandles(per_dir, str(d)) for d in self.log_dirs}
-        self._counts = {d: 0 for d in self.log_dirs}  # logs per dir
+        self._counts = dict.fromkeys(self.log_dirs, 0)  # logs per dir
         _log.info(
             "file handle budget: %d open segment files (%d per log dir, log.max.open.files=%s)"
             " of an open-files limit of %d (RLIMIT_NOFILE); index files hold none",

@@ -29,12 +29,13 @@ the Log's LogProducers (at the end) calls it under the log's lock.
 from __future__ import annotations
 
 import collections
+import itertools
 import logging
 import os
 import zlib
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgpack
 
@@ -124,7 +125,7 @@ class ProducerStateManager:
         if len(hs) == 1:
             dup = self.check(first, where)
             return None if dup is None else (dup.first_offset, dup.last_offset)
-        for prev, h in zip(hs, hs[1:], strict=False):
+        for prev, h in itertools.pairwise(hs):
             if (
                 h.producer_id != first.producer_id
                 or h.producer_epoch != first.producer_epoch
@@ -278,7 +279,7 @@ class LogProducers:
         return None
 
     def appended_locked(
-        self, headers: list[tuple[int, BatchHeader]], bases: list[tuple] | None = None
+        self, headers: list[tuple[int, BatchHeader]], bases: list[tuple[Any, ...]] | None = None
     ) -> None:
         """The batches were appended, each at the first offset of its `bases` entry (a
         leader's), or at its own base offset (None: a follower's)."""

@@ -99,7 +99,7 @@ class LogSegment:
         if not self.index.load(self.size):
             _log.warning("%s: offset index corrupt or inconsistent, rebuilding", self.index.path)
             return False
-        offset, pos = self.index.last_entry()
+        _offset, pos = self.index.last_entry()
         try:
             sparse_ok = self._walk_tail(pos)
         except CorruptRecordError as exc:

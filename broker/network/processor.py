@@ -58,7 +58,7 @@ class Processor:
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]  # set by _run
         self.draining = False
         self.connections: set[Connection] = set()
-        self._attaching: set[asyncio.Task] = set()
+        self._attaching: set[asyncio.Task[Any]] = set()
         self._parked: deque[Connection] = deque()
         self._waiting_for_space = False
         self._next_id = 0
@@ -161,7 +161,9 @@ class Processor:
         self._attaching.add(task)
         task.add_done_callback(lambda t: self._attached(t, sock, conn_id, tls is not None))
 
-    def _attached(self, task: asyncio.Task, sock: socket.socket, conn_id: str, tls: bool) -> None:
+    def _attached(
+        self, task: asyncio.Task[Any], sock: socket.socket, conn_id: str, tls: bool
+    ) -> None:
         self._attaching.discard(task)
         if task.cancelled() or task.exception() is not None:
             exc = None if task.cancelled() else task.exception()

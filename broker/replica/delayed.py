@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker.purgatory import DelayedOperation
 from client.errors import ErrorCode
+from client.protocol.body import Body
 
 if TYPE_CHECKING:
     from broker.replica.fetch_session import FetchSession
@@ -48,7 +49,7 @@ class ProducePartitionStatus:
     error_message: str | None = None
     leader_epoch: int = -1
 
-    def as_response(self, partition: int) -> dict:
+    def as_response(self, partition: int) -> Body:
         return {
             "partition": partition,
             "error_code": self.error_code,
@@ -59,11 +60,11 @@ class ProducePartitionStatus:
         }
 
 
-def produce_key(topic: str, partition: int) -> tuple:
+def produce_key(topic: str, partition: int) -> tuple[str, str, int]:
     return ("produce", topic, partition)
 
 
-def fetch_key(topic: str, partition: int) -> tuple:
+def fetch_key(topic: str, partition: int) -> tuple[str, str, int]:
     return ("fetch", topic, partition)
 
 
@@ -177,7 +178,7 @@ class DeleteRecordsStatus:
     error_message: str | None = None
     leader_epoch: int = -1
 
-    def as_response(self, topic: str, partition: int) -> dict:
+    def as_response(self, topic: str, partition: int) -> Body:
         return {
             "topic": topic,
             "partition": partition,

@@ -72,11 +72,11 @@ class FetchSession:
     recheck: set[TopicPartition] = field(default_factory=set)
 
     @property
-    def key(self) -> tuple:
+    def key(self) -> tuple[str, int]:
         return session_key(self.id)
 
 
-def session_key(session_id: int) -> tuple:
+def session_key(session_id: int) -> tuple[str, int]:
     """The fetch purgatory key a session's parked fetch is watched under."""
     return ("fetch-session", session_id)
 
@@ -307,11 +307,11 @@ class FetchSessionCache:
 
     # -- changes -------------------------------------------------------------------------------
 
-    def mark_changed(self, tps: Iterable[TopicPartition]) -> list[tuple]:
+    def mark_changed(self, tps: Iterable[TopicPartition]) -> list[tuple[str, int]]:
         """Partitions that got records, moved their HW, or changed leadership: every session
         holding one notes it dirty. Returns the purgatory keys of those sessions (to wake
         their parked fetch)."""
-        keys: dict[tuple, None] = {}
+        keys: dict[tuple[str, int], None] = {}
         with self._lock:
             if not self._holders:
                 return []

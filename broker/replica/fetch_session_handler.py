@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from broker.replica.fetch_session import next_epoch
+from client.protocol.body import Body
 
 TopicPartition = tuple[str, int]
 
@@ -35,7 +36,7 @@ class PartitionData(NamedTuple):
     log_start_offset: int
     partition_max_bytes: int
 
-    def as_request(self, partition: int) -> dict:
+    def as_request(self, partition: int) -> Body:
         return {
             "partition": partition,
             "fetch_offset": self.fetch_offset,
@@ -57,9 +58,9 @@ class SessionRequest:
     def full(self) -> bool:
         return self.session_epoch == 0
 
-    def body_fields(self) -> dict:
+    def body_fields(self) -> Body:
         """The Fetch request's session fields, topics and forgotten topics."""
-        topics: dict[str, list[dict]] = {}
+        topics: dict[str, list[Body]] = {}
         for (t, p), d in self.to_send.items():
             topics.setdefault(t, []).append(d.as_request(p))
         forgotten: dict[str, list[int]] = {}

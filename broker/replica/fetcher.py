@@ -49,6 +49,7 @@ from broker.replica.leader_connection import LeaderConnection
 from broker.replica.throttle import ReplicationThrottle
 from client.errors import ErrorCode, StorageError
 from client.protocol import ApiKey
+from client.protocol.body import Body
 from client.security.scram import SaslCredentials
 from client.security.tls import ReloadableContext
 
@@ -208,7 +209,7 @@ class ReplicaFetcherThread:
         if conn is not None:
             conn.close()
 
-    def _build(self) -> tuple[dict, dict[TopicPartition, int]]:
+    def _build(self) -> tuple[Body, dict[TopicPartition, int]]:
         """The Fetch body for this round (full or incremental: the session decides) over every
         partition not backed off, and the epochs it fetches them under."""
         now = time.monotonic()
@@ -309,7 +310,7 @@ class ReplicaFetcherThread:
             self.rm.log_manager.flush_now([part.log for part in appended_to])
         return True
 
-    def _apply(self, tp: TopicPartition, st: _FetchState, part: Any, entry: dict) -> bool:
+    def _apply(self, tp: TopicPartition, st: _FetchState, part: Any, entry: Body) -> bool:
         """Apply one partition's answer (the thread's lock held); True when data was appended."""
         st.built = None  # whatever happens here, the next round looks at the log again
         code = int(entry["error_code"])

@@ -26,10 +26,10 @@ Threads: the replica fetcher thread owning the partition; Log and Partition lock
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from broker.replica.partition import Partition
 from broker.replica.state import out_of_range_truncation, truncation_target
+from client.protocol.body import Body
 from client.records.header import iter_headers
 
 _log = logging.getLogger(__name__)
@@ -95,7 +95,7 @@ def truncate_out_of_range(part: Partition, leader_start: int, leader_end: int) -
         truncate_diverged(part, -1, offset)
 
 
-def apply_fetched(part: Partition, entry: dict[str, Any]) -> int:
+def apply_fetched(part: Partition, entry: Body) -> int:
     """Apply an error-free partition entry of a Fetch answer; returns bytes appended."""
     if (
         int(entry.get("diverging_end_offset", -1)) >= 0

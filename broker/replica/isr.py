@@ -35,11 +35,12 @@ from typing import Any
 
 from broker.replica.partition import Partition
 from client.errors import ErrorCode
+from client.protocol.body import Body
 from controller.channel import ControllerChannel
 
 _log = logging.getLogger(__name__)
 
-_Queued = tuple[Partition, tuple[int, ...], dict]  # partition, new ISR, its AlterPartition entry
+_Queued = tuple[Partition, tuple[int, ...], Body]  # partition, new ISR, its AlterPartition entry
 # answers proving the change was not made (the controller checked it against current epochs)
 _NOT_MADE = frozenset({int(ErrorCode.INELIGIBLE_REPLICA), int(ErrorCode.INVALID_REQUEST)})
 
@@ -89,7 +90,7 @@ class IsrProposer:
                 if not batch:
                     self._in_flight = False
                     return
-            topics: dict[str, list[dict]] = {}
+            topics: dict[str, list[Body]] = {}
             for part, _, entry in batch.values():
                 topics.setdefault(part.topic, []).append(entry)
             body = [{"name": name, "partitions": parts} for name, parts in topics.items()]

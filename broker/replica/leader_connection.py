@@ -10,6 +10,7 @@ import socket
 import ssl
 
 from client.protocol import ApiKey, decode_response, encode_request
+from client.protocol.body import Body
 from client.protocol.framing import LENGTH, LENGTH_SIZE
 from client.protocol.schema import API_SPECS
 from client.security.scram import AuthenticationFailed, SaslCredentials, ScramClient, plain_message
@@ -80,7 +81,7 @@ class LeaderConnection:
         except AuthenticationFailed as exc:
             raise ConnectionError(f"{where} did not prove it knows the credentials: {exc}") from exc
 
-    def request(self, api_key: int, body: dict) -> dict:
+    def request(self, api_key: int, body: Body) -> Body:
         self.corr = (self.corr + 1) & 0x7FFFFFFF
         self.sock.sendall(encode_request(api_key, 0, self.corr, self.client_id, body))
         (size,) = LENGTH.unpack(self._read_exactly(LENGTH_SIZE))

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from broker.replica.partition import Partition
 from broker.replica.partition_table import PartitionTable
 from broker.replica.specs import FetchPartitionSpec, ReplicaError
 from client.errors import ErrorCode, StorageError
+from client.protocol.body import Body
 
 _log = logging.getLogger(__name__)
 
@@ -31,12 +31,12 @@ class OffsetQueries:
         topic: str,
         p: int,
         current_leader_epoch: int,
-        defaults: dict[str, Any],
-        fill: Callable[[Partition, dict[str, Any]], None],
-    ) -> dict[str, Any]:
+        defaults: Body,
+        fill: Callable[[Partition, Body], None],
+    ) -> Body:
         """One partition's answer: `defaults` (and error_code 0) filled in by `fill` on this
         leader's partition, or the error that kept it from being asked."""
-        entry: dict[str, Any] = {"topic": topic, "partition": p, "error_code": 0, **defaults}
+        entry: Body = {"topic": topic, "partition": p, "error_code": 0, **defaults}
         try:
             fill(
                 self.table.fetchable(FetchPartitionSpec(topic, p, 0, 0, current_leader_epoch)),
@@ -51,13 +51,13 @@ class OffsetQueries:
 
     def list_offsets(
         self, replica_id: int, requests: list[tuple[str, int, int, int]]
-    ) -> list[dict[str, Any]]:
+    ) -> list[Body]:
         """[(topic, partition, timestamp, current_leader_epoch)] → [{topic, partition,
         error_code, timestamp, offset, leader_epoch}]. -2 earliest, -1 latest (the HW for
         consumers, the log end for followers), else the first offset with timestamp >= ts."""
 
-        def by_time(ts: int) -> Callable[[Partition, dict[str, Any]], None]:
-            def fill(part: Partition, entry: dict[str, Any]) -> None:
+        def by_time(ts: int) -> Callable[[Partition, Body], None]:
+            def fill(part: Partition, entry: Body) -> None:
                 log = part.log
                 hw = part.high_watermark if replica_id < 0 else log.end_offset
                 entry["leader_epoch"] = part.leader_epoch
@@ -80,17 +80,15 @@ class OffsetQueries:
             for topic, p, ts, cur_epoch in requests
         ]
 
-    def offsets_for_leader_epoch(
-        self, requests: list[tuple[str, int, int, int]]
-    ) -> list[dict[str, Any]]:
+    def offsets_for_leader_epoch(self, requests: list[tuple[str, int, int, int]]) -> list[Body]:
         """[(topic, partition, current_leader_epoch, leader_epoch)] → [{topic, partition,
         error_code, leader_epoch, end_offset}]: the largest epoch <= leader_epoch in this log and
         its end offset (the start of the next epoch, or the log end for the latest); (-1, -1)
         when the log knows no epoch that old. Leaders only; a current_leader_epoch that is not
         this leader's gets FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH."""
 
-        def epoch_end(epoch: int) -> Callable[[Partition, dict[str, Any]], None]:
-            def fill(part: Partition, entry: dict[str, Any]) -> None:
+        def epoch_end(epoch: int) -> Callable[[Partition, Body], None]:
+            def fill(part: Partition, entry: Body) -> None:
                 entry["leader_epoch"], entry["end_offset"] = part.log.end_offset_for_epoch(epoch)
 
             return fill

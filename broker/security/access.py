@@ -121,10 +121,10 @@ def cluster_action(ctx: Any) -> None:
 def split_partitions(
     ctx: Any,
     op: AclOperation,
-    reqs: list,
+    reqs: list[Any],
     topic_of: Any = lambda r: r[0],
     partition_of: Any = lambda r: r[1],
-) -> tuple[list, list[dict]]:
+) -> tuple[list[Any], list[dict[str, Any]]]:
     """Per-partition requests `reqs` → (those on topics allowed `op`, the refused ones'
     results {topic, partition, error_code: TOPIC_AUTHORIZATION_FAILED}). One check per topic."""
     if not enabled(ctx):

@@ -33,6 +33,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ADMIN_USER = "admin"
 INTER_BROKER_USER = "gregor-broker"
@@ -91,7 +92,7 @@ def _public(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def _sans(hosts: Iterable[str]) -> list:
+def _sans(hosts: Iterable[str]) -> list[Any]:
     from cryptography import x509
 
     out: list[x509.GeneralName] = []

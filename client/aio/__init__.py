@@ -6,13 +6,14 @@ Every object is owned by the event loop it is started on. The synchronous facade
 `client.sync` runs these on a background loop thread per client object.
 """
 
-from client.aio.admin import Admin, QuorumDescription, QuorumReplica
+from client.aio.admin import Admin
 from client.aio.admin_groups import (
     GroupDescription,
     GroupListing,
     GroupMemberDescription,
     GroupPartitionLag,
 )
+from client.aio.admin_quorum import QuorumDescription, QuorumReplica
 from client.aio.admin_reassign import LogDirDescription, PartitionReassignment
 from client.aio.consumer import Consumer
 from client.aio.producer import Producer
@@ -29,10 +30,10 @@ from client.aio.types import (
 
 __all__ = [
     "Admin",
-    "Consumer",
     "BrokerDescription",
     "ClusterDescription",
     "ConfigEntry",
+    "Consumer",
     "ConsumerRecord",
     "GroupDescription",
     "GroupListing",

@@ -16,18 +16,20 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from client.aio import (
     admin_acls,
+    admin_configs,
     admin_groups,
+    admin_quorum,
     admin_quotas,
     admin_reassign,
     admin_records,
     admin_users,
 )
 from client.aio.admin_groups import GroupDescription, GroupListing
+from client.aio.admin_quorum import QuorumDescription
 from client.aio.admin_quotas import (
     ClientQuotaAlteration,
     ClientQuotaEntity,
@@ -40,7 +42,6 @@ from client.aio.admin_users import (
 )
 from client.aio.cluster import ClusterClient
 from client.aio.config import resolve_config
-from client.aio.connection import BrokerConnection
 from client.aio.fetcher import Fetcher
 from client.aio.types import (
     BrokerDescription,
@@ -53,7 +54,6 @@ from client.aio.types import (
 from client.errors import (
     ClientClosedError,
     ConfigError,
-    ConnectionFailedError,
     ErrorCode,
     GregorError,
     GregorTimeoutError,
@@ -64,62 +64,12 @@ from client.protocol import ApiKey
 from client.protocol.apis.admin import (
     ELECTION_PREFERRED,
     ELECTION_UNCLEAN,
-    RESOURCE_BROKER,
-    RESOURCE_TOPIC,
     flatten_election_results,
     group_partitions,
 )
 from client.security.acl import AclBinding, AclBindingFilter
 
 _ELECTION_TYPES = {"preferred": ELECTION_PREFERRED, "unclean": ELECTION_UNCLEAN}
-
-
-@dataclass(frozen=True, slots=True)
-class QuorumReplica:
-    """One voter or observer of the metadata quorum as the leader sees it. `log_end_offset`
-    is the exclusive end of its log (the next offset it needs); `lag` = high watermark -
-    log end offset, floored at 0 (committed records it does not have yet);
-    `last_contact_ms`: ms since the leader last heard from it (-1: not in this term)."""
-
-    replica_id: int
-    log_end_offset: int
-    lag: int
-    last_contact_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class QuorumDescription:
-    """DescribeQuorum from the active controller: `leader_epoch` is the Raft term,
-    `high_watermark` the exclusive end of the committed metadata offsets."""
-
-    leader_id: int
-    leader_epoch: int
-    high_watermark: int
-    voters: list[QuorumReplica]
-    observers: list[QuorumReplica]
-
-
-def _config_text(value: Any) -> str:
-    """A config value as the wire carries it (Kafka's text form: true/false for booleans)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-def _quorum_description(resp: Mapping[str, Any]) -> QuorumDescription:
-    hw = resp["high_watermark"]
-
-    def replica(r: Mapping[str, Any]) -> QuorumReplica:
-        leo = r["log_end_offset"]
-        return QuorumReplica(r["replica_id"], leo, max(0, hw - leo), r["last_contact_ms"])
-
-    return QuorumDescription(
-        resp["leader_id"],
-        resp["leader_epoch"],
-        hw,
-        [replica(r) for r in resp["voters"]],
-        [replica(r) for r in resp["observers"]],
-    )
 
 
 class Admin:
@@ -145,7 +95,7 @@ class Admin:
     async def __aenter__(self) -> Admin:
         return self
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     async def close(self) -> None:
@@ -357,8 +307,8 @@ class Admin:
                 raise error_for_code(code)(f"topic {name!r}")
             raise UnknownTopicOrPartitionError(f"topic {name!r}")
         tps = [TopicPartition(name, p.partition) for p in parts if p.leader >= 0]
-        start = await self._offsets.list_offsets({tp: -2 for tp in tps}) if tps else {}
-        end = await self._offsets.list_offsets({tp: -1 for tp in tps}) if tps else {}
+        start = await self._offsets.list_offsets(dict.fromkeys(tps, -2)) if tps else {}
+        end = await self._offsets.list_offsets(dict.fromkeys(tps, -1)) if tps else {}
         return TopicDescription(
             name,
             [
@@ -517,64 +467,6 @@ class Admin:
             ],
         )
 
-    async def describe_quorum(self, *, timeout_ms: int | None = None) -> QuorumDescription:
-        """The metadata quorum (bootstrap = a controller, or a combined server): leader, term,
-        high watermark, each voter's and observer's log end offset and lag. Asked of the
-        leader (following the `leader_endpoint` a follower names); while no leader is known
-        (an election) it asks again with back-off until `timeout_ms` (default
-        request.timeout.ms), then raises GregorTimeoutError."""
-        self._check_open()
-        timeout = self._timeout(timeout_ms)
-        deadline = time.monotonic() + timeout / 1000
-        delay = self.config.retry_backoff_ms / 1000
-        last = "no answer"
-        while True:
-            remaining_ms = max(1, int((deadline - time.monotonic()) * 1000))
-            try:
-                resp = await self._cluster.send_any(
-                    ApiKey.DESCRIBE_QUORUM, {}, timeout_ms=remaining_ms
-                )
-                if resp["error_code"]:
-                    raise error_for_code(resp["error_code"])("DescribeQuorum")
-                endpoint = resp.get("leader_endpoint")
-                if resp["role"] != "leader" and endpoint:
-                    resp = await self._ask_quorum_at(endpoint, remaining_ms)
-                if resp["role"] == "leader":
-                    return _quorum_description(resp)
-                last = f"node {resp['node_id']} is {resp['role']}, leader {resp['leader_id']}"
-            except (ConnectionFailedError, GregorTimeoutError) as exc:
-                last = str(exc)
-            if time.monotonic() + delay > deadline:
-                raise GregorTimeoutError(
-                    f"DescribeQuorum: no quorum leader answered within {timeout} ms ({last})"
-                )
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 1.0)
-
-    async def _ask_quorum_at(self, endpoint: str, timeout_ms: int) -> dict:
-        """DescribeQuorum to `endpoint` ("host:port") on a connection opened for it."""
-        host, _, port = endpoint.rpartition(":")
-        cfg = self.config
-        conn = BrokerConnection(
-            host.strip("[]"),
-            int(port),
-            client_id=cfg.client_id,
-            request_timeout_ms=cfg.request_timeout_ms,
-            connect_timeout_ms=cfg.socket_connection_setup_timeout_ms,
-            max_frame_bytes=cfg.max_response_bytes,
-            # a controller's listener is PLAINTEXT or SSL (never SASL): TLS if the client has it
-            ssl=getattr(cfg, "ssl_context", None),
-        )
-        try:
-            await conn.connect()
-            resp = await conn.request(ApiKey.DESCRIBE_QUORUM, {}, timeout_ms=timeout_ms)
-        finally:
-            conn.close()
-        assert resp is not None
-        if resp["error_code"]:
-            raise error_for_code(resp["error_code"])(f"DescribeQuorum to {endpoint}")
-        return resp
-
     async def list_offsets(self, query: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         """{tp: -2 (earliest) | -1 (latest = high watermark) | timestamp ms} -> {tp: offset}
         (-1 when no record has a timestamp >= the one asked)."""
@@ -626,6 +518,17 @@ class Admin:
         t = self._timeout(timeout_ms)
         return await admin_reassign.describe_log_dirs(self._cluster, brokers, t)
 
+    async def describe_quorum(self, *, timeout_ms: int | None = None) -> QuorumDescription:
+        """The metadata quorum (bootstrap = a controller, or a combined server): leader, term,
+        high watermark, each voter's and observer's log end offset and lag. Asked of the
+        leader (following the `leader_endpoint` a follower names); while no leader is known
+        (an election) it asks again with back-off until `timeout_ms` (default
+        request.timeout.ms), then raises GregorTimeoutError (client/aio/admin_quorum.py)."""
+        self._check_open()
+        return await admin_quorum.describe_quorum(
+            self._cluster, self.config, self._timeout(timeout_ms)
+        )
+
     async def incremental_alter_configs(
         self,
         changes: Mapping[tuple[str, str], Mapping[str, Any]],
@@ -637,35 +540,11 @@ class Admin:
         value of None deleting the key (back to its default). All resources go in one request;
         raises the first resource's error (UnknownTopicOrPartitionError, InvalidConfigError
         naming the key, ...). Answered once the controller committed the change; topic changes
-        reach the live logs without a restart."""
+        reach the live logs without a restart (client/aio/admin_configs.py)."""
         self._check_open()
-        resources = []
-        for (kind, name), configs in changes.items():
-            if kind not in ("topic", "broker"):
-                raise ConfigError(f"resource kind {kind!r}: expected 'topic' or 'broker'")
-            resources.append(
-                {
-                    "resource_type": RESOURCE_TOPIC if kind == "topic" else RESOURCE_BROKER,
-                    "resource_name": str(name),
-                    "configs": [
-                        {
-                            "name": k,
-                            "config_operation": 1 if v is None else 0,
-                            "value": None if v is None else _config_text(v),
-                        }
-                        for k, v in configs.items()
-                    ],
-                }
-            )
-        timeout = self._timeout(timeout_ms)
-        resp = await self._cluster.send_any(
-            ApiKey.INCREMENTAL_ALTER_CONFIGS,
-            {"resources": resources, "validate_only": validate_only},
-            timeout_ms=timeout,
+        await admin_configs.incremental_alter_configs(
+            self._cluster, changes, validate_only, self._timeout(timeout_ms)
         )
-        for r in resp["responses"]:
-            if r["error_code"]:
-                raise error_for_code(r["error_code"])(r["error_message"] or r["resource_name"])
 
     async def describe_configs(
         self,
@@ -675,25 +554,4 @@ class Admin:
     ) -> dict[tuple[str, str], dict[str, ConfigEntry]]:
         """{("topic", name) | ("broker", id): {key: ConfigEntry}}."""
         self._check_open()
-        ks = None if keys is None else list(keys)
-        resources = [
-            {"resource_type": RESOURCE_TOPIC, "resource_name": t, "configuration_keys": ks}
-            for t in topics
-        ]
-        resources += [
-            {"resource_type": RESOURCE_BROKER, "resource_name": str(b), "configuration_keys": ks}
-            for b in brokers
-        ]
-        resp = await self._cluster.send_any(ApiKey.DESCRIBE_CONFIGS, {"resources": resources})
-        out: dict[tuple[str, str], dict[str, ConfigEntry]] = {}
-        for r in resp["results"]:
-            if r["error_code"]:
-                raise error_for_code(r["error_code"])(r["error_message"] or r["resource_name"])
-            kind = "topic" if r["resource_type"] == RESOURCE_TOPIC else "broker"
-            out[(kind, r["resource_name"])] = {
-                c["name"]: ConfigEntry(
-                    c["name"], c["value"], c["read_only"], c["is_default"], c["is_sensitive"]
-                )
-                for c in r["configs"]
-            }
-        return out
+        return await admin_configs.describe_configs(self._cluster, topics, brokers, keys)

@@ -151,7 +151,7 @@ async def describe_group(
             list(m["subscribed_topic_names"]),
             _tps(m["assignment"]),
             _tps(m["target_assignment"]),
-        )  # fmt: skip
+        )
         for m in g["members"]
     ]
     owner = {tp: m.member_id for m in members for tp in m.assignment}
@@ -162,7 +162,7 @@ async def describe_group(
         if p["committed_offset"] >= 0
     }
     tps = sorted(set(committed) | set(owner))
-    ends = await offsets.list_offsets({tp: -1 for tp in tps}) if tps else {}
+    ends = await offsets.list_offsets(dict.fromkeys(tps, -1)) if tps else {}
     partitions = []
     for tp in tps:
         end = ends[tp][0]
@@ -175,7 +175,7 @@ async def describe_group(
                 end,
                 None if c is None else max(0, end - c),
                 owner.get(tp),
-            )  # fmt: skip
+            )
         )
     return GroupDescription(
         group_id, g["group_state"], g["group_epoch"], g["assignment_epoch"], g["assignor_name"],

@@ -67,7 +67,7 @@ class Consumer:
         await self.start()
         return self
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     async def close(self) -> None:
@@ -342,7 +342,7 @@ class Consumer:
         targets = [TopicPartition(*tp) for tp in tps] or list(self._fetcher.states)
         for tp in targets:
             self._check_assigned(tp)
-        got = await self._fetcher.list_offsets({tp: ts for tp in targets})
+        got = await self._fetcher.list_offsets(dict.fromkeys(targets, ts))
         for tp, (offset, _ts) in got.items():
             self._fetcher.seek(tp, offset)
 

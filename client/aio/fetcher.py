@@ -245,7 +245,7 @@ class Fetcher:
                 f"no position for {need[0].topic}-{need[0].partition} and auto.offset.reset=none"
             )
         ts = -2 if policy == "earliest" else -1
-        got = await self.list_offsets({tp: ts for tp in need})
+        got = await self.list_offsets(dict.fromkeys(need, ts))
         for tp, (offset, _ts) in got.items():
             st = self.states.get(tp)
             if st is not None and st.needs_reset:

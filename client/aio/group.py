@@ -207,7 +207,7 @@ class GroupMember:
     async def _send(self, node: int, api_key: int, body: dict) -> dict:
         """To the coordinator over the client's coordinator connection (not behind fetches)."""
         conn = await self.cluster.coordinator_connection(node)
-        return await conn.request(api_key, body)  # type: ignore[return-value]
+        return await conn.request(api_key, body)
 
     async def _heartbeat_once(self) -> None:
         node = await self._find_coordinator()
@@ -329,8 +329,7 @@ class GroupMember:
         policy = self.config.auto_offset_reset
         if not reset or policy == "none":
             return  # (none: poll() raises for the partitions without a position)
-        got = await self.fetcher.list_offsets({tp: (-2 if policy == "earliest" else -1)
-                                               for tp in reset})  # fmt: skip
+        got = await self.fetcher.list_offsets(dict.fromkeys(reset, -2 if policy == "earliest" else -1))  # fmt: skip
         for tp, (off, _ts) in got.items():
             self.fetcher.seek(tp, off)
             log.info(
@@ -478,7 +477,7 @@ class GroupMember:
                 await asyncio.sleep(self.config.retry_backoff_ms / 1000)
                 continue
             self.retry_log.succeeded("offset_fetch")
-            out: dict[TopicPartition, int | None] = {tp: None for tp in tps}
+            out: dict[TopicPartition, int | None] = dict.fromkeys(tps)
             for t in resp["topics"]:
                 for p in t["partitions"]:
                     off = p["committed_offset"]

@@ -125,7 +125,7 @@ class Producer:
         await self.start()
         return self
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     async def close(self, timeout: float | None = None) -> None:

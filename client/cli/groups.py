@@ -107,7 +107,7 @@ def _describe(args: argparse.Namespace) -> int:
             _dash(p.lag),
             p.member_id or "-",
             hosts.get(p.member_id or "") or "-",
-        )  # fmt: skip
+        )
         for p in d.partitions
     ]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]

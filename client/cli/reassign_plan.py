@@ -49,7 +49,7 @@ def generate(
                 " were given"
             )
     after: Assignment = {tp: list(rs) for tp, rs in current.items()}
-    load = {b: 0 for b in brokers}
+    load = dict.fromkeys(brokers, 0)
     for rs in after.values():
         for r in rs:
             if r in load:

@@ -364,11 +364,11 @@ def parse_override_args(items: list[str] | tuple[str, ...]) -> dict[str, str]:
 
 
 __all__ = [
-    "parse_override_args",
     "RESERVED_ENV",
     "Config",
     "attr_name",
     "client_config",
     "load_config",
+    "parse_override_args",
     "read_yaml",
 ]

@@ -24,15 +24,15 @@ from client.protocol.schema import API_SPECS, ApiSpec
 
 __all__ = [
     "API_SPECS",
+    "DEFAULT_MAX_FRAME_BYTES",
+    "VECTORED_MIN_BYTES",
     "ApiKey",
     "ApiSpec",
     "BinParts",
-    "DEFAULT_MAX_FRAME_BYTES",
     "ErrorCode",
     "FrameDecoder",
     "FrameTooLargeError",
     "MalformedFrameError",
-    "VECTORED_MIN_BYTES",
     "decode_request",
     "decode_response",
     "encode_request",

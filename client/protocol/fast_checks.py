@@ -16,13 +16,14 @@ from collections.abc import Callable
 from typing import Any
 
 from client.protocol.api_keys import ApiKey
+from client.protocol.body import Body
 
 _I16 = 1 << 15
 _I32 = 1 << 31
 _I64 = 1 << 63
 
 
-def produce_response(raw: Any) -> dict | None:
+def produce_response(raw: Any) -> Body | None:
     """`raw` if it is a complete, valid Produce response (any version so far), else None."""
     if type(raw) is not dict or len(raw) != 2:
         return None
@@ -63,6 +64,6 @@ def produce_response(raw: Any) -> dict | None:
 
 
 # api key -> check of its response body (any version): the body as it is, or None
-RESPONSE_FAST_CHECKS: dict[int, Callable[[Any], dict | None]] = {
+RESPONSE_FAST_CHECKS: dict[int, Callable[[Any], Body | None]] = {
     ApiKey.PRODUCE: produce_response,
 }

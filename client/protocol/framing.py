@@ -15,10 +15,12 @@ configured maximum (docs/architecture.md §3): an oversized prefix raises FrameT
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 
 import msgpack
 
 from client.errors import InvalidRequestError
+from client.protocol.body import Body
 from client.protocol.views import unpack_produce_views
 
 LENGTH = struct.Struct(">I")
@@ -79,7 +81,7 @@ class FrameDecoder:
 
 
 def encode_request(
-    api_key: int, api_version: int, correlation_id: int, client_id: str | None, body: dict
+    api_key: int, api_version: int, correlation_id: int, client_id: str | None, body: Body
 ) -> bytes:
     """A whole request frame (length prefix included)."""
     payload = msgpack.packb(
@@ -88,7 +90,7 @@ def encode_request(
     return LENGTH.pack(len(payload)) + payload
 
 
-class BinParts(tuple):
+class BinParts(tuple[bytes | bytearray | memoryview, ...]):
     """Buffers that go on the wire as ONE msgpack bin (their concatenation), e.g. a partition's
     record batches in a Produce request. Only encode_request_parts knows it; the buffers are
     referenced by the frame's parts, never joined."""
@@ -107,7 +109,7 @@ def encode_request_parts(
     api_version: int,
     correlation_id: int,
     client_id: str | None,
-    body: dict,
+    body: Body,
     min_bytes: int = VECTORED_MIN_BYTES,
 ) -> list[bytes | bytearray | memoryview]:
     """The frame of encode_request as a list of buffers (for `transport.writelines`) whose
@@ -138,7 +140,7 @@ def encode_request_parts(
         else:
             packer.pack(v)
 
-    def bin_parts(bufs: list, n: int) -> None:
+    def bin_parts(bufs: Sequence[bytes | bytearray | memoryview], n: int) -> None:
         if n <= 0xFF:
             head = bytes((0xC4, n))
         elif n <= _BIN16_MAX:
@@ -161,7 +163,7 @@ def encode_request_parts(
     return parts
 
 
-def encode_response(correlation_id: int, body: dict) -> bytes:
+def encode_response(correlation_id: int, body: Body) -> bytes:
     """A whole response frame (length prefix included)."""
     payload = msgpack.packb([correlation_id, body], use_bin_type=True)
     return LENGTH.pack(len(payload)) + payload
@@ -174,7 +176,7 @@ def _unpack(payload: bytes | bytearray) -> object:
         raise MalformedFrameError(f"payload is not valid msgpack: {exc}") from None
 
 
-def decode_request(payload: bytes | bytearray) -> tuple[int, int, int, str | None, dict]:
+def decode_request(payload: bytes | bytearray) -> tuple[int, int, int, str | None, Body]:
     """Split a request payload into (api_key, api_version, correlation_id, client_id, body).
 
     Raises MalformedFrameError when the payload is not a request-shaped msgpack array.
@@ -199,7 +201,7 @@ def decode_request(payload: bytes | bytearray) -> tuple[int, int, int, str | Non
     return api_key, api_version, correlation_id, client_id, body
 
 
-def decode_response(payload: bytes | bytearray) -> tuple[int, dict]:
+def decode_response(payload: bytes | bytearray) -> tuple[int, Body]:
     obj = _unpack(payload)
     if not isinstance(obj, list) or len(obj) != 2 or type(obj[0]) is not int:
         raise MalformedFrameError("response payload must be a [correlation_id, body] array")

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from client.errors import InvalidRequestError
+from client.protocol.body import Body
 
 _REQUIRED = object()
 _MISSING = object()
@@ -217,7 +218,7 @@ class Array(Type):
         return [self.of.example()]
 
 
-def _first_bad(item_check: Checker, items: list) -> int:
+def _first_bad(item_check: Checker, items: list[Any]) -> int:
     """The index of the first item that fails (called only once one has failed)."""
     for i, item in enumerate(items):
         try:
@@ -252,7 +253,7 @@ class Struct(Type):
             if f.since <= version
         )
 
-        def check_struct(v: Any) -> dict:
+        def check_struct(v: Any) -> Body:
             if type(v) is not dict:
                 raise _type_error("map", v)
             out = {}
@@ -289,12 +290,12 @@ class ApiSpec:
     max_version: int = 0
     doc: str = ""
     internal: bool = False  # controller-internal APIs (keys >= 1000)
-    extra: dict = field(default_factory=dict)
+    extra: Body = field(default_factory=dict)
 
-    def check_request(self, body: Any, version: int) -> dict:
+    def check_request(self, body: Any, version: int) -> Body:
         return self.request.check(body, version)
 
-    def check_response(self, body: Any, version: int) -> dict:
+    def check_response(self, body: Any, version: int) -> Body:
         return self.response.check(body, version)
 
 

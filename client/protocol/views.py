@@ -51,7 +51,7 @@ class _Unsupported(Exception):
     """Outside the subset, or malformed: let msgpack decide."""
 
 
-def unpack_produce_views(payload: bytearray, min_bin: int = MIN_BIN) -> list | None:
+def unpack_produce_views(payload: bytearray, min_bin: int = MIN_BIN) -> list[Any] | None:
     """The request array of a Produce payload with bins of >= min_bin bytes as memoryviews of
     `payload`; None when it is anything else (the caller then uses msgpack)."""
     if len(payload) < 2 or payload[0] != 0x95 or payload[1] != 0x00:  # [0, ...: Produce
@@ -149,15 +149,15 @@ class _Reader:
         start = self._take(n)
         return str(self.view[start : start + n], "utf-8")
 
-    def _array(self, n: int, depth: int) -> list:
+    def _array(self, n: int, depth: int) -> list[Any]:
         if n > len(self.buf) - self.pos:  # each item takes >= 1 byte
             raise _Unsupported("array longer than the payload")
         return [self.read(depth + 1) for _ in range(n)]
 
-    def _map(self, n: int, depth: int) -> dict:
+    def _map(self, n: int, depth: int) -> dict[str | int, Any]:
         if 2 * n > len(self.buf) - self.pos:
             raise _Unsupported("map longer than the payload")
-        out: dict = {}
+        out: dict[str | int, Any] = {}
         for _ in range(n):
             k = self.read(depth + 1)
             if type(k) is not str and type(k) is not int:

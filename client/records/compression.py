@@ -43,7 +43,7 @@ _BY_NAME.update(CODEC_IDS)
 def codec_id(compression: str | int | None) -> int:
     """'none'/None/'gzip'/'lz4'/'zstd' (or a known id) → codec id; ValueError otherwise."""
     if type(compression) is str or compression is None:
-        found = _BY_NAME.get(compression)  # type: ignore[arg-type]
+        found = _BY_NAME.get(compression)
         if found is not None:
             return found  # (called once per batch built)
     if compression is None:

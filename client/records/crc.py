@@ -15,7 +15,7 @@ import logging
 import sys
 from typing import Any
 
-import crcmod.crcmod  # noqa: F401  (the implementation module, which records the flag)
+import crcmod.crcmod
 import crcmod.predefined
 
 from client.records.extensions import optional_extension
@@ -44,7 +44,7 @@ if _google_c:
     _extend = _google_crc32c.extend
     _hw = _hw_crc32c
 
-    def crc32c(data: bytes | bytearray | memoryview, crc: int = 0) -> int:  # type: ignore[misc]
+    def crc32c(data: bytes | bytearray | memoryview, crc: int = 0) -> int:
         # extend() takes only bytes objects, where it is ~2x our SSE4.2 loop; anything else
         # (a batch sliced out of a request or a fetch answer) goes to our loop, which reads
         # it in place, or is copied to bytes when the extension is missing.

@@ -26,6 +26,7 @@ patches offsets without decoding records.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from typing import NamedTuple
 
 from client.errors import CorruptRecordError
@@ -169,7 +170,9 @@ def set_partition_leader_epoch(buf: bytearray | memoryview, epoch: int, pos: int
     _EPOCH.pack_into(buf, pos + 12, epoch)
 
 
-def iter_headers(buf: bytes | bytearray | memoryview, check_crc: bool = False):
+def iter_headers(
+    buf: bytes | bytearray | memoryview, check_crc: bool = False
+) -> Iterator[tuple[int, BatchHeader]]:
     """Yield (position, header) for each whole batch in `buf`; stops at a partial tail."""
     pos = 0
     n = len(buf)

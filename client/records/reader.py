@@ -65,7 +65,7 @@ def _unpack(section: Any, pos: int) -> Any:
         ) from exc
 
 
-def _rows(h: BatchHeader, section: Any, pos: int) -> tuple:
+def _rows(h: BatchHeader, section: Any, pos: int) -> tuple[Any, ...]:
     rows = _unpack(section, pos)
     if type(rows) is not tuple:
         raise CorruptRecordError(
@@ -89,7 +89,7 @@ def _malformed(pos: int, exc: Exception) -> Exception:
 _KEY_TYPES = frozenset((bytes, str, type(None)))
 
 
-def _check_types(rows: tuple, pos: int) -> None:
+def _check_types(rows: tuple[Any, ...], pos: int) -> None:
     """The types the C decoder insists on (the Python path runs when it declines a section,
     or without the extension): int deltas, keys and values bytes, str (a batch built from str)
     or None, headers ((str, bytes | None), ...). Without the CRC check a flipped byte can give
@@ -114,8 +114,8 @@ def _check_types(rows: tuple, pos: int) -> None:
 
 
 def _c_rows(
-    h: BatchHeader, section: Any, record_type: type, prefix: tuple, no_headers: Any
-) -> list | None:
+    h: BatchHeader, section: Any, record_type: type, prefix: tuple[Any, ...], no_headers: Any
+) -> list[Any] | None:
     """The batch's records from the C decoder; None when it is not in use or declines the
     section (the caller then runs the Python path)."""
     if _c_decode_rows is None:
@@ -249,11 +249,11 @@ def decode_partition_records(
 
 
 def _decode_all(
-    buf: Buffer, check_crc: bool, batch: Callable[[BatchHeader, Any, int], list]
-) -> list:
+    buf: Buffer, check_crc: bool, batch: Callable[[BatchHeader, Any, int], list[Any]]
+) -> list[Any]:
     """`batch(header, records section, position)` for every whole batch of `buf`,
     concatenated."""
-    out: list = []
+    out: list[Any] = []
     pos = 0
     for h, mv in iter_batches(buf, check_crc):
         out += batch(h, decompress(h.compression, mv[HEADER_SIZE:]), pos)

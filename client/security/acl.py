@@ -175,7 +175,7 @@ class AclBindingFilter:
             (self.operation, AclOperation),
             (self.permission_type, AclPermissionType),
         ):
-            if value == enum.UNKNOWN:  # type: ignore[attr-defined]
+            if value == enum.UNKNOWN:
                 return f"{enum.__name__} UNKNOWN cannot be matched"
         if self.pattern_type == PatternType.MATCH and self.resource_name is None:
             return "pattern type MATCH needs a resource name"

@@ -4,6 +4,8 @@ by the Admin client, the broker and the controller. Pure: any thread."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from client.security.acl import (
     AclBinding,
     AclBindingFilter,
@@ -15,7 +17,7 @@ from client.security.acl import (
 )
 
 
-def binding_from_wire(c: dict) -> AclBinding:
+def binding_from_wire(c: dict[str, Any]) -> AclBinding:
     """A CreateAcls creation (Kafka's field names, snake_case) as a binding; ValueError."""
     return AclBinding(
         parse_enum(ResourceType, c["resource_type"], "resource type"),
@@ -28,7 +30,7 @@ def binding_from_wire(c: dict) -> AclBinding:
     )
 
 
-def filter_from_wire(f: dict) -> AclBindingFilter:
+def filter_from_wire(f: dict[str, Any]) -> AclBindingFilter:
     """A DescribeAcls request or DeleteAcls filter as an AclBindingFilter; ValueError."""
     return AclBindingFilter(
         parse_enum(ResourceType, f["resource_type_filter"], "resource type"),
@@ -41,7 +43,7 @@ def filter_from_wire(f: dict) -> AclBindingFilter:
     )
 
 
-def binding_to_wire(b: AclBinding) -> dict:
+def binding_to_wire(b: AclBinding) -> dict[str, Any]:
     return {
         "resource_type": int(b.resource_type),
         "resource_name": b.resource_name,
@@ -53,7 +55,7 @@ def binding_to_wire(b: AclBinding) -> dict:
     }
 
 
-def filter_to_wire(f: AclBindingFilter) -> dict:
+def filter_to_wire(f: AclBindingFilter) -> dict[str, Any]:
     return {
         "resource_type_filter": int(f.resource_type),
         "resource_name_filter": f.resource_name,
@@ -65,7 +67,7 @@ def filter_to_wire(f: AclBindingFilter) -> dict:
     }
 
 
-def binding_to_creation(b: AclBinding) -> dict:
+def binding_to_creation(b: AclBinding) -> dict[str, Any]:
     w = binding_to_wire(b)
     w["resource_pattern_type"] = w.pop("pattern_type")
     return w

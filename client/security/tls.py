@@ -154,7 +154,7 @@ class ReloadableContext:
             self.reloads += 1
 
 
-def principal_from_cert(cert: dict | None) -> str:
+def principal_from_cert(cert: dict[str, Any] | None) -> str:
     """`User:CN=...,OU=...,O=...` from `SSLObject.getpeercert()` (the subject in RFC 2253
     order, most specific first, as Kafka's default ssl.principal.mapping.rules give it);
     `User:ANONYMOUS` when the peer sent no certificate."""

@@ -39,7 +39,7 @@ class GregorSparkError(GregorError):
 
     _lead: GregorSparkError | None = None
 
-    @property  # type: ignore[override]
+    @property
     def __cause__(self) -> BaseException | None:
         return self._lead
 

@@ -248,7 +248,7 @@ class Planner:
             return out
         # timestamps
         if spec.kind == "timestamp":
-            query = {tp: spec.timestamp for tp in state}
+            query = dict.fromkeys(state, spec.timestamp)
         else:
             query = {tp: ts for tp, ts in spec.as_dict().items() if tp in state}
         from client import TopicPartition

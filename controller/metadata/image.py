@@ -154,7 +154,7 @@ class MetadataImage:
         ]
 
     # -- comparison ----------------------------------------------------------------------------
-    def _key(self) -> tuple:
+    def _key(self) -> tuple[Any, ...]:
         return (
             self.offset,
             dict(self.brokers),

@@ -319,7 +319,7 @@ def _endpoints(cls: type, name: str, v: Any) -> tuple[tuple[str, str, int], ...]
     return tuple((e[0], e[1], e[2]) for e in v)
 
 
-_FIELDS: dict[type, tuple[dataclasses.Field, ...]] = {
+_FIELDS: dict[type, tuple[dataclasses.Field[Any], ...]] = {
     cls: dataclasses.fields(cls) for cls in RECORD_TYPES.values()
 }
 

@@ -51,8 +51,8 @@ class ClusterControlManager(ControlManager):
         """After a load: every registered broker counts as just heard from (and registered at
         the image's offset); nobody is shutting down."""
         now = self.clock()
-        self._last_heartbeat_ms = {b: now for b in self.image.brokers}
-        self._registered_at = {b: self.image.offset for b in self.image.brokers}
+        self._last_heartbeat_ms = dict.fromkeys(self.image.brokers, now)
+        self._registered_at = dict.fromkeys(self.image.brokers, self.image.offset)
         self._shutting_down.clear()
         self._failed.clear()
         self._cannot_create.clear()

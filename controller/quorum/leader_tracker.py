@@ -31,7 +31,7 @@ class LeaderTracker:
     def target(self) -> tuple[int, tuple[str, int]]:
         with self._lock:
             if self.leader in self.voters:
-                return self.leader, self.voters[self.leader]  # type: ignore[index]
+                return self.leader, self.voters[self.leader]
             ids = sorted(self.voters)
             nid = ids[self._next % len(ids)]
             self._next += 1

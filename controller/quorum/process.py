@@ -25,6 +25,7 @@ import logging
 import os
 import random
 import time
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import msgpack
@@ -40,15 +41,13 @@ from client.protocol.api_keys import ApiKey
 from client.protocol.apis.admin import group_election_results
 from client.protocol.apis.reassignments import flatten_topic_partitions
 from client.protocol.schema import API_SPECS
-from client.security.protocols import controller_protocol
-from client.security.tls import ReloadableContext, TlsSettings
+from client.security.tls import ReloadableContext
 from controller.metadata.delta import MetadataDelta
 from controller.metadata.image import MetadataImage
 from controller.metrics import (
     MetricsServer,
     QuorumCollector,
     QuorumMetrics,
-    metrics_address,
     new_registry,
     quorum_ready,
 )
@@ -56,11 +55,12 @@ from controller.quorum.cluster_id import LocalClusterId
 from controller.quorum.combined import describe_quorum_body
 from controller.quorum.controller import QuorumController
 from controller.quorum.loader import MetadataLoader
-from controller.quorum.membership_service import MembershipService, own_address
-from controller.quorum.network import ControllerServer, PeerTransport, parse_voters
+from controller.quorum.membership_service import MembershipService
+from controller.quorum.network import ControllerServer, PeerTransport
 from controller.quorum.raft_log import RaftMetadataLog
 from controller.quorum.runner import ControllerCall, ControllerThread
 from controller.quorum.snapshotter import BackgroundSnapshotter
+from controller.quorum.voter_settings import VoterSettings
 from controller.raft.state import Role
 from controller.results import (
     AlterPartitionResult,
@@ -81,26 +81,24 @@ MAX_OBSERVERS = 1024  # fetching observers remembered for DescribeQuorum (oldest
 
 
 class ControllerProcess:
-    def __init__(self, config: Any, on_fatal: Any = None) -> None:
+    def __init__(
+        self, config: Any, on_fatal: Callable[[BaseException], None] | None = None
+    ) -> None:
         """`on_fatal(exc)` is called (on the controller thread) when the Raft storage fails; the
         voter has stopped taking part and the owner should exit."""
-        self.config = config
+        self.config = config  # QuorumController reads its own keys (ControllerSettings, SCRAM)
+        self.settings = VoterSettings.from_config(config)
         self.on_fatal = on_fatal
-        self.node_id = int(config.node_id)
-        self.voters = parse_voters(config.controller_quorum_voters)
-        self.host, self.port = own_address(
-            self.node_id, self.voters, getattr(config, "controller_quorum_listener", None)
-        )
-        self.data_dir = os.path.abspath(config.metadata_log_dir)
+        self.node_id = self.settings.node_id
+        self.voters = self.settings.voters
+        self.host, self.port = self.settings.address
+        self.data_dir = self.settings.metadata_log_dir
         # this voter's own cluster id (cluster.id, or <metadata.log.dir>/cluster.id);
         # InconsistentClusterIdError when the two differ
-        self.own_cluster_id = LocalClusterId(self.data_dir, getattr(config, "cluster_id", None))
+        self.own_cluster_id = LocalClusterId(self.data_dir, self.settings.cluster_id)
         self._foreign_ids: set[str] = set()  # ids of refused Raft messages (logged once each)
-        election_ms = int(getattr(config, "controller_quorum_election_timeout_ms", 1000) or 1000)
-        self._election_ticks = max(2, election_ms // TICK_MS)
-        self._snapshot_every = int(
-            getattr(config, "metadata_log_max_records_between_snapshots", 10_000) or 0
-        )
+        self._election_ticks = max(2, self.settings.election_timeout_ms // TICK_MS)
+        self._snapshot_every = self.settings.max_records_between_snapshots
         self.log: RaftMetadataLog | None = None
         self.controller: QuorumController | None = None
         self.runner: ControllerThread | None = None
@@ -110,16 +108,15 @@ class ControllerProcess:
         self.membership: MembershipService | None = None
         self.snapshotter: BackgroundSnapshotter | None = None
         self._dir_lock: DirectoryLock | None = None
-        self._metrics_address = metrics_address(config)  # ValueError: not http://HOST:PORT
+        self._metrics_address = self.settings.metrics_address
         self.metrics: MetricsServer | None = None  # while metrics.listener is set
         # TLS on the controllers' listener (controller.listener.names mapped to SSL): the
         # context served and the one used to reach the other voters (ConfigError: bad files)
         self.tls_server: ReloadableContext | None = None
         self.tls_client: ReloadableContext | None = None
-        if controller_protocol(config) == "SSL":
-            settings = TlsSettings.from_config(config)
-            self.tls_server = ReloadableContext(settings, server=True)
-            self.tls_client = ReloadableContext(settings, server=False)
+        if self.settings.tls is not None:
+            self.tls_server = ReloadableContext(self.settings.tls, server=True)
+            self.tls_client = ReloadableContext(self.settings.tls, server=False)
         # replica id -> (next offset it asked for, time.monotonic() of the fetch); loop thread
         self._observers: dict[int, tuple[int, float]] = {}
 

@@ -71,7 +71,7 @@ def _remove_from(
         return None
     isr = tuple(b for b in reg.isr if b != broker_id) or reg.isr
     leader = reg.leader
-    if leader == broker_id or leader == NO_LEADER:
+    if leader in (broker_id, NO_LEADER):
         leader, isr = choose_leader(reg, isr, live - {broker_id}, unclean)
     return _change(topic_id, p, reg, leader, isr)
 

@@ -158,7 +158,7 @@ class ScramControlManager(ControlManager):
         out: list = []
         results: list[ScramCredentialResult] = []
         for user in order:
-            code, message = errors.get(user, (0, None))  # type: ignore[assignment]
+            code, message = errors.get(user, (0, None))
             if not code:
                 out += records.get(user, [])
             results.append({"user": user, "error_code": code, "error_message": message})

@@ -79,7 +79,7 @@ def check_capacity(rf: int, usable: int, cannot_create: dict[int, str]) -> None:
     INVALID_REPLICATION_FACTOR, naming each skipped broker and its reason, when too few are
     left (as Kafka answers when too few brokers are registered). Nothing to say otherwise:
     `assign_replicas` checks `rf` against the brokers it is given."""
-    if 0 < rf and usable < rf and cannot_create:
+    if rf > 0 and usable < rf and cannot_create:
         why = "; ".join(f"broker {b}: {r}" for b, r in sorted(cannot_create.items()))
         raise InvalidReplicationFactorError(
             f"replication factor {rf} larger than the {usable} live brokers that can take new"

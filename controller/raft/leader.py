@@ -242,9 +242,9 @@ class LeaderMixin:
             return
         if not pr.maybe_update(m.match_index):
             return
-        if pr.state is ProgressState.PROBE:
-            pr.become_replicate()
-        elif pr.state is ProgressState.SNAPSHOT and pr.match >= pr.pending_snapshot:
+        if pr.state is ProgressState.PROBE or (
+            pr.state is ProgressState.SNAPSHOT and pr.match >= pr.pending_snapshot
+        ):
             pr.become_replicate()
         if self._maybe_commit():
             self._bcast_append()

@@ -22,9 +22,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from broker.log import Log, LogConfig  # noqa: E402
-from broker.log.cleaner import Cleaner  # noqa: E402
-from client.records import build_batch  # noqa: E402
+from broker.log import Log, LogConfig
+from broker.log.cleaner import Cleaner
+from client.records import build_batch
 
 
 def _fill(log: Log, total: int, keys: int, value_bytes: int, batch: int) -> int:

@@ -30,7 +30,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.dirname(__file__))
 
-from _server import start_server, stop_server  # noqa: E402
+from _server import start_server, stop_server
 
 
 def _free_port() -> int:

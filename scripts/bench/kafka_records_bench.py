@@ -55,7 +55,7 @@ def main() -> None:
                 ],
                 base_offset=b * args.batch,
                 compression=codec,
-            )  # fmt: skip
+            )
             for b in range(n_batches)
         ]
         kafka = [to_kafka(g) for g in gregor]

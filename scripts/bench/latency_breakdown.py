@@ -25,6 +25,7 @@ untraced round trip of produce_bench.py a little.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import shutil
@@ -132,7 +133,7 @@ def stages(stamps: list, points: list, first: str, skip: int) -> dict:
             reqs[-1][name] = ns
     whole = [r for r in reqs if all(n in r for n in names)][skip:]
     out: dict = {"requests": len(whole)}
-    for a, b in zip(names, names[1:], strict=False):
+    for a, b in itertools.pairwise(names):
         out[f"{a} -> {b}"] = _pct([(r[b] - r[a]) / 1000 for r in whole])
     out[f"{names[0]} -> {names[-1]}"] = _pct([(r[names[-1]] - r[names[0]]) / 1000 for r in whole])
     return out

@@ -42,14 +42,14 @@ from statistics import median
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import msgpack  # noqa: E402
-import records_bench  # noqa: E402
+import msgpack
+import records_bench
 
-import client.records.crc as crc  # noqa: E402
-import client.records.header as header  # noqa: E402
-from broker.log import Flusher, Log, LogConfig  # noqa: E402
-from client.records.crc import require_c_extension  # noqa: E402
-from client.records.header import CRC_START, HEADER, HEADER_SIZE, LOG_OVERHEAD  # noqa: E402
+import client.records.crc as crc
+import client.records.header as header
+from broker.log import Flusher, Log, LogConfig
+from client.records.crc import require_c_extension
+from client.records.header import CRC_START, HEADER, HEADER_SIZE, LOG_OVERHEAD
 
 
 def make_batch(size: int) -> bytes:

@@ -41,9 +41,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from client.protocol.api_keys import ApiKey  # noqa: E402
-from controller.quorum import LocalMetadataLog, QuorumController  # noqa: E402
-from controller.quorum.network import request  # noqa: E402
+from client.protocol.api_keys import ApiKey
+from controller.quorum import LocalMetadataLog, QuorumController
+from controller.quorum.network import request
 
 HOST = "127.0.0.1"
 

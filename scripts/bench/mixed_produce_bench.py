@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _server import start_server, stop_server  # noqa: E402
+from _server import start_server, stop_server
 
 
 def main() -> None:
@@ -65,7 +65,7 @@ def main() -> None:
                 "max.request.size=8388608",
                 "-X",
                 "linger.ms=5",
-            ],  # fmt: skip
+            ],
             stdout=subprocess.PIPE,
             text=True,
         )
@@ -84,7 +84,7 @@ def main() -> None:
                 str(args.steady_rate),
                 "-X",
                 "linger.ms=0",
-            ],  # fmt: skip
+            ],
             capture_output=True,
             text=True,
             check=True,

@@ -227,7 +227,7 @@ def main() -> int:
                     ],
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
-                )  # fmt: skip
+                )
                 for n, pid in pids.items()
             ]
         cpu0 = {n: _cpu_s(pid) for n, pid in pids.items()}
@@ -286,10 +286,21 @@ def main() -> int:
             wait(lambda: not admin.list_partition_reassignments(), 600, "many on 7")
             t = time.monotonic()
             r = subprocess.run(
-                [sys.executable, "-m", "broker.cli", "broker", "decommission", "7",
-                 "--bootstrap-server", bootstrap],  # fmt: skip
-                capture_output=True, text=True, cwd=ROOT, timeout=3600,
-            )  # fmt: skip
+                [
+                    sys.executable,
+                    "-m",
+                    "broker.cli",
+                    "broker",
+                    "decommission",
+                    "7",
+                    "--bootstrap-server",
+                    bootstrap,
+                ],
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+                timeout=3600,
+            )
             out["decommission"] = {
                 "partitions": k,
                 "s": round(time.monotonic() - t, 1),

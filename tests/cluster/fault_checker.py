@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import bisect
 import collections
+import itertools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -98,7 +99,7 @@ def check(
                     "partition": e["partition"],
                     "offset": e["offset"],
                     "found": final_at.get((e["partition"], e["offset"])),
-                }  # fmt: skip
+                }
             )
     # C2 duplicated
     found["duplicated"] = sorted(f"{p}:{v}" for (p, v), n in final_count.items() if n > 1)
@@ -134,7 +135,7 @@ def check(
     # C4 gaps in the final read; readers never skip or go back
     for p, records in final_read.items():
         offsets = sorted(off for off, _v in records)
-        for a, b in zip(offsets, offsets[1:], strict=False):
+        for a, b in itertools.pairwise(offsets):
             if b != a + 1:
                 found["gaps"].append({"partition": p, "after": a, "next": b})
     position: dict[tuple[str, int], int] = {}
@@ -147,7 +148,7 @@ def check(
                     "partition": e["partition"],
                     "after": position[key],
                     "next": e["offset"],
-                }  # fmt: skip
+                }
             )
         position[key] = e["offset"]
     # C6 one leader per (partition, epoch) and per Raft term; monotonic per node
@@ -309,7 +310,7 @@ def stalls(
     for p, ts in acks.items():
         ts.sort()
         runs = _healthy_runs(sorted(samples.get(p, [])))
-        for a, b in zip(ts, ts[1:], strict=False):
+        for a, b in itertools.pairwise(ts):
             if b - a <= limit_s:
                 continue
             for start, end, isr in runs:

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -27,7 +28,7 @@ def timing(history: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     for t, _inv, p in acks:
         by_partition.setdefault(p, []).append(t)
     unavailable = {
-        p: round(max((b - a for a, b in zip(ts, ts[1:], strict=False)), default=0.0), 3)
+        p: round(max((b - a for a, b in itertools.pairwise(ts)), default=0.0), 3)
         for p, ts in sorted(by_partition.items())
     }
     nemesis = [e for e in history if e["type"] == "nemesis"]

@@ -84,7 +84,7 @@ class History:
                 "partition": partition,
                 "value": value,
                 "offset": offset,
-            }  # fmt: skip
+            }
         )
 
     def polled_in_group(self, process: str, partition: int, offset: int, value: str) -> None:

@@ -85,10 +85,7 @@ class ProducerProcess:
     def entries(self) -> list[dict[str, Any]]:
         if not self.history_path.exists():
             return []
-        out = []
-        for e in read_history(self.history_path):
-            out.append(e)
-        return out
+        return list(read_history(self.history_path))
 
     def next_seq(self) -> list[int]:
         """Per partition, one past the highest sequence number any run invoked."""

@@ -374,7 +374,7 @@ SCENARIOS = {
             " another voter is down, then kill the new quorum's leader",
             fault_elastic.s13,
         ),
-    ]  # fmt: skip
+    ]
 }
 
 

@@ -197,7 +197,7 @@ def leader_events(stderr_files: dict[int, list[Path]], topic: str) -> list[dict]
                             "node": node,
                             "partition": int(m["p"]),
                             "epoch": int(m["epoch"]),
-                        }  # fmt: skip
+                        }
                     )
     return events
 

@@ -73,7 +73,7 @@ def _settled(admin: Admin, brokers: set[int]):
 def test_a_fourth_broker_receives_its_share_with_no_command(
     controller_quorum, brokers, tmp_path
 ) -> None:
-    q, b = _start(controller_quorum, brokers, tmp_path)
+    _q, b = _start(controller_quorum, brokers, tmp_path)
     load = Load(b.bootstrap_all(), TOPIC, PARTITIONS, batch=30)
     try:
         load.wait_acked(300)
@@ -100,7 +100,7 @@ def test_a_fourth_broker_receives_its_share_with_no_command(
 def test_continuous_recreates_a_stopped_brokers_replicas(
     controller_quorum, brokers, tmp_path
 ) -> None:
-    q, b = _start(
+    _q, b = _start(
         controller_quorum,
         brokers,
         tmp_path,

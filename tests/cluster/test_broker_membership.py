@@ -36,7 +36,7 @@ def _leaders(bootstrap: str, topic: str) -> dict[int, int]:
 
 @pytest.mark.slow
 def test_brokers_join_serve_fail_and_rejoin(cluster) -> None:
-    q, b = cluster
+    _q, b = cluster
     wait_until(lambda: _brokers(b.bootstrap(4)) == {4, 5, 6}, 20, "3 unfenced brokers")
     with Admin(bootstrap_servers=b.bootstrap(4)) as admin:
         admin.create_topic("spread", partitions=6)

@@ -13,7 +13,7 @@ from helpers import wait_until
 
 from client import Admin
 from client import aio as client_aio
-from client.aio.admin import QuorumDescription
+from client.aio.admin_quorum import QuorumDescription
 
 pytestmark = pytest.mark.slow
 

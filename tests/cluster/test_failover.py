@@ -126,7 +126,7 @@ def test_old_leader_truncates_records_it_alone_had(broker_cluster) -> None:
     with Producer(bootstrap_servers=b.bootstrap(old), acks="all", linger_ms=2) as prod:
         assert prod.send("d", b"after", partition=0).result(30).offset == start + 30
     got = [r.value for r in _read(b.bootstrap(old), tp, start + 31)]
-    assert got == expected + [b"after"], "the old leader kept records it alone had"
+    assert got == [*expected, b"after"], "the old leader kept records it alone had"
 
 
 @pytest.mark.slow

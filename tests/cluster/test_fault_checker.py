@@ -63,7 +63,7 @@ def _clean(tmp_path=None, seed: int = 7):
 
 
 def test_a_clean_history_is_valid(tmp_path) -> None:
-    entries, final, events = _clean(tmp_path)
+    _entries, final, events = _clean(tmp_path)
     report = check(read_history(tmp_path / "history.jsonl"), final, events)
     assert report["valid"], report["anomalies"]
     assert report["writes"] == {"ok": 198, "fail": 1, "info": 1} and report["reads"] == 199 + 20
@@ -77,14 +77,14 @@ def _first_ok(entries, f="send", p=0):
 
 def plant_lost(entries, final, events):
     """The last acknowledged record of partition 0 is gone from the log (no reader saw it)."""
-    off, value = final[0].pop()
+    off, _value = final[0].pop()
     entries[:] = [
         e for e in entries if not (e["f"] == "poll" and e["partition"] == 0 and e["offset"] == off)
     ]
 
 
 def plant_duplicated(entries, final, events):
-    off, value = final[0][3]
+    _off, value = final[0][3]
     final[0].append((len(final[0]), value))
 
 
@@ -147,7 +147,7 @@ def plant_phantom(entries, final, events):
             "partition": 0,
             "offset": len(final[0]),
             "value": "p1-999",
-        }  # fmt: skip
+        }
     )
 
 
@@ -196,7 +196,7 @@ def test_each_planted_anomaly_is_caught(plant, caught_by) -> None:
     entries, final, events = _clean()
     plant(entries, final, events)
     report = check(entries, final, events)
-    flagged = {name for name in report["anomalies"]}
+    flagged = set(report["anomalies"])
     assert not report["valid"] and flagged == caught_by, report["anomalies"]
 
 
@@ -274,11 +274,11 @@ def test_concurrent_commits_of_two_members_are_not_ordered_by_their_acknowledgem
     sent = {"type": "invoke", "op": 10**6 + 2, "process": "g1", "f": "commit", "partition": 1,
             "offset": 7, "time": t - 0.5}  # fmt: skip
     late_ack = {**sent, "type": "ok", "time": t + 0.03}
-    ok = entries + [sent, late_ack]
+    ok = [*entries, sent, late_ack]
     assert check(ok, final, events)["commit_regress"] == 0
     # sent only after the offset-10 commit was acknowledged: a regression
     sent_after = {**sent, "op": 10**6 + 3, "time": t + 0.01}
-    bad = entries + [sent_after, {**sent_after, "type": "ok", "time": t + 0.03}]
+    bad = [*entries, sent_after, {**sent_after, "type": "ok", "time": t + 0.03}]
     report = check(bad, final, events)
     assert report["commit_regress"] == 1, report["anomalies"]
 

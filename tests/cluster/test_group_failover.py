@@ -8,6 +8,7 @@ offsets never go backwards and every record is consumed."""
 
 from __future__ import annotations
 
+import itertools
 import signal
 import threading
 import time
@@ -90,7 +91,7 @@ def test_commits_and_membership_move_to_the_new_coordinator(broker_cluster) -> N
             took = time.monotonic() - killed_at
             new = admin.describe_group("fo").coordinator
         assert new != coordinator and new in rest
-        for earlier, later in zip(seen, seen[1:], strict=False):
+        for earlier, later in itertools.pairwise(seen):
             for tp in earlier:
                 assert (later.get(tp) or 0) >= (earlier[tp] or 0), "a committed offset went back"
         assert seen[0] == {(TOPIC, p): c for p, c in enumerate([100] * PARTS)} or all(

@@ -177,7 +177,7 @@ def test_random_operations_match_a_model(lazy: LazyFS) -> None:
     m = lazy.mountpoint
     names = ["f0", "f1", "f2"]
     current = {n: bytearray() for n in names}
-    durable = {n: b"" for n in names}
+    durable = dict.fromkeys(names, b"")
     for _ in range(3):
         fds = {n: os.open(m / n, os.O_RDWR | os.O_CREAT, 0o644) for n in names}
         for _ in range(120):

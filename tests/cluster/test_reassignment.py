@@ -86,7 +86,7 @@ def _log_dir(b: Brokers, n: int) -> Path:
 
 
 def test_a_fourth_broker_takes_a_partition_under_load(controller_quorum, brokers, tmp_path) -> None:
-    q, b = _start(controller_quorum, brokers, tmp_path)
+    _q, b = _start(controller_quorum, brokers, tmp_path)
     load = Load(b.bootstrap_all(), TOPIC)
     try:
         load.wait_acked(200)
@@ -128,7 +128,7 @@ def test_a_fourth_broker_takes_a_partition_under_load(controller_quorum, brokers
 def test_a_reassignment_cancelled_halfway(controller_quorum, brokers, tmp_path) -> None:
     # a long session: broker 7 is paused before the move starts and must not be fenced by
     # then (a fenced broker cannot be a target)
-    q, b = _start(controller_quorum, brokers, tmp_path, session_ms=60_000)
+    _q, b = _start(controller_quorum, brokers, tmp_path, session_ms=60_000)
     load = Load(b.bootstrap_all(), TOPIC)
     try:
         load.wait_acked(200)
@@ -216,7 +216,9 @@ def test_the_cli_generates_executes_verifies_and_cancels(
 ) -> None:
     """`gregor partitions reassign` end to end, and `cluster status` listing the moves in
     flight while broker 7 is paused."""
-    q, b = _start(controller_quorum, brokers, tmp_path, session_ms=60_000)  # (7 paused, not fenced)
+    _q, b = _start(
+        controller_quorum, brokers, tmp_path, session_ms=60_000
+    )  # (7 paused, not fenced)
     bs = ["--bootstrap-server", b.bootstrap_all()]
     r = _gregor("topics", "create", "wide", "--replica-assignment", "4:5,5:6,6:4,4:5,5:6,6:4", *bs)
     assert r.returncode == 0, r.stderr
@@ -275,7 +277,7 @@ def test_a_broker_decommissioned_under_load_then_stopped(
     a write lost. `recommission` cancels a decommission whose moves cannot complete."""
     # a long session: broker 7, paused while the decommission starts, must stay unfenced (a
     # fenced broker cannot be a target)
-    q, b = _start(controller_quorum, brokers, tmp_path, session_ms=60_000)
+    _q, b = _start(controller_quorum, brokers, tmp_path, session_ms=60_000)
     bs = ["--bootstrap-server", b.bootstrap_all()]
     load = Load(b.bootstrap_all(), TOPIC)
     try:
@@ -377,7 +379,7 @@ def test_the_removed_leader_killed_mid_move_and_restarted(
     """Broker 4 leads mv-0 and is being removed; it is SIGKILLed while the move waits for
     broker 7 (paused): 5 or 6 leads, acks=all writes go on, the move completes once 7 catches
     up; restarted, broker 4 finds mv-0 no longer its own and deletes the log."""
-    q, b = _start(controller_quorum, brokers, tmp_path)
+    _q, b = _start(controller_quorum, brokers, tmp_path)
     load = Load(b.bootstrap_all(), TOPIC)
     try:
         load.wait_acked(200)

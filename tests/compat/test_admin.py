@@ -52,7 +52,7 @@ def test_partitions_configs_records_and_cluster(kafka_broker) -> None:
     )  # fmt: skip
     a.incremental_alter_configs([res])[res].result(30)
     described = a.describe_configs([admin_mod.ConfigResource("topic", "more")])
-    assert list(described.values())[0].result(30)["retention.ms"].value == "7200000"
+    assert next(iter(described.values())).result(30)["retention.ms"].value == "7200000"
 
     p = ck.Producer({"bootstrap.servers": kafka_broker.kafka})
     for i in range(10):

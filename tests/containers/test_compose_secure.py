@@ -126,7 +126,7 @@ def secure_compose(
 @pytest.mark.long
 @pytest.mark.timeout(1500)
 def test_secure_profile_produce_consume(secure_compose) -> None:
-    cluster, secure_dir = secure_compose
+    _cluster, secure_dir = secure_compose
     props = secure_dir / "admin.properties"
     assert stat.S_IMODE(props.stat().st_mode) == 0o600
     settings = dict(line.split("=", 1) for line in props.read_text().splitlines()

@@ -27,7 +27,7 @@ import msgpack
 from client.records.crc import crc32c
 from client.records.header import CRC_START, HEADER, HEADER_SIZE, LOG_OVERHEAD
 
-CONFIG = dict(segment_bytes=256 * 1024, index_interval_bytes=1024)  # a roll every few flushes
+CONFIG = {"segment_bytes": 256 * 1024, "index_interval_bytes": 1024}  # a roll every few flushes
 WINDOW = 200  # records appended but not yet reported flushed, before the child waits
 MAX_APPEND = 4 * 5  # records of one append: 1-4 batches of 1-5 records
 

@@ -86,7 +86,7 @@ def test_sigkill_while_cleaning_loses_no_latest_value(gregor_process, tmp_path, 
         assert r.key == b"k%d" % (seq % KEYS), r
         seqs.append(seq)
     assert seqs == sorted(seqs)  # the log's order is the order of sending
-    at = {seq: offset for seq, offset in acked}
+    at = dict(acked)
     for r, seq in zip(got, seqs, strict=True):
         if seq in at:
             assert r.offset == at[seq], (seq, r.offset, at[seq])

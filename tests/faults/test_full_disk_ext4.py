@@ -29,7 +29,7 @@ from client import Admin, Consumer, Producer, TopicPartition
 from client.errors import GregorTimeoutError, KafkaStorageError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cluster"))  # fault_disks
-from fault_disks import LoopExt4, unavailable_reason  # noqa: E402
+from fault_disks import LoopExt4, unavailable_reason
 
 TOPIC = "full"
 VALUE = 10_000  # bytes per record

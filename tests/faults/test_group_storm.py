@@ -10,6 +10,7 @@ sequence of actions."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -182,7 +183,7 @@ def test_rebalance_storm(server, tmp_path: Path) -> None:
     zombies = 0
     for p, owned in spans.items():
         owned.sort()
-        for a, b in zip(owned, owned[1:], strict=False):
+        for a, b in itertools.pairwise(owned):
             if a[1] > b[0]:
                 if a[3] == "lost":
                     zombies += 1

@@ -34,11 +34,11 @@ def test_acls_commands(gregor_process, tmp_path) -> None:
     )  # fmt: skip
 
     def ports() -> dict:
-        return dict(
-            (line.split()[1].rstrip(":"), line.split("bound ")[1].split(",")[0])
+        return {
+            line.split()[1].rstrip(":"): line.split("bound ")[1].split(",")[0]
             for line in list(gp.stdout_lines)
             if line.strip().startswith("listener ")
-        )
+        }
 
     wait_until(lambda: "SASL_PLAINTEXT" in ports(), 30, "the SASL listener's line")
     sasl = ports()["SASL_PLAINTEXT"]
@@ -64,11 +64,16 @@ def test_acls_commands(gregor_process, tmp_path) -> None:
     assert r.returncode == 0, r.stderr
     rows = json.loads(r.stdout)
     assert len(rows) == 5
-    assert {(x["resource_type"], x["resource_name"], x["operation"]) for x in rows
-            if x["principal"] == "User:alice"} == {  # fmt: skip
-        ("TOPIC", "orders", "READ"), ("TOPIC", "orders", "DESCRIBE"),
-        ("GROUP", "billing", "READ"), ("GROUP", "billing", "DESCRIBE"),
-    }  # fmt: skip
+    assert {
+        (x["resource_type"], x["resource_name"], x["operation"])
+        for x in rows
+        if x["principal"] == "User:alice"
+    } == {
+        ("TOPIC", "orders", "READ"),
+        ("TOPIC", "orders", "DESCRIBE"),
+        ("GROUP", "billing", "READ"),
+        ("GROUP", "billing", "DESCRIBE"),
+    }
     r = gregor("acls", "list", "--topic", "logs-x", "--resource-pattern-type", "match", *admin)
     assert r.returncode == 0 and r.stdout.split() == [
         "TOPIC:PREFIXED:logs-",

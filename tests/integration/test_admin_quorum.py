@@ -11,7 +11,7 @@ from helpers import returns_within
 
 from client import Admin
 from client import aio as client_aio
-from client.aio.admin import QuorumDescription, QuorumReplica
+from client.aio.admin_quorum import QuorumDescription, QuorumReplica
 from client.errors import GregorTimeoutError, UnsupportedVersionError
 
 

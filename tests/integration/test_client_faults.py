@@ -256,7 +256,7 @@ async def test_pipelined_requests_share_one_connection(proxy) -> None:
     await conn.connect()
     try:
         proxy.delay(ApiKey.METADATA, 1.0)  # hold the first answer: the next two queue behind
-        task = asyncio.ensure_future(
+        task = asyncio.ensure_future(  # noqa: RUF006 (held in `task`, awaited below)
             asyncio.gather(*[conn.request(ApiKey.METADATA, {"topics": None}) for _ in range(20)])
         )
         await until(lambda: len(proxy.requests(ApiKey.METADATA)) >= 3, "3 requests in flight")

@@ -29,7 +29,7 @@ class Checker:
         self.sim = sim
         self.acked: dict[int, tuple[int, int]] = {}  # record id -> (offset, acked in epoch)
         self.hw_of_term: dict[tuple[int, int], int] = {}
-        self.epoch_seen = {i: (-1, -1) for i in sim.ids}  # (leader epoch, partition epoch)
+        self.epoch_seen = dict.fromkeys(sim.ids, (-1, -1))  # (leader epoch, partition epoch)
         self._recheck: set[int] = set()  # replicas whose durable log or ISR membership changed
         self._new_acks: list[int] = []
         self._prefix_seen: dict[int, tuple[int, ...]] = {}

@@ -40,8 +40,8 @@ class SimController:
         ids = sim.ids
         self.metadata: list[Registration] = [Registration(ids[0], 0, 0, tuple(ids))]
         self.fenced: set[int] = set()
-        self.heard_ms = {i: 0 for i in ids}
-        self.incarnations = {i: 0 for i in ids}
+        self.heard_ms = dict.fromkeys(ids, 0)
+        self.incarnations = dict.fromkeys(ids, 0)
         self.unclean_epoch = -1  # leader epoch of the last unclean election
         self.unclean_elections = 0
 

@@ -30,6 +30,7 @@ holds every replica again. The controller stand-in: tests/sim/replication_contro
 from __future__ import annotations
 
 import heapq
+import itertools
 import random
 from collections import deque
 from dataclasses import dataclass, field
@@ -105,7 +106,7 @@ class SimLog:
     def append(self, entries: list[Entry]) -> None:
         if entries and entries[0][0] < self.latest_epoch:
             raise SimFailure(f"epoch {entries[0][0]} appended after {self.latest_epoch}")
-        if any(a[0] > b[0] for a, b in zip(entries, entries[1:], strict=False)):
+        if any(a[0] > b[0] for a, b in itertools.pairwise(entries)):
             raise SimFailure(f"epochs not monotonic in {entries}")
         self.entries.extend(entries)
 

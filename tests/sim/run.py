@@ -10,8 +10,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from raft_sim import SimConfig, SimFailure, run_seed  # noqa: E402
-from test_raft_sim import config_for, membership_config_for  # noqa: E402
+from raft_sim import SimConfig, SimFailure, run_seed
+from test_raft_sim import config_for, membership_config_for
 
 
 def main(argv: list[str] | None = None) -> int:

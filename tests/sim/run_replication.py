@@ -11,8 +11,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from replication_sim import SimFailure, run_seed  # noqa: E402
-from test_replication_sim import config_for  # noqa: E402
+from replication_sim import SimFailure, run_seed
+from test_replication_sim import config_for
 
 
 def main(argv: list[str] | None = None) -> int:

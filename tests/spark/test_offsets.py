@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import random
@@ -113,7 +114,7 @@ def test_plan_ranges_min_partitions_split() -> None:
     assert len(p0) == 9 and all(r.size == 100 for r in p0)
     # contiguous and complete cover
     assert p0[0].start == 0 and p0[-1].end == 900
-    assert all(a.end == b.start for a, b in zip(p0, p0[1:], strict=False))
+    assert all(a.end == b.start for a, b in itertools.pairwise(p0))
 
 
 def test_plan_ranges_split_random_cover() -> None:
@@ -130,4 +131,4 @@ def test_plan_ranges_split_random_cover() -> None:
             covered = sum(r.size for r in rs)
             assert covered == end[tp] - start[tp]
             assert all(r.size > 0 for r in rs)
-            assert all(a.end == b.start for a, b in zip(rs, rs[1:], strict=False))
+            assert all(a.end == b.start for a, b in itertools.pairwise(rs))

@@ -206,7 +206,7 @@ def test_delete_records_removed_range(spark: Any, broker_server: Any) -> None:
         _read(spark, bs, **opts).collect()
     rows = _read(spark, bs, failOnDataLoss="false", **opts).collect()
     assert sorted(r.offset for r in rows) == list(range(30, 50))
-    assert [bytes(r.value) for r in sorted(rows, key=lambda r: r.offset)][0] == b"030"
+    assert next(bytes(r.value) for r in sorted(rows, key=lambda r: r.offset)) == b"030"
     # "earliest" is the new log start: no data loss to report
     rows = _read(spark, bs, subscribe="delrec").collect()
     assert sorted(r.offset for r in rows) == list(range(30, 50))

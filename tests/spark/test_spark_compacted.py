@@ -55,9 +55,7 @@ def test_batch_read_of_a_compacted_topic(spark: Any, broker_factory: Any) -> Non
         )
         got = {(r.offset, bytes(r.key), bytes(r.value)) for r in rows}
         assert len(rows) == len(got) and got == held
-        latest = {}
-        for _offset, key, value in sorted(got):
-            latest[key] = value
+        latest = {key: value for _offset, key, value in sorted(got)}  # the last one wins
         assert latest == {b"k%d" % k: b"v%04d" % (390 + k) for k in range(10)}
     # a range inside the cleaned part: only what is left of it
     rows = (

@@ -56,14 +56,13 @@ def test_stop_restart_exactly_once(spark: Any, broker_server: Any, tmp_path: Pat
     out, ck = str(tmp_path / "out"), str(tmp_path / "ck")
 
     def start(**extra: str) -> Any:
-        w = (
+        return (
             _stream(spark, bs, subscribe="resume", startingOffsets="earliest", **extra)
             .selectExpr("partition", "offset", "value")
             .writeStream.format("parquet")
             .option("path", out)
             .option("checkpointLocation", ck)
         )
-        return w
 
     q1 = start(maxOffsetsPerTrigger="100").trigger(processingTime="0 seconds").start()
     wait_query(q1, lambda: len(_batch_sizes(q1)) >= 1, 60, "a first micro-batch")

@@ -9,12 +9,12 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows  # noqa: E402
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from client.spark.errors import GregorSparkError  # noqa: E402
-from client.spark.offsets import PartitionState  # noqa: E402
-from client.spark.options import parse_source_options  # noqa: E402
-from client.spark.source import GregorStreamReader, source_schema  # noqa: E402
+from client.spark.errors import GregorSparkError
+from client.spark.offsets import PartitionState
+from client.spark.options import parse_source_options
+from client.spark.source import GregorStreamReader, source_schema
 
 
 class ClusterView:

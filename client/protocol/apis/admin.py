@@ -303,7 +303,7 @@ ELECT_LEADERS = register(
 )
 
 
-def group_partitions(partitions: list[tuple[str, int]] | None) -> list[dict] | None:
+def group_partitions(partitions: list[tuple[str, int]] | None) -> list[dict[str, Any]] | None:
     """[(topic, partition)] → ElectLeaders' topic_partitions ([{topic, partitions}])."""
     if partitions is None:
         return None
@@ -313,7 +313,7 @@ def group_partitions(partitions: list[tuple[str, int]] | None) -> list[dict] | N
     return [{"topic": t, "partitions": ps} for t, ps in grouped.items()]
 
 
-def flatten_election_results(results: list[dict]) -> list[dict]:
+def flatten_election_results(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """ElectLeaders' replica_election_results → [{topic, partition, error_code, error_message}]."""
     return [
         {
@@ -327,10 +327,10 @@ def flatten_election_results(results: list[dict]) -> list[dict]:
     ]
 
 
-def group_election_results(results: Iterable[Mapping[str, Any]]) -> list[dict]:
+def group_election_results(results: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """[{topic, partition, error_code, error_message}] → ElectLeaders' replica_election_results
     (topics in first-seen order)."""
-    grouped: dict[str, list[dict]] = {}
+    grouped: dict[str, list[dict[str, Any]]] = {}
     for r in results:
         grouped.setdefault(r["topic"], []).append(
             {

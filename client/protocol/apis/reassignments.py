@@ -9,6 +9,8 @@ being added and removed; it completes once every target replica is in the ISR.
 
 from __future__ import annotations
 
+from typing import Any
+
 from client.protocol.api_keys import ApiKey
 from client.protocol.apis.admin import ERROR_MESSAGE
 from client.protocol.apis.data import THROTTLE
@@ -210,7 +212,7 @@ DESCRIBE_LOG_DIRS = register(
 )
 
 
-def group_topic_partitions(partitions: list[tuple[str, int]] | None) -> list[dict] | None:
+def group_topic_partitions(partitions: list[tuple[str, int]] | None) -> list[dict[str, Any]] | None:
     """[(topic, partition)] → ListPartitionReassignments' topics ([{name, partition_indexes}])."""
     if partitions is None:
         return None
@@ -220,7 +222,7 @@ def group_topic_partitions(partitions: list[tuple[str, int]] | None) -> list[dic
     return [{"name": t, "partition_indexes": ps} for t, ps in grouped.items()]
 
 
-def flatten_topic_partitions(topics: list[dict] | None) -> list[tuple[str, int]] | None:
+def flatten_topic_partitions(topics: list[dict[str, Any]] | None) -> list[tuple[str, int]] | None:
     """Inverse of group_topic_partitions."""
     if topics is None:
         return None

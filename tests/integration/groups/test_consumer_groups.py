@@ -7,6 +7,7 @@ offset, and a commit with a stale member epoch is refused."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import queue
@@ -106,7 +107,7 @@ def _check_single_owner(log: list) -> None:
         intervals.setdefault(p, []).append((start, float("inf"), name))
     for p, spans in intervals.items():
         spans.sort()
-        for (_s1, e1, n1), (s2, _e2, n2) in zip(spans, spans[1:], strict=False):
+        for (_s1, e1, n1), (s2, _e2, n2) in itertools.pairwise(spans):
             assert e1 <= s2, f"partition {p} owned by {n1} and {n2} at once ({e1} > {s2})"
 
 
@@ -160,10 +161,11 @@ def test_killed_member_loses_partitions_after_session_timeout(server, tmp_path: 
     _produce(server.bootstrap, 0, 300)
     child = Path(__file__).with_name("group_member_child.py")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    proc = subprocess.Popen(
-        [sys.executable, str(child), server.bootstrap, TOPIC, "g"],
-        stdout=subprocess.PIPE, stderr=open(tmp_path / "child.stderr", "wb"), env=env,
-    )  # fmt: skip
+    with open(tmp_path / "child.stderr", "wb") as child_stderr:  # the child keeps its own copy
+        proc = subprocess.Popen(
+            [sys.executable, str(child), server.bootstrap, TOPIC, "g"],
+            stdout=subprocess.PIPE, stderr=child_stderr, env=env,
+        )  # fmt: skip
     lines: queue.Queue = queue.Queue()
     threading.Thread(
         target=lambda: [lines.put(json.loads(x)) for x in proc.stdout],

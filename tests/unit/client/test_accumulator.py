@@ -22,13 +22,13 @@ class Clock:
 
 def make(clock: Clock, **kw) -> tuple[RecordAccumulator, list[int]]:
     wakes: list[int] = []
-    args = dict(
-        batch_size=1000,
-        linger_ms=5,
-        buffer_memory=10_000,
-        max_request_size=5000,
-        delivery_timeout_ms=1000,
-    )
+    args = {
+        "batch_size": 1000,
+        "linger_ms": 5,
+        "buffer_memory": 10_000,
+        "max_request_size": 5000,
+        "delivery_timeout_ms": 1000,
+    }
     args.update(kw)
     acc = RecordAccumulator(**args, wake=lambda: wakes.append(1), clock=clock)
     return acc, wakes

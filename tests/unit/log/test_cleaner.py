@@ -89,16 +89,11 @@ def clean_to_fixpoint(log: Log, cleaner: Cleaner, bound: int | None = None) -> i
 def expected_after(produced, lo: int, hi: int, dropped_tombstone) -> list:
     """The model: below `hi` (the cleaned region) the latest keyed record of each key there,
     minus tombstones `dropped_tombstone(offset)` says went; from `hi` on, everything."""
-    latest: dict[bytes, int] = {}
-    for o, k, _v in produced:
-        if lo <= o < hi and k is not None:
-            latest[k] = o
+    latest: dict[bytes, int] = {k: o for o, k, _v in produced if lo <= o < hi and k is not None}
     keep = set(latest.values())
     out = []
     for o, k, v in produced:
-        if o >= hi:
-            out.append((o, k, v))
-        elif o in keep and not (v is None and dropped_tombstone(o)):
+        if o >= hi or (o in keep and not (v is None and dropped_tombstone(o))):
             out.append((o, k, v))
     return out
 
@@ -245,7 +240,7 @@ def test_the_cleaner_thread_picks_logs_over_their_dirty_ratio(tmp_path) -> None:
         logs[(name, 0)].roll()
         logs[(name, 0)].flush()  # nothing above the flushed offset is cleaned
     cleaner = LogCleaner(lambda: logs, CleanerSettings(enable=False, dedupe_buffer_bytes=1 << 20))
-    hws = {tp: 0 for tp in logs}
+    hws = dict.fromkeys(logs, 0)
     stats = cleaner.clean_once()
     assert stats is not None and (stats.topic, stats.first_dirty) == ("c", 0)
     assert (logs[("c", 0)].directory / CLEANER_CHECKPOINT).read_text().strip() == str(stats.map_end)

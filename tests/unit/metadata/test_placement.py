@@ -19,7 +19,7 @@ def test_rack_alternated_order():
 
 def test_kafka_reference_rack_unaware():
     # AdminUtils doc example: 5 brokers, 10 partitions, rf 3, start 0 / shift 0
-    got = assign_replicas(10, 3, {b: None for b in range(5)}, random.Random(0), fixed_start=0)
+    got = assign_replicas(10, 3, dict.fromkeys(range(5)), random.Random(0), fixed_start=0)
     assert got[0] == [0, 1, 2] and got[1] == [1, 2, 3] and got[4] == [4, 0, 1]
     assert got[5] == [0, 2, 3] and got[9] == [4, 1, 2]
 
@@ -27,7 +27,7 @@ def test_kafka_reference_rack_unaware():
 @pytest.mark.parametrize("seed", [1, 2, 3])
 @pytest.mark.parametrize("nbrokers,nparts,rf", [(3, 30, 3), (5, 50, 2), (6, 60, 3)])
 def test_balance(seed, nbrokers, nparts, rf):
-    brokers = {b: None for b in range(1, nbrokers + 1)}
+    brokers = dict.fromkeys(range(1, nbrokers + 1))
     got = assign_replicas(nparts, rf, brokers, random.Random(seed))
     assert sorted(got) == list(range(nparts))
     leaders = Counter(r[0] for r in got.values())

@@ -168,7 +168,7 @@ def test_errors_are_kafkas(env):  # noqa: F811
                     {"partition_index": 0, "replicas": [2, 1, 3]},
                 ],
             }
-        ]  # fmt: skip
+        ]
     )
     assert [r["error_code"] for r in t["partitions"]] == [0, E.INVALID_REQUEST]
     assert log.end_offset() > end  # only the valid reorder was written
@@ -243,7 +243,7 @@ def test_the_throttle_is_the_one_dynamic_broker_config(env):  # noqa: F811
                     "resource_name": name,
                     "configs": [{"name": key, "config_operation": op, "value": value}],
                 }
-            ]  # fmt: skip
+            ]
         )
         return r["error_code"], r["error_message"]
 

@@ -109,7 +109,7 @@ def test_sharing_follows_the_entity() -> None:
 
 
 def test_no_quotas_records_nothing_and_principal_names() -> None:
-    m = QuotaManager(lambda: {})
+    m = QuotaManager(dict)
     assert m.record("producer_byte_rate", "a", "b", 1e12, 0) == 0 and m.rate_count() == 0
     assert user_of("User:alice") == "alice" and user_of("User:ANONYMOUS") == "ANONYMOUS"
 

@@ -98,7 +98,7 @@ def _forge(section: bytes, record_count: int, attributes: int = 0) -> bytes:
             -1,
             -1,
             record_count,
-        )  # fmt: skip
+        )
     )
     struct.pack_into(">I", head, 17, crc32c(section, crc32c(bytes(head[CRC_START:]))))
     return bytes(head) + section

@@ -31,7 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__)
 @pytest.fixture(scope="module", autouse=True)
 def records_decoder() -> None:
     """Overrides conftest's: these tests pick each decoder explicitly, so they run once."""
-    return None
+    return
 
 
 def _header(base_offset: int = 0, base_ts: int = 1_700_000_000_000, count: int = 0) -> BatchHeader:

@@ -26,7 +26,7 @@ INT64 = st.integers(-(2**63), 2**63 - 1)
 @pytest.fixture(scope="module", autouse=True)
 def records_decoder() -> None:
     """Overrides conftest's: these tests call each encoder explicitly, so they run once."""
-    return None
+    return
 
 
 def _python(records: list, default_ts: int) -> tuple[bytes, int, int]:
