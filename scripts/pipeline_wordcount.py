@@ -2,6 +2,8 @@
 
     .venv/bin/python scripts/pipeline_wordcount.py --bootstrap 127.0.0.1:9092 \\
         --input lines --output counts --checkpoint /tmp/wc-ck [--available-now]
+    spark-submit --master spark://HOST:7077 scripts/pipeline_wordcount.py --bootstrap ... \\
+        (on a Spark cluster: docs/spark.md, "Running on a Spark cluster")
 
 Reads text lines (record values) from --input, splits them into lowercase words, keeps a
 running count per word, and after each micro-batch writes the counts to --output as
@@ -54,6 +56,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--output", required=True, help="topic for word counts")
     ap.add_argument("--checkpoint", required=True, help="Spark checkpoint directory")
     ap.add_argument("--available-now", action="store_true", help="process the backlog and exit")
+    ap.add_argument(
+        "--master",
+        help="Spark master URL (default: the one spark-submit was given, else local[2])",
+    )
     return ap.parse_args(argv)
 
 
@@ -78,9 +84,13 @@ def main(argv: list[str] | None = None) -> int:
     from client.spark import register
     from client.spark.errors import reason_of
 
+    builder = SparkSession.builder
+    if args.master:
+        builder = builder.master(args.master)
+    elif "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit: run in-process
+        builder = builder.master("local[2]")
     spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("gregor-wordcount")
+        builder.appName("gregor-wordcount")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.session.timeZone", "UTC")
