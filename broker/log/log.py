@@ -38,14 +38,11 @@ from client.errors import (
 )
 from client.fsutil import make_dirs
 from client.records.header import (
-    TIMESTAMP_TYPE_BIT,
-    BatchHeader,
     peek_size,
     set_base_offset,
     set_partition_leader_epoch,
     validate,
 )
-from client.records.reader import decode_batch
 
 from .compaction import LogCompaction, check_keys
 from .config import LogConfig
@@ -474,28 +471,12 @@ class Log:
                     continue
                 found = seg.find_timestamp(timestamp, lso)
                 if found is not None:
-                    pos, h = found
-                    ts, offset = self._first_record_at(seg, pos, h, timestamp, lso)
+                    try:
+                        ts, offset = seg.first_record_at(*found, timestamp, lso)
+                    except OSError as exc:
+                        raise StorageError(exc.errno, f"{self.prefix} read failed: {exc}") from exc
                     return TimestampOffset(ts, offset, self.epoch_cache.epoch_for_offset(offset))
             return None
-
-    def _first_record_at(
-        self, seg: LogSegment, pos: int, h: BatchHeader, timestamp: int, lso: int
-    ) -> tuple[int, int]:
-        """(timestamp, offset) of the first record of batch `h` (at `pos`, max timestamp >=
-        `timestamp`) at or after `lso` whose timestamp >= `timestamp`. Lock held."""
-        append_time = bool(h.attributes & TIMESTAMP_TYPE_BIT)  # every record at max_timestamp
-        if h.base_offset >= lso and (append_time or h.base_timestamp >= timestamp):
-            # the first record is that late (deltas are >= 0)
-            return (h.max_timestamp if append_time else h.base_timestamp), h.base_offset
-        try:
-            records = decode_batch(seg.read(pos, pos + h.size), check_crc=False)
-        except OSError as exc:
-            raise StorageError(exc.errno, f"{self.prefix} read failed: {exc}") from exc
-        for r in records:
-            if r.offset >= lso and r.timestamp >= timestamp:
-                return r.timestamp, r.offset
-        return h.max_timestamp, max(h.base_offset, lso)  # (a batch without such a record)
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """(largest epoch <= `epoch`, its end offset), KIP-101/279; (-1, -1) if unknown."""

@@ -26,11 +26,13 @@ from client.records.header import (
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC,
+    TIMESTAMP_TYPE_BIT,
     BatchHeader,
     parse_header,
     peek_size,
     validate,
 )
+from client.records.reader import decode_batch
 
 from .config import LogConfig
 from .handles import FileHandles, SegmentFile
@@ -291,6 +293,21 @@ class LogSegment:
                 return None
             h = self.header_at(pos)
         return pos, h
+
+    def first_record_at(
+        self, pos: int, h: BatchHeader, timestamp: int, start: int
+    ) -> tuple[int, int]:
+        """(timestamp, offset) of the first record of batch `h` (at `pos`, max timestamp >=
+        `timestamp`) at or after offset `start` whose timestamp >= `timestamp`: from the header
+        when its first record is that late, else by decoding the batch (OSError if unreadable)."""
+        append_time = bool(h.attributes & TIMESTAMP_TYPE_BIT)  # every record at max_timestamp
+        if h.base_offset >= start and (append_time or h.base_timestamp >= timestamp):
+            # the first record is that late (deltas are >= 0)
+            return (h.max_timestamp if append_time else h.base_timestamp), h.base_offset
+        for r in decode_batch(self.read(pos, pos + h.size), check_crc=False):
+            if r.offset >= start and r.timestamp >= timestamp:
+                return r.timestamp, r.offset
+        return h.max_timestamp, max(h.base_offset, start)  # (a batch without such a record)
 
     def find(self, offset: int) -> tuple[int, BatchHeader] | None:
         """(position, header) of the first batch whose last offset >= `offset`, or None."""

@@ -10,7 +10,7 @@ import json
 import os
 import subprocess
 
-from helpers import gregor_command, wait_until
+from helpers import gregor_command
 
 
 def gregor(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
@@ -33,15 +33,7 @@ def test_acls_commands(gregor_process, tmp_path) -> None:
         "--override", "super.users=User:admin",
     )  # fmt: skip
 
-    def ports() -> dict:
-        return {
-            line.split()[1].rstrip(":"): line.split("bound ")[1].split(",")[0]
-            for line in list(gp.stdout_lines)
-            if line.strip().startswith("listener ")
-        }
-
-    wait_until(lambda: "SASL_PLAINTEXT" in ports(), 30, "the SASL listener's line")
-    sasl = ports()["SASL_PLAINTEXT"]
+    sasl = gp.listeners("SASL_PLAINTEXT")["SASL_PLAINTEXT"]
 
     def props(user: str, password: str) -> str:
         path = tmp_path / f"{user}.properties"

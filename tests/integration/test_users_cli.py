@@ -32,11 +32,7 @@ def test_users_commands_over_sasl_ssl(gregor_process, tmp_path) -> None:
         "--override", f"ssl.certfile={node.cert}",
         "--override", f"ssl.keyfile={node.key}",
     )  # fmt: skip
-    ports = {
-        line.split()[1].rstrip(":"): line.split("bound ")[1].split(",")[0]
-        for line in gp.stdout_lines
-        if line.strip().startswith("listener ")
-    }
+    ports = gp.listeners("INTERNAL", "SASL_SSL")
     internal, sasl = ports["INTERNAL"], ports["SASL_SSL"]
     pw = tmp_path / "admin.pw"
     pw.write_text("admin-secret-4242\n")
