@@ -7,6 +7,7 @@ both followers of each partition to be allowed to fetch (CLUSTER_ACTION)."""
 
 from __future__ import annotations
 
+import pytest
 from broker_cluster import Brokers
 from controller_quorum import ControllerQuorum
 from helpers import wait_until
@@ -23,6 +24,7 @@ from client.security.acl import (
 )
 
 
+@pytest.mark.long  # the ACL matrix and CLI tests (tests/integration) cover one broker
 def test_acls_across_a_cluster(tmp_path) -> None:
     users = tmp_path / "users.txt"
     users.write_text(

@@ -19,6 +19,7 @@ def _quotas(bootstrap: str) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.long  # the single-broker quota tests (tests/integration) cover the rest
 def test_quotas_forwarded_applied_everywhere_and_kept(broker_cluster) -> None:
     q, b = broker_cluster(brokers=(4, 5))
     alice = ClientQuotaEntity.of({"user": "alice"})

@@ -18,8 +18,15 @@ from fault_scenarios import SCENARIOS, run_scenario
 REPORTS: list[dict] = []  # for the summary table (tests/cluster/conftest.py)
 
 
+# S12 (a reassignment under leader kills) runs in the long tier: CI's 25 minutes
+LONG_SCENARIOS = {"S12"}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name", list(SCENARIOS))
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=pytest.mark.long) if n in LONG_SCENARIOS else n for n in SCENARIOS],
+)
 def test_fault_scenario(name: str, tmp_path) -> None:
     seed = int(os.environ.get("GREGOR_TEST_SEED", random.randrange(1 << 30)))
     print(f"{name} seed {seed}")

@@ -18,7 +18,8 @@ from helpers import gregor_command, known_partitions, wait_until
 
 from client import Admin
 
-pytestmark = pytest.mark.slow
+# long tier: the plan is checked without a cluster in tests/unit/cli/test_rebalance_plan.py
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 OVERRIDES = {"replica.lag.time.max.ms": 10_000, "replica.fetch.backoff.ms": 200}
 TOPIC = "rb"

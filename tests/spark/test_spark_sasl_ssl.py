@@ -17,7 +17,8 @@ from tls_certs import Pki
 
 from client import Admin, Consumer, Producer, TopicPartition
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(900)]
+# long tier: the SASL_SSL options are checked without Spark in test_spark_security_options.py
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.long, pytest.mark.timeout(900)]
 
 USER, PASSWORD = "spark-job", "spark-secret-5521"
 

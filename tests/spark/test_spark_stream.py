@@ -177,6 +177,7 @@ def test_recreated_topic_fails_naming_both_ids(
     assert "GregorSparkError: data loss: " in head
 
 
+@pytest.mark.long  # the same recreated-topic run as above, read on (test_stream_planning covers the plan)
 def test_recreated_topic_read_whole_when_not_failing(
     spark: Any, broker_server: Any, tmp_path: Path
 ) -> None:
