@@ -170,24 +170,6 @@ class BrokerHandle:
     def address(self) -> tuple[str, int]:
         return (self.host, self.port)
 
-    def listeners(self, *names: str, timeout: float = 30.0) -> dict[str, str]:
-        """{listener name: bound host:port} from the start-up lines of a server with several
-        listeners, once every one of `names` is there (they follow the ready line, so they
-        may not have been read yet when wait_ready returns)."""
-
-        def bound() -> dict[str, str]:
-            return {
-                line.split()[1].rstrip(":"): line.split("bound ")[1].split(",")[0]
-                for line in list(self.stdout_lines)
-                if line.strip().startswith("listener ")
-            }
-
-        return wait_until(
-            lambda: (lambda b: b if all(n in b for n in names) else None)(bound()),
-            timeout,
-            f"the start-up lines of listeners {', '.join(names)}",
-        )
-
 
 def gregor_command() -> list[str]:
     """The installed `gregor` console script next to this interpreter, else `python -m`."""
