@@ -125,6 +125,7 @@ def _leader_of_p0(bootstrap: str) -> int | None:
         return None
 
 
+@pytest.mark.long  # CI time; tests/cluster/test_kafka_listener.py kills a leader under a Kafka client in the default run
 def test_checker_on_a_kafka_listener_history_across_a_leader_kill(
     broker_cluster, tmp_path: Path
 ) -> None:
