@@ -121,8 +121,11 @@ class AclDescription(TypedDict):
     permission_type: int
 
 
-class AclMatch(_Error, AclDescription):
-    """One ACL a DeleteAcls filter deleted."""
+class AclMatch(AclDescription):
+    """One ACL a DeleteAcls filter deleted, with the error of its deletion."""
+
+    error_code: int
+    error_message: str | None
 
 
 class AclDeletionResult(_Error):

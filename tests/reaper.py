@@ -59,20 +59,32 @@ def marked(token: str) -> list[int]:
 
 
 def sweep(token: str, rounds: int = 3) -> int:
-    """SIGKILL every marked process; repeated, since a dying parent may still be forking."""
+    """SIGKILL every marked process; repeated once they are gone, since a dying parent may
+    still have been forking."""
     ended = 0
     for _ in range(rounds):
-        pids = marked(token)
-        for pid in pids:
+        fds = []
+        for pid in marked(token):
             try:
+                fds.append(os.pidfd_open(pid))
                 os.kill(pid, signal.SIGKILL)
                 ended += 1
             except ProcessLookupError:
                 pass
-        if not pids:
+        if not fds:
             break
-        time.sleep(0.2)
+        _wait_gone(fds, deadline=time.monotonic() + 5.0)
     return ended
+
+
+def _wait_gone(fds: list[int], deadline: float) -> None:
+    """Wait (until `deadline`) for the processes of pidfds `fds` to exit; close the fds."""
+    pending = set(fds)
+    while pending and (left := deadline - time.monotonic()) > 0:
+        done, _, _ = select.select(list(pending), [], [], left)
+        pending -= set(done)
+    for fd in fds:
+        os.close(fd)
 
 
 def watch(pid: int, token: str) -> None:

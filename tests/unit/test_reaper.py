@@ -15,14 +15,14 @@ TESTS = Path(__file__).resolve().parents[1]
 # A stand-in for a killed pytest: it starts the watchdog, then a "node" in its own session (as the
 # cluster harnesses do), prints the node's pid and waits to be killed.
 RUN = """
-import os, subprocess, sys, time
+import os, signal, subprocess, sys
 sys.path.insert(0, {tests!r})
 import reaper
 reaper.start()
-node = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
+node = subprocess.Popen([sys.executable, "-c", "import signal; signal.pause()"],
                         start_new_session=True)
 print(node.pid, flush=True)
-time.sleep(600)
+signal.pause()
 """
 
 
@@ -63,7 +63,7 @@ def test_a_sweep_ends_the_marked_processes_only() -> None:
 
     token = f"test-{os.getpid()}"
     base = {k: v for k, v in os.environ.items() if k != reaper.MARK}
-    sleeper = [sys.executable, "-c", "import time; time.sleep(600)"]
+    sleeper = [sys.executable, "-c", "import signal; signal.pause()"]
     mine = subprocess.Popen(sleeper, env={**base, reaper.MARK: token}, start_new_session=True)
     other = subprocess.Popen(sleeper, env=base, start_new_session=True)
     try:
