@@ -5,9 +5,10 @@ loop. Public API: Log, LogConfig, AppendInfo, ReadResult, TimestampOffset, LogMa
 See docs/storage.md for the on-disk layout and durability semantics.
 """
 
+from .batches import AppendInfo, ReadResult, TimestampOffset, UnexpectedAppendOffsetError
 from .config import LogConfig
 from .flusher import Flusher
-from .log import AppendInfo, Log, ReadResult, TimestampOffset, UnexpectedAppendOffsetError
+from .log import Log
 from .manager import LogManager
 
 __all__ = [

@@ -28,22 +28,25 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import TypeVar
 
 from client.errors import (
-    CorruptRecordError,
-    MessageTooLargeError,
     OffsetOutOfRangeError,
     StorageError,
 )
 from client.fsutil import make_dirs
 from client.records.header import (
-    peek_size,
     set_base_offset,
     set_partition_leader_epoch,
-    validate,
 )
 
+from .batches import (
+    AppendInfo,
+    ReadResult,
+    TimestampOffset,
+    UnexpectedAppendOffsetError,
+    validate_batches,
+)
 from .compaction import LogCompaction, check_keys
 from .config import LogConfig
 from .durability import LogDurability
@@ -64,56 +67,6 @@ T = TypeVar("T")
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
-
-
-class UnexpectedAppendOffsetError(OffsetOutOfRangeError):
-    """append_as_follower got batches that do not continue the log end offset."""
-
-
-class AppendInfo(NamedTuple):
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    batch_count: int
-    record_count: int
-    size_bytes: int
-    log_start_offset: int
-
-
-class ReadResult(NamedTuple):
-    data: bytes  # whole batches; b"" when nothing is available
-    first_offset: int  # base offset of the first batch (may be < the requested offset)
-    next_offset: int  # offset after the last returned batch (= requested offset when empty)
-    log_start_offset: int
-    end_offset: int  # log end offset when the read ran
-
-
-class TimestampOffset(NamedTuple):
-    timestamp: int
-    offset: int
-    leader_epoch: int
-
-
-def _validate(
-    buf: bytearray | memoryview, max_bytes: int | None, prefix: str
-) -> list[tuple[Any, ...]]:
-    """(position, header) of every batch of `buf`, CRCs checked; none larger than `max_bytes`
-    (when given)."""
-    if not len(buf):
-        raise CorruptRecordError(f"{prefix} empty records")
-    headers = []
-    pos, n = 0, len(buf)
-    while pos < n:
-        if max_bytes is not None:  # from the header alone: no CRC time on a batch refused anyway
-            size = peek_size(buf, pos)
-            if size is not None and size > max_bytes:
-                raise MessageTooLargeError(
-                    f"batch of {size} bytes exceeds max.message.bytes {max_bytes}"
-                )
-        h = validate(buf, pos, True)
-        headers.append((pos, h))
-        pos += h.size
-    return headers
 
 
 class Log:
@@ -301,7 +254,7 @@ class Log:
             buf: bytearray | memoryview = records.cast("B")
         else:
             buf = bytearray(records)
-        headers = _validate(buf, self.config.max_message_bytes, self.prefix)
+        headers = validate_batches(buf, self.config.max_message_bytes, self.prefix)
         if self.config.compact:
             check_keys(buf, headers, self.prefix)
         with self.lock:
@@ -334,7 +287,7 @@ class Log:
         must start at or after where the previous ended, the first at or after the log end
         offset (UnexpectedAppendOffsetError otherwise): a compacted leader log has gaps."""
         view = memoryview(records)
-        headers = _validate(view, None, self.prefix)
+        headers = validate_batches(view, None, self.prefix)
         with self.lock:
             self._check_online()
             first = expected = self._end()
