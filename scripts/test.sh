@@ -38,4 +38,12 @@ echo "== Any ratchet" >&2
 python scripts/any_count.py --check
 echo "== pytest" >&2
 export PYSPARK_PYTHON="$VENV/bin/python"
-exec python -m pytest "$@"
+# Two pytest-xdist workers (the suite waits on processes and sockets more than it computes: CI's
+# 25 minutes); tests/conftest.py groups the tests so that a module stays on one worker and whole
+# clusters (fault scenarios, containers) never run two at once. GREGOR_TEST_WORKERS=1: one
+# process (for -s, --pdb, or timing one test).
+workers="${GREGOR_TEST_WORKERS:-2}"
+if [ "$workers" = 1 ]; then
+    exec python -m pytest "$@"
+fi
+exec python -m pytest -n "$workers" --dist loadgroup "$@"

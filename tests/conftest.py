@@ -110,10 +110,49 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 LONG_TESTS = os.environ.get("GREGOR_LONG_TESTS", "") not in ("", "0")
 
 
+# Parallel runs (scripts/test.sh: pytest-xdist, `--dist loadgroup`): every test gets an
+# xdist_group, so a module's tests stay on one worker (its module fixtures are set up once), the
+# Spark tests share one worker's Spark session, and the fault scenarios and the container tier
+# run one at a time on one worker (each is a whole cluster; never two at once). Tryfirst: xdist
+# reads the groups in its own collection hook.
+SERIAL_GROUP = "whole-clusters"
+
+
+def _xdist_group(item: pytest.Item) -> str:
+    path = Path(str(item.fspath)).relative_to(Path(__file__).parent).as_posix()
+    if path.startswith("containers/") or path == "cluster/test_fault_scenarios.py":
+        return SERIAL_GROUP
+    if path.startswith("spark/"):
+        return "spark"
+    return path
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if LONG_TESTS:
-        return
     skip = pytest.mark.skip(reason="long tier: run it with scripts/test-long.sh")
     for item in items:
-        if "long" in item.keywords:
+        item.add_marker(pytest.mark.xdist_group(_xdist_group(item)))
+        if not LONG_TESTS and "long" in item.keywords:
             item.add_marker(skip)
+
+
+# The fault harness's summary table (CHECKER.md figures): each scenario test records its report
+# as a user property, which reaches this process also from an xdist worker.
+FAULT_REPORTS: list[dict] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when == "call":
+        FAULT_REPORTS.extend(v for k, v in report.user_properties if k == "fault_report")
+
+
+def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untyped-def]
+    if not FAULT_REPORTS:
+        return
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent / "cluster"))
+    from fault_scenarios import summary_table
+
+    terminalreporter.write_sep("=", "fault scenarios")
+    terminalreporter.write_line(summary_table(FAULT_REPORTS))

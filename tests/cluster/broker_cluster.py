@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,7 @@ class Brokers:
         self.gids: dict[int, int] = {}  # node -> gid to run it with (network faults)
         self._all: list[GregorProcess] = []
 
-    def start(self, n: int, timeout: float = 30.0) -> GregorProcess:
+    def spawn(self, n: int) -> GregorProcess:
         gp = spawn_gregor(
             ["broker", "--config", str(self.configs[n])],
             self.data_dirs[n],
@@ -60,8 +61,19 @@ class Brokers:
         )
         self._all.append(gp)
         self.procs[n] = gp
+        return gp
+
+    def start(self, n: int, timeout: float = 30.0) -> GregorProcess:
+        gp = self.spawn(n)
         gp.wait_ready(timeout)
         return gp
+
+    def start_all(self, ns: Iterable[int], timeout: float = 30.0) -> list[GregorProcess]:
+        """Spawn brokers `ns` at once (their start-ups overlap), then wait for each to listen."""
+        gps = [self.spawn(n) for n in ns]
+        for gp in gps:
+            gp.wait_ready(timeout)
+        return gps
 
     def stop(self, n: int, sig: int) -> int:
         gp = self.procs.pop(n)

@@ -73,23 +73,9 @@ def broker_cluster(controller_quorum, tmp_path: Path) -> Iterator[Callable[..., 
             kafka=kafka,
         )
         made.append(b)
-        for n in brokers:
-            b.start(n)
+        b.start_all(brokers)
         return q, b
 
     yield make
     for b in made:
         b.close()
-
-
-def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untyped-def]
-    """The fault harness's summary table (CHECKER.md figures), when scenarios ran."""
-    import sys
-
-    module = sys.modules.get("test_fault_scenarios")
-    reports = getattr(module, "REPORTS", None)
-    if reports:
-        from fault_scenarios import summary_table
-
-        terminalreporter.write_sep("=", "fault scenarios")
-        terminalreporter.write_line(summary_table(reports))

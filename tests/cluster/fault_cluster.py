@@ -111,8 +111,7 @@ class Cluster:
     def start(self) -> None:
         self.quorum.start_all()
         self.quorum.wait_leader(15, "a controller leader")
-        for n in BROKERS:
-            self.brokers.start(n)
+        self.brokers.start_all(BROKERS)
         with Admin(**self.client()) as admin:
             admin.create_topic(
                 TOPIC, self.partition_count, 3, {"min.insync.replicas": str(MIN_ISR)}

@@ -54,8 +54,7 @@ def test_acls_across_a_cluster(tmp_path) -> None:
                 "listeners: PLAINTEXT://", "listeners: SASL_PLAINTEXT://"
             )
             path.write_text(text)
-        for n in (4, 5, 6):
-            brokers.start(n)
+        brokers.start_all((4, 5, 6))
         bootstrap = brokers.bootstrap_all()
         sasl = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "SCRAM-SHA-512"}
         admin_cfg = {**sasl, "sasl_username": "admin", "sasl_password": "admin-pw"}

@@ -176,8 +176,7 @@ def test_prometheus_scrapes_the_cluster(controller_quorum, tmp_path):
         _add_metrics_listener(b.configs[n], port)
     prom = None
     try:
-        for n in ids:
-            b.start(n)
+        b.start_all(ids)
         prom = Prometheus(
             tmp_path / "prometheus",
             {

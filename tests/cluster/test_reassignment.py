@@ -52,8 +52,7 @@ def _start(controller_quorum, brokers, tmp_path: Path, session_ms: int = 3000) -
     d = tmp_path / "brokers"
     d.mkdir()
     b = brokers(d, q.voters, [4, 5, 6, 7], OVERRIDES)
-    for n in (4, 5, 6):
-        b.start(n)
+    b.start_all((4, 5, 6))
     with Admin(bootstrap_servers=b.bootstrap_all()) as admin:
         wait_until(
             lambda: {x.node_id for x in admin.describe_cluster().brokers} == {4, 5, 6},

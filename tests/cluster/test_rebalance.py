@@ -52,8 +52,7 @@ def test_rebalance_evens_a_skewed_cluster_with_a_new_broker(
     d = tmp_path / "brokers"
     d.mkdir()
     b = brokers(d, q.voters, [4, 5, 6, 7], OVERRIDES)
-    for n in (4, 5, 6):
-        b.start(n)
+    b.start_all((4, 5, 6))
     bs = ["--bootstrap-server", b.bootstrap_all()]
     with Admin(bootstrap_servers=b.bootstrap_all()) as admin:
         wait_until(

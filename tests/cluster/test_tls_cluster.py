@@ -61,8 +61,7 @@ def test_every_link_speaks_tls(tmp_path) -> None:
             text = path.read_text().replace("listeners: PLAINTEXT://", "listeners: SSL://")
             extra = "".join(f"{k}: {v}\n" for k, v in _tls_keys(pki, f"broker-{n}").items())
             path.write_text(text + extra)
-        for n in (4, 5, 6):
-            brokers.start(n)
+        brokers.start_all((4, 5, 6))
         tls = {
             "security_protocol": "SSL",
             "ssl_cafile": pki.ca,
@@ -181,8 +180,7 @@ def test_replication_over_sasl_ssl(tmp_path) -> None:
             keys["sasl.inter.broker.username"] = "broker"
             keys["sasl.inter.broker.password"] = "broker-pw"
             path.write_text(text + "".join(f"{k}: {v}\n" for k, v in keys.items()))
-        for n in (4, 5, 6):
-            brokers.start(n)
+        brokers.start_all((4, 5, 6))
         tls = {
             "security_protocol": "SASL_SSL",
             "ssl_cafile": pki.ca,

@@ -203,6 +203,7 @@ def test_killed_leader_fails_over_and_rejoins_the_isr(compose_cluster, timings) 
     wait_for(lambda: compose_cluster.health()[victim] == "healthy", 90, f"{victim} healthy")
 
 
+@pytest.mark.long  # (~30 s; network cuts in the default run: fault scenarios S4, S5, S6)
 def test_network_cut_broker_leaves_and_rejoins_the_isr(compose_cluster, timings) -> None:
     _create("netcut", 1)
     part = _partition("netcut")

@@ -1,5 +1,6 @@
 """Options for the simulations: `--seed N` replays one seed exactly (of every simulation
-test), `GREGOR_SIM_SEEDS` sets how many seeds a CI run covers (default 2000)."""
+test), `GREGOR_SIM_SEEDS` sets how many seeds a run covers (the
+default: 600 in CI, 2000 in the long tier, scripts/test-long.sh)."""
 
 from __future__ import annotations
 

@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 from replication_sim import SimConfig, SimFailure, run_seed
 
-DEFAULT_SEEDS = 60  # ~30 s on the 2-core machine; `python -m tests.sim.run_replication` for more
+# 30 seeds in the default run (CI), 60 in the long tier (scripts/test-long.sh);
+# `python -m tests.sim.run_replication` runs more
+DEFAULT_SEEDS = 60 if os.environ.get("GREGOR_LONG_TESTS", "") not in ("", "0") else 30
 
 
 def config_for(seed: int) -> SimConfig:
