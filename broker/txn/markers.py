@@ -106,6 +106,14 @@ class MarkerSettings:
     sasl: SaslCredentials | None = None  # the broker's own SASL user, or None
 
 
+class Connection(Protocol):
+    """What the channel needs of a connection to a leader (LeaderConnection)."""
+
+    def request(self, api_key: int, body: dict) -> dict: ...
+
+    def close(self) -> None: ...
+
+
 class NetworkMarkerChannel:
     def __init__(
         self,
@@ -113,19 +121,28 @@ class NetworkMarkerChannel:
         leader_of: Callable[[str, int], int | None],
         endpoint_of: Callable[[int], tuple[str, int] | None],
         settings: MarkerSettings,
+        connect: Callable[[tuple[str, int]], Connection] | None = None,
     ) -> None:
         self.node_id = node_id
+        self._connect = connect or self._leader_connection
         self._leader_of = leader_of  # None: the partition no longer exists; -1: no leader now
         self._endpoint_of = endpoint_of
         self.settings = settings
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._jobs: list[_Pending] = []
-        self._conns: dict[int, LeaderConnection] = {}
+        self._conns: dict[int, Connection] = {}
         self._failing: set[int] = set()
         self._stop = False
         self._thread: threading.Thread | None = None
         self._prefix = f"[broker={node_id} txn-markers]"
+
+    def _leader_connection(self, endpoint: tuple[str, int]) -> Connection:
+        s = self.settings
+        return LeaderConnection(
+            endpoint, s.timeout_s, s.max_frame_bytes, f"txn-coordinator-{self.node_id}",
+            None if s.tls is None else s.tls.context, s.sasl,
+        )  # fmt: skip
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="txn-markers", daemon=True)
@@ -200,12 +217,7 @@ class NetworkMarkerChannel:
                 endpoint = self._endpoint_of(leader)
                 if endpoint is None:
                     raise ConnectionError(f"broker {leader} has no known endpoint")
-                s = self.settings
-                conn = LeaderConnection(
-                    endpoint, s.timeout_s, s.max_frame_bytes, f"txn-coordinator-{self.node_id}",
-                    None if s.tls is None else s.tls.context, s.sasl,
-                )  # fmt: skip
-                self._conns[leader] = conn
+                conn = self._conns[leader] = self._connect(endpoint)
             resp = conn.request(WRITE_TXN_MARKERS, marker_body([(j.job, tps) for j, tps in items]))
         except Exception as exc:  # connection lost, refused, or the API unknown: retried
             old = self._conns.pop(leader, None)
