@@ -2,7 +2,7 @@
 key_type 1 creates `__transaction_state`; InitProducerId / AddPartitionsToTxn / EndTxn on the
 wire; a second InitProducerId fences the first producer and aborts its open transaction; a
 transaction left open past its timeout is aborted with the epoch bumped; after a restart the
-coordinator reloads the ids from the log. The markers go through a recording channel here
+coordinator reloads the ids from the log; only the coordinator writes `__transaction_state`. The markers go through a recording channel here
 (the seam; the partition side's WriteTxnMarkers is tested with it). A confluent-kafka
 transactional producer on the Kafka listener: init_transactions now; begin, produce, commit and
 abort once WriteTxnMarkers (27) is in client.protocol (the partition side's branch)."""
@@ -17,6 +17,7 @@ from broker.txn.state import TxnState
 from client import Admin
 from client.errors import ErrorCode
 from client.protocol import ApiKey
+from client.records import build_batch
 
 E = ErrorCode
 OVERRIDES = {
@@ -96,6 +97,10 @@ def test_init_add_end_fence_timeout_and_reload(broker_factory, tmp_path) -> None
     with RawClient(server.address) as c:
         found = _find(c, "app-1")
         assert (found["node_id"], found["port"]) == (1, server.port)
+        produce = c.request(ApiKey.PRODUCE, 0, {"acks": 1, "timeout_ms": 5000, "topics": [
+            {"name": "__transaction_state", "partitions": [
+                {"partition": 0, "records": build_batch([(b"k", b"v")])}]}]})  # fmt: skip
+        assert produce["topics"][0]["partitions"][0]["error_code"] == E.INVALID_TOPIC_EXCEPTION
         first = _init(c, "app-1")
         assert first["error_code"] == 0 and first["producer_epoch"] == 0, first
         pid = first["producer_id"]
