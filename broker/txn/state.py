@@ -189,7 +189,9 @@ def abort(md: TxnMetadata, now_ms: int, bump_epoch: bool) -> Transition:
 def timed_out(md: TxnMetadata, now_ms: int) -> bool:
     """An Ongoing transaction open longer than its timeout (the coordinator aborts it)."""
     return (
-        md.state == TxnState.ONGOING and md.start_ms >= 0 and now_ms > md.start_ms + md.timeout_ms
+        md.state in (TxnState.ONGOING, TxnState.PREPARE_EPOCH_FENCE)
+        and md.start_ms >= 0
+        and now_ms > md.start_ms + md.timeout_ms
     )
 
 

@@ -123,6 +123,8 @@ def test_init_add_end_fence_timeout_and_reload(broker_factory, tmp_path) -> None
         # its open transaction is aborted by the next init, which is told to retry
         assert _add(c, "app-1", pid, 1, {"orders": [1]}) == {0}
         assert _init(c, "app-1")["error_code"] == E.CONCURRENT_TRANSACTIONS
+        # (the markers are sent after the answer, from the write's callback)
+        wait_until(lambda: len(markers.jobs) == 2, 10, "the abort's markers")
         aborted = markers.jobs[-1]
         assert (aborted.commit, aborted.producer_epoch, aborted.partitions) == (
             False, 2, {("orders", 1)})  # fmt: skip
@@ -149,13 +151,32 @@ def test_init_add_end_fence_timeout_and_reload(broker_factory, tmp_path) -> None
         assert _init(c, "slow")["producer_epoch"] == 2
 
 
-def _kafka_broker(broker_factory):
-    return broker_factory(
+@pytest.fixture(scope="module")
+def kafka_txn_broker(tmp_path_factory):
+    """One broker with a GREGOR and a KAFKA listener for the confluent-kafka tests, its
+    `__transaction_state` made and loaded before librdkafka asks (no client retry back-off)."""
+    from helpers import BrokerHandle, broker_config
+
+    from broker.server import BrokerServer
+
+    d = tmp_path_factory.mktemp("txn-kafka")
+    cfg = broker_config(
+        d / "data",
         listeners="GREGOR://127.0.0.1:0,KAFKA://127.0.0.1:0",
         **{"listener.protocol.map": "KAFKA:KAFKA",
            "listener.security.protocol.map": "GREGOR:PLAINTEXT,KAFKA:PLAINTEXT",
            "inter.broker.listener.name": "GREGOR", **OVERRIDES},
     )  # fmt: skip
+    server = BrokerServer(cfg)
+    host, port = server.start()
+    try:
+        handle = BrokerHandle(server=server, host=host, port=port, data_dir=d / "data")
+        with RawClient(handle.address) as c:
+            _find(c, "warm-up")
+            _init(c, "warm-up")  # every partition of the topic is led and loaded here
+        yield handle
+    finally:
+        server.shutdown(timeout=10.0)
 
 
 def _kafka_address(handle) -> str:
@@ -163,9 +184,9 @@ def _kafka_address(handle) -> str:
     return f"127.0.0.1:{port}"
 
 
-def test_confluent_kafka_init_transactions_fences_the_previous_producer(broker_factory) -> None:
+def test_confluent_kafka_init_transactions_fences_the_previous_producer(kafka_txn_broker) -> None:
     ck = pytest.importorskip("confluent_kafka")
-    server = _kafka_broker(broker_factory)
+    server = kafka_txn_broker
     conf = {"bootstrap.servers": _kafka_address(server), "transactional.id": "ck-app",
             "transaction.timeout.ms": 30_000}  # fmt: skip
     first = ck.Producer(conf)
@@ -185,9 +206,9 @@ def test_confluent_kafka_init_transactions_fences_the_previous_producer(broker_f
     not hasattr(ApiKey, "WRITE_TXN_MARKERS"),
     reason="needs WriteTxnMarkers (27) and transactional produce: the partition side of issue 29",
 )
-def test_confluent_kafka_commit_and_abort(broker_factory) -> None:
+def test_confluent_kafka_commit_and_abort(kafka_txn_broker) -> None:
     ck = pytest.importorskip("confluent_kafka")
-    server = _kafka_broker(broker_factory)
+    server = kafka_txn_broker
     address = _kafka_address(server)
     with Admin(bootstrap_servers=server.bootstrap) as admin:
         admin.create_topic("ck-txn", 2, 1)
@@ -205,19 +226,20 @@ def test_confluent_kafka_commit_and_abort(broker_factory) -> None:
     tc = server.server.node.txn_coordinator
     wait_until(lambda: tc.describe("ck-txn-app").state == TxnState.COMPLETE_ABORT, 30, "abort")
     c = ck.Consumer({"bootstrap.servers": address, "group.id": "ck-txn-reader",
-                     "isolation.level": "read_committed", "auto.offset.reset": "earliest"})  # fmt: skip
+                     "isolation.level": "read_committed", "enable.auto.commit": False})  # fmt: skip
     try:
-        c.subscribe(["ck-txn"])
+        tps = [ck.TopicPartition("ck-txn", p, ck.OFFSET_BEGINNING) for p in (0, 1)]
+        c.assign(tps)
+        ends = [c.get_watermark_offsets(tp, timeout=30)[1] for tp in tps]  # markers included
         got: list[bytes] = []
 
-        def polled() -> bool:
-            m = c.poll(0.5)
+        def read_to_end() -> bool:
+            m = c.poll(0.2)
             if m is not None and m.error() is None:
                 got.append(m.value())
-            return len(got) >= 10
+            return [p.offset for p in c.position(tps)] == ends
 
-        wait_until(polled, 60, "the committed records")
-        assert sorted(got) == sorted(b"committed-%d" % i for i in range(10))
-        assert c.poll(2) is None  # and nothing of the aborted transaction
+        wait_until(read_to_end, 60, "read_committed to the end of both partitions")
+        assert sorted(got) == sorted(b"committed-%d" % i for i in range(10)), got
     finally:
         c.close()
