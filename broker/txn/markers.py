@@ -21,6 +21,7 @@ failed after MARKER_RETRY_BACKOFF_MS:
 
 A job whose `still_valid()` turns false (this broker no longer leads the transaction's
 `__transaction_state` partition) is dropped with done(False); the new coordinator resumes it.
+`shutdown` gives every job not finished back the same way.
 
 Threads: `send` from any thread; `done` runs on the channel's thread, outside its lock.
 """
@@ -158,6 +159,10 @@ class NetworkMarkerChannel:
         for c in self._conns.values():
             c.close()
         self._conns.clear()
+        with self._lock:
+            left, self._jobs = self._jobs, []
+        for j in left:  # given back: the coordinator resumes them while it still leads
+            j.done(False)
 
     def send(
         self, job: MarkerJob, done: Callable[[bool], None], still_valid: Callable[[], bool]

@@ -151,6 +151,47 @@ def test_init_add_end_fence_timeout_and_reload(broker_factory, tmp_path) -> None
         assert _init(c, "slow")["producer_epoch"] == 2
 
 
+class HeldMarkers(CompletingMarkers):
+    """Markers that never arrive: the transaction stays Prepare* (a coordinator that dies
+    between PrepareCommit and CompleteCommit)."""
+
+    def send(self, job, done, still_valid) -> None:
+        self.jobs.append(job)
+
+
+def test_restarted_coordinator_completes_a_prepared_commit(broker_factory, tmp_path) -> None:
+    data = tmp_path / "data"
+    server = broker_factory(data_dir=data, **OVERRIDES)
+    tc = server.server.node.txn_coordinator
+    tc.markers.shutdown()
+    tc.markers = held = HeldMarkers()
+    with Admin(bootstrap_servers=server.bootstrap) as admin:
+        admin.create_topic("orders", 2, 1)
+    with RawClient(server.address) as c:
+        _find(c, "ha")
+        pid = _init(c, "ha")["producer_id"]
+        assert _add(c, "ha", pid, 0, {"orders": [0, 1]}) == {0}
+        assert _end(c, "ha", pid, 0, commit=True) == 0
+        wait_until(lambda: len(held.jobs) == 1, 10, "the commit's markers")
+        assert tc.describe("ha").state == TxnState.PREPARE_COMMIT
+        assert _init(c, "ha")["error_code"] == E.CONCURRENT_TRANSACTIONS
+    server.server.shutdown()
+
+    server = broker_factory(data_dir=data, **OVERRIDES)
+    markers = _use_recording_markers(server)
+    tc = server.server.node.txn_coordinator
+    # the new coordinator loads PrepareCommit and sends the markers itself
+    wait_until(lambda: markers.jobs, 30, "markers sent by the restarted coordinator")
+    job = markers.jobs[0]
+    assert (job.transactional_id, job.producer_id, job.producer_epoch, job.commit) == (
+        "ha", pid, 0, True)  # fmt: skip
+    assert job.partitions == {("orders", 0), ("orders", 1)}
+    assert job.coordinator_epoch >= 0
+    wait_until(lambda: tc.describe("ha").state == TxnState.COMPLETE_COMMIT, 10, "completed")
+    with RawClient(server.address) as c:
+        assert _init(c, "ha")["producer_epoch"] == 1
+
+
 @pytest.fixture(scope="module")
 def kafka_txn_broker(tmp_path_factory):
     """One broker with a GREGOR and a KAFKA listener for the confluent-kafka tests, its

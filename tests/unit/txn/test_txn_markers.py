@@ -108,3 +108,21 @@ def test_deleted_partitions_done_fenced_and_invalid_jobs_dropped() -> None:
         assert not any(m["producer_id"] == 3 for _, b in sent for m in b["markers"])
     finally:
         ch.shutdown()
+
+
+def test_unreachable_leader_is_retried_and_shutdown_gives_the_job_back() -> None:
+    attempts: list = []
+
+    def refuse(endpoint):
+        attempts.append(endpoint)
+        raise ConnectionRefusedError("no broker there")
+
+    ch = NetworkMarkerChannel(1, lambda t, p: 2, lambda b: ("127.0.0.1", 9002), MarkerSettings(),
+                              connect=refuse)  # fmt: skip
+    ch.start()
+    done: list = []
+    ch.send(MarkerJob("u", 1, 0, True, frozenset({("a", 0)}), 0), done.append, lambda: True)
+    wait_until(lambda: len(attempts) >= 3, 10, "retries")
+    assert done == []
+    ch.shutdown()
+    assert done == [False]
