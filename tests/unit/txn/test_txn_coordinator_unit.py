@@ -34,9 +34,7 @@ class MemLog:
 
         base = self.end_offset
         recs = list(decode_records(batch))
-        self.batches.append(
-            build_batch([(r.key, r.value) for r in recs], base_offset=base)
-        )
+        self.batches.append(build_batch([(r.key, r.value) for r in recs], base_offset=base))
         self.end_offset += len(recs)
         return base
 
@@ -65,7 +63,7 @@ class MemReplicaManager:
 
     def append_records(self, acks, timeout_ms, entries, callback):
         assert acks == -1
-        ((topic, p), batch), = entries.items()
+        (((topic, p), batch),) = entries.items()
         assert topic == TRANSACTION_STATE_TOPIC
         if self.fail_with:
             return {(topic, p): ProducePartitionStatus(self.fail_with, error_message="boom")}

@@ -18,12 +18,12 @@ from broker.txn.state import TxnMetadata, TxnState
 
 
 def test_java_string_hash_matches_java() -> None:
-    # values of java.lang.String.hashCode
+    # values printed by java.lang.String.hashCode (OpenJDK)
     assert java_string_hash("") == 0
     assert java_string_hash("a") == 97
     assert java_string_hash("hello") == 99162322
     assert java_string_hash("Aa") == java_string_hash("BB") == 2112
-    assert java_string_hash("transactional-id-1") == 1051133891  # (java: "transactional-id-1".hashCode())
+    assert java_string_hash("transactional-id-1") == 1051133891
     assert java_string_hash("polygenelubricants") == -(2**31)
     assert java_string_hash("\U0001f600") == 1772899  # a surrogate pair counts as two chars
 
