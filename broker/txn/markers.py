@@ -21,7 +21,7 @@ failed after MARKER_RETRY_BACKOFF_MS:
 
 A job whose `still_valid()` turns false (this broker no longer leads the transaction's
 `__transaction_state` partition) is dropped with done(False); the new coordinator resumes it.
-`shutdown` gives every job not finished back the same way.
+`shutdown` gives every job not finished back the same way, and so does `send` after it.
 
 Threads: `send` from any thread; `done` runs on the channel's thread, outside its lock.
 """
@@ -168,8 +168,12 @@ class NetworkMarkerChannel:
         self, job: MarkerJob, done: Callable[[bool], None], still_valid: Callable[[], bool]
     ) -> None:
         with self._lock:
-            self._jobs.append(_Pending(job, done, still_valid, set(job.partitions)))
-            self._wake.notify_all()
+            stopped = self._stop
+            if not stopped:
+                self._jobs.append(_Pending(job, done, still_valid, set(job.partitions)))
+                self._wake.notify_all()
+        if stopped:  # after shutdown: given back at once
+            done(False)
 
     def _run(self) -> None:
         retry = False

@@ -126,3 +126,5 @@ def test_unreachable_leader_is_retried_and_shutdown_gives_the_job_back() -> None
     assert done == []
     ch.shutdown()
     assert done == [False]
+    ch.send(MarkerJob("v", 2, 0, True, frozenset({("a", 0)}), 0), done.append, lambda: True)
+    assert done == [False, False]  # a send after shutdown is given back at once
