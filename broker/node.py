@@ -59,6 +59,8 @@ from broker.replica.fetcher import FetcherSettings, ReplicaFetcherManager
 from broker.replica.isr import IsrProposer
 from broker.security.links import OutgoingSecurity
 from broker.services import Services
+from broker.txn import NetworkMarkerChannel, TxnCoordinator, TxnSettings
+from broker.txn.markers import MarkerSettings
 from client.config import setting
 from client.config.types import parse_list
 from client.errors import ConfigError, GregorError, InconsistentClusterIdError
@@ -195,6 +197,24 @@ class BrokerNode:
             GroupSettings.from_config(config),
             image=lambda: self.publisher.image,
         )
+        self.txn_coordinator = TxnCoordinator(
+            self.node_id,
+            self.replica_manager,
+            TxnSettings.from_config(config),
+            image=lambda: self.publisher.image,
+            next_producer_id=lambda: self.services.producer_ids.next_id(),
+            markers=NetworkMarkerChannel(
+                self.node_id,
+                self._leader_of,
+                self._endpoint_of,
+                MarkerSettings(
+                    timeout_s=int(setting(config, "request_timeout_ms", 30_000)) / 1000,
+                    max_frame_bytes=int(config.socket_request_max_bytes),
+                    tls=self.outgoing.inter_broker_tls,
+                    sasl=self.outgoing.inter_broker_sasl,
+                ),
+            ),
+        )
         self.fetchers = ReplicaFetcherManager(
             self.node_id,
             self.replica_manager,
@@ -230,6 +250,7 @@ class BrokerNode:
         self.quorum.loader.subscribe(self.publisher.publish)
         self.publisher.subscribe(self._on_metadata)
         self.publisher.subscribe(self.group_coordinator.on_metadata)
+        self.publisher.subscribe(self.txn_coordinator.on_metadata)
         self.services = Services(self)
         self.lifecycle = BrokerLifecycle(
             self.node_id,
@@ -334,6 +355,13 @@ class BrokerNode:
         b = self.publisher.image.brokers.get(broker_id)
         return None if b is None else b.endpoint(self.listeners.inter_broker)
 
+    def _leader_of(self, topic: str, partition: int) -> int | None:
+        """The leader of a partition in the latest metadata (-1: none now; None: no such
+        partition), for the transaction markers."""
+        t = self.publisher.image.topics.get(topic)
+        reg = None if t is None else t.partitions.get(partition)
+        return None if reg is None else reg.leader
+
     def _min_insync_for(self, topic: str) -> int:
         value = self.publisher.image.topic_config(topic).get("min.insync.replicas")
         if value is not None:
@@ -375,6 +403,7 @@ class BrokerNode:
             CleanerSettings.from_config(self.config), self.replica_manager.high_watermarks
         )
         self.group_coordinator.start()
+        self.txn_coordinator.start()
         self.quorum.start(timeout)  # replays / follows the committed log into the publisher
         # (combined: the log's id, written at start when it had none, is known by now)
         self.own_cluster_id.check(self.quorum.loader.image.cluster_id, self._role())
@@ -514,6 +543,7 @@ class BrokerNode:
             self._heartbeats.join(10.0)
         self.fetchers.shutdown()
         self.group_coordinator.shutdown()
+        self.txn_coordinator.shutdown()
         self.produce_purgatory.shutdown()
         self.fetch_purgatory.shutdown()
         self.timer.shutdown()

@@ -2,8 +2,8 @@
 
 One per broker, built by BrokerNode once its parts exist (`node.services`): the config and the
 node's identity, the replica manager, log manager and purgatories, the ControllerChannel, the
-metadata publisher (`metadata` is the latest published image), the group coordinator, the
-producer-id manager, the SASL settings and the authentication log. Handlers take what they need
+metadata publisher (`metadata` is the latest published image), the group and transaction
+coordinators, the producer-id manager, the SASL settings and the authentication log. Handlers take what they need
 from it and nothing else, so a handler's dependencies are the attributes it reads here.
 
 Threads: built on the node's control thread; read from any I/O thread (every part is
@@ -27,6 +27,7 @@ from broker.replica import ReplicaManager
 from broker.security.auth_log import AuthLog
 from broker.security.authorizer import Authorizer, parse_super_users
 from broker.security.sasl import SaslSettings
+from broker.txn import TxnCoordinator
 from client.config import setting
 from controller.channel import ControllerChannel
 from controller.metadata.image import MetadataImage
@@ -55,6 +56,7 @@ class Services:
         self.controller: ControllerChannel = node.controller
         self.publisher: MetadataPublisher = node.publisher
         self.group_coordinator: GroupCoordinator = node.group_coordinator
+        self.txn_coordinator: TxnCoordinator = node.txn_coordinator
         self.producer_ids = ProducerIdManager(
             node.controller, node.node_id, lambda: node.lifecycle.broker_epoch
         )

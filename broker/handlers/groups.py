@@ -26,15 +26,28 @@ from client.protocol import ApiKey
 from client.security.acl import AclOperation, ResourceType
 
 
-@handler(ApiKey.FIND_COORDINATOR, access="DESCRIBE on GROUP")
+@handler(
+    ApiKey.FIND_COORDINATOR, access="DESCRIBE on GROUP; key_type 1: DESCRIBE on TRANSACTIONAL_ID"
+)
 def find_coordinator(ctx: RequestContext, body: dict) -> dict:
     services = ctx.services
     out = []
     msg: str | None
     for key in body["coordinator_keys"]:
-        if body["key_type"] != 0:
+        if body["key_type"] == 1:  # TRANSACTION (broker/txn/topic.py)
+            if not key:
+                code, node, host, port, msg = (int(ErrorCode.INVALID_REQUEST), -1, "", -1,
+                                               "transactional id is empty")  # fmt: skip
+            elif (denied := check(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
+                                  key)) is not None:  # fmt: skip
+                code, node, host, port, msg = denied[0], -1, "", -1, denied[1]
+            else:
+                code, node, host, port, msg = services.txn_coordinator.find(
+                    key, services.controller
+                )
+        elif body["key_type"] != 0:
             code, node, host, port, msg = (int(ErrorCode.INVALID_REQUEST), -1, "", -1,
-                                           "only group coordinators (key_type 0) exist")  # fmt: skip
+                                           "key_type is 0 (group) or 1 (transaction)")  # fmt: skip
         elif not key:
             code, node, host, port, msg = (int(ErrorCode.INVALID_GROUP_ID), -1, "", -1,
                                            "group id is empty")  # fmt: skip

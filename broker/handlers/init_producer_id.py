@@ -1,7 +1,8 @@
 """InitProducerId (22): a new producer id, epoch 0, for an idempotent producer (from the
 broker's block of ids; broker/producer_ids.py). The response is sent from the future's callback
-when a new block has to come from the controller. Transactions are not supported: a
-transactional_id is refused with INVALID_REQUEST."""
+when a new block has to come from the controller. With a transactional_id the transaction
+coordinator answers (broker/txn/coordinator.py: the id's producer id, its epoch bumped), once
+`__transaction_state` has the record."""
 
 from __future__ import annotations
 
@@ -29,8 +30,12 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
     services = ctx.services
     if body["transactional_id"] is not None:
         require(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body["transactional_id"])
-        ctx.respond_error(
-            ErrorCode.INVALID_REQUEST, "transactions are not supported: no transactional_id"
+
+        def answer(code: int, pid: int, epoch: int, msg: str | None) -> None:
+            ctx.respond(_body(code, pid, epoch))
+
+        services.txn_coordinator.init_producer_id(
+            body["transactional_id"], body["transaction_timeout_ms"], answer
         )
         return None
     init_producer_id(ctx)

@@ -16,11 +16,14 @@ from typing import Any
 from broker.group import OFFSETS_TOPIC
 from broker.handlers.base import RequestContext, handler
 from broker.security.access import check, enabled, may_create_topic
+from broker.txn.log_format import TRANSACTION_STATE_TOPIC
 from client.errors import ErrorCode
 from client.protocol import ApiKey
 from client.security.acl import AclOperation, ResourceType
 
 log = logging.getLogger(__name__)
+# topics only their coordinator writes (Kafka refuses appends to internal topics too)
+_INTERNAL = {OFFSETS_TOPIC: "group coordinator", TRANSACTION_STATE_TOPIC: "transaction coordinator"}
 
 
 def _response(order: list[tuple[str, list[int]]], statuses: dict) -> dict:
@@ -56,10 +59,10 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
                     int(ErrorCode.INVALID_REQUEST), error_message="partition named twice"
                 )
                 entries.pop(tp, None)
-            elif name == OFFSETS_TOPIC:
+            elif name in _INTERNAL:
                 statuses[tp] = ProducePartitionStatus(
                     int(ErrorCode.INVALID_TOPIC_EXCEPTION),
-                    error_message=f"{OFFSETS_TOPIC} is internal: the group coordinator writes it",
+                    error_message=f"{name} is internal: the {_INTERNAL[name]} writes it",
                 )
             elif refused is not None:  # WRITE on the topic (nothing is appended)
                 statuses[tp] = ProducePartitionStatus(refused[0], error_message=refused[1])

@@ -12,7 +12,7 @@ native handlers do, so both listeners serve the same state through the same code
     Fetch           4-12       Fetch (1)           whole batches, converted; no fetch sessions
                                                    (session_id 0 tells the client so)
     ListOffsets     1-7        ListOffsets (2)     -2 earliest, -1 latest, else by timestamp
-    InitProducerId  0-4        InitProducerId (22) idempotence; transactional ids refused
+    InitProducerId  0-4        InitProducerId (22) idempotence, and transactional ids (apis_txn.py)
 
 Fetch stops at v12 (v13 names topics by id only) and Metadata at v12 to match.
 

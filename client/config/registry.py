@@ -22,6 +22,7 @@ KEY_MODULES: tuple[tuple[str, str], ...] = (
     ("client.config.keys_replication", "Replication"),
     ("client.config.keys_controller", "Controller quorum and metadata"),
     ("client.config.keys_group", "Consumer groups and offsets"),
+    ("client.config.keys_txn", "Transaction coordinator"),
     ("client.config.keys_client", "Clients: producer, consumer, admin"),
 )
 

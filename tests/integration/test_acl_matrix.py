@@ -264,7 +264,23 @@ ROWS: list[Row] = [
     Row(ApiKey.INIT_PRODUCER_ID, dict, [topic("t", Op.WRITE)], 31, name="write-any"),
     Row(ApiKey.INIT_PRODUCER_ID, lambda: {"transactional_id": "tx"},
         [acl(RT.TRANSACTIONAL_ID, "tx", Op.WRITE)], 53, name="transactional",
-        allowed_check=lambda r: r["error_code"] == 42),  # then: transactions are not built
+        # then: a producer id, or a coordinator error while __transaction_state is made
+        allowed_check=lambda r: r["error_code"] in (0, 14, 15, 16)),
+    Row(ApiKey.FIND_COORDINATOR, lambda: {"key_type": 1, "coordinator_keys": ["tx"]},
+        [acl(RT.TRANSACTIONAL_ID, "tx", Op.DESCRIBE)], 53, name="transaction"),
+    Row(ApiKey.ADD_PARTITIONS_TO_TXN,
+        lambda: {"transactional_id": "tx", "producer_id": 1, "producer_epoch": 0,
+                 "topics": [{"name": "t", "partitions": [0]}]},
+        [acl(RT.TRANSACTIONAL_ID, "tx", Op.WRITE)], 53, held=[topic("t", Op.WRITE)]),
+    Row(ApiKey.ADD_PARTITIONS_TO_TXN,
+        lambda: {"transactional_id": "tx", "producer_id": 1, "producer_epoch": 0,
+                 "topics": [{"name": "t", "partitions": [0]}]},
+        [topic("t", Op.WRITE)], 29, held=[acl(RT.TRANSACTIONAL_ID, "tx", Op.WRITE)],
+        name="topic"),
+    Row(ApiKey.END_TXN,
+        lambda: {"transactional_id": "tx", "producer_id": 1, "producer_epoch": 0,
+                 "committed": True},
+        [acl(RT.TRANSACTIONAL_ID, "tx", Op.WRITE)], 53),
     Row(ApiKey.OFFSET_FOR_LEADER_EPOCH,
         lambda: {"topics": [{"name": "t", "partitions": [{"partition": 0, "leader_epoch": 0}]}]},
         [topic("t", Op.DESCRIBE)], 29, name="consumer"),
@@ -355,6 +371,7 @@ def env(tmp_path_factory) -> Any:
             "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
             "super.users": "User:admin",
             "auto.create.topics.enable": "true",
+            "transaction.state.log.num.partitions": "1",
         },
     )
     server = BrokerServer(cfg, node_factory=build_node)

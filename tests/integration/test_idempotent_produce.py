@@ -1,7 +1,7 @@
 """Idempotent produce on the wire against a combined `gregor server` (issue 12, broker side):
 InitProducerId hands out distinct ids from controller-allocated blocks; a batch sent twice with
 the same producer id, epoch and sequence is stored once and both answers carry the same
-offset; a sequence gap, a fenced epoch and a transactional id are refused; the state survives
+offset; a sequence gap and a fenced epoch are refused; the state survives
 a restart of the server."""
 
 from __future__ import annotations
@@ -52,8 +52,10 @@ def test_duplicates_are_stored_once(broker_factory, tmp_path) -> None:
         assert _produce(c, pid, 1, 0, [b"d"])["error_code"] == 0  # a new epoch
         old = _produce(c, pid, 0, 3, [b"y"])
         assert old["error_code"] == ErrorCode.INVALID_PRODUCER_EPOCH
+        # a transactional id is the transaction coordinator's (tests/integration/test_txn_coordinator.py):
+        # without FindCoordinator first, no broker coordinates it yet
         tx = c.request(ApiKey.INIT_PRODUCER_ID, 0, {"transactional_id": "t1"})
-        assert tx["error_code"] == ErrorCode.INVALID_REQUEST
+        assert tx["error_code"] == ErrorCode.NOT_COORDINATOR
     server.server.shutdown()
     server = broker_factory(data_dir=data)
     with RawClient((server.host, server.port)) as c:

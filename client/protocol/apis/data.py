@@ -363,8 +363,11 @@ INIT_PRODUCER_ID = register(
         key=ApiKey.INIT_PRODUCER_ID,
         name="InitProducerId",
         doc="A new producer id (epoch 0) for an idempotent producer, from the block of ids the "
-        "broker holds (a new block comes from the controller). Transactions are not supported: "
-        "a non-null transactional_id is refused with INVALID_REQUEST.",
+        "broker holds (a new block comes from the controller). With a transactional_id (sent "
+        "to its transaction coordinator, FindCoordinator key_type 1): the id's producer id "
+        "with its epoch bumped, fencing the previous producer; an open transaction of the "
+        "previous epoch is aborted first (CONCURRENT_TRANSACTIONS until it is: retry). "
+        "transaction_timeout_ms above transaction.max.timeout.ms: INVALID_TRANSACTION_TIMEOUT.",
         request=Struct(
             Field("transactional_id", Nullable(STRING), default=None),
             Field("transaction_timeout_ms", INT32, default=60_000),

@@ -40,7 +40,12 @@ FIND_COORDINATOR = register(
         "`__consumer_offsets` (the topic is created on first use). COORDINATOR_NOT_AVAILABLE "
         "while the topic is being created or the partition has no leader (retriable).",
         request=Struct(
-            Field("key_type", INT8, default=0, doc="0 group (transactions: not supported)"),
+            Field(
+                "key_type",
+                INT8,
+                default=0,
+                doc="0 group, 1 transaction (the transactional id's coordinator: leader of its `__transaction_state` partition)",
+            ),
             Field("coordinator_keys", Array(STRING)),
         ),
         response=Struct(

@@ -1,0 +1,466 @@
+"""TxnCoordinator: the transactional ids of the `__transaction_state` partitions this broker leads.
+
+    tc = TxnCoordinator(node_id, replica_manager, settings, image, next_producer_id, markers)
+    publisher.subscribe(tc.on_metadata)   # become / stop being coordinator of partitions
+    tc.start() ... tc.shutdown()          # the "txn-coordinator" thread: loads, timeouts
+
+A transactional id lives in partition `partition_for(id)` ("its shard"). While this broker
+leads that partition the shard holds each id's `TxnMetadata` (broker/txn/state.py); becoming
+leader schedules a load (the partition read from its start: the last record of each id wins),
+and the coordinator epoch is the partition's leader epoch. Until loaded: COORDINATOR_LOAD_IN_PROGRESS;
+on a broker that does not lead it: NOT_COORDINATOR.
+
+Every change is a record written to the shard's partition with acks=all; the in-memory state
+changes once it is replicated, and only then is the client answered. While an id has a write
+or markers in flight it is "pending" and other requests for it get CONCURRENT_TRANSACTIONS
+(Kafka's pendingState). Ending a transaction: PrepareCommit/PrepareAbort written, the client
+answered, the markers sent through the MarkerChannel (broker/txn/markers.py), then
+CompleteCommit/CompleteAbort written.
+
+The thread, every transaction.abort.timed.out.transaction.cleanup.interval.ms (and after each
+load): aborts Ongoing transactions past their timeout (epoch bumped: the producer is fenced),
+and resumes every Prepare* transaction not in flight (after a failover, a failed write, or
+markers given up), so a new coordinator finishes what the old one prepared.
+
+Threads: public methods from I/O threads (handlers), the metadata publisher, the flusher/timer
+threads (write callbacks) and the marker channel's thread (marker callbacks). `lock` guards
+the shards; no write or marker send is started while holding it.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from broker.txn import state as sm
+from broker.txn.log_format import (
+    TRANSACTION_STATE_TOPIC,
+    decode_key,
+    decode_value,
+    partition_for,
+    records_of,
+)
+from broker.txn.markers import MarkerChannel, MarkerJob
+from broker.txn.state import PREPARED, TP, TxnMetadata
+from broker.txn.topic import TxnSettings, TxnTopic
+from client.errors import ErrorCode
+from client.records import build_batch, decode_records
+
+if TYPE_CHECKING:
+    from broker.replica import ReplicaManager
+    from broker.replica.delayed import ProducePartitionStatus
+    from controller.channel import ControllerChannel
+    from controller.metadata.image import MetadataImage
+
+log = logging.getLogger(__name__)
+
+_LOAD_READ_BYTES = 1024 * 1024
+# errors of a write to __transaction_state, as the client sees them (Kafka's mapping)
+_WRITE_ERRORS = {
+    int(ErrorCode.NOT_LEADER_OR_FOLLOWER): ErrorCode.NOT_COORDINATOR,
+    int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION): ErrorCode.NOT_COORDINATOR,
+    int(ErrorCode.KAFKA_STORAGE_ERROR): ErrorCode.NOT_COORDINATOR,
+    int(ErrorCode.NOT_ENOUGH_REPLICAS): ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    int(ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND): ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    int(ErrorCode.REQUEST_TIMED_OUT): ErrorCode.COORDINATOR_NOT_AVAILABLE,
+}
+
+Answer = Callable[[int, str | None], None]
+InitAnswer = Callable[[int, int, int, str | None], None]  # code, producer id, epoch, message
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class TxnError(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = int(code)
+        self.message = message
+
+
+@dataclass
+class TxnEntry:
+    md: TxnMetadata | None  # None while the id's first record is being written
+    pending: bool = False
+
+
+@dataclass
+class TxnShard:
+    partition: int
+    coordinator_epoch: int
+    loaded: bool = False
+    txns: dict[str, TxnEntry] = field(default_factory=dict)
+
+
+class TxnCoordinator:
+    def __init__(
+        self,
+        node_id: int,
+        replica_manager: ReplicaManager,
+        settings: TxnSettings,
+        image: Callable[[], MetadataImage],
+        next_producer_id: Callable[[], concurrent.futures.Future],
+        markers: MarkerChannel,
+        clock: Callable[[], int] = _wall_ms,
+    ) -> None:
+        self.node_id = node_id
+        self.replica_manager = replica_manager
+        self.settings = settings
+        self._image = image
+        self._next_pid = next_producer_id
+        self.markers = markers
+        self._clock = clock
+        self.topic = TxnTopic(node_id, settings, image)
+        self.lock = threading.Lock()
+        self._wake = threading.Condition(self.lock)
+        self._shards: dict[int, TxnShard] = {}
+        self._loads: list[tuple[int, int]] = []
+        self._stop = False
+        self._thread: threading.Thread | None = None
+        self._prefix = f"[broker={node_id} txn-coordinator]"
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the marker channel and the coordinator's thread (both stopped by shutdown)."""
+        self.markers.start()
+        self._thread = threading.Thread(target=self._run, name="txn-coordinator", daemon=True)
+        self._thread.start()
+
+    def shutdown(self) -> None:
+        with self.lock:
+            self._stop = True
+            self._wake.notify_all()
+        if self._thread is not None:
+            self._thread.join(10)
+            self._thread = None
+        self.markers.shutdown()
+
+    def _run(self) -> None:
+        interval = self.settings.abort_check_interval_ms / 1000
+        next_check = time.monotonic() + interval
+        while True:
+            with self.lock:
+                if self._stop:
+                    return
+                if not self._loads:
+                    self._wake.wait(max(0.0, min(0.1, next_check - time.monotonic())))
+                loads, self._loads = self._loads, []
+            for p, epoch in loads:
+                try:
+                    self.load(p, epoch)
+                except Exception:
+                    log.exception("%s loading %s-%d failed", self._prefix,
+                                  TRANSACTION_STATE_TOPIC, p)  # fmt: skip
+                    with self.lock:
+                        self._loads.append((p, epoch))  # retried on the next round
+            if loads or time.monotonic() >= next_check:
+                next_check = time.monotonic() + interval
+                try:
+                    self.check_transactions()
+                except Exception:
+                    log.exception("%s timeout check failed", self._prefix)
+
+    # -- leadership and loading -----------------------------------------------------------------
+
+    def on_metadata(self, image: MetadataImage, delta: object) -> None:
+        """Publisher subscriber (after the ReplicaManager applied the image)."""
+        topic = image.topics.get(TRANSACTION_STATE_TOPIC)
+        parts = topic.partitions if topic is not None else {}
+        with self.lock:
+            for p, reg in parts.items():
+                shard = self._shards.get(p)
+                if reg.leader == self.node_id:
+                    if shard is None or shard.coordinator_epoch != reg.leader_epoch:
+                        self._shards[p] = TxnShard(p, reg.leader_epoch)
+                        self._loads.append((p, reg.leader_epoch))
+                        self._wake.notify_all()
+                elif shard is not None:
+                    del self._shards[p]
+                    log.info("%s no longer coordinator of %s-%d (%d transactional ids dropped)",
+                             self._prefix, TRANSACTION_STATE_TOPIC, p, len(shard.txns))  # fmt: skip
+            for p in [p for p in self._shards if p not in parts]:
+                del self._shards[p]
+
+    def load(self, p: int, epoch: int) -> None:
+        """Rebuild partition `p`'s transactional ids from its log, if this broker still leads it
+        at `epoch`. Runs on the coordinator's thread (tests call it)."""
+        start = time.monotonic()
+        part = self.replica_manager.get_partition(TRANSACTION_STATE_TOPIC, p)
+        if part is None or not part.is_leader or part.leader_epoch != epoch:
+            return
+        txns: dict[str, TxnMetadata] = {}
+        offset, end = part.log.log_start_offset, part.log.end_offset
+        records = skipped = 0
+        while offset < end:
+            got = part.log.read(offset, _LOAD_READ_BYTES)
+            if not got.data:
+                break
+            for r in decode_records(got.data):
+                if r.offset < offset or r.key is None:
+                    continue
+                records += 1
+                try:
+                    tid = decode_key(r.key)
+                    if r.value is None:
+                        txns.pop(tid, None)
+                    else:
+                        txns[tid] = decode_value(tid, r.value)
+                except (ValueError, UnicodeDecodeError) as exc:  # not ours: skipped
+                    skipped += 1
+                    if skipped == 1:
+                        log.warning("%s %s-%d offset %d: unreadable record skipped (%s)",
+                                    self._prefix, TRANSACTION_STATE_TOPIC, p, r.offset, exc)  # fmt: skip
+            offset = got.next_offset
+        with self.lock:
+            shard = self._shards.get(p)
+            if shard is None or shard.coordinator_epoch != epoch:
+                return
+            shard.txns = {tid: TxnEntry(md) for tid, md in txns.items()}
+            shard.loaded = True
+        prepared = sum(1 for md in txns.values() if md.state in PREPARED)
+        log.info(
+            "%s coordinator of %s-%d (epoch %d): loaded %d records, %d transactional ids"
+            " (%d to complete), in %.0f ms",
+            self._prefix, TRANSACTION_STATE_TOPIC, p, epoch, records, len(txns), prepared,
+            (time.monotonic() - start) * 1000,
+        )  # fmt: skip
+
+    def _shard(self, tid: str) -> TxnShard:
+        """The loaded shard of `tid` (lock held), else TxnError."""
+        topic = self._image().topics.get(TRANSACTION_STATE_TOPIC)
+        n = len(topic.partitions) if topic is not None else self.settings.partitions
+        p = partition_for(tid, n)
+        shard = self._shards.get(p)
+        if shard is None:
+            raise TxnError(ErrorCode.NOT_COORDINATOR,
+                           f"broker {self.node_id} is not the coordinator of {tid}")  # fmt: skip
+        if not shard.loaded:
+            raise TxnError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                           f"{TRANSACTION_STATE_TOPIC}-{p} is being loaded")  # fmt: skip
+        return shard
+
+    def _entry(self, tid: str) -> tuple[TxnShard, TxnEntry | None]:
+        """(shard, entry) of `tid` (lock held); CONCURRENT_TRANSACTIONS while it is pending."""
+        shard = self._shard(tid)
+        entry = shard.txns.get(tid)
+        if entry is not None and entry.pending:
+            raise TxnError(ErrorCode.CONCURRENT_TRANSACTIONS,
+                           f"a previous request of {tid} is being completed")  # fmt: skip
+        return shard, entry
+
+    def find(
+        self, tid: str, controller: ControllerChannel
+    ) -> tuple[int, int, str, int, str | None]:
+        """FindCoordinator key_type 1: (error code, node id, host, port, message)."""
+        return self.topic.find(tid, controller)
+
+    def describe(self, tid: str) -> TxnMetadata | None:
+        """The current metadata of `tid` (tests, tools); TxnError when not coordinator."""
+        with self.lock:
+            entry = self._shard(tid).txns.get(tid)
+            return None if entry is None else entry.md
+
+    # -- InitProducerId --------------------------------------------------------------------------
+
+    def init_producer_id(self, tid: str, timeout_ms: int, answer: InitAnswer,
+                         new_pid: int | None = None) -> None:  # fmt: skip
+        """Map `tid` to a producer id with a bumped epoch (fencing the previous producer)."""
+        if not tid:
+            answer(int(ErrorCode.INVALID_REQUEST), -1, -1, "transactional id is empty")
+            return
+        if not 0 < timeout_ms <= self.settings.max_timeout_ms:
+            answer(int(ErrorCode.INVALID_TRANSACTION_TIMEOUT), -1, -1,
+                   f"transaction timeout {timeout_ms} ms is not in (0, transaction.max.timeout.ms"
+                   f" {self.settings.max_timeout_ms}]")  # fmt: skip
+            return
+        try:
+            with self.lock:
+                shard, entry = self._entry(tid)
+                md = None if entry is None else entry.md
+                if sm.needs_new_pid(md) and new_pid is None:
+                    ask = True
+                else:
+                    ask = False
+                    t = sm.init(md, tid, new_pid, timeout_ms, self._clock())
+                    if t.write is not None:
+                        entry = self._set_pending(shard, tid, entry)
+        except TxnError as exc:
+            answer(exc.code, -1, -1, exc.message)
+            return
+        if ask:
+            self._next_pid().add_done_callback(lambda f: self._got_pid(f, tid, timeout_ms, answer))
+            return
+        if t.write is None:
+            answer(t.error, -1, -1, t.message)
+            return
+        w = t.write
+
+        def written(code: int, msg: str | None) -> None:
+            if code:
+                answer(code, -1, -1, msg)
+            elif t.error:  # an open transaction is being aborted: the client retries
+                answer(t.error, -1, -1, t.message)
+            else:
+                log.info("%s %s: producer id %d epoch %d", self._prefix, tid, w.producer_id,
+                         w.producer_epoch)  # fmt: skip
+                answer(0, w.producer_id, w.producer_epoch, None)
+
+        self._write(shard, w, written)
+
+    def _got_pid(self, f: concurrent.futures.Future, tid: str, timeout_ms: int,
+                 answer: InitAnswer) -> None:  # fmt: skip
+        exc = f.exception()
+        if exc is not None:
+            log.warning("%s no producer id for %s: %s", self._prefix, tid, exc)
+            answer(int(getattr(exc, "code", ErrorCode.UNKNOWN_SERVER_ERROR)), -1, -1, str(exc))
+            return
+        self.init_producer_id(tid, timeout_ms, answer, new_pid=int(f.result()))
+
+    # -- AddPartitionsToTxn ----------------------------------------------------------------------
+
+    def add_partitions(self, tid: str, pid: int, epoch: int, tps: frozenset[TP],
+                       answer: Answer) -> None:  # fmt: skip
+        try:
+            with self.lock:
+                shard, entry = self._entry(tid)
+                t = sm.add_partitions(entry.md if entry else None, tid, pid, epoch, tps,
+                                      self._clock())  # fmt: skip
+                if t.write is not None:
+                    self._set_pending(shard, tid, entry)
+        except TxnError as exc:
+            answer(exc.code, exc.message)
+            return
+        if t.write is None:
+            answer(t.error, t.message)
+            return
+        self._write(shard, t.write, answer)
+
+    # -- EndTxn ----------------------------------------------------------------------------------
+
+    def end_txn(self, tid: str, pid: int, epoch: int, commit: bool, answer: Answer) -> None:
+        try:
+            with self.lock:
+                shard, entry = self._entry(tid)
+                t = sm.end(entry.md if entry else None, tid, pid, epoch, commit, self._clock())
+                if t.write is not None:
+                    self._set_pending(shard, tid, entry)
+        except TxnError as exc:
+            answer(exc.code, exc.message)
+            return
+        if t.write is None:
+            answer(t.error, t.message)
+            return
+        self._write(shard, t.write, answer)
+
+    # -- timeouts and resumption -------------------------------------------------------------------
+
+    def check_transactions(self) -> None:
+        """Abort Ongoing transactions past their timeout (epoch bumped) and resume Prepare*
+        ones not in flight. The coordinator's thread; tests call it."""
+        now = self._clock()
+        todo: list[tuple[TxnShard, TxnMetadata, bool]] = []  # (shard, metadata, write first)
+        with self.lock:
+            for shard in list(self._shards.values()):
+                if not shard.loaded:
+                    continue
+                for tid, entry in shard.txns.items():
+                    md = entry.md
+                    if entry.pending or md is None:
+                        continue
+                    if sm.timed_out(md, now):
+                        w = sm.abort(md, now, bump_epoch=True).write
+                        assert w is not None
+                        log.info("%s %s: transaction open for %d ms (timeout %d ms): aborting,"
+                                 " producer epoch %d -> %d", self._prefix, tid,
+                                 now - md.start_ms, md.timeout_ms, md.producer_epoch,
+                                 w.producer_epoch)  # fmt: skip
+                        entry.pending = True
+                        todo.append((shard, w, True))
+                    elif md.state in PREPARED:
+                        entry.pending = True
+                        todo.append((shard, md, False))
+        for shard, md, write_first in todo:
+            if write_first:
+                self._write(shard, md, lambda code, msg: None)
+            else:
+                self._send_markers(shard, md)
+
+    # -- writes and markers ------------------------------------------------------------------------
+
+    @staticmethod
+    def _set_pending(shard: TxnShard, tid: str, entry: TxnEntry | None) -> TxnEntry:
+        if entry is None:
+            entry = shard.txns[tid] = TxnEntry(None)
+        entry.pending = True
+        return entry
+
+    def _is_current(self, shard: TxnShard) -> bool:
+        return self._shards.get(shard.partition) is shard
+
+    def _write(self, shard: TxnShard, md: TxnMetadata, answer: Answer) -> None:
+        """Append `md` (acks=all); once replicated it becomes the id's state, then `answer`.
+        A Prepare* state goes on to the markers (the id stays pending until Complete*)."""
+        tp = (TRANSACTION_STATE_TOPIC, shard.partition)
+        tid = md.transactional_id
+        now = self._clock()
+
+        def done(statuses: Mapping[tuple[str, int], ProducePartitionStatus]) -> None:
+            st = statuses[tp]
+            code = int(st.error_code)
+            with self.lock:
+                entry = shard.txns.get(tid)
+                current = self._is_current(shard) and entry is not None
+                if current and entry is not None:
+                    if code == 0:
+                        entry.md = md
+                    entry.pending = code == 0 and md.state in PREPARED
+                    if entry.md is None:
+                        del shard.txns[tid]
+            if code:
+                mapped = int(_WRITE_ERRORS.get(code, ErrorCode.UNKNOWN_SERVER_ERROR))
+                log.warning("%s %s: writing %s failed: error %d (%s)", self._prefix, tid,
+                            md.state.kafka_name, code, st.error_message)  # fmt: skip
+                answer(mapped, st.error_message)
+                return
+            answer(0, None)
+            if current and md.state in PREPARED:
+                self._send_markers(shard, md)
+
+        res = self.replica_manager.append_records(
+            -1, self.settings.write_timeout_ms, {tp: build_batch(records_of([md]),
+                                                                 timestamp_ms=now)}, done
+        )  # fmt: skip
+        if res is not None:
+            done(res)
+
+    def _send_markers(self, shard: TxnShard, md: TxnMetadata) -> None:
+        """Markers for a Prepare* `md` (its entry pending), then Complete* written."""
+        tid = md.transactional_id
+
+        def still_valid() -> bool:
+            with self.lock:
+                return self._is_current(shard)
+
+        def sent(ok: bool) -> None:
+            if not ok:
+                with self.lock:
+                    entry = shard.txns.get(tid)
+                    if entry is not None:
+                        entry.pending = False  # resumed by the next check while still leader
+                return
+            self._write(shard, sm.complete(md, self._clock()), lambda code, msg: None)
+
+        if not md.partitions:
+            sent(True)
+            return
+        job = MarkerJob(tid, md.producer_id, md.producer_epoch, md.committing,
+                        md.partitions, shard.coordinator_epoch)  # fmt: skip
+        self.markers.send(job, sent, still_valid)
