@@ -22,7 +22,9 @@ from client.records.header import parse_header
 
 
 def _log(path, compact: bool = False, segment_bytes: int = 1 << 20) -> Log:
-    cfg = LogConfig(segment_bytes=segment_bytes, cleanup_policy=("compact",) if compact else ("delete",))
+    cfg = LogConfig(
+        segment_bytes=segment_bytes, cleanup_policy=("compact",) if compact else ("delete",)
+    )
     return Log(path / "t-0", "t", 0, cfg, lambda: 1_000_000)
 
 
@@ -106,7 +108,7 @@ def test_ongoing_transaction_survives_a_snapshot(tmp_path) -> None:
     log = _log(tmp_path, segment_bytes=300)
     try:
         log.append_as_leader(_txn(1, 0), 0)
-        for i in range(6):  # rolls segments: snapshots hold producer 1's open transaction
+        for _i in range(6):  # rolls segments: snapshots hold producer 1's open transaction
             log.append_as_leader(build_batch([(b"x", b"y" * 100)]), 0)
         assert len(log.segments) > 2
         log.flush()
