@@ -50,11 +50,12 @@ class OffsetQueries:
         return entry
 
     def list_offsets(
-        self, replica_id: int, requests: list[tuple[str, int, int, int]]
+        self, replica_id: int, requests: list[tuple[str, int, int, int]], isolation_level: int = 0
     ) -> list[Body]:
         """[(topic, partition, timestamp, current_leader_epoch)] → [{topic, partition,
         error_code, timestamp, offset, leader_epoch}]. -2 earliest, -1 latest (the HW for
-        consumers, the log end for followers), else the first offset with timestamp >= ts."""
+        consumers, the log end for followers; the last stable offset for read_committed ones),
+        else the first offset with timestamp >= ts."""
 
         def by_time(ts: int) -> Callable[[Partition, Body], None]:
             def fill(part: Partition, entry: Body) -> None:
@@ -64,7 +65,8 @@ class OffsetQueries:
                 if ts == -2:
                     entry["offset"] = log.log_start_offset
                 elif ts == -1:
-                    entry["offset"] = hw
+                    read_committed = isolation_level == 1 and replica_id < 0
+                    entry["offset"] = log.producers.last_stable_offset(hw) if read_committed else hw
                 else:
                     found = log.offset_for_timestamp(ts)
                     if found is not None and found.offset < hw:

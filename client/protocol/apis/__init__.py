@@ -11,4 +11,5 @@ from client.protocol.apis import (  # noqa: F401
     quotas,
     reassignments,
     security,
+    txn_markers,
 )
