@@ -16,13 +16,18 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from broker.handlers.base import RequestContext, handler
 from broker.security.access import cluster_action
 from client.errors import ErrorCode
 from client.protocol import ApiKey
 from client.records.control import build_marker
+
+if TYPE_CHECKING:
+    from broker.replica.delayed import ProducePartitionStatus
+
+    Statuses = dict[tuple[str, int], ProducePartitionStatus]
 
 MARKER_TIMEOUT_MS = 30_000  # Kafka's request.timeout.ms default, which its markers wait
 
@@ -49,8 +54,7 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
                         {
                             "name": name,
                             "partitions": [
-                                {"partition_index": p, "error_code": got[(name, p)]}
-                                for p in parts
+                                {"partition_index": p, "error_code": got[(name, p)]} for p in parts
                             ],
                         }
                         for name, parts in topics
@@ -59,7 +63,7 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
             )
         ctx.respond({"markers": out})
 
-    def done(i: int, results: dict[tuple[str, int], Any]) -> None:
+    def done(i: int, results: Statuses) -> None:
         with lock:
             for tp, status in results.items():
                 codes[i][tp] = status.error_code
@@ -68,7 +72,7 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
         if last:
             respond()
 
-    def answer_of(i: int) -> Callable[[dict[tuple[str, int], Any]], None]:
+    def answer_of(i: int) -> Callable[[Statuses], None]:
         return lambda results: done(i, results)
 
     now = int(time.time() * 1000)

@@ -11,7 +11,7 @@ Threads: I/O threads; answers from the thread the native handler answers on.
 
 from __future__ import annotations
 
-from typing import Any
+from kio.schema.write_txn_markers.v1.request import WriteTxnMarkersRequest
 
 from broker.kafka.apis import api
 from broker.kafka.request import KafkaContext, whole_error
@@ -19,8 +19,9 @@ from client.protocol import ApiKey
 
 
 @api(ApiKey.WRITE_TXN_MARKERS, 0, 1)
-def write_txn_markers(ctx: KafkaContext, body: Any) -> None:
-    markers: list[dict[str, Any]] = [
+def write_txn_markers(ctx: KafkaContext, body: WriteTxnMarkersRequest) -> None:
+    """(v0's request has the same fields as v1's, the type named here.)"""
+    markers = [
         {
             "producer_id": int(m.producer_id),
             "producer_epoch": int(m.producer_epoch),
@@ -33,7 +34,7 @@ def write_txn_markers(ctx: KafkaContext, body: Any) -> None:
         }
         for m in body.markers
     ]
-    native = {"markers": markers}
+    native: dict[str, object] = {"markers": markers}
 
     def answer(a: dict) -> None:
         code = whole_error(a)
@@ -44,19 +45,19 @@ def write_txn_markers(ctx: KafkaContext, body: Any) -> None:
             {
                 "markers": [
                     {
-                        "producer_id": m["producer_id"],
+                        "producer_id": int(m.producer_id),
                         "topics": [
                             {
-                                "name": t["name"],
+                                "name": str(t.name),
                                 "partitions": [
-                                    {"partition_index": p, "error_code": code}
-                                    for p in t["partition_indexes"]
+                                    {"partition_index": int(p), "error_code": code}
+                                    for p in t.partition_indexes
                                 ],
                             }
-                            for t in m["topics"]
+                            for t in m.topics
                         ],
                     }
-                    for m in markers
+                    for m in body.markers
                 ]
             }
         )

@@ -65,6 +65,7 @@ from client.records.header import (
 from .compaction import cleaned_path
 from .offset_map import OffsetMap, key_digest
 from .segment import LogSegment
+from .txn_index import AbortedTxn
 
 _log = logging.getLogger(__name__)
 
@@ -159,7 +160,7 @@ def _rebuild(h: BatchHeader, rows: list[Any]) -> bytes:
 class _AbortedRanges:
     """The aborted transactions of a log: is a batch one of theirs?"""
 
-    def __init__(self, aborted: list[Any]) -> None:
+    def __init__(self, aborted: list[AbortedTxn]) -> None:
         self._by_pid: dict[int, list[tuple[int, int]]] = {}
         for e in aborted:
             self._by_pid.setdefault(e.producer_id, []).append((e.first_offset, e.last_offset))

@@ -275,7 +275,7 @@ class _AbortedFilter:
         )
         self._open: set[int] = set()
 
-    def skip(self, h: BatchHeader, section: Any) -> bool:
+    def skip(self, h: BatchHeader, section: Buffer) -> bool:
         """True when the batch `h` (its records `section`) is not to be returned."""
         last = h.base_offset + h.last_offset_delta
         pending = self._pending
@@ -288,7 +288,7 @@ class _AbortedFilter:
         return bool(h.attributes & TRANSACTIONAL_BIT) and h.producer_id in self._open
 
 
-def _is_abort(section: Any) -> bool:
+def _is_abort(section: Buffer) -> bool:
     try:
         key = msgpack.unpackb(bytes(section), raw=False)[0][2]
         return bytes(key[2:4]) == b"\x00\x00"  # type 0 ABORT (key: version int16, type int16)
