@@ -55,18 +55,19 @@ class OffsetQueries:
         """[(topic, partition, timestamp, current_leader_epoch)] → [{topic, partition,
         error_code, timestamp, offset, leader_epoch}]. -2 earliest, -1 latest (the HW for
         consumers, the log end for followers; the last stable offset for read_committed ones),
-        else the first offset with timestamp >= ts."""
+        else the first offset with timestamp >= ts (below that end)."""
 
         def by_time(ts: int) -> Callable[[Partition, Body], None]:
             def fill(part: Partition, entry: Body) -> None:
                 log = part.log
                 hw = part.high_watermark if replica_id < 0 else log.end_offset
+                if isolation_level == 1 and replica_id < 0:  # read_committed: up to the LSO
+                    hw = log.producers.last_stable_offset(hw)
                 entry["leader_epoch"] = part.leader_epoch
                 if ts == -2:
                     entry["offset"] = log.log_start_offset
                 elif ts == -1:
-                    read_committed = isolation_level == 1 and replica_id < 0
-                    entry["offset"] = log.producers.last_stable_offset(hw) if read_committed else hw
+                    entry["offset"] = hw
                 else:
                     found = log.offset_for_timestamp(ts)
                     if found is not None and found.offset < hw:
