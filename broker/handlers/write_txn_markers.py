@@ -4,7 +4,8 @@ coordinator (an inter-broker API: CLUSTER_ACTION on the cluster).
 Each marker is one control batch (client/records/control.py) per partition, appended with
 acks=all semantics through the produce path (broker/replica: a DelayedProduce answers once the
 high watermark passed the marker, or REQUEST_TIMED_OUT after MARKER_TIMEOUT_MS). Per
-partition: unknown topic → UNKNOWN_TOPIC_OR_PARTITION; not leader → NOT_LEADER_OR_FOLLOWER;
+partition: not in the metadata → UNKNOWN_TOPIC_OR_PARTITION; not leader (or no replica here) →
+NOT_LEADER_OR_FOLLOWER;
 an epoch older than the producer's → INVALID_PRODUCER_EPOCH; a coordinator epoch older than
 the producer's last marker's → TRANSACTION_COORDINATOR_FENCED (the log's checks). The request
 is answered once every marker of every partition has its answer. Runs on an I/O thread; the
@@ -66,7 +67,10 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
     def done(i: int, results: Statuses) -> None:
         with lock:
             for tp, status in results.items():
-                codes[i][tp] = status.error_code
+                code = status.error_code
+                if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:  # in the metadata, not here
+                    code = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                codes[i][tp] = code
             pending[0] -= 1
             last = pending[0] == 0
         if last:
@@ -91,7 +95,7 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
             parts = [int(p) for p in t["partition_indexes"]]
             topics.append((name, parts))
             for p in parts:
-                if name not in image.topics:
+                if image.partition(name, p) is None:
                     codes[i][(name, p)] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 else:
                     entries[(name, p)] = batch

@@ -113,6 +113,11 @@ def test_read_committed_over_the_wire_and_after_a_restart(broker_factory, tmp_pa
         assert _write_markers(c, _marker(d, 2, True, topic="nope")) == [
             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         ]
+        no_such_partition = {
+            **_marker(d, 2, True),
+            "topics": [{"name": TOPIC, "partition_indexes": [5]}],
+        }
+        assert _write_markers(c, no_such_partition) == [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
         assert _latest(c, 1) == 7
         assert _fetch(c, 1)["last_stable_offset"] == 7
 
