@@ -187,3 +187,25 @@ def test_cleaner_stops_at_the_lso_and_drops_aborted_records(tmp_path) -> None:
         assert recs[3] == (b"j", b"v1") and all(o in recs for o in range(4, 9))
     finally:
         log.close()
+
+
+def test_index_file_torn_tail_duplicates_and_order(tmp_path) -> None:
+    from broker.log.txn_index import ENTRY_SIZE, AbortedTxnIndex
+
+    index = AbortedTxnIndex(tmp_path)
+    index.add(AbortedTxn(1, 0, 5, 0))
+    index.add(AbortedTxn(2, 3, 9, 3))
+    index.add(AbortedTxn(1, 0, 5, 0))  # already there (a rebuild): ignored
+    index.add(AbortedTxn(3, 6, 7, 6))  # an older marker found by a rebuild: put in order
+    assert [e.last_offset for e in index.entries] == [5, 7, 9]
+    path = tmp_path / TXN_INDEX_FILE
+    assert path.stat().st_size == 3 * ENTRY_SIZE
+    with open(path, "ab") as f:
+        f.write(b"\x00\x00\x01")  # a torn append
+    again = AbortedTxnIndex(tmp_path)
+    assert again.entries == index.entries
+    assert path.stat().st_size == 3 * ENTRY_SIZE  # the tail was cut
+    assert [e.producer_id for e in again.collect(6, 8)] == [3, 2]  # markers >= 6, first < 8
+    again.drop_below(8)
+    again.truncate_to(9)
+    assert again.entries == [] and not path.exists()
