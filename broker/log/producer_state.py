@@ -344,11 +344,13 @@ class LogProducers:
         return self._state is not None
 
     def aborted_index_locked(self) -> AbortedTxnIndex:
+        """The aborted-transaction index, loaded on first use (StorageError when its file
+        cannot be read or rewritten: the log goes offline)."""
         if self._aborted is None:
             log = self._log
-            index = AbortedTxnIndex(log.directory)
-            index.truncate_to(log.end_offset)  # (markers a recovery cut off)
-            index.drop_below(log.log_start_offset)
+            index = log.guard(AbortedTxnIndex, log.directory)
+            log.guard(index.truncate_to, log.end_offset)  # (markers a recovery cut off)
+            log.guard(index.drop_below, log.log_start_offset)
             self._aborted = index
         return self._aborted
 
