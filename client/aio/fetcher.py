@@ -110,7 +110,7 @@ class Fetcher:
 
     def lags(self) -> dict[str, int]:
         """{"topic-partition": high watermark - position} of the partitions where both are
-        known (metrics)."""
+        known (metrics); read_committed: last stable offset - position, as Kafka's consumer."""
         out = {}
         for tp, st in list(self.states.items()):
             if st.position is not None and st.high_watermark >= 0:
@@ -427,6 +427,8 @@ class Fetcher:
                 self.errors.append(exc)
             return None
         st.high_watermark = p["high_watermark"]
+        if self._isolation and p.get("last_stable_offset", -1) >= 0:  # what it can read
+            st.high_watermark = p["last_stable_offset"]
         st.log_start_offset = p["log_start_offset"]
         if p.get("diverging_end_offset", -1) >= 0:
             self._diverged(tp, st, p["diverging_epoch"], p["diverging_end_offset"])
