@@ -92,7 +92,7 @@ class LogCompaction:
         youngest = self._clock() - lag
         with log.lock:
             # nothing at or past an undecided transaction (Kafka: below the last stable offset)
-            unstable = log.producers.first_uncleanable_locked()
+            unstable = log.producers.first_uncleanable_locked(upper_bound)
             if unstable is not None:
                 upper_bound = min(upper_bound, unstable)
             segs = []

@@ -482,14 +482,10 @@ class LogProducers:
         if self._state is not None and self._state.unreplicated:
             self._state.first_unstable_offset(high_watermark)
 
-    def first_uncleanable_locked(self) -> int | None:
-        """For the cleaner: the first offset of a transaction not known decided and
-        replicated (the HW is not at hand there: every completed one not yet forgotten
-        counts), or None."""
-        state = self.state_locked()
-        firsts = [t[0] for t in state.unreplicated]
-        firsts.extend(state.ongoing.values())
-        return min(firsts) if firsts else None
+    def first_uncleanable_locked(self, upper_bound: int) -> int | None:
+        """For the cleaner, whose `upper_bound` is at most the high watermark: the first
+        offset of a transaction open, or decided by a marker at or past the bound; None."""
+        return self.state_locked().first_unstable_offset(upper_bound)
 
     def rolled_locked(self, offset: int) -> None:
         """A segment was rolled at `offset`: a restart then scans only from there."""
