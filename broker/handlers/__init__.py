@@ -95,5 +95,6 @@ import broker.handlers.produce  # noqa: E402
 import broker.handlers.reassignments  # noqa: E402
 import broker.handlers.sasl  # noqa: E402
 import broker.handlers.scram_credentials  # noqa: E402
-import broker.handlers.txn  # noqa: E402, F401
+import broker.handlers.txn  # noqa: E402
+import broker.handlers.write_txn_markers  # noqa: E402, F401
 from broker.handlers import api_versions  # noqa: E402

@@ -38,6 +38,7 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
         max_wait_ms=max(0, int(body["max_wait_ms"])),
         min_bytes=max(0, int(body["min_bytes"])),
         max_bytes=max(1, int(body["max_bytes"])),
+        isolation_level=int(body.get("isolation_level", 0)),
     )
     specs = [
         FetchPartitionSpec(

@@ -1,4 +1,5 @@
-"""ListOffsets (2): -2 earliest (log start), -1 latest (the high watermark for consumers), or
+"""ListOffsets (2): -2 earliest (log start), -1 latest (the high watermark for consumers, the
+last stable offset for read_committed ones), or
 the first offset whose batch timestamp >= the given ms (time index). Runs on an I/O thread."""
 
 from __future__ import annotations
@@ -18,5 +19,7 @@ def handle(ctx: RequestContext, body: dict) -> dict:
         for p in t["partitions"]
     ]
     reqs, refused = split_partitions(ctx, AclOperation.DESCRIBE, reqs)
-    results = services.replica_manager.offsets.list_offsets(int(body["replica_id"]), reqs)
+    results = services.replica_manager.offsets.list_offsets(
+        int(body["replica_id"]), reqs, int(body.get("isolation_level", 0))
+    )
     return {"topics": by_topic(results + refused), "throttle_time_ms": 0}

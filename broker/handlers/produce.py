@@ -2,7 +2,9 @@
 
 Per partition: unknown → UNKNOWN_TOPIC_OR_PARTITION (and, with auto.create.topics.enable, the
 topic is created in the background so the producer's retry finds it); not leader →
-NOT_LEADER_OR_FOLLOWER; bad batch → CORRUPT_MESSAGE; too large → MESSAGE_TOO_LARGE; the other
+NOT_LEADER_OR_FOLLOWER; bad batch → CORRUPT_MESSAGE; too large → MESSAGE_TOO_LARGE; a control
+batch (only WriteTxnMarkers writes those) → INVALID_RECORD; transactional batches are appended
+as idempotent ones and open their producer's transaction (docs/storage.md); the other
 partitions of the request are appended all the same. acks=0 gets no response at all; acks=1/all
 are answered when the write is acknowledged (after the group-commit fsync by default), possibly
 later from a DelayedProduce. Runs on an I/O thread; the late answer on a flusher/timer thread.
@@ -35,7 +37,11 @@ def _response(order: list[tuple[str, list[int]]], statuses: dict) -> dict:
     return {"topics": topics, "throttle_time_ms": 0}
 
 
-@handler(ApiKey.PRODUCE, access="WRITE on TOPIC; auto-creation CREATE on CLUSTER or TOPIC")
+@handler(
+    ApiKey.PRODUCE,
+    access="WRITE on TOPIC; with a transactional_id WRITE on TRANSACTIONAL_ID; "
+    "auto-creation CREATE on CLUSTER or TOPIC",
+)
 def handle(ctx: RequestContext, body: dict) -> dict | None:
     from broker.replica.delayed import ProducePartitionStatus
 
@@ -47,9 +53,18 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
     statuses: dict[tuple[str, int], ProducePartitionStatus] = {}
     unknown: list[str] = []
     authz = enabled(ctx)
+    txn_id = body.get("transactional_id")
+    # a transactional producer's request: WRITE on its transactional id too (Kafka's)
+    txn_refused = (
+        check(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id)
+        if authz and txn_id is not None
+        else None
+    )
     for t in body["topics"]:
         name = t["name"]
-        refused = check(ctx, AclOperation.WRITE, ResourceType.TOPIC, name) if authz else None
+        refused = txn_refused or (
+            check(ctx, AclOperation.WRITE, ResourceType.TOPIC, name) if authz else None
+        )
         parts = []
         for p in t["partitions"]:
             tp = (name, int(p["partition"]))

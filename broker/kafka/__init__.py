@@ -24,7 +24,8 @@ import broker.kafka.apis_group_admin
 import broker.kafka.apis_groups
 import broker.kafka.apis_quotas
 import broker.kafka.apis_sasl  # (registers SaslHandshake and SaslAuthenticate)
-import broker.kafka.apis_txn  # noqa: F401
+import broker.kafka.apis_txn
+import broker.kafka.apis_txn_markers  # noqa: F401  (registers WriteTxnMarkers)
 from broker.kafka.apis import APIS, api_versions_body
 from broker.kafka.codec import API_VERSIONS_KEY, MalformedKafkaRequest, build, decode_body
 from broker.kafka.codec import encode_response as _encode

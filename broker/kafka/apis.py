@@ -14,6 +14,10 @@ native handlers do, so both listeners serve the same state through the same code
     ListOffsets     1-7        ListOffsets (2)     -2 earliest, -1 latest, else by timestamp
     InitProducerId  0-4        InitProducerId (22) idempotence, and transactional ids (apis_txn.py)
 
+Fetch with isolation_level 1 (read_committed) reads up to the last stable offset and returns
+the aborted transactions of the range; ListOffsets' latest is then the last stable offset.
+WriteTxnMarkers (27) is in apis_txn_markers.py.
+
 Fetch stops at v12 (v13 names topics by id only) and Metadata at v12 to match.
 
 The group and admin APIs register themselves the same way from apis_groups.py (offsets),
@@ -292,6 +296,8 @@ def fetch(ctx: KafkaContext, body: Any) -> None:
         ],
     }
 
+    committed = native["isolation_level"] == 1
+
     def answer(a: dict) -> None:
         code = whole_error(a)
         if code:
@@ -305,7 +311,7 @@ def fetch(ctx: KafkaContext, body: Any) -> None:
                 "responses": [
                     {
                         "topic": t["name"],
-                        "partitions": [_fetched(t["name"], p) for p in t["partitions"]],
+                        "partitions": [_fetched(t["name"], p, committed) for p in t["partitions"]],
                     }
                     for t in a["topics"]
                 ],
@@ -315,7 +321,7 @@ def fetch(ctx: KafkaContext, body: Any) -> None:
     ctx.call_native(ApiKey.FETCH, native, answer)
 
 
-def _fetched(topic: str, p: dict) -> dict:
+def _fetched(topic: str, p: dict, read_committed: bool) -> dict:
     code = p["error_code"]
     data = b""
     if not code and p.get("records"):
@@ -339,6 +345,8 @@ def _fetched(topic: str, p: dict) -> dict:
             "end_offset": p.get("diverging_end_offset", -1),
         },
         "preferred_read_replica": -1,
+        # null unless read_committed (Kafka's); the records keep the ABORT markers' offsets
+        "aborted_transactions": p.get("aborted_transactions", []) if read_committed else None,
         "records": data,
     }
 

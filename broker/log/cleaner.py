@@ -16,6 +16,10 @@ flushed offset: nothing a follower truncation could take back is cleaned against
      value) that was already in the clean part before this pass and whose batch's max
      timestamp is more than `delete.retention.ms` old (consumers had that long to see it).
    Records without a key are dropped (Kafka's cleaner does the same). Control batches stay.
+   Transactions: the bound is lowered to the first offset of an undecided transaction
+   (compaction.py); the records of aborted transactions (the aborted-transaction index, from
+   the log start on) are neither mapped nor kept, as Kafka's cleaner discards them, while their
+   markers and index entries stay (a marker is never removed: decisions.md).
 3. Swap each run in atomically (compaction.py), then write the new first dirty offset.
 
 Batches: a batch whose records all stay is copied byte for byte. Otherwise it is rebuilt with
@@ -53,6 +57,7 @@ from client.records.header import (
     HEADER,
     HEADER_SIZE,
     LOG_OVERHEAD,
+    TRANSACTIONAL_BIT,
     BatchHeader,
     iter_headers,
 )
@@ -60,6 +65,7 @@ from client.records.header import (
 from .compaction import cleaned_path
 from .offset_map import OffsetMap, key_digest
 from .segment import LogSegment
+from .txn_index import AbortedTxn
 
 _log = logging.getLogger(__name__)
 
@@ -151,6 +157,22 @@ def _rebuild(h: BatchHeader, rows: list[Any]) -> bytes:
     return bytes(header) + section
 
 
+class _AbortedRanges:
+    """The aborted transactions of a log: is a batch one of theirs?"""
+
+    def __init__(self, aborted: list[AbortedTxn]) -> None:
+        self._by_pid: dict[int, list[tuple[int, int]]] = {}
+        for e in aborted:
+            self._by_pid.setdefault(e.producer_id, []).append((e.first_offset, e.last_offset))
+
+    def holds(self, h: BatchHeader) -> bool:
+        if not self._by_pid or not h.attributes & TRANSACTIONAL_BIT or h.is_control:
+            return False
+        return any(
+            first <= h.base_offset < last for first, last in self._by_pid.get(h.producer_id, ())
+        )
+
+
 def _no_fault(step: str) -> None:
     return None
 
@@ -172,6 +194,7 @@ class Cleaner:
         self._clock = clock or (lambda: int(time.time() * 1000))
         self._fault = fault  # tests: called after each step of the swap
         self.abort = threading.Event()  # set by the owner to stop a pass between two batches
+        self._aborted = _AbortedRanges([])  # the log being cleaned's aborted transactions
 
     @staticmethod
     def dirty_ratio(log: Any, upper_bound: int) -> tuple[float, int]:
@@ -199,6 +222,9 @@ class Cleaner:
         stats.first_dirty = first_dirty
         omap = self.offset_map
         omap.clear()
+        self._aborted = _AbortedRanges(
+            log.producers.aborted_transactions(log.log_start_offset, dirty[-1].next_offset)
+        )
         map_end = self._build_map(dirty, first_dirty, stats)
         stats.map_end = map_end
         stats.keys_mapped = len(omap)
@@ -229,7 +255,7 @@ class Cleaner:
             for h, batch in _batches(seg):
                 if self.abort.is_set():
                     raise CleanAborted()
-                if h.next_offset <= first_dirty or h.is_control:
+                if h.next_offset <= first_dirty or h.is_control or self._aborted.holds(h):
                     continue
                 stats.bytes_read += len(batch)
                 base = h.base_offset
@@ -293,6 +319,10 @@ class Cleaner:
                     rows = _rows(h, batch)
                     stats.records_read += len(rows)
                     kept = []
+                    aborted = self._aborted.holds(h)
+                    if aborted:  # an aborted transaction's records go (Kafka's cleaner)
+                        stats.records_read -= len(rows)
+                        rows = ()
                     base = h.base_offset
                     for row in rows:
                         offset = base + row[0]
@@ -310,7 +340,7 @@ class Cleaner:
                         else:
                             kept.append(row)
                     stats.records_kept += len(kept)
-                    if len(kept) == len(rows):
+                    if len(kept) == len(rows) and not aborted:
                         new = batch
                     elif (
                         kept

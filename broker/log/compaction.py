@@ -85,11 +85,16 @@ class LogCompaction:
         """(the segments the cleaner may rewrite: every one before the active segment that
         ends at or below `upper_bound`, up to the first holding a record younger than
         min.compaction.lag.ms, the log's generation, the last offsets of the batches the
-        producer state keeps). Any thread."""
+        producer state keeps). `upper_bound` is lowered to the first offset of a transaction
+        not known decided (and replicated). Any thread."""
         log = self._log
         lag = log.config.min_compaction_lag_ms
         youngest = self._clock() - lag
         with log.lock:
+            # nothing at or past an undecided transaction (Kafka: below the last stable offset)
+            unstable = log.producers.first_uncleanable_locked(upper_bound)
+            if unstable is not None:
+                upper_bound = min(upper_bound, unstable)
             segs = []
             for s in log.segments[:-1]:
                 if s.next_offset > upper_bound or (lag > 0 and s.largest_timestamp > youngest):

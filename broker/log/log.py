@@ -242,12 +242,14 @@ class Log:
     # -- appends -------------------------------------------------------------------------------
 
     def append_as_leader(
-        self, records: bytes | bytearray | memoryview, leader_epoch: int
+        self, records: bytes | bytearray | memoryview, leader_epoch: int, *, control: bool = False
     ) -> AppendInfo:
         """Validate every batch of `records` (CRC included), assign offsets from the log end by
         rewriting base_offset and partition_leader_epoch in place, and write them in one call.
         Raises CorruptRecordError, MessageTooLargeError, StorageError, InvalidRecordError (a
-        keyless record for a compacted log). A writable memoryview
+        keyless record for a compacted log, a control batch from a client). `control`: a
+        transaction marker (one control batch, WriteTxnMarkers), checked as Kafka does
+        (InvalidProducerEpochError, TransactionCoordinatorFencedError). A writable memoryview
         (the records of a large Produce request, client/protocol/views.py) is rewritten in
         place, without a copy; anything else is copied first."""
         if type(records) is memoryview and not records.readonly:
@@ -259,7 +261,7 @@ class Log:
             check_keys(buf, headers, self.prefix)
         with self.lock:
             self._check_online()
-            dup = self.producers.check_locked(headers)
+            dup = self.producers.check_locked(buf, headers, control)
             if dup is not None:  # a retry of batches already here: their offsets, no write
                 return AppendInfo(dup[0], dup[1], -1, 0, 0, 0, self._log_start_offset)
             first = offset = self._end()
@@ -277,7 +279,7 @@ class Log:
             if leader_epoch > self.epoch_cache.latest_epoch:
                 self.guard(self.epoch_cache.assign, leader_epoch, first)
             self._write(buf, batches, first, offset)
-            self.producers.appended_locked(headers, batches)
+            self.producers.appended_locked(buf, headers, batches)
             return AppendInfo(
                 first, offset - 1, max_ts, len(batches), records_n, len(buf), self._log_start_offset
             )
@@ -307,7 +309,7 @@ class Log:
                 if h.max_timestamp > max_ts:
                     max_ts = h.max_timestamp
             self._write(view, batches, first, expected)
-            self.producers.appended_locked(headers)
+            self.producers.appended_locked(view, headers)
             return AppendInfo(
                 first,
                 expected - 1,
@@ -523,6 +525,7 @@ class Log:
                 deleted += 1
             self._log_start_offset = start
             self.guard(self.epoch_cache.truncate_from_start, start)
+            self.producers.start_advanced_locked(start)
         if self._on_lso_changed is not None:
             self._on_lso_changed(self)
         return deleted

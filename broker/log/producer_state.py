@@ -24,6 +24,14 @@ truncated (rebuilt on next use). While loaded, a snapshot is written at each seg
 scans only the active segment; the latest two are kept, those past a truncation point are
 deleted, and a damaged one is skipped (an older one or a full scan serves). Not thread-safe:
 the Log's LogProducers (at the end) calls it under the log's lock.
+
+Transactions (KIP-98): a producer's first transactional batch since its last marker opens its
+ongoing transaction (`txn_first_offset`); its COMMIT or ABORT marker (a control batch,
+client/records/control.py) closes it. The first unstable offset is the smallest first offset of
+an ongoing transaction, or of a completed one whose marker the high watermark has not passed
+yet (Kafka's unreplicated transactions): the last stable offset (LSO) is the smaller of it and
+the high watermark. An ABORT marker adds an entry to the aborted-transaction index
+(txn_index.py). The snapshot keeps each producer's ongoing transaction.
 """
 
 from __future__ import annotations
@@ -40,15 +48,21 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import msgpack
 
 from client.errors import (
+    CorruptRecordError,
     InvalidProducerEpochError,
     InvalidRecordError,
     OutOfOrderSequenceNumberError,
+    TransactionCoordinatorFencedError,
     UnknownProducerIdError,
 )
-from client.records.header import BatchHeader, seq_add
+from client.records.control import Marker, parse_marker
+from client.records.header import CONTROL_BIT, TRANSACTIONAL_BIT, BatchHeader, seq_add
+
+from .txn_index import AbortedTxn, AbortedTxnIndex
 
 if TYPE_CHECKING:
     from .log import Log
+    from .segment import LogSegment
 
 _log = logging.getLogger(__name__)
 
@@ -64,17 +78,58 @@ class BatchEntry(NamedTuple):
     last_offset: int
 
 
-class ProducerEntry:
-    __slots__ = ("epoch", "batches")
+class CompletedTxn(NamedTuple):
+    producer_id: int
+    first_offset: int
+    last_offset: int  # its marker's offset
+    aborted: bool
 
-    def __init__(self, epoch: int) -> None:
+
+class ProducerEntry:
+    __slots__ = ("epoch", "batches", "txn_first_offset", "coordinator_epoch")
+
+    def __init__(self, epoch: int, txn_first_offset: int = -1, coordinator_epoch: int = -1) -> None:
         self.epoch = epoch
         self.batches: collections.deque[BatchEntry] = collections.deque(maxlen=BATCHES_KEPT)
+        self.txn_first_offset = txn_first_offset  # -1: no ongoing transaction
+        self.coordinator_epoch = coordinator_epoch  # of the latest marker (-1: none)
 
 
 class ProducerStateManager:
     def __init__(self) -> None:
         self.producers: dict[int, ProducerEntry] = {}
+        self.ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
+        # completed transactions (first, marker offset) until the high watermark passes the marker
+        self.unreplicated: list[tuple[int, int]] = []
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        """The first offset of an undecided transaction as seen at `high_watermark` (ongoing,
+        or decided by a marker the HW has not passed); None when there is none. Forgets the
+        completed transactions whose marker is below `high_watermark`."""
+        if self.unreplicated:
+            self.unreplicated = [t for t in self.unreplicated if t[1] >= high_watermark]
+        firsts = [t[0] for t in self.unreplicated]
+        if self.ongoing:
+            firsts.append(min(self.ongoing.values()))
+        return min(firsts) if firsts else None
+
+    def check_marker(self, h: BatchHeader, coordinator_epoch: int, where: str = "") -> None:
+        """Leader, before appending a marker: INVALID_PRODUCER_EPOCH for an epoch older than
+        the producer's, TRANSACTION_COORDINATOR_FENCED for a coordinator epoch older than the
+        producer's last marker's (Kafka's checks)."""
+        e = self.producers.get(h.producer_id)
+        if e is None:
+            return
+        if h.producer_epoch < e.epoch:
+            raise InvalidProducerEpochError(
+                f"{where}marker of producer {h.producer_id} epoch {h.producer_epoch} is fenced "
+                f"by epoch {e.epoch}"
+            )
+        if coordinator_epoch < e.coordinator_epoch:
+            raise TransactionCoordinatorFencedError(
+                f"{where}marker of producer {h.producer_id} from coordinator epoch "
+                f"{coordinator_epoch}, older than {e.coordinator_epoch}"
+            )
 
     def __len__(self) -> int:
         return len(self.producers)
@@ -150,16 +205,37 @@ class ProducerStateManager:
             )
         return None
 
-    def update(self, h: BatchHeader, first_offset: int) -> None:
-        """Record the batch `h`, appended at `first_offset` (leader, follower or a rebuild)."""
+    def update(
+        self, h: BatchHeader, first_offset: int, marker: Marker | None = None
+    ) -> CompletedTxn | None:
+        """Record the batch `h`, appended at `first_offset` (leader, follower or a rebuild);
+        `marker` is the content of a control batch. Returns the transaction a marker ended."""
         pid = h.producer_id
         if pid < 0:
-            return
+            return None
         e = self.producers.get(pid)
-        if e is None or h.producer_epoch > e.epoch:
+        if e is None:
             e = self.producers[pid] = ProducerEntry(h.producer_epoch)
+        elif h.producer_epoch > e.epoch:  # a new epoch: the open transaction stays open
+            e = self.producers[pid] = ProducerEntry(
+                h.producer_epoch, e.txn_first_offset, e.coordinator_epoch
+            )
         elif h.producer_epoch < e.epoch:
-            return  # (a fenced producer's batch, replicated before the fencing)
+            return None  # (a fenced producer's batch, replicated before the fencing)
+        if h.attributes & CONTROL_BIT:
+            if marker is None:
+                return None
+            e.coordinator_epoch = marker.coordinator_epoch
+            first = e.txn_first_offset
+            if first < 0:
+                return None  # a marker with no transaction open here: nothing to close
+            e.txn_first_offset = -1
+            del self.ongoing[pid]
+            self.unreplicated.append((first, first_offset))
+            return CompletedTxn(pid, first, first_offset, not marker.commit)
+        if h.attributes & TRANSACTIONAL_BIT and e.txn_first_offset < 0:
+            e.txn_first_offset = first_offset
+            self.ongoing[pid] = first_offset
         e.batches.append(
             BatchEntry(
                 h.base_sequence,
@@ -168,6 +244,7 @@ class ProducerStateManager:
                 first_offset + h.last_offset_delta,
             )
         )
+        return None
 
     @classmethod
     def from_headers(cls, headers: Iterable[BatchHeader]) -> ProducerStateManager:
@@ -178,10 +255,19 @@ class ProducerStateManager:
         return state
 
     def to_bytes(self) -> bytes:
-        """msgpack of {producer id: [epoch, [[first_seq, last_seq, first_offset, last_offset]]]},
-        followed by its CRC-32."""
+        """msgpack of {producer id: [epoch, [[first_seq, last_seq, first_offset, last_offset]],
+        txn_first_offset, coordinator_epoch]}, followed by its CRC-32. (A snapshot written
+        before transactions has the first two only.)"""
         body = msgpack.packb(
-            {pid: [e.epoch, [list(b) for b in e.batches]] for pid, e in self.producers.items()}
+            {
+                pid: [
+                    e.epoch,
+                    [list(b) for b in e.batches],
+                    e.txn_first_offset,
+                    e.coordinator_epoch,
+                ]
+                for pid, e in self.producers.items()
+            }
         )
         return body + zlib.crc32(body).to_bytes(4, "big")
 
@@ -192,9 +278,11 @@ class ProducerStateManager:
         if len(data) < 5 or zlib.crc32(body).to_bytes(4, "big") != crc:
             raise ValueError("bad CRC")
         state = cls()
-        for pid, (epoch, batches) in msgpack.unpackb(body, strict_map_key=False).items():
-            e = state.producers[int(pid)] = ProducerEntry(int(epoch))
+        for pid, (epoch, batches, *txn) in msgpack.unpackb(body, strict_map_key=False).items():
+            e = state.producers[int(pid)] = ProducerEntry(int(epoch), *map(int, txn))
             e.batches.extend(BatchEntry(*map(int, b)) for b in batches)
+            if e.txn_first_offset >= 0:
+                state.ongoing[int(pid)] = e.txn_first_offset
         return state
 
 
@@ -243,11 +331,28 @@ def latest_snapshot(directory: Path, end: int) -> tuple[int, ProducerStateManage
 class LogProducers:
     """The producer state of one Log (held by it as `log.producers`): built lazily from the
     log's latest snapshot and the batch headers after it, kept up to date by the appends,
-    snapshotted at each roll, dropped by a truncation. Called under the log's lock."""
+    snapshotted at each roll, dropped by a truncation. It also holds the log's
+    aborted-transaction index (loaded on first use). Called under the log's lock."""
 
     def __init__(self, log: Log) -> None:
         self._log = log
         self._state: ProducerStateManager | None = None  # built on first use
+        self._aborted: AbortedTxnIndex | None = None  # loaded on first use
+
+    @property
+    def loaded(self) -> bool:
+        return self._state is not None
+
+    def aborted_index_locked(self) -> AbortedTxnIndex:
+        """The aborted-transaction index, loaded on first use (StorageError when its file
+        cannot be read or rewritten: the log goes offline)."""
+        if self._aborted is None:
+            log = self._log
+            index = log.guard(AbortedTxnIndex, log.directory)
+            log.guard(index.truncate_to, log.end_offset)  # (markers a recovery cut off)
+            log.guard(index.drop_below, log.log_start_offset)
+            self._aborted = index
+        return self._aborted
 
     def state_locked(self) -> ProducerStateManager:
         """The producer state, built from the batch headers when first needed."""
@@ -259,7 +364,10 @@ class LogProducers:
                 if seg.next_offset > start:
                     for h in log.guard(lambda s=seg: list(s.headers())):
                         if h.base_offset >= start:
-                            state.update(h, h.base_offset)
+                            marker = None
+                            if h.attributes & CONTROL_BIT:  # (rare: read its record)
+                                marker = self._read_marker(seg, h)
+                            self._completed(state, state.update(h, h.base_offset, marker))
             self._state = state
             if state:
                 _log.info(
@@ -270,35 +378,128 @@ class LogProducers:
                 )
         return self._state
 
-    def check_locked(self, headers: list[tuple[int, BatchHeader]]) -> tuple[int, int] | None:
-        """Idempotence on the leader: the (first, last) offsets of the earlier append when the
-        request's batches (`(position, header)` pairs) are a retry, else None."""
+    def _read_marker(self, seg: LogSegment, h: BatchHeader) -> Marker | None:
+        found = self._log.guard(seg.find, h.base_offset)
+        if found is None:
+            return None
+        pos, _h = found
+        return self._marker(h, self._log.guard(seg.read, pos, pos + h.size), 0)
+
+    def _marker(
+        self, h: BatchHeader, buf: bytes | bytearray | memoryview, pos: int
+    ) -> Marker | None:
+        try:
+            return parse_marker(h, buf, pos)
+        except CorruptRecordError as exc:  # (written by a leader: never, unless damaged)
+            _log.error("%s ignoring a control batch: %s", self._log.prefix, exc)
+            return None
+
+    def _completed(self, state: ProducerStateManager, done: CompletedTxn | None) -> None:
+        if done is not None and done.aborted:
+            first_unstable = min(state.ongoing.values(), default=done.last_offset + 1)
+            self._log.guard(
+                self.aborted_index_locked().add,
+                AbortedTxn(done.producer_id, done.first_offset, done.last_offset, first_unstable),
+            )
+
+    def check_locked(
+        self,
+        buf: bytes | bytearray | memoryview,
+        headers: list[tuple[int, BatchHeader]],
+        control: bool,
+    ) -> tuple[int, int] | None:
+        """On the leader. Client batches (`control` False): none may be a control batch
+        (INVALID_RECORD), a transactional one needs a producer id; idempotence: the (first,
+        last) offsets of the earlier append when the batches are a retry, else None. A marker
+        (`control`: one control batch, WriteTxnMarkers): Kafka's epoch checks."""
+        prefix = f"{self._log.prefix} "
+        if control:
+            if len(headers) != 1 or not headers[0][1].attributes & CONTROL_BIT:
+                raise InvalidRecordError(f"{prefix}a marker is one control batch")
+            pos, h = headers[0]
+            marker = parse_marker(h, buf, pos)
+            self.state_locked().check_marker(h, marker.coordinator_epoch, prefix)
+            return None
+        for _pos, h in headers:
+            if h.attributes & (CONTROL_BIT | TRANSACTIONAL_BIT):
+                if h.attributes & CONTROL_BIT:
+                    raise InvalidRecordError(
+                        f"{prefix}control batches are written by transaction markers only"
+                    )
+                if h.producer_id < 0:
+                    raise InvalidRecordError(f"{prefix}a transactional batch needs a producer id")
         if any(h.producer_id >= 0 for _pos, h in headers):
             hs = [h for _pos, h in headers]
-            return self.state_locked().check_run(hs, f"{self._log.prefix} ")
+            return self.state_locked().check_run(hs, prefix)
         return None
 
     def appended_locked(
-        self, headers: list[tuple[int, BatchHeader]], bases: list[tuple[Any, ...]] | None = None
+        self,
+        buf: bytes | bytearray | memoryview,
+        headers: list[tuple[int, BatchHeader]],
+        bases: list[tuple[Any, ...]] | None = None,
     ) -> None:
-        """The batches were appended, each at the first offset of its `bases` entry (a
-        leader's), or at its own base offset (None: a follower's)."""
+        """The batches of `buf` were appended, each at the first offset of its `bases` entry
+        (a leader's), or at its own base offset (None: a follower's)."""
         state = self._state
         if state is None:
-            return
-        if bases is None:
-            for _pos, h in headers:
-                state.update(h, h.base_offset)
-        else:
-            for (_pos, h), (base, *_rest) in zip(headers, bases, strict=True):
-                state.update(h, base)
+            return  # (a rebuild scans these batches: every snapshot is older)
+        for i, (pos, h) in enumerate(headers):
+            base = h.base_offset if bases is None else bases[i][0]
+            marker = self._marker(h, buf, pos) if h.attributes & CONTROL_BIT else None
+            self._completed(state, state.update(h, base, marker))
+
+    # -- transactions: these take the log's lock (any thread but an event loop) --------------
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """min(`high_watermark`, the first offset of an undecided transaction). The first call
+        builds the producer state (a scan of the log after its latest snapshot)."""
+        with self._log.lock:
+            return self.last_stable_offset_locked(high_watermark)
+
+    def aborted_transactions(self, fetch_offset: int, upper_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [fetch_offset, upper_offset) (marker at or
+        after `fetch_offset`, first offset below `upper_offset`): what a read_committed fetch
+        of that range returns with its records, as (producer id, first offset)."""
+        with self._log.lock:
+            return self.aborted_index_locked().collect(fetch_offset, upper_offset)
+
+    def high_watermark_moved(self, high_watermark: int) -> None:
+        """The partition's HW moved: completed transactions below it stop counting as unstable.
+        Cheap when the producer state is not loaded or holds none."""
+        state = self._state
+        if state is not None and state.unreplicated:
+            with self._log.lock:
+                self.high_watermark_moved_locked(high_watermark)
+
+    def last_stable_offset_locked(self, high_watermark: int) -> int:
+        """min(high watermark, first unstable offset)."""
+        first = self.state_locked().first_unstable_offset(high_watermark)
+        return high_watermark if first is None else min(first, high_watermark)
+
+    def high_watermark_moved_locked(self, high_watermark: int) -> None:
+        """Forget the completed transactions whose marker is now below the HW."""
+        if self._state is not None and self._state.unreplicated:
+            self._state.first_unstable_offset(high_watermark)
+
+    def first_uncleanable_locked(self, upper_bound: int) -> int | None:
+        """For the cleaner, whose `upper_bound` is at most the high watermark: the first
+        offset of a transaction open, or decided by a marker at or past the bound; None."""
+        return self.state_locked().first_unstable_offset(upper_bound)
 
     def rolled_locked(self, offset: int) -> None:
         """A segment was rolled at `offset`: a restart then scans only from there."""
         if self._state is not None:
+            if self._aborted is not None:  # the entries below the snapshot are durable first
+                self._log.guard(self._aborted.sync)
             write_snapshot(self._log.directory, offset, self._state)
 
     def truncated_locked(self, end: int) -> None:
         """The log was truncated to `end`: rebuilt from what is left on next use."""
         self._state = None
         delete_snapshots_after(self._log.directory, end)
+        self._log.guard(self.aborted_index_locked().truncate_to, end)
+
+    def start_advanced_locked(self, start: int) -> None:
+        """The log start moved to `start`: index entries wholly below it go."""
+        self._log.guard(self.aborted_index_locked().drop_below, start)

@@ -192,9 +192,12 @@ class ReplicaManager:
         timeout_ms: int,
         entries: dict[TopicPartition, bytes],
         callback: Callable[[dict[TopicPartition, ProducePartitionStatus]], None],
+        *,
+        control: bool = False,
     ) -> dict[TopicPartition, ProducePartitionStatus] | None:
         """Append each partition's batches as leader (a bad partition fails alone). Returns the
-        statuses when final; else parks a DelayedProduce that calls `callback` later."""
+        statuses when final; else parks a DelayedProduce that calls `callback` later.
+        `control`: each entry is a transaction marker (WriteTxnMarkers), not a client's batch."""
         if acks not in (-1, 0, 1):
             return {
                 tp: ProducePartitionStatus(
@@ -205,7 +208,7 @@ class ReplicaManager:
         statuses: dict[TopicPartition, ProducePartitionStatus] = {}
         to_flush: list[Log] = []
         for tp, records in entries.items():
-            statuses[tp] = self._append_one(tp, records, acks, to_flush)
+            statuses[tp] = self._append_one(tp, records, acks, to_flush, control)
         if to_flush:  # after every append: one group-commit round covers the whole request
             self.log_manager.request_flush_many(to_flush)
         waiting = [tp for tp, s in statuses.items() if s.required_offset >= 0]  # (appended)
@@ -228,7 +231,12 @@ class ReplicaManager:
         return None
 
     def _append_one(
-        self, tp: TopicPartition, records: bytes, acks: int, to_flush: list[Log]
+        self,
+        tp: TopicPartition,
+        records: bytes,
+        acks: int,
+        to_flush: list[Log],
+        control: bool = False,
     ) -> ProducePartitionStatus:
         """Append as leader; a log to fsync goes to `to_flush` (the caller asks for it)."""
         try:
@@ -241,7 +249,7 @@ class ReplicaManager:
                         ErrorCode.NOT_ENOUGH_REPLICAS,
                         f"isr {list(part.isr)} smaller than min.insync.replicas {min_isr}",
                     )
-            info = part.log.append_as_leader(records, part.leader_epoch)
+            info = part.log.append_as_leader(records, part.leader_epoch, control=control)
         except ReplicaError as e:
             return ProducePartitionStatus(int(e.code), error_message=e.message)
         except BrokerResponseError as exc:
@@ -320,6 +328,8 @@ class ReplicaManager:
             if diverging(part, spec) is not None:
                 return True
             limit = None if params.is_follower else part.high_watermark
+            if limit is not None and params.read_committed:
+                limit = log.producers.last_stable_offset(limit)
             end = log.end_offset if limit is None else limit
             if spec.fetch_offset < log.log_start_offset or spec.fetch_offset > log.end_offset:
                 return True  # OFFSET_OUT_OF_RANGE is an answer
@@ -342,7 +352,8 @@ class ReplicaManager:
         self, params: FetchParams, partitions: list[FetchPartitionSpec]
     ) -> list[dict[str, Any]]:
         """Read every partition: per-partition and total max bytes (the response's first batch
-        whole even when larger); consumers never see past the high watermark."""
+        whole even when larger); consumers never see past the high watermark, read_committed
+        ones past the last stable offset (and get the aborted transactions of the range)."""
         remaining = min(params.max_bytes, self.settings.fetch_max_bytes)
         got_any = False
         out: list[dict[str, Any]] = []
@@ -370,6 +381,8 @@ class ReplicaManager:
                     entry["diverging_epoch"], entry["diverging_end_offset"] = div
                     continue
                 limit = None if params.is_follower else hw
+                if params.read_committed:  # (read_uncommitted stays as it was: no lookup)
+                    limit = entry["last_stable_offset"] = log.producers.last_stable_offset(hw)
                 budget = min(spec.partition_max_bytes, remaining)
                 if got_any and budget <= 0:
                     continue
@@ -381,6 +394,13 @@ class ReplicaManager:
                     got_any = True
                     remaining -= len(data)
                     entry["records"] = data
+                    if params.read_committed:
+                        entry["aborted_transactions"] = [
+                            {"producer_id": a.producer_id, "first_offset": a.first_offset}
+                            for a in log.producers.aborted_transactions(
+                                spec.fetch_offset, res.next_offset
+                            )
+                        ]
                     if self.on_fetched is not None:
                         self.on_fetched(
                             spec.topic,

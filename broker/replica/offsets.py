@@ -50,16 +50,19 @@ class OffsetQueries:
         return entry
 
     def list_offsets(
-        self, replica_id: int, requests: list[tuple[str, int, int, int]]
+        self, replica_id: int, requests: list[tuple[str, int, int, int]], isolation_level: int = 0
     ) -> list[Body]:
         """[(topic, partition, timestamp, current_leader_epoch)] → [{topic, partition,
         error_code, timestamp, offset, leader_epoch}]. -2 earliest, -1 latest (the HW for
-        consumers, the log end for followers), else the first offset with timestamp >= ts."""
+        consumers, the log end for followers; the last stable offset for read_committed ones),
+        else the first offset with timestamp >= ts (below that end)."""
 
         def by_time(ts: int) -> Callable[[Partition, Body], None]:
             def fill(part: Partition, entry: Body) -> None:
                 log = part.log
                 hw = part.high_watermark if replica_id < 0 else log.end_offset
+                if isolation_level == 1 and replica_id < 0:  # read_committed: up to the LSO
+                    hw = log.producers.last_stable_offset(hw)
                 entry["leader_epoch"] = part.leader_epoch
                 if ts == -2:
                     entry["offset"] = log.log_start_offset

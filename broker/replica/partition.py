@@ -185,6 +185,7 @@ class Partition:
         """Follower: the HW the leader reported, never above the local log end."""
         with self._lock:
             self.state.on_fetch_response(leader_hw, self.log.end_offset)
+        self.log.producers.high_watermark_moved(self.high_watermark)
 
     # -- ISR changes (leader) ---------------------------------------------------------------------
 
@@ -226,6 +227,10 @@ class Partition:
             self.state.isr_change_unsettled(now, backoff_ms)
 
     def maybe_advance_high_watermark(self) -> bool:
-        """Recompute the HW (after a flush or an append); True when it moved."""
+        """Recompute the HW (after a flush or an append); True when it moved. Completed
+        transactions whose markers it passed stop holding the last stable offset back."""
         with self._lock:
-            return self.state.advance_high_watermark(self.durable_end())
+            moved = self.state.advance_high_watermark(self.durable_end())
+        if moved:
+            self.log.producers.high_watermark_moved(self.high_watermark)
+        return moved

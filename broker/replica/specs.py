@@ -27,6 +27,11 @@ class FetchParams:
     max_wait_ms: int
     min_bytes: int
     max_bytes: int
+    isolation_level: int = 0  # consumers: 1 read_committed (up to the last stable offset)
+
+    @property
+    def read_committed(self) -> bool:
+        return self.isolation_level == 1 and self.replica_id < 0
 
     @property
     def is_follower(self) -> bool:

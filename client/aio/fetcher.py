@@ -110,7 +110,7 @@ class Fetcher:
 
     def lags(self) -> dict[str, int]:
         """{"topic-partition": high watermark - position} of the partitions where both are
-        known (metrics)."""
+        known (metrics); read_committed: last stable offset - position, as Kafka's consumer."""
         out = {}
         for tp, st in list(self.states.items()):
             if st.position is not None and st.high_watermark >= 0:
@@ -381,17 +381,18 @@ class Fetcher:
         m = self.metrics
         m.fetches.record(time.monotonic() - sent_at)
         m.throttle.record(resp.get("throttle_time_ms", 0))
-        m.bytes.record(sum(len(data) for _tp, data, _o, _e in fetched))
-        for tp, data, offset, end in fetched:
-            self._buffer_records(tp, data, offset, end)
+        m.bytes.record(sum(len(got[1]) for got in fetched))
+        for tp, data, offset, end, aborted in fetched:
+            self._buffer_records(tp, data, offset, end, aborted)
         self.wake.set()
 
     def _on_partition(
         self, tp: TopicPartition, p: dict, sent: tuple[int, int] | None, node: int = -1
-    ) -> tuple[TopicPartition, bytes, int, int] | None:
+    ) -> tuple[TopicPartition, bytes, int, int, list | None] | None:
         """Handle one partition of a Fetch answer without decoding its records: errors,
         watermarks, and the next fetch offset (from the batch headers). Returns (tp, records
-        bytes, requested offset, offset after the last batch) to decode, or None. The bytes count as buffered from here."""
+        bytes, requested offset, offset after the last batch, the aborted transactions when
+        read_committed) to decode, or None. The bytes count as buffered from here."""
         st = self.states.get(tp)
         if st is None or sent is None or st.generation != sent[1] or st.fetch_offset != sent[0]:
             return None  # unassigned, sought or paused since the fetch was sent
@@ -426,6 +427,8 @@ class Fetcher:
                 self.errors.append(exc)
             return None
         st.high_watermark = p["high_watermark"]
+        if self._isolation and p.get("last_stable_offset", -1) >= 0:  # what it can read
+            st.high_watermark = p["last_stable_offset"]
         st.log_start_offset = p["log_start_offset"]
         if p.get("diverging_end_offset", -1) >= 0:
             self._diverged(tp, st, p["diverging_epoch"], p["diverging_end_offset"])
@@ -458,7 +461,8 @@ class Fetcher:
         st.fetch_bytes = 0
         st.fetch_offset = max(offset, end)
         self.buffered_bytes += len(data)
-        return tp, data, offset, end
+        aborted = p.get("aborted_transactions") if self._isolation else None
+        return tp, data, offset, end, aborted
 
     def _diverged(self, tp: TopicPartition, st: PartitionState, epoch: int, end: int) -> None:
         """The leader's log diverges from what this consumer fetched at offset `end` (the end of
@@ -501,22 +505,29 @@ class Fetcher:
         )
         self.seek(tp, end)
 
-    def _buffer_records(self, tp: TopicPartition, data: bytes, offset: int, end: int) -> None:
+    def _buffer_records(
+        self, tp: TopicPartition, data: bytes, offset: int, end: int, aborted: list | None = None
+    ) -> None:
         """Queue what _on_partition accepted, undecoded: drain() decodes a chunk when it first
         takes records from it, on the thread that polls (see drain). `end`: the offset after
         its last batch, where the position goes once the chunk is consumed (past the offsets
         a compacted log no longer holds, docs/storage.md "Compaction")."""
-        self.buffer.append([tp, self.states[tp].generation, None, 0, len(data), data, offset, end])
+        self.buffer.append(
+            [tp, self.states[tp].generation, None, 0, len(data), data, offset, end, aborted]
+        )
 
     def _decode(self, chunk: list) -> bool:
         """Decode a buffered chunk in place ([tp, gen, records, next index, bytes, data,
-        requested offset]); records before the requested offset are skipped (a batch may begin
-        before it). False when the bytes are corrupt: the error is queued for poll() to raise
+        requested offset, end, aborted transactions]); records before the requested offset are
+        skipped (a batch may begin before it), and control records and (read_committed) those
+        of aborted transactions are never returned. False when the bytes are corrupt: the error is queued for poll() to raise
         and the partition is fetched again from its position (the error repeats until the user
         seeks past it), dropping whatever was fetched after these bytes."""
         tp, data, offset = chunk[0], chunk[5], chunk[6]
         try:
-            records = decode_partition_records(data, tp.topic, tp.partition, self.config.check_crcs)
+            records = decode_partition_records(
+                data, tp.topic, tp.partition, self.config.check_crcs, chunk[8]
+            )
         except GregorError as exc:
             self.errors.append(exc)
             self._drop(tp)

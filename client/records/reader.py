@@ -32,7 +32,7 @@ Pure code; any thread may call (the GC pause is process-global for the milliseco
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import msgpack
@@ -40,7 +40,15 @@ import msgpack
 from client.errors import CorruptRecordError
 from client.records.compression import decompress
 from client.records.extensions import optional_extension
-from client.records.header import HEADER_SIZE, BatchHeader, parse_header, peek_size, validate
+from client.records.header import (
+    CONTROL_BIT,
+    HEADER_SIZE,
+    TRANSACTIONAL_BIT,
+    BatchHeader,
+    parse_header,
+    peek_size,
+    validate,
+)
 from client.records.record import ConsumerRecord, Record
 
 Buffer = bytes | bytearray | memoryview
@@ -230,10 +238,18 @@ def decode_records(buf: Buffer, check_crc: bool = True) -> list[Record]:
 
 
 def decode_partition_records(
-    buf: Buffer, topic: str, partition: int, check_crc: bool = True
+    buf: Buffer,
+    topic: str,
+    partition: int,
+    check_crc: bool = True,
+    aborted: Sequence[Mapping[str, int]] | None = None,
 ) -> list[ConsumerRecord]:
     """Every record of every whole batch in `buf` as ConsumerRecord(topic, partition, offset,
     timestamp, key, value, headers or ()), in one pass (what a consumer's fetch needs).
+    Control batches (transaction markers) are never returned. `aborted` (read_committed: the
+    Fetch answer's aborted_transactions, [{producer_id, first_offset}]) drops the records of
+    those transactions, as Kafka's consumer does: a producer's transactional batches from its
+    first_offset on are dropped until its ABORT marker.
 
     GC: the host's collector settings are never touched. The C decoder creates records that
     the cyclic GC does not track (their fields are ints, bytes, str, None and untracked header
@@ -245,17 +261,61 @@ def decode_partition_records(
     def batch(h: BatchHeader, section: Any, pos: int) -> list[ConsumerRecord]:
         return _consumer_records(h, section, pos, topic, partition)
 
-    return _decode_all(buf, check_crc, batch)
+    return _decode_all(buf, check_crc, batch, True, _AbortedFilter(aborted) if aborted else None)
+
+
+class _AbortedFilter:
+    """Which batches of a read_committed fetch belong to aborted transactions (Kafka's
+    Fetcher: producers enter the aborted set when a batch reaches their first offset, and
+    leave it at their ABORT marker)."""
+
+    def __init__(self, aborted: Sequence[Mapping[str, int]]) -> None:
+        self._pending = sorted(
+            ((int(a["first_offset"]), int(a["producer_id"])) for a in aborted), reverse=True
+        )
+        self._open: set[int] = set()
+
+    def skip(self, h: BatchHeader, section: Buffer) -> bool:
+        """True when the batch `h` (its records `section`) is not to be returned."""
+        last = h.base_offset + h.last_offset_delta
+        pending = self._pending
+        while pending and pending[-1][0] <= last:
+            self._open.add(pending.pop()[1])
+        if h.attributes & CONTROL_BIT:
+            if h.producer_id in self._open and _is_abort(section):
+                self._open.discard(h.producer_id)
+            return True
+        return bool(h.attributes & TRANSACTIONAL_BIT) and h.producer_id in self._open
+
+
+def _is_abort(section: Buffer) -> bool:
+    try:
+        key = msgpack.unpackb(bytes(section), raw=False)[0][2]
+        return bytes(key[2:4]) == b"\x00\x00"  # type 0 ABORT (key: version int16, type int16)
+    except (ValueError, TypeError, IndexError, msgpack.UnpackException):
+        return False
 
 
 def _decode_all(
-    buf: Buffer, check_crc: bool, batch: Callable[[BatchHeader, Any, int], list[Any]]
+    buf: Buffer,
+    check_crc: bool,
+    batch: Callable[[BatchHeader, Any, int], list[Any]],
+    skip_control: bool = False,
+    aborted: _AbortedFilter | None = None,
 ) -> list[Any]:
     """`batch(header, records section, position)` for every whole batch of `buf`,
-    concatenated."""
+    concatenated; `skip_control`: control batches left out, and with `aborted`, aborted
+    transactions' batches too."""
     out: list[Any] = []
     pos = 0
     for h, mv in iter_batches(buf, check_crc):
-        out += batch(h, decompress(h.compression, mv[HEADER_SIZE:]), pos)
+        if skip_control and (h.attributes & CONTROL_BIT or aborted is not None):
+            section = decompress(h.compression, mv[HEADER_SIZE:])
+            if (aborted is not None and aborted.skip(h, section)) or h.attributes & CONTROL_BIT:
+                pos += h.size
+                continue
+            out += batch(h, section, pos)
+        else:
+            out += batch(h, decompress(h.compression, mv[HEADER_SIZE:]), pos)
         pos += h.size
     return out

@@ -12,4 +12,5 @@ from client.protocol.apis import (  # noqa: F401
     reassignments,
     security,
     txn_coordinator,
+    txn_markers,
 )

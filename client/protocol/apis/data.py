@@ -176,7 +176,13 @@ FETCH = register(
                         Field("partition", INT32),
                         Field("error_code", INT16),
                         Field("high_watermark", INT64, default=-1),
-                        Field("last_stable_offset", INT64, default=-1),
+                        Field(
+                            "last_stable_offset",
+                            INT64,
+                            default=-1,
+                            doc="read_committed: the partition's last stable offset (records "
+                            "stop there); read_uncommitted: the high watermark",
+                        ),
                         Field(
                             "log_start_offset",
                             INT64,
@@ -185,6 +191,20 @@ FETCH = register(
                             "its log end)",
                         ),
                         Field("records", BYTES, default=b"", doc="record batches, maybe partial"),
+                        Field(
+                            "aborted_transactions",
+                            Array(
+                                Struct(
+                                    Field("producer_id", INT64),
+                                    Field("first_offset", INT64),
+                                    name="AbortedTransaction",
+                                )
+                            ),
+                            default=list,
+                            doc="read_committed: the aborted transactions overlapping the "
+                            "records returned (their producer's records from first_offset up "
+                            "to its ABORT marker are to be dropped); empty otherwise",
+                        ),
                         Field(
                             "diverging_epoch",
                             INT32,
@@ -221,11 +241,16 @@ LIST_OFFSETS = register(
         key=ApiKey.LIST_OFFSETS,
         name="ListOffsets",
         doc="Offsets by time: timestamp -2 gives the log start offset, -1 the high watermark "
-        "(the end), otherwise the first offset whose timestamp is >= the given ms (offset -1 "
+        "(the end; the last stable offset with isolation_level 1), otherwise the first offset whose timestamp is >= the given ms (offset -1 "
         "when there is none).",
         request=Struct(
             Field("replica_id", INT32, default=-1),
-            Field("isolation_level", INT8, default=0),
+            Field(
+                "isolation_level",
+                INT8,
+                default=0,
+                doc="1 read_committed: latest (-1) is the last stable offset",
+            ),
             Field(
                 "topics",
                 topics(
