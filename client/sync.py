@@ -212,6 +212,22 @@ class Producer(_SyncClient):
     def flush(self, timeout: float | None = None) -> None:
         self._run(self._core.flush(timeout))
 
+    # transactions: as client.aio.Producer's (docs/transactions.md, "The producer")
+    def init_transactions(self) -> None:
+        self._run(self._core.init_transactions())
+
+    def begin_transaction(self) -> None:
+        self._run(_call(self._core.begin_transaction))
+
+    def commit_transaction(self) -> None:
+        self._run(self._core.commit_transaction())
+
+    def abort_transaction(self) -> None:
+        self._run(self._core.abort_transaction())
+
+    def send_offsets_to_transaction(self, offsets: Any, group_metadata: Any) -> None:
+        self._run(self._core.send_offsets_to_transaction(offsets, group_metadata))
+
     def partitions_for(self, topic: str) -> list[int]:
         return self._run(self._core.partitions_for(topic))
 

@@ -1,0 +1,167 @@
+"""Gregor's transactional producer against an in-process broker (issue 29): init, begin, send,
+commit and abort as the coordinator sees them (its state and DescribeTransactions), a second
+producer with the same transactional.id fencing the first, the asyncio flavour, and reading
+back committed-only data once the partition side (WriteTxnMarkers) is merged.
+
+The coordinator's markers go through a recording channel (the partition side's
+WriteTxnMarkers is not on this branch): each job counts as written at once."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from helpers import wait_until
+
+from broker.txn import MarkerJob
+from broker.txn.state import TxnState
+from client import Admin, Producer, aio
+from client.errors import ProducerFencedError, TransactionStateError
+from client.protocol import ApiKey
+
+OVERRIDES = {"transaction.state.log.num.partitions": 2}
+
+
+class CompletingMarkers:
+    def __init__(self) -> None:
+        self.jobs: list[MarkerJob] = []
+
+    def send(self, job, done, still_valid) -> None:
+        self.jobs.append(job)
+        done(True)
+
+    def start(self) -> None:
+        pass
+
+    def shutdown(self) -> None:
+        pass
+
+
+def _wait_state(tc, tid: str, state: TxnState) -> None:
+    """The markers are sent after EndTxn is answered; Complete* follows them."""
+    wait_until(lambda: tc.describe(tid).state == state, 10, f"{tid} in {state.name}")
+
+
+@pytest.fixture
+def txn_broker(broker_factory):
+    handle = broker_factory(**OVERRIDES)
+    tc = handle.server.node.txn_coordinator
+    tc.markers.shutdown()
+    tc.markers = CompletingMarkers()
+    with Admin(bootstrap_servers=handle.bootstrap) as admin:
+        admin.create_topic("orders", 2, 1)
+    return handle
+
+
+def test_commit_and_abort(txn_broker) -> None:
+    tc = txn_broker.server.node.txn_coordinator
+    markers = tc.markers
+    with Producer(bootstrap_servers=txn_broker.bootstrap, transactional_id="app") as p:
+        with pytest.raises(TransactionStateError, match="init_transactions|outside a transaction"):
+            p.send("orders", b"early")
+        p.init_transactions()
+        with pytest.raises(TransactionStateError, match="outside a transaction"):
+            p.send("orders", b"no transaction")
+        p.begin_transaction()
+        futs = [p.send("orders", b"v%d" % i, partition=i % 2) for i in range(10)]
+        p.commit_transaction()
+        assert all(f.done() and f.exception() is None for f in futs)
+        _wait_state(tc, "app", TxnState.COMPLETE_COMMIT)
+        job = markers.jobs[-1]
+        assert job.commit and job.partitions == {("orders", 0), ("orders", 1)}
+
+        p.begin_transaction()
+        p.send("orders", b"aborted", partition=1).result(10)
+        p.abort_transaction()
+        _wait_state(tc, "app", TxnState.COMPLETE_ABORT)
+        assert not markers.jobs[-1].commit and markers.jobs[-1].partitions == {("orders", 1)}
+
+        # an empty transaction sends no EndTxn; the producer goes on
+        p.begin_transaction()
+        p.commit_transaction()
+        assert len(markers.jobs) == 2
+        with pytest.raises(NotImplementedError, match="AddOffsetsToTxn"):
+            p.send_offsets_to_transaction({}, None)
+
+
+def test_a_new_producer_fences_the_old_one(txn_broker) -> None:
+    tc = txn_broker.server.node.txn_coordinator
+    old = Producer(bootstrap_servers=txn_broker.bootstrap, transactional_id="fenced")
+    new = Producer(bootstrap_servers=txn_broker.bootstrap, transactional_id="fenced")
+    try:
+        old.init_transactions()
+        old.begin_transaction()
+        old.send("orders", b"from the old one", partition=0).result(10)
+        new.init_transactions()  # aborts the old one's open transaction, bumps the epoch
+        assert tc.describe("fenced").producer_epoch == 2
+        assert tc.describe("fenced").state == TxnState.EMPTY
+        with pytest.raises(ProducerFencedError):
+            old.commit_transaction()
+        for call in (old.begin_transaction, old.abort_transaction, old.commit_transaction):
+            with pytest.raises(ProducerFencedError):
+                call()
+        with pytest.raises(ProducerFencedError):
+            old.send("orders", b"x")
+        new.begin_transaction()
+        new.send("orders", b"from the new one", partition=0).result(10)
+        new.commit_transaction()
+        _wait_state(tc, "fenced", TxnState.COMPLETE_COMMIT)
+    finally:
+        old.close()
+        new.close()
+
+
+def test_asyncio_producer(txn_broker) -> None:
+    tc = txn_broker.server.node.txn_coordinator
+
+    async def run() -> None:
+        async with aio.Producer(
+            bootstrap_servers=txn_broker.bootstrap,
+            transactional_id="aio",
+            transaction_timeout_ms=20_000,
+        ) as p:
+            await p.init_transactions()
+            p.begin_transaction()
+            fut = await p.send("orders", b"a", key=b"k")
+            await p.commit_transaction()
+            assert (await fut).offset >= 0
+
+    asyncio.run(run())
+    _wait_state(tc, "aio", TxnState.COMPLETE_COMMIT)
+    assert tc.describe("aio").timeout_ms == 20_000
+
+
+@pytest.mark.skipif(
+    not hasattr(ApiKey, "WRITE_TXN_MARKERS"), reason="needs the partition side (WriteTxnMarkers)"
+)
+def test_read_committed_sees_only_committed(broker_factory) -> None:
+    from client import Consumer
+
+    handle = broker_factory(**OVERRIDES)
+    with Admin(bootstrap_servers=handle.bootstrap) as admin:
+        admin.create_topic("rc", 1, 1)
+    with Producer(bootstrap_servers=handle.bootstrap, transactional_id="rc") as p:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send("rc", b"committed-1")
+        p.commit_transaction()
+        p.begin_transaction()
+        p.send("rc", b"aborted").result(10)
+        p.abort_transaction()
+        p.begin_transaction()
+        p.send("rc", b"committed-2")
+        p.commit_transaction()
+    with Consumer(
+        bootstrap_servers=handle.bootstrap, isolation_level="read_committed"
+    ) as c:  # fmt: skip
+        from client import TopicPartition
+
+        c.assign([TopicPartition("rc", 0)])
+        got: list[bytes] = []
+
+        def read() -> bool:
+            got.extend(r.value for r in c.poll(200))
+            return len(got) >= 2
+
+        wait_until(read, 20, "the committed records")
+        assert got == [b"committed-1", b"committed-2"]
