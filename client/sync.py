@@ -32,6 +32,7 @@ from client.aio.admin_quotas import (
     ClientQuotaEntity,
     ClientQuotaFilterComponent,
 )
+from client.aio.admin_txn import TransactionDescription, TransactionListing
 from client.aio.admin_users import (
     ScramCredentialInfo,
     UserScramCredentialDeletion,
@@ -424,6 +425,14 @@ class Admin(_SyncClient):
 
     def list_groups(self) -> list[GroupListing]:
         return self._run(self._core.list_groups())
+
+    def list_transactions(self, **kw: Any) -> list[TransactionListing]:
+        return self._run(self._core.list_transactions(**kw))
+
+    def describe_transactions(
+        self, transactional_ids: Iterable[str], **kw: Any
+    ) -> dict[str, TransactionDescription]:
+        return self._run(self._core.describe_transactions(list(transactional_ids), **kw))
 
     def describe_user_scram_credentials(
         self, users: list[str] | None = None

@@ -15,8 +15,12 @@ from helpers import wait_until
 
 from broker.txn import MarkerJob
 from broker.txn.state import TxnState
-from client import Admin, Producer, aio
-from client.errors import ProducerFencedError, TransactionStateError
+from client import Admin, Producer, TopicPartition, aio
+from client.errors import (
+    ProducerFencedError,
+    TransactionalIdNotFoundError,
+    TransactionStateError,
+)
 from client.protocol import ApiKey
 
 OVERRIDES = {"transaction.state.log.num.partitions": 2}
@@ -76,10 +80,28 @@ def test_commit_and_abort(txn_broker) -> None:
         _wait_state(tc, "app", TxnState.COMPLETE_ABORT)
         assert not markers.jobs[-1].commit and markers.jobs[-1].partitions == {("orders", 1)}
 
+        with Admin(bootstrap_servers=txn_broker.bootstrap) as admin:
+            d = admin.describe_transactions(["app"])["app"]
+            assert (d.state, d.coordinator, d.timeout_ms, d.start_time_ms) == (
+                "CompleteAbort", 1, 60_000, None)  # fmt: skip
+            assert d.producer_id == job.producer_id and d.partitions == []
+            p.begin_transaction()
+            p.send("orders", b"open", partition=0).result(10)
+            d = admin.describe_transactions(["app"])["app"]
+            assert d.state == "Ongoing" and d.start_time_ms is not None
+            assert [str(tp) for tp in d.partitions] == [str(TopicPartition("orders", 0))]
+            listed = admin.list_transactions()
+            assert [(t.transactional_id, t.state) for t in listed] == [("app", "Ongoing")]
+            assert admin.list_transactions(states=["CompleteCommit"]) == []
+            assert admin.list_transactions(producer_ids=[d.producer_id + 1]) == []
+            with pytest.raises(TransactionalIdNotFoundError, match="nobody"):
+                admin.describe_transactions(["nobody"])
+            p.abort_transaction()
+
         # an empty transaction sends no EndTxn; the producer goes on
         p.begin_transaction()
         p.commit_transaction()
-        assert len(markers.jobs) == 2
+        assert len(markers.jobs) == 3
         with pytest.raises(NotImplementedError, match="AddOffsetsToTxn"):
             p.send_offsets_to_transaction({}, None)
 
