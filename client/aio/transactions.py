@@ -163,16 +163,17 @@ class TransactionManager:
         """InitProducerId with the transactional id: fences every earlier producer with this
         id (the coordinator aborts its open transaction first: CONCURRENT_TRANSACTIONS, retried)."""
         self._require("init_transactions()", TxnState.UNINITIALIZED)
-        body = {"transactional_id": self.transactional_id, "transaction_timeout_ms": self.timeout_ms}
+        body = {
+            "transactional_id": self.transactional_id,
+            "transaction_timeout_ms": self.timeout_ms,
+        }
         resp = await self._call(
             ApiKey.INIT_PRODUCER_ID, body, "InitProducerId", lambda r: r["error_code"]
         )
         self.idem.producer_id, self.idem.epoch = resp["producer_id"], resp["producer_epoch"]
         self.idem.clear_sequences()
         self.state = TxnState.READY
-        log.info(
-            "%s producer id %d epoch %d", self._prefix, self.idem.producer_id, self.idem.epoch
-        )
+        log.info("%s producer id %d epoch %d", self._prefix, self.idem.producer_id, self.idem.epoch)
 
     def begin(self) -> None:
         self._require("begin_transaction()", TxnState.READY)
