@@ -226,7 +226,7 @@ class Producer(_SyncClient):
     def abort_transaction(self) -> None:
         self._run(self._core.abort_transaction())
 
-    def send_offsets_to_transaction(self, offsets: Any, group_metadata: Any) -> None:
+    def send_offsets_to_transaction(self, offsets: object, group_metadata: object) -> None:
         self._run(self._core.send_offsets_to_transaction(offsets, group_metadata))
 
     def partitions_for(self, topic: str) -> list[int]:
@@ -426,13 +426,16 @@ class Admin(_SyncClient):
     def list_groups(self) -> list[GroupListing]:
         return self._run(self._core.list_groups())
 
-    def list_transactions(self, **kw: Any) -> list[TransactionListing]:
-        return self._run(self._core.list_transactions(**kw))
+    def list_transactions(
+        self, states: Iterable[str] = (), producer_ids: Iterable[int] = (), duration_ms: int = -1
+    ) -> list[TransactionListing]:
+        return self._run(self._core.list_transactions(states, producer_ids, duration_ms))
 
     def describe_transactions(
-        self, transactional_ids: Iterable[str], **kw: Any
+        self, transactional_ids: Iterable[str], *, timeout_ms: int | None = None
     ) -> dict[str, TransactionDescription]:
-        return self._run(self._core.describe_transactions(list(transactional_ids), **kw))
+        ids = list(transactional_ids)
+        return self._run(self._core.describe_transactions(ids, timeout_ms=timeout_ms))
 
     def describe_user_scram_credentials(
         self, users: list[str] | None = None

@@ -13,8 +13,8 @@ import asyncio
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
+from client.aio.cluster import ClusterClient
 from client.aio.types import TopicPartition
 from client.errors import GregorError, GregorTimeoutError, error_for_code
 from client.protocol import ApiKey
@@ -41,7 +41,7 @@ class TransactionDescription:
 
 
 async def list_transactions(
-    cluster: Any,
+    cluster: ClusterClient,
     states: Iterable[str] = (),
     producer_ids: Iterable[int] = (),
     duration_ms: int = -1,
@@ -57,6 +57,7 @@ async def list_transactions(
     out: list[TransactionListing] = []
     for node in sorted(md.brokers):
         resp = await cluster.send(node, ApiKey.LIST_TRANSACTIONS, body)
+        assert resp is not None  # (a request with an answer)
         if resp["error_code"]:
             raise error_for_code(resp["error_code"])(f"ListTransactions at broker {node}")
         if resp["unknown_state_filters"]:
@@ -75,7 +76,7 @@ async def list_transactions(
 
 
 async def describe_transactions(
-    cluster: Any, ids: Iterable[str], timeout_ms: int, backoff_ms: int
+    cluster: ClusterClient, ids: Iterable[str], timeout_ms: int, backoff_ms: int
 ) -> dict[str, TransactionDescription]:
     """The coordinator's state of each id; TransactionalIdNotFoundError (and any other
     per-id error) raised naming the id."""
@@ -83,7 +84,7 @@ async def describe_transactions(
 
 
 async def _describe_one(
-    cluster: Any, tid: str, timeout_ms: int, backoff_ms: int
+    cluster: ClusterClient, tid: str, timeout_ms: int, backoff_ms: int
 ) -> TransactionDescription:
     deadline = time.monotonic() + timeout_ms / 1000
     last: BaseException | None = None
@@ -101,6 +102,7 @@ async def _describe_one(
             resp = await cluster.send(
                 node, ApiKey.DESCRIBE_TRANSACTIONS, {"transactional_ids": [tid]}
             )
+            assert resp is not None  # (a request with an answer)
             s = resp["transaction_states"][0]
             if s["error_code"]:
                 raise error_for_code(s["error_code"])(f"transactional id {tid!r}")

@@ -222,7 +222,7 @@ class Producer:
         await self.flush()
         await txn.end(commit=False)
 
-    async def send_offsets_to_transaction(self, offsets: Any, group_metadata: Any) -> None:
+    async def send_offsets_to_transaction(self, offsets: object, group_metadata: object) -> None:
         """Not built: it needs AddOffsetsToTxn (25) and TxnOffsetCommit (28), which Gregor's
         brokers do not serve yet. Refused rather than committing the offsets outside the
         transaction."""

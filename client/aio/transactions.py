@@ -29,8 +29,9 @@ import enum
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from types import SimpleNamespace
 
+from client.aio.cluster import ClusterClient
 from client.aio.idempotence import IdempotenceState
 from client.aio.types import TopicPartition
 from client.errors import (
@@ -86,8 +87,8 @@ class TransactionManager:
         transactional_id: str,
         timeout_ms: int,
         idem: IdempotenceState,
-        cluster: Any,
-        config: Any,
+        cluster: ClusterClient,
+        config: SimpleNamespace,
         wake: Callable[[], None],
     ) -> None:
         self.transactional_id = transactional_id
@@ -289,6 +290,7 @@ class TransactionManager:
             try:
                 node = await self._find_coordinator()
                 resp = await self.cluster.send(node, api, body)
+                assert resp is not None  # (a request with an answer)
                 code = error_of(resp)
                 if code == ErrorCode.NONE:
                     return resp

@@ -251,3 +251,34 @@ def test_kafka_listener_describes_and_lists(broker_factory) -> None:
             ("k1", "Ongoing")
         ]
         p.abort_transaction()
+
+
+def test_cli_list_describe_and_abort(txn_broker, capsys) -> None:
+    from broker.cli import main
+
+    tc = txn_broker.server.node.txn_coordinator
+    boot = ["--bootstrap-server", txn_broker.bootstrap]
+    stuck = Producer(bootstrap_servers=txn_broker.bootstrap, transactional_id="stuck")
+    try:
+        stuck.init_transactions()
+        stuck.begin_transaction()
+        stuck.send("orders", b"never committed", partition=1).result(10)
+        capsys.readouterr()
+        assert main(["transactions", "list", "--state", "Ongoing", *boot]) == 0
+        out = capsys.readouterr().out.splitlines()
+        assert out[0].split() == ["TRANSACTIONAL-ID", "PRODUCER-ID", "STATE", "COORDINATOR"]
+        assert [r.split()[0::2] for r in out[1:]] == [["stuck", "Ongoing"]]
+        assert main(["transactions", "describe", "--transactional-id", "stuck", *boot]) == 0
+        out = capsys.readouterr().out
+        assert "state Ongoing" in out and "partitions orders-1" in out and "epoch 0" in out
+        assert main(["transactions", "abort", "--transactional-id", "stuck", *boot]) == 0
+        out = capsys.readouterr().out
+        assert "fenced (now epoch 2); aborted its open transaction over 1 partition(s)" in out
+        aborted = [j for j in tc.markers.jobs if j.transactional_id == "stuck"]
+        assert [(j.commit, j.partitions) for j in aborted] == [(False, {("orders", 1)})]
+        with pytest.raises(ProducerFencedError):
+            stuck.commit_transaction()
+        assert main(["transactions", "describe", "--transactional-id", "nobody", *boot]) == 1
+        assert "TRANSACTIONAL_ID_NOT_FOUND" in capsys.readouterr().err
+    finally:
+        stuck.close()
