@@ -36,6 +36,7 @@ from client.aio.idempotence import IdempotenceState
 from client.aio.types import TopicPartition
 from client.errors import (
     BrokerResponseError,
+    ClientClosedError,
     ErrorCode,
     GregorError,
     GregorTimeoutError,
@@ -103,6 +104,7 @@ class TransactionManager:
         self.added: set[TopicPartition] = set()  # in the coordinator's transaction
         self._wanted: set[TopicPartition] = set()  # batches wait for these to be added
         self._add_task: asyncio.Task | None = None
+        self._closed: ClientClosedError | None = None  # set by close()
         self._prefix = f"[transactional.id={transactional_id}]"
 
     # -- checks --------------------------------------------------------------------------------
@@ -153,10 +155,11 @@ class TransactionManager:
 
     @property
     def failed(self) -> BaseException | None:
-        """The error batches not yet sent fail with (Kafka's abortUndrainedBatches)."""
+        """The error batches not yet sent fail with (Kafka's abortUndrainedBatches); after
+        close(), the closing error."""
         if self.state in (TxnState.ABORTABLE_ERROR, TxnState.FATAL_ERROR):
             return self.error
-        return None
+        return self._closed
 
     # -- the calls -----------------------------------------------------------------------------
 
@@ -332,6 +335,17 @@ class TransactionManager:
         return self.coordinator
 
     async def close(self) -> None:
+        """Producer.close(): the transaction will not be committed, so the batches not yet sent
+        fail (ClientClosedError) instead of being added to it; the coordinator aborts it when
+        it times out, or when the next producer with this id starts."""
+        if self.state in (TxnState.IN_TRANSACTION, TxnState.COMMITTING, TxnState.ABORTING):
+            log.warning(
+                "%s closed with a transaction open (state %s): it is aborted when it times out"
+                " or when the next producer with this id calls init_transactions()",
+                self._prefix,
+                self.state.value,
+            )
+        self._closed = ClientClosedError("producer closed before its transaction was committed")
         task = self._add_task
         if task is not None and not task.done():
             task.cancel()

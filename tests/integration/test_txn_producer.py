@@ -17,6 +17,7 @@ from broker.txn import MarkerJob
 from broker.txn.state import TxnState
 from client import Admin, Producer, TopicPartition, aio
 from client.errors import (
+    ClientClosedError,
     ProducerFencedError,
     TransactionalIdNotFoundError,
     TransactionStateError,
@@ -131,6 +132,16 @@ def test_a_new_producer_fences_the_old_one(txn_broker) -> None:
     finally:
         old.close()
         new.close()
+
+
+def test_close_in_a_transaction_fails_what_was_not_sent(txn_broker) -> None:
+    p = Producer(bootstrap_servers=txn_broker.bootstrap, transactional_id="closing",
+                 linger_ms=60_000)  # fmt: skip
+    p.init_transactions()
+    p.begin_transaction()
+    fut = p.send("orders", b"lingering", partition=0)
+    p.close()
+    assert isinstance(fut.exception(10), ClientClosedError)
 
 
 def test_asyncio_producer(txn_broker) -> None:
