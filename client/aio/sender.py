@@ -523,6 +523,13 @@ class Sender:
         if self.txn is not None and error is not None:
             if not isinstance(error, (ClientClosedError, TransactionAbortedError)):
                 self.txn.fail(error)  # the transaction must be aborted (or is fenced)
+            numbers = b.producer
+            if (
+                idem is not None
+                and numbers is not None
+                and numbers[:2] == (idem.producer_id, idem.epoch)
+            ):
+                self.txn.sequence_gap = True  # (its sequence may not have reached the leader)
         elif (
             error is not None
             and idem is not None

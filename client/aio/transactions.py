@@ -14,7 +14,8 @@ a partition is sent in a transaction, the sender holds its batches and this obje
 partition with AddPartitionsToTxn (`want`, then the batches go once `added` has it). Batches
 are marked transactional (attribute bit 4). commit_transaction() flushes, then sends EndTxn;
 abort_transaction() fails the batches not yet sent (TransactionAbortedError), waits for those
-in flight, then sends EndTxn(abort). CONCURRENT_TRANSACTIONS, COORDINATOR_LOAD_IN_PROGRESS and
+in flight, then sends EndTxn(abort); if a batch already numbered failed, its sequence may be
+missing at the leader, so InitProducerId bumps the epoch (sequences from 0; KIP-360). CONCURRENT_TRANSACTIONS, COORDINATOR_LOAD_IN_PROGRESS and
 other retriable errors are retried with back-off (retry.backoff.ms doubling to 1 s) up to
 max.block.ms (GregorTimeoutError; the call may be made again).
 
@@ -105,6 +106,8 @@ class TransactionManager:
         self._wanted: set[TopicPartition] = set()  # batches wait for these to be added
         self._add_task: asyncio.Task | None = None
         self._closed: ClientClosedError | None = None  # set by close()
+        # a batch numbered under the current epoch failed: bump the epoch after the abort
+        self.sequence_gap = False
         self._prefix = f"[transactional.id={transactional_id}]"
 
     # -- checks --------------------------------------------------------------------------------
@@ -229,8 +232,33 @@ class TransactionManager:
                 raise self.error or exc from None
         self.added.clear()
         self._wanted.clear()
+        if self.sequence_gap:
+            await self._bump_epoch()
         self.error = None
         self.state = TxnState.READY
+
+    async def _bump_epoch(self) -> None:
+        """After an abort in which a numbered batch failed (its sequence may never have
+        reached the leader, which would refuse the next one as out of order): InitProducerId
+        again, as Kafka's client does since KIP-360. The coordinator bumps the epoch and the
+        sequences start over at 0. A failure leaves the producer ABORTING (call
+        abort_transaction() again)."""
+        body = {
+            "transactional_id": self.transactional_id,
+            "transaction_timeout_ms": self.timeout_ms,
+        }
+        resp = await self._call(
+            ApiKey.INIT_PRODUCER_ID, body, "InitProducerId", lambda r: r["error_code"]
+        )
+        self.idem.producer_id, self.idem.epoch = resp["producer_id"], resp["producer_epoch"]
+        self.idem.clear_sequences()
+        self.sequence_gap = False
+        log.info(
+            "%s epoch bumped after the abort (producer id %d epoch %d)",
+            self._prefix,
+            self.idem.producer_id,
+            self.idem.epoch,
+        )
 
     # -- partitions ----------------------------------------------------------------------------
 

@@ -182,6 +182,31 @@ def test_a_failed_batch_fails_the_commit() -> None:
     asyncio.run(run())
 
 
+def test_an_abort_after_a_failed_numbered_batch_bumps_the_epoch() -> None:
+    async def run() -> None:
+        cluster = FakeCoordinator()
+        txn, _ = _manager(cluster)
+        await txn.init()
+        txn.begin()
+        txn.hold(TopicPartition("t", 0))
+        await _adding(txn)
+        txn.fail(TopicAuthorizationFailedError("produce"))
+        txn.sequence_gap = True  # (the sender: the failed batch was numbered)
+        txn.begin_abort()
+        cluster.errors[ApiKey.INIT_PRODUCER_ID] = [E.CONCURRENT_TRANSACTIONS]  # (abort ending)
+        await txn.end(commit=False)
+        assert cluster.apis()[-3:] == [ApiKey.END_TXN] + [ApiKey.INIT_PRODUCER_ID] * 2
+        assert cluster.sent[-3][2]["committed"] is False
+        assert txn.state is TxnState.READY and not txn.sequence_gap
+        n = len(cluster.sent)
+        txn.begin()
+        txn.begin_abort()
+        await txn.end(commit=False)  # no gap, nothing added: no request at all
+        assert len(cluster.sent) == n
+
+    asyncio.run(run())
+
+
 @pytest.mark.parametrize("code", [E.PRODUCER_FENCED, E.INVALID_PRODUCER_EPOCH])
 def test_fencing_is_fatal(code: int) -> None:
     async def run() -> None:
