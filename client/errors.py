@@ -12,6 +12,8 @@
         +-- ConnectionFailedError    names the address tried (retriable)
         +-- StorageError             an OSError in a log directory (marks it offline)
         +-- MissingCodecError        a compression codec whose package is not installed
+        +-- TransactionStateError    a transactional producer call in the wrong state
+        +-- TransactionAbortedError  a record of a transaction aborted before it was sent
 
 `error_for_code(code)` gives the class for a wire code; `raise_for_code(code, msg)` raises it.
 
@@ -33,6 +35,8 @@ from client.errors_base import (
     LocalError,
     MissingCodecError,
     StorageError,
+    TransactionAbortedError,
+    TransactionStateError,
 )
 from client.errors_wire import (
     BrokerIdNotRegisteredError,
@@ -123,6 +127,7 @@ from client.errors_wire import (
     TopicAuthorizationFailedError,
     TopicDeletionDisabledError,
     TransactionalIdAuthorizationFailedError,
+    TransactionalIdNotFoundError,
     TransactionCoordinatorFencedError,
     UnacceptableCredentialError,
     UnknownLeaderEpochError,
@@ -255,8 +260,11 @@ __all__ = [
     "TopicAlreadyExistsError",
     "TopicAuthorizationFailedError",
     "TopicDeletionDisabledError",
+    "TransactionAbortedError",
     "TransactionCoordinatorFencedError",
+    "TransactionStateError",
     "TransactionalIdAuthorizationFailedError",
+    "TransactionalIdNotFoundError",
     "UnacceptableCredentialError",
     "UnknownLeaderEpochError",
     "UnknownMemberIdError",

@@ -108,6 +108,7 @@ class ErrorCode(IntEnum):
     BROKER_ID_NOT_REGISTERED = 102
     INCONSISTENT_TOPIC_ID = 103
     INCONSISTENT_CLUSTER_ID = 104
+    TRANSACTIONAL_ID_NOT_FOUND = 105
     INELIGIBLE_REPLICA = 107
     FENCED_MEMBER_EPOCH = 110
     UNRELEASED_INSTANCE_ID = 111
@@ -202,3 +203,14 @@ class StorageError(LocalError, OSError):
 
 class MissingCodecError(LocalError):
     """A batch uses a compression codec whose Python package is not installed."""
+
+
+class TransactionStateError(LocalError, RuntimeError):
+    """A transactional producer call made in the wrong state (Kafka's IllegalStateException):
+    send() outside a transaction, begin_transaction() twice, commit after an error that needs
+    an abort. The error that caused the state, if any, is its `__cause__`."""
+
+
+class TransactionAbortedError(LocalError):
+    """A record of a transaction that abort_transaction() aborted before it was sent (Kafka's
+    TransactionAbortedException)."""

@@ -428,6 +428,12 @@ class InconsistentClusterIdError(BrokerResponseError):
     code = ErrorCode.INCONSISTENT_CLUSTER_ID
 
 
+class TransactionalIdNotFoundError(BrokerResponseError):
+    """DescribeTransactions: the coordinator knows no transaction with this id."""
+
+    code = ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+
+
 class IneligibleReplicaError(BrokerResponseError):
     """AlterPartition: the new ISR adds a broker that is fenced or in a controlled shutdown
     (KIP-841)."""

@@ -32,6 +32,7 @@ from client.aio.admin_quotas import (
     ClientQuotaEntity,
     ClientQuotaFilterComponent,
 )
+from client.aio.admin_txn import TransactionDescription, TransactionListing
 from client.aio.admin_users import (
     ScramCredentialInfo,
     UserScramCredentialDeletion,
@@ -211,6 +212,22 @@ class Producer(_SyncClient):
 
     def flush(self, timeout: float | None = None) -> None:
         self._run(self._core.flush(timeout))
+
+    # transactions: as client.aio.Producer's (docs/transactions.md, "The producer")
+    def init_transactions(self) -> None:
+        self._run(self._core.init_transactions())
+
+    def begin_transaction(self) -> None:
+        self._run(_call(self._core.begin_transaction))
+
+    def commit_transaction(self) -> None:
+        self._run(self._core.commit_transaction())
+
+    def abort_transaction(self) -> None:
+        self._run(self._core.abort_transaction())
+
+    def send_offsets_to_transaction(self, offsets: object, group_metadata: object) -> None:
+        self._run(self._core.send_offsets_to_transaction(offsets, group_metadata))
 
     def partitions_for(self, topic: str) -> list[int]:
         return self._run(self._core.partitions_for(topic))
@@ -408,6 +425,17 @@ class Admin(_SyncClient):
 
     def list_groups(self) -> list[GroupListing]:
         return self._run(self._core.list_groups())
+
+    def list_transactions(
+        self, states: Iterable[str] = (), producer_ids: Iterable[int] = (), duration_ms: int = -1
+    ) -> list[TransactionListing]:
+        return self._run(self._core.list_transactions(states, producer_ids, duration_ms))
+
+    def describe_transactions(
+        self, transactional_ids: Iterable[str], *, timeout_ms: int | None = None
+    ) -> dict[str, TransactionDescription]:
+        ids = list(transactional_ids)
+        return self._run(self._core.describe_transactions(ids, timeout_ms=timeout_ms))
 
     def describe_user_scram_credentials(
         self, users: list[str] | None = None

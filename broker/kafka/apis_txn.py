@@ -6,6 +6,8 @@ key_type 1 (apis_groups.py) reach the same coordinator.
     AddPartitionsToTxn  0-3       one transaction per request (v4+ batches them for brokers:
                                   not served)
     EndTxn              0-3
+    DescribeTransactions 0
+    ListTransactions    0-1       v2's transactional_id_pattern (KIP-1152) is not served
 
 PRODUCER_FENCED reaches clients older than KIP-588 (AddPartitionsToTxn and EndTxn v0-1) as
 INVALID_PRODUCER_EPOCH, as Kafka answers them. AddOffsetsToTxn (25) and TxnOffsetCommit (28)
@@ -17,14 +19,19 @@ Threads: I/O threads; answers from the thread the native handler answers on.
 
 from __future__ import annotations
 
+import datetime
+
 from kio.schema.add_partitions_to_txn.v0 import request as add_v0
 from kio.schema.add_partitions_to_txn.v1 import request as add_v1
 from kio.schema.add_partitions_to_txn.v2 import request as add_v2
 from kio.schema.add_partitions_to_txn.v3 import request as add_v3
+from kio.schema.describe_transactions.v0 import request as describe_v0
 from kio.schema.end_txn.v0 import request as end_v0
 from kio.schema.end_txn.v1 import request as end_v1
 from kio.schema.end_txn.v2 import request as end_v2
 from kio.schema.end_txn.v3 import request as end_v3
+from kio.schema.list_transactions.v0 import request as list_v0
+from kio.schema.list_transactions.v1 import request as list_v1
 
 from broker.kafka.apis import api
 from broker.kafka.request import KafkaContext, whole_error
@@ -105,3 +112,69 @@ def end_txn(ctx: KafkaContext, body: EndTxnRequest) -> None:
         ctx.respond({"throttle_time": 0, "error_code": _fenced(code, ctx.api_version)})
 
     ctx.call_native(ApiKey.END_TXN, native, answer)
+
+
+_NO_START = datetime.datetime.fromtimestamp(-0.001, datetime.UTC)  # written as -1, as Kafka
+
+
+def _start_time(row: dict) -> datetime.datetime | int:
+    """The field is not nullable in kio: -1 (no transaction open) goes as the datetime that
+    encodes to -1 ms."""
+    ms = int(row.get("transaction_start_time_ms", -1))
+    return _NO_START if ms < 0 else ms
+
+
+@api(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0)
+def describe_transactions(ctx: KafkaContext, body: describe_v0.DescribeTransactionsRequest) -> None:
+    ids = list(body.transactional_ids)
+
+    def answer(a: dict) -> None:
+        code = whole_error(a)
+        rows = (
+            [{"error_code": code, "transactional_id": tid} for tid in ids]
+            if code
+            else a["transaction_states"]
+        )
+        ctx.respond(
+            {
+                "throttle_time": 0,
+                "transaction_states": [
+                    {
+                        "error_code": r["error_code"],
+                        "transactional_id": r["transactional_id"],
+                        "transaction_state": r.get("transaction_state", ""),
+                        "transaction_timeout": r.get("transaction_timeout_ms", 0),
+                        "transaction_start_time": _start_time(r),
+                        "producer_id": r.get("producer_id", -1),
+                        "producer_epoch": r.get("producer_epoch", -1),
+                        "topics": r.get("topics", []),
+                    }
+                    for r in rows
+                ],
+            }
+        )
+
+    ctx.call_native(ApiKey.DESCRIBE_TRANSACTIONS, {"transactional_ids": ids}, answer)
+
+
+@api(ApiKey.LIST_TRANSACTIONS, 0, 1)
+def list_transactions(
+    ctx: KafkaContext, body: list_v0.ListTransactionsRequest | list_v1.ListTransactionsRequest
+) -> None:
+    native = {
+        "state_filters": list(body.state_filters),
+        "producer_id_filters": [int(p) for p in body.producer_id_filters],
+        "duration_filter_ms": int(getattr(body, "duration_filter", -1)),
+    }
+
+    def answer(a: dict) -> None:
+        ctx.respond(
+            {
+                "throttle_time": 0,
+                "error_code": int(a.get("error_code", 0)),
+                "unknown_state_filters": a.get("unknown_state_filters", []),
+                "transaction_states": a.get("transaction_states", []),
+            }
+        )
+
+    ctx.call_native(ApiKey.LIST_TRANSACTIONS, native, answer)

@@ -145,6 +145,8 @@ def _convert(tp: Any, kafka_type: str | None, value: Any) -> Any:
     if kafka_type == "timedelta_i64":
         return i64Timedelta.parse(datetime.timedelta(milliseconds=int(value)))
     if kafka_type == "datetime_i64":
+        if isinstance(value, datetime.datetime):  # (a non-nullable field's -1: see apis_txn)
+            return value
         if int(value) < 0:
             return None
         return datetime.datetime.fromtimestamp(int(value) / 1000, datetime.UTC)

@@ -268,6 +268,24 @@ class TxnCoordinator:
             entry = self._shard(tid).txns.get(tid)
             return None if entry is None else entry.md
 
+    def now_ms(self) -> int:
+        """The coordinator's clock (wall-clock ms, as the records' timestamps)."""
+        return self._clock()
+
+    def list_transactions(self) -> tuple[int, list[TxnMetadata]]:
+        """ListTransactions: (NONE or COORDINATOR_LOAD_IN_PROGRESS while a shard is loading,
+        the metadata of every id in the shards this broker leads). Any thread."""
+        with self.lock:
+            loading = any(not shard.loaded for shard in self._shards.values())
+            found = [
+                entry.md
+                for shard in self._shards.values()
+                for entry in shard.txns.values()
+                if entry.md is not None
+            ]
+        code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if loading else ErrorCode.NONE
+        return int(code), found
+
     # -- InitProducerId --------------------------------------------------------------------------
 
     def init_producer_id(self, tid: str, timeout_ms: int, answer: InitAnswer,

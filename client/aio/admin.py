@@ -26,6 +26,7 @@ from client.aio import (
     admin_quotas,
     admin_reassign,
     admin_records,
+    admin_txn,
     admin_users,
 )
 from client.aio.admin_groups import GroupDescription, GroupListing
@@ -35,6 +36,7 @@ from client.aio.admin_quotas import (
     ClientQuotaEntity,
     ClientQuotaFilterComponent,
 )
+from client.aio.admin_txn import TransactionDescription, TransactionListing
 from client.aio.admin_users import (
     ScramCredentialInfo,
     UserScramCredentialDeletion,
@@ -397,6 +399,23 @@ class Admin:
         """Kafka's alterClientQuotas: {entity: None or the error refusing its changes}."""
         self._check_open()
         return await admin_quotas.alter(self._cluster, list(alterations), validate_only)
+
+    async def list_transactions(
+        self, states: Iterable[str] = (), producer_ids: Iterable[int] = (), duration_ms: int = -1
+    ) -> list[TransactionListing]:
+        """Every transactional id, with its producer id and state (client/aio/admin_txn.py)."""
+        self._check_open()
+        return await admin_txn.list_transactions(self._cluster, states, producer_ids, duration_ms)
+
+    async def describe_transactions(
+        self, transactional_ids: Iterable[str], *, timeout_ms: int | None = None
+    ) -> dict[str, TransactionDescription]:
+        """Each id's state, producer id and epoch, timeout and partitions at its coordinator."""
+        self._check_open()
+        return await admin_txn.describe_transactions(
+            self._cluster, list(transactional_ids), self._timeout(timeout_ms),
+            self.config.retry_backoff_ms,
+        )  # fmt: skip
 
     async def list_groups(self) -> list[GroupListing]:
         """Every consumer group: GroupListing(group_id, state)."""

@@ -31,9 +31,16 @@ log = logging.getLogger(__name__)
 def idempotence_enabled(cfg: Any, explicit: bool) -> bool:
     """Kafka 3's rule: on by default; set explicitly, it needs acks=all, retries > 0 and at most
     5 requests in flight (ConfigError naming the conflict); left at its default, a conflicting
-    setting turns it off (logged once)."""
+    setting turns it off (logged once). A transactional.id needs idempotence: the same
+    conflicts are a ConfigError then, whether enable.idempotence was set or not."""
+    transactional = cfg.transactional_id is not None
     if not cfg.enable_idempotence:
+        if transactional:
+            raise ConfigError(
+                f"transactional.id={cfg.transactional_id!r} needs enable.idempotence=true"
+            )
         return False
+    explicit = explicit or transactional
     conflicts = []
     if cfg.acks != -1:
         conflicts.append(f"acks={cfg.acks} (needs all)")
@@ -47,7 +54,8 @@ def idempotence_enabled(cfg: Any, explicit: bool) -> bool:
     if not conflicts:
         return True
     if explicit:
-        raise ConfigError(f"enable.idempotence=true conflicts with {', '.join(conflicts)}")
+        what = "transactional.id" if transactional else "enable.idempotence=true"
+        raise ConfigError(f"{what} conflicts with {', '.join(conflicts)}")
     log.info(
         "idempotence off: %s (enable.idempotence is left at its default)", ", ".join(conflicts)
     )
@@ -72,6 +80,10 @@ class IdempotenceState:
         self.producer_id, self.epoch = resp["producer_id"], resp["producer_epoch"]
         self._next_seq.clear()
         log.info("producer id %d epoch %d", self.producer_id, self.epoch)
+
+    def clear_sequences(self) -> None:
+        """A new producer id or epoch (a transactional InitProducerId): sequences from 0."""
+        self._next_seq.clear()
 
     def number(self, b: Any) -> tuple[int, int, int]:
         """The batch's (producer id, epoch, base sequence): given the next sequence of its

@@ -35,6 +35,7 @@ from client.aio.cluster import ClusterClient
 from client.aio.config import resolve_config
 from client.aio.idempotence import idempotence_enabled
 from client.aio.sender import Sender
+from client.aio.transactions import TransactionManager
 from client.aio.types import RecordMetadata, TopicPartition
 from client.errors import (
     ClientClosedError,
@@ -42,6 +43,8 @@ from client.errors import (
     GregorError,
     GregorTimeoutError,
     MessageTooLargeError,
+    TransactionAbortedError,
+    TransactionStateError,
 )
 from client.metrics import ProducerMetrics
 from client.partitioner import StickyPartitioner, default_partition
@@ -95,6 +98,7 @@ class Producer:
             wake=self._wake,
         )
         self._idempotent = idempotence_enabled(cfg, cfg.idempotence_explicit)
+        self._txn: TransactionManager | None = None  # with a transactional.id, from start()
         self._sticky = StickyPartitioner()
         self._sender: Sender | None = None
         self._started = False
@@ -116,7 +120,18 @@ class Producer:
                 return
             self._loop = asyncio.get_running_loop()
             self._loop_thread = threading.get_ident()
-            self._sender = Sender(self.config, self._cluster, self._acc, self._idempotent)
+            self._sender = sender = Sender(self.config, self._cluster, self._acc, self._idempotent)
+            cfg = self.config
+            if cfg.transactional_id is not None:
+                assert sender.idem is not None  # (a transactional.id implies idempotence)
+                sender.txn = self._txn = TransactionManager(
+                    cfg.transactional_id,
+                    cfg.transaction_timeout_ms,
+                    sender.idem,
+                    self._cluster,
+                    cfg,
+                    sender.wake_event.set,
+                )
             await self._cluster.refresh()
             self._sender.start()
             self._started = True
@@ -134,6 +149,8 @@ class Producer:
             return
         self._closed = True
         self._acc.closed = True
+        if self._txn is not None:
+            await self._txn.close()
         if self._sender is not None:
             await self._sender.stop(timeout)
         await self._cluster.close()
@@ -160,6 +177,61 @@ class Producer:
         finally:
             sender.flushing -= 1
             self._acc.end_flush(countdown)
+
+    # -- transactions (docs/transactions.md, "The producer") -----------------------------------
+
+    def _transaction(self) -> TransactionManager:
+        self._check_open()
+        if self._txn is None:
+            raise TransactionStateError(
+                "not a transactional producer: set transactional.id"
+                if self.config.transactional_id is None
+                else "producer not started: call init_transactions() first"
+            )
+        return self._txn
+
+    async def init_transactions(self) -> None:
+        """Register the transactional.id with its coordinator (InitProducerId): fences every
+        earlier producer with this id and waits for its open transaction to be aborted. Once,
+        before the first begin_transaction(); up to max.block.ms (GregorTimeoutError)."""
+        if self.config.transactional_id is None:
+            raise TransactionStateError("not a transactional producer: set transactional.id")
+        await self.start()
+        await self._transaction().init()
+
+    def begin_transaction(self) -> None:
+        """Start a transaction (no request: partitions join it as records are sent to them).
+        On the producer's loop."""
+        self._transaction().begin()
+
+    async def commit_transaction(self) -> None:
+        """Flush, then commit (EndTxn). If a record failed, raises; the transaction must then
+        be aborted (ProducerFencedError and other fatal errors: the producer can only close)."""
+        txn = self._transaction()
+        txn.begin_commit()
+        await self.flush()
+        await txn.end(commit=True)
+
+    async def abort_transaction(self) -> None:
+        """Fail the records not yet sent (TransactionAbortedError), wait for those in flight,
+        then abort (EndTxn): read_committed consumers never see the transaction's records."""
+        txn = self._transaction()
+        txn.begin_abort()
+        assert self._sender is not None
+        self._sender.abort_undrained(TransactionAbortedError("the transaction was aborted"))
+        await self.flush()
+        await txn.end(commit=False)
+
+    async def send_offsets_to_transaction(self, offsets: object, group_metadata: object) -> None:
+        """Not built: it needs AddOffsetsToTxn (25) and TxnOffsetCommit (28), which Gregor's
+        brokers do not serve yet. Refused rather than committing the offsets outside the
+        transaction."""
+        self._transaction()
+        raise NotImplementedError(
+            "send_offsets_to_transaction() is not built: it needs the AddOffsetsToTxn (25) and "
+            "TxnOffsetCommit (28) APIs, which Gregor's brokers do not serve yet; commit the "
+            "consumer's offsets outside the transaction (at-least-once) meanwhile"
+        )
 
     # -- sending -------------------------------------------------------------------------------
 
@@ -273,6 +345,8 @@ class Producer:
         """Fast path, any thread: 'ok', 'metadata' (topic unknown), 'partition' (an explicit
         partition past the known count) or 'space' (buffer full)."""
         self._check_open()
+        if self._txn is not None:
+            self._txn.check_send()
         md = self._cluster.metadata
         n = md.num_partitions(topic)
         if n == 0:
@@ -310,6 +384,8 @@ class Producer:
         sticky choice and the append share one acquisition of the accumulator's lock."""
         if self._closed:
             raise ClientClosedError("producer is closed")
+        if self._txn is not None:
+            self._txn.check_send()
         md = self._cluster.metadata
         st = self._plain_topics.get(topic)
         if st is None or st[0] is not md:
@@ -357,6 +433,8 @@ class Producer:
     def _bulk_nowait(self, fut: Any, topic: str, items: list, partition: int | None) -> BulkResult:
         """Append `items` (metadata for `topic` must be known). Any thread."""
         self._check_open()
+        if self._txn is not None:
+            self._txn.check_send()
         cfg = self.config
         md = self._cluster.metadata
         n = md.num_partitions(topic)

@@ -37,6 +37,7 @@ from client.aio.cluster import ClusterClient
 from client.aio.futures import ack_delivery_futures
 from client.aio.idempotence import IdempotenceState
 from client.aio.retry_log import RetryLog
+from client.aio.transactions import TransactionManager
 from client.aio.types import RecordMetadata, TopicPartition
 from client.errors import (
     ClientClosedError,
@@ -44,6 +45,7 @@ from client.errors import (
     ErrorCode,
     GregorError,
     GregorTimeoutError,
+    TransactionAbortedError,
     error_for_code,
 )
 from client.metrics import ProducerMetrics
@@ -80,6 +82,9 @@ class Sender:
     ) -> None:
         self.config = config
         self.idem = IdempotenceState() if idempotent else None
+        # a transactional producer's (set by Producer.start): partitions are added to the
+        # transaction before their first batch, and a failed batch fails the transaction
+        self.txn: TransactionManager | None = None
         self._init_task: asyncio.Task | None = None
         self.cluster = cluster
         self.acc = acc
@@ -134,7 +139,7 @@ class Sender:
         if self.idem is not None and not self.idem.ready:
             # no producer id yet (or a new one after a reset): nothing is sent until it
             # comes, but batches still expire
-            if self._init_task is None or self._init_task.done():
+            if self.txn is None and (self._init_task is None or self._init_task.done()):
                 self._init_task = asyncio.ensure_future(self._init_producer_id())
             ready: dict[TopicPartition, list[ProducerBatch]] = {}
             expired, next_at = acc.pop_expired(now), None
@@ -200,6 +205,7 @@ class Sender:
             producer_id=pid,
             producer_epoch=epoch,
             base_sequence=seq,
+            is_transactional=self.txn is not None,
         )
 
     async def _refresh_metadata(self) -> None:
@@ -221,7 +227,16 @@ class Sender:
         usable: dict[int, bool] = {}  # leader -> known and not backing off (asked once each)
         number = self.idem.number if self.idem is not None else None
         leader_for = md.leader_for
+        txn = self.txn
         for tp, batches in ready.items():
+            if txn is not None:
+                if txn.failed is not None:  # the transaction must be aborted: nothing more goes
+                    for b in batches:
+                        self._finish(b, txn.failed)
+                    continue
+                if txn.hold(tp):  # AddPartitionsToTxn first (it wakes the loop when done)
+                    self.acc.reenqueue(batches, 0.0)
+                    continue
             leader = leader_for(tp)
             ok = usable.get(leader)
             if ok is None:
@@ -463,7 +478,11 @@ class Sender:
             closed = ClientClosedError("producer closed before these records were delivered")
             closed.__cause__ = exc
             exc = closed
-        if self.idem is not None and getattr(exc, "code", None) == ErrorCode.UNKNOWN_PRODUCER_ID:
+        if (
+            self.idem is not None
+            and self.txn is None  # (in a transaction: the transaction fails, it is aborted)
+            and getattr(exc, "code", None) == ErrorCode.UNKNOWN_PRODUCER_ID
+        ):
             # the leader has no state for this producer id (and stored nothing): number these
             # batches again under a new producer id and send them again
             self.idem.reset(str(exc), self.acc.queued())
@@ -501,7 +520,17 @@ class Sender:
     ) -> None:
         """Resolve every future of the batch and free its buffer space."""
         idem = self.idem
-        if (
+        if self.txn is not None and error is not None:
+            if not isinstance(error, (ClientClosedError, TransactionAbortedError)):
+                self.txn.fail(error)  # the transaction must be aborted (or is fenced)
+            numbers = b.producer
+            if (
+                idem is not None
+                and numbers is not None
+                and numbers[:2] == (idem.producer_id, idem.epoch)
+            ):
+                self.txn.sequence_gap = True  # (its sequence may not have reached the leader)
+        elif (
             error is not None
             and idem is not None
             and not isinstance(error, ClientClosedError)  # (closing: no new producer id)
@@ -533,6 +562,12 @@ class Sender:
             bulk.batch_done(error)
         b.entries = []  # free the records; payload too
         b.payload = None
+
+    def abort_undrained(self, error: BaseException) -> None:
+        """abort_transaction(): fail every batch not yet sent (Kafka's abortUndrainedBatches);
+        those in flight are answered as they are."""
+        for b in self.acc.take_all():
+            self._finish(b, error)
 
     async def stop(self, timeout: float | None) -> None:
         """Send what is queued (until `timeout`), then fail whatever is left."""

@@ -1,5 +1,5 @@
 """Client-side `gregor` subcommands: topics, partitions, configs, groups, produce, consume, perf,
-top, users, quotas, acls.
+top, users, quotas, acls, transactions.
 
 Registered in broker/cli.py COMMAND_MODULES as "client.cli"; each module adds its parsers.
 Every command takes `--bootstrap-server HOST:PORT` (default 127.0.0.1:9092) and exits 1 with a
@@ -21,6 +21,7 @@ from client.cli import (
     quotas,
     top,
     topics,
+    transactions,
     users,
 )
 
@@ -38,5 +39,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         users,
         quotas,
         acls,
+        transactions,
     ):
         module.register(subparsers)

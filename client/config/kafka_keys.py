@@ -4,7 +4,7 @@ An unknown key that Kafka knows gets this explanation instead of a bare "unknown
 someone porting a Kafka config learns that the key is Kafka's, why Gregor has no such setting,
 and what to do. `explain(name)` looks a name up (dotted or snake_case; whole names first, then
 the prefixes of families such as `ssl.*`). Keys Gregor does have but has not built yet
-(`transactional.id`, `group.protocol=classic`, `security.protocol=SSL`...) are in the registry
+(`group.protocol=classic`, `security.protocol=SSL`...) are in the registry
 with a "not yet" status instead, so their Gregor-compatible values keep working.
 
 Pure data; any thread may read.
@@ -61,7 +61,6 @@ KAFKA_KEYS: dict[str, str] = {
     "socket.connection.setup.timeout.max.ms": "a connect times out after socket.connection.setup.timeout.ms; set that one",
     "retry.backoff.max.ms": "retries wait retry.backoff.ms; set that one",
     "metadata.max.idle.ms": "metadata is refreshed every metadata.max.age.ms; set that one",
-    "transaction.timeout.ms": "transactions are not built (transactional.id is refused); the idempotent producer stores each batch once",
     "exclude.internal.topics": "not configurable: write a subscription pattern that does not match names starting with '__' (such as __consumer_offsets)",
     "metric.reporters": _METRICS,
     "auto.include.jmx.reporter": _METRICS,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from client.config.keydef import IGNORED, REFUSED, key
-from client.config.types import at_least, host_ports
+from client.config.types import at_least, host_ports, in_range
 
 P = ("producer",)
 CO = ("consumer",)
@@ -39,7 +39,8 @@ KEYS = [
     key("max.request.size", "size", 1 * MiB, "largest Produce request per partition", P, at_least(1024)),
     key("allow.auto.create.topics", "bool", True, "let the broker create a missing topic on the producer's metadata request (when its auto.create.topics.enable is set)", P),
     key("enable.idempotence", "bool", True, "producer ids and sequence numbers: a retried batch is stored once (needs acks=all, retries > 0, max.in.flight <= 5; left at its default, a conflicting setting turns it off)", P),
-    key("transactional.id", "str", None, "enables transactions with this id", P, status=REFUSED, why='transactions are not built yet'),
+    key("transactional.id", "str", None, "makes the producer transactional (init_transactions(), begin/commit/abort_transaction()); implies enable.idempotence=true; a new producer with the same id fences the old one", P),
+    key("transaction.timeout.ms", "duration_ms", 60_000, "the coordinator aborts a transaction open longer than this (sent in InitProducerId; at most the broker's transaction.max.timeout.ms)", P, in_range(1, 2**31 - 1)),
     key("group.id", "str", None, "consumer group to join (subscribe() then gets the partitions the group's coordinator assigns; commits go to the group); None: no group (subscribe() reads every partition, nothing is committed)", CO),
     key("group.instance.id", "str", None, "static membership: close() leaves the group keeping this instance's partitions until its session timeout, and a consumer restarted with the same id within it gets them back without a rebalance", CO),
     key("group.protocol", "enum", "consumer", "consumer group protocol (Kafka's name; Kafka's default is classic): Gregor's groups always use the consumer protocol of KIP-848", CO, choices=("classic", "consumer"), status=REFUSED, why="the classic protocol (JoinGroup/SyncGroup, client-side assignors) is not built: groups use KIP-848's consumer protocol, the coordinator assigns partitions (pick its assignor with group.remote.assignor); drop the setting or set consumer"),

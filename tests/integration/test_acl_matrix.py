@@ -295,6 +295,15 @@ ROWS: list[Row] = [
         lambda: {"transactional_id": "tx", "producer_id": 1, "producer_epoch": 0,
                  "committed": True},
         [acl(RT.TRANSACTIONAL_ID, "tx", Op.WRITE)], 53),
+    Row(ApiKey.DESCRIBE_TRANSACTIONS, lambda: {"transactional_ids": ["tx"]},
+        [acl(RT.TRANSACTIONAL_ID, "tx", Op.DESCRIBE)], 53,
+        # then: the id's state, or not found / loading while __transaction_state is made
+        allowed_check=lambda r: r["transaction_states"][0]["error_code"] in (0, 14, 16, 105)),
+    # ListTransactions leaves out the ids the principal may not describe (no error): "tx"
+    # (made by the InitProducerId row) shows only with the grant
+    Row(ApiKey.LIST_TRANSACTIONS, dict, [acl(RT.TRANSACTIONAL_ID, "tx", Op.DESCRIBE)], 53,
+        denied_check=lambda r: "tx" not in {t["transactional_id"] for t in r["transaction_states"]},
+        allowed_check=lambda r: r["error_code"] == 0),
     Row(ApiKey.OFFSET_FOR_LEADER_EPOCH,
         lambda: {"topics": [{"name": "t", "partitions": [{"partition": 0, "leader_epoch": 0}]}]},
         [topic("t", Op.DESCRIBE)], 29, name="consumer"),

@@ -1,4 +1,5 @@
-"""Transaction coordinator APIs: AddPartitionsToTxn (24), EndTxn (26) (docs/transactions.md).
+"""Transaction coordinator APIs: AddPartitionsToTxn (24), EndTxn (26), DescribeTransactions (65),
+ListTransactions (66) (docs/transactions.md).
 
 InitProducerId (22) with a transactional_id and FindCoordinator (10) with key_type 1 reach the
 same coordinator; their schemas are in data.py and groups.py. WriteTxnMarkers (27), which the
@@ -95,6 +96,85 @@ END_TXN = register(
             THROTTLE,
             Field("error_code", INT16),
             Field("error_message", Nullable(STRING), default=None),
+        ),
+    )
+)
+
+DESCRIBE_TRANSACTIONS = register(
+    ApiSpec(
+        key=ApiKey.DESCRIBE_TRANSACTIONS,
+        name="DescribeTransactions",
+        doc="The coordinator's state of each transactional id (send it to the id's coordinator: "
+        "FindCoordinator key_type 1). Per id: NONE, NOT_COORDINATOR, "
+        "COORDINATOR_LOAD_IN_PROGRESS, TRANSACTIONAL_ID_NOT_FOUND or "
+        "TRANSACTIONAL_ID_AUTHORIZATION_FAILED (DESCRIBE on the TRANSACTIONAL_ID). "
+        "`transaction_state` is Kafka's name (Empty, Ongoing, PrepareCommit, ...); "
+        "`transaction_start_time_ms` is -1 outside a transaction; `topics` lists the "
+        "transaction's partitions.",
+        request=Struct(Field("transactional_ids", Array(STRING))),
+        response=Struct(
+            THROTTLE,
+            Field(
+                "transaction_states",
+                Array(
+                    Struct(
+                        Field("error_code", INT16),
+                        Field("transactional_id", STRING),
+                        Field("transaction_state", STRING, default=""),
+                        Field("transaction_timeout_ms", INT32, default=0),
+                        Field("transaction_start_time_ms", INT64, default=-1),
+                        Field("producer_id", INT64, default=-1),
+                        Field("producer_epoch", INT16, default=-1),
+                        Field(
+                            "topics",
+                            Array(
+                                Struct(
+                                    Field("topic", STRING),
+                                    Field("partitions", Array(INT32)),
+                                    name="DescribeTransactionsTopic",
+                                )
+                            ),
+                            default=[],
+                        ),
+                        name="DescribeTransactionsState",
+                    )
+                ),
+                default=[],
+            ),
+        ),
+    )
+)
+
+LIST_TRANSACTIONS = register(
+    ApiSpec(
+        key=ApiKey.LIST_TRANSACTIONS,
+        name="ListTransactions",
+        doc="The transactional ids this broker coordinates (ask every broker for the whole "
+        "cluster), those the principal may DESCRIBE, filtered by state (Kafka's names; "
+        "unknown ones are echoed in `unknown_state_filters`), by producer id, and by "
+        "`duration_filter_ms` (only transactions open longer than that; -1: all). "
+        "COORDINATOR_LOAD_IN_PROGRESS while a partition of `__transaction_state` is loading.",
+        request=Struct(
+            Field("state_filters", Array(STRING), default=[]),
+            Field("producer_id_filters", Array(INT64), default=[]),
+            Field("duration_filter_ms", INT64, default=-1),
+        ),
+        response=Struct(
+            THROTTLE,
+            Field("error_code", INT16),
+            Field("unknown_state_filters", Array(STRING), default=[]),
+            Field(
+                "transaction_states",
+                Array(
+                    Struct(
+                        Field("transactional_id", STRING),
+                        Field("producer_id", INT64),
+                        Field("transaction_state", STRING),
+                        name="ListTransactionsState",
+                    )
+                ),
+                default=[],
+            ),
         ),
     )
 )

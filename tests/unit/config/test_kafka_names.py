@@ -189,8 +189,8 @@ def test_errors_say_where_the_value_came_from() -> None:
         client_config("producer", linger_ms="soon")
     with pytest.raises(ConfigError, match="from the consumer's config dict"):
         client_config("consumer", {"max.poll.records": 0})
-    with pytest.raises(ConfigError, match="set by the producer's config dict"):
-        client_config("producer", {"transactional.id": "t"})
+    with pytest.raises(ConfigError, match="set by the consumer's config dict"):
+        client_config("consumer", {"group.protocol": "classic"})
     with pytest.raises(ConfigError, match="from environment variable GREGOR_NUM_IO_THREADS"):
         load_config("broker", None, {"GREGOR_NUM_IO_THREADS": "0"})
     with pytest.raises(ConfigError, match="from command-line --override"):
