@@ -23,9 +23,11 @@ import asyncio
 import collections
 import logging
 import time
+from types import SimpleNamespace
 from typing import Any
 
 from client.aio.cluster import ClusterClient
+from client.aio.consumer_settings import FetchSettings
 from client.aio.retry_log import RetryLog
 from client.aio.types import ConsumerRecord, TopicPartition
 from client.errors import (
@@ -92,8 +94,9 @@ class PartitionState:
 
 
 class Fetcher:
-    def __init__(self, config: Any, cluster: ClusterClient) -> None:
-        self.config = config
+    def __init__(self, config: SimpleNamespace, cluster: ClusterClient) -> None:
+        """`config`: the resolved consumer config, read once into `settings`."""
+        self.settings = settings = FetchSettings.from_config(config)
         self.cluster = cluster
         self.states: dict[TopicPartition, PartitionState] = {}
         # Buffered chunks: [tp, generation, records (None until decoded), next index, bytes,
@@ -104,7 +107,7 @@ class Fetcher:
         self.wake = asyncio.Event()
         self._in_flight: dict[int, asyncio.Task] = {}
         self._closed = False
-        self._isolation = 1 if config.isolation_level == "read_committed" else 0
+        self._isolation = 1 if settings.read_committed else 0
         self.retry_log = RetryLog(log)
         self.metrics = ConsumerMetrics()  # Consumer.metrics(): per fetch and per poll
 
@@ -170,7 +173,7 @@ class Fetcher:
         """{tp: timestamp(-2|-1|ms)} -> {tp: (offset, timestamp)} from each partition's leader."""
         out: dict[TopicPartition, tuple[int, int]] = {}
         pending = dict(query)
-        deadline = time.monotonic() + self.config.request_timeout_ms / 1000
+        deadline = time.monotonic() + self.settings.request_timeout_ms / 1000
         while pending:
             md = await self.cluster.maybe_refresh()
             by_node: dict[int, dict[str, list[dict]]] = {}
@@ -229,7 +232,7 @@ class Fetcher:
                         + (f" (last error: {retry[-1]})" if retry else "")
                     )
                 self.cluster.request_update()
-                await asyncio.sleep(self.config.retry_backoff_ms / 1000)
+                await asyncio.sleep(self.settings.retry_backoff_ms / 1000)
         if self.retry_log.failing:
             self.retry_log.succeeded("list_offsets")
         return out
@@ -239,7 +242,7 @@ class Fetcher:
         need = [tp for tp, st in self.states.items() if st.needs_reset]
         if not need:
             return
-        policy = self.config.auto_offset_reset
+        policy = self.settings.auto_offset_reset
         if policy == "none":
             raise OffsetOutOfRangeError(
                 f"no position for {need[0].topic}-{need[0].partition} and auto.offset.reset=none"
@@ -256,7 +259,7 @@ class Fetcher:
 
     def send_fetches(self) -> None:
         """Issue a Fetch to every leader without one in flight, if the buffer has room."""
-        if self._closed or self.buffered_bytes >= self.config.fetch_buffer_bytes:
+        if self._closed or self.buffered_bytes >= self.settings.fetch_buffer_bytes:
             return
         md = self.cluster.metadata
         now = time.monotonic()
@@ -267,7 +270,7 @@ class Fetcher:
                 continue
             if (
                 tp in buffered_tps
-                and self.buffered_bytes >= self.config.max_partition_fetch_bytes * 2
+                and self.buffered_bytes >= self.settings.max_partition_fetch_bytes * 2
             ):
                 continue
             leader = md.leader_for(tp)
@@ -310,7 +313,7 @@ class Fetcher:
             del self._in_flight[node]
 
     async def _fetch_once(self, node: int, parts: list[tuple[TopicPartition, int, int]]) -> None:
-        cfg = self.config
+        cfg = self.settings
         md = self.cluster.metadata
         topics: dict[str, list[dict]] = {}
         for tp, offset, _gen in parts:
@@ -398,7 +401,7 @@ class Fetcher:
         code = p["error_code"]
         if code:
             if code == ErrorCode.OFFSET_OUT_OF_RANGE:
-                if self.config.auto_offset_reset == "none":
+                if self.settings.auto_offset_reset == "none":
                     self.errors.append(
                         OffsetOutOfRangeError(
                             f"{tp.topic}-{tp.partition}: offset {sent[0]} out of range"
@@ -410,7 +413,7 @@ class Fetcher:
                         tp.topic,
                         tp.partition,
                         sent[0],
-                        self.config.auto_offset_reset,
+                        self.settings.auto_offset_reset,
                     )
                     self.request_reset(tp)
                 return None
@@ -418,7 +421,7 @@ class Fetcher:
                 self.cluster.request_update()
             exc = error_for_code(code)(f"Fetch {tp.topic}-{tp.partition}")
             if exc.retriable:
-                st.retry_at = time.monotonic() + self.config.retry_backoff_ms / 1000
+                st.retry_at = time.monotonic() + self.settings.retry_backoff_ms / 1000
                 self.retry_log.failed(
                     tp, f"fetch of {tp.topic}-{tp.partition} (broker {node})", exc
                 )
@@ -444,12 +447,12 @@ class Fetcher:
             st.fetch_epoch = got[1]
         if end is None:
             # Only part of one batch fit in partition_max_bytes: ask for more next time.
-            size = max(st.fetch_bytes or self.config.max_partition_fetch_bytes, len(data)) * 2
-            if size > self.config.fetch_max_bytes:
+            size = max(st.fetch_bytes or self.settings.max_partition_fetch_bytes, len(data)) * 2
+            if size > self.settings.fetch_max_bytes:
                 self.errors.append(
                     MessageTooLargeError(
                         f"{tp.topic}-{tp.partition}: the batch at offset {offset} is larger "
-                        f"than fetch.max.bytes={self.config.fetch_max_bytes}"
+                        f"than fetch.max.bytes={self.settings.fetch_max_bytes}"
                     )
                 )
             else:
@@ -474,7 +477,7 @@ class Fetcher:
             )
             self._drop(tp)
             return
-        if self.config.auto_offset_reset == "none":
+        if self.settings.auto_offset_reset == "none":
             self.errors.append(
                 LogTruncationError(
                     f"{name}: truncation detected: the position {position} is past the offset "
@@ -516,7 +519,9 @@ class Fetcher:
         seeks past it), dropping whatever was fetched after these bytes."""
         tp, data, offset = chunk[0], chunk[5], chunk[6]
         try:
-            records = decode_partition_records(data, tp.topic, tp.partition, self.config.check_crcs)
+            records = decode_partition_records(
+                data, tp.topic, tp.partition, self.settings.check_crcs
+            )
         except GregorError as exc:
             self.errors.append(exc)
             self._drop(tp)
@@ -535,8 +540,8 @@ class Fetcher:
         blocked and only receives bytes while the caller works through the records, instead
         of the two threads contending for the GIL (docs/client.md, "Consumer speed")."""
         out: list[ConsumerRecord] = []
-        kd = self.config.key_deserializer
-        vd = self.config.value_deserializer
+        kd = self.settings.key_deserializer
+        vd = self.settings.value_deserializer
         while self.buffer and len(out) < max_records:
             chunk = self.buffer[0]
             tp, gen, records, idx, nbytes = chunk[:5]
