@@ -30,12 +30,14 @@ import functools
 import logging
 import time
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 from client.aio.accumulator import ProducerBatch, RecordAccumulator
 from client.aio.cluster import ClusterClient
 from client.aio.futures import ack_delivery_futures
 from client.aio.idempotence import IdempotenceState
+from client.aio.link_settings import SenderSettings
 from client.aio.retry_log import RetryLog
 from client.aio.types import RecordMetadata, TopicPartition
 from client.errors import (
@@ -73,12 +75,12 @@ class Sender:
 
     def __init__(
         self,
-        config: Any,
+        config: SimpleNamespace,
         cluster: ClusterClient,
         acc: RecordAccumulator,
         idempotent: bool = False,
     ) -> None:
-        self.config = config
+        self.settings = SenderSettings.from_config(config)  # (config: resolve_config's)
         self.idem = IdempotenceState() if idempotent else None
         self._init_task: asyncio.Task | None = None
         self.cluster = cluster
@@ -170,7 +172,7 @@ class Sender:
         fsync instead of following it). Returns True if it encoded one."""
         if self.idem is not None and not self.idem.ready:
             return False
-        todo = self.acc.full_unencoded(self.muted, self.config.max_request_size)
+        todo = self.acc.full_unencoded(self.muted, self.settings.max_request_size)
         if not todo:
             return False
         self._encode(todo[0])
@@ -183,7 +185,7 @@ class Sender:
             self.retry_log.succeeded("init_producer_id")
         except GregorError as exc:
             self.retry_log.failed("init_producer_id", "InitProducerId (the producer id)", exc)
-            await asyncio.sleep(self.config.retry_backoff_ms / 1000)
+            await asyncio.sleep(self.settings.retry_backoff_ms / 1000)
         finally:
             self.wake_event.set()
 
@@ -195,7 +197,7 @@ class Sender:
         pid, epoch, seq = numbers
         b.payload = build_batch(
             b.entries,
-            compression=self.config.compression_type,
+            compression=self.settings.compression_type,
             timestamp_ms=b.timestamp_ms,
             producer_id=pid,
             producer_epoch=epoch,
@@ -208,7 +210,7 @@ class Sender:
             self.retry_log.succeeded("metadata")
         except GregorError as exc:
             self.retry_log.failed("metadata", "metadata refresh", exc)
-            await asyncio.sleep(self.config.retry_backoff_ms / 1000)
+            await asyncio.sleep(self.settings.retry_backoff_ms / 1000)
         finally:
             self.wake_event.set()
 
@@ -217,7 +219,7 @@ class Sender:
     ) -> float | None:
         md = self.cluster.metadata
         by_node: dict[int, list[tuple[TopicPartition, list[ProducerBatch]]]] = {}
-        backoff = now + self.config.retry_backoff_ms / 1000
+        backoff = now + self.settings.retry_backoff_ms / 1000
         usable: dict[int, bool] = {}  # leader -> known and not backing off (asked once each)
         number = self.idem.number if self.idem is not None else None
         leader_for = md.leader_for
@@ -271,7 +273,7 @@ class Sender:
         parts: list[tuple[TopicPartition, list[ProducerBatch]]],
         busy: _Busy,
     ) -> None:
-        cfg = self.config
+        cfg = self.settings
         topics: dict[str, list[dict]] = {}
         nbytes = 0
         if self.idem is not None and not self.idem.ready:
@@ -441,7 +443,7 @@ class Sender:
         also kept as its `__cause__`."""
         msg = (
             f"{b.tp.topic}-{b.tp.partition}: {len(b.entries)} records expired after "
-            f"delivery.timeout.ms={self.config.delivery_timeout_ms}"
+            f"delivery.timeout.ms={self.settings.delivery_timeout_ms}"
         )
         last = b.last_error
         if last is not None:
@@ -474,7 +476,7 @@ class Sender:
         for b in batches:
             b.attempts += 1
             b.last_error = exc
-            if retriable and b.attempts <= self.config.retries and b.deadline > now:
+            if retriable and b.attempts <= self.settings.retries and b.deadline > now:
                 keep.append(b)
             else:
                 self._finish(b, exc)
@@ -490,7 +492,7 @@ class Sender:
                 keep[0].attempts,
             )
             self.retry_log.failed(tp, f"produce to {tp.topic}-{tp.partition} (broker {node})", exc)
-            self.acc.reenqueue(keep, now + self.config.retry_backoff_ms / 1000)
+            self.acc.reenqueue(keep, now + self.settings.retry_backoff_ms / 1000)
 
     def _finish(
         self,

@@ -1,5 +1,7 @@
-"""FetchSettings and MemberSettings (client/aio/consumer_settings.py): the consumer's keys
-read once from the resolved config, typed, with the registry's defaults."""
+"""The client's typed settings: FetchSettings and MemberSettings
+(client/aio/consumer_settings.py), ClusterSettings and SenderSettings
+(client/aio/link_settings.py): the keys read once from the resolved config, typed, with the
+registry's defaults."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import pytest
 
 from client.aio.config import resolve_config
 from client.aio.consumer_settings import FetchSettings, MemberSettings
+from client.aio.link_settings import ClusterSettings, SenderSettings
 
 
 def test_fetch_settings_are_the_configs_values():
@@ -38,3 +41,24 @@ def test_member_settings_are_the_configs_values():
     assert unset.session_timeout_ms is None  # the broker's group.consumer.session.timeout.ms
     with pytest.raises(AttributeError):
         s.group_id = "h"  # type: ignore[misc]  # frozen
+
+
+def test_cluster_settings_are_the_configs_values():
+    cfg = resolve_config(
+        "admin",
+        {"bootstrap.servers": "a:1,b:2", "client.id": "me"},
+        {"reconnect_backoff_max_ms": 777},
+    )
+    s = ClusterSettings.from_config(cfg)
+    assert s.bootstrap_servers == (("a", 1), ("b", 2))
+    assert (s.client_id, s.reconnect_backoff_max_ms) == ("me", 777)
+    assert s.request_timeout_ms == cfg.request_timeout_ms
+    assert s.ssl_context is None and s.sasl is None  # PLAINTEXT
+
+
+@pytest.mark.parametrize(("acks", "expected"), [("all", -1), ("1", 1), (0, 0)])
+def test_sender_settings_take_acks_as_the_wire_number(acks, expected):
+    cfg = resolve_config("producer", {"acks": acks, "compression.type": "gzip"}, {"retries": 3})
+    s = SenderSettings.from_config(cfg)
+    assert (s.acks, s.compression_type, s.retries) == (expected, "gzip", 3)
+    assert s.delivery_timeout_ms == cfg.delivery_timeout_ms
