@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, TypeVar
 
 from client.aio.connection import BrokerConnection
 from client.aio.link_settings import ClusterSettings
@@ -39,6 +39,7 @@ from client.errors import (
     error_for_code,
 )
 from client.protocol import ApiKey
+from client.protocol.body import Body
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,7 @@ class ClusterMetadata:
 
     @classmethod
     def from_response(
-        cls, body: dict, previous: ClusterMetadata | None, full: bool, keep_age: bool = False
+        cls, body: Body, previous: ClusterMetadata | None, full: bool, keep_age: bool = False
     ) -> ClusterMetadata:
         """Merge a Metadata response into `previous` (replacing it when `full`). `keep_age`:
         the response covers only some of the topics (the rest is as old as before), so
@@ -152,7 +153,10 @@ class ClusterMetadata:
         return p.leader if p.partition == tp.partition else -1
 
 
-def _retrieve(task: asyncio.Task) -> None:
+_T = TypeVar("_T")
+
+
+def _retrieve(task: asyncio.Task[_T]) -> None:
     """Mark a shared task's exception as seen: every waiter gets it through shield()."""
     if not task.cancelled():
         task.exception()
@@ -169,10 +173,10 @@ class ClusterClient:
         self.allow_auto_topic_creation = allow_auto_topic_creation
         self.metadata = ClusterMetadata()
         self._conns: dict[int, BrokerConnection] = {}
-        self._connecting: dict[int, asyncio.Task] = {}
+        self._connecting: dict[int, asyncio.Task[BrokerConnection]] = {}
         self._bootstrap = list(self.settings.bootstrap_servers)
         self._bootstrap_conn: BrokerConnection | None = None
-        self._refresh_task: asyncio.Task | None = None
+        self._refresh_task: asyncio.Task[ClusterMetadata] | None = None
         self._need_update = True  # every topic must be asked for again (an error, a new client)
         self._topics: set[str] = set()  # topics this client cares about (None = all)
         self._new_topics: set[str] = set()  # of those, the ones not asked for yet
@@ -377,7 +381,7 @@ class ClusterClient:
             return 0.0
         return max(0.0, self._backoff_until.get(node_id, 0.0) - time.monotonic())
 
-    def _connected_or_failed(self, node_id: int, _task: asyncio.Task) -> None:
+    def _connected_or_failed(self, node_id: int, _task: asyncio.Task[BrokerConnection]) -> None:
         self._connecting.pop(node_id, None)
 
     def _new_connection(self, host: str, port: int, node_id: int = -1) -> BrokerConnection:
@@ -480,7 +484,7 @@ class ClusterClient:
             return conn
         raise ConnectionFailedError("no broker reachable: " + "; ".join(errors))
 
-    async def send_any(self, api_key: int, body: dict, timeout_ms: int | None = None) -> dict:
+    async def send_any(self, api_key: int, body: Body, timeout_ms: int | None = None) -> Body:
         conn = await self.any_connection()
         return await conn.request(api_key, body, timeout_ms=timeout_ms)  # type: ignore[return-value]
 
@@ -488,11 +492,11 @@ class ClusterClient:
         self,
         node_id: int,
         api_key: int,
-        body: dict,
+        body: Body,
         timeout_ms: int | None = None,
         expect_response: bool = True,
         vectored: bool = False,
-    ) -> dict | None:
+    ) -> Body | None:
         conn = await self.connection(node_id)
         return await conn.request(
             api_key,

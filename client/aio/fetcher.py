@@ -26,7 +26,7 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
-from client.aio.cluster import ClusterClient
+from client.aio.cluster import ClusterClient, ClusterMetadata
 from client.aio.consumer_settings import FetchSettings
 from client.aio.retry_log import RetryLog
 from client.aio.types import ConsumerRecord, TopicPartition
@@ -40,6 +40,7 @@ from client.errors import (
 )
 from client.metrics import ConsumerMetrics
 from client.protocol import ApiKey
+from client.protocol.body import Body
 from client.records import decode_partition_records, next_offset_and_epoch
 
 log = logging.getLogger(__name__)
@@ -59,9 +60,14 @@ _METADATA_ERRORS = frozenset(
 )
 
 
-def _log_failure(task: asyncio.Task) -> None:
+def _log_failure(task: asyncio.Task[None]) -> None:
     if not task.cancelled() and task.exception() is not None:
         log.error("fetch task failed", exc_info=task.exception())
+
+
+# A buffered Fetch answer of one partition: [tp, generation, records (None until decoded),
+# next index, bytes, undecoded data, requested offset, end offset]; a list, changed in place
+Chunk = list[Any]
 
 
 class PartitionState:
@@ -101,11 +107,11 @@ class Fetcher:
         self.states: dict[TopicPartition, PartitionState] = {}
         # Buffered chunks: [tp, generation, records (None until decoded), next index, bytes,
         # undecoded data, requested offset]
-        self.buffer: collections.deque[list] = collections.deque()
+        self.buffer: collections.deque[Chunk] = collections.deque()
         self.buffered_bytes = 0
         self.errors: list[BaseException] = []
         self.wake = asyncio.Event()
-        self._in_flight: dict[int, asyncio.Task] = {}
+        self._in_flight: dict[int, asyncio.Task[None]] = {}
         self._closed = False
         self._isolation = 1 if settings.read_committed else 0
         self.retry_log = RetryLog(log)
@@ -176,7 +182,7 @@ class Fetcher:
         deadline = time.monotonic() + self.settings.request_timeout_ms / 1000
         while pending:
             md = await self.cluster.maybe_refresh()
-            by_node: dict[int, dict[str, list[dict]]] = {}
+            by_node: dict[int, dict[str, list[Body]]] = {}
             for tp, ts in pending.items():
                 leader = md.leader_for(tp)
                 if leader < 0:
@@ -286,7 +292,7 @@ class Fetcher:
             self._in_flight[node] = task
             task.add_done_callback(_log_failure)
 
-    def _no_leader(self, tp: TopicPartition, md: Any) -> None:
+    def _no_leader(self, tp: TopicPartition, md: ClusterMetadata) -> None:
         """An assigned partition that cannot be fetched for want of a leader: a warning once
         the metadata says so (offline, or the topic's error), not while it is still asked."""
         code = md.topic_errors.get(tp.topic)
@@ -315,7 +321,7 @@ class Fetcher:
     async def _fetch_once(self, node: int, parts: list[tuple[TopicPartition, int, int]]) -> None:
         cfg = self.settings
         md = self.cluster.metadata
-        topics: dict[str, list[dict]] = {}
+        topics: dict[str, list[Body]] = {}
         for tp, offset, _gen in parts:
             st = self.states.get(tp)
             grown = st.fetch_bytes if st is not None else 0
@@ -390,7 +396,7 @@ class Fetcher:
         self.wake.set()
 
     def _on_partition(
-        self, tp: TopicPartition, p: dict, sent: tuple[int, int] | None, node: int = -1
+        self, tp: TopicPartition, p: Body, sent: tuple[int, int] | None, node: int = -1
     ) -> tuple[TopicPartition, bytes, int, int] | None:
         """Handle one partition of a Fetch answer without decoding its records: errors,
         watermarks, and the next fetch offset (from the batch headers). Returns (tp, records
@@ -511,7 +517,7 @@ class Fetcher:
         a compacted log no longer holds, docs/storage.md "Compaction")."""
         self.buffer.append([tp, self.states[tp].generation, None, 0, len(data), data, offset, end])
 
-    def _decode(self, chunk: list) -> bool:
+    def _decode(self, chunk: Chunk) -> bool:
         """Decode a buffered chunk in place ([tp, gen, records, next index, bytes, data,
         requested offset]); records before the requested offset are skipped (a batch may begin
         before it). False when the bytes are corrupt: the error is queued for poll() to raise

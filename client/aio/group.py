@@ -37,9 +37,11 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from types import SimpleNamespace
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
+from client.aio.cluster import ClusterClient
 from client.aio.consumer_settings import MemberSettings
+from client.aio.fetcher import Fetcher
 from client.aio.retry_log import RetryLog
 from client.aio.types import TopicPartition
 from client.errors import (
@@ -50,10 +52,11 @@ from client.errors import (
     error_for_code,
 )
 from client.protocol import ApiKey
+from client.protocol.body import Body
 
 log = logging.getLogger(__name__)
 
-Callback = Callable[[list[TopicPartition]], Any]
+Callback = Callable[[list[TopicPartition]], object]
 
 _REJOIN = {int(ErrorCode.FENCED_MEMBER_EPOCH), int(ErrorCode.UNKNOWN_MEMBER_ID)}
 _COORDINATOR_MOVED = {
@@ -69,19 +72,19 @@ class GroupEvent(NamedTuple):
     callback: Callback | None
 
 
-def _nested(tps: Iterable[TopicPartition]) -> list[dict]:
+def _nested(tps: Iterable[TopicPartition]) -> list[Body]:
     by_topic: dict[str, list[int]] = {}
     for tp in sorted(tps):
         by_topic.setdefault(tp.topic, []).append(tp.partition)
     return [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]
 
 
-def _flat(nested: list[dict]) -> set[TopicPartition]:
+def _flat(nested: list[Body]) -> set[TopicPartition]:
     return {TopicPartition(t["topic"], p) for t in nested for p in t["partitions"]}
 
 
 class GroupMember:
-    def __init__(self, config: SimpleNamespace, cluster: Any, fetcher: Any) -> None:
+    def __init__(self, config: SimpleNamespace, cluster: ClusterClient, fetcher: Fetcher) -> None:
         """`config`: the resolved consumer config, read once into `settings`."""
         self.settings = MemberSettings.from_config(config)
         self.group_id = self.settings.group_id
@@ -102,9 +105,9 @@ class GroupMember:
         self._lost = False  # fenced: the lost event must run before rejoining
         self.last_poll = time.monotonic()
         self._left = False
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._hb_now = asyncio.Event()
-        self._commits: set[asyncio.Task] = set()
+        self._commits: set[asyncio.Task[None]] = set()
         self._auto_commit_at = 0.0
         self._committed: dict[TopicPartition, int] = {}  # what this member last committed
         self._prefix = f"[group={self.group_id} member={self.member_id[:8]}]"
@@ -207,10 +210,12 @@ class GroupMember:
                 log.warning("%s leave heartbeat failed (the session timeout will do): %s",
                             self._prefix, exc)  # fmt: skip
 
-    async def _send(self, node: int, api_key: int, body: dict) -> dict:
+    async def _send(self, node: int, api_key: int, body: Body) -> Body:
         """To the coordinator over the client's coordinator connection (not behind fetches)."""
         conn = await self.cluster.coordinator_connection(node)
-        return await conn.request(api_key, body)
+        resp = await conn.request(api_key, body)
+        assert resp is not None  # (expect_response: an answer or an exception)
+        return resp
 
     async def _heartbeat_once(self) -> None:
         node = await self._find_coordinator()
@@ -365,13 +370,13 @@ class GroupMember:
         if changed:
             self.commit_in_background(changed)
 
-    def commit_in_background(self, offsets: Mapping[TopicPartition, int]) -> asyncio.Task:
+    def commit_in_background(self, offsets: Mapping[TopicPartition, int]) -> asyncio.Task[None]:
         task = asyncio.ensure_future(self.commit(offsets))
         self._commits.add(task)
         task.add_done_callback(self._commit_finished)
         return task
 
-    def _commit_finished(self, task: asyncio.Task) -> None:
+    def _commit_finished(self, task: asyncio.Task[None]) -> None:
         self._commits.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.warning("%s background commit failed: %s", self._prefix, task.exception())
@@ -395,7 +400,7 @@ class GroupMember:
         coordinator moves and epoch bumps until request.timeout.ms."""
         if not offsets:
             return
-        by_topic: dict[str, list[dict]] = {}
+        by_topic: dict[str, list[Body]] = {}
         for tp, off in sorted(offsets.items()):
             by_topic.setdefault(tp[0], []).append(
                 {"partition": tp[1], "committed_offset": int(off)}

@@ -50,6 +50,7 @@ from client.errors import (
 )
 from client.metrics import ProducerMetrics
 from client.protocol import VECTORED_MIN_BYTES, ApiKey, BinParts
+from client.protocol.body import Body
 from client.records import build_batch
 
 log = logging.getLogger(__name__)
@@ -82,7 +83,7 @@ class Sender:
     ) -> None:
         self.settings = SenderSettings.from_config(config)  # (config: resolve_config's)
         self.idem = IdempotenceState() if idempotent else None
-        self._init_task: asyncio.Task | None = None
+        self._init_task: asyncio.Task[None] | None = None
         self.cluster = cluster
         self.acc = acc
         self.wake_event = asyncio.Event()
@@ -90,10 +91,10 @@ class Sender:
         self.flushing = 0
         self.stopping = False
         self.stopping_hard = False
-        self._task: asyncio.Task | None = None
-        self._requests: set[asyncio.Task] = set()
+        self._task: asyncio.Task[None] | None = None
+        self._requests: set[asyncio.Task[None]] = set()
         self._busy_nodes: dict[int, int] = {}  # node -> produce requests in flight to it
-        self._refresh: asyncio.Task | None = None
+        self._refresh: asyncio.Task[None] | None = None
         self.space_freed = asyncio.Event()
         self.idle = asyncio.Event()
         self.retry_log = RetryLog(log)
@@ -260,7 +261,7 @@ class Sender:
             task.add_done_callback(functools.partial(self._request_done, busy))
         return next_at
 
-    def _request_done(self, busy: _Busy, task: asyncio.Task) -> None:
+    def _request_done(self, busy: _Busy, task: asyncio.Task[None]) -> None:
         self._requests.discard(task)
         busy.release()
         self.wake_event.set()  # the loop may be waiting for in-flight requests to end
@@ -274,7 +275,7 @@ class Sender:
         busy: _Busy,
     ) -> None:
         cfg = self.settings
-        topics: dict[str, list[dict]] = {}
+        topics: dict[str, list[Body]] = {}
         nbytes = 0
         if self.idem is not None and not self.idem.ready:
             # the producer id was reset since these were drained: send them under the next one
@@ -287,7 +288,7 @@ class Sender:
             self.wake_event.set()
             return
         big = 0  # bytes of partitions with at least VECTORED_MIN_BYTES of batches
-        several: list[dict] = []  # partitions with more than one batch in this request
+        several: list[Body] = []  # partitions with more than one batch in this request
         try:
             for tp, batches in parts:
                 if len(batches) == 1:
@@ -377,7 +378,7 @@ class Sender:
             self.wake_event.set()
             return
         m.throttle.record(resp.get("throttle_time_ms", 0))
-        answered: dict[tuple[str, int], dict] = {}  # (a TopicPartition finds its tuple key)
+        answered: dict[tuple[str, int], Body] = {}  # (a TopicPartition finds its tuple key)
         for t in resp["topics"]:
             name = t["name"]
             for p in t["partitions"]:
