@@ -44,11 +44,11 @@ from controller.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
+from controller.raft.outbox import Outbox
 from controller.raft.progress import Progress
 from controller.raft.state import (
     QuorumState,
     Ready,
-    ReplicaState,
     Rng,
     Role,
     SoftState,
@@ -110,12 +110,7 @@ class RaftNode:
         self.randomized_timeout = self.election_timeout
         self.votes: dict[int, bool] = {}
 
-        self._msgs: list[Message] = []
-        self._prev_hard = HardState(self.term, self.vote, self.log.committed)
-        self._prev_soft = self.soft_state()
-        self._pending_install: Snapshot | None = None
-        self._pending_compact: Snapshot | None = None
-        self._outstanding: Ready | None = None
+        self._out = Outbox(self.prefix, self.hard_state(), self.soft_state())
         self._reset_election_timeout()
 
     # ------------------------------------------------------------------ public: inputs
@@ -209,7 +204,7 @@ class RaftNode:
         assert term is not None
         snap = Snapshot(index, term, bytes(snapshot_data), self.log.config_at(index))
         self.log.compact(snap)
-        self._pending_compact = snap
+        self._out.compact = snap
         _log.debug("%s compacted log to %d", self.prefix, index)
 
     def transfer_leadership(self, to: int) -> None:
@@ -239,24 +234,14 @@ class RaftNode:
         self._use_config(was_voter)
 
     # ------------------------------------------------------------------ membership changes
+    # (the three steps are the Leader's: see there; NotLeader on any other node)
     def add_voter(self, node_id: int, endpoint: str) -> bool:
-        """Leader: move `node_id` one step towards voter (Raft §4.2.1): a non-member becomes a
-        learner; a learner that holds every committed entry is promoted. Returns True once it
-        is a voter in a committed membership. Call again (each tick, say) until then: a step
-        waits while an earlier change is uncommitted, the leader has committed nothing in its
-        term, a transfer is running, or the learner is catching up. Raises NotLeader."""
         return self._leading().add_voter(node_id, endpoint)
 
     def remove_voter(self, node_id: int) -> bool:
-        """Leader: demote voter `node_id` to learner. Returns True once it is not a voter in a
-        committed membership (call again until then). A leader that demotes itself keeps leading
-        until the change commits, then steps down. MembershipError for the last voter."""
         return self._leading().remove_voter(node_id)
 
     def remove_learner(self, node_id: int) -> bool:
-        """Leader: drop learner `node_id` from the membership (it gets no more entries).
-        Returns True once it is no member in a committed membership. MembershipError for a
-        voter (demote it first)."""
         return self._leading().remove_learner(node_id)
 
     def membership_blocked(self) -> str | None:
@@ -343,49 +328,16 @@ class RaftNode:
         return HardState(self.term, self.vote, self.log.committed)
 
     def has_ready(self) -> bool:
-        return bool(
-            self._msgs
-            or self.log.stable_index < self.log.last_index
-            or self.log.committed > self.log.applied
-            or self._pending_install is not None
-            or self._pending_compact is not None
-            or self.hard_state() != self._prev_hard
-            or self.soft_state() != self._prev_soft
-        )
+        return self._out.has_ready(self.log, self.hard_state(), self.soft_state())
 
     def ready(self) -> Ready:
         """Collect pending work. Must be followed by `advance(ready)` before any other call."""
-        self._check_idle()
-        hs = self.hard_state()
-        ss = self.soft_state()
-        rd = Ready(
-            soft_state=ss if ss != self._prev_soft else None,
-            hard_state=hs if hs != self._prev_hard else None,
-            snapshot_to_install=self._pending_install,
-            snapshot_to_persist=self._pending_compact,
-            entries_to_persist=self.log.unstable_entries(),
-            messages=self._msgs,
-            committed_entries=self.log.next_committed(self.max_committed_per_ready),
-        )
-        self._msgs = []
-        self._outstanding = rd
-        return rd
+        hs, ss = self.hard_state(), self.soft_state()
+        return self._out.ready(self.log, hs, ss, self.max_committed_per_ready)
 
     def advance(self, rd: Ready) -> None:
         """The driver persisted, sent and applied `rd`."""
-        if rd is not self._outstanding:
-            raise RuntimeError(f"{self.prefix} advance() of a Ready that is not outstanding")
-        self._outstanding = None
-        if rd.entries_to_persist:
-            self.log.stable_index = rd.entries_to_persist[-1].index
-        if rd.hard_state is not None:
-            self._prev_hard = rd.hard_state
-        if rd.soft_state is not None:
-            self._prev_soft = rd.soft_state
-        if rd.committed_entries:
-            self.log.applied = rd.committed_entries[-1].index
-        self._pending_install = None
-        self._pending_compact = None
+        self._out.advance(rd, self.log)
 
     # ------------------------------------------------------------------ public: reading
     @property
@@ -416,19 +368,7 @@ class RaftNode:
         return self.log.term(index)
 
     def describe_quorum(self) -> QuorumState:
-        voters: list[ReplicaState] = []
-        observers: list[ReplicaState] = []
-        if self._lead is not None:
-            progress = self._lead.progress
-            for v in sorted(self.voters):
-                if v == self.id:
-                    voters.append(ReplicaState(v, self.log.last_index, self.ticks))
-                else:
-                    pr = progress[v]
-                    voters.append(ReplicaState(v, pr.match, pr.last_contact_tick))
-            for o in sorted(self.observers):
-                pr = progress[o]
-                observers.append(ReplicaState(o, pr.match, pr.last_contact_tick))
+        voters, observers = self._lead.replica_states() if self._lead is not None else ((), ())
         return QuorumState(
             node_id=self.id,
             role=self.role,
@@ -437,8 +377,8 @@ class RaftNode:
             commit_index=self.log.committed,
             high_watermark=self.log.committed,
             now_tick=self.ticks,
-            voters=tuple(voters),
-            observers=tuple(observers),
+            voters=voters,
+            observers=observers,
         )
 
     def __repr__(self) -> str:
@@ -459,7 +399,6 @@ class RaftNode:
         self._reset()
         if old is Role.LEADER:
             self._use_config(self.members.is_voter)  # (progress was dropped)
-        if old is Role.LEADER:
             _log.info("%s stepped down in term %d (leader=%s)", self.prefix, term, leader)
 
     def _become_pre_candidate(self) -> None:
@@ -479,7 +418,7 @@ class RaftNode:
         self.role = Role.LEADER
         self.leader_id = self.id
         self._reset()
-        self._lead = lead = Leader(self, self._send, self._on_log_changed)
+        self._lead = lead = Leader(self, self._out.send, self._on_log_changed)
         _log.info("%s became leader in term %d", self.prefix, self.term)
         lead.append([(b"", EntryKind.NOOP)])
 
@@ -558,7 +497,8 @@ class RaftNode:
         granted = sum(1 for v, g in self.votes.items() if g and v in self.voters)
         if granted >= self.quorum():
             if self.role is Role.PRE_CANDIDATE:
-                self._become_candidate_and_request()
+                self._become_candidate()
+                self._request_votes(self.term, pre_vote=False, transfer=False)
             else:
                 self._become_leader()
             return True
@@ -567,10 +507,6 @@ class RaftNode:
             self._become_follower(self.term, None)
             return True
         return False
-
-    def _become_candidate_and_request(self) -> None:
-        self._become_candidate()
-        self._request_votes(self.term, pre_vote=False, transfer=False)
 
     def _handle_vote_request(self, m: VoteRequest) -> None:
         can_vote = (
@@ -630,14 +566,13 @@ class RaftNode:
             _log.info("%s installing snapshot at %d (term %d)", self.prefix, s.index, s.term)
             self.log.restore(s)
             self._on_log_changed()
-            self._pending_install = s
-            self._pending_compact = None
+            self._out.install = s
+            self._out.compact = None
         self._send(AppendResponse(m.from_, self.id, self.term, match_index=self.log.committed))
 
     # ------------------------------------------------------------------ plumbing
     def _send(self, m: Message) -> None:
-        self._msgs.append(m)
+        self._out.send(m)
 
     def _check_idle(self) -> None:
-        if self._outstanding is not None:
-            raise RuntimeError(f"{self.prefix} call between ready() and advance()")
+        self._out.check_idle()

@@ -31,6 +31,7 @@ from controller.raft.messages import (
     TimeoutNow,
 )
 from controller.raft.progress import Progress, ProgressState
+from controller.raft.state import ReplicaState
 
 if TYPE_CHECKING:
     from controller.raft.core import RaftNode
@@ -219,10 +220,29 @@ class Leader:
         if pr.match < node.log.last_index:
             self.send_append(pr)
 
+    def replica_states(self) -> tuple[tuple[ReplicaState, ...], tuple[ReplicaState, ...]]:
+        """(voters, observers) as this leader sees them, in id order (DescribeQuorum)."""
+        node = self.node
+        voters = tuple(
+            ReplicaState(v, node.log.last_index, node.ticks)
+            if v == node.id
+            else ReplicaState(v, self.progress[v].match, self.progress[v].last_contact_tick)
+            for v in sorted(node.voters)
+        )
+        observers = tuple(
+            ReplicaState(o, self.progress[o].match, self.progress[o].last_contact_tick)
+            for o in sorted(node.observers)
+        )
+        return voters, observers
+
     # -- membership changes, one server at a time ---------------------------------------------
 
     def add_voter(self, node_id: int, endpoint: str) -> bool:
-        """RaftNode.add_voter's steps (see there)."""
+        """Move `node_id` one step towards voter (Raft §4.2.1): a non-member becomes a
+        learner; a learner that holds every committed entry is promoted. Returns True once it
+        is a voter in a committed membership. Call again (each tick, say) until then: a step
+        waits while an earlier change is uncommitted, the leader has committed nothing in its
+        term, a transfer is running, or the learner is catching up."""
         members = self.node.members
         cfg = members.config
         if node_id in cfg.voters:
@@ -236,6 +256,9 @@ class Leader:
         return False
 
     def remove_voter(self, node_id: int) -> bool:
+        """Demote voter `node_id` to learner. Returns True once it is not a voter in a
+        committed membership (call again until then). A leader that demotes itself keeps leading
+        until the change commits, then steps down. MembershipError for the last voter."""
         members = self.node.members
         cfg = members.config
         if node_id not in cfg.voters:
@@ -245,6 +268,9 @@ class Leader:
         return False
 
     def remove_learner(self, node_id: int) -> bool:
+        """Drop learner `node_id` from the membership (it gets no more entries). Returns True
+        once it is no member in a committed membership. MembershipError for a voter (demote it
+        first)."""
         members = self.node.members
         cfg = members.config
         if node_id in cfg.voters:
