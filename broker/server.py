@@ -40,7 +40,7 @@ from typing import Any
 
 from broker.io_pool import IoPool
 from broker.listeners import Listeners, kafka_listener_names, parse_endpoints
-from broker.network.socket_server import NetworkSettings, SocketServer
+from broker.network.socket_server import Decoder, NetworkSettings, SocketServer
 from broker.request_channel import RequestChannel
 from client.config import setting
 from client.config.types import parse_list
@@ -74,7 +74,7 @@ class ServerSettings:
     def from_config(cls, config: Any) -> ServerSettings:
         listeners = Listeners.from_config(config)  # ConfigError: bad names, unknown advertised
         kafka = kafka_listener_names(config, listeners)  # ConfigError: bad listener.protocol.map
-        decoders: tuple = ()
+        decoders: tuple[tuple[str, Decoder], ...] = ()
         if kafka:
             from broker.kafka import decode_request  # kio only where a Kafka listener is
 
