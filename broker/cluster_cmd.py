@@ -47,7 +47,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from broker.cluster_nodes import (
     Node,
@@ -397,7 +397,48 @@ def _start(node: Node, timeout: float) -> int:
 # -- status --------------------------------------------------------------------------------------
 
 
-def cluster_status(bootstrap: str, settings: dict[str, str] | None = None) -> dict:
+class BrokerStatus(TypedDict):
+    id: int
+    address: str
+    fenced: bool
+
+
+class VoterStatus(TypedDict):
+    id: int
+    lag: int
+
+
+class QuorumStatus(TypedDict):
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int
+    voters: list[VoterStatus]
+
+
+class MoveStatus(TypedDict):
+    partition: str
+    replicas: list[int]
+    target: list[int]
+    adding: list[int]
+    removing: list[int]
+
+
+class ClusterStatus(TypedDict):
+    """`gregor cluster status --json`."""
+
+    cluster_id: str
+    controller_id: int
+    brokers: list[BrokerStatus]
+    quorum: QuorumStatus
+    partitions: int
+    topics: int
+    offline: list[str]
+    under_replicated: list[str]
+    under_min_isr: list[str]
+    reassignments: list[MoveStatus]
+
+
+def cluster_status(bootstrap: str, settings: dict[str, str] | None = None) -> ClusterStatus:
     """What `gregor cluster status` prints, as data; `settings`: more client settings (dotted
     names: security.protocol, sasl.*, ssl.*)."""
     from client import Admin

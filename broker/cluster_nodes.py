@@ -39,7 +39,7 @@ class Node:
     port: int
     config: Path
     log: Path
-    proc: subprocess.Popen | None = None  # when this process started it
+    proc: subprocess.Popen[bytes] | None = None  # when this process started it
 
     @property
     def address(self) -> str:
@@ -101,7 +101,9 @@ def write_configs(
 SECURE_DIR = "secure"  # under a cluster directory: the files of secure_setup.py
 
 
-def _secure_keys(data_dir: Path, controllers: int, brokers: int) -> tuple[dict, dict]:
+def _secure_keys(
+    data_dir: Path, controllers: int, brokers: int
+) -> tuple[dict[int, str], dict[int, str]]:
     """The TLS/SASL keys of each controller and broker config (by number), after generating
     the CA, certificates and users."""
     from broker.security import secure_setup

@@ -163,7 +163,7 @@ def run_server(args: argparse.Namespace) -> int:
         return _fail(command, f"cannot read config: {exc}")
 
     _configure_logging(cfg)
-    from broker.node import check_process_roles
+    from broker.node_settings import check_process_roles
     from broker.server import BrokerServer, ServerSettings
 
     try:

@@ -39,23 +39,23 @@ Threads: construct/start/shutdown from one control thread; `services` from any t
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from broker.group import GroupCoordinator, GroupSettings
+from broker.group import GroupCoordinator
 from broker.lifecycle import RUNNING, BrokerLifecycle, failure_reason
 from broker.listeners import Listeners
 from broker.log import LogConfig, LogManager
-from broker.log.cleaner_thread import CleanerSettings
 from broker.metadata_publisher import MetadataPublisher
+from broker.node_settings import BrokerSettings
 from broker.purgatory import Purgatory, SystemTimer
 from broker.quorum_link import LocalQuorum, RemoteQuorum
-from broker.replica import ReplicaManager, ReplicaSettings
-from broker.replica.fetcher import FetcherSettings, ReplicaFetcherManager
+from broker.replica import ReplicaManager
+from broker.replica.fetcher import ReplicaFetcherManager
 from broker.replica.isr import IsrProposer
 from broker.security.links import OutgoingSecurity
 from broker.services import Services
@@ -72,9 +72,7 @@ from controller.quorum.cluster_id import CLUSTER_ID_FILE, LocalClusterId
 
 _log = logging.getLogger(__name__)
 
-METADATA_DIR_NAME = "__cluster_metadata"  # no "-N" suffix: LogManager must not take it for a log
 __all__ = ["CLUSTER_ID_FILE", "BrokerNode", "Services"]  # (Services: broker/services.py)
-DEFAULT_METADATA_LOG_DIR = "gregor-data/controller"
 
 # topic config name -> LogConfig field
 _TOPIC_LOG_CONFIGS: dict[str, tuple[str, Callable[[str], Any]]] = {
@@ -94,70 +92,29 @@ _TOPIC_LOG_CONFIGS: dict[str, tuple[str, Callable[[str], Any]]] = {
 }
 
 
-def log_config_from(config: Any) -> LogConfig:
-    """The broker-wide LogConfig from the config registry's log.* keys."""
-    return LogConfig(
-        segment_bytes=int(config.log_segment_bytes),
-        segment_ms=int(config.log_roll_ms),
-        index_interval_bytes=int(config.log_index_interval_bytes),
-        index_size_max_bytes=int(config.log_index_size_max_bytes),
-        retention_ms=int(config.log_retention_ms),
-        retention_bytes=int(config.log_retention_bytes),
-        flush_on_ack=bool(config.log_flush_on_ack),
-        flush_messages=int(config.log_flush_interval_messages),
-        flush_ms=int(config.log_flush_interval_ms),
-        max_message_bytes=int(config.message_max_bytes),
-        cleanup_policy=parse_list(config.log_cleanup_policy),
-        delete_retention_ms=int(config.log_cleaner_delete_retention_ms),
-        min_cleanable_dirty_ratio=float(config.log_cleaner_min_cleanable_ratio),
-        min_compaction_lag_ms=int(config.log_cleaner_min_compaction_lag_ms),
-    )
-
-
-def check_process_roles(config: Any) -> bool:
-    """True for a combined broker+controller node, False for a broker that joins the remote
-    quorum of controller.quorum.voters; ConfigError naming process.roles for anything else."""
-    roles = set(parse_list(setting(config, "process_roles", ("broker", "controller"))))
-    if roles == {"broker", "controller"}:
-        return True
-    if roles == {"broker"}:
-        voters = str(setting(config, "controller_quorum_voters", "") or "")
-        if not voters.strip():
-            raise ConfigError(
-                "process.roles=broker needs controller.quorum.voters (ID@HOST:PORT,...): the"
-                " controllers this broker joins"
-            )
-        return False
-    if roles == {"controller"}:
-        raise ConfigError(
-            "process.roles=controller: run a controller voter with `gregor controller --config"
-            " FILE`, not as a broker"
-        )
-    raise ConfigError(f"process.roles={','.join(sorted(roles))}: expected broker[,controller]")
-
-
 class BrokerNode:
     def __init__(self, config: Any) -> None:
+        """`config`: the broker's Config; its keys are read once, into `self.settings`
+        (BrokerSettings); the config itself goes on to the parts that read other roles' keys
+        (the combined node's controller, outgoing security, the handlers' DescribeConfigs)."""
         self.config = config
-        self._default_min_insync: int | None = None
-        self.node_id = int(config.node_id)
-        self.log_dirs = [os.path.abspath(d) for d in parse_list(config.log_dirs)]
-        if not self.log_dirs:
-            raise ValueError("log.dirs is empty")
+        self.settings = settings = BrokerSettings.from_config(config)
+        self.node_id = settings.node_id
+        self.log_dirs = list(settings.log_dirs)
         self.listeners = Listeners.from_config(config)
         inter = self.listeners.inter_broker_endpoint
         self.advertised = (inter.host, inter.port)
-        self.rack = setting(config, "broker_rack", None)
+        self.rack = settings.rack
         for d in self.log_dirs:
             make_dirs(d)
-        self.combined = check_process_roles(config)
+        self.combined = settings.combined
         # Before anything reads or writes them: one process per log dir and metadata dir.
         locked: list[Path | str] = [*self.log_dirs]
-        if self.combined:
-            locked.append(self._metadata_dir())
+        if settings.metadata_dir is not None:
+            locked.append(settings.metadata_dir)
         self._dir_locks = lock_directories(locked)
         try:
-            self._build(config)
+            self._build(config, settings)
         except BaseException:
             self._release_locks()
             raise
@@ -167,17 +124,17 @@ class BrokerNode:
         BrokerServer; any thread); False when one failed (the previous one is kept)."""
         return self.outgoing.reload()
 
-    def _build(self, config: Any) -> None:
+    def _build(self, config: Any, settings: BrokerSettings) -> None:
         self.outgoing = OutgoingSecurity(config, self.listeners, self.combined)
         # this node's own cluster id: cluster.id, or <log.dirs[0]>/cluster.id (None: new node)
-        self.own_cluster_id = LocalClusterId(self.log_dirs[0], setting(config, "cluster_id", None))
-        self.log_config = log_config_from(config)
+        self.own_cluster_id = LocalClusterId(self.log_dirs[0], settings.cluster_id)
+        self.log_config = settings.log
         self.publisher: MetadataPublisher
         self.log_manager = LogManager(
             self.log_dirs,
             self.log_config,
             topic_config=self._topic_log_config,
-            max_open_files=int(setting(config, "log_max_open_files", -1)),
+            max_open_files=settings.log_max_open_files,
         )
         self.timer = SystemTimer("purgatory")
         self.produce_purgatory = Purgatory("produce", self.timer)
@@ -187,14 +144,14 @@ class BrokerNode:
             self.log_manager,
             self.produce_purgatory,
             self.fetch_purgatory,
-            ReplicaSettings.from_config(config),
+            settings.replica,
             min_insync_for=self._min_insync_for,
         )
         self.publisher = MetadataPublisher(self.replica_manager)
         self.group_coordinator = GroupCoordinator(
             self.node_id,
             self.replica_manager,
-            GroupSettings.from_config(config),
+            settings.group,
             image=lambda: self.publisher.image,
         )
         self.txn_coordinator = TxnCoordinator(
@@ -219,27 +176,29 @@ class BrokerNode:
             self.node_id,
             self.replica_manager,
             self._endpoint_of,
-            FetcherSettings.from_config(
-                config, tls=self.outgoing.inter_broker_tls, sasl=self.outgoing.inter_broker_sasl
+            replace(
+                settings.fetcher,
+                tls=self.outgoing.inter_broker_tls,
+                sasl=self.outgoing.inter_broker_sasl,
             ),
         )
         self.replica_manager.applier.fetchers = self.fetchers
         self.quorum: LocalQuorum | RemoteQuorum
-        if self.combined:
-            self.metadata_dir = self._metadata_dir()
+        if settings.metadata_dir is not None:  # combined
+            self.metadata_dir = settings.metadata_dir
             self.quorum = LocalQuorum(
                 self.node_id,
                 self.metadata_dir,
                 config,
-                int(setting(config, "metadata_log_max_records_between_snapshots", 10_000)),
+                settings.max_records_between_snapshots,
                 self._controller_failed,
                 cluster_id=self.own_cluster_id.value,
             )
         else:
             self.quorum = RemoteQuorum(
                 self.node_id,
-                str(config.controller_quorum_voters),
-                int(setting(config, "request_timeout_ms", 30_000)),
+                settings.controller_quorum_voters,
+                settings.request_timeout_ms,
                 cluster_id=self.own_cluster_id.value,
                 tls=self.outgoing.controller_tls,
             )
@@ -303,18 +262,6 @@ class BrokerNode:
         if isinstance(self.quorum, RemoteQuorum):
             self.quorum.remote.cluster_id = cid  # claimed by later registrations
 
-    def _metadata_dir(self) -> str:
-        configured = setting(self.config, "metadata_log_dir", DEFAULT_METADATA_LOG_DIR)
-        source = getattr(self.config, "source", None)
-        explicit = (
-            source("metadata.log.dir") != "default"
-            if callable(source)
-            else configured != DEFAULT_METADATA_LOG_DIR
-        )
-        if configured and explicit:
-            return os.path.abspath(configured)
-        return os.path.join(self.log_dirs[0], METADATA_DIR_NAME)
-
     def _topic_log_config(self, topic: str) -> LogConfig:
         publisher = getattr(self, "publisher", None)
         overrides = publisher.latest_image.topic_config(topic) if publisher is not None else {}
@@ -366,11 +313,7 @@ class BrokerNode:
         value = self.publisher.image.topic_config(topic).get("min.insync.replicas")
         if value is not None:
             return int(value)
-        # (the broker's config is immutable: read once; asked twice per partition per produce)
-        default = self._default_min_insync
-        if default is None:
-            default = self._default_min_insync = int(setting(self.config, "min_insync_replicas", 1))
-        return default
+        return self.settings.replica.min_insync_replicas
 
     def _controller_failed(self, exc: BaseException) -> None:
         """CombinedController's on_fatal, on the controller thread: its Raft storage failed and
@@ -399,9 +342,7 @@ class BrokerNode:
         self._started = True
         self.advertised = self.services.advertised  # BrokerServer may have set the real port
         self.log_manager.start_flushers(on_flushed_many=self.replica_manager.on_flushed_many)
-        self.log_manager.start_cleaner(
-            CleanerSettings.from_config(self.config), self.replica_manager.high_watermarks
-        )
+        self.log_manager.start_cleaner(self.settings.cleaner, self.replica_manager.high_watermarks)
         self.group_coordinator.start()
         self.txn_coordinator.start()
         self.quorum.start(timeout)  # replays / follows the committed log into the publisher
@@ -443,7 +384,7 @@ class BrokerNode:
         shutdown. A thread of its own, as Kafka's: on the broker-tasks thread a periodic task
         waiting for the metadata applier (delete_strays takes its lock) held heartbeats back
         while a broker created thousands of partitions, until the controller fenced it."""
-        period = int(setting(self.config, "broker_heartbeat_interval_ms", 2000)) / 1000
+        period = self.settings.broker_heartbeat_interval_ms / 1000
         while not self._stop.wait(period):
             try:
                 self.lifecycle.heartbeat()
@@ -457,18 +398,16 @@ class BrokerNode:
 
     def _run_tasks(self) -> None:
         """The broker-tasks thread: periodic work until shutdown."""
-        cfg = self.config
+        settings = self.settings
         periods = {
-            "retention": int(setting(cfg, "log_retention_check_interval_ms", 300_000)),
-            "hw_checkpoint": int(
-                setting(cfg, "replica_high_watermark_checkpoint_interval_ms", 5000)
-            ),
+            "retention": settings.log_retention_check_interval_ms,
+            "hw_checkpoint": settings.hw_checkpoint_interval_ms,
             "recovery_checkpoint": 60_000,
             "flush_due": 100,
             "offline_check": 100,
             "retry_failed": 5000,
             "stray_check": 5000,
-            "isr_shrink": max(1, self._lag_time_ms() // 2),
+            "isr_shrink": max(1, settings.replica_lag_time_max_ms // 2),
         }
         actions: dict[str, Callable[[], object]] = {
             "retention": self.run_retention,
@@ -480,7 +419,9 @@ class BrokerNode:
             "retry_failed": lambda: self.replica_manager.applier.retry_failed(
                 lambda: self.publisher.latest_image
             ),
-            "isr_shrink": lambda: self.replica_manager.shrink_isrs(self._lag_time_ms()),
+            "isr_shrink": lambda: self.replica_manager.shrink_isrs(
+                settings.replica_lag_time_max_ms
+            ),
         }
         now = time.monotonic()
         due = {name: now + p / 1000 for name, p in periods.items()}
@@ -501,9 +442,6 @@ class BrokerNode:
         if self.lifecycle.state == RUNNING:
             self.replica_manager.applier.delete_strays(self.publisher.image)
 
-    def _lag_time_ms(self) -> int:
-        return int(setting(self.config, "replica_lag_time_max_ms", 30_000))
-
     def _flush_due(self) -> None:
         if not self.log_config.flush_on_ack:
             self.log_manager.flush_due()
@@ -520,8 +458,7 @@ class BrokerNode:
             return
         self._controlled_shutdown_done = True
         if self.fatal_error is None:  # (a failed controller cannot move leadership)
-            timeout_ms = int(setting(self.config, "controlled_shutdown_timeout_ms", 4000))
-            self.lifecycle.controlled_shutdown(timeout_ms / 1000)
+            self.lifecycle.controlled_shutdown(self.settings.controlled_shutdown_timeout_ms / 1000)
 
     def shutdown(self) -> None:
         """Stop background work and the controller, flush every log, write checkpoints and the

@@ -42,6 +42,7 @@ from prometheus_client.registry import Collector
 
 from client.errors import ErrorCode
 from client.protocol.api_keys import ApiKey
+from client.protocol.body import Body
 
 # request latency: 0.1 ms .. 10 s (a long-poll fetch waits up to fetch.max.wait.ms); also the
 # stages', so that they add up bucket by bucket in a dashboard
@@ -150,7 +151,7 @@ class ErrorCounter:
             registry=registry,
         )
 
-    def count(self, api_key: int, body: dict) -> None:
+    def count(self, api_key: int, body: Body) -> None:
         found: dict[int, int] = {}
         _walk(body, found, 1 if api_key == _METADATA else 8)
         for code, n in found.items():
@@ -163,7 +164,7 @@ class ErrorCounter:
 _METADATA = int(ApiKey.METADATA)
 
 
-def _walk(node: dict, found: dict[int, int], depth: int) -> None:
+def _walk(node: Body, found: dict[int, int], depth: int) -> None:
     """Count the non-zero `error_code` fields of a response body, `depth` levels down its
     nested lists of maps (records are bytes: not walked)."""
     code = node.get("error_code")

@@ -40,7 +40,7 @@ from typing import Any
 
 from broker.io_pool import IoPool
 from broker.listeners import Listeners, kafka_listener_names, parse_endpoints
-from broker.network.socket_server import NetworkSettings, SocketServer
+from broker.network.socket_server import Decoder, NetworkSettings, SocketServer
 from broker.request_channel import RequestChannel
 from client.config import setting
 from client.config.types import parse_list
@@ -67,12 +67,14 @@ class ServerSettings:
     # reloaded on SIGHUP)
     tls: Mapping[str, ReloadableContext] = field(default_factory=dict)
     sasl: frozenset[str] = frozenset()  # SASL listeners' names
+    metrics_address: tuple[str, int] | None = None  # metrics.listener (None: off)
+    metrics_partition_labels: bool = False
 
     @classmethod
     def from_config(cls, config: Any) -> ServerSettings:
         listeners = Listeners.from_config(config)  # ConfigError: bad names, unknown advertised
         kafka = kafka_listener_names(config, listeners)  # ConfigError: bad listener.protocol.map
-        decoders: tuple = ()
+        decoders: tuple[tuple[str, Decoder], ...] = ()
         if kafka:
             from broker.kafka import decode_request  # kio only where a Kafka listener is
 
@@ -112,6 +114,8 @@ class ServerSettings:
             sasl=frozenset(
                 e.name for e in listeners.bind if listeners.protocol(e.name) in SASL_PROTOCOLS
             ),
+            metrics_address=metrics_address(config),  # ValueError: not http://HOST:PORT
+            metrics_partition_labels=bool(setting(config, "metrics_partition_labels", False)),
         )
 
 
@@ -200,7 +204,7 @@ class BrokerServer:
         self.exit_code = 0  # 1 after fail()
         self.fatal_reason: str | None = None
         self.metrics: Any = None  # broker.metrics.BrokerMetrics while metrics.listener is set
-        self._metrics_address = metrics_address(config)  # ValueError: not http://HOST:PORT
+        self._metrics_address = self.settings.metrics_address
         self.metrics_address: tuple[str, int] | None = None  # bound, once started
         # Kafka listeners: answers the requests broker/kafka holds (classic group joins and
         # syncs) at shutdown, so they do not hold it up
@@ -286,7 +290,7 @@ class BrokerServer:
             raise ValueError("metrics.listener: needs a full broker node (broker.node)")
         metrics = BrokerMetrics(
             self._metrics_address,
-            bool(setting(self.config, "metrics_partition_labels", False)),
+            self.settings.metrics_partition_labels,
         )
         rm, lm = node.replica_manager, node.log_manager
         rm.on_appended = metrics.topics.appended

@@ -25,10 +25,9 @@ from broker.purgatory import Purgatory
 from broker.quota.manager import QuotaManager
 from broker.replica import ReplicaManager
 from broker.security.auth_log import AuthLog
-from broker.security.authorizer import Authorizer, parse_super_users
+from broker.security.authorizer import Authorizer
 from broker.security.sasl import SaslSettings
 from broker.txn import TxnCoordinator
-from client.config import setting
 from controller.channel import ControllerChannel
 from controller.metadata.image import MetadataImage
 from controller.results import CreateTopicResult
@@ -45,7 +44,8 @@ class Services:
 
     def __init__(self, node: BrokerNode) -> None:
         self._node = node
-        self.config = node.config
+        self.config = node.config  # (DescribeConfigs shows it; read keys from `settings`)
+        self.settings = settings = node.settings
         self.node_id = node.node_id
         self.advertised: tuple[str, int] = node.advertised  # on inter.broker.listener.name
         self.listeners: Listeners = node.listeners
@@ -65,17 +65,17 @@ class Services:
         # client quotas (broker/quota/manager.py), from the image's ClientQuota records
         self.quotas = QuotaManager(
             lambda: self.publisher.image.client_quotas,
-            int(setting(node.config, "quota_window_num", 11)),
-            int(setting(node.config, "quota_window_size_seconds", 1)),
+            settings.quota_window_num,
+            settings.quota_window_size_seconds,
         )
         self.sasl = SaslSettings.from_config(node.config)  # SASL listeners (docs/security.md)
         self.auth_log = AuthLog()
         # ACLs (docs/security.md, Authorization); None: authorizer.class.name is empty
         self.authorizer: Authorizer | None = None
-        if setting(node.config, "authorizer_class_name", ""):
+        if settings.authorizer_enabled:
             self.authorizer = Authorizer(
-                parse_super_users(str(setting(node.config, "super_users", "") or "")),
-                bool(setting(node.config, "allow_everyone_if_no_acl_found", False)),
+                settings.super_users,
+                settings.allow_everyone_if_no_acl_found,
                 lambda: self.publisher.image.acls,
             )
 
@@ -104,7 +104,7 @@ class Services:
     ) -> concurrent.futures.Future[list[CreateTopicResult]] | None:
         """Ask the controller to create `names` with the defaults (num.partitions,
         default.replication.factor) when auto.create.topics.enable; None when disabled."""
-        if not names or not bool(setting(self.config, "auto_create_topics_enable", True)):
+        if not names or not self.settings.auto_create_topics_enable:
             return None
         reqs = [{"name": n, "num_partitions": -1, "replication_factor": -1} for n in names]
         _log.info("auto-creating topics %s", names)

@@ -32,7 +32,7 @@ class Sensor:
         self.total = 0.0
         self._start = now  # the current sample's start
         self._cur = [0, 0.0, -math.inf]  # count, sum, max of the current sample
-        self._prev: list | None = None  # the previous sample (None: none, or too old)
+        self._prev: list[float] | None = None  # the previous sample (None: none, or too old)
         self._prev_start = now
 
     def _roll(self, now: float) -> None:
@@ -59,7 +59,7 @@ class Sensor:
         self.count += 1
         self.total += value
 
-    def _samples(self) -> list[list]:
+    def _samples(self) -> list[list[float]]:
         self._roll(self._clock())
         return [self._cur] if self._prev is None else [self._prev, self._cur]
 

@@ -40,7 +40,7 @@ from client.aio.admin_users import (
 )
 from client.aio.futures import DeliveryFuture
 from client.aio.group import Callback, GroupEvent
-from client.aio.types import ConsumerRecord, TopicPartition
+from client.aio.types import ConfigEntry, ConsumerRecord, RecordMetadata, TopicPartition
 from client.errors import ClientClosedError
 from client.security.acl import AclBinding, AclBindingFilter
 
@@ -124,7 +124,7 @@ class _SyncClient:
             raise
         self._closed = False
 
-    async def _make(self, args: tuple, kwargs: dict) -> Any:
+    async def _make(self, args: tuple[object, ...], kwargs: dict[str, object]) -> Any:
         return self._core_cls(*args, **kwargs)
 
     def _run(self, coro: Any, timeout: float | None = None) -> Any:
@@ -172,7 +172,7 @@ class Producer(_SyncClient):
         partition: int | None = None,
         headers: Any = None,
         timestamp_ms: int | None = None,
-    ) -> concurrent.futures.Future:
+    ) -> concurrent.futures.Future[RecordMetadata]:
         core = self._core
         fut = DeliveryFuture()  # a concurrent.futures.Future; delivery cannot be cancelled
         # (chained: key, partition, headers and timestamp_ms all None)
@@ -190,11 +190,11 @@ class Producer(_SyncClient):
 
     def send_many(
         self, topic: str, values_or_pairs: Iterable[Any], partition: int | None = None
-    ) -> concurrent.futures.Future:
+    ) -> concurrent.futures.Future[int]:
         """Queue many records (values or (key, value) pairs) with one future for the call,
         resolving to the record count once all are acknowledged."""
         core = self._core
-        fut: concurrent.futures.Future = concurrent.futures.Future()
+        fut: concurrent.futures.Future[int] = concurrent.futures.Future()
         fut.set_running_or_notify_cancel()
         items = values_or_pairs if isinstance(values_or_pairs, list) else list(values_or_pairs)
         cfg = core.config
@@ -252,7 +252,7 @@ class Consumer(_SyncClient):
 
     def subscribe(
         self,
-        topics: Iterable[str] | re.Pattern,
+        topics: Iterable[str] | re.Pattern[str],
         on_assign: Callback | None = None,
         on_revoke: Callback | None = None,
         on_lost: Callback | None = None,
@@ -516,7 +516,7 @@ class Admin(_SyncClient):
         topics: Iterable[str] = (),
         brokers: Iterable[int] = (),
         keys: Iterable[str] | None = None,
-    ) -> dict:
+    ) -> dict[tuple[str, str], dict[str, ConfigEntry]]:
         """{("topic", name) | ("broker", id): {key: ConfigEntry}} (see client.aio.Admin)."""
         return self._run(self._core.describe_configs(list(topics), list(brokers), keys))
 

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Protocol, runtime_checkable
 
+from client.protocol.body import Body
 from controller.results import (
     AclCreationResult,
     AclDeletionResult,
@@ -93,7 +94,7 @@ class ControllerChannel(Protocol):
         ...
 
     def alter_partition(
-        self, broker_id: int, broker_epoch: int, topics: list[dict]
+        self, broker_id: int, broker_epoch: int, topics: list[Body]
     ) -> Future[AlterPartitionResult]:
         """AlterPartition (ISR changes from a leader) → the per-partition results."""
         ...
@@ -104,7 +105,7 @@ class ControllerChannel(Protocol):
         ...
 
     def create_topics(
-        self, requests: list[dict], validate_only: bool = False
+        self, requests: list[Body], validate_only: bool = False
     ) -> Future[list[CreateTopicResult]]:
         """CreateTopics → [{name, error_code, error_message, num_partitions, ...}]."""
         ...
@@ -114,7 +115,7 @@ class ControllerChannel(Protocol):
         ...
 
     def create_partitions(
-        self, topics: list[dict], validate_only: bool = False
+        self, topics: list[Body], validate_only: bool = False
     ) -> Future[list[TopicResult]]:
         """CreatePartitions → [{name, error_code, error_message}]."""
         ...
@@ -128,36 +129,36 @@ class ControllerChannel(Protocol):
         ...
 
     def incremental_alter_configs(
-        self, resources: list[dict], validate_only: bool = False
+        self, resources: list[Body], validate_only: bool = False
     ) -> Future[list[AlterConfigsResult]]:
         """IncrementalAlterConfigs → [{resource_type, resource_name, error_code, ...}]."""
         ...
 
     def alter_user_scram_credentials(
-        self, deletions: list[dict], upsertions: list[dict]
+        self, deletions: list[Body], upsertions: list[Body]
     ) -> Future[list[ScramCredentialResult]]:
         """AlterUserScramCredentials → [{user, error_code, error_message}], one per user
         named (salted passwords in, StoredKey/ServerKey records written)."""
         ...
 
     def alter_client_quotas(
-        self, entries: list[dict], validate_only: bool = False
+        self, entries: list[Body], validate_only: bool = False
     ) -> Future[list[ClientQuotaAlterResult]]:
         """AlterClientQuotas → [{error_code, error_message, entity}], one per entry (each
         written or refused whole; ClientQuota records)."""
         ...
 
-    def create_acls(self, creations: list[dict]) -> Future[list[AclCreationResult]]:
+    def create_acls(self, creations: list[Body]) -> Future[list[AclCreationResult]]:
         """CreateAcls → [{error_code, error_message}], one per creation, in order
         (AccessControlEntry records)."""
         ...
 
-    def delete_acls(self, filters: list[dict]) -> Future[list[AclDeletionResult]]:
+    def delete_acls(self, filters: list[Body]) -> Future[list[AclDeletionResult]]:
         """DeleteAcls → [{error_code, error_message, matching_acls}], one per filter."""
         ...
 
     def alter_partition_reassignments(
-        self, topics: list[dict]
+        self, topics: list[Body]
     ) -> Future[list[ReassignmentTopicResult]]:
         """AlterPartitionReassignments: topics [{name, partitions: [{partition_index,
         replicas | None}]}] → [{name, partitions: [{partition_index, error_code,

@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import TypeVar
 
 from broker.handlers.base import RequestContext, handler
 from broker.security.access import enabled, require
 from client.errors import ErrorCode, SecurityDisabledError
 from client.protocol import ApiKey
+from client.protocol.body import Body
 from client.security.acl import AclOperation, ResourceType
 from client.security.acl_wire import binding_to_wire, filter_from_wire
 
 log = logging.getLogger(__name__)
+R = TypeVar("R")  # the controller's typed result per entry
 
 
 def _security_enabled(ctx: RequestContext) -> None:
@@ -28,7 +31,7 @@ def _security_enabled(ctx: RequestContext) -> None:
 
 
 @handler(ApiKey.DESCRIBE_ACLS, access="DESCRIBE on CLUSTER")
-def describe(ctx: RequestContext, body: dict) -> dict:
+def describe(ctx: RequestContext, body: Body) -> Body:
     _security_enabled(ctx)
     require(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER)
     try:
@@ -43,7 +46,7 @@ def describe(ctx: RequestContext, body: dict) -> dict:
             "error_message": reason,
             "resources": [],
         }
-    grouped: dict[tuple[int, str, int], list[dict]] = {}
+    grouped: dict[tuple[int, str, int], list[Body]] = {}
     for b in ctx.services.metadata.acls.values():
         if flt.matches(b):
             w = binding_to_wire(b)
@@ -65,9 +68,13 @@ def describe(ctx: RequestContext, body: dict) -> dict:
 
 
 def _forward(
-    ctx: RequestContext, fut: concurrent.futures.Future, n: int, key: str, failed: Any
+    ctx: RequestContext,
+    fut: concurrent.futures.Future[list[R]],
+    n: int,
+    key: str,
+    failed: Callable[[int, str], Body],
 ) -> None:
-    def done(f: concurrent.futures.Future) -> None:
+    def done(f: concurrent.futures.Future[list[R]]) -> None:
         exc = f.exception()
         if exc is None:
             ctx.respond({"throttle_time_ms": 0, key: f.result()})
@@ -80,7 +87,7 @@ def _forward(
 
 
 @handler(ApiKey.CREATE_ACLS, access="ALTER on CLUSTER")
-def create(ctx: RequestContext, body: dict) -> dict | None:
+def create(ctx: RequestContext, body: Body) -> Body | None:
     _security_enabled(ctx)
     require(ctx, AclOperation.ALTER, ResourceType.CLUSTER)
     creations = [dict(c) for c in body["creations"]]
@@ -97,7 +104,7 @@ def create(ctx: RequestContext, body: dict) -> dict | None:
 
 
 @handler(ApiKey.DELETE_ACLS, access="ALTER on CLUSTER")
-def delete(ctx: RequestContext, body: dict) -> dict | None:
+def delete(ctx: RequestContext, body: Body) -> Body | None:
     _security_enabled(ctx)
     require(ctx, AclOperation.ALTER, ResourceType.CLUSTER)
     filters = [dict(f) for f in body["filters"]]

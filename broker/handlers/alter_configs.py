@@ -16,17 +16,18 @@ from broker.handlers.forward import respond_when_committed
 from broker.security.access import check, config_resource, enabled
 from client.errors import ErrorCode
 from client.protocol import ApiKey
+from client.protocol.body import Body
 from client.security.acl import AclOperation
 
 
 @handler(ApiKey.INCREMENTAL_ALTER_CONFIGS, access="ALTER_CONFIGS on TOPIC, or CLUSTER for a broker")
-def handle(ctx: RequestContext, body: dict) -> dict | None:
+def handle(ctx: RequestContext, body: Body) -> Body | None:
     services = ctx.services
     key = lambda r: (int(r["resource_type"]), r["resource_name"])  # noqa: E731
     counts = collections.Counter(key(r) for r in body["resources"])
     types = {r["resource_name"]: int(r["resource_type"]) for r in body["resources"]}
 
-    def entry(name: str, code: ErrorCode | int, message: str | None) -> dict:
+    def entry(name: str, code: ErrorCode | int, message: str | None) -> Body:
         return {
             "resource_type": types.get(name, 0),
             "resource_name": name,
@@ -34,8 +35,8 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
             "error_message": message,
         }
 
-    results: list[dict | None] = []
-    forward: list[dict] = []
+    results: list[Body | None] = []
+    forward: list[Body] = []
     authz = enabled(ctx)
     for r in body["resources"]:
         if counts[key(r)] > 1:

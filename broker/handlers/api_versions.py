@@ -13,13 +13,14 @@ from typing import TYPE_CHECKING
 from broker.handlers.base import HANDLERS, RequestContext, handler
 from client.errors import ErrorCode
 from client.protocol.api_keys import ApiKey
+from client.protocol.body import Body
 from client.protocol.schema import API_SPECS
 
 if TYPE_CHECKING:
     from broker.services import Services
 
 
-def supported_apis(services: Services) -> list[dict]:
+def supported_apis(services: Services) -> list[Body]:
     show_internal = getattr(services, "controller", None) is not None
     out = []
     for key in sorted(HANDLERS):
@@ -32,7 +33,7 @@ def supported_apis(services: Services) -> list[dict]:
     return out
 
 
-def versions_body(services: Services, error_code: int = ErrorCode.NONE) -> dict:
+def versions_body(services: Services, error_code: int = ErrorCode.NONE) -> Body:
     return {
         "error_code": int(error_code),
         "api_keys": supported_apis(services),
@@ -41,5 +42,5 @@ def versions_body(services: Services, error_code: int = ErrorCode.NONE) -> dict:
 
 
 @handler(ApiKey.API_VERSIONS, access="none")
-def handle(ctx: RequestContext, body: dict) -> dict:
+def handle(ctx: RequestContext, body: Body) -> Body:
     return versions_body(ctx.services)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from broker.network.request import Request
 from client.errors import ErrorCode, InvalidRequestError
+from client.protocol.body import Body
 from client.protocol.framing import encode_response
 from client.protocol.schema import API_SPECS
 
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[["RequestContext", dict], "dict | None"]
+Handler = Callable[["RequestContext", Body], "Body | None"]
 HANDLERS: dict[int, Handler] = {}
 # api key -> what the authorizer checks for it (docs/security.md, "What each API needs"): the
 # handler makes the checks (broker/security/access.py); this says which, for the docs and the
@@ -108,7 +109,7 @@ class RequestContext:
                 raise RuntimeError(f"{what}: request {self.request!r} already answered")
             self._done = True
 
-    def respond(self, body: dict) -> None:
+    def respond(self, body: Body) -> None:
         """Send `body` (checked against the API's response schema, defaults filled). Once."""
         spec = API_SPECS.get(self.api_key)
         if spec is not None:
@@ -129,11 +130,11 @@ class RequestContext:
         """Send a whole-request error body `{"error_code": code, "error_message": message}`."""
         self._send(error_body(code, message), "respond_error")
 
-    def respond_raw(self, body: dict) -> None:
+    def respond_raw(self, body: Body) -> None:
         """Send `body` without the schema check (the dispatcher's own error bodies)."""
         self._send(body, "respond_raw")
 
-    def _send(self, body: dict, what: str) -> None:
+    def _send(self, body: Body, what: str) -> None:
         try:
             frame = encode_response(self.correlation_id, body)
             quotas = getattr(self.services, "quotas", None)
@@ -156,7 +157,7 @@ class RequestContext:
         if errors is not None:  # error codes by API (broker/request_metrics.py ErrorCounter);
             errors.count(self.api_key, body)  # the latency is recorded once the answer is sent
 
-    def respond_then_close(self, body: dict, reason: str, delay_s: float) -> None:
+    def respond_then_close(self, body: Body, reason: str, delay_s: float) -> None:
         """Send `body` after `delay_s`, then close the connection logging `reason` (a failed
         authentication, answered late to slow guessing). Once."""
         spec = API_SPECS.get(self.api_key)
@@ -184,7 +185,7 @@ class RequestContext:
         self.request.fail_close(reason)
 
 
-def error_body(code: int, message: str | None = None) -> dict:
+def error_body(code: int, message: str | None = None) -> Body:
     code = int(code)
     try:
         default = ErrorCode(code).name
@@ -193,11 +194,11 @@ def error_body(code: int, message: str | None = None) -> dict:
     return {"error_code": code, "error_message": message or default}
 
 
-def by_topic(results: list[dict]) -> list[dict]:
+def by_topic(results: list[Body]) -> list[Body]:
     """Per-partition results carrying a "topic" key, regrouped into the response's nesting
     `[{"name": topic, "partitions": [result without "topic", ...]}, ...]` (first-seen order)."""
-    topics: list[dict] = []
-    by_name: dict[str, dict] = {}
+    topics: list[Body] = []
+    by_name: dict[str, Body] = {}
     for r in results:
         t = by_name.get(r["topic"])
         if t is None:

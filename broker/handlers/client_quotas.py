@@ -14,6 +14,7 @@ from broker.handlers.forward import respond_when_committed
 from broker.security.access import require
 from client.errors import ErrorCode
 from client.protocol import ApiKey
+from client.protocol.body import Body
 from client.quotas import ENTITY_TYPES, Entity
 from client.security.acl import AclOperation, ResourceType
 
@@ -21,7 +22,7 @@ MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
 
 
 def matching(
-    quotas: Mapping[Entity, Mapping[str, float]], components: list[dict], strict: bool
+    quotas: Mapping[Entity, Mapping[str, float]], components: list[Body], strict: bool
 ) -> list[tuple[Entity, Mapping[str, float]]]:
     """The entities (and their quotas) matching every component (DescribeClientQuotas'
     filter), sorted. ValueError: a component that cannot match (unknown type or match type,
@@ -60,12 +61,12 @@ def matching(
     return sorted(out, key=lambda ev: repr(ev[0]))
 
 
-def _entity_wire(entity: Entity) -> list[dict]:
+def _entity_wire(entity: Entity) -> list[Body]:
     return [{"entity_type": t, "entity_name": n} for t, n in entity]
 
 
 @handler(ApiKey.DESCRIBE_CLIENT_QUOTAS, access="DESCRIBE_CONFIGS on CLUSTER")
-def describe(ctx: RequestContext, body: dict) -> dict:
+def describe(ctx: RequestContext, body: Body) -> Body:
     require(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.CLUSTER)  # Kafka's check
     try:
         found = matching(ctx.services.metadata.client_quotas, body["components"], body["strict"])
@@ -87,7 +88,7 @@ def describe(ctx: RequestContext, body: dict) -> dict:
 
 
 @handler(ApiKey.ALTER_CLIENT_QUOTAS, access="ALTER_CONFIGS on CLUSTER")
-def alter(ctx: RequestContext, body: dict) -> dict | None:
+def alter(ctx: RequestContext, body: Body) -> Body | None:
     require(ctx, AclOperation.ALTER_CONFIGS, ResourceType.CLUSTER)  # Kafka's check
     entries = [
         {
@@ -100,7 +101,7 @@ def alter(ctx: RequestContext, body: dict) -> dict | None:
         return {"throttle_time_ms": 0, "entries": []}
     keys = [str(i) for i in range(len(entries))]
 
-    def failed(key: str, code: int, message: str | None) -> dict:
+    def failed(key: str, code: int, message: str | None) -> Body:
         return {
             "error_code": int(code),
             "error_message": message,

@@ -17,19 +17,20 @@ from broker.handlers.forward import respond_when_committed
 from broker.security.access import check, enabled
 from client.errors import ErrorCode
 from client.protocol import ApiKey
+from client.protocol.body import Body
 from client.security.acl import AclOperation, ResourceType
 
 
-def _result(name: str, code: ErrorCode | int, message: str | None) -> dict:
+def _result(name: str, code: ErrorCode | int, message: str | None) -> Body:
     return {"name": name, "error_code": int(code), "error_message": message}
 
 
 @handler(ApiKey.CREATE_PARTITIONS, access="ALTER on TOPIC")
-def handle(ctx: RequestContext, body: dict) -> dict | None:
+def handle(ctx: RequestContext, body: Body) -> Body | None:
     services = ctx.services
     counts = collections.Counter(t["name"] for t in body["topics"])
-    results: list[dict | None] = []
-    forward: list[dict] = []
+    results: list[Body | None] = []
+    forward: list[Body] = []
     authz = enabled(ctx)
     for t in body["topics"]:
         if counts[t["name"]] > 1:

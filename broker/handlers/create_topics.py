@@ -13,6 +13,7 @@ from broker.handlers.forward import respond_when_committed
 from broker.security.access import check, enabled, quietly_allowed
 from client.errors import ErrorCode
 from client.protocol import ApiKey
+from client.protocol.body import Body
 from client.security.acl import AclOperation, ResourceType
 
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -32,7 +33,7 @@ def topic_name_error(name: str) -> str | None:
     return None
 
 
-def _error(name: str, code: int, message: str) -> dict:
+def _error(name: str, code: int, message: str) -> Body:
     return {
         "name": name,
         "error_code": int(code),
@@ -43,10 +44,10 @@ def _error(name: str, code: int, message: str) -> dict:
 
 
 @handler(ApiKey.CREATE_TOPICS, access="CREATE on CLUSTER or TOPIC")
-def handle(ctx: RequestContext, body: dict) -> dict | None:
+def handle(ctx: RequestContext, body: Body) -> Body | None:
     services = ctx.services
-    results: list[dict | None] = []
-    forward: list[dict] = []
+    results: list[Body | None] = []
+    forward: list[Body] = []
     authz = enabled(ctx)
     on_cluster = authz and quietly_allowed(ctx, AclOperation.CREATE, ResourceType.CLUSTER)
     for t in body["topics"]:

@@ -10,14 +10,16 @@ thread saw the last follower move (or the purgatory's reaper).
 from __future__ import annotations
 
 from broker.handlers.base import RequestContext, by_topic, handler
+from broker.replica.delayed import DeleteRecordsStatus
 from broker.security.access import check, enabled
 from client.errors import ErrorCode
 from client.protocol import ApiKey
+from client.protocol.body import Body
 from client.security.acl import AclOperation, ResourceType
 
 
 @handler(ApiKey.DELETE_RECORDS, access="DELETE on TOPIC")
-def handle(ctx: RequestContext, body: dict) -> dict | None:
+def handle(ctx: RequestContext, body: Body) -> Body | None:
     from broker.replica.delayed import DeleteRecordsStatus
 
     services = ctx.services
@@ -41,7 +43,7 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
                 continue
             offsets[tp] = int(p["offset"])
 
-    def finish(results: dict) -> None:
+    def finish(results: dict[tuple[str, int], DeleteRecordsStatus]) -> None:
         statuses = {**results, **refused}
         ctx.respond(
             {

@@ -9,11 +9,12 @@ from broker.handlers.forward import respond_when_committed
 from broker.security.access import check, enabled
 from client.errors import ErrorCode
 from client.protocol import ApiKey
+from client.protocol.body import Body
 from client.security.acl import AclOperation, ResourceType
 
 
 @handler(ApiKey.DELETE_TOPICS, access="DELETE on TOPIC")
-def handle(ctx: RequestContext, body: dict) -> dict | None:
+def handle(ctx: RequestContext, body: Body) -> Body | None:
     services = ctx.services
     names = list(body["topic_names"])
     if not bool(getattr(services.config, "delete_topic_enable", True)):
@@ -30,7 +31,7 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
         }
     if not names:
         return {"responses": [], "throttle_time_ms": 0}
-    local: list[dict | None] = []
+    local: list[Body | None] = []
     for n in names:  # DELETE on the topic
         denied = check(ctx, AclOperation.DELETE, ResourceType.TOPIC, n) if enabled(ctx) else None
         local.append(

@@ -7,11 +7,12 @@ from __future__ import annotations
 from broker.handlers.base import RequestContext, handler
 from broker.security.access import require
 from client.protocol import ApiKey
+from client.protocol.body import Body
 from client.security.acl import AclOperation, ResourceType
 
 
 @handler(ApiKey.DESCRIBE_CLUSTER, access="DESCRIBE on CLUSTER")
-def handle(ctx: RequestContext, body: dict) -> dict:
+def handle(ctx: RequestContext, body: Body) -> Body:
     require(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER)
     services = ctx.services
     image = services.metadata

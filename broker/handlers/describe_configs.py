@@ -11,6 +11,7 @@ from broker.handlers.base import RequestContext, handler
 from broker.security.access import check, config_resource, enabled
 from client.errors import ErrorCode
 from client.protocol import ApiKey
+from client.protocol.body import Body
 from client.security.acl import AclOperation
 from controller.quorum.topic_configs import TOPIC_DEFAULTS  # topic key -> broker default key
 
@@ -33,7 +34,7 @@ def _text(value: Any) -> str | None:
     return str(value)
 
 
-def _entry(name: str, value: Any, is_default: bool, read_only: bool) -> dict:
+def _entry(name: str, value: Any, is_default: bool, read_only: bool) -> Body:
     sensitive = any(m in name for m in SENSITIVE_MARKERS)
     return {
         "name": name,
@@ -51,7 +52,7 @@ def _broker_value(config: Any, name: str) -> Any:
         return None
 
 
-def _topic_configs(services: Services, topic: str) -> list[dict]:
+def _topic_configs(services: Services, topic: str) -> list[Body]:
     overrides = services.metadata.topic_config(topic)
     out = [_entry(k, v, False, False) for k, v in sorted(overrides.items())]
     for k, broker_key in sorted(TOPIC_DEFAULTS.items()):
@@ -60,7 +61,7 @@ def _topic_configs(services: Services, topic: str) -> list[dict]:
     return out
 
 
-def _broker_configs(services: Services) -> list[dict]:
+def _broker_configs(services: Services) -> list[Body]:
     config = services.config
     out = []
     for name in sorted(config):
@@ -69,7 +70,7 @@ def _broker_configs(services: Services) -> list[dict]:
     return out
 
 
-def _describe(services: Services, res: dict) -> dict:
+def _describe(services: Services, res: Body) -> Body:
     rtype, rname = int(res["resource_type"]), res["resource_name"]
     result = {
         "error_code": 0,
@@ -103,7 +104,7 @@ def _describe(services: Services, res: dict) -> dict:
 
 
 @handler(ApiKey.DESCRIBE_CONFIGS, access="DESCRIBE_CONFIGS on TOPIC, or CLUSTER for a broker")
-def handle(ctx: RequestContext, body: dict) -> dict:
+def handle(ctx: RequestContext, body: Body) -> Body:
     results = []
     for r in body["resources"]:
         denied = (

@@ -12,6 +12,7 @@ from broker.handlers.base import RequestContext, handler
 from broker.security.access import require
 from client.errors import ErrorCode
 from client.protocol import ApiKey
+from client.protocol.body import Body
 from client.security.acl import AclOperation, ResourceType
 
 
@@ -24,7 +25,7 @@ def _space(d: Path) -> tuple[int, int]:
 
 
 @handler(ApiKey.DESCRIBE_LOG_DIRS, access="DESCRIBE on CLUSTER")
-def handle(ctx: RequestContext, body: dict) -> dict:
+def handle(ctx: RequestContext, body: Body) -> Body:
     require(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER)
     services = ctx.services
     lm = services.log_manager
@@ -32,7 +33,7 @@ def handle(ctx: RequestContext, body: dict) -> dict:
     if body["topics"] is not None:
         wanted = {(t["topic"], p) for t in body["topics"] for p in t["partitions"]}
     offline = set(lm.offline_dirs())
-    by_dir: dict[Path, dict[str, list[dict]]] = {d: {} for d in lm.log_dirs}
+    by_dir: dict[Path, dict[str, list[Body]]] = {d: {} for d in lm.log_dirs}
     for tp, log in sorted(lm.logs().items()):
         if (wanted is not None and tp not in wanted) or log.log_dir in offline:
             continue

@@ -12,13 +12,14 @@ from broker.handlers.base import RequestContext, handler
 from broker.security.access import require
 from client.errors import ErrorCode
 from client.protocol import ApiKey
+from client.protocol.body import Body
 from client.security.acl import AclOperation, ResourceType
 
 log = logging.getLogger(__name__)
 
 
 @handler(ApiKey.DESCRIBE_QUORUM, access="DESCRIBE on CLUSTER")
-def handle(ctx: RequestContext, body: dict) -> dict | None:
+def handle(ctx: RequestContext, body: Body) -> Body | None:
     require(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER)
     services = ctx.services
     if services.controller is None:  # a node with no link to any quorum (tests' network-only)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+from collections.abc import Mapping, Sequence
 
 from broker.handlers.base import RequestContext, handler
 from broker.security.access import require
@@ -21,12 +22,14 @@ from client.protocol.apis.admin import (
     ELECTION_UNCLEAN,
     group_election_results,
 )
+from client.protocol.body import Body
 from client.security.acl import AclOperation, ResourceType
+from controller.results import ElectionResult
 
 log = logging.getLogger(__name__)
 
 
-def _body(code: int, results: list[dict]) -> dict:
+def _body(code: int, results: Sequence[Mapping[str, object]]) -> Body:
     return {
         "throttle_time_ms": 0,
         "error_code": code,
@@ -35,13 +38,13 @@ def _body(code: int, results: list[dict]) -> dict:
 
 
 @handler(ApiKey.ELECT_LEADERS, access="ALTER on CLUSTER")
-def handle(ctx: RequestContext, body: dict) -> dict | None:
+def handle(ctx: RequestContext, body: Body) -> Body | None:
     require(ctx, AclOperation.ALTER, ResourceType.CLUSTER)
     services = ctx.services
     tps = body["topic_partitions"]
     partitions = None if tps is None else [(t["topic"], p) for t in tps for p in t["partitions"]]
 
-    def failed(code: int, message: str) -> dict:
+    def failed(code: int, message: str) -> Body:
         entries = [
             {"topic": t, "partition": p, "error_code": code, "error_message": message}
             for t, p in partitions or []
@@ -55,7 +58,7 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
             f"unknown election type {election_type} (0 preferred, 1 unclean)",
         )
 
-    def done(f: concurrent.futures.Future) -> None:
+    def done(f: concurrent.futures.Future[list[ElectionResult]]) -> None:
         exc = f.exception()
         if exc is None:
             ctx.respond(_body(0, f.result()))

@@ -15,10 +15,11 @@ from typing import Any
 from broker.handlers.base import RequestContext, by_topic, handler
 from broker.security.access import cluster_action, split_partitions
 from client.protocol import ApiKey
+from client.protocol.body import Body
 from client.security.acl import AclOperation
 
 
-def _response(results: list[dict], session_id: int = 0, error_code: int = 0) -> dict:
+def _response(results: list[Body], session_id: int = 0, error_code: int = 0) -> Body:
     return {
         "error_code": error_code,
         "session_id": session_id,
@@ -28,7 +29,7 @@ def _response(results: list[dict], session_id: int = 0, error_code: int = 0) -> 
 
 
 @handler(ApiKey.FETCH, access="consumer READ on TOPIC; follower CLUSTER_ACTION on CLUSTER")
-def handle(ctx: RequestContext, body: dict) -> dict | None:
+def handle(ctx: RequestContext, body: Body) -> Body | None:
     from broker.replica import FetchParams, FetchPartitionSpec
 
     services = ctx.services
@@ -53,7 +54,7 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
         for t in body["topics"]
         for p in t["partitions"]
     ]
-    refused: list[dict] = []
+    refused: list[Body] = []
     if params.is_follower:  # replication: CLUSTER_ACTION on the cluster, as Kafka
         cluster_action(ctx)
     else:  # a consumer: READ on each topic; the refused partitions are not read
@@ -81,7 +82,7 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
     if params.is_follower and session_id > 0:  # epoch -1: the follower closes its session
         rm.session_fetches.close(session_id, params.replica_id)
 
-    def finish(results: list[dict]) -> None:
+    def finish(results: list[Body]) -> None:
         ctx.respond(_response(results + refused))
 
     results = rm.fetch_records(params, specs, finish)

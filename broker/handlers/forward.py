@@ -7,21 +7,25 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import TypeVar
 
 from broker.handlers.base import RequestContext
 from client.errors import ErrorCode
+from client.protocol.body import Body
 
 log = logging.getLogger(__name__)
+
+R = TypeVar("R")  # the controller's typed result per forwarded entry
 
 
 def respond_when_committed(
     ctx: RequestContext,
-    fut: concurrent.futures.Future,
-    local: Sequence[dict | None],
+    fut: concurrent.futures.Future[list[R]],
+    local: Sequence[Body | None],
     forwarded: Sequence[str],
-    error_entry: Callable[[str, int, str], dict],
-    wrap: Callable[[list[dict]], dict],
+    error_entry: Callable[[str, int, str], Body],
+    wrap: Callable[[list[Body | R]], Body],
     what: str,
 ) -> None:
     """Respond once `fut` (the controller's answer for the topics named in `forwarded`, a list of
@@ -29,7 +33,8 @@ def respond_when_committed(
     None where the controller answers. If the controller call fails, each forwarded topic gets
     `error_entry(name, code, message)`. `wrap` builds the response body from the entries."""
 
-    def done(f: concurrent.futures.Future) -> None:
+    def done(f: concurrent.futures.Future[list[R]]) -> None:
+        answers: Iterator[Body | R]
         exc = f.exception()
         if exc is not None:
             code = int(getattr(exc, "code", ErrorCode.UNKNOWN_SERVER_ERROR))

@@ -23,13 +23,14 @@ from broker.security.access import (
 )
 from client.errors import ErrorCode
 from client.protocol import ApiKey
+from client.protocol.body import Body
 from client.security.acl import AclOperation, ResourceType
 
 
 @handler(
     ApiKey.FIND_COORDINATOR, access="DESCRIBE on GROUP; key_type 1: DESCRIBE on TRANSACTIONAL_ID"
 )
-def find_coordinator(ctx: RequestContext, body: dict) -> dict:
+def find_coordinator(ctx: RequestContext, body: Body) -> Body:
     services = ctx.services
     out = []
     msg: str | None
@@ -61,7 +62,7 @@ def find_coordinator(ctx: RequestContext, body: dict) -> dict:
 
 
 @handler(ApiKey.CONSUMER_GROUP_HEARTBEAT, access="READ on GROUP and DESCRIBE on TOPIC")
-def consumer_group_heartbeat(ctx: RequestContext, body: dict) -> dict:
+def consumer_group_heartbeat(ctx: RequestContext, body: Body) -> Body:
     services = ctx.services
     denied = check(ctx, AclOperation.READ, ResourceType.GROUP, body["group_id"])
     if denied is not None:  # READ on the group
@@ -77,12 +78,12 @@ def consumer_group_heartbeat(ctx: RequestContext, body: dict) -> dict:
 
 
 @handler(ApiKey.OFFSET_COMMIT, access="READ on GROUP and READ on TOPIC")
-def offset_commit(ctx: RequestContext, body: dict) -> None:
+def offset_commit(ctx: RequestContext, body: Body) -> None:
     if not enabled(ctx):
         ctx.services.group_coordinator.commit(body, ctx.respond)
         return
 
-    def refused(topics: list[dict], code: int, why: str | None = None) -> list[dict]:
+    def refused(topics: list[Body], code: int, why: str | None = None) -> list[Body]:
         return [
             {"name": t["name"],
              "partitions": [{"partition": p["partition"], "error_code": code,
@@ -108,7 +109,7 @@ def offset_commit(ctx: RequestContext, body: dict) -> None:
         ctx.respond({"topics": extra})
         return
 
-    def respond(answer: dict) -> None:
+    def respond(answer: Body) -> None:
         if "topics" in answer:
             answer = {**answer, "topics": list(answer["topics"]) + extra}
         ctx.respond(answer)
@@ -118,7 +119,7 @@ def offset_commit(ctx: RequestContext, body: dict) -> None:
 
 
 @handler(ApiKey.OFFSET_FETCH, access="DESCRIBE on GROUP and DESCRIBE on TOPIC")
-def offset_fetch(ctx: RequestContext, body: dict) -> dict:
+def offset_fetch(ctx: RequestContext, body: Body) -> Body:
     services = ctx.services
     denied = check(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, body["group_id"])
     if denied is not None:  # DESCRIBE on the group
@@ -143,7 +144,7 @@ def offset_fetch(ctx: RequestContext, body: dict) -> dict:
 
 
 @handler(ApiKey.LIST_GROUPS, access="DESCRIBE on CLUSTER or DESCRIBE on GROUP")
-def list_groups(ctx: RequestContext, body: dict) -> dict:
+def list_groups(ctx: RequestContext, body: Body) -> Body:
     groups = ctx.services.group_coordinator.list_groups()
     if enabled(ctx) and not quietly_allowed(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER):
         groups = [  # DESCRIBE on the cluster lists all; else the groups it may DESCRIBE
@@ -157,7 +158,7 @@ def list_groups(ctx: RequestContext, body: dict) -> dict:
 
 
 @handler(ApiKey.CONSUMER_GROUP_DESCRIBE, access="DESCRIBE on GROUP")
-def consumer_group_describe(ctx: RequestContext, body: dict) -> dict:
+def consumer_group_describe(ctx: RequestContext, body: Body) -> Body:
     services = ctx.services
     out = []
     for gid in body["group_ids"]:
@@ -173,10 +174,10 @@ def consumer_group_describe(ctx: RequestContext, body: dict) -> dict:
 
 
 @handler(ApiKey.DELETE_GROUPS, access="DELETE on GROUP")
-def delete_groups(ctx: RequestContext, body: dict) -> None:
+def delete_groups(ctx: RequestContext, body: Body) -> None:
     services = ctx.services
     names = list(dict.fromkeys(body["groups_names"]))
-    results: dict[str, dict] = {}
+    results: dict[str, Body] = {}
     lock = threading.Lock()
     if not names:
         ctx.respond({"results": []})
@@ -199,10 +200,10 @@ def delete_groups(ctx: RequestContext, body: dict) -> None:
 
 
 @handler(ApiKey.OFFSET_DELETE, access="DELETE on GROUP and READ on TOPIC")
-def offset_delete(ctx: RequestContext, body: dict) -> None:
+def offset_delete(ctx: RequestContext, body: Body) -> None:
     tps = [(t["name"], p) for t in body["topics"] for p in t["partitions"]]
 
-    def answer(codes: dict, group_code: int) -> None:
+    def answer(codes: dict[tuple[str, int], int], group_code: int) -> None:
         codes = {**codes, **codes_refused}
         ctx.respond({
             "error_code": group_code,

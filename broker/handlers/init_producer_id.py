@@ -13,12 +13,13 @@ from broker.handlers.base import RequestContext, handler
 from broker.security.access import init_producer_id, require
 from client.errors import ErrorCode
 from client.protocol import ApiKey
+from client.protocol.body import Body
 from client.security.acl import AclOperation, ResourceType
 
 log = logging.getLogger(__name__)
 
 
-def _body(code: int, pid: int = -1, epoch: int = -1) -> dict:
+def _body(code: int, pid: int = -1, epoch: int = -1) -> Body:
     return {"throttle_time_ms": 0, "error_code": code, "producer_id": pid, "producer_epoch": epoch}
 
 
@@ -26,7 +27,7 @@ def _body(code: int, pid: int = -1, epoch: int = -1) -> dict:
     ApiKey.INIT_PRODUCER_ID,
     access="IDEMPOTENT_WRITE on CLUSTER or WRITE on any TOPIC; WRITE on TRANSACTIONAL_ID",
 )
-def handle(ctx: RequestContext, body: dict) -> dict | None:
+def handle(ctx: RequestContext, body: Body) -> Body | None:
     services = ctx.services
     if body["transactional_id"] is not None:
         require(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body["transactional_id"])
@@ -40,7 +41,7 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
         return None
     init_producer_id(ctx)
 
-    def done(f: concurrent.futures.Future) -> None:
+    def done(f: concurrent.futures.Future[int]) -> None:
         exc = f.exception()
         if exc is None:
             ctx.respond(_body(0, int(f.result()), 0))

@@ -7,11 +7,12 @@ from __future__ import annotations
 from broker.handlers.base import RequestContext, by_topic, handler
 from broker.security.access import split_partitions
 from client.protocol import ApiKey
+from client.protocol.body import Body
 from client.security.acl import AclOperation
 
 
 @handler(ApiKey.LIST_OFFSETS, access="DESCRIBE on TOPIC")
-def handle(ctx: RequestContext, body: dict) -> dict:
+def handle(ctx: RequestContext, body: Body) -> Body:
     services = ctx.services
     reqs = [
         (t["name"], int(p["partition"]), int(p["timestamp"]), int(p["current_leader_epoch"]))

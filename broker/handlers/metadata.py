@@ -21,6 +21,7 @@ from broker.handlers.create_topics import topic_name_error
 from broker.security.access import allowed, enabled, may_create_topic, quietly_allowed
 from client.errors import ErrorCode
 from client.protocol import ApiKey
+from client.protocol.body import Body
 from client.security.acl import AclOperation, ResourceType
 
 log = logging.getLogger(__name__)
@@ -33,7 +34,7 @@ def topic_id_text(raw: Any) -> str | None:
     return None
 
 
-def _brokers(ctx: RequestContext, image: Any) -> list[dict]:
+def _brokers(ctx: RequestContext, image: Any) -> list[Body]:
     brokers = []
     for b in sorted(image.brokers.values(), key=lambda b: b.broker_id):
         endpoint = None if b.fenced else b.endpoint(ctx.listener)
@@ -54,9 +55,9 @@ class _TopicAnswers:
     shared between responses and never changed. At most ~2x the image's topics are kept."""
 
     def __init__(self) -> None:
-        self._by_id: dict[int, tuple[Any, dict]] = {}  # id(TopicImage) -> (it, answer)
+        self._by_id: dict[int, tuple[Any, Body]] = {}  # id(TopicImage) -> (it, answer)
 
-    def get(self, image: Any, name: str, missing_code: int) -> dict:
+    def get(self, image: Any, name: str, missing_code: int) -> Body:
         t = image.topics.get(name)
         if t is None:
             return {
@@ -79,7 +80,7 @@ class _TopicAnswers:
 _ANSWERS = _TopicAnswers()
 
 
-def _topic(t: Any) -> dict:
+def _topic(t: Any) -> Body:
     name = t.name
     parts = []
     for p in sorted(t.partitions):
@@ -104,7 +105,7 @@ def _topic(t: Any) -> dict:
     }
 
 
-def _denied(name: str) -> dict:
+def _denied(name: str) -> Body:
     return {
         "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
         "name": name,
@@ -114,7 +115,7 @@ def _denied(name: str) -> dict:
     }
 
 
-def build_response(ctx: RequestContext, names: list[str] | None, missing_code: int) -> dict:
+def build_response(ctx: RequestContext, names: list[str] | None, missing_code: int) -> Body:
     """With an authorizer: all topics means those the principal may DESCRIBE; a topic named
     without DESCRIBE gets TOPIC_AUTHORIZATION_FAILED (Kafka's answers)."""
     services = ctx.services
@@ -145,7 +146,7 @@ def build_response(ctx: RequestContext, names: list[str] | None, missing_code: i
 
 
 @handler(ApiKey.METADATA, access="DESCRIBE on TOPIC; auto-creation CREATE on CLUSTER or TOPIC")
-def handle(ctx: RequestContext, body: dict) -> dict | None:
+def handle(ctx: RequestContext, body: Body) -> Body | None:
     services = ctx.services
     requested = body.get("topics")
     names = None if requested is None else list(dict.fromkeys(t["name"] for t in requested))
@@ -182,7 +183,7 @@ def handle(ctx: RequestContext, body: dict) -> dict | None:
     return None
 
 
-def _mark_illegal(response: dict, illegal: set[str]) -> dict:
+def _mark_illegal(response: Body, illegal: set[str]) -> Body:
     if illegal:
         code = int(ErrorCode.INVALID_TOPIC_EXCEPTION)
         response["topics"] = [

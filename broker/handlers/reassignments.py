@@ -15,7 +15,9 @@ from broker.security.access import require
 from client.errors import ErrorCode
 from client.protocol import ApiKey
 from client.protocol.apis.reassignments import flatten_topic_partitions
+from client.protocol.body import Body
 from client.security.acl import AclOperation, ResourceType
+from controller.results import OngoingTopicReassignment, ReassignmentTopicResult
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +28,7 @@ def _failure(exc: BaseException) -> tuple[int, str]:
 
 
 @handler(ApiKey.ALTER_PARTITION_REASSIGNMENTS, access="ALTER on CLUSTER")
-def handle_alter(ctx: RequestContext, body: dict) -> dict | None:
+def handle_alter(ctx: RequestContext, body: Body) -> Body | None:
     require(ctx, AclOperation.ALTER, ResourceType.CLUSTER)
     services = ctx.services
     topics = [
@@ -40,7 +42,7 @@ def handle_alter(ctx: RequestContext, body: dict) -> dict | None:
         for t in body["topics"]
     ]
 
-    def done(f: concurrent.futures.Future) -> None:
+    def done(f: concurrent.futures.Future[list[ReassignmentTopicResult]]) -> None:
         exc = f.exception()
         if exc is None:
             ctx.respond(
@@ -81,12 +83,12 @@ def handle_alter(ctx: RequestContext, body: dict) -> dict | None:
 
 
 @handler(ApiKey.LIST_PARTITION_REASSIGNMENTS, access="DESCRIBE on CLUSTER")
-def handle_list(ctx: RequestContext, body: dict) -> dict | None:
+def handle_list(ctx: RequestContext, body: Body) -> Body | None:
     require(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER)
     services = ctx.services
     partitions = flatten_topic_partitions(body["topics"])
 
-    def done(f: concurrent.futures.Future) -> None:
+    def done(f: concurrent.futures.Future[list[OngoingTopicReassignment]]) -> None:
         exc = f.exception()
         if exc is None:
             ctx.respond(

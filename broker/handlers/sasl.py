@@ -20,6 +20,7 @@ from broker.handlers.base import RequestContext, handler
 from broker.security.sasl import SaslExchange
 from client.errors import ErrorCode
 from client.protocol import ApiKey
+from client.protocol.body import Body
 from client.security.scram import AuthenticationFailed
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ def _credentials_of(services: Services) -> Callable[[str], Any]:
     return of
 
 
-def handshake_answer(conn: Any, services: Services, mechanism: str) -> dict:
+def handshake_answer(conn: Any, services: Services, mechanism: str) -> Body:
     """SaslHandshake's answer (error_code, mechanisms) for `conn`; on success the exchange
     starts (conn.sasl_state). Shared with the Kafka listener (broker/kafka/apis_sasl.py)."""
     offered = services.sasl.offered(bool(getattr(conn, "tls", False)))
@@ -52,7 +53,7 @@ def handshake_answer(conn: Any, services: Services, mechanism: str) -> dict:
 
 def authenticate_answer(
     conn: Any, services: Services, client_host: str, auth_bytes: bytes, connection_id: str
-) -> tuple[dict, str | None]:
+) -> tuple[Body, str | None]:
     """One SaslAuthenticate step for `conn`: (answer, None) to send, or (answer, reason) to
     send after connection.failed.authentication.delay.ms and then close (a refusal, the same
     whatever the cause). Shared with the Kafka listener (broker/kafka/apis_sasl.py)."""
@@ -79,12 +80,12 @@ def authenticate_answer(
 
 
 @handler(ApiKey.SASL_HANDSHAKE, access="none")
-def handshake(ctx: RequestContext, body: dict) -> dict | None:
+def handshake(ctx: RequestContext, body: Body) -> Body | None:
     return handshake_answer(ctx.request.connection, ctx.services, body["mechanism"])
 
 
 @handler(ApiKey.SASL_AUTHENTICATE, access="none")
-def authenticate(ctx: RequestContext, body: dict) -> dict | None:
+def authenticate(ctx: RequestContext, body: Body) -> Body | None:
     answer, close = authenticate_answer(
         ctx.request.connection,
         ctx.services,

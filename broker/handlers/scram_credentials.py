@@ -16,11 +16,12 @@ from broker.handlers.forward import respond_when_committed
 from broker.security.access import require
 from client.errors import ErrorCode
 from client.protocol import ApiKey
+from client.protocol.body import Body
 from client.security.acl import AclOperation, ResourceType
 
 
 @handler(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, access="DESCRIBE on CLUSTER")
-def describe(ctx: RequestContext, body: dict) -> dict | None:
+def describe(ctx: RequestContext, body: Body) -> Body | None:
     require(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER)
     creds = ctx.services.metadata.scram_credentials
     wanted = body["users"]
@@ -49,7 +50,7 @@ def describe(ctx: RequestContext, body: dict) -> dict | None:
 
 
 @handler(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, access="ALTER on CLUSTER")
-def alter(ctx: RequestContext, body: dict) -> dict | None:
+def alter(ctx: RequestContext, body: Body) -> Body | None:
     require(ctx, AclOperation.ALTER, ResourceType.CLUSTER)
     deletions = [{"name": d["name"], "mechanism": d["mechanism"]} for d in body["deletions"]]
     upsertions = [dict(u) for u in body["upsertions"]]
@@ -60,7 +61,7 @@ def alter(ctx: RequestContext, body: dict) -> dict | None:
     if not users:
         return {"throttle_time_ms": 0, "results": []}
 
-    def entry(name: str, code: int, message: str | None) -> dict:
+    def entry(name: str, code: int, message: str | None) -> Body:
         return {"user": name, "error_code": int(code), "error_message": message}
 
     respond_when_committed(

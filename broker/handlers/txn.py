@@ -17,10 +17,11 @@ from broker.txn.coordinator import TxnError
 from broker.txn.state import TxnMetadata, TxnState
 from client.errors import ErrorCode
 from client.protocol import ApiKey
+from client.protocol.body import Body
 from client.security.acl import AclOperation, ResourceType
 
 
-def _per_partition(body: dict, codes: dict[tuple[str, int], int], default: int) -> dict:
+def _per_partition(body: Body, codes: dict[tuple[str, int], int], default: int) -> Body:
     return {
         "topics": [
             {"name": t["name"],
@@ -32,7 +33,7 @@ def _per_partition(body: dict, codes: dict[tuple[str, int], int], default: int) 
 
 
 @handler(ApiKey.ADD_PARTITIONS_TO_TXN, access="WRITE on TRANSACTIONAL_ID and WRITE on TOPIC")
-def add_partitions_to_txn(ctx: RequestContext, body: dict) -> dict | None:
+def add_partitions_to_txn(ctx: RequestContext, body: Body) -> Body | None:
     tid = body["transactional_id"]
     denied = check(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid)
     if denied is not None:
@@ -62,7 +63,7 @@ def add_partitions_to_txn(ctx: RequestContext, body: dict) -> dict | None:
 
 
 @handler(ApiKey.END_TXN, access="WRITE on TRANSACTIONAL_ID")
-def end_txn(ctx: RequestContext, body: dict) -> dict | None:
+def end_txn(ctx: RequestContext, body: Body) -> Body | None:
     tid = body["transactional_id"]
     denied = check(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid)
     if denied is not None:
@@ -77,7 +78,7 @@ def end_txn(ctx: RequestContext, body: dict) -> dict | None:
     return None
 
 
-def describe_state(md: TxnMetadata) -> dict:
+def describe_state(md: TxnMetadata) -> Body:
     """One DescribeTransactions row of the coordinator's metadata of an id."""
     topics: dict[str, list[int]] = {}
     for topic, p in sorted(md.partitions):
@@ -95,7 +96,7 @@ def describe_state(md: TxnMetadata) -> dict:
 
 
 @handler(ApiKey.DESCRIBE_TRANSACTIONS, access="DESCRIBE on TRANSACTIONAL_ID")
-def describe_transactions(ctx: RequestContext, body: dict) -> dict:
+def describe_transactions(ctx: RequestContext, body: Body) -> Body:
     rows = []
     for tid in body["transactional_ids"]:
         denied = check(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, tid)
@@ -119,7 +120,7 @@ _STATES = {s.kafka_name: s for s in TxnState}
 
 
 @handler(ApiKey.LIST_TRANSACTIONS, access="DESCRIBE on TRANSACTIONAL_ID (filters)")
-def list_transactions(ctx: RequestContext, body: dict) -> dict:
+def list_transactions(ctx: RequestContext, body: Body) -> Body:
     wanted = {_STATES[s] for s in body["state_filters"] if s in _STATES}
     unknown = [s for s in body["state_filters"] if s not in _STATES]
     pids = set(body["producer_id_filters"])

@@ -23,6 +23,7 @@ from broker.handlers.base import RequestContext, handler
 from broker.security.access import cluster_action
 from client.errors import ErrorCode
 from client.protocol import ApiKey
+from client.protocol.body import Body
 from client.records.control import build_marker
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ MARKER_TIMEOUT_MS = 30_000  # Kafka's request.timeout.ms default, which its mark
 
 
 @handler(ApiKey.WRITE_TXN_MARKERS, access="CLUSTER_ACTION on CLUSTER")
-def handle(ctx: RequestContext, body: dict) -> dict | None:
+def handle(ctx: RequestContext, body: Body) -> Body | None:
     cluster_action(ctx)
     rm = ctx.services.replica_manager
     image = ctx.services.metadata

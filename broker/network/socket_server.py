@@ -22,6 +22,10 @@ from client.security.tls import ReloadableContext
 log = logging.getLogger(__name__)
 
 
+# a listener's payload decoder: (payload, connection) -> Request (Connection.decode)
+Decoder = Callable[[Any, Any], Any]
+
+
 @dataclass(frozen=True)
 class NetworkSettings:
     """What the network layer reads from the broker config."""
@@ -43,7 +47,7 @@ class NetworkSettings:
     extra_listeners: tuple[tuple[str, str, int], ...] = field(default=())
     # Listener name -> the function that turns a payload into a Request on a connection of
     # that listener (Connection.decode); listeners not named speak Gregor's native protocol.
-    decoders: tuple[tuple[str, Callable[[Any, Any], Any]], ...] = field(default=())
+    decoders: tuple[tuple[str, Decoder], ...] = field(default=())
 
     @property
     def listeners(self) -> list[tuple[str, str, int]]:

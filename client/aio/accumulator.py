@@ -32,6 +32,13 @@ RECORD_OVERHEAD = 16  # rough per-record bytes beyond key and value (msgpack fra
 _NO_BULKS: Mapping[Any, int] = MappingProxyType({})
 
 
+# A record in a batch: (key, value, headers, timestamp), or a send_many() item, (key, value)
+# (values and keys bytes or None; a tuple per record, built on the hot path)
+Entry = tuple[Any, ...]
+# send_many()'s items once serialized: values, or (key, value) pairs when keyed
+BulkItems = list[Any]
+
+
 class ProducerBatch:
     """Records for one partition, sent and acknowledged together."""
 
@@ -55,7 +62,7 @@ class ProducerBatch:
 
     def __init__(self, tp: TopicPartition, now: float, delivery_timeout: float) -> None:
         self.tp = tp
-        self.entries: list[tuple] = []
+        self.entries: list[Entry] = []
         self.size = 0
         self.created = now
         self.deadline = now + delivery_timeout
@@ -281,7 +288,7 @@ class RecordAccumulator:
         return True, False, wake
 
     def append_bulk(
-        self, tp: TopicPartition, ts: int, items: list, bulk: BulkResult, keyed: bool
+        self, tp: TopicPartition, ts: int, items: BulkItems, bulk: BulkResult, keyed: bool
     ) -> int:
         """Append many records to `tp` (values, or (key, value) pairs when keyed) without
         per-record futures; ignores buffer.memory (the caller waits for space first).
@@ -348,7 +355,7 @@ class RecordAccumulator:
         bulks[bulk] += count  # type: ignore[index]
         bulk.count += count
 
-    def _new_batch(self, tp: TopicPartition, dq: collections.deque) -> ProducerBatch:
+    def _new_batch(self, tp: TopicPartition, dq: collections.deque[ProducerBatch]) -> ProducerBatch:
         batch = ProducerBatch(tp, self._clock(), self.delivery_timeout)
         self._made = batch.seq = self._made + 1
         dq.append(batch)

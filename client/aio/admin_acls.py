@@ -11,6 +11,7 @@ from typing import Any
 
 from client.errors import GregorError, error_for_code
 from client.protocol import ApiKey
+from client.protocol.body import Body
 from client.security.acl import (
     AclBinding,
     AclBindingFilter,
@@ -22,13 +23,13 @@ from client.security.acl import (
 from client.security.acl_wire import binding_to_creation, filter_to_wire
 
 
-def _whole(resp: dict, what: str) -> None:
+def _whole(resp: Body, what: str) -> None:
     """Raise the whole-request error of `resp` (authorization, SECURITY_DISABLED, ...)."""
     if resp.get("error_code"):
         raise error_for_code(resp["error_code"])(resp.get("error_message") or what)
 
 
-def _binding(r: dict, rtype: int, name: str, pattern: int) -> AclBinding:
+def _binding(r: Body, rtype: int, name: str, pattern: int) -> AclBinding:
     return AclBinding(
         ResourceType(rtype),
         name,

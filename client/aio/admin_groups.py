@@ -19,6 +19,7 @@ from typing import Any
 from client.aio.types import TopicPartition
 from client.errors import ConfigError, GregorError, GregorTimeoutError, error_for_code
 from client.protocol import ApiKey
+from client.protocol.body import Body
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +65,7 @@ class GroupDescription:
         return sum(p.lag for p in self.partitions if p.lag is not None)
 
 
-def _tps(nested: list[dict]) -> list[TopicPartition]:
+def _tps(nested: list[Body]) -> list[TopicPartition]:
     return sorted(TopicPartition(t["topic"], p) for t in nested for p in t["partitions"])
 
 
@@ -82,7 +83,7 @@ async def list_groups(cluster: Any) -> list[GroupListing]:
     return [GroupListing(g, s) for g, s in sorted(out.items())]
 
 
-def _error_of(api_key: int, resp: dict) -> tuple[int, str | None]:
+def _error_of(api_key: int, resp: Body) -> tuple[int, str | None]:
     """The group-level error of an answer (retriable ones make _at_coordinator ask again)."""
     if api_key == ApiKey.CONSUMER_GROUP_DESCRIBE:
         g = resp["groups"][0]
@@ -100,8 +101,8 @@ def _error_of(api_key: int, resp: dict) -> tuple[int, str | None]:
 
 
 async def _at_coordinator(
-    cluster: Any, group_id: str, api_key: int, body: dict, timeout_ms: int, backoff_ms: int
-) -> tuple[int, dict]:
+    cluster: Any, group_id: str, api_key: int, body: Body, timeout_ms: int, backoff_ms: int
+) -> tuple[int, Body]:
     """Send to the group's coordinator, following it through moves and loads."""
     deadline = time.monotonic() + timeout_ms / 1000
     last: BaseException | None = None
@@ -200,7 +201,7 @@ async def alter_group_offsets(
     for tp, off in offsets.items():
         if off < 0:
             raise ConfigError(f"offset for {tp[0]}-{tp[1]} must be >= 0, got {off}")
-    by_topic: dict[str, list[dict]] = {}
+    by_topic: dict[str, list[Body]] = {}
     for tp, off in sorted(offsets.items()):
         by_topic.setdefault(tp[0], []).append({"partition": tp[1], "committed_offset": off})
     body = {

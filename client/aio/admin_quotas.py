@@ -18,6 +18,7 @@ from typing import Any
 
 from client.errors import GregorError, error_for_code
 from client.protocol import ApiKey
+from client.protocol.body import Body
 from client.quotas import Entity, describe_entity, make_entity
 
 MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
@@ -77,11 +78,11 @@ class ClientQuotaFilterComponent:
         return cls(entity_type, None, MATCH_SPECIFIED)
 
 
-def _entity_wire(entity: ClientQuotaEntity) -> list[dict]:
+def _entity_wire(entity: ClientQuotaEntity) -> list[Body]:
     return [{"entity_type": t, "entity_name": n} for t, n in entity.entries]
 
 
-def _entity_from(wire: list[dict]) -> ClientQuotaEntity:
+def _entity_from(wire: list[Body]) -> ClientQuotaEntity:
     return ClientQuotaEntity(tuple(sorted((e["entity_type"], e["entity_name"]) for e in wire)))
 
 

@@ -24,6 +24,7 @@ from client.aio.types import TopicPartition
 from client.errors import ConfigError, error_for_code
 from client.protocol import ApiKey
 from client.protocol.apis.reassignments import group_topic_partitions
+from client.protocol.body import Body
 
 if TYPE_CHECKING:
     from client.aio.cluster import ClusterClient
@@ -42,8 +43,8 @@ class PartitionReassignment(NamedTuple):
         return [r for r in self.replicas if r not in self.removing_replicas]
 
 
-def _check(reassignments: Mapping[TopicPartition, Sequence[int] | None]) -> list[dict]:
-    by_topic: dict[str, list[dict]] = {}
+def _check(reassignments: Mapping[TopicPartition, Sequence[int] | None]) -> list[Body]:
+    by_topic: dict[str, list[Body]] = {}
     for tp, target in reassignments.items():
         tp = TopicPartition(*tp)
         if target is not None:

@@ -31,6 +31,7 @@ from client.errors import (
     error_for_code,
 )
 from client.protocol import ApiKey
+from client.protocol.body import Body
 
 if TYPE_CHECKING:
     from client.aio.cluster import ClusterClient
@@ -71,7 +72,7 @@ async def delete_records(
                 raise UnknownTopicOrPartitionError(
                     f"DeleteRecords: unknown partition {tp.topic}-{tp.partition}"
                 )
-        by_node: dict[int, dict[str, list[dict]]] = {}
+        by_node: dict[int, dict[str, list[Body]]] = {}
         for tp, offset in pending.items():
             leader = md.leader_for(tp)
             if leader >= 0:

@@ -21,9 +21,11 @@ import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, TypeVar
 
 from client.aio.connection import BrokerConnection
+from client.aio.link_settings import ClusterSettings
 from client.aio.retry_log import RetryLog
 from client.aio.types import BrokerDescription, TopicPartition
 from client.errors import (
@@ -37,6 +39,7 @@ from client.errors import (
     error_for_code,
 )
 from client.protocol import ApiKey
+from client.protocol.body import Body
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +69,7 @@ class ClusterMetadata:
 
     @classmethod
     def from_response(
-        cls, body: dict, previous: ClusterMetadata | None, full: bool, keep_age: bool = False
+        cls, body: Body, previous: ClusterMetadata | None, full: bool, keep_age: bool = False
     ) -> ClusterMetadata:
         """Merge a Metadata response into `previous` (replacing it when `full`). `keep_age`:
         the response covers only some of the topics (the rest is as old as before), so
@@ -150,7 +153,10 @@ class ClusterMetadata:
         return p.leader if p.partition == tp.partition else -1
 
 
-def _retrieve(task: asyncio.Task) -> None:
+_T = TypeVar("_T")
+
+
+def _retrieve(task: asyncio.Task[_T]) -> None:
     """Mark a shared task's exception as seen: every waiter gets it through shield()."""
     if not task.cancelled():
         task.exception()
@@ -159,18 +165,18 @@ def _retrieve(task: asyncio.Task) -> None:
 class ClusterClient:
     """Connections and metadata for one client object. Loop-owned."""
 
-    def __init__(self, config: Any, *, allow_auto_topic_creation: bool = False) -> None:
+    def __init__(self, config: SimpleNamespace, *, allow_auto_topic_creation: bool = False) -> None:
         """With `allow_auto_topic_creation` (a producer's allow.auto.create.topics), Metadata
         requests let the broker create missing topics when its auto.create.topics.enable is
         set, as Kafka's producer does."""
-        self.config = config
+        self.settings = ClusterSettings.from_config(config)  # (config: resolve_config's)
         self.allow_auto_topic_creation = allow_auto_topic_creation
         self.metadata = ClusterMetadata()
         self._conns: dict[int, BrokerConnection] = {}
-        self._connecting: dict[int, asyncio.Task] = {}
-        self._bootstrap = list(config.bootstrap_servers)
+        self._connecting: dict[int, asyncio.Task[BrokerConnection]] = {}
+        self._bootstrap = list(self.settings.bootstrap_servers)
         self._bootstrap_conn: BrokerConnection | None = None
-        self._refresh_task: asyncio.Task | None = None
+        self._refresh_task: asyncio.Task[ClusterMetadata] | None = None
         self._need_update = True  # every topic must be asked for again (an error, a new client)
         self._topics: set[str] = set()  # topics this client cares about (None = all)
         self._new_topics: set[str] = set()  # of those, the ones not asked for yet
@@ -211,7 +217,7 @@ class ClusterClient:
     @property
     def _aged(self) -> bool:
         age_ms = (time.monotonic() - self.metadata.updated_at) * 1000
-        return age_ms > self.config.metadata_max_age_ms
+        return age_ms > self.settings.metadata_max_age_ms
 
     # -- metadata ------------------------------------------------------------------------------
 
@@ -303,7 +309,7 @@ class ClusterClient:
         GregorTimeoutError after `timeout_ms`."""
         self.add_topics([topic])
         deadline = time.monotonic() + timeout_ms / 1000
-        backoff = self.config.retry_backoff_ms / 1000
+        backoff = self.settings.retry_backoff_ms / 1000
         last: Exception | None = None
         key = ("topic", topic)
         while True:
@@ -375,7 +381,7 @@ class ClusterClient:
             return 0.0
         return max(0.0, self._backoff_until.get(node_id, 0.0) - time.monotonic())
 
-    def _connected_or_failed(self, node_id: int, _task: asyncio.Task) -> None:
+    def _connected_or_failed(self, node_id: int, _task: asyncio.Task[BrokerConnection]) -> None:
         self._connecting.pop(node_id, None)
 
     def _new_connection(self, host: str, port: int, node_id: int = -1) -> BrokerConnection:
@@ -384,13 +390,13 @@ class ClusterClient:
             host,
             port,
             node_id=node_id,
-            client_id=self.config.client_id,
-            max_in_flight=self.config.max_in_flight_requests_per_connection,
-            request_timeout_ms=self.config.request_timeout_ms,
-            connect_timeout_ms=self.config.socket_connection_setup_timeout_ms,
-            max_frame_bytes=self.config.max_response_bytes,
-            ssl=getattr(self.config, "ssl_context", None),
-            sasl=getattr(self.config, "sasl", None),
+            client_id=self.settings.client_id,
+            max_in_flight=self.settings.max_in_flight_requests_per_connection,
+            request_timeout_ms=self.settings.request_timeout_ms,
+            connect_timeout_ms=self.settings.socket_connection_setup_timeout_ms,
+            max_frame_bytes=self.settings.max_response_bytes,
+            ssl=self.settings.ssl_context,
+            sasl=self.settings.sasl,
         )
 
     async def _open(self, node_id: int, host: str, port: int) -> BrokerConnection:
@@ -403,8 +409,8 @@ class ClusterClient:
         except GregorError:
             n = self._failures[node_id] = self._failures.get(node_id, 0) + 1
             delay = min(
-                self.config.reconnect_backoff_ms * 2 ** (n - 1),
-                self.config.reconnect_backoff_max_ms,
+                self.settings.reconnect_backoff_ms * 2 ** (n - 1),
+                self.settings.reconnect_backoff_max_ms,
             )
             self._backoff_until[node_id] = time.monotonic() + delay / 1000
             self.request_update()
@@ -478,7 +484,7 @@ class ClusterClient:
             return conn
         raise ConnectionFailedError("no broker reachable: " + "; ".join(errors))
 
-    async def send_any(self, api_key: int, body: dict, timeout_ms: int | None = None) -> dict:
+    async def send_any(self, api_key: int, body: Body, timeout_ms: int | None = None) -> Body:
         conn = await self.any_connection()
         return await conn.request(api_key, body, timeout_ms=timeout_ms)  # type: ignore[return-value]
 
@@ -486,11 +492,11 @@ class ClusterClient:
         self,
         node_id: int,
         api_key: int,
-        body: dict,
+        body: Body,
         timeout_ms: int | None = None,
         expect_response: bool = True,
         vectored: bool = False,
-    ) -> dict | None:
+    ) -> Body | None:
         conn = await self.connection(node_id)
         return await conn.request(
             api_key,

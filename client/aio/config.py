@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 import os
 import ssl
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import SimpleNamespace
 from typing import Any
 
@@ -94,7 +94,9 @@ def sasl_credentials(settings: Mapping[str, Any]) -> SaslCredentials | None:
     return SaslCredentials(str(settings.get("sasl_mechanism")), str(username), str(password))
 
 
-def parse_bootstrap(value: str | list | tuple) -> list[tuple[str, int]]:
+def parse_bootstrap(
+    value: str | Sequence[str | tuple[str, int]],
+) -> list[tuple[str, int]]:
     """'h1:p1,h2:p2' (or a sequence of 'h:p' / (h, p), optionally NAME://h:p) -> [(host, port)]."""
     items = value.split(",") if isinstance(value, str) else list(value)
     out: list[tuple[str, int]] = []

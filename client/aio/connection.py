@@ -40,6 +40,7 @@ from client.protocol import (
     encode_request,
     encode_request_parts,
 )
+from client.protocol.body import Body
 from client.protocol.fast_checks import RESPONSE_FAST_CHECKS
 from client.protocol.frame_reader import FrameReader, socket_queued_bytes
 from client.security.scram import (
@@ -59,7 +60,7 @@ class _Protocol(asyncio.BufferedProtocol):
     def __init__(self, conn: BrokerConnection) -> None:
         self._conn = conn
         self.paused = False
-        self.drain_waiter: asyncio.Future | None = None
+        self.drain_waiter: asyncio.Future[None] | None = None
         self._fd = -1
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -125,7 +126,7 @@ class BrokerConnection:
         self._max_in_flight = max_in_flight
         self._slots = asyncio.Semaphore(max_in_flight)
         self._reader = FrameReader(max_frame_bytes)
-        self._in_flight: collections.deque[tuple[int, int, int, asyncio.Future, Any]] = (
+        self._in_flight: collections.deque[tuple[int, int, int, asyncio.Future[Body], Any]] = (
             collections.deque()
         )
         self._next_corr = 0
@@ -311,13 +312,13 @@ class BrokerConnection:
     async def request(
         self,
         api_key: int,
-        body: dict,
+        body: Body,
         *,
         version: int | None = None,
         timeout_ms: int | None = None,
         expect_response: bool = True,
         vectored: bool = False,
-    ) -> dict | None:
+    ) -> Body | None:
         """Send one request and wait for its (schema-checked) response body.
 
         A response that is only `{"error_code": N}` (a whole-request error, e.g. unsupported
@@ -378,7 +379,7 @@ class BrokerConnection:
         if self._closed_exc is not None:
             raise self._raise_closed()
 
-    def _check(self, api_key: int, version: int, raw: dict) -> dict:
+    def _check(self, api_key: int, version: int, raw: Body) -> Body:
         fast = RESPONSE_FAST_CHECKS.get(api_key)
         if fast is not None and fast(raw) is not None:
             return raw  # exactly what the schema check would return (fast_checks.py)

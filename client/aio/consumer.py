@@ -49,7 +49,7 @@ class Consumer:
         )
         self._subscription: list[str] | None = None
         self._pattern: str | None = None
-        self._leaving: asyncio.Task | None = None
+        self._leaving: asyncio.Task[None] | None = None
         self._retry_log = RetryLog(log)
         self._started = False
         self._closed = False
@@ -115,7 +115,7 @@ class Consumer:
 
     def subscribe(
         self,
-        topics: Iterable[str] | re.Pattern,
+        topics: Iterable[str] | re.Pattern[str],
         on_assign: Callback | None = None,
         on_revoke: Callback | None = None,
         on_lost: Callback | None = None,
@@ -287,7 +287,7 @@ class Consumer:
 
     async def commit(
         self, offsets: Mapping[TopicPartition, int] | None = None, asynchronous: bool = False
-    ) -> asyncio.Task | None:
+    ) -> asyncio.Task[None] | None:
         """Commit `offsets` ({tp: next offset to read}), default the positions of every
         assigned partition (the records poll() returned). With assign() (no subscription) the
         commit goes to the group without membership, which the coordinator accepts while the
@@ -337,7 +337,7 @@ class Consumer:
     async def seek_to_end(self, *tps: TopicPartition) -> None:
         await self._seek_to(tps, -1)
 
-    async def _seek_to(self, tps: tuple, ts: int) -> None:
+    async def _seek_to(self, tps: tuple[TopicPartition, ...], ts: int) -> None:
         await self.start()
         targets = [TopicPartition(*tp) for tp in tps] or list(self._fetcher.states)
         for tp in targets:

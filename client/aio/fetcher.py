@@ -23,9 +23,11 @@ import asyncio
 import collections
 import logging
 import time
+from types import SimpleNamespace
 from typing import Any
 
-from client.aio.cluster import ClusterClient
+from client.aio.cluster import ClusterClient, ClusterMetadata
+from client.aio.consumer_settings import FetchSettings
 from client.aio.retry_log import RetryLog
 from client.aio.types import ConsumerRecord, TopicPartition
 from client.errors import (
@@ -38,6 +40,7 @@ from client.errors import (
 )
 from client.metrics import ConsumerMetrics
 from client.protocol import ApiKey
+from client.protocol.body import Body
 from client.records import decode_partition_records, next_offset_and_epoch
 
 log = logging.getLogger(__name__)
@@ -57,9 +60,14 @@ _METADATA_ERRORS = frozenset(
 )
 
 
-def _log_failure(task: asyncio.Task) -> None:
+def _log_failure(task: asyncio.Task[None]) -> None:
     if not task.cancelled() and task.exception() is not None:
         log.error("fetch task failed", exc_info=task.exception())
+
+
+# A buffered Fetch answer of one partition: [tp, generation, records (None until decoded),
+# next index, bytes, undecoded data, requested offset, end offset]; a list, changed in place
+Chunk = list[Any]
 
 
 class PartitionState:
@@ -92,19 +100,20 @@ class PartitionState:
 
 
 class Fetcher:
-    def __init__(self, config: Any, cluster: ClusterClient) -> None:
-        self.config = config
+    def __init__(self, config: SimpleNamespace, cluster: ClusterClient) -> None:
+        """`config`: the resolved consumer config, read once into `settings`."""
+        self.settings = settings = FetchSettings.from_config(config)
         self.cluster = cluster
         self.states: dict[TopicPartition, PartitionState] = {}
         # Buffered chunks: [tp, generation, records (None until decoded), next index, bytes,
         # undecoded data, requested offset]
-        self.buffer: collections.deque[list] = collections.deque()
+        self.buffer: collections.deque[Chunk] = collections.deque()
         self.buffered_bytes = 0
         self.errors: list[BaseException] = []
         self.wake = asyncio.Event()
-        self._in_flight: dict[int, asyncio.Task] = {}
+        self._in_flight: dict[int, asyncio.Task[None]] = {}
         self._closed = False
-        self._isolation = 1 if config.isolation_level == "read_committed" else 0
+        self._isolation = 1 if settings.read_committed else 0
         self.retry_log = RetryLog(log)
         self.metrics = ConsumerMetrics()  # Consumer.metrics(): per fetch and per poll
 
@@ -170,10 +179,10 @@ class Fetcher:
         """{tp: timestamp(-2|-1|ms)} -> {tp: (offset, timestamp)} from each partition's leader."""
         out: dict[TopicPartition, tuple[int, int]] = {}
         pending = dict(query)
-        deadline = time.monotonic() + self.config.request_timeout_ms / 1000
+        deadline = time.monotonic() + self.settings.request_timeout_ms / 1000
         while pending:
             md = await self.cluster.maybe_refresh()
-            by_node: dict[int, dict[str, list[dict]]] = {}
+            by_node: dict[int, dict[str, list[Body]]] = {}
             for tp, ts in pending.items():
                 leader = md.leader_for(tp)
                 if leader < 0:
@@ -229,7 +238,7 @@ class Fetcher:
                         + (f" (last error: {retry[-1]})" if retry else "")
                     )
                 self.cluster.request_update()
-                await asyncio.sleep(self.config.retry_backoff_ms / 1000)
+                await asyncio.sleep(self.settings.retry_backoff_ms / 1000)
         if self.retry_log.failing:
             self.retry_log.succeeded("list_offsets")
         return out
@@ -239,7 +248,7 @@ class Fetcher:
         need = [tp for tp, st in self.states.items() if st.needs_reset]
         if not need:
             return
-        policy = self.config.auto_offset_reset
+        policy = self.settings.auto_offset_reset
         if policy == "none":
             raise OffsetOutOfRangeError(
                 f"no position for {need[0].topic}-{need[0].partition} and auto.offset.reset=none"
@@ -256,7 +265,7 @@ class Fetcher:
 
     def send_fetches(self) -> None:
         """Issue a Fetch to every leader without one in flight, if the buffer has room."""
-        if self._closed or self.buffered_bytes >= self.config.fetch_buffer_bytes:
+        if self._closed or self.buffered_bytes >= self.settings.fetch_buffer_bytes:
             return
         md = self.cluster.metadata
         now = time.monotonic()
@@ -267,7 +276,7 @@ class Fetcher:
                 continue
             if (
                 tp in buffered_tps
-                and self.buffered_bytes >= self.config.max_partition_fetch_bytes * 2
+                and self.buffered_bytes >= self.settings.max_partition_fetch_bytes * 2
             ):
                 continue
             leader = md.leader_for(tp)
@@ -283,7 +292,7 @@ class Fetcher:
             self._in_flight[node] = task
             task.add_done_callback(_log_failure)
 
-    def _no_leader(self, tp: TopicPartition, md: Any) -> None:
+    def _no_leader(self, tp: TopicPartition, md: ClusterMetadata) -> None:
         """An assigned partition that cannot be fetched for want of a leader: a warning once
         the metadata says so (offline, or the topic's error), not while it is still asked."""
         code = md.topic_errors.get(tp.topic)
@@ -310,9 +319,9 @@ class Fetcher:
             del self._in_flight[node]
 
     async def _fetch_once(self, node: int, parts: list[tuple[TopicPartition, int, int]]) -> None:
-        cfg = self.config
+        cfg = self.settings
         md = self.cluster.metadata
-        topics: dict[str, list[dict]] = {}
+        topics: dict[str, list[Body]] = {}
         for tp, offset, _gen in parts:
             st = self.states.get(tp)
             grown = st.fetch_bytes if st is not None else 0
@@ -387,8 +396,8 @@ class Fetcher:
         self.wake.set()
 
     def _on_partition(
-        self, tp: TopicPartition, p: dict, sent: tuple[int, int] | None, node: int = -1
-    ) -> tuple[TopicPartition, bytes, int, int, list | None] | None:
+        self, tp: TopicPartition, p: Body, sent: tuple[int, int] | None, node: int = -1
+    ) -> tuple[TopicPartition, bytes, int, int, list[Body] | None] | None:
         """Handle one partition of a Fetch answer without decoding its records: errors,
         watermarks, and the next fetch offset (from the batch headers). Returns (tp, records
         bytes, requested offset, offset after the last batch, the aborted transactions when
@@ -399,7 +408,7 @@ class Fetcher:
         code = p["error_code"]
         if code:
             if code == ErrorCode.OFFSET_OUT_OF_RANGE:
-                if self.config.auto_offset_reset == "none":
+                if self.settings.auto_offset_reset == "none":
                     self.errors.append(
                         OffsetOutOfRangeError(
                             f"{tp.topic}-{tp.partition}: offset {sent[0]} out of range"
@@ -411,7 +420,7 @@ class Fetcher:
                         tp.topic,
                         tp.partition,
                         sent[0],
-                        self.config.auto_offset_reset,
+                        self.settings.auto_offset_reset,
                     )
                     self.request_reset(tp)
                 return None
@@ -419,7 +428,7 @@ class Fetcher:
                 self.cluster.request_update()
             exc = error_for_code(code)(f"Fetch {tp.topic}-{tp.partition}")
             if exc.retriable:
-                st.retry_at = time.monotonic() + self.config.retry_backoff_ms / 1000
+                st.retry_at = time.monotonic() + self.settings.retry_backoff_ms / 1000
                 self.retry_log.failed(
                     tp, f"fetch of {tp.topic}-{tp.partition} (broker {node})", exc
                 )
@@ -447,12 +456,12 @@ class Fetcher:
             st.fetch_epoch = got[1]
         if end is None:
             # Only part of one batch fit in partition_max_bytes: ask for more next time.
-            size = max(st.fetch_bytes or self.config.max_partition_fetch_bytes, len(data)) * 2
-            if size > self.config.fetch_max_bytes:
+            size = max(st.fetch_bytes or self.settings.max_partition_fetch_bytes, len(data)) * 2
+            if size > self.settings.fetch_max_bytes:
                 self.errors.append(
                     MessageTooLargeError(
                         f"{tp.topic}-{tp.partition}: the batch at offset {offset} is larger "
-                        f"than fetch.max.bytes={self.config.fetch_max_bytes}"
+                        f"than fetch.max.bytes={self.settings.fetch_max_bytes}"
                     )
                 )
             else:
@@ -478,7 +487,7 @@ class Fetcher:
             )
             self._drop(tp)
             return
-        if self.config.auto_offset_reset == "none":
+        if self.settings.auto_offset_reset == "none":
             self.errors.append(
                 LogTruncationError(
                     f"{name}: truncation detected: the position {position} is past the offset "
@@ -506,7 +515,12 @@ class Fetcher:
         self.seek(tp, end)
 
     def _buffer_records(
-        self, tp: TopicPartition, data: bytes, offset: int, end: int, aborted: list | None = None
+        self,
+        tp: TopicPartition,
+        data: bytes,
+        offset: int,
+        end: int,
+        aborted: list[Body] | None = None,
     ) -> None:
         """Queue what _on_partition accepted, undecoded: drain() decodes a chunk when it first
         takes records from it, on the thread that polls (see drain). `end`: the offset after
@@ -516,7 +530,7 @@ class Fetcher:
             [tp, self.states[tp].generation, None, 0, len(data), data, offset, end, aborted]
         )
 
-    def _decode(self, chunk: list) -> bool:
+    def _decode(self, chunk: Chunk) -> bool:
         """Decode a buffered chunk in place ([tp, gen, records, next index, bytes, data,
         requested offset, end, aborted transactions]); records before the requested offset are
         skipped (a batch may begin before it), and control records and (read_committed) those
@@ -526,7 +540,7 @@ class Fetcher:
         tp, data, offset = chunk[0], chunk[5], chunk[6]
         try:
             records = decode_partition_records(
-                data, tp.topic, tp.partition, self.config.check_crcs, chunk[8]
+                data, tp.topic, tp.partition, self.settings.check_crcs, chunk[8]
             )
         except GregorError as exc:
             self.errors.append(exc)
@@ -546,8 +560,8 @@ class Fetcher:
         blocked and only receives bytes while the caller works through the records, instead
         of the two threads contending for the GIL (docs/client.md, "Consumer speed")."""
         out: list[ConsumerRecord] = []
-        kd = self.config.key_deserializer
-        vd = self.config.value_deserializer
+        kd = self.settings.key_deserializer
+        vd = self.settings.value_deserializer
         while self.buffer and len(out) < max_records:
             chunk = self.buffer[0]
             tp, gen, records, idx, nbytes = chunk[:5]

@@ -17,6 +17,7 @@ import threading
 from concurrent.futures._base import FINISHED, RUNNING
 from typing import Any
 
+from client.aio.accumulator import Entry
 from client.aio.types import RecordMetadata, TopicPartition
 from client.records.extensions import optional_extension
 
@@ -29,7 +30,7 @@ _gc_track: Any = getattr(_speedups, "gc_track", None)
 _LOCK = threading.Lock()  # guards lazy waiter objects and callback lists of every future
 
 
-class DeliveryFuture(concurrent.futures.Future):
+class DeliveryFuture(concurrent.futures.Future[RecordMetadata]):
     # Slots: no per-instance __dict__, and no lists until they are needed, so a future is one
     # GC-tracked object (was three: the object, `_waiters`, `_done_callbacks`); a benchmark or
     # application that keeps tens of thousands of futures pays less in every full collection.
@@ -202,7 +203,7 @@ class DeliveryFuture(concurrent.futures.Future):
 
 
 def ack_delivery_futures(
-    futures: list[Any], tp: TopicPartition, base_offset: int, append_time: int, entries: list
+    futures: list[Any], tp: TopicPartition, base_offset: int, append_time: int, entries: list[Entry]
 ) -> list[Any]:
     """Resolve the DeliveryFutures of one acknowledged batch in bulk: `futures` is the batch's
     flat [index, future, index, future, ...] list, record `index` is at `base_offset + index`

@@ -36,8 +36,12 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, NamedTuple
+from types import SimpleNamespace
+from typing import NamedTuple
 
+from client.aio.cluster import ClusterClient
+from client.aio.consumer_settings import MemberSettings
+from client.aio.fetcher import Fetcher
 from client.aio.retry_log import RetryLog
 from client.aio.types import TopicPartition
 from client.errors import (
@@ -48,10 +52,11 @@ from client.errors import (
     error_for_code,
 )
 from client.protocol import ApiKey
+from client.protocol.body import Body
 
 log = logging.getLogger(__name__)
 
-Callback = Callable[[list[TopicPartition]], Any]
+Callback = Callable[[list[TopicPartition]], object]
 
 _REJOIN = {int(ErrorCode.FENCED_MEMBER_EPOCH), int(ErrorCode.UNKNOWN_MEMBER_ID)}
 _COORDINATOR_MOVED = {
@@ -67,21 +72,22 @@ class GroupEvent(NamedTuple):
     callback: Callback | None
 
 
-def _nested(tps: Iterable[TopicPartition]) -> list[dict]:
+def _nested(tps: Iterable[TopicPartition]) -> list[Body]:
     by_topic: dict[str, list[int]] = {}
     for tp in sorted(tps):
         by_topic.setdefault(tp.topic, []).append(tp.partition)
     return [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]
 
 
-def _flat(nested: list[dict]) -> set[TopicPartition]:
+def _flat(nested: list[Body]) -> set[TopicPartition]:
     return {TopicPartition(t["topic"], p) for t in nested for p in t["partitions"]}
 
 
 class GroupMember:
-    def __init__(self, config: Any, cluster: Any, fetcher: Any) -> None:
-        self.config = config
-        self.group_id: str = config.group_id
+    def __init__(self, config: SimpleNamespace, cluster: ClusterClient, fetcher: Fetcher) -> None:
+        """`config`: the resolved consumer config, read once into `settings`."""
+        self.settings = MemberSettings.from_config(config)
+        self.group_id = self.settings.group_id
         self.cluster = cluster
         self.fetcher = fetcher
         self.member_id = uuid.uuid4().hex
@@ -99,9 +105,9 @@ class GroupMember:
         self._lost = False  # fenced: the lost event must run before rejoining
         self.last_poll = time.monotonic()
         self._left = False
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._hb_now = asyncio.Event()
-        self._commits: set[asyncio.Task] = set()
+        self._commits: set[asyncio.Task[None]] = set()
         self._auto_commit_at = 0.0
         self._committed: dict[TopicPartition, int] = {}  # what this member last committed
         self._prefix = f"[group={self.group_id} member={self.member_id[:8]}]"
@@ -124,10 +130,10 @@ class GroupMember:
         self._left = False
         self.last_poll = time.monotonic()
         self._hb_now.set()
-        self._auto_commit_at = time.monotonic() + self.config.auto_commit_interval_ms / 1000
+        self._auto_commit_at = time.monotonic() + self.settings.auto_commit_interval_ms / 1000
 
     async def _heartbeat_loop(self) -> None:
-        backoff = self.config.retry_backoff_ms / 1000
+        backoff = self.settings.retry_backoff_ms / 1000
         while not self._left:
             wait = self.interval_s
             if self._lost:
@@ -181,7 +187,7 @@ class GroupMember:
         return self.coordinator
 
     def _poll_overdue(self) -> bool:
-        return time.monotonic() - self.last_poll > self.config.max_poll_interval_ms / 1000
+        return time.monotonic() - self.last_poll > self.settings.max_poll_interval_ms / 1000
 
     async def _leave_on_poll_timeout(self) -> None:
         """max.poll.interval.ms passed without a poll(): leave (epoch -1) so the partitions go
@@ -191,7 +197,7 @@ class GroupMember:
         log.warning(
             "%s poll() not called for more than max.poll.interval.ms=%d: leaving the group;"
             " partitions %s are lost (the next poll() rejoins)",
-            self._prefix, self.config.max_poll_interval_ms, sorted(self.owned),
+            self._prefix, self.settings.max_poll_interval_ms, sorted(self.owned),
         )  # fmt: skip
         self._lost = True
         self.target = None
@@ -204,14 +210,16 @@ class GroupMember:
                 log.warning("%s leave heartbeat failed (the session timeout will do): %s",
                             self._prefix, exc)  # fmt: skip
 
-    async def _send(self, node: int, api_key: int, body: dict) -> dict:
+    async def _send(self, node: int, api_key: int, body: Body) -> Body:
         """To the coordinator over the client's coordinator connection (not behind fetches)."""
         conn = await self.cluster.coordinator_connection(node)
-        return await conn.request(api_key, body)
+        resp = await conn.request(api_key, body)
+        assert resp is not None  # (expect_response: an answer or an exception)
+        return resp
 
     async def _heartbeat_once(self) -> None:
         node = await self._find_coordinator()
-        cfg = self.config
+        cfg = self.settings
         epoch = self.member_epoch
         body = {
             "group_id": self.group_id,
@@ -282,7 +290,7 @@ class GroupMember:
             for tp in revoke:
                 if tp in self.fetcher.states:
                     self.fetcher.pause(tp)
-            if self.config.enable_auto_commit:
+            if self.settings.enable_auto_commit:
                 try:
                     await self.commit(self._positions(revoke))
                 except GregorError as exc:
@@ -326,7 +334,7 @@ class GroupMember:
                          self._prefix, tp.topic, tp.partition, off)  # fmt: skip
             else:
                 reset.append(tp)
-        policy = self.config.auto_offset_reset
+        policy = self.settings.auto_offset_reset
         if not reset or policy == "none":
             return  # (none: poll() raises for the partitions without a position)
         got = await self.fetcher.list_offsets(dict.fromkeys(reset, -2 if policy == "earliest" else -1))  # fmt: skip
@@ -351,9 +359,9 @@ class GroupMember:
         """From poll(): every auto.commit.interval.ms, commit (in the background) the positions
         of `tps` (the owned partitions; with assign(), the assigned ones): the records poll()
         returned so far."""
-        if not self.config.enable_auto_commit or time.monotonic() < self._auto_commit_at:
+        if not self.settings.enable_auto_commit or time.monotonic() < self._auto_commit_at:
             return
-        self._auto_commit_at = time.monotonic() + self.config.auto_commit_interval_ms / 1000
+        self._auto_commit_at = time.monotonic() + self.settings.auto_commit_interval_ms / 1000
         if any(not t.done() for t in self._commits):
             return  # one auto-commit at a time
         changed = {
@@ -362,13 +370,13 @@ class GroupMember:
         if changed:
             self.commit_in_background(changed)
 
-    def commit_in_background(self, offsets: Mapping[TopicPartition, int]) -> asyncio.Task:
+    def commit_in_background(self, offsets: Mapping[TopicPartition, int]) -> asyncio.Task[None]:
         task = asyncio.ensure_future(self.commit(offsets))
         self._commits.add(task)
         task.add_done_callback(self._commit_finished)
         return task
 
-    def _commit_finished(self, task: asyncio.Task) -> None:
+    def _commit_finished(self, task: asyncio.Task[None]) -> None:
         self._commits.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.warning("%s background commit failed: %s", self._prefix, task.exception())
@@ -392,12 +400,12 @@ class GroupMember:
         coordinator moves and epoch bumps until request.timeout.ms."""
         if not offsets:
             return
-        by_topic: dict[str, list[dict]] = {}
+        by_topic: dict[str, list[Body]] = {}
         for tp, off in sorted(offsets.items()):
             by_topic.setdefault(tp[0], []).append(
                 {"partition": tp[1], "committed_offset": int(off)}
             )
-        deadline = time.monotonic() + self.config.request_timeout_ms / 1000
+        deadline = time.monotonic() + self.settings.request_timeout_ms / 1000
         last: BaseException | None = None
         while time.monotonic() < deadline:
             body = {
@@ -415,7 +423,7 @@ class GroupMember:
                 self.coordinator = None
                 last = exc
                 self.retry_log.failed("commit", f"{self._prefix} offset commit", exc)
-                await asyncio.sleep(self.config.retry_backoff_ms / 1000)
+                await asyncio.sleep(self.settings.retry_backoff_ms / 1000)
                 continue
             codes = {p["error_code"] for t in resp["topics"] for p in t["partitions"]}
             code = max(codes, key=lambda c: c != 0) if codes else 0
@@ -440,7 +448,7 @@ class GroupMember:
             if code != ErrorCode.STALE_MEMBER_EPOCH:
                 self.retry_log.failed("commit", f"{self._prefix} offset commit", err)
             self._hb_now.set()
-            await asyncio.sleep(self.config.retry_backoff_ms / 1000)
+            await asyncio.sleep(self.settings.retry_backoff_ms / 1000)
         raise GregorTimeoutError(
             f"commit to group {self.group_id} timed out"
             + (f" (last error: {last})" if last else "")
@@ -456,7 +464,7 @@ class GroupMember:
             "group_id": self.group_id,
             "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
         }
-        deadline = time.monotonic() + self.config.request_timeout_ms / 1000
+        deadline = time.monotonic() + self.settings.request_timeout_ms / 1000
         while True:
             try:
                 node = await self._find_coordinator()
@@ -474,7 +482,7 @@ class GroupMember:
                 self.retry_log.failed(
                     "offset_fetch", f"{self._prefix} fetching committed offsets", exc
                 )
-                await asyncio.sleep(self.config.retry_backoff_ms / 1000)
+                await asyncio.sleep(self.settings.retry_backoff_ms / 1000)
                 continue
             self.retry_log.succeeded("offset_fetch")
             out: dict[TopicPartition, int | None] = dict.fromkeys(tps)
@@ -513,7 +521,7 @@ class GroupMember:
         for tp in owned:
             if tp in self.fetcher.states:
                 self.fetcher.pause(tp)
-        if self.config.enable_auto_commit and owned and self.member_epoch > 0:
+        if self.settings.enable_auto_commit and owned and self.member_epoch > 0:
             try:
                 await self.commit(self._positions(owned))
             except GregorError as exc:
@@ -532,10 +540,10 @@ class GroupMember:
         self.target = None
         self.fetcher.assign([])
         if self.member_epoch > 0 and self.coordinator is not None:
-            static = self.config.group_instance_id is not None
+            static = self.settings.group_instance_id is not None
             body = {"group_id": self.group_id, "member_id": self.member_id,
                     "member_epoch": -2 if static else -1,
-                    "instance_id": self.config.group_instance_id}  # fmt: skip
+                    "instance_id": self.settings.group_instance_id}  # fmt: skip
             try:
                 await self._send(self.coordinator, ApiKey.CONSUMER_GROUP_HEARTBEAT, body)
                 log.info("%s left the group%s", self._prefix,

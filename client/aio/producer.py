@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping
 from time import time_ns as _time_ns
 from typing import Any
 
-from client.aio.accumulator import RECORD_OVERHEAD, BulkResult, RecordAccumulator
+from client.aio.accumulator import RECORD_OVERHEAD, BulkItems, BulkResult, RecordAccumulator
 from client.aio.cluster import ClusterClient
 from client.aio.config import resolve_config
 from client.aio.idempotence import idempotence_enabled
@@ -64,14 +64,19 @@ def _to_bytes(v: Any, what: str) -> bytes | None:
     )
 
 
-def _headers(headers: Any) -> list | None:
+Headers = list[tuple[str, bytes | None]]
+# a record ready to append: (timestamp ms, key, value, headers, size in bytes)
+Prepared = tuple[int, bytes | None, bytes | None, Headers | None, int]
+
+
+def _headers(headers: Any) -> Headers | None:
     if not headers:
         return None
     items = headers.items() if isinstance(headers, Mapping) else headers
     return [(str(k), _to_bytes(v, "header value")) for k, v in items]
 
 
-def _all_bytes_or_none(items: list) -> bool:
+def _all_bytes_or_none(items: BulkItems) -> bool:
     """True when every item is bytes or None (checked at C speed)."""
     return set(map(type, items)) <= {bytes, type(None)}
 
@@ -243,7 +248,7 @@ class Producer:
         partition: int | None = None,
         headers: Any = None,
         timestamp_ms: int | None = None,
-    ) -> asyncio.Future:
+    ) -> asyncio.Future[RecordMetadata]:
         """Queue one record; returns a future that resolves to its RecordMetadata."""
         fut = asyncio.get_running_loop().create_future()
         await self._send_into(fut, topic, value, key, partition, headers, timestamp_ms)
@@ -322,7 +327,7 @@ class Producer:
 
     def _prepare(
         self, topic: str, value: Any, key: Any, headers: Any, timestamp_ms: int | None
-    ) -> tuple:
+    ) -> Prepared:
         cfg = self.config
         if cfg.key_serializer is not None and key is not None:
             key = cfg.key_serializer(key)
@@ -341,7 +346,7 @@ class Producer:
         ts = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
         return ts, key, value, hdrs, size
 
-    def _try_append(self, topic: str, partition: int | None, rec: tuple, fut: Any) -> str:
+    def _try_append(self, topic: str, partition: int | None, rec: Prepared, fut: Any) -> str:
         """Fast path, any thread: 'ok', 'metadata' (topic unknown), 'partition' (an explicit
         partition past the known count) or 'space' (buffer full)."""
         self._check_open()
@@ -405,7 +410,7 @@ class Producer:
 
     async def send_many(
         self, topic: str, values_or_pairs: Iterable[Any], partition: int | None = None
-    ) -> asyncio.Future:
+    ) -> asyncio.Future[int]:
         """Queue many records without per-record futures. Items are values, or (key, value)
         pairs. Returns one future: the number of records once all are acknowledged, or the
         first error."""
@@ -430,7 +435,9 @@ class Producer:
             await self._wait_for_space(remaining)
         self._bulk_nowait(fut, topic, items, partition)
 
-    def _bulk_nowait(self, fut: Any, topic: str, items: list, partition: int | None) -> BulkResult:
+    def _bulk_nowait(
+        self, fut: Any, topic: str, items: BulkItems, partition: int | None
+    ) -> BulkResult:
         """Append `items` (metadata for `topic` must be known). Any thread."""
         self._check_open()
         if self._txn is not None:
@@ -455,8 +462,8 @@ class Producer:
                     )
                 self._acc.append_bulk(TopicPartition(topic, partition), ts, items, bulk, keyed)
             elif keyed:
-                groups: dict[int, list] = {}
-                sticky_items: list = []
+                groups: dict[int, BulkItems] = {}
+                sticky_items: BulkItems = []
                 for kv in items:
                     if kv[0] is None:
                         sticky_items.append(kv)
@@ -473,7 +480,7 @@ class Producer:
         return bulk
 
     def _bulk_sticky(
-        self, topic: str, n: int, md: Any, ts: int, items: list, bulk: BulkResult, keyed: bool
+        self, topic: str, n: int, md: Any, ts: int, items: BulkItems, bulk: BulkResult, keyed: bool
     ) -> None:
         with self._acc.lock:
             p = self._sticky.partition(topic, n, md.available_partitions(topic))
@@ -486,7 +493,7 @@ class Producer:
             v = self.config.value_serializer(v)
         return _to_bytes(v, "value")
 
-    def _serialize_pair(self, kv: Any) -> tuple:
+    def _serialize_pair(self, kv: Any) -> tuple[bytes | None, bytes | None]:
         cfg = self.config
         k, v = kv
         if cfg.key_serializer is not None and k is not None:
@@ -534,6 +541,6 @@ class Producer:
             self._sender.wake_event.set()
 
 
-def _resolve(fut: asyncio.Future) -> None:
+def _resolve(fut: asyncio.Future[None]) -> None:
     if not fut.done():
         fut.set_result(None)

@@ -30,12 +30,14 @@ import functools
 import logging
 import time
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 from client.aio.accumulator import ProducerBatch, RecordAccumulator
 from client.aio.cluster import ClusterClient
 from client.aio.futures import ack_delivery_futures
 from client.aio.idempotence import IdempotenceState
+from client.aio.link_settings import SenderSettings
 from client.aio.retry_log import RetryLog
 from client.aio.transactions import TransactionManager
 from client.aio.types import RecordMetadata, TopicPartition
@@ -50,6 +52,7 @@ from client.errors import (
 )
 from client.metrics import ProducerMetrics
 from client.protocol import VECTORED_MIN_BYTES, ApiKey, BinParts
+from client.protocol.body import Body
 from client.records import build_batch
 
 log = logging.getLogger(__name__)
@@ -75,17 +78,17 @@ class Sender:
 
     def __init__(
         self,
-        config: Any,
+        config: SimpleNamespace,
         cluster: ClusterClient,
         acc: RecordAccumulator,
         idempotent: bool = False,
     ) -> None:
-        self.config = config
+        self.settings = SenderSettings.from_config(config)  # (config: resolve_config's)
         self.idem = IdempotenceState() if idempotent else None
         # a transactional producer's (set by Producer.start): partitions are added to the
         # transaction before their first batch, and a failed batch fails the transaction
         self.txn: TransactionManager | None = None
-        self._init_task: asyncio.Task | None = None
+        self._init_task: asyncio.Task[None] | None = None
         self.cluster = cluster
         self.acc = acc
         self.wake_event = asyncio.Event()
@@ -93,10 +96,10 @@ class Sender:
         self.flushing = 0
         self.stopping = False
         self.stopping_hard = False
-        self._task: asyncio.Task | None = None
-        self._requests: set[asyncio.Task] = set()
+        self._task: asyncio.Task[None] | None = None
+        self._requests: set[asyncio.Task[None]] = set()
         self._busy_nodes: dict[int, int] = {}  # node -> produce requests in flight to it
-        self._refresh: asyncio.Task | None = None
+        self._refresh: asyncio.Task[None] | None = None
         self.space_freed = asyncio.Event()
         self.idle = asyncio.Event()
         self.retry_log = RetryLog(log)
@@ -175,7 +178,7 @@ class Sender:
         fsync instead of following it). Returns True if it encoded one."""
         if self.idem is not None and not self.idem.ready:
             return False
-        todo = self.acc.full_unencoded(self.muted, self.config.max_request_size)
+        todo = self.acc.full_unencoded(self.muted, self.settings.max_request_size)
         if not todo:
             return False
         self._encode(todo[0])
@@ -188,7 +191,7 @@ class Sender:
             self.retry_log.succeeded("init_producer_id")
         except GregorError as exc:
             self.retry_log.failed("init_producer_id", "InitProducerId (the producer id)", exc)
-            await asyncio.sleep(self.config.retry_backoff_ms / 1000)
+            await asyncio.sleep(self.settings.retry_backoff_ms / 1000)
         finally:
             self.wake_event.set()
 
@@ -200,7 +203,7 @@ class Sender:
         pid, epoch, seq = numbers
         b.payload = build_batch(
             b.entries,
-            compression=self.config.compression_type,
+            compression=self.settings.compression_type,
             timestamp_ms=b.timestamp_ms,
             producer_id=pid,
             producer_epoch=epoch,
@@ -214,7 +217,7 @@ class Sender:
             self.retry_log.succeeded("metadata")
         except GregorError as exc:
             self.retry_log.failed("metadata", "metadata refresh", exc)
-            await asyncio.sleep(self.config.retry_backoff_ms / 1000)
+            await asyncio.sleep(self.settings.retry_backoff_ms / 1000)
         finally:
             self.wake_event.set()
 
@@ -223,7 +226,7 @@ class Sender:
     ) -> float | None:
         md = self.cluster.metadata
         by_node: dict[int, list[tuple[TopicPartition, list[ProducerBatch]]]] = {}
-        backoff = now + self.config.retry_backoff_ms / 1000
+        backoff = now + self.settings.retry_backoff_ms / 1000
         usable: dict[int, bool] = {}  # leader -> known and not backing off (asked once each)
         number = self.idem.number if self.idem is not None else None
         leader_for = md.leader_for
@@ -273,7 +276,7 @@ class Sender:
             task.add_done_callback(functools.partial(self._request_done, busy))
         return next_at
 
-    def _request_done(self, busy: _Busy, task: asyncio.Task) -> None:
+    def _request_done(self, busy: _Busy, task: asyncio.Task[None]) -> None:
         self._requests.discard(task)
         busy.release()
         self.wake_event.set()  # the loop may be waiting for in-flight requests to end
@@ -286,8 +289,8 @@ class Sender:
         parts: list[tuple[TopicPartition, list[ProducerBatch]]],
         busy: _Busy,
     ) -> None:
-        cfg = self.config
-        topics: dict[str, list[dict]] = {}
+        cfg = self.settings
+        topics: dict[str, list[Body]] = {}
         nbytes = 0
         if self.idem is not None and not self.idem.ready:
             # the producer id was reset since these were drained: send them under the next one
@@ -300,7 +303,7 @@ class Sender:
             self.wake_event.set()
             return
         big = 0  # bytes of partitions with at least VECTORED_MIN_BYTES of batches
-        several: list[dict] = []  # partitions with more than one batch in this request
+        several: list[Body] = []  # partitions with more than one batch in this request
         try:
             for tp, batches in parts:
                 if len(batches) == 1:
@@ -390,7 +393,7 @@ class Sender:
             self.wake_event.set()
             return
         m.throttle.record(resp.get("throttle_time_ms", 0))
-        answered: dict[tuple[str, int], dict] = {}  # (a TopicPartition finds its tuple key)
+        answered: dict[tuple[str, int], Body] = {}  # (a TopicPartition finds its tuple key)
         for t in resp["topics"]:
             name = t["name"]
             for p in t["partitions"]:
@@ -456,7 +459,7 @@ class Sender:
         also kept as its `__cause__`."""
         msg = (
             f"{b.tp.topic}-{b.tp.partition}: {len(b.entries)} records expired after "
-            f"delivery.timeout.ms={self.config.delivery_timeout_ms}"
+            f"delivery.timeout.ms={self.settings.delivery_timeout_ms}"
         )
         last = b.last_error
         if last is not None:
@@ -493,7 +496,7 @@ class Sender:
         for b in batches:
             b.attempts += 1
             b.last_error = exc
-            if retriable and b.attempts <= self.config.retries and b.deadline > now:
+            if retriable and b.attempts <= self.settings.retries and b.deadline > now:
                 keep.append(b)
             else:
                 self._finish(b, exc)
@@ -509,7 +512,7 @@ class Sender:
                 keep[0].attempts,
             )
             self.retry_log.failed(tp, f"produce to {tp.topic}-{tp.partition} (broker {node})", exc)
-            self.acc.reenqueue(keep, now + self.config.retry_backoff_ms / 1000)
+            self.acc.reenqueue(keep, now + self.settings.retry_backoff_ms / 1000)
 
     def _finish(
         self,

@@ -46,6 +46,7 @@ from client.errors import (
     error_for_code,
 )
 from client.protocol import ApiKey
+from client.protocol.body import Body
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +105,7 @@ class TransactionManager:
         self.coordinator: int | None = None
         self.added: set[TopicPartition] = set()  # in the coordinator's transaction
         self._wanted: set[TopicPartition] = set()  # batches wait for these to be added
-        self._add_task: asyncio.Task | None = None
+        self._add_task: asyncio.Task[None] | None = None
         self._closed: ClientClosedError | None = None  # set by close()
         # a batch numbered under the current epoch failed: bump the epoch after the abort
         self.sequence_gap = False
@@ -304,11 +305,11 @@ class TransactionManager:
     async def _call(
         self,
         api: int,
-        body: dict,
+        body: Body,
         what: str,
-        error_of: Callable[[dict], int],
+        error_of: Callable[[Body], int],
         timeout_ms: int | None = None,
-    ) -> dict:
+    ) -> Body:
         """Send to the coordinator until an answer without a retriable error, for up to
         `timeout_ms` (max.block.ms): the answer, or the error raised."""
         cfg = self.config
@@ -380,7 +381,7 @@ class TransactionManager:
             await asyncio.wait([task])
 
 
-def _add_partitions_error(resp: dict) -> int:
+def _add_partitions_error(resp: Body) -> int:
     """The error of an AddPartitionsToTxn answer: the first that is not NONE or
     OPERATION_NOT_ATTEMPTED (the others' error when one partition was refused)."""
     codes = [p["error_code"] for t in resp["topics"] for p in t["partitions"]]

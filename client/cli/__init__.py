@@ -26,7 +26,7 @@ from client.cli import (
 )
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     for module in (
         topics,
         partitions,

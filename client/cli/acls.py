@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
 
 from client.cli.common import CommandError, add_bootstrap, client_config, reports_errors
 from client.security.acl import (
@@ -32,8 +33,11 @@ from client.security.acl import (
     parse_enum,
 )
 
+if TYPE_CHECKING:
+    from client import Admin
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("acls", help="add, remove and list ACLs")
     sub = p.add_subparsers(dest="acls_command", metavar="ACTION", required=True)
     for name, func, help_ in (
@@ -78,7 +82,7 @@ def _entry_options(c: argparse.ArgumentParser) -> None:
     )
 
 
-def _admin(args: argparse.Namespace):
+def _admin(args: argparse.Namespace) -> Admin:
     from client import Admin
 
     return Admin(client_config(args))

@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
 
 from client.cli.common import CommandError, add_bootstrap, client_config, reports_errors
 
+if TYPE_CHECKING:
+    from client import Admin
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("configs", help="describe and alter topic configs")
     sub = p.add_subparsers(dest="configs_command", metavar="ACTION", required=True)
 
@@ -43,13 +47,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     a.set_defaults(func=_alter)
 
 
-def _admin(args: argparse.Namespace):
+def _admin(args: argparse.Namespace) -> Admin:
     from client import Admin
 
     return Admin(client_config(args))
 
 
-def topic_overrides(admin, topic: str) -> dict[str, str | None]:
+def topic_overrides(admin: Admin, topic: str) -> dict[str, str | None]:
     """The topic's non-default configs (used by `topics describe` too)."""
     entries = admin.describe_configs(topics=[topic])[("topic", topic)]
     return {k: e.value for k, e in sorted(entries.items()) if not e.is_default}

@@ -22,7 +22,7 @@ from client.cli.formats import FormatError, compile_format, kafka_columns, rende
 from client.records.record import ConsumerRecord
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "consume",
         help="print records of a topic",

@@ -23,18 +23,21 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from client.cli.common import CommandError, client_config, reports_errors
 from client.cli.move_progress import MoveProgress, bytes_left, replica_sizes
 from client.cli.reassign_plan import Assignment, PlanError, generate
+
+if TYPE_CHECKING:
+    from client import Admin
 
 # how long a move of ours may look gone while its partition is still on the broker before it
 # counts as cancelled (a broker's metadata trails the controller's by far less)
 CANCEL_GRACE_S = 3.0
 
 
-def _admin(args: argparse.Namespace, **extra: Any):
+def _admin(args: argparse.Namespace, **extra: Any) -> Admin:
     from client import Admin
 
     return Admin(client_config(args, **extra))
@@ -44,7 +47,7 @@ class _Round:
     """One look at the cluster: each partition's replicas (a move's target when in flight),
     the moves in flight, and what is left to copy."""
 
-    def __init__(self, admin, broker: int) -> None:
+    def __init__(self, admin: Admin, broker: int) -> None:
         self.broker = broker
         self.replicas: Assignment = {}
         self.under_replicated: list[str] = []
@@ -64,7 +67,7 @@ class _Round:
         self.left = self.on_n | self.off_n
         self.sizes: dict[int, dict[tuple[str, int], int]] = {}
 
-    def bytes_left(self, sizes_admin) -> int:
+    def bytes_left(self, sizes_admin: Admin) -> int:
         """What the new replicas have left to copy: per partition left, its size on the broker
         (else the largest replica seen) less what its least advanced added replica holds."""
         self.sizes = replica_sizes(sizes_admin)

@@ -6,11 +6,15 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+from typing import TYPE_CHECKING
 
 from client.cli.common import CommandError, add_bootstrap, client_config, reports_errors
 
+if TYPE_CHECKING:
+    from client import Admin
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("groups", help="list consumer groups, describe one with its lag")
     sub = p.add_subparsers(dest="groups_command", metavar="ACTION", required=True)
 
@@ -61,7 +65,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     r.set_defaults(func=_reset_offsets)
 
 
-def _admin(args: argparse.Namespace):
+def _admin(args: argparse.Namespace) -> Admin:
     from client import Admin
 
     return Admin(client_config(args))

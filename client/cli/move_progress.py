@@ -13,13 +13,17 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Collection, Mapping
+from typing import TYPE_CHECKING
 
 from client.cli.common import on_terminal
+
+if TYPE_CHECKING:
+    from client import Admin
 
 Sizes = dict[int, dict[tuple[str, int], int]]
 
 
-def replica_sizes(admin) -> Sizes:
+def replica_sizes(admin: Admin) -> Sizes:
     """{broker: {(topic, partition): bytes}} of the live brokers that answer DescribeLogDirs."""
     from client.errors import GregorError
 

@@ -20,7 +20,9 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from client.cli.common import (
     CommandError,
@@ -31,8 +33,11 @@ from client.cli.common import (
 )
 from client.cli.reassign_plan import Assignment, PlanError, from_json, generate, to_json
 
+if TYPE_CHECKING:
+    from client import Admin
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("partitions", help="move partition replicas between brokers")
     sub = p.add_subparsers(dest="partitions_command", metavar="ACTION", required=True)
     r = sub.add_parser(
@@ -86,19 +91,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 THROTTLE_KEY = "follower.replication.throttled.rate"
 
 
-def set_throttle(admin, rate: int | None) -> None:
+def set_throttle(admin: Admin, rate: int | None) -> None:
     """Set (None: remove; removing a key that is not set is no error) the cluster-wide
     follower.replication.throttled.rate."""
     admin.incremental_alter_configs({("broker", ""): {THROTTLE_KEY: rate}})
 
 
-def _admin(args: argparse.Namespace):
+def _admin(args: argparse.Namespace) -> Admin:
     from client import Admin
 
     return Admin(client_config(args))
 
 
-def _names(items: dict) -> str:
+def _names(items: Mapping[tuple[str, int], object]) -> str:
     return ", ".join(f"{t}-{p}" for t, p in sorted(items))
 
 
@@ -118,7 +123,7 @@ def _read_plan(args: argparse.Namespace) -> Assignment:
     return plan
 
 
-def _current(admin, topics: list[str] | None) -> Assignment:
+def _current(admin: Admin, topics: list[str] | None) -> Assignment:
     names = admin.list_topics() if topics is None else topics
     out: Assignment = {}
     for name in names:
@@ -127,7 +132,7 @@ def _current(admin, topics: list[str] | None) -> Assignment:
     return out
 
 
-def _original(admin, plan: Assignment) -> Assignment:
+def _original(admin: Admin, plan: Assignment) -> Assignment:
     """The current replicas of the plan's partitions (a move in flight: its target)."""
     from client import TopicPartition
 
@@ -197,7 +202,7 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _execute(admin, plan: Assignment) -> int:
+def _execute(admin: Admin, plan: Assignment) -> int:
     from client import TopicPartition
 
     original = _original(admin, plan)
@@ -217,7 +222,7 @@ def _execute(admin, plan: Assignment) -> int:
     return 1 if failed else 0
 
 
-def _status(admin, plan: Assignment) -> dict[tuple[str, int], str]:
+def _status(admin: Admin, plan: Assignment) -> dict[tuple[str, int], str]:
     """Per partition: "complete", "in progress" or what differs from the plan."""
     from client import TopicPartition
 
@@ -241,7 +246,7 @@ def _status(admin, plan: Assignment) -> dict[tuple[str, int], str]:
     return out
 
 
-def _verify(admin, plan: Assignment, wait: bool, timeout: float) -> int:
+def _verify(admin: Admin, plan: Assignment, wait: bool, timeout: float) -> int:
     deadline = time.monotonic() + timeout
     live = wait and on_terminal(sys.stderr)
     while True:
@@ -265,7 +270,7 @@ def _verify(admin, plan: Assignment, wait: bool, timeout: float) -> int:
     return 0 if done == len(plan) else 1
 
 
-def _cancel(admin, plan: Assignment) -> int:
+def _cancel(admin: Admin, plan: Assignment) -> int:
     from client import TopicPartition
     from client.errors import NoReassignmentInProgressError
 

@@ -19,7 +19,7 @@ import json
 import sys
 import threading
 import time
-from typing import Any
+from typing import Any, TypedDict
 
 from client.cli.common import (
     ACKS_HELP,
@@ -31,7 +31,7 @@ from client.cli.common import (
 )
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("perf", help="producer/consumer throughput and latency (JSON)")
     sub = p.add_subparsers(dest="perf_command", metavar="ROLE", required=True)
     pp = sub.add_parser("produce", help="producer throughput and latency")
@@ -62,6 +62,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     pc.set_defaults(func=_consume)
 
 
+class ProduceSummary(TypedDict):
+    """`gregor perf produce`'s JSON line (scripts/bench reads it too)."""
+
+    role: str
+    mode: str
+    records: int
+    record_size: int
+    errors: int
+    seconds: float
+    records_per_s: float
+    mb_per_s: float
+    latency: dict[str, float]  # percentiles()
+
+
+class ConsumeSummary(TypedDict):
+    """`gregor perf consume`'s JSON line."""
+
+    role: str
+    records: int
+    seconds: float
+    records_per_s: float
+    mb_per_s: float
+
+
 def percentiles(samples: list[float], weights: list[int] | None = None) -> dict[str, float]:
     """p50/p99/p999 (ms) of `samples`, each counted `weights[i]` times."""
     if not samples:
@@ -90,7 +114,7 @@ def run_produce(
     chunk: int = 2000,
     throughput: float = 0,
     partition: int | None = None,
-) -> dict:
+) -> ProduceSummary:
     """The producer benchmark; returns the JSON summary (also used by scripts/bench)."""
     from client import Producer
 
@@ -176,7 +200,9 @@ def _pace(start: float, sent: int, rate: float) -> None:
         time.sleep(ahead)
 
 
-def run_consume(cfg: dict[str, Any], topic: str, num: int, timeout_ms: int = 30_000) -> dict:
+def run_consume(
+    cfg: dict[str, Any], topic: str, num: int, timeout_ms: int = 30_000
+) -> ConsumeSummary:
     from client import Consumer
 
     cfg = {"auto.offset.reset": "earliest", **cfg}

@@ -31,7 +31,7 @@ from client.cli.formats import FormatError, from_json
 MAX_UNCONFIRMED = 10_000  # futures kept before waiting for them (bounds memory on big inputs)
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "produce",
         help="send stdin lines as records",

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
 
 from client.cli.common import CommandError, add_bootstrap, client_config, reports_errors
 from client.quotas import (
@@ -27,8 +28,11 @@ from client.quotas import (
     USER,
 )
 
+if TYPE_CHECKING:
+    from client import Admin
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("quotas", help="set and describe client quotas (users, client ids)")
     sub = p.add_subparsers(dest="quotas_command", metavar="ACTION", required=True)
 
@@ -74,7 +78,7 @@ def _entity(args: argparse.Namespace) -> dict[str, str | None]:
     return out
 
 
-def _admin(args: argparse.Namespace):
+def _admin(args: argparse.Namespace) -> Admin:
     from client import Admin
 
     return Admin(client_config(args))

@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from client.cli.common import CommandError, add_bootstrap, client_config, reports_errors
 from client.cli.move_progress import MoveProgress, bytes_left, replica_sizes
 from client.cli.reassign_plan import Assignment, PlanError
 from client.cli.rebalance_plan import RebalancePlan, plan
+
+if TYPE_CHECKING:
+    from client import Admin
 
 # how long a complete move may take to show in the describe answers of the brokers (their
 # metadata trails the controller's by far less) before the leader election starts
@@ -52,13 +55,13 @@ def add_parser(sub: Any) -> None:
     r.set_defaults(func=run_rebalance)
 
 
-def _admin(args: argparse.Namespace, **extra: Any):
+def _admin(args: argparse.Namespace, **extra: Any) -> Admin:
     from client import Admin
 
     return Admin(client_config(args, **extra))
 
 
-def _placement(admin) -> tuple[Assignment, dict[tuple[str, int], int]]:
+def _placement(admin: Admin) -> tuple[Assignment, dict[tuple[str, int], int]]:
     """Every partition's replicas and leader."""
     replicas: Assignment = {}
     leaders: dict[tuple[str, int], int] = {}
@@ -141,7 +144,7 @@ def run_rebalance(args: argparse.Namespace) -> int:
         return code
 
 
-def _wait_moves(admin, sizes_admin, pl: RebalancePlan, deadline: float) -> None:
+def _wait_moves(admin: Admin, sizes_admin: Admin, pl: RebalancePlan, deadline: float) -> None:
     """Show the progress of the plan's moves until every one is complete: no longer in
     flight, and its partition on its target replicas, all in sync."""
     progress = MoveProgress()
@@ -174,7 +177,7 @@ def _wait_moves(admin, sizes_admin, pl: RebalancePlan, deadline: float) -> None:
         time.sleep(1.0)  # a human-facing refresh interval
 
 
-def _elect(admin, assignment: Assignment, deadline: float) -> int:
+def _elect(admin: Admin, assignment: Assignment, deadline: float) -> int:
     """Preferred leader elections until every partition is led by its first replica (one
     that cannot lead now, out of the ISR or down, is reported and left as it is)."""
     from client import TopicPartition

@@ -53,7 +53,9 @@ class RebalancePlan:
         return {**self.moves, **self.reorders}
 
 
-def _counts(assignment: Mapping[TopicPartition, Sequence[int]], brokers: Sequence[int]):
+def _counts(
+    assignment: Mapping[TopicPartition, Sequence[int]], brokers: Sequence[int]
+) -> tuple[dict[int, int], dict[int, int]]:
     replicas = dict.fromkeys(brokers, 0)
     leaders = dict.fromkeys(brokers, 0)
     for rs in assignment.values():

@@ -20,7 +20,7 @@ from client.cli.common import CommandError, on_terminal, reports_errors
 from client.cli.top_sample import Scrape, endpoint_url, sample, scrape
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "top",
         help="live view: brokers, partitions, busiest topics, group lag (from /metrics)",

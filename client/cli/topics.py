@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
 
 from client.cli.common import CommandError, add_bootstrap, client_config, reports_errors
 
+if TYPE_CHECKING:
+    from client import Admin
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("topics", help="create, list, describe, alter and delete topics")
     sub = p.add_subparsers(dest="topics_command", metavar="ACTION", required=True)
 
@@ -150,7 +154,7 @@ def parse_replica_assignment(text: str) -> list[list[int]]:
     return rows
 
 
-def _admin(args: argparse.Namespace):
+def _admin(args: argparse.Namespace) -> Admin:
     from client import Admin
 
     return Admin(client_config(args))

@@ -14,8 +14,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+from typing import TYPE_CHECKING
 
 from client.cli.common import CommandError, add_bootstrap, client_config, reports_errors
+
+if TYPE_CHECKING:
+    from client import Admin
 
 STATES = (
     "Empty",
@@ -28,7 +32,7 @@ STATES = (
 )
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "transactions", help="list and describe transactions, abort a stuck one"
     )
@@ -69,7 +73,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     a.set_defaults(func=_abort)
 
 
-def _admin(args: argparse.Namespace):
+def _admin(args: argparse.Namespace) -> Admin:
     from client import Admin
 
     return Admin(client_config(args))

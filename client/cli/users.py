@@ -19,13 +19,17 @@ import getpass
 import json
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from client.cli.common import CommandError, add_bootstrap, client_config, reports_errors
+
+if TYPE_CHECKING:
+    from client import Admin
 
 PASSWORD_ENV = "GREGOR_USER_PASSWORD"
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("users", help="create, delete and list SCRAM users")
     sub = p.add_subparsers(dest="users_command", metavar="ACTION", required=True)
 
@@ -56,7 +60,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ls.set_defaults(func=_list)
 
 
-def _admin(args: argparse.Namespace):
+def _admin(args: argparse.Namespace) -> Admin:
     from client import Admin
 
     return Admin(client_config(args))

@@ -65,9 +65,11 @@ class OffsetRange(NamedTuple):
         return self.end - self.start
 
 
-def to_json(
-    offsets: Mapping[TP, int], topic_ids: Mapping[str, str] | None = None
-) -> dict[str, dict[str, int | str]]:
+# Spark's offset JSON as an object: {"topic": {"0": offset, ..., "topicId": id}}
+OffsetsJson = dict[str, dict[str, int | str]]
+
+
+def to_json(offsets: Mapping[TP, int], topic_ids: Mapping[str, str] | None = None) -> OffsetsJson:
     """{(t, p): o} -> {"t": {"p": o, "topicId": id}} with sorted partition keys (stable
     checkpoints); "topicId" only for topics whose id is known."""
     out: dict[str, dict[str, int | str]] = {}

@@ -328,7 +328,9 @@ def _offset_spec(opts: dict[str, str], name: str, batch: bool | None, starting: 
     return OffsetSpec("offsets", entries, topic_ids=tuple(sorted(ids.items())))
 
 
-def _subscription(opts: dict[str, str]) -> tuple[str, tuple[str, ...], str, tuple]:
+def _subscription(
+    opts: dict[str, str],
+) -> tuple[str, tuple[str, ...], str, tuple[tuple[str, int], ...]]:
     given = [s for s in _STRATEGIES if s.lower() in opts]
     if len(given) != 1:
         raise ConfigError(

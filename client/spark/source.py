@@ -49,6 +49,8 @@ from client.spark.offsets import (
     LATEST_SENTINEL,
     READ_NEW_TOPIC,
     TP,
+    OffsetRange,
+    OffsetsJson,
     PartitionState,
     data_loss_reason,
     from_json,
@@ -87,7 +89,7 @@ def source_schema(include_headers: bool) -> StructType:
     return StructType(fields)
 
 
-def _to_partitions(opts: SourceOptions, ranges: list) -> list[RangePartition]:
+def _to_partitions(opts: SourceOptions, ranges: list[OffsetRange]) -> list[RangePartition]:
     return [
         RangePartition(
             i,
@@ -187,11 +189,11 @@ class GregorStreamReader(_PlannerHolder, DataSourceStreamReader, SupportsTrigger
     def __init__(self, opts: SourceOptions, schema: StructType) -> None:
         self.opts = opts
         self.schema = schema
-        self._initial: dict | None = None
+        self._initial: OffsetsJson | None = None
         self._target: dict[TP, int] | None = None  # Trigger.AvailableNow cap
 
     @surfaced
-    def initialOffset(self) -> dict:
+    def initialOffset(self) -> OffsetsJson:
         if self._initial is None:  # Spark may call this more than once: answer the same
             pl = self.planner
             state = pl.state()
@@ -213,7 +215,7 @@ class GregorStreamReader(_PlannerHolder, DataSourceStreamReader, SupportsTrigger
         log.info("availableNow target: %s", to_json(self._target))
 
     @surfaced
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+    def latestOffset(self, start: OffsetsJson, limit: ReadLimit) -> OffsetsJson:
         state = self.planner.state()
         ids = self.planner.topic_ids
         s = from_json(start)
@@ -235,12 +237,12 @@ class GregorStreamReader(_PlannerHolder, DataSourceStreamReader, SupportsTrigger
         return to_json(end, ids)
 
     @surfaced
-    def reportLatestOffset(self) -> dict | None:
+    def reportLatestOffset(self) -> OffsetsJson | None:
         state = self.planner.state()
         return to_json({tp: st.high_watermark for tp, st in state.items()}, self.planner.topic_ids)
 
     @surfaced
-    def partitions(self, start: dict, end: dict) -> list[RangePartition]:
+    def partitions(self, start: OffsetsJson, end: OffsetsJson) -> list[RangePartition]:
         s, e = from_json(start), from_json(end)
         fail = self.opts.fail_on_data_loss
         renewed = recreated(ids_from_json(start), ids_from_json(end))
@@ -279,7 +281,7 @@ class GregorStreamReader(_PlannerHolder, DataSourceStreamReader, SupportsTrigger
         # (a bare InputPartition when nothing was planned)
         return surfaced_iter(read_partition(partition, self.schema))
 
-    def commit(self, end: dict) -> None:
+    def commit(self, end: OffsetsJson) -> None:
         log.debug("committed %s", end)
 
     def stop(self) -> None:

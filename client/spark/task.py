@@ -18,13 +18,14 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from operator import itemgetter
 from typing import Any
 
 from pyspark.sql.datasource import InputPartition
 
 from client.errors import GregorTimeoutError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from client.records.record import ConsumerRecord
 from client.spark.offsets import PartitionState, data_loss_reason, report_data_loss
 
 log = logging.getLogger(__name__)
@@ -77,7 +78,7 @@ def _state(consumer: Any, tp: Any) -> PartitionState | None:
     return PartitionState(lo, hi)
 
 
-def iter_records(part: RangePartition) -> Iterator[list]:
+def iter_records(part: RangePartition) -> Iterator[list[ConsumerRecord]]:
     """Lists of ConsumerRecords with start <= offset < end, in offset order."""
     from client import Consumer, TopicPartition
 
@@ -143,15 +144,15 @@ def iter_records(part: RangePartition) -> Iterator[list]:
         consumer.close()
 
 
-def _headers(h: list) -> list[tuple[str, bytes | None]]:
+def _headers(h: Iterable[tuple[str, bytes | None]]) -> list[tuple[str, bytes | None]]:
     return [(k, v) for k, v in h]
 
 
-def read_tuples(part: RangePartition) -> Iterator[tuple]:
+def read_tuples(part: RangePartition) -> Iterator[tuple[object, ...]]:
     """Rows as tuples in schema order."""
     topic, partition, hdr = part.topic, part.partition, part.include_headers
     td = dt.timedelta
-    rows: list[tuple]
+    rows: list[tuple[object, ...]]
     for recs in iter_records(part):
         if hdr:
             rows = [
@@ -194,7 +195,7 @@ def read_arrow(part: RangePartition, schema: Any) -> Iterator[Any]:
     ts_type = types[5]
     g_off, g_ts, g_key, g_val, g_hdr = (itemgetter(i) for i in (2, 3, 4, 5, 6))
 
-    def binary(values: list, typ: Any) -> Any:
+    def binary(values: list[bytes | None], typ: Any) -> Any:
         if values.count(None) == len(values):  # all null (keyless): pa.array is slow on None
             return pa.nulls(len(values), typ)
         return pa.array(values, typ)

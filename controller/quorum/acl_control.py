@@ -10,6 +10,7 @@ import logging
 from typing import cast
 
 from client.errors import ErrorCode
+from client.protocol.body import Body
 from client.security.acl import validate_binding
 from client.security.acl_wire import binding_from_wire, binding_to_wire, filter_from_wire
 from controller.metadata.acls import record_from_binding
@@ -21,7 +22,7 @@ _log = logging.getLogger(__name__)
 
 
 class AclControlManager(ControlManager):
-    def create_acls(self, creations: list[dict]) -> list[AclCreationResult]:
+    def create_acls(self, creations: list[Body]) -> list[AclCreationResult]:
         """[{resource_type, resource_name, resource_pattern_type, principal, host, operation,
         permission_type}] → one {error_code, error_message} per creation, in order. A refused
         creation (INVALID_REQUEST) writes nothing; the others are written."""
@@ -49,7 +50,7 @@ class AclControlManager(ControlManager):
             _log.info("[controller=%d] %d ACL(s) created", self.settings.node_id, len(records))
         return results
 
-    def delete_acls(self, filters: list[dict]) -> list[AclDeletionResult]:
+    def delete_acls(self, filters: list[Body]) -> list[AclDeletionResult]:
         """[DeleteAcls filter] → one {error_code, error_message, matching_acls} per filter: the
         ACLs it matched, each removed once (a later filter matching one already removed by
         an earlier one does not list it again)."""

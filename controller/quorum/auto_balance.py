@@ -124,7 +124,7 @@ def plan(
             # a partition the donor does not lead first, then the most loaded donor (the
             # most leaders), then the lowest ids
             picked = None
-            best: tuple = ()
+            best: tuple[bool, int, int, int, tuple[str, int]] | tuple[()] = ()
             for tp, rs in after.items():
                 if tp in moved or not partitions[tp].movable or n in rs:
                     continue

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 
+from client.protocol.body import Body
 from controller.metadata.records import NO_LEADER
 from controller.quorum import auto_balance
 from controller.quorum.cluster_control import ClusterControlManager
@@ -164,7 +165,7 @@ class AutoBalanceControlManager(ControlManager):
         return result.moves
 
     def _start(self, moves: list[auto_balance.Move]) -> None:
-        by_topic: dict[str, list[dict]] = {}
+        by_topic: dict[str, list[Body]] = {}
         for m in moves:
             by_topic.setdefault(m.tp[0], []).append(
                 {"partition_index": m.tp[1], "replicas": list(m.target)}

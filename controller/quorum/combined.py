@@ -50,6 +50,7 @@ from typing import Any
 
 from client.errors import NotControllerError
 from client.fsutil import fsync_dir, make_dirs, write_atomic
+from client.protocol.body import Body
 from controller.metadata.image import MetadataImage
 from controller.metadata.records import encode_record
 from controller.metadata.snapshot import image_to_records
@@ -210,7 +211,7 @@ class CombinedController:
         self._started = False
         self._stopped = False
 
-    def _send(self, to: int, message: dict) -> None:
+    def _send(self, to: int, message: Body) -> None:
         # One voter, no observers: the Raft node never addresses anyone else.
         raise AssertionError(f"one-voter quorum of node {self.node_id} sent to {to}: {message}")
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from client.errors import BrokerResponseError, InvalidConfigError
+from client.protocol.body import Body
 from controller.quorum.state import ControlManager
 from controller.quorum.topic_configs import validate_topic_config
 from controller.quorum.validation import config_change_records
@@ -29,7 +30,7 @@ class ConfigurationControlManager(ControlManager):
                 raise InvalidConfigError(f"{k}: {err}")
 
     def incremental_alter_configs(
-        self, resources: list[dict], validate_only: bool = False
+        self, resources: list[Body], validate_only: bool = False
     ) -> list[AlterConfigsResult]:
         """IncrementalAlterConfigs: resources [{resource_type (2 topic, 4 broker), resource_name,
         configs: [{name, config_operation (0 set, 1 delete), value}]}] →

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from client.errors import ErrorCode, InconsistentClusterIdError
+from client.protocol.body import Body
 from controller.quorum.runner import ControllerThread
 from controller.results import (
     AclCreationResult,
@@ -119,7 +120,7 @@ class InProcessChannel:
         )
 
     def alter_partition(
-        self, broker_id: int, broker_epoch: int, topics: list[dict]
+        self, broker_id: int, broker_epoch: int, topics: list[Body]
     ) -> Future[AlterPartitionResult]:
         return self.runner.submit(
             lambda c: c.replication.alter_partition(broker_id, broker_epoch, topics)
@@ -131,7 +132,7 @@ class InProcessChannel:
         )
 
     def create_topics(
-        self, requests: list[dict], validate_only: bool = False
+        self, requests: list[Body], validate_only: bool = False
     ) -> Future[list[CreateTopicResult]]:
         return self.runner.submit(lambda c: c.replication.create_topics(requests, validate_only))
 
@@ -139,7 +140,7 @@ class InProcessChannel:
         return self.runner.submit(lambda c: c.replication.delete_topics(names))
 
     def create_partitions(
-        self, topics: list[dict], validate_only: bool = False
+        self, topics: list[Body], validate_only: bool = False
     ) -> Future[list[TopicResult]]:
         return self.runner.submit(lambda c: c.replication.create_partitions(topics, validate_only))
 
@@ -149,32 +150,32 @@ class InProcessChannel:
         return self.runner.submit(lambda c: c.replication.elect_leaders(election_type, partitions))
 
     def incremental_alter_configs(
-        self, resources: list[dict], validate_only: bool = False
+        self, resources: list[Body], validate_only: bool = False
     ) -> Future[list[AlterConfigsResult]]:
         return self.runner.submit(
             lambda c: c.configs.incremental_alter_configs(resources, validate_only)
         )
 
     def alter_user_scram_credentials(
-        self, deletions: list[dict], upsertions: list[dict]
+        self, deletions: list[Body], upsertions: list[Body]
     ) -> Future[list[ScramCredentialResult]]:
         return self.runner.submit(
             lambda c: c.scram.alter_user_scram_credentials(deletions, upsertions)
         )
 
     def alter_client_quotas(
-        self, entries: list[dict], validate_only: bool = False
+        self, entries: list[Body], validate_only: bool = False
     ) -> Future[list[ClientQuotaAlterResult]]:
         return self.runner.submit(lambda c: c.quotas.alter_client_quotas(entries, validate_only))
 
-    def create_acls(self, creations: list[dict]) -> Future[list[AclCreationResult]]:
+    def create_acls(self, creations: list[Body]) -> Future[list[AclCreationResult]]:
         return self.runner.submit(lambda c: c.acls.create_acls(creations))
 
-    def delete_acls(self, filters: list[dict]) -> Future[list[AclDeletionResult]]:
+    def delete_acls(self, filters: list[Body]) -> Future[list[AclDeletionResult]]:
         return self.runner.submit(lambda c: c.acls.delete_acls(filters))
 
     def alter_partition_reassignments(
-        self, topics: list[dict]
+        self, topics: list[Body]
     ) -> Future[list[ReassignmentTopicResult]]:
         return self.runner.submit(lambda c: c.reassignments.alter_partition_reassignments(topics))
 

@@ -20,6 +20,7 @@ import logging
 from collections.abc import Callable
 
 from client.errors import ErrorCode
+from client.protocol.body import Body
 from controller.quorum.raft_log import RaftMetadataLog
 from controller.raft.membership import Membership, MembershipError
 
@@ -102,7 +103,7 @@ class MembershipService:
         return None if addr is None else f"{addr[0]}:{addr[1]}"
 
     # -- handlers ------------------------------------------------------------------------------
-    async def add_raft_voter(self, body: dict) -> dict:
+    async def add_raft_voter(self, body: Body) -> Body:
         voter_id, endpoint = body["voter_id"], body["endpoint"]
         if voter_id < 0:
             return _error(ErrorCode.INVALID_REQUEST, f"voter_id {voter_id} is negative")
@@ -112,10 +113,10 @@ class MembershipService:
             return _error(ErrorCode.INVALID_REQUEST, str(e))
         return await self._drive("add", voter_id, endpoint, body["timeout_ms"])
 
-    async def remove_raft_voter(self, body: dict) -> dict:
+    async def remove_raft_voter(self, body: Body) -> Body:
         return await self._drive("remove", body["voter_id"], "", body["timeout_ms"])
 
-    async def _drive(self, op: str, voter_id: int, endpoint: str, timeout_ms: int) -> dict:
+    async def _drive(self, op: str, voter_id: int, endpoint: str, timeout_ms: int) -> Body:
         """Step the change each tick until it is committed (NotControllerError propagates)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + min(max(timeout_ms, 0), MAX_TIMEOUT_MS) / 1000.0
@@ -154,5 +155,5 @@ class MembershipService:
         return f"{op} controller {voter_id} not done yet"
 
 
-def _error(code: ErrorCode, message: str) -> dict:
+def _error(code: ErrorCode, message: str) -> Body:
     return {"error_code": int(code), "error_message": message}

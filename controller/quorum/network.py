@@ -33,6 +33,7 @@ import msgpack
 import client.protocol  # noqa: F401  (registers every schema)
 from client.errors import ErrorCode, InvalidRequestError, NotControllerError
 from client.protocol.api_keys import ApiKey
+from client.protocol.body import Body
 from client.protocol.framing import (
     FrameDecoder,
     decode_request,
@@ -85,9 +86,9 @@ class PeerTransport:
         self.loop = loop
         self.max_queue = max_queue
         self.backoff_s = reconnect_backoff_ms / 1000.0
-        self._queues: dict[int, asyncio.Queue] = {}
-        self._tasks: list[asyncio.Task] = []
-        self._by_peer: dict[int, asyncio.Task] = {}
+        self._queues: dict[int, asyncio.Queue[bytes]] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._by_peer: dict[int, asyncio.Task[None]] = {}
         self.dropped = 0
 
     def start(self) -> None:
@@ -95,7 +96,7 @@ class PeerTransport:
             self._start_writer(peer)
 
     def _start_writer(self, peer: int) -> None:
-        q: asyncio.Queue = asyncio.Queue(self.max_queue)
+        q: asyncio.Queue[bytes] = asyncio.Queue(self.max_queue)
         self._queues[peer] = q
         task = self.loop.create_task(self._writer(peer, q))
         self._tasks.append(task)
@@ -118,7 +119,7 @@ class PeerTransport:
                 self.peers[peer] = addr
                 self._start_writer(peer)
 
-    def send(self, to: int, message: dict) -> None:
+    def send(self, to: int, message: Body) -> None:
         q = self._queues.get(to)
         if q is None:
             _log.warning("[controller=%d] no address for raft peer %d", self.node_id, to)
@@ -138,7 +139,7 @@ class PeerTransport:
         except asyncio.QueueFull:
             self.dropped += 1
 
-    async def _writer(self, peer: int, q: asyncio.Queue) -> None:
+    async def _writer(self, peer: int, q: asyncio.Queue[bytes]) -> None:
         host, port = self.peers[peer]
         while True:
             try:
@@ -192,7 +193,7 @@ class PeerTransport:
                 await t
 
 
-Handler = Callable[[dict], Any]  # returns a body dict or an awaitable of one
+Handler = Callable[[Body], Any]  # returns a body Body or an awaitable of one
 
 
 class ControllerServer:
@@ -219,7 +220,7 @@ class ControllerServer:
         self.node_id = node_id
         self.leader_hint = leader_hint or (lambda: (-1, None))
         self._server: asyncio.base_events.Server | None = None
-        self._conns: dict[asyncio.Task, asyncio.StreamWriter] = {}
+        self._conns: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
 
     async def start(self) -> tuple[str, int]:
         self._server = await asyncio.start_server(
@@ -239,7 +240,7 @@ class ControllerServer:
         if self._conns:
             await asyncio.wait(list(self._conns), timeout=5)
 
-    def api_versions(self) -> list[dict]:
+    def api_versions(self) -> list[Body]:
         keys = sorted(set(self.handlers) | {ApiKey.API_VERSIONS})
         return [
             {
@@ -283,7 +284,7 @@ class ControllerServer:
             self._conns.pop(task, None)
             writer.close()
 
-    async def _dispatch(self, api_key: int, version: int, body: dict) -> dict:
+    async def _dispatch(self, api_key: int, version: int, body: Body) -> Body:
         spec = API_SPECS.get(api_key)
         if api_key == ApiKey.API_VERSIONS:
             return {"error_code": 0, "api_keys": self.api_versions(), "throttle_time_ms": 0}
@@ -313,12 +314,12 @@ def request(
     host: str,
     port: int,
     api_key: int,
-    body: dict,
+    body: Body,
     version: int = 0,
     timeout: float = 5.0,
     client_id: str = "gregor-cli",
     ssl_context: ssl.SSLContext | None = None,
-) -> dict:
+) -> Body:
     """Send one request and return the response body (blocking; any thread). `ssl_context`:
     over TLS (the controllers' listener is SSL); ssl.SSLError (an OSError) when it fails."""
     with _connect(host, port, timeout, ssl_context) as s:

@@ -40,6 +40,7 @@ from client.fsutil import DirectoryLock, make_dirs
 from client.protocol.api_keys import ApiKey
 from client.protocol.apis.admin import group_election_results
 from client.protocol.apis.reassignments import flatten_topic_partitions
+from client.protocol.body import Body
 from client.protocol.schema import API_SPECS
 from client.security.tls import ReloadableContext
 from controller.metadata.delta import MetadataDelta
@@ -341,7 +342,7 @@ class ControllerProcess:
         if self.on_fatal is not None:
             self.on_fatal(exc)
 
-    def _raft_message(self, body: dict) -> dict:
+    def _raft_message(self, body: Body) -> Body:
         assert self.log is not None
         theirs, ours = body.get("cluster_id"), self.cluster_id()
         if theirs is not None and ours is not None and theirs != ours:
@@ -377,7 +378,7 @@ class ControllerProcess:
         lid = self.log.node.leader_id
         return (-1 if lid is None else lid), self._leader_endpoint()
 
-    def _describe_quorum(self, body: dict) -> DescribeQuorumResult:
+    def _describe_quorum(self, body: Body) -> DescribeQuorumResult:
         assert self.log is not None
         now = time.monotonic()
         brokers: list[QuorumReplica] = [
@@ -386,12 +387,12 @@ class ControllerProcess:
         ]
         return describe_quorum_body(self.log, self._leader_endpoint(), brokers)
 
-    def _on_commit(self, _records: list) -> None:
+    def _on_commit(self, _records: list[tuple[int, bytes]]) -> None:
         # On the controller loop (RaftMetadataLog notifies there): wake parked MetadataFetches.
         self._committed.set()
         self._committed = asyncio.Event()
 
-    async def _metadata_fetch(self, body: dict) -> dict:
+    async def _metadata_fetch(self, body: Body) -> Body:
         assert self.log is not None
         self._note_observer(body)
         resp = self._metadata_fetch_now(body)
@@ -402,7 +403,7 @@ class ControllerProcess:
             resp = self._metadata_fetch_now(body)
         return resp
 
-    def _note_observer(self, body: dict) -> None:
+    def _note_observer(self, body: Body) -> None:
         """Remember a broker's fetch position (its log end offset) for DescribeQuorum."""
         rid = body.get("replica_id", -1)
         if rid is None or rid < 0:
@@ -412,7 +413,7 @@ class ControllerProcess:
         while len(self._observers) > MAX_OBSERVERS:
             del self._observers[next(iter(self._observers))]
 
-    def _metadata_fetch_now(self, body: dict) -> dict:
+    def _metadata_fetch_now(self, body: Body) -> Body:
         assert self.log is not None
         leader = self.log.node.leader_id
         resp: dict[str, Any] = {
@@ -440,7 +441,7 @@ class ControllerProcess:
         assert self.runner is not None
         return await asyncio.wrap_future(self.runner.submit(call))
 
-    async def _broker_registration(self, b: dict) -> BrokerRegistrationResult:
+    async def _broker_registration(self, b: Body) -> BrokerRegistrationResult:
         endpoints = [(e["name"], e["host"], e["port"]) for e in b.get("endpoints") or ()]
         return await self._call(
             lambda c: c.cluster.register_broker(
@@ -454,7 +455,7 @@ class ControllerProcess:
             )
         )
 
-    async def _broker_heartbeat(self, b: dict) -> BrokerHeartbeatResult:
+    async def _broker_heartbeat(self, b: Body) -> BrokerHeartbeatResult:
         failed = [(r["topic"], r["partition"]) for r in b.get("failed_replicas", ())]
         return await self._call(
             lambda c: c.cluster.broker_heartbeat(
@@ -468,18 +469,18 @@ class ControllerProcess:
             )
         )
 
-    async def _create_topics(self, b: dict) -> dict:
+    async def _create_topics(self, b: Body) -> Body:
         validate = b.get("validate_only", False)
         topics = await self._call(lambda c: c.replication.create_topics(b["topics"], validate))
         return {"topics": topics, "throttle_time_ms": 0}
 
-    async def _delete_topics(self, b: dict) -> dict:
+    async def _delete_topics(self, b: Body) -> Body:
         return {
             "responses": await self._call(lambda c: c.replication.delete_topics(b["topic_names"])),
             "throttle_time_ms": 0,
         }
 
-    async def _create_partitions(self, b: dict) -> dict:
+    async def _create_partitions(self, b: Body) -> Body:
         topics = [
             {
                 "name": t["name"],
@@ -494,34 +495,34 @@ class ControllerProcess:
         results = await self._call(lambda c: c.replication.create_partitions(topics, validate))
         return {"results": results, "throttle_time_ms": 0}
 
-    async def _incremental_alter_configs(self, b: dict) -> dict:
+    async def _incremental_alter_configs(self, b: Body) -> Body:
         validate = b.get("validate_only", False)
         results = await self._call(
             lambda c: c.configs.incremental_alter_configs(b["resources"], validate)
         )
         return {"responses": results, "throttle_time_ms": 0}
 
-    async def _alter_user_scram_credentials(self, b: dict) -> dict:
+    async def _alter_user_scram_credentials(self, b: Body) -> Body:
         results = await self._call(
             lambda c: c.scram.alter_user_scram_credentials(b["deletions"], b["upsertions"])
         )
         return {"results": results, "throttle_time_ms": 0}
 
-    async def _alter_client_quotas(self, b: dict) -> dict:
+    async def _alter_client_quotas(self, b: Body) -> Body:
         results = await self._call(
             lambda c: c.quotas.alter_client_quotas(b["entries"], b["validate_only"])
         )
         return {"entries": results, "throttle_time_ms": 0}
 
-    async def _create_acls(self, b: dict) -> dict:
+    async def _create_acls(self, b: Body) -> Body:
         results = await self._call(lambda c: c.acls.create_acls(b["creations"]))
         return {"results": results, "throttle_time_ms": 0}
 
-    async def _delete_acls(self, b: dict) -> dict:
+    async def _delete_acls(self, b: Body) -> Body:
         results = await self._call(lambda c: c.acls.delete_acls(b["filters"]))
         return {"filter_results": results, "throttle_time_ms": 0}
 
-    async def _elect_leaders(self, b: dict) -> dict:
+    async def _elect_leaders(self, b: Body) -> Body:
         tps = b.get("topic_partitions")
         partitions = (
             None if tps is None else [(t["topic"], p) for t in tps for p in t["partitions"]]
@@ -535,25 +536,25 @@ class ControllerProcess:
             "replica_election_results": group_election_results(results),
         }
 
-    async def _alter_partition_reassignments(self, b: dict) -> dict:
+    async def _alter_partition_reassignments(self, b: Body) -> Body:
         results = await self._call(
             lambda c: c.reassignments.alter_partition_reassignments(b["topics"])
         )
         return {"throttle_time_ms": 0, "error_code": 0, "responses": results}
 
-    async def _list_partition_reassignments(self, b: dict) -> dict:
+    async def _list_partition_reassignments(self, b: Body) -> Body:
         partitions = flatten_topic_partitions(b.get("topics"))
         topics = await self._call(
             lambda c: c.reassignments.list_partition_reassignments(partitions)
         )
         return {"throttle_time_ms": 0, "error_code": 0, "topics": topics}
 
-    async def _allocate_producer_ids(self, b: dict) -> ProducerIdsResult:
+    async def _allocate_producer_ids(self, b: Body) -> ProducerIdsResult:
         return await self._call(
             lambda c: c.cluster.allocate_producer_ids(b["broker_id"], b["broker_epoch"])
         )
 
-    async def _alter_partition(self, b: dict) -> AlterPartitionResult:
+    async def _alter_partition(self, b: Body) -> AlterPartitionResult:
         return await self._call(
             lambda c: c.replication.alter_partition(b["broker_id"], b["broker_epoch"], b["topics"])
         )

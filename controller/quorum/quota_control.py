@@ -6,6 +6,7 @@ key set or removed. Each entry of a request is checked on its own and written or
 from __future__ import annotations
 
 from client.errors import ErrorCode
+from client.protocol.body import Body
 from client.quotas import check_value, make_entity
 from controller.metadata.records import ClientQuota
 from controller.quorum.state import ControlManager
@@ -14,7 +15,7 @@ from controller.results import ClientQuotaAlterResult, QuotaEntityPart
 
 class ClientQuotaControlManager(ControlManager):
     def alter_client_quotas(
-        self, entries: list[dict], validate_only: bool = False
+        self, entries: list[Body], validate_only: bool = False
     ) -> list[ClientQuotaAlterResult]:
         """entries [{entity: [{entity_type, entity_name}], ops: [{key, value, remove}]}] →
         [{error_code, error_message, entity}], one per entry, in order. `validate_only`:
@@ -37,7 +38,7 @@ class ClientQuotaControlManager(ControlManager):
             self._write(records)
         return results
 
-    def _entry_records(self, entry: dict) -> tuple[list[ClientQuota], str | None]:
+    def _entry_records(self, entry: Body) -> tuple[list[ClientQuota], str | None]:
         parts: dict[str, str | None] = {}
         for e in entry["entity"]:
             if e["entity_type"] in parts:

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from client.errors import CorruptRecordError, NotControllerError, OffsetOutOfRangeError
+from client.protocol.body import Body
 from controller.metadata.records import ClusterId, decode_record
 from controller.metadata.snapshot import load_snapshot
 from controller.quorum.log import Listener, MetadataLog, notify_listeners
@@ -39,7 +40,7 @@ from controller.raft.storage import RaftStorage
 
 _log = logging.getLogger(__name__)
 
-Send = Callable[[int, dict], None]
+Send = Callable[[int, Body], None]
 
 # Entries per AppendEntries. A CreateTopics of 100 topics x 10 partitions is one proposal of
 # 1,100 records; with 64 per message the commit (and every voter's MetadataLoader, which copies
@@ -129,7 +130,7 @@ class RaftMetadataLog(MetadataLog):
         assert self._loop is not None
         self._timer = self._loop.call_later(self.tick_ms / 1000.0, self._tick)
 
-    def receive(self, message: dict) -> None:
+    def receive(self, message: Body) -> None:
         """A Raft message from the network (on the loop thread). ValueError if malformed."""
         if self._closed:
             return

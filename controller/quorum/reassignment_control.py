@@ -14,6 +14,7 @@ import logging
 from typing import Any
 
 from client.errors import ErrorCode
+from client.protocol.body import Body
 from controller.metadata.records import PartitionChange
 from controller.quorum import reassignment
 from controller.quorum.cluster_control import ClusterControlManager
@@ -45,7 +46,7 @@ class ReassignmentControlManager(ControlManager):
         # same image again is skipped (it scans every partition)
         self._idle_at_offset = -2
 
-    def alter_partition_reassignments(self, topics: list[dict]) -> list[ReassignmentTopicResult]:
+    def alter_partition_reassignments(self, topics: list[Body]) -> list[ReassignmentTopicResult]:
         """AlterPartitionReassignments: topics [{name, partitions: [{partition_index,
         replicas: [broker ids] | None}]}] → [{name, partitions: [{partition_index, error_code,
         error_message}]}] in request order. `replicas` None cancels the partition's

@@ -33,6 +33,7 @@ from client.errors import (
 from client.protocol.api_keys import ApiKey
 from client.protocol.apis.admin import flatten_election_results, group_partitions
 from client.protocol.apis.reassignments import group_topic_partitions
+from client.protocol.body import Body
 from client.security.tls import ReloadableContext
 from controller.quorum.leader_tracker import LeaderTracker, client_context_of, voters_of
 from controller.quorum.network import request
@@ -99,8 +100,8 @@ class RemoteController:
     def _send(
         self,
         api_key: ApiKey,
-        body: dict,
-        unwrap: Callable[[dict], T],
+        body: Body,
+        unwrap: Callable[[Body], T],
         timeout_ms: int | None = None,
     ) -> concurrent.futures.Future[T]:
         """Send `body` to the active controller on the pool; the future resolves with
@@ -119,11 +120,11 @@ class RemoteController:
         fut.add_done_callback(self._release)
         return fut
 
-    def _release(self, _fut: concurrent.futures.Future) -> None:
+    def _release(self, _fut: concurrent.futures.Future[T]) -> None:
         with self._lock:
             self._pending -= 1
 
-    def _run(self, api_key: ApiKey, body: dict, unwrap: Callable[[dict], T], timeout_s: float) -> T:
+    def _run(self, api_key: ApiKey, body: Body, unwrap: Callable[[Body], T], timeout_s: float) -> T:
         deadline = time.monotonic() + timeout_s
         last: str | None = None  # what the last failed attempt got
         tried: dict[int, str] = {}  # voter id -> "ID@HOST:PORT", in the order tried
@@ -239,7 +240,7 @@ class RemoteController:
         return self._send(ApiKey.BROKER_HEARTBEAT, body, _heartbeat, timeout_ms)
 
     def alter_partition(
-        self, broker_id: int, broker_epoch: int, topics: list[dict]
+        self, broker_id: int, broker_epoch: int, topics: list[Body]
     ) -> concurrent.futures.Future[AlterPartitionResult]:
         body = {"broker_id": broker_id, "broker_epoch": broker_epoch, "topics": topics}
         return self._send(ApiKey.ALTER_PARTITION, body, _as(AlterPartitionResult))
@@ -251,7 +252,7 @@ class RemoteController:
         return self._send(ApiKey.ALLOCATE_PRODUCER_IDS, body, _as(ProducerIdsResult))
 
     def create_topics(
-        self, requests: list[dict], validate_only: bool = False
+        self, requests: list[Body], validate_only: bool = False
     ) -> concurrent.futures.Future[list[CreateTopicResult]]:
         body = {"topics": requests, "timeout_ms": _TIMEOUT_MS, "validate_only": validate_only}
         return self._send(ApiKey.CREATE_TOPICS, body, _field("topics", CreateTopicResult))
@@ -261,7 +262,7 @@ class RemoteController:
         return self._send(ApiKey.DELETE_TOPICS, body, _field("responses", TopicResult))
 
     def create_partitions(
-        self, topics: list[dict], validate_only: bool = False
+        self, topics: list[Body], validate_only: bool = False
     ) -> concurrent.futures.Future[list[TopicResult]]:
         body = create_partitions_body(topics, validate_only)
         return self._send(ApiKey.CREATE_PARTITIONS, body, _field("results", TopicResult))
@@ -273,7 +274,7 @@ class RemoteController:
         return self._send(ApiKey.ELECT_LEADERS, body, _elected)
 
     def incremental_alter_configs(
-        self, resources: list[dict], validate_only: bool = False
+        self, resources: list[Body], validate_only: bool = False
     ) -> concurrent.futures.Future[list[AlterConfigsResult]]:
         body = {"resources": resources, "validate_only": validate_only}
         return self._send(
@@ -281,7 +282,7 @@ class RemoteController:
         )
 
     def alter_user_scram_credentials(
-        self, deletions: list[dict], upsertions: list[dict]
+        self, deletions: list[Body], upsertions: list[Body]
     ) -> concurrent.futures.Future[list[ScramCredentialResult]]:
         body = {"deletions": deletions, "upsertions": upsertions}
         return self._send(
@@ -289,7 +290,7 @@ class RemoteController:
         )
 
     def alter_client_quotas(
-        self, entries: list[dict], validate_only: bool = False
+        self, entries: list[Body], validate_only: bool = False
     ) -> concurrent.futures.Future[list[ClientQuotaAlterResult]]:
         body = {"entries": entries, "validate_only": validate_only}
         return self._send(
@@ -297,19 +298,19 @@ class RemoteController:
         )
 
     def create_acls(
-        self, creations: list[dict]
+        self, creations: list[Body]
     ) -> concurrent.futures.Future[list[AclCreationResult]]:
         body = {"creations": creations}
         return self._send(ApiKey.CREATE_ACLS, body, _field("results", AclCreationResult))
 
     def delete_acls(
-        self, filters: list[dict]
+        self, filters: list[Body]
     ) -> concurrent.futures.Future[list[AclDeletionResult]]:
         body = {"filters": filters}
         return self._send(ApiKey.DELETE_ACLS, body, _field("filter_results", AclDeletionResult))
 
     def alter_partition_reassignments(
-        self, topics: list[dict]
+        self, topics: list[Body]
     ) -> concurrent.futures.Future[list[ReassignmentTopicResult]]:
         return self._send(
             ApiKey.ALTER_PARTITION_REASSIGNMENTS,
@@ -336,7 +337,7 @@ class RemoteController:
 _TIMEOUT_MS = 30_000  # CreateTopics/DeleteTopics/CreatePartitions' own timeout_ms field
 
 
-def create_partitions_body(topics: list[dict], validate_only: bool) -> dict:
+def create_partitions_body(topics: list[Body], validate_only: bool) -> Body:
     """CreatePartitions' request body: each topic's `assignments` ([[broker ids]] per new
     partition, or None: the controller places them; [] stays [], a list of the wrong length)."""
     wire = [
@@ -352,18 +353,18 @@ def create_partitions_body(topics: list[dict], validate_only: bool) -> dict:
     return {"topics": wire, "timeout_ms": _TIMEOUT_MS, "validate_only": validate_only}
 
 
-def _as(_result: type[T]) -> Callable[[dict], T]:
+def _as(_result: type[T]) -> Callable[[Body], T]:
     """The answer itself is the result: its wire body has the result's keys (decoded by the
     schema of its API, client/protocol/)."""
     return lambda r: cast(T, r)
 
 
-def _field(key: str, _item: type[T]) -> Callable[[dict], list[T]]:
+def _field(key: str, _item: type[T]) -> Callable[[Body], list[T]]:
     """The result is the answer's per-item list `key`."""
     return lambda r: cast("list[T]", r[key])
 
 
-def _registered(r: dict) -> BrokerRegistrationResult:
+def _registered(r: Body) -> BrokerRegistrationResult:
     """BrokerRegistration's answer; INCONSISTENT_CLUSTER_ID is raised (the broker cannot go
     on, and the message names both ids), anything else is the caller's to judge."""
     if r["error_code"] == ErrorCode.INCONSISTENT_CLUSTER_ID:
@@ -375,7 +376,7 @@ def _registered(r: dict) -> BrokerRegistrationResult:
     }
 
 
-def _heartbeat(r: dict) -> BrokerHeartbeatResult:
+def _heartbeat(r: Body) -> BrokerHeartbeatResult:
     return {
         "error_code": r.get("error_code", 0),
         "is_caught_up": r.get("is_caught_up", False),
@@ -384,7 +385,7 @@ def _heartbeat(r: dict) -> BrokerHeartbeatResult:
     }
 
 
-def _elected(r: dict) -> list[ElectionResult]:
+def _elected(r: Body) -> list[ElectionResult]:
     return cast("list[ElectionResult]", flatten_election_results(r["replica_election_results"]))
 
 

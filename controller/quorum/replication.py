@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from client.errors import ErrorCode
+from client.protocol.body import Body
 from controller.metadata.image import MetadataImage, PartitionRegistration
 from controller.metadata.records import NO_LEADER, PartitionChange
 
@@ -187,7 +188,7 @@ def unclean_leader_changes(
 
 
 def check_isr_change(
-    reg: PartitionRegistration, broker_id: int, request: dict, eligible: set[int]
+    reg: PartitionRegistration, broker_id: int, request: Body, eligible: set[int]
 ) -> tuple[int, tuple[int, ...] | None]:
     """Validate one AlterPartition partition request from `broker_id` against the current
     registration: (error code, new ISR when it differs from the current one, else None).

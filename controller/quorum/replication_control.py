@@ -21,11 +21,13 @@ from client.errors import (
     UnknownTopicOrPartitionError,
 )
 from client.protocol.apis.admin import ELECTION_PREFERRED, ELECTION_UNCLEAN
+from client.protocol.body import Body
 from controller.metadata.placement import assign_replicas
 from controller.metadata.records import (
     NO_LEADER,
     RESOURCE_TOPIC,
     Config,
+    MetadataRecord,
     Partition,
     RemoveTopic,
     Topic,
@@ -96,13 +98,13 @@ class ReplicationControlManager(ControlManager):
                 return tid
 
     def create_topics(
-        self, requests: list[dict], validate_only: bool = False
+        self, requests: list[Body], validate_only: bool = False
     ) -> list[CreateTopicResult]:
         """CreateTopics: one result per request, in order. See the module docstring."""
         self._check_active()
         names = [r.get("name") for r in requests]
         results: list[CreateTopicResult] = []
-        records: list[Any] = []
+        records: list[MetadataRecord] = []
         brokers = {b: self.image.brokers[b].rack for b in self.cluster.live()}
         for req in requests:
             name: Any = req.get("name")
@@ -138,7 +140,9 @@ class ReplicationControlManager(ControlManager):
             )
         return results
 
-    def _topic_records(self, req: dict, brokers: dict[int, str | None]) -> tuple[list, int, int]:
+    def _topic_records(
+        self, req: Body, brokers: dict[int, str | None]
+    ) -> tuple[list[MetadataRecord], int, int]:
         name: Any = req.get("name")
         check_topic_name(name)
         if name in self.image.topics:
@@ -178,7 +182,7 @@ class ReplicationControlManager(ControlManager):
                 )
             placement = self._place(nparts, rf, brokers)
         tid = self._new_topic_id()
-        recs: list[Any] = [Topic(name, tid)]
+        recs: list[MetadataRecord] = [Topic(name, tid)]
         for p in range(nparts):
             replicas = tuple(placement[p])
             isr = tuple(b for b in replicas if b in brokers) or replicas
@@ -225,13 +229,13 @@ class ReplicationControlManager(ControlManager):
         return results
 
     def create_partitions(
-        self, topics: list[dict], validate_only: bool = False
+        self, topics: list[Body], validate_only: bool = False
     ) -> list[TopicResult]:
         """CreatePartitions: topics [{name, count, assignments: [[broker ids]] | None}] →
         [{name, error_code, error_message}]."""
         self._check_active()
         results: list[TopicResult] = []
-        records: list[Any] = []
+        records: list[MetadataRecord] = []
         brokers = {b: self.image.brokers[b].rack for b in self.cluster.live()}
         for req in topics:
             name: Any = req.get("name")
@@ -342,7 +346,7 @@ class ReplicationControlManager(ControlManager):
         return results
 
     def alter_partition(
-        self, broker_id: int, broker_epoch: int, topics: list[dict]
+        self, broker_id: int, broker_epoch: int, topics: list[Body]
     ) -> AlterPartitionResult:
         """AlterPartition: topics [{name, partitions: [{partition, leader_epoch, new_isr,
         partition_epoch}]}] → {error_code, topics: [{name, partitions: [{partition, error_code,

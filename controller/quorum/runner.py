@@ -51,7 +51,7 @@ class ControllerThread:
         self._lock = threading.Lock()
         self._pending = 0  # submitted and not yet resolved
         self._waiting: list[
-            tuple[int, concurrent.futures.Future, Any]
+            tuple[int, concurrent.futures.Future[Any], Any]
         ] = []  # (offset, fut, result)
         self._started = threading.Event()
         self._stopping = False
@@ -129,7 +129,10 @@ class ControllerThread:
             self._waiting.append((offset, fut, result))
 
     def _settle(
-        self, fut: concurrent.futures.Future, result: Any = None, exc: BaseException | None = None
+        self,
+        fut: concurrent.futures.Future[Any],
+        result: Any = None,
+        exc: BaseException | None = None,
     ) -> None:
         if exc is not None:
             fut.set_exception(exc)

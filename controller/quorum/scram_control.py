@@ -11,6 +11,7 @@ import logging
 import re
 
 from client.errors import ConfigError, ErrorCode
+from client.protocol.body import Body
 from client.security.scram import (
     DEFAULT_ITERATIONS,
     MAX_ITERATIONS,
@@ -25,6 +26,7 @@ from controller.quorum.state import ControllerCore, ControlManager
 from controller.results import ScramCredentialResult
 
 _log = logging.getLogger(__name__)
+ScramRecord = UserScramCredential | RemoveUserScramCredential
 _ENTRY = re.compile(r"^(SCRAM-SHA-256|SCRAM-SHA-512)=\[(.*)\]$")
 
 
@@ -95,7 +97,7 @@ class ScramControlManager(ControlManager):
         )
 
     def alter_user_scram_credentials(
-        self, deletions: list[dict], upsertions: list[dict]
+        self, deletions: list[Body], upsertions: list[Body]
     ) -> list[ScramCredentialResult]:
         """Deletions [{name, mechanism}] and upsertions [{name, mechanism, iterations, salt,
         salted_password}] → one result per user named, [{user, error_code, error_message}],
@@ -103,7 +105,7 @@ class ScramControlManager(ControlManager):
         self._check_active()
         order: list[str] = []
         errors: dict[str, tuple[int, str]] = {}
-        records: dict[str, list] = {}
+        records: dict[str, list[ScramRecord]] = {}
         seen: set[tuple[str, int]] = set()
 
         def fail(user: str, code: ErrorCode, message: str) -> None:
@@ -155,7 +157,7 @@ class ScramControlManager(ControlManager):
                     user, mech, cred.salt, cred.stored_key, cred.server_key, iterations
                 )
             )
-        out: list = []
+        out: list[ScramRecord] = []
         results: list[ScramCredentialResult] = []
         for user in order:
             code, message = errors.get(user, (0, None))

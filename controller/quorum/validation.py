@@ -15,6 +15,7 @@ from client.errors import (
     InvalidTopicError,
     error_for_code,
 )
+from client.protocol.body import Body
 from controller.metadata.image import MetadataImage
 from controller.metadata.records import RESOURCE_BROKER, RESOURCE_TOPIC, Config
 from controller.quorum.topic_configs import validate_topic_config
@@ -97,7 +98,7 @@ def check_assigned_capacity(by_p: dict[int, list[int]], cannot_create: dict[int,
                 )
 
 
-def config_change_records(image: MetadataImage, resource: dict) -> list[Config]:
+def config_change_records(image: MetadataImage, resource: Body) -> list[Config]:
     """Config records for one IncrementalAlterConfigs resource
     `{resource_type, resource_name, configs: [{name, config_operation (0 set, 1 delete), value}]}`.
     Topic keys are validated against topic_configs; broker resources accept any dotted key."""

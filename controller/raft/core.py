@@ -25,7 +25,7 @@ import logging
 from collections.abc import Iterable, Mapping
 
 from controller.raft.errors import LogCompacted, NotLeader, ProposalDropped
-from controller.raft.leader import LeaderMixin
+from controller.raft.leader import Leader
 from controller.raft.log import RaftLog
 from controller.raft.members import Members
 from controller.raft.membership import Membership
@@ -44,11 +44,11 @@ from controller.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
+from controller.raft.outbox import Outbox
 from controller.raft.progress import Progress
 from controller.raft.state import (
     QuorumState,
     Ready,
-    ReplicaState,
     Rng,
     Role,
     SoftState,
@@ -60,7 +60,7 @@ _log = logging.getLogger(__name__)
 _FROM_LEADER = (AppendEntries, Heartbeat, InstallSnapshot)
 
 
-class RaftNode(LeaderMixin):
+class RaftNode:
     def __init__(
         self,
         node_id: int,
@@ -94,30 +94,23 @@ class RaftNode(LeaderMixin):
         self.max_inflight = max_inflight
         self.max_uncommitted = max_uncommitted_entries
         self.max_committed_per_ready = max_committed_per_ready
-        self._prefix = f"[raft node={node_id}]"
+        self.prefix = f"[raft node={node_id}]"
 
         st = storage_state or StorageState()
         self.term = st.hard_state.term
         self.vote = st.hard_state.vote
         self.log = RaftLog(st.snapshot, list(st.entries), st.hard_state.commit)
         self.role = Role.OBSERVER
-        self.progress: dict[int, Progress] = {}
+        self._lead: Leader | None = None  # while leading: its progress, heartbeats, transfer
         self._on_log_changed()
         self.role = Role.FOLLOWER if self.is_voter else Role.OBSERVER
         self.leader_id: int | None = None
         self.ticks = 0
         self.election_elapsed = 0
-        self.heartbeat_elapsed = 0
         self.randomized_timeout = self.election_timeout
         self.votes: dict[int, bool] = {}
-        self.lead_transferee: int | None = None
 
-        self._msgs: list[Message] = []
-        self._prev_hard = HardState(self.term, self.vote, self.log.committed)
-        self._prev_soft = self.soft_state()
-        self._pending_install: Snapshot | None = None
-        self._pending_compact: Snapshot | None = None
-        self._outstanding: Ready | None = None
+        self._out = Outbox(self.prefix, self.hard_state(), self.soft_state())
         self._reset_election_timeout()
 
     # ------------------------------------------------------------------ public: inputs
@@ -125,8 +118,8 @@ class RaftNode(LeaderMixin):
         """Advance logical time by one tick (the driver calls it every tick interval)."""
         self._check_idle()
         self.ticks += 1
-        if self.role is Role.LEADER:
-            self._tick_leader()
+        if self._lead is not None:
+            self._tick_leader(self._lead)
         else:
             self._tick_election()
 
@@ -134,10 +127,10 @@ class RaftNode(LeaderMixin):
         """Feed one message received from the network (duplicates/reordering are tolerated)."""
         self._check_idle()
         if m.to != self.id:
-            raise ValueError(f"{self._prefix} message for node {m.to}: {m!r:.200}")
+            raise ValueError(f"{self.prefix} message for node {m.to}: {m!r:.200}")
         if m.term > self.term:
             if isinstance(m, VoteRequest) and not m.transfer and self._in_lease():
-                _log.debug("%s ignore %s from %s: leader lease", self._prefix, m.TYPE, m.from_)
+                _log.debug("%s ignore %s from %s: leader lease", self.prefix, m.TYPE, m.from_)
                 return
             if isinstance(m, VoteRequest) and m.pre_vote:
                 pass  # a pre-vote never changes our term
@@ -160,7 +153,7 @@ class RaftNode(LeaderMixin):
             self._handle_vote_response(m)
         elif isinstance(m, _FROM_LEADER):
             if self.role is Role.LEADER:
-                raise AssertionError(f"{self._prefix} two leaders in term {self.term}: {m!r:.200}")
+                raise AssertionError(f"{self.prefix} two leaders in term {self.term}: {m!r:.200}")
             if self.role in (Role.CANDIDATE, Role.PRE_CANDIDATE):
                 self._become_follower(m.term, m.from_)
             self.leader_id = m.from_
@@ -173,15 +166,15 @@ class RaftNode(LeaderMixin):
             else:
                 self._handle_snapshot(m)
         elif isinstance(m, AppendResponse):
-            if self.role is Role.LEADER:
-                self._handle_append_response(m)
+            if self._lead is not None:
+                self._lead.handle_append_response(m)
                 self._maybe_step_down_removed()
         elif isinstance(m, HeartbeatResponse):
-            if self.role is Role.LEADER:
-                self._handle_heartbeat_response(m)
+            if self._lead is not None:
+                self._lead.handle_heartbeat_response(m)
         elif isinstance(m, TimeoutNow):
             if self.is_voter and self.role is not Role.LEADER:
-                _log.info("%s TimeoutNow from %s: campaigning", self._prefix, m.from_)
+                _log.info("%s TimeoutNow from %s: campaigning", self.prefix, m.from_)
                 self._campaign(transfer=True)
         else:
             raise TypeError(f"unknown message type {type(m).__name__}")
@@ -189,16 +182,14 @@ class RaftNode(LeaderMixin):
     def propose(self, records: list[bytes]) -> int:
         """Append `records` (one entry each) on the leader. Returns the index of the last one
         (the first is `last - len(records) + 1`). Raises NotLeader or ProposalDropped."""
-        self._check_idle()
-        if self.role is not Role.LEADER:
-            raise NotLeader(self.leader_id, self.term)
-        if self.lead_transferee is not None:
-            raise ProposalDropped(f"leadership transfer to {self.lead_transferee} in progress")
+        lead = self._leading()
+        if lead.transferee is not None:
+            raise ProposalDropped(f"leadership transfer to {lead.transferee} in progress")
         if not records:
             return self.log.last_index
         if self.log.last_index - self.log.committed + len(records) > self.max_uncommitted:
             raise ProposalDropped(f"more than {self.max_uncommitted} uncommitted entries")
-        self._append([(bytes(r), EntryKind.NORMAL) for r in records])
+        lead.append([(bytes(r), EntryKind.NORMAL) for r in records])
         return self.log.last_index
 
     def compact(self, index: int, snapshot_data: bytes) -> None:
@@ -213,27 +204,20 @@ class RaftNode(LeaderMixin):
         assert term is not None
         snap = Snapshot(index, term, bytes(snapshot_data), self.log.config_at(index))
         self.log.compact(snap)
-        self._pending_compact = snap
-        _log.debug("%s compacted log to %d", self._prefix, index)
+        self._out.compact = snap
+        _log.debug("%s compacted log to %d", self.prefix, index)
 
     def transfer_leadership(self, to: int) -> None:
         """Hand leadership to voter `to`: bring it up to date, then send it TimeoutNow.
         Proposals are dropped until the transfer ends (success, or one election timeout)."""
-        self._check_idle()
-        if self.role is not Role.LEADER:
-            raise NotLeader(self.leader_id, self.term)
+        lead = self._leading()
         if to not in self.voters:
             raise ValueError(f"node {to} is not a voter")
         if to == self.id:
             return
-        _log.info("%s transferring leadership to %s", self._prefix, to)
-        self.lead_transferee = to
+        _log.info("%s transferring leadership to %s", self.prefix, to)
         self.election_elapsed = 0
-        pr = self.progress[to]
-        if pr.match == self.log.last_index:
-            self._send(TimeoutNow(to, self.id, self.term))
-        else:
-            self._send_append(pr)
+        lead.transfer(to)
 
     def add_observer(self, node_id: int) -> None:
         """Start replicating to a non-voting observer (call on every node, or at least the
@@ -248,6 +232,52 @@ class RaftNode(LeaderMixin):
         was_voter = self.members.is_voter
         self.members.remove_observer(node_id)
         self._use_config(was_voter)
+
+    # ------------------------------------------------------------------ membership changes
+    # (the three steps are the Leader's: see there; NotLeader on any other node)
+    def add_voter(self, node_id: int, endpoint: str) -> bool:
+        return self._leading().add_voter(node_id, endpoint)
+
+    def remove_voter(self, node_id: int) -> bool:
+        return self._leading().remove_voter(node_id)
+
+    def remove_learner(self, node_id: int) -> bool:
+        return self._leading().remove_learner(node_id)
+
+    def membership_blocked(self) -> str | None:
+        """Why the leader may not start a membership change now (None: it may)."""
+        return self.members.blocked(self.log, self.term, self.lead_transferee)
+
+    def learner_caught_up(self, node_id: int) -> bool:
+        """Leader: learner `node_id` is close enough to the commit index to be promoted
+        (`Leader.learner_caught_up`); False on any other node."""
+        return self._lead is not None and self._lead.learner_caught_up(node_id)
+
+    @property
+    def progress(self) -> Mapping[int, Progress]:
+        """The leader's view of every other member (empty unless leading)."""
+        return self._lead.progress if self._lead is not None else {}
+
+    @property
+    def lead_transferee(self) -> int | None:
+        """The voter leadership is being handed to (None: no transfer in flight)."""
+        return self._lead.transferee if self._lead is not None else None
+
+    def _leading(self) -> Leader:
+        """The leader state, for a call only a leader may make; NotLeader otherwise."""
+        self._check_idle()
+        if self._lead is None:
+            raise NotLeader(self.leader_id, self.term)
+        assert self.role is Role.LEADER, self
+        return self._lead
+
+    def _maybe_step_down_removed(self) -> None:
+        """A leader that is no voter of the committed membership hands over (by stepping down:
+        the remaining voters elect one of themselves)."""
+        m = self.members
+        if self._lead is not None and not m.is_voter and m.committed(self.log):
+            _log.info("%s no longer a voter: stepping down", self.prefix)
+            self._become_follower(self.term, None)
 
     # ------------------------------------------------------------------ membership in force
     @property
@@ -281,16 +311,8 @@ class RaftNode(LeaderMixin):
         """Act on the membership in force: a leader tracks the progress of exactly its members;
         a node that became, or stopped being, a voter changes role."""
         m = self.members
-        if self.role is Role.LEADER:
-            members = (m.voters | m.observers) - {self.id}
-            for p in members:
-                pr = self.progress.get(p)
-                if pr is None:
-                    pr = Progress(p, False, self.log.last_index + 1, self.max_inflight)
-                    self.progress[p] = pr
-                pr.is_voter = p in m.voters
-            for p in set(self.progress) - members:
-                del self.progress[p]
+        if self._lead is not None:
+            self._lead.track(m.voters, m.voters | m.observers)
         elif m.is_voter != was_voter or (not m.is_voter and self.role is not Role.OBSERVER):
             if m.is_voter:
                 self.role = Role.FOLLOWER
@@ -306,49 +328,16 @@ class RaftNode(LeaderMixin):
         return HardState(self.term, self.vote, self.log.committed)
 
     def has_ready(self) -> bool:
-        return bool(
-            self._msgs
-            or self.log.stable_index < self.log.last_index
-            or self.log.committed > self.log.applied
-            or self._pending_install is not None
-            or self._pending_compact is not None
-            or self.hard_state() != self._prev_hard
-            or self.soft_state() != self._prev_soft
-        )
+        return self._out.has_ready(self.log, self.hard_state(), self.soft_state())
 
     def ready(self) -> Ready:
         """Collect pending work. Must be followed by `advance(ready)` before any other call."""
-        self._check_idle()
-        hs = self.hard_state()
-        ss = self.soft_state()
-        rd = Ready(
-            soft_state=ss if ss != self._prev_soft else None,
-            hard_state=hs if hs != self._prev_hard else None,
-            snapshot_to_install=self._pending_install,
-            snapshot_to_persist=self._pending_compact,
-            entries_to_persist=self.log.unstable_entries(),
-            messages=self._msgs,
-            committed_entries=self.log.next_committed(self.max_committed_per_ready),
-        )
-        self._msgs = []
-        self._outstanding = rd
-        return rd
+        hs, ss = self.hard_state(), self.soft_state()
+        return self._out.ready(self.log, hs, ss, self.max_committed_per_ready)
 
     def advance(self, rd: Ready) -> None:
         """The driver persisted, sent and applied `rd`."""
-        if rd is not self._outstanding:
-            raise RuntimeError(f"{self._prefix} advance() of a Ready that is not outstanding")
-        self._outstanding = None
-        if rd.entries_to_persist:
-            self.log.stable_index = rd.entries_to_persist[-1].index
-        if rd.hard_state is not None:
-            self._prev_hard = rd.hard_state
-        if rd.soft_state is not None:
-            self._prev_soft = rd.soft_state
-        if rd.committed_entries:
-            self.log.applied = rd.committed_entries[-1].index
-        self._pending_install = None
-        self._pending_compact = None
+        self._out.advance(rd, self.log)
 
     # ------------------------------------------------------------------ public: reading
     @property
@@ -379,18 +368,7 @@ class RaftNode(LeaderMixin):
         return self.log.term(index)
 
     def describe_quorum(self) -> QuorumState:
-        voters: list[ReplicaState] = []
-        observers: list[ReplicaState] = []
-        if self.role is Role.LEADER:
-            for v in sorted(self.voters):
-                if v == self.id:
-                    voters.append(ReplicaState(v, self.log.last_index, self.ticks))
-                else:
-                    pr = self.progress[v]
-                    voters.append(ReplicaState(v, pr.match, pr.last_contact_tick))
-            for o in sorted(self.observers):
-                pr = self.progress[o]
-                observers.append(ReplicaState(o, pr.match, pr.last_contact_tick))
+        voters, observers = self._lead.replica_states() if self._lead is not None else ((), ())
         return QuorumState(
             node_id=self.id,
             role=self.role,
@@ -399,8 +377,8 @@ class RaftNode(LeaderMixin):
             commit_index=self.log.committed,
             high_watermark=self.log.committed,
             now_tick=self.ticks,
-            voters=tuple(voters),
-            observers=tuple(observers),
+            voters=voters,
+            observers=observers,
         )
 
     def __repr__(self) -> str:
@@ -421,15 +399,13 @@ class RaftNode(LeaderMixin):
         self._reset()
         if old is Role.LEADER:
             self._use_config(self.members.is_voter)  # (progress was dropped)
-        if old is Role.LEADER:
-            _log.info("%s stepped down in term %d (leader=%s)", self._prefix, term, leader)
+            _log.info("%s stepped down in term %d (leader=%s)", self.prefix, term, leader)
 
     def _become_pre_candidate(self) -> None:
         self.role = Role.PRE_CANDIDATE
         self.leader_id = None
         self.votes = {}
-        self.lead_transferee = None
-        self.progress = {}
+        self._lead = None
 
     def _become_candidate(self) -> None:
         self.term += 1
@@ -442,19 +418,15 @@ class RaftNode(LeaderMixin):
         self.role = Role.LEADER
         self.leader_id = self.id
         self._reset()
-        nxt = self.log.last_index + 1
-        for p in (self.voters | self.observers) - {self.id}:
-            self.progress[p] = Progress(p, p in self.voters, nxt, self.max_inflight)
-        _log.info("%s became leader in term %d", self._prefix, self.term)
-        self._append([(b"", EntryKind.NOOP)])
+        self._lead = lead = Leader(self, self._out.send, self._on_log_changed)
+        _log.info("%s became leader in term %d", self.prefix, self.term)
+        lead.append([(b"", EntryKind.NOOP)])
 
     def _reset(self) -> None:
         self.election_elapsed = 0
-        self.heartbeat_elapsed = 0
         self._reset_election_timeout()
         self.votes = {}
-        self.lead_transferee = None
-        self.progress = {}
+        self._lead = None
 
     def _reset_election_timeout(self) -> None:
         self.randomized_timeout = self.election_timeout + self.rng.randint(
@@ -469,6 +441,20 @@ class RaftNode(LeaderMixin):
         )
 
     # ------------------------------------------------------------------ ticks
+    def _tick_leader(self, lead: Leader) -> None:
+        self._maybe_step_down_removed()
+        if self._lead is None:
+            return
+        self.election_elapsed += 1
+        if self.election_elapsed >= self.election_timeout:
+            self.election_elapsed = 0
+            if self.check_quorum and not lead.quorum_active():
+                _log.info("%s lost contact with a quorum: stepping down", self.prefix)
+                self._become_follower(self.term, None)
+                return
+            lead.end_transfer()
+        lead.tick_heartbeat()
+
     def _tick_election(self) -> None:
         self.election_elapsed += 1
         if self.election_elapsed >= self.randomized_timeout and self.members.may_campaign(self.log):
@@ -476,7 +462,8 @@ class RaftNode(LeaderMixin):
             self._campaign(transfer=False)
 
     # ------------------------------------------------------------------ elections
-    def _quorum(self) -> int:
+    def quorum(self) -> int:
+        """Votes (or acknowledgements) that decide: a majority of the voters."""
         return len(self.voters) // 2 + 1
 
     def _campaign(self, transfer: bool) -> None:
@@ -508,21 +495,18 @@ class RaftNode(LeaderMixin):
     def _tally(self) -> bool:
         """Count votes (of voters only); act on a decision. True if the campaign is decided."""
         granted = sum(1 for v, g in self.votes.items() if g and v in self.voters)
-        if granted >= self._quorum():
+        if granted >= self.quorum():
             if self.role is Role.PRE_CANDIDATE:
-                self._become_candidate_and_request()
+                self._become_candidate()
+                self._request_votes(self.term, pre_vote=False, transfer=False)
             else:
                 self._become_leader()
             return True
         denied = sum(1 for v, g in self.votes.items() if not g and v in self.voters)
-        if denied >= self._quorum():
+        if denied >= self.quorum():
             self._become_follower(self.term, None)
             return True
         return False
-
-    def _become_candidate_and_request(self) -> None:
-        self._become_candidate()
-        self._request_votes(self.term, pre_vote=False, transfer=False)
 
     def _handle_vote_request(self, m: VoteRequest) -> None:
         can_vote = (
@@ -579,17 +563,16 @@ class RaftNode(LeaderMixin):
         elif self.log.match_term(s.index, s.term):
             self.log.commit_to(s.index)
         else:
-            _log.info("%s installing snapshot at %d (term %d)", self._prefix, s.index, s.term)
+            _log.info("%s installing snapshot at %d (term %d)", self.prefix, s.index, s.term)
             self.log.restore(s)
             self._on_log_changed()
-            self._pending_install = s
-            self._pending_compact = None
+            self._out.install = s
+            self._out.compact = None
         self._send(AppendResponse(m.from_, self.id, self.term, match_index=self.log.committed))
 
     # ------------------------------------------------------------------ plumbing
     def _send(self, m: Message) -> None:
-        self._msgs.append(m)
+        self._out.send(m)
 
     def _check_idle(self) -> None:
-        if self._outstanding is not None:
-            raise RuntimeError(f"{self._prefix} call between ready() and advance()")
+        self._out.check_idle()

@@ -98,6 +98,7 @@ def test_commit_and_abort(txn_broker) -> None:
             with pytest.raises(TransactionalIdNotFoundError, match="nobody"):
                 admin.describe_transactions(["nobody"])
             p.abort_transaction()
+            _wait_state(tc, "app", TxnState.COMPLETE_ABORT)  # (its markers follow the answer)
 
         # an empty transaction sends no EndTxn; the producer goes on
         p.begin_transaction()

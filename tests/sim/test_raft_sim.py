@@ -75,12 +75,12 @@ def test_simulation_catches_a_broken_core(monkeypatch: pytest.MonkeyPatch) -> No
     """Sanity check of the checker: a core that commits without a quorum must be caught."""
     from raft_sim import SimFailure
 
-    from controller.raft import core
+    from controller.raft import leader
 
-    def commit_on_own_append(self: core.RaftNode) -> bool:
-        return self.log.commit_to(self.log.last_index)
+    def commit_on_own_append(self: leader.Leader) -> bool:
+        return self.node.log.commit_to(self.node.log.last_index)
 
-    monkeypatch.setattr(core.RaftNode, "_maybe_commit", commit_on_own_append)
+    monkeypatch.setattr(leader.Leader, "maybe_commit", commit_on_own_append)
     failures = 0
     for seed in range(30):
         try:

@@ -49,7 +49,7 @@ def test_time_unit_names_set_the_ms_key(tmp_path, name, value, key, ms) -> None:
 
 def test_log_retention_hours_reaches_the_logs() -> None:
     """The broker's LogConfig is what retention runs on."""
-    from broker.node import log_config_from
+    from broker.node_settings import log_config_from
 
     cfg = load_config("broker", None, {}, {"log.retention.hours": "2"})
     assert log_config_from(cfg).retention_ms == 2 * HOUR

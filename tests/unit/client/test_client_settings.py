@@ -1,0 +1,64 @@
+"""The client's typed settings: FetchSettings and MemberSettings
+(client/aio/consumer_settings.py), ClusterSettings and SenderSettings
+(client/aio/link_settings.py): the keys read once from the resolved config, typed, with the
+registry's defaults."""
+
+from __future__ import annotations
+
+import pytest
+
+from client.aio.config import resolve_config
+from client.aio.consumer_settings import FetchSettings, MemberSettings
+from client.aio.link_settings import ClusterSettings, SenderSettings
+
+
+def test_fetch_settings_are_the_configs_values():
+    cfg = resolve_config(
+        "consumer",
+        {"fetch.max.bytes": 1_000_000, "isolation.level": "read_committed"},
+        {"max_partition_fetch_bytes": 4096, "key_deserializer": bytes.decode},
+    )
+    s = FetchSettings.from_config(cfg)
+    assert (s.fetch_max_bytes, s.max_partition_fetch_bytes) == (1_000_000, 4096)
+    assert s.read_committed and s.key_deserializer is bytes.decode
+    assert s.value_deserializer is None
+    assert s.auto_offset_reset == cfg.auto_offset_reset == "earliest"  # Gregor's default
+    assert (s.fetch_min_bytes, s.fetch_max_wait_ms) == (cfg.fetch_min_bytes, cfg.fetch_max_wait_ms)
+    assert not FetchSettings.from_config(resolve_config("consumer", None, {})).read_committed
+
+
+def test_member_settings_are_the_configs_values():
+    cfg = resolve_config(
+        "consumer",
+        {"group.id": "g", "group.instance.id": "i-1", "enable.auto.commit": False},
+        {"session_timeout_ms": 10_000, "max_poll_interval_ms": 60_000},
+    )
+    s = MemberSettings.from_config(cfg)
+    assert (s.group_id, s.group_instance_id, s.enable_auto_commit) == ("g", "i-1", False)
+    assert (s.session_timeout_ms, s.max_poll_interval_ms) == (10_000, 60_000)
+    assert s.group_remote_assignor is None  # the coordinator's default
+    unset = MemberSettings.from_config(resolve_config("consumer", {"group.id": "g"}, {}))
+    assert unset.session_timeout_ms is None  # the broker's group.consumer.session.timeout.ms
+    with pytest.raises(AttributeError):
+        s.group_id = "h"  # type: ignore[misc]  # frozen
+
+
+def test_cluster_settings_are_the_configs_values():
+    cfg = resolve_config(
+        "admin",
+        {"bootstrap.servers": "a:1,b:2", "client.id": "me"},
+        {"reconnect_backoff_max_ms": 777},
+    )
+    s = ClusterSettings.from_config(cfg)
+    assert s.bootstrap_servers == (("a", 1), ("b", 2))
+    assert (s.client_id, s.reconnect_backoff_max_ms) == ("me", 777)
+    assert s.request_timeout_ms == cfg.request_timeout_ms
+    assert s.ssl_context is None and s.sasl is None  # PLAINTEXT
+
+
+@pytest.mark.parametrize(("acks", "expected"), [("all", -1), ("1", 1), (0, 0)])
+def test_sender_settings_take_acks_as_the_wire_number(acks, expected):
+    cfg = resolve_config("producer", {"acks": acks, "compression.type": "gzip"}, {"retries": 3})
+    s = SenderSettings.from_config(cfg)
+    assert (s.acks, s.compression_type, s.retries) == (expected, "gzip", 3)
+    assert s.delivery_timeout_ms == cfg.delivery_timeout_ms
