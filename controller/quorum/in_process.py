@@ -155,6 +155,11 @@ class InProcessChannel:
             lambda c: c.configs.incremental_alter_configs(resources, validate_only)
         )
 
+    def alter_configs(
+        self, resources: list[dict], validate_only: bool = False
+    ) -> Future[list[AlterConfigsResult]]:
+        return self.runner.submit(lambda c: c.configs.alter_configs(resources, validate_only))
+
     def alter_user_scram_credentials(
         self, deletions: list[dict], upsertions: list[dict]
     ) -> Future[list[ScramCredentialResult]]:
