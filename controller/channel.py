@@ -134,6 +134,13 @@ class ControllerChannel(Protocol):
         """IncrementalAlterConfigs → [{resource_type, resource_name, error_code, ...}]."""
         ...
 
+    def alter_configs(
+        self, resources: list[Body], validate_only: bool = False
+    ) -> Future[list[AlterConfigsResult]]:
+        """AlterConfigs: each resource's dynamic configs replaced by those given → [{resource_type,
+        resource_name, error_code, ...}]."""
+        ...
+
     def alter_user_scram_credentials(
         self, deletions: list[Body], upsertions: list[Body]
     ) -> Future[list[ScramCredentialResult]]:

@@ -17,8 +17,26 @@ fi
 # or extras differ since the last install: the editable install compiles client/records/*.c.
 stamp="$VENV/.gregor-installed"
 build_inputs=("$ROOT/pyproject.toml" "$ROOT/setup.py" "$ROOT"/client/records/*.c)
-want="$(cat "${build_inputs[@]}" | sha256sum | cut -d' ' -f1) $extras"
-if [ ! -f "$stamp" ] || ! grep -qxF "$want" "$stamp"; then
+hash="$(cat "${build_inputs[@]}" | sha256sum | cut -d' ' -f1)"
+want="$hash $extras"
+# An install of the same inputs with every wanted extra (and maybe more) will do: asking for
+# fewer extras must not re-install (in a git worktree whose .venv is a shared one, that
+# would point the shared editable install at the worktree).
+covered() {
+    local line have e
+    [ -f "$stamp" ] || return 1
+    while read -r line; do
+        [ "${line%% *}" = "$hash" ] || continue
+        have=",${line#* },"
+        [ "$line" = "$hash" ] && have=",,"
+        for e in ${extras//,/ }; do
+            [[ "$have" == *",$e,"* ]] || continue 2
+        done
+        return 0
+    done < "$stamp"
+    return 1
+}
+if ! covered; then
     echo "installing gregor${extras:+[$extras]} into $VENV" >&2
     "$VENV/bin/python" -m pip install -q -e "$spec" >&2
     echo "$want" >> "$stamp"

@@ -1,4 +1,6 @@
-"""IncrementalAlterConfigs (44): set or delete topic (and broker) configs. Forwarded to the
+"""IncrementalAlterConfigs (44): set, delete, append to or subtract from topic (and broker)
+configs; AlterConfigs (33, Kafka's legacy API): replace a resource's whole set of dynamic
+configs (the controller deletes the keys not named). Forwarded to the
 controller, which validates every change (unknown topic → UNKNOWN_TOPIC_OR_PARTITION, unknown
 key or bad value → INVALID_CONFIG) and answers once the config records are committed. The
 metadata publisher then hands the topic's new LogConfig to its open logs (BrokerNode's
@@ -10,6 +12,8 @@ A resource named twice in one request is refused with INVALID_REQUEST for each o
 from __future__ import annotations
 
 import collections
+import concurrent.futures
+from collections.abc import Callable
 
 from broker.handlers.base import RequestContext, handler
 from broker.handlers.forward import respond_when_committed
@@ -18,11 +22,26 @@ from client.errors import ErrorCode
 from client.protocol import ApiKey
 from client.protocol.body import Body
 from client.security.acl import AclOperation
+from controller.results import AlterConfigsResult
+
+ACCESS = "ALTER_CONFIGS on TOPIC, or CLUSTER for a broker"
 
 
-@handler(ApiKey.INCREMENTAL_ALTER_CONFIGS, access="ALTER_CONFIGS on TOPIC, or CLUSTER for a broker")
+@handler(ApiKey.INCREMENTAL_ALTER_CONFIGS, access=ACCESS)
 def handle(ctx: RequestContext, body: Body) -> Body | None:
-    services = ctx.services
+    return _alter(ctx, body, ctx.services.controller.incremental_alter_configs)
+
+
+@handler(ApiKey.ALTER_CONFIGS, access=ACCESS)
+def handle_replace(ctx: RequestContext, body: Body) -> Body | None:
+    return _alter(ctx, body, ctx.services.controller.alter_configs)
+
+
+def _alter(
+    ctx: RequestContext,
+    body: Body,
+    call: Callable[[list[Body], bool], concurrent.futures.Future[list[AlterConfigsResult]]],
+) -> Body | None:
     key = lambda r: (int(r["resource_type"]), r["resource_name"])  # noqa: E731
     counts = collections.Counter(key(r) for r in body["resources"])
     types = {r["resource_name"]: int(r["resource_type"]) for r in body["resources"]}
@@ -62,11 +81,11 @@ def handle(ctx: RequestContext, body: Body) -> Body | None:
         return {"responses": results, "throttle_time_ms": 0}
     respond_when_committed(
         ctx,
-        services.controller.incremental_alter_configs(forward, bool(body["validate_only"])),
+        call(forward, bool(body["validate_only"])),
         results,
         [r["resource_name"] for r in forward],
         entry,
         lambda entries: {"responses": entries, "throttle_time_ms": 0},
-        "incremental_alter_configs",
+        "alter_configs" if ctx.api_key == ApiKey.ALTER_CONFIGS else "incremental_alter_configs",
     )
     return None

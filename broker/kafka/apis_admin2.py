@@ -3,7 +3,10 @@
     API                       versions  native
     CreatePartitions          0-3       CreatePartitions (37)
     DeleteRecords             0-2       DeleteRecords (21)
-    IncrementalAlterConfigs   0-1       IncrementalAlterConfigs (44)
+    AlterConfigs              0-2       AlterConfigs (33): the resource's dynamic configs
+                                        replaced by those given (the others deleted)
+    IncrementalAlterConfigs   0-1       IncrementalAlterConfigs (44): set, delete, append,
+                                        subtract (the last two on list-typed keys)
     DescribeCluster           0-1       DescribeCluster (60): brokers at their address on
                                         the request's listener
     ElectLeaders              0-2       ElectLeaders (43): preferred (0) or unclean (1)
@@ -87,15 +90,20 @@ def delete_records(ctx: KafkaContext, body: Any) -> None:
     ctx.call_native(ApiKey.DELETE_RECORDS, native, answer)
 
 
+@api(ApiKey.ALTER_CONFIGS, 0, 2)
 @api(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1)
-def incremental_alter_configs(ctx: KafkaContext, body: Any) -> None:
+def alter_configs(ctx: KafkaContext, body: Any) -> None:
+    """Both to the native API of the same key: AlterConfigs' entries are name and value (the
+    controller deletes the keys not named), IncrementalAlterConfigs' carry an operation."""
+    incremental = ctx.api_key == ApiKey.INCREMENTAL_ALTER_CONFIGS
     native = {
         "resources": [
             {
                 "resource_type": int(r.resource_type),
                 "resource_name": r.resource_name,
                 "configs": [
-                    {"name": c.name, "config_operation": int(c.config_operation), "value": c.value}
+                    {"name": c.name, "value": c.value}
+                    | ({"config_operation": int(c.config_operation)} if incremental else {})
                     for c in r.configs
                 ],
             }
@@ -113,7 +121,7 @@ def incremental_alter_configs(ctx: KafkaContext, body: Any) -> None:
         ]  # fmt: skip
         ctx.respond({"throttle_time": 0, "responses": rows})
 
-    ctx.call_native(ApiKey.INCREMENTAL_ALTER_CONFIGS, native, answer)
+    ctx.call_native(ctx.api_key, native, answer)
 
 
 @api(ApiKey.DESCRIBE_CLUSTER, 0, 1)

@@ -21,6 +21,9 @@ States (Kafka's names):
   leader's protocols that every member lists); the protocol metadata and the assignments are
   passed through untouched.
 - SyncGroup: followers wait for the leader's; the leader's assignments answer everyone.
+- OffsetCommit (checked here): accepted from a member of the current generation, also while
+  a rebalance is being prepared; REBALANCE_IN_PROGRESS between the join and the leader's
+  SyncGroup, as Kafka answers.
 - Heartbeat: REBALANCE_IN_PROGRESS while preparing a rebalance (members rejoin),
   ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID for stale members. Sessions are checked when a
   request for the group arrives: a member silent for longer than its session timeout is
@@ -425,15 +428,19 @@ class ClassicGroups:
 
     def check_commit(self, group_id: str, member_id: str, generation: int) -> int:
         """The error code for an OffsetCommit of `group_id` from a classic member (0: store
-        it). generation -1 (a consumer outside any group) is always let through."""
+        it). generation -1 (a consumer outside any group) is always let through. As in
+        Kafka's GroupCoordinator, a member of the current generation may commit while a
+        rebalance is being prepared (a cooperative consumer commits what it revokes before it
+        rejoins); only between the join and the leader's SyncGroup (CompletingRebalance) is it
+        REBALANCE_IN_PROGRESS."""
         if generation < 0 and not member_id:
             return 0
         with self._lock:
             g = self._groups.get(group_id)
+            if g is not None and g.state == "CompletingRebalance":
+                return int(ErrorCode.REBALANCE_IN_PROGRESS)
             if g is None or member_id not in g.members:
                 return int(ErrorCode.UNKNOWN_MEMBER_ID)
-            if g.state == "PreparingRebalance":
-                return int(ErrorCode.REBALANCE_IN_PROGRESS)
             if generation != g.generation:
                 return int(ErrorCode.ILLEGAL_GENERATION)
             g.members[member_id].last_seen = self._clock()

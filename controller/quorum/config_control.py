@@ -1,4 +1,4 @@
-"""ConfigurationControlManager: topic configs — IncrementalAlterConfigs as Config records,
+"""ConfigurationControlManager: topic configs — IncrementalAlterConfigs and AlterConfigs as Config records,
 validation of the configs a new topic is created with, and the per-topic settings the other
 managers ask for (unclean leader election). Controller thread only.
 """
@@ -11,7 +11,7 @@ from client.errors import BrokerResponseError, InvalidConfigError
 from client.protocol.body import Body
 from controller.quorum.state import ControlManager
 from controller.quorum.topic_configs import validate_topic_config
-from controller.quorum.validation import config_change_records
+from controller.quorum.validation import config_change_records, replacing_resource
 from controller.results import AlterConfigsResult
 
 
@@ -55,3 +55,14 @@ class ConfigurationControlManager(ControlManager):
         if records and not validate_only:
             self._write(records)
         return results
+
+    def alter_configs(
+        self, resources: list[Body], validate_only: bool = False
+    ) -> list[AlterConfigsResult]:
+        """AlterConfigs (Kafka's legacy 33): resources [{resource_type, resource_name, configs:
+        [{name, value}]}]; each resource's dynamic configs become exactly those given (the
+        others are deleted), checked as IncrementalAlterConfigs checks them, in the same
+        controller step as the image they are compared with."""
+        return self.incremental_alter_configs(
+            [replacing_resource(self.image, r) for r in resources], validate_only
+        )

@@ -156,6 +156,11 @@ class InProcessChannel:
             lambda c: c.configs.incremental_alter_configs(resources, validate_only)
         )
 
+    def alter_configs(
+        self, resources: list[Body], validate_only: bool = False
+    ) -> Future[list[AlterConfigsResult]]:
+        return self.runner.submit(lambda c: c.configs.alter_configs(resources, validate_only))
+
     def alter_user_scram_credentials(
         self, deletions: list[Body], upsertions: list[Body]
     ) -> Future[list[ScramCredentialResult]]:

@@ -293,6 +293,7 @@ class ControllerProcess:
             ApiKey.DELETE_TOPICS: self._delete_topics,
             ApiKey.CREATE_PARTITIONS: self._create_partitions,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self._incremental_alter_configs,
+            ApiKey.ALTER_CONFIGS: self._alter_configs,
             ApiKey.ALTER_USER_SCRAM_CREDENTIALS: self._alter_user_scram_credentials,
             ApiKey.ALTER_CLIENT_QUOTAS: self._alter_client_quotas,
             ApiKey.CREATE_ACLS: self._create_acls,
@@ -500,6 +501,11 @@ class ControllerProcess:
         results = await self._call(
             lambda c: c.configs.incremental_alter_configs(b["resources"], validate)
         )
+        return {"responses": results, "throttle_time_ms": 0}
+
+    async def _alter_configs(self, b: Body) -> Body:
+        validate = b.get("validate_only", False)
+        results = await self._call(lambda c: c.configs.alter_configs(b["resources"], validate))
         return {"responses": results, "throttle_time_ms": 0}
 
     async def _alter_user_scram_credentials(self, b: Body) -> Body:

@@ -281,6 +281,12 @@ class RemoteController:
             ApiKey.INCREMENTAL_ALTER_CONFIGS, body, _field("responses", AlterConfigsResult)
         )
 
+    def alter_configs(
+        self, resources: list[Body], validate_only: bool = False
+    ) -> concurrent.futures.Future[list[AlterConfigsResult]]:
+        body = {"resources": resources, "validate_only": validate_only}
+        return self._send(ApiKey.ALTER_CONFIGS, body, _field("responses", AlterConfigsResult))
+
     def alter_user_scram_credentials(
         self, deletions: list[Body], upsertions: list[Body]
     ) -> concurrent.futures.Future[list[ScramCredentialResult]]:

@@ -6,8 +6,10 @@ BrokerResponseError whose code the response carries.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
+from client.config.registry import REGISTRY
 from client.errors import (
     ErrorCode,
     InvalidConfigError,
@@ -28,7 +30,11 @@ _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME = 249
 
 # IncrementalAlterConfigs operations (Kafka's AlterConfigOp.OpType numbers)
-OP_SET, OP_DELETE = 0, 1
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+
+# List-typed topic keys (comma-separated values), the only ones APPEND and SUBTRACT take, and
+# the broker key whose default they start from when the topic has no value of its own.
+LIST_TOPIC_CONFIGS = {"cleanup.policy": "log.cleanup.policy"}
 
 FOLLOWER_THROTTLED_RATE = "follower.replication.throttled.rate"
 
@@ -98,10 +104,63 @@ def check_assigned_capacity(by_p: dict[int, list[int]], cannot_create: dict[int,
                 )
 
 
+def _list_value(image: MetadataImage, rtype: int, rname: str, c: Body) -> str:
+    """The value an APPEND (2) or SUBTRACT (3) of list-typed key `c["name"]` leaves: the
+    current value (the resource's own, else the broker default) with `c["value"]`'s items
+    added at the end (those not there yet) or removed, as Kafka's ConfigurationControlManager
+    computes it. INVALID_CONFIG on a key that is not a list."""
+    name, op, value = c.get("name"), c.get("config_operation"), c.get("value")
+    verb = "append" if op == OP_APPEND else "subtract"
+    if rtype != RESOURCE_TOPIC or name not in LIST_TOPIC_CONFIGS:
+        raise InvalidConfigError(
+            f"{name}: config value {verb} is not allowed: it is not a list-typed key"
+            f" (list-typed: {', '.join(sorted(LIST_TOPIC_CONFIGS))})"
+        )
+    if value is None:
+        raise InvalidConfigError(f"{name}: a value is required to {verb} it")
+    current = image.config_for(rtype, rname).get(name)
+    if current is None:
+        current = ",".join(REGISTRY.keys[LIST_TOPIC_CONFIGS[name]].default)
+    items = [p.strip() for p in current.split(",") if p.strip()]
+    given = [p.strip() for p in str(value).split(",") if p.strip()]
+    if op == OP_APPEND:
+        items += [g for g in dict.fromkeys(given) if g not in items]
+    else:
+        items = [i for i in items if i not in given]
+    return ",".join(items)
+
+
+def replacing_resource(image: MetadataImage, resource: Body) -> Body:
+    """AlterConfigs (33) as an IncrementalAlterConfigs resource: the configs named are set
+    (a null value deletes), and every dynamic config the resource has now and the request
+    does not name is deleted: AlterConfigs replaces the resource's whole set, as in Kafka."""
+    rtype, rname = resource.get("resource_type"), resource.get("resource_name")
+    given = resource.get("configs") or []
+    named = {c.get("name") for c in given}
+    current: Mapping[str, str] = {}  # a malformed resource is refused as it is
+    if isinstance(rtype, int) and isinstance(rname, str):
+        current = image.config_for(rtype, rname)
+    ops = [
+        {
+            "name": c.get("name"),
+            "config_operation": OP_DELETE if c.get("value") is None else OP_SET,
+            "value": c.get("value"),
+        }
+        for c in given
+    ]
+    ops += [
+        {"name": k, "config_operation": OP_DELETE, "value": None}
+        for k in sorted(current)
+        if k not in named
+    ]
+    return {"resource_type": rtype, "resource_name": rname, "configs": ops}
+
+
 def config_change_records(image: MetadataImage, resource: Body) -> list[Config]:
     """Config records for one IncrementalAlterConfigs resource
-    `{resource_type, resource_name, configs: [{name, config_operation (0 set, 1 delete), value}]}`.
-    Topic keys are validated against topic_configs; broker resources accept any dotted key."""
+    `{resource_type, resource_name, configs: [{name, config_operation, value}]}` (operations 0
+    set, 1 delete, 2 append, 3 subtract; the last two on list-typed topic keys only). Topic keys
+    are validated against topic_configs; broker keys against DYNAMIC_BROKER_CONFIGS."""
     rtype: Any = resource.get("resource_type")
     rname: Any = resource.get("resource_name")
     if rtype == RESOURCE_TOPIC:
@@ -111,6 +170,8 @@ def config_change_records(image: MetadataImage, resource: Body) -> list[Config]:
         if rname != "" and not (str(rname).isdigit() and int(rname) in image.brokers):
             raise InvalidRequestError(f"unknown broker {rname!r}")
         for c in resource.get("configs") or []:
+            if c.get("config_operation", OP_SET) in (OP_APPEND, OP_SUBTRACT):
+                _list_value(image, rtype, rname, c)  # refused: no broker key is a list
             # Brokers read their static config once at start-up; a change committed here
             # would be accepted and never applied, except for the keys brokers follow live.
             name = c.get("name")
@@ -134,8 +195,10 @@ def config_change_records(image: MetadataImage, resource: Body) -> list[Config]:
     out = []
     for c in resource.get("configs") or []:
         name, op, value = c.get("name"), c.get("config_operation", OP_SET), c.get("value")
-        if op not in (OP_SET, OP_DELETE):
+        if op not in (OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT):
             raise InvalidRequestError(f"{name}: unsupported config operation {op!r}")
+        if op in (OP_APPEND, OP_SUBTRACT):
+            value, op = _list_value(image, rtype, rname, c), OP_SET
         if op == OP_SET and value is None:
             raise InvalidConfigError(f"{name}: a value is required to set it")
         if rtype == RESOURCE_TOPIC:

@@ -10,7 +10,10 @@ runner's test.conf names the KAFKA listeners. Each test runs in its own test-run
 (TESTS=NNNN, full mode unless --quick, broker version --broker-version) under a deadline, so a crash or hang
 is that test's failure only. Tests flagged TEST_F_LOCAL in tests/test.c do not talk to a broker
 and are not run (counted as "local"); excluded ones are listed with their reasons in FILE
-("NNNN reason"). Output: {"passed", "failed", "excluded", "local", "skipped_by_runner",
+("NNNN reason"). A line "NNNN:sub_test reason" excludes one sub-test only (the function
+that opens it with SUB_TEST in the test's source): that test then runs once per other
+sub-test its main function calls (SUBTESTS="name:", one runner process each), and passes
+when each of them does. Output: {"passed", "failed", "excluded", "local", "skipped_by_runner",
 "failed_tests", "seconds", "load_average"}; progress and failing tests' tails on stderr.
 """
 
@@ -53,18 +56,44 @@ def suite(tests_dir: Path) -> dict[str, tuple[str, bool]]:
     return out
 
 
-def excluded(path: Path) -> dict[str, str]:
-    """{number: reason} from lines `NNNN reason` (# comments, blank lines skipped)."""
-    out = {}
+def excluded(path: Path) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
+    """({number: reason}, {number: {sub_test: reason}}) from lines `NNNN reason` and
+    `NNNN:sub_test reason` (# comments, blank lines skipped)."""
+    whole: dict[str, str] = {}
+    subs: dict[str, dict[str, str]] = {}
     for raw in path.read_text().splitlines():
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue
-        num, _, reason = line.partition(" ")
-        if not re.fullmatch(r"\d{4}", num) or not reason.strip():
-            raise SystemExit(f"{path}: expected 'NNNN reason', got {raw!r}")
-        out[num] = reason.strip()
-    return out
+        key, _, reason = line.partition(" ")
+        m = re.fullmatch(r"(\d{4})(?::(\w+))?", key)
+        if m is None or not reason.strip():
+            raise SystemExit(f"{path}: expected 'NNNN[:sub_test] reason', got {raw!r}")
+        if m.group(2):
+            subs.setdefault(m.group(1), {})[m.group(2)] = reason.strip()
+        else:
+            whole[m.group(1)] = reason.strip()
+    return whole, subs
+
+
+FUNCTION = re.compile(r"^(?:static\s+)?\w+\s+\**(\w+)\s*\(", re.M)
+
+
+def sub_tests(tests_dir: Path, num: str, name: str) -> list[str]:
+    """The sub-test functions (those that open a SUB_TEST) that main_NNNN_name calls, in
+    the order of their first call."""
+    [src] = [p for p in tests_dir.glob(f"{num}-*") if p.suffix in (".c", ".cpp")]
+    text = src.read_text(errors="replace")
+    starts = [(m.start(), m.group(1)) for m in FUNCTION.finditer(text)]
+    fns = set()
+    for m in re.finditer(r"\bSUB_TEST\w*\(", text):
+        enclosing = [fn for pos, fn in starts if pos < m.start()]
+        if enclosing:
+            fns.add(enclosing[-1])
+    start = text.index(f"int main_{num}_{name}(")
+    body = text[start : text.index("\n}\n", start)]
+    calls = re.findall(r"\b(\w+)\s*\(", body)
+    return [c for c in dict.fromkeys(calls) if c in fns]
 
 
 def _free(port: int) -> bool:
@@ -153,9 +182,14 @@ class Cluster:
         self.log.close()
 
 
-def run_one(tests_dir: Path, num: str, args: argparse.Namespace) -> tuple[str, str]:
-    """(PASSED | FAILED | SKIPPED, output tail) of one test in its own runner process."""
+def run_one(
+    tests_dir: Path, num: str, args: argparse.Namespace, sub_test: str | None = None
+) -> tuple[str, str]:
+    """(PASSED | FAILED | SKIPPED, output tail) of one test (or one of its sub-tests) in its
+    own runner process."""
     env = {**os.environ, "TESTS": num, "TEST_KAFKA_VERSION": args.broker_version}
+    if sub_test is not None:
+        env["SUBTESTS"] = f"{sub_test}:"  # test.c matches "function:line" by substring
     env["LD_LIBRARY_PATH"] = f"{tests_dir.parent / 'src'}:{tests_dir.parent / 'src-cpp'}"
     # -E: no sockem (the runner's socket fault injector); -Q (--quick): quick mode, where a
     # test runs only its sub-tests marked quick (some then run nothing at all)
@@ -195,10 +229,17 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="the runner's quick mode (-Q)")
     args = ap.parse_args()
     tests = suite(args.tests_dir)
-    skip = excluded(args.exclude)
-    unknown = sorted(set(skip) - set(tests))
+    skip, skip_subs = excluded(args.exclude)
+    unknown = sorted((set(skip) | set(skip_subs)) - set(tests))
     if unknown:
         raise SystemExit(f"{args.exclude}: not tests of this suite: {unknown}")
+    runs: dict[str, list[str | None]] = {}
+    for num, subs in skip_subs.items():
+        all_subs = sub_tests(args.tests_dir, num, tests[num][0])
+        missing = sorted(set(subs) - set(all_subs))
+        if missing:
+            raise SystemExit(f"{args.exclude}: not sub-tests of {num}: {missing}")
+        runs[num] = [t for t in all_subs if t not in subs]
     wanted = sorted(tests) if not args.only else sorted(args.only.split(","))
     to_run = [n for n in wanted if n in tests and not tests[n][1] and n not in skip]
     data_dir = ROOT / ".compat-cache" / "librdkafka" / "cluster"
@@ -217,7 +258,15 @@ def main() -> int:
         say(f"cluster up: KAFKA listeners {','.join(cluster.kafka)}; {len(to_run)} tests to run")
         for num in to_run:
             t0 = time.monotonic()
-            state, out = run_one(args.tests_dir, num, args)
+            if num in runs:  # one process per sub-test not excluded; the first failure ends it
+                state, out = "PASSED", ""
+                for sub in runs[num]:
+                    state, out = run_one(args.tests_dir, num, args, sub)
+                    say(f"{num}_{tests[num][0]} {sub}: {state}")
+                    if state == "FAILED":
+                        break
+            else:
+                state, out = run_one(args.tests_dir, num, args)
             say(f"{num}_{tests[num][0]}: {state} ({time.monotonic() - t0:.0f} s)")
             if state == "FAILED":
                 failed.append(f"{num}_{tests[num][0]}")
@@ -232,6 +281,7 @@ def main() -> int:
     result = {
         **counts,
         "excluded": sum(1 for n in wanted if n in skip),
+        "excluded_sub_tests": sum(len(skip_subs[n]) for n in wanted if n in skip_subs),
         "local": sum(1 for n in wanted if n in tests and tests[n][1]),
         "failed_tests": failed,
         "mode": "quick" if args.quick else "full",

@@ -191,3 +191,29 @@ def test_a_classic_group_needs_read_on_the_group(acl_broker) -> None:
     assert e.value.args[0].code() == ck.KafkaError.GROUP_AUTHORIZATION_FAILED
     listed = admin.list_consumer_groups(request_timeout=30).result(30).valid
     assert "kg" in {g.group_id for g in listed}  # not deleted
+
+
+def test_alter_configs_needs_alter_configs(acl_broker) -> None:
+    """AlterConfigs and IncrementalAlterConfigs as alice, who holds no ALTER_CONFIGS: the topic
+    is refused with TOPIC_AUTHORIZATION_FAILED, the broker with CLUSTER_AUTHORIZATION_FAILED
+    (ALTER_CONFIGS on the cluster), as Kafka answers; nothing changes."""
+    alice = admin_mod.AdminClient(_conf(acl_broker, "alice", "alice-pw-77"))
+    topic = admin_mod.ConfigResource(
+        admin_mod.ResourceType.TOPIC, "kt", set_config={"retention.ms": "1000"}
+    )
+    broker = admin_mod.ConfigResource(
+        admin_mod.ResourceType.BROKER, "1",
+        incremental_configs=[admin_mod.ConfigEntry(
+            "follower.replication.throttled.rate", "1048576",
+            incremental_operation=admin_mod.AlterConfigOpType.SET)],
+    )  # fmt: skip
+    for fut, code in (
+        (alice.alter_configs([topic])[topic], ck.KafkaError.TOPIC_AUTHORIZATION_FAILED),
+        (alice.incremental_alter_configs([broker])[broker],
+         ck.KafkaError.CLUSTER_AUTHORIZATION_FAILED),
+    ):  # fmt: skip
+        with pytest.raises(ck.KafkaException) as e:
+            fut.result(30)
+        assert e.value.args[0].code() == code
+    image = acl_broker.node.publisher.image
+    assert image.topic_config("kt") == {} and image.config_for(4, "1") == {}

@@ -274,6 +274,19 @@ ROWS: list[Row] = [
         [topic("t", Op.ALTER_CONFIGS)], 29,
         state=lambda e: dict(e.image.topic_config("t")),
         changed=lambda e, before: e.image.topic_config("t").get("retention.ms") == "123456"),
+    Row(ApiKey.ALTER_CONFIGS,
+        lambda: {"resources": [{"resource_type": 2, "resource_name": "t", "configs": [
+            {"name": "retention.bytes", "value": "777777"}]}]},
+        [topic("t", Op.ALTER_CONFIGS)], 29,
+        state=lambda e: dict(e.image.topic_config("t")),
+        changed=lambda e, before: dict(e.image.topic_config("t")) == {"retention.bytes": "777777"}),
+    Row(ApiKey.ALTER_CONFIGS,
+        lambda: {"resources": [{"resource_type": 4, "resource_name": "1", "configs": [
+            {"name": "follower.replication.throttled.rate", "value": "1048576"}]}]},
+        [cluster(Op.ALTER_CONFIGS)], 31, name="broker",
+        state=lambda e: dict(e.image.config_for(4, "1")),
+        changed=lambda e, before: dict(e.image.config_for(4, "1")) == {
+            "follower.replication.throttled.rate": "1048576"}),
     Row(ApiKey.INIT_PRODUCER_ID, dict, [cluster(Op.IDEMPOTENT_WRITE)], 31),
     Row(ApiKey.INIT_PRODUCER_ID, dict, [topic("t", Op.WRITE)], 31, name="write-any"),
     Row(ApiKey.INIT_PRODUCER_ID, lambda: {"transactional_id": "tx"},

@@ -401,7 +401,9 @@ INCREMENTAL_ALTER_CONFIGS = register(
         key=ApiKey.INCREMENTAL_ALTER_CONFIGS,
         name="IncrementalAlterConfigs",
         doc="Set (`config_operation` 0) or delete (1, back to the default) configs of topics "
-        "(resource_type 2) or brokers (4), through the controller (answered once committed). "
+        "(resource_type 2) or brokers (4), or append (2) / subtract (3) items of a list-typed "
+        "topic key (`cleanup.policy`; another key → INVALID_CONFIG), through the controller "
+        "(answered once committed). "
         "Unknown topic → UNKNOWN_TOPIC_OR_PARTITION; an unknown key or a bad value → "
         "INVALID_CONFIG naming it. Topic changes reach the live logs without a restart.",
         request=Struct(
@@ -417,7 +419,10 @@ INCREMENTAL_ALTER_CONFIGS = register(
                                 Struct(
                                     Field("name", STRING),
                                     Field(
-                                        "config_operation", INT8, default=0, doc="0 set, 1 delete"
+                                        "config_operation",
+                                        INT8,
+                                        default=0,
+                                        doc="0 set, 1 delete, 2 append, 3 subtract",
                                     ),
                                     Field("value", Nullable(STRING), default=None),
                                     name="AlterableConfig",
@@ -445,6 +450,40 @@ INCREMENTAL_ALTER_CONFIGS = register(
             ),
             THROTTLE,
         ),
+    )
+)
+
+ALTER_CONFIGS = register(
+    ApiSpec(
+        key=ApiKey.ALTER_CONFIGS,
+        name="AlterConfigs",
+        doc="Kafka's legacy AlterConfigs: each resource's dynamic configs become exactly those "
+        "given (a key not named goes back to its default; a null value too), checked and "
+        "answered as IncrementalAlterConfigs.",
+        request=Struct(
+            Field(
+                "resources",
+                Array(
+                    Struct(
+                        Field("resource_type", INT8, doc="2 topic, 4 broker"),
+                        Field("resource_name", STRING, doc="topic name or broker id"),
+                        Field(
+                            "configs",
+                            Array(
+                                Struct(
+                                    Field("name", STRING),
+                                    Field("value", Nullable(STRING), default=None),
+                                    name="AlterConfigsEntry",
+                                )
+                            ),
+                        ),
+                        name="AlterConfigsReplacedResource",
+                    )
+                ),
+            ),
+            Field("validate_only", BOOL, default=False),
+        ),
+        response=INCREMENTAL_ALTER_CONFIGS.response,
     )
 )
 

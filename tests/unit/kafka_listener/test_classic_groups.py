@@ -82,6 +82,28 @@ def test_two_members_rebalance_and_a_silent_one_expires() -> None:
     assert ja3[0]["generation_id"] == 3 and [m["member_id"] for m in ja3[0]["members"]] == [a]
 
 
+def test_commits_during_a_rebalance_as_kafka_checks_them() -> None:
+    """A member of the current generation commits while a rebalance is being prepared (a
+    cooperative consumer commits what it revokes before rejoining: librdkafka's 0113
+    v_commit_during_rebalance); between the join and the leader's SyncGroup the answer is
+    REBALANCE_IN_PROGRESS; a stale generation is ILLEGAL_GENERATION."""
+    groups = ClassicGroups(Timer(), Clock())
+    a = _member(groups)
+    _join(groups, a, [])
+    groups.sync("g", a, 1, {a: b"all"}, [].append)
+    b = _member(groups)
+    _join(groups, b, [])  # PreparingRebalance: a has not rejoined yet
+    assert groups.heartbeat("g", a, 1) == ErrorCode.REBALANCE_IN_PROGRESS
+    assert groups.check_commit("g", a, 1) == 0
+    assert groups.check_commit("g", a, 0) == ErrorCode.ILLEGAL_GENERATION
+    assert groups.check_commit("g", "stranger", 1) == ErrorCode.UNKNOWN_MEMBER_ID
+    _join(groups, a, [])  # everyone rejoined: generation 2, CompletingRebalance
+    assert groups.check_commit("g", a, 2) == ErrorCode.REBALANCE_IN_PROGRESS
+    groups.sync("g", a, 2, {a: b"p0", b: b"p1"}, [].append)  # Stable
+    assert groups.check_commit("g", a, 2) == 0
+    assert groups.check_commit("g", a, 1) == ErrorCode.ILLEGAL_GENERATION
+
+
 def test_rebalance_timeout_drops_members_that_do_not_rejoin() -> None:
     timer, clock = Timer(), Clock()
     groups = ClassicGroups(timer, clock)

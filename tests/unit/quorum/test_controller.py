@@ -502,6 +502,63 @@ def test_incremental_alter_configs(env):
     assert "retention.ms" not in c.image.topic_config("t")
 
 
+def _ops(name, *configs, rtype=2):
+    return [{"resource_type": rtype, "resource_name": name, "configs": [
+        {"name": k, "config_operation": op, "value": v} for k, op, v in configs]}]  # fmt: skip
+
+
+def test_incremental_append_and_subtract_on_list_keys_only(env):
+    c, _, _ = env
+    up(c, 1)
+    c.replication.create_topics([topic("t", 1, 1)])
+    # APPEND starts from the default (log.cleanup.policy: delete); an item already there once
+    [r] = c.configs.incremental_alter_configs(_ops("t", ("cleanup.policy", 2, "compact,delete")))
+    assert r["error_code"] == 0, r
+    assert dict(c.image.topic_config("t")) == {"cleanup.policy": "delete,compact"}
+    [r] = c.configs.incremental_alter_configs(_ops("t", ("cleanup.policy", 3, "delete")))
+    assert r["error_code"] == 0 and c.image.topic_config("t")["cleanup.policy"] == "compact"
+    for op in (2, 3):  # not a list: INVALID_CONFIG, nothing written
+        [r] = c.configs.incremental_alter_configs(_ops("t", ("retention.ms", op, "5")))
+        assert r["error_code"] == E.INVALID_CONFIG and "list-typed" in r["error_message"], r
+    [r] = c.configs.incremental_alter_configs(
+        _ops("1", ("follower.replication.throttled.rate", 2, "5"), rtype=4)
+    )
+    assert r["error_code"] == E.INVALID_CONFIG, r
+    # subtracting the last item leaves an empty policy, which is not valid
+    [r] = c.configs.incremental_alter_configs(_ops("t", ("cleanup.policy", 3, "compact")))
+    assert r["error_code"] == E.INVALID_CONFIG, r
+    [r] = c.configs.incremental_alter_configs(_ops("t", ("cleanup.policy", 4, "x")))
+    assert r["error_code"] == E.INVALID_REQUEST, r
+    assert dict(c.image.topic_config("t")) == {"cleanup.policy": "compact"}
+
+
+def test_alter_configs_replaces_the_resources_whole_set(env):
+    c, _, _ = env
+    up(c, 1)
+    c.replication.create_topics([topic("t", 1, 1, {"retention.ms": "100", "segment.ms": "9"})])
+
+    def replace(name, configs, rtype=2, validate_only=False):
+        resources = [{"resource_type": rtype, "resource_name": name,
+                      "configs": [{"name": k, "value": v} for k, v in configs.items()]}]  # fmt: skip
+        [r] = c.configs.alter_configs(resources, validate_only)
+        return r
+
+    assert replace("t", {"retention.bytes": "4096"}, validate_only=True)["error_code"] == 0
+    assert dict(c.image.topic_config("t")) == {"retention.ms": "100", "segment.ms": "9"}
+    r = replace("t", {"retention.bytes": "4096", "segment.ms": None})  # null: deleted too
+    assert r["error_code"] == 0, r
+    assert dict(c.image.topic_config("t")) == {"retention.bytes": "4096"}
+    r = replace("t", {"retention.ms": "soon"})  # refused whole: nothing deleted either
+    assert r["error_code"] == E.INVALID_CONFIG, r
+    assert dict(c.image.topic_config("t")) == {"retention.bytes": "4096"}
+    assert replace("nope", {})["error_code"] == E.UNKNOWN_TOPIC_OR_PARTITION
+    key = "follower.replication.throttled.rate"
+    assert replace("1", {key: "100"}, rtype=4)["error_code"] == 0
+    assert dict(c.image.config_for(4, "1")) == {key: "100"}
+    assert replace("1", {}, rtype=4)["error_code"] == 0
+    assert dict(c.image.config_for(4, "1")) == {}
+
+
 @pytest.mark.parametrize(
     ("key", "bad", "good"),
     [

@@ -79,6 +79,15 @@ def test_remote_controller_and_observer(single):
         ).result(10)
         assert res[0]["error_code"] == 0
         wait_until(lambda: "t" in loader.image.topics, 5, "observer sees the topic")
+        # (Incremental)AlterConfigs over the wire: APPEND, then AlterConfigs replacing the set
+        [r] = rc.incremental_alter_configs([{"resource_type": 2, "resource_name": "t", "configs": [
+            {"name": "cleanup.policy", "config_operation": 2, "value": "compact"}]}]).result(10)  # fmt: skip
+        assert r["error_code"] == 0, r
+        assert dict(proc.controller.image.topic_config("t")) == {"cleanup.policy": "delete,compact"}
+        [r] = rc.alter_configs([{"resource_type": 2, "resource_name": "t", "configs": [
+            {"name": "retention.ms", "value": "60000"}]}]).result(10)  # fmt: skip
+        assert r["error_code"] == 0, r
+        assert dict(proc.controller.image.topic_config("t")) == {"retention.ms": "60000"}
         reg0 = loader.image.partition("t", 0)
         resp = rc.alter_partition(
             1,
