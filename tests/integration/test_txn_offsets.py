@@ -160,3 +160,49 @@ def test_asyncio_send_offsets(ctp_broker) -> None:
             assert await c.committed([tp]) == {tp: 3}
 
     asyncio.run(run())
+
+
+def test_confluent_kafka_send_offsets_to_transaction(broker_factory) -> None:
+    """librdkafka's send_offsets_to_transaction through the Kafka listener (AddOffsetsToTxn,
+    FindCoordinator, TxnOffsetCommit): committed with the transaction, dropped by an abort."""
+    ck = pytest.importorskip("confluent_kafka")
+    handle = broker_factory(
+        listeners="GREGOR://127.0.0.1:0,KAFKA://127.0.0.1:0",
+        **{"listener.protocol.map": "KAFKA:KAFKA",
+           "listener.security.protocol.map": "GREGOR:PLAINTEXT,KAFKA:PLAINTEXT",
+           "inter.broker.listener.name": "GREGOR", **OVERRIDES},
+    )  # fmt: skip
+    port = next(e.port for e in handle.server.listeners.bind if e.name == "KAFKA")
+    address = f"127.0.0.1:{port}"
+    with Admin(bootstrap_servers=handle.bootstrap) as admin:
+        admin.create_topic("ck-in", 1, 1)
+        admin.create_topic("ck-out", 1, 1)
+    # the internal topics made and loaded first: librdkafka's retries back off for seconds
+    with Producer(bootstrap_servers=handle.bootstrap, transactional_id="warm-up") as warm:
+        warm.init_transactions()
+    tp = TopicPartition("ck-in", 0)
+    with Consumer(bootstrap_servers=handle.bootstrap, group_id="ck-ctp") as gc:
+        assert gc.committed([tp]) == {tp: None}
+    c = ck.Consumer({"bootstrap.servers": address, "group.id": "ck-ctp",
+                     "enable.auto.commit": False})  # fmt: skip
+    p = ck.Producer({"bootstrap.servers": address, "transactional.id": "ck-ctp-app"})
+    try:
+        p.init_transactions(30)
+        p.begin_transaction()
+        p.produce("ck-out", b"transformed", partition=0)
+        p.send_offsets_to_transaction(
+            [ck.TopicPartition("ck-in", 0, 4)], c.consumer_group_metadata(), 30
+        )
+        p.commit_transaction(30)
+        p.begin_transaction()
+        p.send_offsets_to_transaction(
+            [ck.TopicPartition("ck-in", 0, 9)], c.consumer_group_metadata(), 30
+        )
+        p.abort_transaction(30)
+        (got,) = c.committed([ck.TopicPartition("ck-in", 0)], timeout=30)
+        assert got.offset == 4
+    finally:
+        c.close()
+        p.flush(1)
+    with Consumer(bootstrap_servers=handle.bootstrap, group_id="ck-ctp") as gc:
+        assert gc.committed([tp]) == {tp: 4}
