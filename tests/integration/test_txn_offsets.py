@@ -20,7 +20,7 @@ from helpers import wait_until
 
 from client import Admin, Consumer, Producer, TopicPartition, aio
 from client.aio.types import ConsumerGroupMetadata
-from client.errors import StaleMemberEpochError, TransactionStateError
+from client.errors import ErrorCode, StaleMemberEpochError, TransactionStateError
 
 OVERRIDES = {"transaction.state.log.num.partitions": 1, "offsets.topic.num.partitions": 1}
 ROOT = Path(__file__).resolve().parents[2]
@@ -206,3 +206,45 @@ def test_confluent_kafka_send_offsets_to_transaction(broker_factory) -> None:
         p.flush(1)
     with Consumer(bootstrap_servers=handle.bootstrap, group_id="ck-ctp") as gc:
         assert gc.committed([tp]) == {tp: 4}
+
+
+def test_a_restarted_broker_reloads_committed_and_pending_offsets(broker_factory, tmp_path) -> None:
+    """A broker restart reloads `__consumer_offsets`: the committed transaction's offsets are
+    the group's (their marker is in the log); the open one's stay pending, so a stable
+    fetch waits, until the next producer with the id aborts it."""
+    data = tmp_path / "restart"
+    handle = broker_factory(data_dir=data, **OVERRIDES)
+    with Admin(bootstrap_servers=handle.bootstrap) as admin:
+        admin.create_topic("in", 1, 1)
+    tp = TopicPartition("in", 0)
+    p = Producer(bootstrap_servers=handle.bootstrap, transactional_id="restart-tx")
+    p.init_transactions()
+    p.begin_transaction()
+    p.send_offsets_to_transaction({tp: 3}, "restart-g")
+    p.commit_transaction()
+    p.begin_transaction()
+    p.send_offsets_to_transaction({tp: 8}, "restart-g")  # left open
+    p.close()
+    handle.server.shutdown(timeout=10.0)
+
+    handle = broker_factory(data_dir=data, **OVERRIDES)
+    gc = handle.server.node.group_coordinator
+    with Consumer(bootstrap_servers=handle.bootstrap, group_id="restart-g",
+                  request_timeout_ms=1000) as c:  # fmt: skip
+        wait_until(lambda: _stable_fetch(gc) is not None, 20, "the offsets partition loaded")
+        assert _stable_fetch(gc) == (3, ErrorCode.UNSTABLE_OFFSET_COMMIT)
+        with Producer(bootstrap_servers=handle.bootstrap, transactional_id="restart-tx") as p2:
+            p2.init_transactions()  # aborts the open transaction: ABORT marker, offset 8 gone
+        wait_until(lambda: _stable_fetch(gc) == (3, 0), 20, "the pending offsets dropped")
+        assert c.committed([tp]) == {tp: 3}
+
+
+def _stable_fetch(gc) -> tuple[int, int] | None:
+    from broker.group import GroupError
+
+    try:
+        (t,) = gc.fetch_offsets("restart-g", [{"name": "in", "partitions": [0]}], True)
+    except GroupError:
+        return None
+    (p,) = t["partitions"]
+    return p["committed_offset"], p["error_code"]
