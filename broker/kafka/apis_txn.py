@@ -152,7 +152,7 @@ def add_offsets_to_txn(ctx: KafkaContext, body: AddOffsetsRequest) -> None:
 
 @api(ApiKey.TXN_OFFSET_COMMIT, 0, 3)
 def txn_offset_commit(ctx: KafkaContext, body: TxnOffsetCommitRequest) -> None:
-    topics = [
+    topics: list[dict] = [
         {
             "name": t.name,
             "partitions": [
@@ -180,7 +180,7 @@ def txn_offset_commit(ctx: KafkaContext, body: TxnOffsetCommitRequest) -> None:
 
     def answer(a: dict) -> None:
         code = whole_error(a)
-        rows = a.get("topics", []) if not code else [
+        rows: list[dict] = a.get("topics", []) if not code else [
             {"name": t["name"], "partitions": [{"partition": p["partition"], "error_code": code}
                                                for p in t["partitions"]]}
             for t in topics
