@@ -45,6 +45,7 @@ from client.errors import (
     ErrorCode,
     GregorError,
     GregorTimeoutError,
+    UnstableOffsetCommitError,
     error_for_code,
 )
 from client.protocol import ApiKey
@@ -291,7 +292,13 @@ class GroupMember:
             return GroupEvent("revoke", tuple(sorted(revoke)), self.on_revoke)
         add = self.target - self.owned
         if add:
-            await self._start_positions(add)
+            try:
+                await self._start_positions(add)
+            except UnstableOffsetCommitError:
+                # a transaction with offsets of these partitions is still being ended (for
+                # up to its transaction.timeout.ms if its producer died): the next poll asks
+                # again, as Kafka's consumer does
+                return None
             return GroupEvent("assign", tuple(sorted(add)), self.on_assign)
         return None
 
