@@ -228,7 +228,8 @@ class OffsetWrites:
                         ErrorCode.NON_EMPTY_GROUP,
                         f"group {group_id} has {len(g.members)} members",
                     )
-                tps = sorted(shard.offsets.get(group_id))
+                # (offsets pending in open transactions get a tombstone too, as Kafka)
+                tps = sorted(set(shard.offsets.get(group_id)) | shard.offsets.pending_tps(group_id))
                 if g is None and not tps:
                     raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} not found")
                 if not tps:
@@ -298,9 +299,7 @@ class OffsetWrites:
         with self.shards.lock:
             offsets = self.shards.get(group_id).offsets
             table = dict(offsets.get(group_id))
-            unstable = {
-                tp for groups in offsets.pending.values() for tp in groups.get(group_id, ())
-            } if require_stable else set()  # fmt: skip
+            unstable = offsets.pending_tps(group_id) if require_stable else set()
         wanted: dict[str, list[int]] = {}
         if topics is None:
             for t, p in sorted(table):

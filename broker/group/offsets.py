@@ -97,12 +97,6 @@ class OffsetTable:
         if old is None or old.log_offset < value.log_offset:
             g[tp] = value
 
-    def has_pending(self, group_id: str, tp: tuple[str, int]) -> bool:
-        return any(tp in groups.get(group_id, ()) for groups in self.pending.values())
-
-    def pending_groups(self) -> set[str]:
-        return {g for groups in self.pending.values() for g in groups}
-
     def complete_txn(self, producer_id: int, commit: bool) -> int:
         """The marker of `producer_id`'s transaction landed: its pending offsets become the
         committed ones (COMMIT) or are dropped (ABORT). Returns how many there were."""
@@ -125,11 +119,25 @@ class OffsetTable:
             g[tp] = value
 
     def delete(self, group_id: str, tp: tuple[str, int]) -> None:
+        """A tombstone: the committed offset goes, and so do offsets of `tp` pending in open
+        transactions (written before it), as Kafka's deleteAllOffsets."""
         g = self.groups.get(group_id)
         if g is not None:
             g.pop(tp, None)
             if not g:
                 del self.groups[group_id]
+        for pid in list(self.pending):
+            groups = self.pending[pid]
+            pending = groups.get(group_id)
+            if pending is not None and tp in pending:
+                del pending[tp]
+                if not pending:
+                    del groups[group_id]
+                if not groups:
+                    del self.pending[pid]
+
+    def pending_tps(self, group_id: str) -> set[tuple[str, int]]:
+        return {tp for groups in self.pending.values() for tp in groups.get(group_id, ())}
 
     def replay(
         self, key: bytes | None, value: bytes | None, log_offset: int, producer_id: int = -1

@@ -171,3 +171,17 @@ def test_member_check(tmp_path, member: str, generation: int, code: int) -> None
         group.members["m1"] = SimpleNamespace(member_epoch=3)
     assert _txn_commit(gc, 7, 0, 11, member=member, generation=generation) == code
     rm.part.log.close()
+
+
+def test_deleting_the_group_drops_its_pending_offsets_too(tmp_path) -> None:
+    gc, rm = _open(tmp_path)
+    assert _txn_commit(gc, pid=5, epoch=0, offset=2) == 0
+    got: list[tuple[int, str | None]] = []
+    gc.delete_group(GROUP, lambda code, msg: got.append((code, msg)))
+    assert got == [(0, None)]
+    _marker(gc, rm, 5, 0, commit=True)  # the transaction commits after the deletion
+    assert _fetched(gc, stable=True) == (-1, 0)
+    rm.part.log.close()
+    gc2, rm2 = _open(tmp_path)  # the tombstone, after the pending record, wins on reload too
+    assert _fetched(gc2, stable=True) == (-1, 0)
+    rm2.part.log.close()
