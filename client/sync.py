@@ -40,7 +40,13 @@ from client.aio.admin_users import (
 )
 from client.aio.futures import DeliveryFuture
 from client.aio.group import Callback, GroupEvent
-from client.aio.types import ConfigEntry, ConsumerRecord, RecordMetadata, TopicPartition
+from client.aio.types import (
+    ConfigEntry,
+    ConsumerGroupMetadata,
+    ConsumerRecord,
+    RecordMetadata,
+    TopicPartition,
+)
 from client.errors import ClientClosedError
 from client.security.acl import AclBinding, AclBindingFilter
 
@@ -226,7 +232,11 @@ class Producer(_SyncClient):
     def abort_transaction(self) -> None:
         self._run(self._core.abort_transaction())
 
-    def send_offsets_to_transaction(self, offsets: object, group_metadata: object) -> None:
+    def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[TopicPartition, int],
+        group_metadata: ConsumerGroupMetadata | str,
+    ) -> None:
         self._run(self._core.send_offsets_to_transaction(offsets, group_metadata))
 
     def partitions_for(self, topic: str) -> list[int]:
@@ -308,6 +318,10 @@ class Consumer(_SyncClient):
 
     def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
         return self._run(self._core.committed(list(partitions)))
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """For Producer.send_offsets_to_transaction (reads the member's id and epoch)."""
+        return self._core.group_metadata()
 
     def close(self, timeout: float | None = None) -> None:
         """Commit (enable.auto.commit), run on_revoke here, leave the group at once, close."""

@@ -86,8 +86,23 @@ class GroupCoordinator:
     def commit(self, body: Body, respond: Callable[[Body], None]) -> None:
         self.writes.commit(body, respond)
 
-    def fetch_offsets(self, group_id: str, topics: list[Body] | None) -> list[Body]:
-        return self.writes.fetch_offsets(group_id, topics)
+    def txn_commit(self, body: Body, respond: Callable[[Body], None]) -> None:
+        self.writes.txn_commit(body, respond)
+
+    def fetch_offsets(
+        self, group_id: str, topics: list[Body] | None, require_stable: bool = False
+    ) -> list[Body]:
+        return self.writes.fetch_offsets(group_id, topics, require_stable)
+
+    def on_txn_marker(self, partition: int, producer_id: int, commit: bool) -> None:
+        """WriteTxnMarkers appended `producer_id`'s COMMIT/ABORT marker to offsets partition
+        `partition` (a flusher/timer or I/O thread): its pending offsets are decided."""
+        with self.shards.lock:
+            n = self.shards.complete_txn(partition, producer_id, commit)
+        if n:
+            log.debug("%s %s-%d: %d transactional offsets of producer %d %s", self._prefix,
+                      "__consumer_offsets", partition, n, producer_id,
+                      "committed" if commit else "aborted")  # fmt: skip
 
     def delete_group(self, group_id: str, answer: Callable[[int, str | None], None]) -> None:
         self.writes.delete_group(group_id, answer)

@@ -2,6 +2,7 @@
 
     writes = OffsetWrites(shards, replica_manager, settings)
     writes.commit(body, respond)                 # OffsetCommit
+    writes.txn_commit(body, respond)             # TxnOffsetCommit: pending until the marker
     writes.fetch_offsets(group_id, topics)       # OffsetFetch
     writes.delete_group(group_id, answer)        # DeleteGroups, one group
     writes.delete_offsets(group_id, tps, answer) # OffsetDelete
@@ -42,6 +43,8 @@ _WRITE_ERRORS = {
     int(ErrorCode.NOT_ENOUGH_REPLICAS): ErrorCode.COORDINATOR_NOT_AVAILABLE,
     int(ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND): ErrorCode.COORDINATOR_NOT_AVAILABLE,
     int(ErrorCode.REQUEST_TIMED_OUT): ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    # TxnOffsetCommit of a producer whose epoch a newer one fenced (KIP-588's name)
+    int(ErrorCode.INVALID_PRODUCER_EPOCH): ErrorCode.PRODUCER_FENCED,
 }
 
 
@@ -117,8 +120,10 @@ class OffsetWrites:
         batch: bytes,
         applied: Callable[[int], None],
         answer: Callable[[int, str | None], None],
+        coordinator: bool = False,
     ) -> None:
-        """Append `batch` to the shard's partition with acks=all. Once replicated,
+        """Append `batch` to the shard's partition with acks=all (`coordinator`: a
+        transactional batch of TxnOffsetCommit, broker/replica). Once replicated,
         `applied(base offset)` runs under the lock (if this broker still leads the partition),
         then `answer(0, None)`; a failed write answers the coordinator error it maps to."""
         tp = (OFFSETS_TOPIC, shard.partition)
@@ -134,11 +139,74 @@ class OffsetWrites:
                 return
             answer(int(_WRITE_ERRORS.get(code, ErrorCode.UNKNOWN_SERVER_ERROR)), st.error_message)
 
+        kw = {"coordinator": True} if coordinator else {}
         res = self.replica_manager.append_records(
-            -1, self.settings.commit_timeout_ms, {tp: batch}, done
+            -1, self.settings.commit_timeout_ms, {tp: batch}, done, **kw
         )
         if res is not None:
             done(res)
+
+    # -- TxnOffsetCommit -------------------------------------------------------------------------
+
+    def txn_commit(self, body: Body, respond: Callable[[Body], None]) -> None:
+        """TxnOffsetCommit: the offsets, as a transactional batch of the producer (its id and
+        epoch; the log refuses an older epoch), appended with acks=all; once replicated they
+        are pending in the shard's table until the transaction's marker lands (offsets.py).
+        The committer is checked as Kafka's TxnOffsetCommit v3 (KIP-447): a request without
+        member id and generation (-1) is not checked; otherwise the member must be in the group
+        at that epoch (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH)."""
+        commits: list[tuple[str, int, int, int, str | None]] = []
+        early: dict[TP, int] = {}
+        for t in body["topics"]:
+            for p in t["partitions"]:
+                meta = p["committed_metadata"]
+                if meta is not None and len(meta.encode()) > MAX_METADATA_BYTES:
+                    early[(t["name"], p["partition"])] = int(ErrorCode.OFFSET_METADATA_TOO_LARGE)
+                    continue
+                commits.append((t["name"], p["partition"], p["committed_offset"],
+                                p["committed_leader_epoch"], meta))  # fmt: skip
+        with self.append_order:
+            self._txn_commit_validated(body, commits, early, respond)
+
+    def _txn_commit_validated(
+        self,
+        body: Body,
+        commits: list[tuple[str, int, int, int, str | None]],
+        early: dict[TP, int],
+        respond: Callable[[Body], None],
+    ) -> None:
+        group_id, member_id, generation = body["group_id"], body["member_id"], body["generation_id"]
+        pid, epoch = body["producer_id"], body["producer_epoch"]
+        try:
+            with self.shards.lock:
+                shard = self.shards.get(group_id)
+                group = shard.groups.get(group_id)
+                unchecked = not member_id and generation < 0 and body["group_instance_id"] is None
+                if group is not None and not unchecked:
+                    group.check_commit(member_id, generation)
+                elif group is None and not unchecked:
+                    raise GroupError(
+                        ErrorCode.UNKNOWN_MEMBER_ID, f"group {group_id} has no member {member_id}"
+                    )
+        except GroupError as exc:
+            respond(_txn_commit_response(body, {}, exc.code))
+            return
+        if not commits:
+            respond(_txn_commit_response(body, early, 0))
+            return
+
+        def applied(base_offset: int) -> None:
+            for i, (t, p, off, lepoch, meta) in enumerate(commits):
+                shard.offsets.put_pending(
+                    pid, group_id, (t, p), CommittedOffset(off, lepoch, meta, 0, base_offset + i)
+                )
+
+        def answer(code: int, _msg: str | None) -> None:
+            respond(_txn_commit_response(body, early, code))
+
+        self._write(
+            shard, commit_batch(group_id, commits, pid, epoch), applied, answer, coordinator=True
+        )
 
     # -- DeleteGroups / OffsetDelete ------------------------------------------------------------
 
@@ -160,7 +228,8 @@ class OffsetWrites:
                         ErrorCode.NON_EMPTY_GROUP,
                         f"group {group_id} has {len(g.members)} members",
                     )
-                tps = sorted(shard.offsets.get(group_id))
+                # (offsets pending in open transactions get a tombstone too, as Kafka)
+                tps = sorted(set(shard.offsets.get(group_id)) | shard.offsets.pending_tps(group_id))
                 if g is None and not tps:
                     raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} not found")
                 if not tps:
@@ -221,9 +290,16 @@ class OffsetWrites:
 
     # -- OffsetFetch -----------------------------------------------------------------------------
 
-    def fetch_offsets(self, group_id: str, topics: list[Body] | None) -> list[Body]:
+    def fetch_offsets(
+        self, group_id: str, topics: list[Body] | None, require_stable: bool = False
+    ) -> list[Body]:
+        """Committed offsets; pending transactional ones are not shown, and with
+        `require_stable` a partition that has one answers UNSTABLE_OFFSET_COMMIT (retriable:
+        the transaction is being ended), as Kafka."""
         with self.shards.lock:
-            table = dict(self.shards.get(group_id).offsets.get(group_id))
+            offsets = self.shards.get(group_id).offsets
+            table = dict(offsets.get(group_id))
+            unstable = offsets.pending_tps(group_id) if require_stable else set()
         wanted: dict[str, list[int]] = {}
         if topics is None:
             for t, p in sorted(table):
@@ -241,7 +317,8 @@ class OffsetWrites:
                     "committed_offset": -1 if c is None else c.offset,
                     "committed_leader_epoch": -1 if c is None else c.leader_epoch,
                     "metadata": None if c is None else c.metadata,
-                    "error_code": 0,
+                    "error_code": int(ErrorCode.UNSTABLE_OFFSET_COMMIT)
+                    if (t, p) in unstable else 0,
                 })  # fmt: skip
             out.append({"name": t, "partitions": rows})
         return out
@@ -257,6 +334,24 @@ def _commit_response(body: Body, early: dict[TP, int], code: int, message: str |
                         "partition": p["partition"],
                         "error_code": early.get((t["name"], p["partition"]), code),
                         "error_message": message,
+                    }
+                    for p in t["partitions"]
+                ],
+            }
+            for t in body["topics"]
+        ]
+    }
+
+
+def _txn_commit_response(body: Body, early: dict[TP, int], code: int) -> Body:
+    return {
+        "topics": [
+            {
+                "name": t["name"],
+                "partitions": [
+                    {
+                        "partition": p["partition"],
+                        "error_code": early.get((t["name"], p["partition"]), code),
                     }
                     for p in t["partitions"]
                 ],

@@ -9,6 +9,13 @@ Record layout (msgpack, inside ordinary record batches; docs/decisions.md):
 The table keeps, per group and partition, the latest committed value and the log offset of the
 record that carried it: a record only replaces a value written at a lower log offset, so commits
 acknowledged out of order (two flusher callbacks) and replays while loading give one answer.
+
+Offsets committed inside a transaction (TxnOffsetCommit) are the same records in a
+transactional batch of the producer (its id and epoch). They are held apart, per producer id,
+as *pending* until the transaction's marker lands on the partition: COMMIT makes them the
+group's committed offsets (each still replacing only a value written at a lower log offset, as
+Kafka's `completePendingTxnOffsetCommit`), ABORT drops them. OffsetFetch does not show pending
+offsets; with require_stable it answers UNSTABLE_OFFSET_COMMIT for a partition that has one.
 Not thread-safe: the coordinator holds its lock around every call.
 """
 
@@ -49,8 +56,14 @@ def offset_value(offset: int, leader_epoch: int, metadata: str | None, now_ms: i
     )
 
 
-def commit_batch(group_id: str, commits: list[tuple[str, int, int, int, str | None]]) -> bytes:
-    """One record batch for [(topic, partition, offset, leader_epoch, metadata)]."""
+def commit_batch(
+    group_id: str,
+    commits: list[tuple[str, int, int, int, str | None]],
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+) -> bytes:
+    """One record batch for [(topic, partition, offset, leader_epoch, metadata)]; with a
+    `producer_id`, a transactional batch of that producer (TxnOffsetCommit; no sequence)."""
     now = int(time.time() * 1000)
     return build_batch(
         [
@@ -58,6 +71,9 @@ def commit_batch(group_id: str, commits: list[tuple[str, int, int, int, str | No
             for t, p, off, epoch, meta in commits
         ],
         timestamp_ms=now,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        is_transactional=producer_id >= 0,
     )
 
 
@@ -70,6 +86,28 @@ def tombstone_batch(group_id: str, tps: list[tuple[str, int]]) -> bytes:
 class OffsetTable:
     def __init__(self) -> None:
         self.groups: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
+        # producer id -> group -> (topic, partition) -> offset committed in its open transaction
+        self.pending: dict[int, dict[str, dict[tuple[str, int], CommittedOffset]]] = {}
+
+    def put_pending(
+        self, producer_id: int, group_id: str, tp: tuple[str, int], value: CommittedOffset
+    ) -> None:
+        g = self.pending.setdefault(producer_id, {}).setdefault(group_id, {})
+        old = g.get(tp)
+        if old is None or old.log_offset < value.log_offset:
+            g[tp] = value
+
+    def complete_txn(self, producer_id: int, commit: bool) -> int:
+        """The marker of `producer_id`'s transaction landed: its pending offsets become the
+        committed ones (COMMIT) or are dropped (ABORT). Returns how many there were."""
+        groups = self.pending.pop(producer_id, {})
+        n = 0
+        for group_id, tps in groups.items():
+            n += len(tps)
+            if commit:
+                for tp, value in tps.items():
+                    self.put(group_id, tp, value)
+        return n
 
     def get(self, group_id: str) -> dict[tuple[str, int], CommittedOffset]:
         return self.groups.get(group_id, {})
@@ -81,14 +119,31 @@ class OffsetTable:
             g[tp] = value
 
     def delete(self, group_id: str, tp: tuple[str, int]) -> None:
+        """A tombstone: the committed offset goes, and so do offsets of `tp` pending in open
+        transactions (written before it), as Kafka's deleteAllOffsets."""
         g = self.groups.get(group_id)
         if g is not None:
             g.pop(tp, None)
             if not g:
                 del self.groups[group_id]
+        for pid in list(self.pending):
+            groups = self.pending[pid]
+            pending = groups.get(group_id)
+            if pending is not None and tp in pending:
+                del pending[tp]
+                if not pending:
+                    del groups[group_id]
+                if not groups:
+                    del self.pending[pid]
 
-    def replay(self, key: bytes | None, value: bytes | None, log_offset: int) -> bool:
-        """Apply one record read back from the log. False for a record this version does not
+    def pending_tps(self, group_id: str) -> set[tuple[str, int]]:
+        return {tp for groups in self.pending.values() for tp in groups.get(group_id, ())}
+
+    def replay(
+        self, key: bytes | None, value: bytes | None, log_offset: int, producer_id: int = -1
+    ) -> bool:
+        """Apply one record read back from the log (`producer_id` >= 0: of a transactional
+        batch, so pending until its marker). False for a record this version does not
         know (skipped, so a newer broker's records do not stop an older one from loading)."""
         if key is None:
             return False
@@ -100,15 +155,15 @@ class OffsetTable:
             self.delete(group_id, (topic, partition))
             return True
         v: Any = msgpack.unpackb(value)
-        self.put(
-            group_id,
-            (topic, partition),
-            CommittedOffset(
-                int(v["offset"]),
-                int(v.get("leader_epoch", -1)),
-                v.get("metadata"),
-                int(v.get("commit_timestamp", 0)),
-                log_offset,
-            ),
+        committed = CommittedOffset(
+            int(v["offset"]),
+            int(v.get("leader_epoch", -1)),
+            v.get("metadata"),
+            int(v.get("commit_timestamp", 0)),
+            log_offset,
         )
+        if producer_id >= 0:
+            self.put_pending(producer_id, group_id, (topic, partition), committed)
+        else:
+            self.put(group_id, (topic, partition), committed)
         return True

@@ -26,7 +26,9 @@ from broker.group.offsets import OffsetTable
 from broker.group.offsets_topic import OFFSETS_TOPIC, GroupSettings, partition_for
 from broker.group.state import ConsumerGroup, GroupError
 from client.errors import ErrorCode
-from client.records import decode_records
+from client.records import decode_records, iter_batches
+from client.records.control import parse_marker
+from client.records.header import CONTROL_BIT, TRANSACTIONAL_BIT
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +42,9 @@ class Shard:
     loaded: bool = False
     groups: dict[str, ConsumerGroup] = field(default_factory=dict)
     offsets: OffsetTable = field(default_factory=OffsetTable)
+    # transaction markers (producer id, commit) that landed while the shard was loading,
+    # applied once the load read the log (the marker may sit past the end it read)
+    early_markers: list[tuple[int, bool]] = field(default_factory=list)
 
 
 class ShardTable:
@@ -132,21 +137,32 @@ class ShardTable:
             got = part.log.read(offset, _LOAD_READ_BYTES)
             if not got.data:
                 break
-            for r in decode_records(got.data):
-                if r.offset >= offset:
-                    try:
-                        table.replay(r.key, r.value, r.offset)
-                    except Exception as exc:  # not ours: skipped, the rest still loads
-                        skipped += 1
-                        if skipped == 1:
-                            log.warning("%s %s-%d offset %d: unreadable record skipped (%s)",
-                                        self._prefix, OFFSETS_TOPIC, p, r.offset, exc)  # fmt: skip
-                    records += 1
+            for h, mv in iter_batches(got.data):
+                if h.next_offset <= offset:
+                    continue
+                if h.attributes & CONTROL_BIT:  # a transaction's marker: its offsets decided
+                    table.complete_txn(h.producer_id, parse_marker(h, mv).commit)
+                    continue
+                pid = h.producer_id if h.attributes & TRANSACTIONAL_BIT else -1
+                for r in decode_records(mv):
+                    if r.offset >= offset:
+                        try:
+                            table.replay(r.key, r.value, r.offset, pid)
+                        except Exception as exc:  # not ours: skipped, the rest still loads
+                            skipped += 1
+                            if skipped == 1:
+                                log.warning("%s %s-%d offset %d: unreadable record skipped (%s)",
+                                            self._prefix, OFFSETS_TOPIC, p, r.offset,
+                                            exc)  # fmt: skip
+                        records += 1
             offset = got.next_offset
         with self.lock:
             shard = self._shards.get(p)
             if shard is None or shard.leader_epoch != epoch:
                 return
+            for pid, commit in shard.early_markers:
+                table.complete_txn(pid, commit)
+            shard.early_markers.clear()
             shard.offsets = table
             shard.loaded = True
         log.info(
@@ -175,6 +191,18 @@ class ShardTable:
                 f"{OFFSETS_TOPIC}-{p} is being loaded",
             )
         return shard
+
+    def complete_txn(self, partition: int, producer_id: int, commit: bool) -> int:
+        """A COMMIT/ABORT marker of `producer_id` landed on offsets partition `partition`
+        (lock held): its pending offsets there are decided. A shard still loading applies it
+        after its load; a partition this broker does not lead has nothing to decide."""
+        shard = self._shards.get(partition)
+        if shard is None:
+            return 0
+        if not shard.loaded:
+            shard.early_markers.append((producer_id, commit))
+            return 0
+        return shard.offsets.complete_txn(producer_id, commit)
 
     def is_current(self, shard: Shard) -> bool:
         """Whether `shard` is still the one this broker coordinates (lock held): false once

@@ -1,5 +1,5 @@
 """Consumer group APIs, answered by the group coordinator (broker/group/): FindCoordinator (10),
-OffsetCommit (8), OffsetFetch (9), ListGroups (16), DeleteGroups (42), OffsetDelete (47),
+OffsetCommit (8), OffsetFetch (9), TxnOffsetCommit (28), ListGroups (16), DeleteGroups (42), OffsetDelete (47),
 ConsumerGroupHeartbeat (68), ConsumerGroupDescribe (69). A GroupError becomes the API's error code (per partition for
 OffsetCommit, per group for ConsumerGroupDescribe, whole-request otherwise). OffsetCommit,
 DeleteGroups and OffsetDelete are answered later, from the flusher/timer thread, once their
@@ -118,6 +118,46 @@ def offset_commit(ctx: RequestContext, body: Body) -> None:
     return
 
 
+@handler(
+    ApiKey.TXN_OFFSET_COMMIT,
+    access="WRITE on TRANSACTIONAL_ID, READ on GROUP and READ on TOPIC",
+)
+def txn_offset_commit(ctx: RequestContext, body: Body) -> None:
+    """TxnOffsetCommit (28), to the group's coordinator: as Kafka, WRITE on the transactional
+    id and READ on the group refuse the whole request, READ on a topic its partitions."""
+
+    def every(topics: list[Body], code: int) -> list[Body]:
+        return [{"name": t["name"],
+                 "partitions": [{"partition": p["partition"], "error_code": code}
+                                for p in t["partitions"]]}
+                for t in topics]  # fmt: skip
+
+    for op, rtype, name in (
+        (AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body["transactional_id"]),
+        (AclOperation.READ, ResourceType.GROUP, body["group_id"]),
+    ):
+        denied = check(ctx, op, rtype, name)
+        if denied is not None:
+            ctx.respond({"topics": every(body["topics"], denied[0])})
+            return
+    ok = [
+        t for t in body["topics"] if allowed(ctx, AclOperation.READ, ResourceType.TOPIC, t["name"])
+    ]
+    extra = every([t for t in body["topics"] if t not in ok],
+                  int(ErrorCode.TOPIC_AUTHORIZATION_FAILED))  # fmt: skip
+    if not ok:
+        ctx.respond({"topics": extra})
+        return
+
+    def respond(answer: Body) -> None:
+        ctx.respond({**answer, "topics": list(answer["topics"]) + extra})
+
+    try:
+        ctx.services.group_coordinator.txn_commit({**body, "topics": ok}, respond)
+    except GroupError as exc:
+        ctx.respond({"topics": every(body["topics"], exc.code)})
+
+
 @handler(ApiKey.OFFSET_FETCH, access="DESCRIBE on GROUP and DESCRIBE on TOPIC")
 def offset_fetch(ctx: RequestContext, body: Body) -> Body:
     services = ctx.services
@@ -125,7 +165,9 @@ def offset_fetch(ctx: RequestContext, body: Body) -> Body:
     if denied is not None:  # DESCRIBE on the group
         return {"error_code": denied[0], "error_message": denied[1], "topics": []}
     try:
-        topics = services.group_coordinator.fetch_offsets(body["group_id"], body["topics"])
+        topics = services.group_coordinator.fetch_offsets(
+            body["group_id"], body["topics"], body["require_stable"]
+        )
     except GroupError as exc:
         return {"error_code": exc.code, "error_message": exc.message, "topics": []}
     if enabled(ctx):  # DESCRIBE on each topic: named ones refused, the others left out

@@ -1,4 +1,5 @@
-"""Transaction coordinator APIs, answered by broker/txn/: AddPartitionsToTxn (24), EndTxn (26),
+"""Transaction coordinator APIs, answered by broker/txn/: AddPartitionsToTxn (24),
+AddOffsetsToTxn (25), EndTxn (26),
 DescribeTransactions (65) and ListTransactions (66). InitProducerId with a transactional id is in init_producer_id.py, FindCoordinator
 key_type 1 in groups.py. Both answer later, once `__transaction_state` has the record.
 
@@ -11,6 +12,7 @@ out, as Kafka's list).
 
 from __future__ import annotations
 
+from broker.group.offsets_topic import OFFSETS_TOPIC, partition_for
 from broker.handlers.base import RequestContext, handler
 from broker.security.access import check, quietly_allowed
 from broker.txn.coordinator import TxnError
@@ -58,6 +60,32 @@ def add_partitions_to_txn(ctx: RequestContext, body: Body) -> Body | None:
 
     ctx.services.txn_coordinator.add_partitions(
         tid, body["producer_id"], body["producer_epoch"], tps, answer
+    )
+    return None
+
+
+@handler(ApiKey.ADD_OFFSETS_TO_TXN, access="WRITE on TRANSACTIONAL_ID and READ on GROUP")
+def add_offsets_to_txn(ctx: RequestContext, body: Body) -> Body | None:
+    """AddOffsetsToTxn (25): the group's `__consumer_offsets` partition joins the transaction,
+    as Kafka's (the partition number from the topic's partition count in the metadata)."""
+    tid = body["transactional_id"]
+    for op, rtype, name in (
+        (AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid),
+        (AclOperation.READ, ResourceType.GROUP, body["group_id"]),
+    ):
+        denied = check(ctx, op, rtype, name)
+        if denied is not None:
+            return {"error_code": denied[0]}
+    if not body["group_id"]:
+        return {"error_code": int(ErrorCode.INVALID_GROUP_ID)}
+    n = ctx.services.group_coordinator.num_partitions()
+    tp = (OFFSETS_TOPIC, partition_for(body["group_id"], n))
+
+    def answer(code: int, _msg: str | None) -> None:
+        ctx.respond({"error_code": code})
+
+    ctx.services.txn_coordinator.add_partitions(
+        tid, body["producer_id"], body["producer_epoch"], frozenset([tp]), answer
     )
     return None
 

@@ -7,7 +7,9 @@ high watermark passed the marker, or REQUEST_TIMED_OUT after MARKER_TIMEOUT_MS).
 partition: not in the metadata → UNKNOWN_TOPIC_OR_PARTITION; not leader (or no replica here) →
 NOT_LEADER_OR_FOLLOWER;
 an epoch older than the producer's → INVALID_PRODUCER_EPOCH; a coordinator epoch older than
-the producer's last marker's → TRANSACTION_COORDINATOR_FENCED (the log's checks). The request
+the producer's last marker's → TRANSACTION_COORDINATOR_FENCED (the log's checks). A marker
+appended to a `__consumer_offsets` partition tells the group coordinator, which commits or
+drops the producer's pending transactional offsets there (TxnOffsetCommit). The request
 is answered once every marker of every partition has its answer. Runs on an I/O thread; the
 late answer on a flusher/timer thread.
 """
@@ -19,6 +21,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from broker.group.offsets_topic import OFFSETS_TOPIC
 from broker.handlers.base import RequestContext, handler
 from broker.security.access import cluster_action
 from client.errors import ErrorCode
@@ -66,6 +69,12 @@ def handle(ctx: RequestContext, body: Body) -> Body | None:
         ctx.respond({"markers": out})
 
     def done(i: int, results: Statuses) -> None:
+        m = markers[i]
+        for tp, status in results.items():
+            if tp[0] == OFFSETS_TOPIC and status.error_code == 0:
+                ctx.services.group_coordinator.on_txn_marker(
+                    tp[1], int(m["producer_id"]), bool(m["transaction_result"])
+                )
         with lock:
             for tp, status in results.items():
                 code = status.error_code

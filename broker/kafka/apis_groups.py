@@ -170,4 +170,10 @@ def offset_fetch(ctx: KafkaContext, body: Any) -> None:
             }
         )  # fmt: skip
 
-    ctx.call_native(ApiKey.OFFSET_FETCH, {"group_id": body.group_id, "topics": topics}, answer)
+    native = {
+        "group_id": body.group_id,
+        "topics": topics,
+        # v7 (KIP-447): offsets of an open transaction answer UNSTABLE_OFFSET_COMMIT
+        "require_stable": bool(getattr(body, "require_stable", False)),
+    }
+    ctx.call_native(ApiKey.OFFSET_FETCH, native, answer)

@@ -5,14 +5,14 @@ key_type 1 (apis_groups.py) reach the same coordinator.
     API                 versions  notes
     AddPartitionsToTxn  0-3       one transaction per request (v4+ batches them for brokers:
                                   not served)
+    AddOffsetsToTxn     0-3       v4 (KIP-890's verification) not served
     EndTxn              0-3
+    TxnOffsetCommit     0-3       to the group coordinator; v3 carries the member (KIP-447)
     DescribeTransactions 0
     ListTransactions    0-1       v2's transactional_id_pattern (KIP-1152) is not served
 
 PRODUCER_FENCED reaches clients older than KIP-588 (AddPartitionsToTxn and EndTxn v0-1) as
-INVALID_PRODUCER_EPOCH, as Kafka answers them. AddOffsetsToTxn (25) and TxnOffsetCommit (28)
-are not served: not advertised in ApiVersions, so a client's send_offsets_to_transaction fails
-at once with UNSUPPORTED_VERSION (docs/transactions.md).
+INVALID_PRODUCER_EPOCH, as Kafka answers them (AddOffsetsToTxn and TxnOffsetCommit v0-1 too).
 
 Threads: I/O threads; answers from the thread the native handler answers on.
 """
@@ -21,6 +21,10 @@ from __future__ import annotations
 
 import datetime
 
+from kio.schema.add_offsets_to_txn.v0 import request as offsets_v0
+from kio.schema.add_offsets_to_txn.v1 import request as offsets_v1
+from kio.schema.add_offsets_to_txn.v2 import request as offsets_v2
+from kio.schema.add_offsets_to_txn.v3 import request as offsets_v3
 from kio.schema.add_partitions_to_txn.v0 import request as add_v0
 from kio.schema.add_partitions_to_txn.v1 import request as add_v1
 from kio.schema.add_partitions_to_txn.v2 import request as add_v2
@@ -32,6 +36,10 @@ from kio.schema.end_txn.v2 import request as end_v2
 from kio.schema.end_txn.v3 import request as end_v3
 from kio.schema.list_transactions.v0 import request as list_v0
 from kio.schema.list_transactions.v1 import request as list_v1
+from kio.schema.txn_offset_commit.v0 import request as commit_v0
+from kio.schema.txn_offset_commit.v1 import request as commit_v1
+from kio.schema.txn_offset_commit.v2 import request as commit_v2
+from kio.schema.txn_offset_commit.v3 import request as commit_v3
 
 from broker.kafka.apis import api
 from broker.kafka.request import KafkaContext, whole_error
@@ -46,6 +54,18 @@ AddPartitionsRequest = (
 )
 EndTxnRequest = (
     end_v0.EndTxnRequest | end_v1.EndTxnRequest | end_v2.EndTxnRequest | end_v3.EndTxnRequest
+)
+AddOffsetsRequest = (
+    offsets_v0.AddOffsetsToTxnRequest
+    | offsets_v1.AddOffsetsToTxnRequest
+    | offsets_v2.AddOffsetsToTxnRequest
+    | offsets_v3.AddOffsetsToTxnRequest
+)
+TxnOffsetCommitRequest = (
+    commit_v0.TxnOffsetCommitRequest
+    | commit_v1.TxnOffsetCommitRequest
+    | commit_v2.TxnOffsetCommitRequest
+    | commit_v3.TxnOffsetCommitRequest
 )
 KIP_588_VERSION = 2  # from this version on a client understands PRODUCER_FENCED
 
@@ -112,6 +132,79 @@ def end_txn(ctx: KafkaContext, body: EndTxnRequest) -> None:
         ctx.respond({"throttle_time": 0, "error_code": _fenced(code, ctx.api_version)})
 
     ctx.call_native(ApiKey.END_TXN, native, answer)
+
+
+@api(ApiKey.ADD_OFFSETS_TO_TXN, 0, 3)
+def add_offsets_to_txn(ctx: KafkaContext, body: AddOffsetsRequest) -> None:
+    native = {
+        "transactional_id": body.transactional_id,
+        "producer_id": int(body.producer_id),
+        "producer_epoch": int(body.producer_epoch),
+        "group_id": body.group_id,
+    }
+
+    def answer(a: dict) -> None:
+        code = int(a.get("error_code", 0))
+        ctx.respond({"throttle_time": 0, "error_code": _fenced(code, ctx.api_version)})
+
+    ctx.call_native(ApiKey.ADD_OFFSETS_TO_TXN, native, answer)
+
+
+@api(ApiKey.TXN_OFFSET_COMMIT, 0, 3)
+def txn_offset_commit(ctx: KafkaContext, body: TxnOffsetCommitRequest) -> None:
+    topics: list[dict] = [
+        {
+            "name": t.name,
+            "partitions": [
+                {
+                    "partition": int(p.partition_index),
+                    "committed_offset": int(p.committed_offset),
+                    "committed_leader_epoch": int(getattr(p, "committed_leader_epoch", -1)),
+                    "committed_metadata": p.committed_metadata,
+                }
+                for p in t.partitions
+            ],
+        }
+        for t in body.topics
+    ]
+    native = {
+        "transactional_id": body.transactional_id,
+        "group_id": body.group_id,
+        "producer_id": int(body.producer_id),
+        "producer_epoch": int(body.producer_epoch),
+        "generation_id": int(getattr(body, "generation_id", -1)),
+        "member_id": getattr(body, "member_id", ""),
+        "group_instance_id": getattr(body, "group_instance_id", None),
+        "topics": topics,
+    }
+
+    def answer(a: dict) -> None:
+        code = whole_error(a)
+        rows: list[dict] = a.get("topics", []) if not code else [
+            {"name": t["name"], "partitions": [{"partition": p["partition"], "error_code": code}
+                                               for p in t["partitions"]]}
+            for t in topics
+        ]  # fmt: skip
+        ctx.respond(
+            {
+                "throttle_time": 0,
+                "topics": [
+                    {
+                        "name": t["name"],
+                        "partitions": [
+                            {
+                                "partition_index": p["partition"],
+                                "error_code": _fenced(p["error_code"], ctx.api_version),
+                            }
+                            for p in t["partitions"]
+                        ],
+                    }
+                    for t in rows
+                ],
+            }
+        )
+
+    ctx.call_native(ApiKey.TXN_OFFSET_COMMIT, native, answer)
 
 
 _NO_START = datetime.datetime.fromtimestamp(-0.001, datetime.UTC)  # written as -1, as Kafka

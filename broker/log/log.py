@@ -242,14 +242,20 @@ class Log:
     # -- appends -------------------------------------------------------------------------------
 
     def append_as_leader(
-        self, records: bytes | bytearray | memoryview, leader_epoch: int, *, control: bool = False
+        self,
+        records: bytes | bytearray | memoryview,
+        leader_epoch: int,
+        *,
+        control: bool = False,
+        coordinator: bool = False,
     ) -> AppendInfo:
         """Validate every batch of `records` (CRC included), assign offsets from the log end by
         rewriting base_offset and partition_leader_epoch in place, and write them in one call.
         Raises CorruptRecordError, MessageTooLargeError, StorageError, InvalidRecordError (a
         keyless record for a compacted log, a control batch from a client). `control`: a
         transaction marker (one control batch, WriteTxnMarkers), checked as Kafka does
-        (InvalidProducerEpochError, TransactionCoordinatorFencedError). A writable memoryview
+        (InvalidProducerEpochError, TransactionCoordinatorFencedError). `coordinator`: the
+        group coordinator's transactional offset batches (epoch checked, no sequences). A writable memoryview
         (the records of a large Produce request, client/protocol/views.py) is rewritten in
         place, without a copy; anything else is copied first."""
         if type(records) is memoryview and not records.readonly:
@@ -261,7 +267,7 @@ class Log:
             check_keys(buf, headers, self.prefix)
         with self.lock:
             self._check_online()
-            dup = self.producers.check_locked(buf, headers, control)
+            dup = self.producers.check_locked(buf, headers, control, coordinator)
             if dup is not None:  # a retry of batches already here: their offsets, no write
                 return AppendInfo(dup[0], dup[1], -1, 0, 0, 0, self._log_start_offset)
             first = offset = self._end()

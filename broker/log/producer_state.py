@@ -407,8 +407,11 @@ class LogProducers:
         buf: bytes | bytearray | memoryview,
         headers: list[tuple[int, BatchHeader]],
         control: bool,
+        coordinator: bool = False,
     ) -> tuple[int, int] | None:
-        """On the leader. Client batches (`control` False): none may be a control batch
+        """On the leader. `coordinator`: transactional batches the group coordinator writes
+        for TxnOffsetCommit (no sequence numbers, Kafka's AppendOrigin.COORDINATOR): the
+        producer's epoch is checked (InvalidProducerEpochError), its sequences are not. Client batches (`control` False): none may be a control batch
         (INVALID_RECORD), a transactional one needs a producer id; idempotence: the (first,
         last) offsets of the earlier append when the batches are a retry, else None. A marker
         (`control`: one control batch, WriteTxnMarkers): Kafka's epoch checks."""
@@ -419,6 +422,15 @@ class LogProducers:
             pos, h = headers[0]
             marker = parse_marker(h, buf, pos)
             self.state_locked().check_marker(h, marker.coordinator_epoch, prefix)
+            return None
+        if coordinator:
+            for _pos, h in headers:
+                e = self.state_locked().producers.get(h.producer_id)
+                if e is not None and h.producer_epoch < e.epoch:
+                    raise InvalidProducerEpochError(
+                        f"{prefix}producer {h.producer_id} epoch {h.producer_epoch} is fenced "
+                        f"by epoch {e.epoch}"
+                    )
             return None
         for _pos, h in headers:
             if h.attributes & (CONTROL_BIT | TRANSACTIONAL_BIT):

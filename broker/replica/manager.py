@@ -194,10 +194,13 @@ class ReplicaManager:
         callback: Callable[[dict[TopicPartition, ProducePartitionStatus]], None],
         *,
         control: bool = False,
+        coordinator: bool = False,
     ) -> dict[TopicPartition, ProducePartitionStatus] | None:
         """Append each partition's batches as leader (a bad partition fails alone). Returns the
         statuses when final; else parks a DelayedProduce that calls `callback` later.
-        `control`: each entry is a transaction marker (WriteTxnMarkers), not a client's batch."""
+        `control`: each entry is a transaction marker (WriteTxnMarkers), not a client's batch.
+        `coordinator`: transactional batches of the group coordinator (TxnOffsetCommit), whose
+        producer epoch is checked but which carry no sequence numbers."""
         if acks not in (-1, 0, 1):
             return {
                 tp: ProducePartitionStatus(
@@ -208,7 +211,7 @@ class ReplicaManager:
         statuses: dict[TopicPartition, ProducePartitionStatus] = {}
         to_flush: list[Log] = []
         for tp, records in entries.items():
-            statuses[tp] = self._append_one(tp, records, acks, to_flush, control)
+            statuses[tp] = self._append_one(tp, records, acks, to_flush, control, coordinator)
         if to_flush:  # after every append: one group-commit round covers the whole request
             self.log_manager.request_flush_many(to_flush)
         waiting = [tp for tp, s in statuses.items() if s.required_offset >= 0]  # (appended)
@@ -237,6 +240,7 @@ class ReplicaManager:
         acks: int,
         to_flush: list[Log],
         control: bool = False,
+        coordinator: bool = False,
     ) -> ProducePartitionStatus:
         """Append as leader; a log to fsync goes to `to_flush` (the caller asks for it)."""
         try:
@@ -249,7 +253,9 @@ class ReplicaManager:
                         ErrorCode.NOT_ENOUGH_REPLICAS,
                         f"isr {list(part.isr)} smaller than min.insync.replicas {min_isr}",
                     )
-            info = part.log.append_as_leader(records, part.leader_epoch, control=control)
+            info = part.log.append_as_leader(
+                records, part.leader_epoch, control=control, coordinator=coordinator
+            )
         except ReplicaError as e:
             return ProducePartitionStatus(int(e.code), error_message=e.message)
         except BrokerResponseError as exc:

@@ -28,7 +28,7 @@ from client.aio.config import resolve_config
 from client.aio.fetcher import Fetcher
 from client.aio.group import Callback, GroupEvent, GroupMember
 from client.aio.retry_log import RetryLog
-from client.aio.types import ConsumerRecord, TopicPartition
+from client.aio.types import ConsumerGroupMetadata, ConsumerRecord, TopicPartition
 from client.errors import ClientClosedError, ConfigError, GregorError
 
 log = logging.getLogger(__name__)
@@ -302,6 +302,12 @@ class Consumer:
             return g.commit_in_background(todo)
         await g.commit(todo)
         return None
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """This consumer's group membership (group id, member epoch, member id, instance id),
+        for Producer.send_offsets_to_transaction: the group's coordinator refuses the offsets
+        if the member was fenced or left (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH)."""
+        return self._member().metadata()
 
     async def committed(
         self, partitions: Iterable[TopicPartition]

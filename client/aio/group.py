@@ -43,12 +43,13 @@ from client.aio.cluster import ClusterClient
 from client.aio.consumer_settings import MemberSettings
 from client.aio.fetcher import Fetcher
 from client.aio.retry_log import RetryLog
-from client.aio.types import TopicPartition
+from client.aio.types import ConsumerGroupMetadata, TopicPartition
 from client.errors import (
     ClientClosedError,
     ErrorCode,
     GregorError,
     GregorTimeoutError,
+    UnstableOffsetCommitError,
     error_for_code,
 )
 from client.protocol import ApiKey
@@ -299,7 +300,13 @@ class GroupMember:
             return GroupEvent("revoke", tuple(sorted(revoke)), self.on_revoke)
         add = self.target - self.owned
         if add:
-            await self._start_positions(add)
+            try:
+                await self._start_positions(add)
+            except UnstableOffsetCommitError:
+                # a transaction with offsets of these partitions is still being ended (for
+                # up to its transaction.timeout.ms if its producer died): the next poll asks
+                # again, as Kafka's consumer does
+                return None
             return GroupEvent("assign", tuple(sorted(add)), self.on_assign)
         return None
 
@@ -454,6 +461,16 @@ class GroupMember:
             + (f" (last error: {last})" if last else "")
         )
 
+    def metadata(self) -> ConsumerGroupMetadata:
+        """This member, as send_offsets_to_transaction needs it (not yet joined: -1, "")."""
+        joined = self.member_epoch > 0
+        return ConsumerGroupMetadata(
+            self.group_id,
+            self.member_epoch if joined else -1,
+            self.member_id if joined else "",
+            self.settings.group_instance_id,
+        )
+
     async def committed(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
         """The group's committed offset of each partition (None: none committed)."""
         tps = [TopicPartition(*tp) for tp in tps]
@@ -463,6 +480,8 @@ class GroupMember:
         body = {
             "group_id": self.group_id,
             "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+            # offsets of a transaction not yet ended: UNSTABLE_OFFSET_COMMIT, retried (Kafka)
+            "require_stable": True,
         }
         deadline = time.monotonic() + self.settings.request_timeout_ms / 1000
         while True:
@@ -475,6 +494,10 @@ class GroupMember:
                     raise error_for_code(resp["error_code"])(
                         resp.get("error_message") or "OffsetFetch"
                     )
+                code = next((p["error_code"] for t in resp["topics"] for p in t["partitions"]
+                             if p.get("error_code")), 0)  # fmt: skip
+                if code:
+                    raise error_for_code(code)(f"OffsetFetch for group {self.group_id}")
             except GregorError as exc:
                 if not exc.retriable or time.monotonic() > deadline:
                     raise

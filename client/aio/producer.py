@@ -36,7 +36,7 @@ from client.aio.config import resolve_config
 from client.aio.idempotence import idempotence_enabled
 from client.aio.sender import Sender
 from client.aio.transactions import TransactionManager
-from client.aio.types import RecordMetadata, TopicPartition
+from client.aio.types import ConsumerGroupMetadata, RecordMetadata, TopicPartition
 from client.errors import (
     ClientClosedError,
     ConfigError,
@@ -227,15 +227,23 @@ class Producer:
         await self.flush()
         await txn.end(commit=False)
 
-    async def send_offsets_to_transaction(self, offsets: object, group_metadata: object) -> None:
-        """Not built: it needs AddOffsetsToTxn (25) and TxnOffsetCommit (28), which Gregor's
-        brokers do not serve yet. Refused rather than committing the offsets outside the
-        transaction."""
-        self._transaction()
-        raise NotImplementedError(
-            "send_offsets_to_transaction() is not built: it needs the AddOffsetsToTxn (25) and "
-            "TxnOffsetCommit (28) APIs, which Gregor's brokers do not serve yet; commit the "
-            "consumer's offsets outside the transaction (at-least-once) meanwhile"
+    async def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[TopicPartition, int],
+        group_metadata: ConsumerGroupMetadata | str,
+    ) -> None:
+        """Commit the consumer group's `offsets` ({tp: next offset to read}) as part of the
+        transaction: AddOffsetsToTxn to the transaction coordinator, then TxnOffsetCommit to
+        the group's coordinator. They become the group's committed offsets when the
+        transaction commits, and are dropped if it aborts. `group_metadata` is
+        `consumer.group_metadata()` (a bare group id skips the member check). A refused
+        member (CommitFailedError family: UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH, ...) leaves
+        the transaction to be aborted."""
+        txn = self._transaction()
+        if isinstance(group_metadata, str):
+            group_metadata = ConsumerGroupMetadata(group_metadata)
+        await txn.send_offsets(
+            {TopicPartition(*tp): int(off) for tp, off in offsets.items()}, group_metadata
         )
 
     # -- sending -------------------------------------------------------------------------------

@@ -29,12 +29,12 @@ import asyncio
 import enum
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from types import SimpleNamespace
 
 from client.aio.cluster import ClusterClient
 from client.aio.idempotence import IdempotenceState
-from client.aio.types import TopicPartition
+from client.aio.types import ConsumerGroupMetadata, TopicPartition
 from client.errors import (
     BrokerResponseError,
     ClientClosedError,
@@ -104,6 +104,8 @@ class TransactionManager:
         self.error: BaseException | None = None  # of ABORTABLE_ERROR / FATAL_ERROR
         self.coordinator: int | None = None
         self.added: set[TopicPartition] = set()  # in the coordinator's transaction
+        self.offsets_added = False  # AddOffsetsToTxn: a group's offsets partition is in it
+        self._group_coordinators: dict[str, int] = {}  # for TxnOffsetCommit
         self._wanted: set[TopicPartition] = set()  # batches wait for these to be added
         self._add_task: asyncio.Task[None] | None = None
         self._closed: ClientClosedError | None = None  # set by close()
@@ -217,7 +219,7 @@ class TransactionManager:
         if commit and self.state is not TxnState.COMMITTING:
             # a batch or AddPartitionsToTxn failed while flushing
             self.begin_commit()  # raises the abortable / fatal error
-        if self.added:
+        if self.added or self.offsets_added:
             body = {
                 "transactional_id": self.transactional_id,
                 "producer_id": self.idem.producer_id,
@@ -232,6 +234,7 @@ class TransactionManager:
                 self.fail(exc)
                 raise self.error or exc from None
         self.added.clear()
+        self.offsets_added = False
         self._wanted.clear()
         if self.sequence_gap:
             await self._bump_epoch()
@@ -260,6 +263,82 @@ class TransactionManager:
             self.idem.producer_id,
             self.idem.epoch,
         )
+
+    # -- offsets (send_offsets_to_transaction) -------------------------------------------------
+
+    async def send_offsets(
+        self, offsets: dict[TopicPartition, int], group: ConsumerGroupMetadata
+    ) -> None:
+        """AddOffsetsToTxn (the group's offsets partition joins the transaction), then
+        TxnOffsetCommit to the group's coordinator (Kafka's TransactionManager
+        sendOffsetsToTransaction). Retriable errors are retried up to max.block.ms; a member
+        the group refuses, or another error, makes the transaction abortable; fatal errors
+        (PRODUCER_FENCED, ...) end the producer."""
+        self._require("send_offsets_to_transaction()", TxnState.IN_TRANSACTION)
+        if not group.group_id:
+            raise GregorError("send_offsets_to_transaction() needs a group id")
+        try:
+            await self._call(
+                ApiKey.ADD_OFFSETS_TO_TXN,
+                {
+                    "transactional_id": self.transactional_id,
+                    "producer_id": self.idem.producer_id,
+                    "producer_epoch": self.idem.epoch,
+                    "group_id": group.group_id,
+                },
+                "AddOffsetsToTxn",
+                lambda r: r["error_code"],
+            )
+            self.offsets_added = True
+            if not offsets:
+                return
+            by_topic: dict[str, list[Body]] = {}
+            for tp, off in sorted(offsets.items()):
+                by_topic.setdefault(tp.topic, []).append(
+                    {"partition": tp.partition, "committed_offset": off}
+                )
+            body = {
+                "transactional_id": self.transactional_id,
+                "group_id": group.group_id,
+                "producer_id": self.idem.producer_id,
+                "producer_epoch": self.idem.epoch,
+                "generation_id": group.generation_id,
+                "member_id": group.member_id,
+                "group_instance_id": group.group_instance_id,
+                "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+            }
+            await self._call(
+                ApiKey.TXN_OFFSET_COMMIT,
+                body,
+                "TxnOffsetCommit",
+                _first_error,
+                find=lambda: self._find_group_coordinator(group.group_id),
+                moved=lambda: self._group_coordinators.pop(group.group_id, None),
+            )
+            log.debug("%s offsets of group %s sent: %s", self._prefix, group.group_id, offsets)
+        except GregorTimeoutError:
+            raise  # may be called again
+        except GregorError as exc:
+            self.fail(exc)
+            raise self.error or exc from None
+
+    async def _find_group_coordinator(self, group_id: str) -> int:
+        node = self._group_coordinators.get(group_id)
+        if node is not None:
+            return node
+        resp = await self.cluster.send_any(
+            ApiKey.FIND_COORDINATOR, {"key_type": 0, "coordinator_keys": [group_id]}
+        )
+        c = resp["coordinators"][0]
+        if c["error_code"]:
+            raise error_for_code(c["error_code"])(
+                c.get("error_message") or f"FindCoordinator group {group_id}"
+            )
+        if c["node_id"] not in self.cluster.metadata.brokers:
+            self.cluster.request_update()
+            await self.cluster.maybe_refresh()
+        node = self._group_coordinators[group_id] = int(c["node_id"])
+        return node
 
     # -- partitions ----------------------------------------------------------------------------
 
@@ -309,9 +388,14 @@ class TransactionManager:
         what: str,
         error_of: Callable[[Body], int],
         timeout_ms: int | None = None,
+        find: Callable[[], Awaitable[int]] | None = None,
+        moved: Callable[[], object] | None = None,
     ) -> Body:
-        """Send to the coordinator until an answer without a retriable error, for up to
-        `timeout_ms` (max.block.ms): the answer, or the error raised."""
+        """Send to the coordinator (`find`/`moved`: another one, the group's) until an answer
+        without a retriable error, for up to `timeout_ms` (max.block.ms): the answer, or the
+        error raised."""
+        find = find or self._find_coordinator
+        forget = moved or self._forget_coordinator
         cfg = self.config
         limit = cfg.max_block_ms if timeout_ms is None else timeout_ms
         deadline = time.monotonic() + limit / 1000
@@ -320,19 +404,19 @@ class TransactionManager:
         while True:
             exc: GregorError
             try:
-                node = await self._find_coordinator()
+                node = await find()
                 resp = await self.cluster.send(node, api, body)
                 assert resp is not None  # (a request with an answer)
                 code = error_of(resp)
                 if code == ErrorCode.NONE:
                     return resp
                 if code in _MOVED:
-                    self.coordinator = None
+                    forget()
                 exc = error_for_code(code)(f"{what} {self._prefix}")
             except GregorError as exc2:
                 exc = exc2
                 if not isinstance(exc2, BrokerResponseError):  # (connection lost, ...)
-                    self.coordinator = None
+                    forget()
             if not exc.retriable:
                 raise exc
             last = exc
@@ -344,6 +428,9 @@ class TransactionManager:
             log.debug("%s %s: %s, retrying", self._prefix, what, exc)
             await asyncio.sleep(min(backoff, remaining))
             backoff = min(backoff * 2, 1.0)
+
+    def _forget_coordinator(self) -> None:
+        self.coordinator = None
 
     async def _find_coordinator(self) -> int:
         if self.coordinator is not None:
@@ -379,6 +466,14 @@ class TransactionManager:
         if task is not None and not task.done():
             task.cancel()
             await asyncio.wait([task])
+
+
+def _first_error(resp: Body) -> int:
+    """The first partition error of a TxnOffsetCommit answer (NONE if none)."""
+    return next(
+        (p["error_code"] for t in resp["topics"] for p in t["partitions"] if p["error_code"]),
+        ErrorCode.NONE,
+    )
 
 
 def _add_partitions_error(resp: Body) -> int:

@@ -14,6 +14,7 @@ __all__ = [
     "BrokerDescription",
     "ClusterDescription",
     "ConfigEntry",
+    "ConsumerGroupMetadata",
     "ConsumerRecord",
     "PartitionDescription",
     "RecordMetadata",
@@ -25,6 +26,17 @@ __all__ = [
 class TopicPartition(NamedTuple):
     topic: str
     partition: int
+
+
+class ConsumerGroupMetadata(NamedTuple):
+    """A consumer's group membership, for Producer.send_offsets_to_transaction (Kafka's
+    ConsumerGroupMetadata): the group's coordinator checks the member at this epoch.
+    `generation_id` is the member epoch (-1 and member_id "" outside a group: unchecked)."""
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
 
 
 class RecordMetadata(NamedTuple):

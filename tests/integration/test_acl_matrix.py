@@ -160,6 +160,13 @@ def _consumer_fetch() -> dict:
     }  # fmt: skip
 
 
+def _txn_offset_commit() -> dict:
+    return {
+        "transactional_id": "tx", "group_id": "g", "producer_id": 1, "producer_epoch": 0,
+        "topics": [{"name": "t", "partitions": [{"partition": 0, "committed_offset": 1}]}],
+    }  # fmt: skip
+
+
 def _listed(resp: dict, name: str) -> bool:
     return any(t["name"] == name and t["error_code"] == 0 for t in resp["topics"])
 
@@ -308,6 +315,22 @@ ROWS: list[Row] = [
         lambda: {"transactional_id": "tx", "producer_id": 1, "producer_epoch": 0,
                  "committed": True},
         [acl(RT.TRANSACTIONAL_ID, "tx", Op.WRITE)], 53),
+    Row(ApiKey.ADD_OFFSETS_TO_TXN,
+        lambda: {"transactional_id": "tx", "producer_id": 1, "producer_epoch": 0,
+                 "group_id": "g"},
+        [acl(RT.TRANSACTIONAL_ID, "tx", Op.WRITE)], 53, held=[group("g", Op.READ)]),
+    Row(ApiKey.ADD_OFFSETS_TO_TXN,
+        lambda: {"transactional_id": "tx", "producer_id": 1, "producer_epoch": 0,
+                 "group_id": "g"},
+        [group("g", Op.READ)], 30, held=[acl(RT.TRANSACTIONAL_ID, "tx", Op.WRITE)],
+        name="group"),
+    Row(ApiKey.TXN_OFFSET_COMMIT, _txn_offset_commit,
+        [acl(RT.TRANSACTIONAL_ID, "tx", Op.WRITE)], 53,
+        held=[group("g", Op.READ), topic("t", Op.READ)]),
+    Row(ApiKey.TXN_OFFSET_COMMIT, _txn_offset_commit, [group("g", Op.READ)], 30,
+        held=[acl(RT.TRANSACTIONAL_ID, "tx", Op.WRITE), topic("t", Op.READ)], name="group"),
+    Row(ApiKey.TXN_OFFSET_COMMIT, _txn_offset_commit, [topic("t", Op.READ)], 29,
+        held=[acl(RT.TRANSACTIONAL_ID, "tx", Op.WRITE), group("g", Op.READ)], name="topic"),
     Row(ApiKey.DESCRIBE_TRANSACTIONS, lambda: {"transactional_ids": ["tx"]},
         [acl(RT.TRANSACTIONAL_ID, "tx", Op.DESCRIBE)], 53,
         # then: the id's state, or not found / loading while __transaction_state is made

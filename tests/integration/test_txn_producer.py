@@ -104,8 +104,6 @@ def test_commit_and_abort(txn_broker) -> None:
         p.begin_transaction()
         p.commit_transaction()
         assert len(markers.jobs) == 3
-        with pytest.raises(NotImplementedError, match="AddOffsetsToTxn"):
-            p.send_offsets_to_transaction({}, None)
 
 
 def test_a_new_producer_fences_the_old_one(txn_broker) -> None:

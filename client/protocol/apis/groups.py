@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from client.protocol.api_keys import ApiKey
 from client.protocol.schema import (
+    BOOL,
     INT8,
     INT16,
     INT32,
@@ -134,9 +135,12 @@ OFFSET_FETCH = register(
         key=ApiKey.OFFSET_FETCH,
         name="OffsetFetch",
         doc="Committed offsets of a group: `topics` nil = every partition with a committed "
-        "offset. A partition without one answers committed_offset -1.",
+        "offset. A partition without one answers committed_offset -1. Offsets committed in a "
+        "transaction not yet ended are not shown; `require_stable` makes such a partition "
+        "answer UNSTABLE_OFFSET_COMMIT (retriable), as Kafka's OffsetFetch v7.",
         request=Struct(
             Field("group_id", STRING),
+            Field("require_stable", BOOL, default=False),
             Field(
                 "topics",
                 Nullable(

@@ -1,5 +1,6 @@
-"""Transaction coordinator APIs: AddPartitionsToTxn (24), EndTxn (26), DescribeTransactions (65),
-ListTransactions (66) (docs/transactions.md).
+"""Transaction coordinator APIs: AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn (26),
+DescribeTransactions (65), ListTransactions (66), and TxnOffsetCommit (28), which the group
+coordinator answers (docs/transactions.md).
 
 InitProducerId (22) with a transactional_id and FindCoordinator (10) with key_type 1 reach the
 same coordinator; their schemas are in data.py and groups.py. WriteTxnMarkers (27), which the
@@ -68,6 +69,95 @@ ADD_PARTITIONS_TO_TXN = register(
                             ),
                         ),
                         name="AddPartitionsTopicResult",
+                    )
+                ),
+                default=[],
+            ),
+        ),
+    )
+)
+
+ADD_OFFSETS_TO_TXN = register(
+    ApiSpec(
+        key=ApiKey.ADD_OFFSETS_TO_TXN,
+        name="AddOffsetsToTxn",
+        doc="Add the `__consumer_offsets` partition of `group_id` to the producer's transaction "
+        "(so EndTxn writes its marker there), before TxnOffsetCommit to the group's "
+        "coordinator. Errors as AddPartitionsToTxn's, plus GROUP_AUTHORIZATION_FAILED (READ "
+        "on the GROUP) and TRANSACTIONAL_ID_AUTHORIZATION_FAILED (WRITE on the id).",
+        request=Struct(
+            Field("transactional_id", STRING),
+            Field("producer_id", INT64),
+            Field("producer_epoch", INT16),
+            Field("group_id", STRING),
+        ),
+        response=Struct(
+            THROTTLE,
+            Field("error_code", INT16),
+        ),
+    )
+)
+
+TXN_OFFSET_COMMIT = register(
+    ApiSpec(
+        key=ApiKey.TXN_OFFSET_COMMIT,
+        name="TxnOffsetCommit",
+        doc="Commit a group's offsets inside the producer's transaction; sent to the GROUP's "
+        "coordinator after AddOffsetsToTxn. The offsets are written to `__consumer_offsets` as "
+        "a transactional batch of the producer and stay pending (not in OffsetFetch) until "
+        "the transaction's COMMIT marker (then they are the group's committed offsets) or "
+        "ABORT marker (dropped). `member_id`/`generation_id` (the consumer's member epoch) as "
+        "Kafka's v3: checked when given (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH); empty/-1 "
+        "skips the check. PRODUCER_FENCED for an epoch older than the partition's. READ on "
+        "the GROUP, WRITE on the TRANSACTIONAL_ID, READ on each TOPIC.",
+        request=Struct(
+            Field("transactional_id", STRING),
+            Field("group_id", STRING),
+            Field("producer_id", INT64),
+            Field("producer_epoch", INT16),
+            Field("generation_id", INT32, default=-1),
+            Field("member_id", STRING, default=""),
+            Field("group_instance_id", Nullable(STRING), default=None),
+            Field(
+                "topics",
+                Array(
+                    Struct(
+                        Field("name", STRING),
+                        Field(
+                            "partitions",
+                            Array(
+                                Struct(
+                                    Field("partition", INT32),
+                                    Field("committed_offset", INT64),
+                                    Field("committed_leader_epoch", INT32, default=-1),
+                                    Field("committed_metadata", Nullable(STRING), default=None),
+                                    name="TxnOffsetCommitPartition",
+                                )
+                            ),
+                        ),
+                        name="TxnOffsetCommitTopic",
+                    )
+                ),
+            ),
+        ),
+        response=Struct(
+            THROTTLE,
+            Field(
+                "topics",
+                Array(
+                    Struct(
+                        Field("name", STRING),
+                        Field(
+                            "partitions",
+                            Array(
+                                Struct(
+                                    Field("partition", INT32),
+                                    Field("error_code", INT16),
+                                    name="TxnOffsetCommitPartitionResult",
+                                )
+                            ),
+                        ),
+                        name="TxnOffsetCommitTopicResult",
                     )
                 ),
                 default=[],
