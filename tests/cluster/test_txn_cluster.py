@@ -109,6 +109,7 @@ def test_commit_and_abort_across_partitions_led_by_different_brokers(broker_clus
     assert sorted(everything) == sorted(committed + aborted)  # the aborted ones were written
 
 
+@pytest.mark.long  # CI time (~20 s); the default run kills the coordinator in the test below
 def test_coordinator_killed_mid_transaction_and_right_after_commit(broker_cluster) -> None:
     brokers = _cluster(broker_cluster)
     tid = "txc-2"
@@ -148,3 +149,52 @@ def test_coordinator_killed_mid_transaction_and_right_after_commit(broker_cluste
     got = _read(brokers.kafka_bootstrap(), "read_committed", len(committed))
     assert sorted(got) == sorted(committed)
     assert not set(got) & set(aborted)
+
+
+def test_coordinator_killed_between_end_txn_answer_and_the_markers(broker_cluster) -> None:
+    """Arranged: the leader B of one of the transaction's partitions is paused (SIGSTOP)
+    before the commit, so its marker cannot land; EndTxn is answered once PrepareCommit is
+    replicated (to the coordinator and the third broker, after B leaves the ISR); while B
+    still leads its partition (its session is long) the coordinator C is SIGKILLed, then B
+    resumed and C restarted. The next coordinator must load PrepareCommit and send the
+    markers: the read_committed consumer sees the transaction whole."""
+    _, brokers = broker_cluster(
+        kafka=True, session_ms=8000, min_insync_replicas=2, replica_lag_time_max_ms=1000,
+        **CONFIG,
+    )  # fmt: skip
+    with Admin(bootstrap_servers=brokers.bootstrap_all()) as admin:
+        admin.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=3)
+    tid = "txc-3"
+    p = _producer(brokers.kafka_bootstrap(), tid)
+    p.begin_transaction()
+    committed = _txn(p, "first", 6)
+    p.commit_transaction(30)  # (the id's coordinator is now loaded and known)
+    coord = _coordinator(brokers.bootstrap_all(), tid)
+    with Admin(bootstrap_servers=brokers.bootstrap_all()) as admin:
+        leaders = {q.partition: q.leader for q in admin.describe_topic(TOPIC).partitions}
+    paused = next((b for b in leaders.values() if b != coord), None)
+    assert coord is not None and paused is not None, (coord, leaders)
+    blocked = [q for q, b in leaders.items() if b == paused]
+    p.begin_transaction()
+    values = _txn(p, "prepared", 9)
+    assert p.flush(30) == 0
+    brokers.pause(paused)
+    p.commit_transaction(60)  # answered: PrepareCommit is written
+    others = ",".join(f"127.0.0.1:{port}" for n, port in brokers.kafka_ports.items() if n != paused)
+    from confluent_kafka.admin import AdminClient  # metadata only (no ListOffsets to B)
+
+    md = AdminClient({"bootstrap.servers": others}).list_topics(TOPIC, timeout=10)
+    now = {q: part.leader for q, part in md.topics[TOPIC].partitions.items()}
+    # the paused broker still leads its partitions: their markers have not landed
+    assert all(now[q] == paused for q in blocked), (now, blocked)
+    brokers.stop(coord, signal.SIGKILL)
+    brokers.resume(paused)
+    brokers.start(coord)
+    committed += values
+    got = _read(brokers.kafka_bootstrap(), "read_committed", len(committed))
+    assert sorted(got) == sorted(committed)
+    p.begin_transaction()  # the producer goes on with the new coordinator
+    committed += _txn(p, "next", 6)
+    p.commit_transaction(60)
+    got = _read(brokers.kafka_bootstrap(), "read_committed", len(committed))
+    assert sorted(got) == sorted(committed)
