@@ -351,7 +351,9 @@ TXN_CHECKS = (
 
 
 def check_transactions(
-    history: Iterable[Mapping[str, Any]], final_read: Mapping[int, list[tuple[int, str]]]
+    history: Iterable[Mapping[str, Any]],
+    final_read: Mapping[int, list[tuple[int, str]]],
+    uncommitted_read: Mapping[int, list[tuple[int, str]]] | None = None,
 ) -> dict[str, Any]:
     """The transactional workload's checks (fault_txn.py; Jepsen's G1a "aborted read" and
     "internal consistency" are the model) on its ops (f "txn", "tpoll") and a read_committed
@@ -364,7 +366,11 @@ def check_transactions(
     - txn_duplicated: a record stored more than once;
     - txn_phantom_reads: a record the read_committed reader was served that is not in the
       final read at that offset;
-    - txn_unexpected: a record that no transaction wrote."""
+    - txn_unexpected: a record that no transaction wrote.
+
+    `uncommitted_read` (a read_uncommitted final read), when given, only counts the aborted
+    transactions' records the log holds (figure `aborted_records_in_log`: the G1a check was
+    not vacuous)."""
     history = list(history)
     found: dict[str, list[Any]] = {name: [] for name in TXN_CHECKS}
     invoked = {e["op"]: e for e in history if e.get("f") == "txn" and e["type"] == "invoke"}
@@ -417,6 +423,12 @@ def check_transactions(
             "aborted": counts["fail"],
             "unknown": counts["info"],
             "records_read": sum(final_count.values()),
+            "aborted_records_in_log": sum(
+                1
+                for p, records in (uncommitted_read or {}).items()
+                for _, v in records
+                if outcome.get(owner.get((p, v), -1)) == "fail"
+            ),
             "reader_records": len(polls),
         },
         **{name: len(items) for name, items in found.items()},

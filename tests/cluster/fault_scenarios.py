@@ -60,6 +60,7 @@ class Run:
     anomalies: list[dict[str, Any]] = field(default_factory=list)
     producers: list[ProducerProcess] = field(default_factory=list)  # in processes of their own
     storage: Any = None  # the LazyFS mount or the small disk, when the scenario has one
+    txns: Any = None  # the transactional workload (fault_txn.py), when the scenario has one
     started: float = field(default_factory=time.monotonic)
 
     def rounds(self, minimum: int) -> Iterator[int]:
@@ -300,10 +301,12 @@ TXN_STATE_PARTITIONS = 5  # transaction.state.log.num.partitions in S14: loads f
 def s14(run: Run) -> None:
     """The transactional workload under kills: the coordinator of producer t1's id (the
     leader of its __transaction_state partition) and the leader of the transactional topic's
-    partition 0, in turn, 4 times; each restarted after 2-3 s."""
+    partition 0, in turn, 4 times; each restarted after 2-3 s. Each round t2 also leaves a
+    transaction to a zombie, fenced by its successor (TxnWorkload.fence)."""
     c = run.cluster
     coordinator = partition_for("t1", TXN_STATE_PARTITIONS)
     for i in run.rounds(4):
+        run.txns.fence("t2")  # a zombie of t2, fenced by its successor
         topic, part = ("__transaction_state", coordinator) if i % 2 == 0 else (TXN_TOPIC, 0)
         victim = wait_until(
             lambda t=topic, p=part: c.leader_of(p, t), 30, f"a leader of {topic}-{part}"
@@ -494,6 +497,7 @@ def _run_cluster(
                 admin.create_topic(TXN_TOPIC, PARTITIONS, 3, {"min.insync.replicas": str(MIN_ISR)})
             txns = TxnWorkload(cluster.kafka_bootstrap, PARTITIONS, history, seed)
             txns.start()
+            run.txns = txns
         try:
             wait_until(lambda: workload.acked() > 300, 30, "steady writes")
             wait_until(group.committed, 30, "the group committing")
@@ -527,7 +531,11 @@ def _run_cluster(
             history.close()
         final = final_read(cluster.bootstrap, TOPIC, sc.partitions, security=sec)
         txn_report = (
-            check_transactions(history.entries, txn_final_read(cluster.kafka_bootstrap, PARTITIONS))
+            check_transactions(
+                history.entries,
+                txn_final_read(cluster.kafka_bootstrap, PARTITIONS),
+                txn_final_read(cluster.kafka_bootstrap, PARTITIONS, "read_uncommitted"),
+            )
             if txns is not None
             else None
         )
@@ -541,6 +549,7 @@ def _run_cluster(
             report["valid"] = report["valid"] and txn_report.pop("valid")
             report["anomalies"].update(txn_report.pop("anomalies"))
             report.update(txn_report)
+            report["transactions"]["zombies_fenced"] = run.txns.fenced
     finally:
         cluster.close()
     if run.anomalies:

@@ -16,7 +16,10 @@ aborted, by the producer, by its successor's InitProducerId or by the coordinato
 aborted. A commit that failed with an error requiring an abort, then aborted: aborted. A
 commit that failed otherwise (a timeout, a fatal error: the EndTxn may have been applied):
 unknown; the producer is then replaced by a new one with the same transactional.id (fencing
-the old one and ending its transaction). The checks are fault_checker.check_transactions.
+the old one and ending its transaction). `fence(name)` makes a zombie (Kafka's fencing): the
+producer's next transaction is written, a new producer of the same id initialised, then the
+old one's commit must be refused (aborted: `fail`; a commit that returns is `ok`, and the
+checker finds its records aborted). The checks are fault_checker.check_transactions.
 """
 
 from __future__ import annotations
@@ -60,12 +63,15 @@ class TxnWorkload:
         self.stop_event = threading.Event()
         self.errors: list[BaseException] = []
         self.counts = {"ok": 0, "fail": 0, "info": 0}
+        self.fenced = 0  # zombies whose commit was refused (fence())
         self.threads = [
             threading.Thread(
                 target=self._guard, args=(self._produce, f"t{i + 1}"), name=f"t{i + 1}"
             )
             for i in range(producers)
         ] + [threading.Thread(target=self._guard, args=(self._read, "tr1"), name="tr1")]
+
+        self._fence = {f"t{i + 1}": threading.Event() for i in range(producers)}
 
     def start(self) -> None:
         for t in self.threads:
@@ -107,7 +113,6 @@ class TxnWorkload:
         return None
 
     def _produce(self, name: str) -> None:
-        ck = _ck()
         rng = random.Random(f"{self.seed}-{name}")
         p = self._producer(name)
         n = 0
@@ -121,13 +126,43 @@ class TxnWorkload:
                 values.setdefault((first + i) % self.partitions, []).append(f"{txn}:{i}")
             commit = rng.random() < 0.7
             op = self.history.txn(name, txn, values, commit)
-            kind, error = self._one(p, values, commit)
+            if commit and self._fence[name].is_set():
+                self._fence[name].clear()
+                kind, error, p = self._zombie(p, name, values)
+            else:
+                kind, error = self._one(p, values, commit)
+                if error is not None and kind != "ok":
+                    p = self._producer(name)  # the old one may be in an error state: fence it
             self.history.txn_done(op, kind, error)
             self.counts[kind] += 1
-            if error is not None and kind != "ok":
-                p = self._producer(name)  # the old one may be in an error state: fence it
             self.stop_event.wait(0.01)
-        del ck
+
+    def fence(self, name: str) -> None:
+        """Producer `name`'s next transaction meant to commit is left to a zombie: its records
+        are written, then a new producer of the same id is initialised (bumping the epoch and
+        aborting the transaction), then the old one commits, which must be refused."""
+        self._fence[name].set()
+
+    def _zombie(self, p: Any, name: str, values: dict[int, list[str]]) -> tuple[str, str, Any]:
+        """(outcome, error, the producer to go on with)."""
+        ck = _ck()
+        try:
+            p.begin_transaction()
+            for part, vs in values.items():
+                for v in vs:
+                    p.produce(TXN_TOPIC, v.encode(), partition=part)
+            p.flush(OP_TIMEOUT_S)
+        except ck.KafkaException as exc:
+            return "fail", f"before the fence: {exc.args[0]}", self._producer(name)
+        new = self._producer(name)  # None: stopped before it was initialised (no fence)
+        try:
+            p.commit_transaction(OP_TIMEOUT_S)
+        except ck.KafkaException as exc:
+            if new is None:
+                return "info", f"unfenced zombie's commit: {exc.args[0]}", None
+            self.fenced += 1
+            return "fail", f"zombie fenced: {exc.args[0]}", new
+        return "ok", "a zombie's commit returned", new
 
     def _one(self, p: Any, values: dict[int, list[str]], commit: bool) -> tuple[str, str | None]:
         """One transaction's outcome: ("ok" | "fail" | "info", the error or None)."""

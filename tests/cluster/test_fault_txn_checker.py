@@ -20,6 +20,7 @@ def _clean(tmp_path=None):
     and absent, one never completed (present); a read_committed reader polling everything."""
     h = History(tmp_path / "history.jsonl" if tmp_path else None)
     logs: dict[int, list[tuple[int, str]]] = {0: [], 1: [], 2: []}
+    raw: dict[int, list[tuple[int, str]]] = {0: [], 1: [], 2: []}  # read_uncommitted
     next_offset = {0: 0, 1: 0, 2: 0}
     outcomes = ["ok", "fail", "ok", "info-present", "ok", "info-absent", "fail", "open", "ok"]
     for n, outcome in enumerate(outcomes):
@@ -33,6 +34,8 @@ def _clean(tmp_path=None):
             for v in vs:
                 if outcome in ("ok", "info-present", "open"):
                     logs[p].append((next_offset[p], v))
+                if outcome != "info-absent":
+                    raw[p].append((next_offset[p], v))
                 next_offset[p] += 1  # aborted or undecided ones take offsets too
             next_offset[p] += 1  # the marker
         if outcome != "open":
@@ -41,20 +44,25 @@ def _clean(tmp_path=None):
         for off, v in records:
             h.tpolled("tr1", p, off, v)
     h.close()
-    return h.entries, logs
+    return h.entries, logs, raw
 
 
 def test_a_clean_transactional_history_is_valid(tmp_path) -> None:
-    _entries, final = _clean(tmp_path)
+    entries, final, raw = _clean(tmp_path)
     history = read_history(tmp_path / "history.jsonl")
     report = check_transactions(history, final)
     assert report["valid"], report["anomalies"]
     assert report["transactions"] == {
         "committed": 4, "aborted": 2, "unknown": 3,
         "records_read": sum(len(r) for r in final.values()),
+        "aborted_records_in_log": 0,
         "reader_records": sum(len(r) for r in final.values()),
     }  # fmt: skip
     json.dumps(report)
+    aborted = sum(len(vs) for e in entries if e.get("f") == "txn" and e["type"] == "fail"
+                  for vs in e["values"].values())  # fmt: skip
+    with_raw = check_transactions(history, final, raw)
+    assert with_raw["valid"] and with_raw["transactions"]["aborted_records_in_log"] == aborted > 0
     assert check(history, {})["valid"]  # the other checks ignore the transactional ops
 
 
@@ -129,7 +137,7 @@ def plant_unexpected(entries, final):
     ids=lambda x: x.__name__ if callable(x) else "-".join(sorted(x)),
 )
 def test_each_planted_transactional_anomaly_is_caught(plant, caught_by) -> None:
-    entries, final = copy.deepcopy(_clean())
+    entries, final, _raw = copy.deepcopy(_clean())
     plant(entries, final)
     report = check_transactions(entries, final)
     assert not report["valid"]
