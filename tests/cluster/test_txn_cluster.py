@@ -198,3 +198,39 @@ def test_coordinator_killed_between_end_txn_answer_and_the_markers(broker_cluste
     p.commit_transaction(60)
     got = _read(brokers.kafka_bootstrap(), "read_committed", len(committed))
     assert sorted(got) == sorted(committed)
+
+
+@pytest.mark.long  # CI time (~15 s)
+def test_a_hung_producers_transaction_is_aborted_by_the_next_coordinator(broker_cluster) -> None:
+    """A producer opens a transaction, writes to every partition and goes quiet; its
+    coordinator is SIGKILLed. The next coordinator loads the Ongoing transaction and aborts it
+    once `transaction.timeout.ms` passed (bumping the epoch): the last stable offset moves on,
+    so a read_committed consumer gets the records written after it, never the open ones, and
+    the hung producer's late commit is refused (fenced)."""
+    _, brokers = broker_cluster(
+        kafka=True, min_insync_replicas=2,
+        transaction_abort_timed_out_transaction_cleanup_interval_ms=500, **CONFIG,
+    )  # fmt: skip
+    with Admin(bootstrap_servers=brokers.bootstrap_all()) as admin:
+        admin.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=3)
+    tid = "txc-4"
+    hung = ck.Producer(
+        {"bootstrap.servers": brokers.kafka_bootstrap(), "transactional.id": tid,
+         "transaction.timeout.ms": 3000, "linger.ms": 2}
+    )  # fmt: skip
+    hung.init_transactions(60)
+    hung.begin_transaction()
+    open_values = _txn(hung, "open", 6)
+    assert hung.flush(30) == 0
+    coord = _coordinator(brokers.bootstrap_all(), tid)
+    assert coord is not None
+    brokers.stop(coord, signal.SIGKILL)
+    plain = ck.Producer({"bootstrap.servers": brokers.kafka_bootstrap(), "acks": "all"})
+    after = [f"after-{i}".encode() for i in range(6)]
+    for i, v in enumerate(after):
+        plain.produce(TOPIC, v, partition=i % PARTITIONS)
+    assert plain.flush(60) == 0
+    got = _read(brokers.kafka_bootstrap(), "read_committed", len(after))
+    assert sorted(got) == sorted(after) and not set(got) & set(open_values)
+    with pytest.raises(ck.KafkaException):
+        hung.commit_transaction(30)
