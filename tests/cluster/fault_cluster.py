@@ -23,6 +23,7 @@ from typing import Any
 from broker_cluster import Brokers
 from controller_quorum import HOST, ControllerQuorum
 from fault_net import NODE_GID_BASE, Endpoint
+from fault_workload import log_order
 from helpers import wait_until
 
 from client import Admin, Producer
@@ -213,12 +214,15 @@ class Cluster:
 
     # -- the nodes' own events (CHECKER.md principle 7) ----------------------------------------
     def broker_logs(self) -> dict[int, list[Path]]:
-        return {n: sorted(self.brokers.tmp.glob(f"broker-{n}.*.stderr")) for n in self.broker_ids}
+        return {
+            n: sorted(self.brokers.tmp.glob(f"broker-{n}.*.stderr"), key=log_order)
+            for n in self.broker_ids
+        }
 
     def controller_logs(self) -> dict[int, list[Path]]:
         """Every controller's, those added or removed during the run included."""
         out: dict[int, list[Path]] = {}
-        for path in sorted(self.quorum.tmp.glob("controller-*.stderr")):
+        for path in sorted(self.quorum.tmp.glob("controller-*.stderr"), key=log_order):
             out.setdefault(int(path.name.split(".")[0].split("-")[1]), []).append(path)
         return out
 

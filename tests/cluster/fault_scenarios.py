@@ -545,7 +545,8 @@ def _run_cluster(
         report.update(timing(history.entries))
         report.update(log_counts(cluster.broker_logs()))
         if txn_report is not None:
-            report["valid"] = report["valid"] and txn_report.pop("valid")
+            txn_valid = txn_report.pop("valid")  # (popped first: update() must not undo it)
+            report["valid"] = report["valid"] and txn_valid
             report["anomalies"].update(txn_report.pop("anomalies"))
             report.update(txn_report)
             report["transactions"]["zombies_fenced"] = run.txns.fenced
