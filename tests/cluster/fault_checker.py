@@ -339,3 +339,98 @@ def _healthy_runs(
     if start is not None and last is not None:
         runs.append((start, last, isr))
     return runs
+
+
+TXN_CHECKS = (
+    "txn_aborted_reads",
+    "txn_incomplete",
+    "txn_duplicated",
+    "txn_phantom_reads",
+    "txn_unexpected",
+)
+
+
+def check_transactions(
+    history: Iterable[Mapping[str, Any]],
+    final_read: Mapping[int, list[tuple[int, str]]],
+    uncommitted_read: Mapping[int, list[tuple[int, str]]] | None = None,
+) -> dict[str, Any]:
+    """The transactional workload's checks (fault_txn.py; Jepsen's G1a "aborted read" and
+    "internal consistency" are the model) on its ops (f "txn", "tpoll") and a read_committed
+    final read of its topic:
+
+    - txn_aborted_reads (G1a): a record of an aborted transaction read under read_committed,
+      by the reader during the run or by the final read;
+    - txn_incomplete (all or nothing): a committed transaction with a record missing from the
+      final read (in its partition); an unknown one with some records there and not all;
+    - txn_duplicated: a record stored more than once;
+    - txn_phantom_reads: a record the read_committed reader was served that is not in the
+      final read at that offset;
+    - txn_unexpected: a record that no transaction wrote.
+
+    `uncommitted_read` (a read_uncommitted final read), when given, only counts the aborted
+    transactions' records the log holds (figure `aborted_records_in_log`: the G1a check was
+    not vacuous)."""
+    history = list(history)
+    found: dict[str, list[Any]] = {name: [] for name in TXN_CHECKS}
+    invoked = {e["op"]: e for e in history if e.get("f") == "txn" and e["type"] == "invoke"}
+    outcome = {e["op"]: e["type"] for e in history if e.get("f") == "txn" and e["type"] != "invoke"}
+    owner: dict[tuple[int, str], int] = {}
+    for op, e in invoked.items():
+        for p, values in e["values"].items():
+            for v in values:
+                owner[(int(p), v)] = op
+    final_at = {(p, off): v for p, records in final_read.items() for off, v in records}
+    final_count = collections.Counter(
+        (p, v) for p, records in final_read.items() for _, v in records
+    )
+    polls = [e for e in history if e.get("f") == "tpoll"]
+    reads = [(p, v, "final") for (p, v) in final_count] + [
+        (e["partition"], e["value"], e["process"]) for e in polls
+    ]
+    for p, v, reader in reads:
+        op = owner.get((p, v))
+        if op is None:
+            found["txn_unexpected"].append({"partition": p, "value": v, "reader": reader})
+        elif outcome.get(op) == "fail":
+            found["txn_aborted_reads"].append(
+                {"txn": invoked[op]["txn"], "partition": p, "value": v, "reader": reader}
+            )
+    for op, e in invoked.items():
+        kind = outcome.get(op, "info")  # never completed: unknown
+        if kind == "fail":
+            continue
+        wanted = [(int(p), v) for p, values in e["values"].items() for v in values]
+        present = [pv for pv in wanted if final_count[pv]]
+        if len(present) == len(wanted) or (kind == "info" and not present):
+            continue
+        found["txn_incomplete"].append(
+            {"txn": e["txn"], "outcome": kind, "present": len(present), "of": len(wanted),
+             "missing": [f"{p}:{v}" for p, v in wanted if not final_count[(p, v)]][:10]}
+        )  # fmt: skip
+    found["txn_duplicated"] = sorted(f"{p}:{v}" for (p, v), n in final_count.items() if n > 1)
+    for e in polls:
+        if final_at.get((e["partition"], e["offset"])) != e["value"]:
+            found["txn_phantom_reads"].append(
+                {"partition": e["partition"], "offset": e["offset"], "value": e["value"],
+                 "found": final_at.get((e["partition"], e["offset"]))}
+            )  # fmt: skip
+    counts = collections.Counter(outcome.get(op, "info") for op in invoked)
+    return {
+        "valid": not any(found.values()),
+        "transactions": {
+            "committed": counts["ok"],
+            "aborted": counts["fail"],
+            "unknown": counts["info"],
+            "records_read": sum(final_count.values()),
+            "aborted_records_in_log": sum(
+                1
+                for p, records in (uncommitted_read or {}).items()
+                for _, v in records
+                if outcome.get(owner.get((p, v), -1)) == "fail"
+            ),
+            "reader_records": len(polls),
+        },
+        **{name: len(items) for name, items in found.items()},
+        "anomalies": {name: items[:20] for name, items in found.items() if items},
+    }

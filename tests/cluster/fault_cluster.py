@@ -23,6 +23,7 @@ from typing import Any
 from broker_cluster import Brokers
 from controller_quorum import HOST, ControllerQuorum
 from fault_net import NODE_GID_BASE, Endpoint
+from fault_workload import log_order
 from helpers import wait_until
 
 from client import Admin, Producer
@@ -47,12 +48,15 @@ class Cluster:
         secure: bool = False,
         spare_brokers: tuple[int, ...] = (),
         controller_overrides: dict[str, Any] | None = None,
+        kafka: bool = False,
     ) -> None:
         """`data_root`: every node's data dir under it (default: under `workdir`);
         `broker_data`: a broker's log dir somewhere else still (e.g. a small disk);
         `own_gids`: each node runs with a gid of its own (network faults, fault_net.py);
         `partitions`: of the topic (PARTITIONS unless a scenario asks for more);
-        `spare_brokers`: configured too, but started by the scenario (a broker that joins)."""
+        `spare_brokers`: configured too, but started by the scenario (a broker that joins);
+        `kafka`: each broker also has a KAFKA listener (`kafka_bootstrap`: the transactional
+        workload, fault_txn.py)."""
         self.workdir = workdir
         self.topic = TOPIC
         self.partition_count = partitions
@@ -101,6 +105,7 @@ class Cluster:
             overrides,
             dirs | (broker_data or {}),
             protocol="SASL_SSL" if secure else "PLAINTEXT",
+            kafka=kafka,
         )
         if own_gids:  # (not always: a FUSE mount refuses processes of another gid)
             for n in self.quorum.ids:
@@ -150,8 +155,12 @@ class Cluster:
         except GregorError:
             return None
 
-    def leader_of(self, partition: int = 0) -> int | None:
-        ps = self.partitions()
+    @property
+    def kafka_bootstrap(self) -> str:
+        return self.brokers.kafka_bootstrap()
+
+    def leader_of(self, partition: int = 0, topic: str = TOPIC) -> int | None:
+        ps = self.partitions(topic)
         return ps[partition].leader if ps and ps[partition].leader >= 0 else None
 
     def wait_leader_of(self, partition: int = 0, not_: int | None = None) -> int:
@@ -205,12 +214,15 @@ class Cluster:
 
     # -- the nodes' own events (CHECKER.md principle 7) ----------------------------------------
     def broker_logs(self) -> dict[int, list[Path]]:
-        return {n: sorted(self.brokers.tmp.glob(f"broker-{n}.*.stderr")) for n in self.broker_ids}
+        return {
+            n: sorted(self.brokers.tmp.glob(f"broker-{n}.*.stderr"), key=log_order)
+            for n in self.broker_ids
+        }
 
     def controller_logs(self) -> dict[int, list[Path]]:
         """Every controller's, those added or removed during the run included."""
         out: dict[int, list[Path]] = {}
-        for path in sorted(self.quorum.tmp.glob("controller-*.stderr")):
+        for path in sorted(self.quorum.tmp.glob("controller-*.stderr"), key=log_order):
             out.setdefault(int(path.name.split(".")[0].split("-")[1]), []).append(path)
         return out
 

@@ -10,7 +10,8 @@
 
 `f` is "send" (a producer's write), "poll" (the assign-mode reader's read, recorded as a
 completed op per record), "gpoll" (a group member's read), "commit" (a member's offset commit,
-invoke then ok/fail/info) or, with type "event", a member's "assign" / "revoke" / "lost"; the
+invoke then ok/fail/info), "txn" (a transaction of fault_txn.py, its records in "values"),
+"tpoll" (a read_committed reader's read of them) or, with type "event", a member's "assign" / "revoke" / "lost"; the
 nemesis logs `{"type": "nemesis", "f": "start" | "stop", "fault": ...}`; the ISR monitor logs
 `{"type": "isr", "partitions": {"0": [leader, [isr...]], ...}}` samples. An
 error that guarantees the write was not applied is `fail`; a timeout, a lost connection or
@@ -102,6 +103,26 @@ class History:
             self._pending[op] = entry
         self._add(dict(entry))
         return op
+
+    def txn(self, process: str, txn: str, values: dict[int, list[str]], commit: bool) -> int:
+        """A transaction invoked (f "txn", fault_txn.py): its records by partition and whether
+        it is meant to commit; complete it with txn_done."""
+        op = next(self._ops)
+        entry = {"type": "invoke", "op": op, "process": process, "f": "txn", "txn": txn,
+                 "commit": commit, "values": {str(p): vs for p, vs in values.items()}}  # fmt: skip
+        with self._lock:
+            self._pending[op] = entry
+        self._add(dict(entry))
+        return op
+
+    def txn_done(self, op: int, kind: str, error: str | None = None) -> None:
+        """`kind`: "ok" committed, "fail" aborted, "info" unknown."""
+        self._complete(op, kind, error=error)
+
+    def tpolled(self, process: str, partition: int, offset: int, value: str) -> None:
+        """A read_committed reader returned a transactional record (f "tpoll")."""
+        self._add({"type": "ok", "op": next(self._ops), "process": process, "f": "tpoll",
+                   "partition": partition, "value": value, "offset": offset})  # fmt: skip
 
     def group_event(self, process: str, event: str, partitions: list[int]) -> None:
         """A member's assignment changed: `event` "assign", "revoke" or "lost" (type "event")."""

@@ -32,15 +32,19 @@ from typing import Any
 
 import fault_elastic
 import fault_net
-from fault_checker import check
+from fault_checker import check, check_transactions
 from fault_cluster import MIN_ISR, PARTITIONS, TOPIC, Cluster, log_counts, raft_events
 from fault_figures import timing
 from fault_group import GroupMembers
 from fault_history import History
 from fault_nemesis import Nemesis, active_segment, missing_strace
 from fault_producer import ProducerProcess
+from fault_txn import TXN_TOPIC, TxnWorkload, missing_confluent, txn_final_read
 from fault_workload import IsrMonitor, Workload, final_read, leader_events
 from helpers import wait_until
+
+from broker.txn.log_format import partition_for
+from client import Admin
 
 CHAOS = Path(__file__).resolve().parents[2] / "scripts" / "chaos.py"
 RECOVERY_S = 10.0
@@ -56,6 +60,7 @@ class Run:
     anomalies: list[dict[str, Any]] = field(default_factory=list)
     producers: list[ProducerProcess] = field(default_factory=list)  # in processes of their own
     storage: Any = None  # the LazyFS mount or the small disk, when the scenario has one
+    txns: Any = None  # the transactional workload (fault_txn.py), when the scenario has one
     started: float = field(default_factory=time.monotonic)
 
     def rounds(self, minimum: int) -> Iterator[int]:
@@ -85,6 +90,7 @@ class Scenario:
     # writes to the same partition moved its stuck high watermark along)
     spare_brokers: tuple[int, ...] = ()  # configured, started by the scenario (S12)
     controller_overrides: dict[str, Any] = field(default_factory=dict)
+    txn: bool = False  # the transactional workload too (fault_txn.py, over KAFKA listeners)
 
 
 # -- the scenarios -------------------------------------------------------------------------------
@@ -289,6 +295,27 @@ def s11(run: Run) -> None:
             run.hold(1.0, 2.0)
 
 
+TXN_STATE_PARTITIONS = 5  # transaction.state.log.num.partitions in S14: loads fast
+
+
+def s14(run: Run) -> None:
+    """The transactional workload under kills: the coordinator of producer t1's id (the
+    leader of its __transaction_state partition) and the leader of the transactional topic's
+    partition 0, in turn, 4 times; each restarted after 2-3 s. Each round t2 also leaves a
+    transaction to a zombie, fenced by its successor (TxnWorkload.fence)."""
+    c = run.cluster
+    coordinator = partition_for("t1", TXN_STATE_PARTITIONS)
+    for i in run.rounds(4):
+        run.txns.fence("t2")  # a zombie of t2, fenced by its successor
+        topic, part = ("__transaction_state", coordinator) if i % 2 == 0 else (TXN_TOPIC, 0)
+        victim = wait_until(
+            lambda t=topic, p=part: c.leader_of(p, t), 30, f"a leader of {topic}-{part}"
+        )
+        with run.nemesis.kill_broker(victim):
+            run.hold(2.0, 3.0)
+        wait_until(lambda: c.healthy(3), 60, "ISR 3 again")
+
+
 def _lazyfs_missing() -> str | None:
     from lazyfs import unavailable_reason
 
@@ -369,6 +396,18 @@ SCENARIOS = {
             controller_overrides={"auto.balance.mode": "off"},
         ),
         Scenario(
+            "S14",
+            "transactions (confluent-kafka, KAFKA listener) committed or aborted at random;"
+            " SIGKILL the coordinator of t1's id and the txn topic's p0 leader in turn, x4",
+            s14,
+            missing=missing_confluent,
+            txn=True,
+            broker_overrides={
+                "transaction.state.log.num.partitions": TXN_STATE_PARTITIONS,
+                "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000,
+            },
+        ),
+        Scenario(
             "S13",
             "add a 4th controller while the active one is SIGKILLed, remove the active one while"
             " another voter is down, then kill the new quorum's leader",
@@ -386,6 +425,9 @@ def run_scenario(
 ) -> dict[str, Any]:
     """`secure`: SASL_SSL on every client and broker link, mTLS on the controllers' (Cluster)."""
     sc = SCENARIOS[name]
+    if secure and sc.txn:  # refused, and said so in the report (chaos.py --scenario all)
+        why = "the transactional workload's KAFKA listener is plaintext only (no --secure)"
+        return {"scenario": name, "seed": seed, "skipped": why}
     why = sc.missing()
     if why:
         return {"scenario": name, "seed": seed, "skipped": why}
@@ -410,7 +452,7 @@ def _run_here(
         storage, data_root, broker_data = _storage(sc, workdir, stack)
         cluster = Cluster(
             workdir, sc.broker_overrides, data_root, broker_data, sc.network, sc.partitions,
-            secure, sc.spare_brokers, sc.controller_overrides,
+            secure, sc.spare_brokers, sc.controller_overrides, sc.txn,
         )  # fmt: skip
         return _run_cluster(sc, cluster, storage, workdir, seed, duration)
 
@@ -448,9 +490,18 @@ def _run_cluster(
         group.start()
         monitor = IsrMonitor(cluster.bootstrap, TOPIC, history, sec)
         monitor.start()
+        txns: TxnWorkload | None = None
+        if sc.txn:
+            with Admin(**cluster.client()) as admin:
+                admin.create_topic(TXN_TOPIC, PARTITIONS, 3, {"min.insync.replicas": str(MIN_ISR)})
+            txns = TxnWorkload(cluster.kafka_bootstrap, PARTITIONS, history, seed)
+            txns.start()
+            run.txns = txns
         try:
             wait_until(lambda: workload.acked() > 300, 30, "steady writes")
             wait_until(group.committed, 30, "the group committing")
+            if txns is not None:
+                wait_until(lambda: txns.committed() > 10, 60, "transactions committing")
             run.started = time.monotonic()
             try:
                 sc.faults(run)
@@ -474,14 +525,31 @@ def _run_cluster(
             group.stop()
             monitor.stop()
             workload.stop()
+            if txns is not None:
+                txns.stop()
             history.close()
         final = final_read(cluster.bootstrap, TOPIC, sc.partitions, security=sec)
+        txn_report = (
+            check_transactions(
+                history.entries,
+                txn_final_read(cluster.kafka_bootstrap, PARTITIONS),
+                txn_final_read(cluster.kafka_bootstrap, PARTITIONS, "read_uncommitted"),
+            )
+            if txns is not None
+            else None
+        )
         events = leader_events(cluster.broker_logs(), TOPIC) + raft_events(
             cluster.controller_logs()
         )
         report = check(history.entries, final, events, MIN_ISR)
         report.update(timing(history.entries))
         report.update(log_counts(cluster.broker_logs()))
+        if txn_report is not None:
+            txn_valid = txn_report.pop("valid")  # (popped first: update() must not undo it)
+            report["valid"] = report["valid"] and txn_valid
+            report["anomalies"].update(txn_report.pop("anomalies"))
+            report.update(txn_report)
+            report["transactions"]["zombies_fenced"] = run.txns.fenced
     finally:
         cluster.close()
     if run.anomalies:

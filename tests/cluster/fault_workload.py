@@ -183,11 +183,19 @@ def final_read(
 _LEADER = re.compile(r"\[(?P<topic>[^\[\]]+)-(?P<p>\d+)\] became leader \(epoch (?P<epoch>\d+)")
 
 
+def log_order(path: Path) -> tuple[int, str]:
+    """A node's log files in the order its processes ran: `broker-4.12.stderr` after
+    `broker-4.3.stderr`, `controller-1.run10.stderr` after `controller-1.run2.stderr` (sorted
+    by name, the 10th start came before the 2nd and epochs seemed to go back)."""
+    m = re.search(r"\.(?:run)?(\d+)\.stderr$", path.name)
+    return (int(m[1]) if m else -1, path.name)
+
+
 def leader_events(stderr_files: dict[int, list[Path]], topic: str) -> list[dict]:
     """ "became leader" lines of each broker's logs, as checker events."""
     events = []
     for node, paths in stderr_files.items():
-        for path in sorted(paths):
+        for path in sorted(paths, key=log_order):
             for line in path.read_text(errors="replace").splitlines():
                 m = _LEADER.search(line)
                 if m and m["topic"] == topic:

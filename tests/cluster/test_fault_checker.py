@@ -296,3 +296,20 @@ def test_an_ack_without_an_offset_is_checked_by_value() -> None:
     assert {"value": ack["value"], "partition": ack["partition"], "offset": None} in report[
         "anomalies"
     ]["lost"]
+
+
+def test_node_logs_are_read_in_the_order_their_processes_ran(tmp_path) -> None:
+    """A broker's 10th start logs after its 2nd: sorted by name, its epochs seemed to go back
+    (C6 flagged a long S14 run)."""
+    from fault_workload import leader_events, log_order
+
+    line = "INFO broker.replica.partition: [chaos-1] became leader (epoch {}, isr [6], hw 0)\n"
+    (tmp_path / "broker-6.2.stderr").write_text(line.format(1))
+    (tmp_path / "broker-6.10.stderr").write_text(line.format(7))
+    paths = sorted(tmp_path.glob("broker-6.*.stderr"), key=log_order)
+    assert [p.name for p in paths] == ["broker-6.2.stderr", "broker-6.10.stderr"]
+    report = check([], {}, leader_events({6: list(reversed(paths))}, "chaos"))
+    assert report["leader_conflicts"] == 0, report["anomalies"]
+    (tmp_path / "broker-6.11.stderr").write_text(line.format(3))  # a real step back
+    report = check([], {}, leader_events({6: list(tmp_path.glob("*.stderr"))}, "chaos"))
+    assert report["leader_conflicts"] == 1

@@ -18,7 +18,7 @@ from fault_scenarios import SCENARIOS, run_scenario
 # In the long tier only, for CI's 25 minutes: S12 (a reassignment under leader kills, ~2 min),
 # S11 (issue 22's stall, ~2 min: the broker must stay down past replica.lag.time.max.ms), and S1
 # in plaintext (S1 over SASL_SSL below runs the same schedule and checks in the default run).
-LONG_SCENARIOS = {"S1", "S11", "S12"}
+LONG_SCENARIOS = {"S1", "S11", "S12", "S14"}
 
 
 def _for_the_table(report: dict) -> dict:
