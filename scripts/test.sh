@@ -40,7 +40,7 @@ echo "== pytest" >&2
 export PYSPARK_PYTHON="$VENV/bin/python"
 # Two pytest-xdist workers (the suite waits on processes and sockets more than it computes: CI's
 # 25 minutes); tests/conftest.py groups the tests so that a module stays on one worker and whole
-# clusters (fault scenarios, containers) never run two at once. GREGOR_TEST_WORKERS=1: one
+# clusters and JVMs (fault scenarios, containers, Spark) never run two at once. GREGOR_TEST_WORKERS=1: one
 # process (for -s, --pdb, or timing one test).
 workers="${GREGOR_TEST_WORKERS:-2}"
 if [ "$workers" = 1 ]; then

@@ -112,9 +112,9 @@ LONG_TESTS = os.environ.get("GREGOR_LONG_TESTS", "") not in ("", "0")
 
 
 # Parallel runs (scripts/test.sh: pytest-xdist, `-n 2 --dist loadgroup`): the scheduler below
-# hands out whole groups: a module's tests stay on one worker (its module fixtures are set up
-# once), the Spark tests share one worker's Spark session, and the fault scenarios and the
-# container tier run one at a time on one worker (each is a whole cluster; never two at once).
+# hands out whole groups (tests/xdist_groups.py): a module's tests stay on one worker (its
+# module fixtures are set up once); the fault scenarios, the container tier and the Spark tests
+# run one at a time on one worker.
 # (A scheduler, not xdist_group marks: pytest 9.2 computes node ids so that xdist 3.8 cannot
 # append a mark's group to them, and the marks are silently ignored.)
 @pytest.hookimpl(optionalhook=True)

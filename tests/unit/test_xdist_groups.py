@@ -1,6 +1,6 @@
 """scripts/test.sh runs pytest on two xdist workers with tests/conftest.py's scheduler: a
-module's tests stay on one worker, and the fault scenarios and the container tier share one
-group (two whole clusters never run at once). Checked on a real two-worker run, since xdist's
+module's tests stay on one worker, and the fault scenarios, the container tier and Spark share
+one group (never two at once). Checked on a real two-worker run, since xdist's
 own group marks were once silently ignored (pytest 9.2's node ids)."""
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from xdist_groups import SERIAL_GROUP, xdist_group_of
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_groups_by_module_spark_and_whole_clusters() -> None:
+def test_groups_by_module_and_whole_clusters() -> None:
     assert xdist_group_of("tests/unit/a/test_x.py::test_y[1]") == "tests/unit/a/test_x.py"
-    assert xdist_group_of("tests/spark/test_spark_batch.py::t") == "spark"
     assert (
-        xdist_group_of("tests/containers/test_compose_cluster.py::t")
+        xdist_group_of("tests/spark/test_spark_batch.py::t")
+        == xdist_group_of("tests/containers/test_compose_cluster.py::t")
         == xdist_group_of("tests/cluster/test_fault_scenarios.py::test_fault_scenario[S2]")
         == SERIAL_GROUP
     )
