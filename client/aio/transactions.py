@@ -371,6 +371,10 @@ class TransactionManager:
                     "AddPartitionsToTxn",
                     _add_partitions_error,
                     timeout_ms=self.config.delivery_timeout_ms,
+                    # the previous transaction still completing (its markers, then Complete*)
+                    # answers CONCURRENT_TRANSACTIONS for a few ms: retry after 20 ms, not
+                    # retry.backoff.ms (Kafka's KAFKA-5477 does the same)
+                    first_backoff_ms=ADD_PARTITIONS_RETRY_BACKOFF_MS,
                 )
                 self.added.update(tps)
                 log.debug("%s added %s", self._prefix, tps)
@@ -390,6 +394,7 @@ class TransactionManager:
         timeout_ms: int | None = None,
         find: Callable[[], Awaitable[int]] | None = None,
         moved: Callable[[], object] | None = None,
+        first_backoff_ms: int | None = None,
     ) -> Body:
         """Send to the coordinator (`find`/`moved`: another one, the group's) until an answer
         without a retriable error, for up to `timeout_ms` (max.block.ms): the answer, or the
@@ -400,6 +405,8 @@ class TransactionManager:
         limit = cfg.max_block_ms if timeout_ms is None else timeout_ms
         deadline = time.monotonic() + limit / 1000
         backoff = cfg.retry_backoff_ms / 1000
+        if first_backoff_ms is not None:
+            backoff = min(backoff, first_backoff_ms / 1000)
         last: BaseException | None = None
         while True:
             exc: GregorError
@@ -474,6 +481,9 @@ def _first_error(resp: Body) -> int:
         (p["error_code"] for t in resp["topics"] for p in t["partitions"] if p["error_code"]),
         ErrorCode.NONE,
     )
+
+
+ADD_PARTITIONS_RETRY_BACKOFF_MS = 20  # Kafka's TransactionManager's constant
 
 
 def _add_partitions_error(resp: Body) -> int:

@@ -240,3 +240,33 @@ def test_transactional_id_implies_idempotence() -> None:
     cfg = resolve_config("producer", {"transactional.id": "t", "acks": 1}, {})
     with pytest.raises(ConfigError, match="transactional.id conflicts with acks=1"):
         idempotence_enabled(cfg, cfg.idempotence_explicit)
+
+
+def test_add_partitions_retries_concurrent_transactions_after_20_ms(monkeypatch) -> None:
+    """The previous transaction still completing answers CONCURRENT_TRANSACTIONS for a few ms:
+    AddPartitionsToTxn retries after 20 ms (Kafka's KAFKA-5477), not retry.backoff.ms, which
+    cost every transaction ~100 ms (txn_bench.py); InitProducerId keeps retry.backoff.ms."""
+    import client.aio.transactions as transactions
+
+    delays: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def sleep(delay: float) -> None:
+        delays.append(delay)
+        await real_sleep(0)
+
+    monkeypatch.setattr(transactions.asyncio, "sleep", sleep)
+
+    async def run() -> None:
+        cluster = FakeCoordinator()
+        txn, _ = _manager(cluster, retry_backoff_ms=100)
+        cluster.errors[ApiKey.INIT_PRODUCER_ID] = [E.CONCURRENT_TRANSACTIONS]
+        await txn.init()
+        assert delays == [0.1]
+        txn.begin()
+        cluster.errors[ApiKey.ADD_PARTITIONS_TO_TXN] = [E.CONCURRENT_TRANSACTIONS] * 2
+        assert txn.hold(TopicPartition("t", 0))
+        await _adding(txn)
+        assert delays[1:] == [0.02, 0.04]  # then doubling, as every retry here
+
+    asyncio.run(run())
