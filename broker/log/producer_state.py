@@ -32,6 +32,10 @@ an ongoing transaction, or of a completed one whose marker the high watermark ha
 yet (Kafka's unreplicated transactions): the last stable offset (LSO) is the smaller of it and
 the high watermark. An ABORT marker adds an entry to the aborted-transaction index
 (txn_index.py). The snapshot keeps each producer's ongoing transaction.
+
+DescribeProducers (`describe`): each producer's epoch, last sequence, last timestamp (the max
+timestamp of its latest batch or marker, kept in the snapshot too), coordinator epoch and the
+first offset of its open transaction.
 """
 
 from __future__ import annotations
