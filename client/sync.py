@@ -32,7 +32,7 @@ from client.aio.admin_quotas import (
     ClientQuotaEntity,
     ClientQuotaFilterComponent,
 )
-from client.aio.admin_txn import TransactionDescription, TransactionListing
+from client.aio.admin_txn import ProducerState, TransactionDescription, TransactionListing
 from client.aio.admin_users import (
     ScramCredentialInfo,
     UserScramCredentialDeletion,
@@ -450,6 +450,31 @@ class Admin(_SyncClient):
     ) -> dict[str, TransactionDescription]:
         ids = list(transactional_ids)
         return self._run(self._core.describe_transactions(ids, timeout_ms=timeout_ms))
+
+    def describe_producers(
+        self, partitions: Iterable[TopicPartition], *, timeout_ms: int | None = None
+    ) -> dict[TopicPartition, list[ProducerState]]:
+        """Each partition's active producers at its leader (see
+        client.aio.Admin.describe_producers)."""
+        tps = list(partitions)
+        return self._run(self._core.describe_producers(tps, timeout_ms=timeout_ms))
+
+    def abort_transaction(
+        self,
+        partition: TopicPartition,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        *,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """An ABORT marker for the producer to the partition (see
+        client.aio.Admin.abort_transaction)."""
+        return self._run(
+            self._core.abort_transaction(
+                partition, producer_id, producer_epoch, coordinator_epoch, timeout_ms=timeout_ms
+            )
+        )
 
     def describe_user_scram_credentials(
         self, users: list[str] | None = None

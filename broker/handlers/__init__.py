@@ -83,6 +83,7 @@ import broker.handlers.delete_topics  # noqa: E402
 import broker.handlers.describe_cluster  # noqa: E402
 import broker.handlers.describe_configs  # noqa: E402
 import broker.handlers.describe_log_dirs  # noqa: E402
+import broker.handlers.describe_producers  # noqa: E402
 import broker.handlers.describe_quorum  # noqa: E402
 import broker.handlers.elect_leaders  # noqa: E402
 import broker.handlers.fetch  # noqa: E402

@@ -10,6 +10,7 @@ key_type 1 (apis_groups.py) reach the same coordinator.
     TxnOffsetCommit     0-3       to the group coordinator; v3 carries the member (KIP-447)
     DescribeTransactions 0
     ListTransactions    0-1       v2's transactional_id_pattern (KIP-1152) is not served
+    DescribeProducers   0         answered by each partition's leader (READ on the TOPIC)
 
 PRODUCER_FENCED reaches clients older than KIP-588 (AddPartitionsToTxn and EndTxn v0-1) as
 INVALID_PRODUCER_EPOCH, as Kafka answers them (AddOffsetsToTxn and TxnOffsetCommit v0-1 too).
@@ -29,6 +30,7 @@ from kio.schema.add_partitions_to_txn.v0 import request as add_v0
 from kio.schema.add_partitions_to_txn.v1 import request as add_v1
 from kio.schema.add_partitions_to_txn.v2 import request as add_v2
 from kio.schema.add_partitions_to_txn.v3 import request as add_v3
+from kio.schema.describe_producers.v0 import request as producers_v0
 from kio.schema.describe_transactions.v0 import request as describe_v0
 from kio.schema.end_txn.v0 import request as end_v0
 from kio.schema.end_txn.v1 import request as end_v1
@@ -271,3 +273,41 @@ def list_transactions(
         )
 
     ctx.call_native(ApiKey.LIST_TRANSACTIONS, native, answer)
+
+
+@api(ApiKey.DESCRIBE_PRODUCERS, 0, 0)
+def describe_producers(ctx: KafkaContext, body: producers_v0.DescribeProducersRequest) -> None:
+    topics = [
+        {"name": str(t.name), "partition_indexes": [int(p) for p in t.partition_indexes]}
+        for t in body.topics
+    ]
+
+    def answer(a: dict) -> None:
+        code = whole_error(a)
+        rows: list[dict] = (
+            [{"name": t["name"], "partitions": [{"partition_index": p, "error_code": code}
+                                                for p in t["partition_indexes"]]} for t in topics]
+            if code else a["topics"]
+        )  # fmt: skip
+        ctx.respond(
+            {
+                "throttle_time": 0,
+                "topics": [
+                    {
+                        "name": t["name"],
+                        "partitions": [
+                            {
+                                "partition_index": p["partition_index"],
+                                "error_code": p["error_code"],
+                                "error_message": p.get("error_message"),
+                                "active_producers": p.get("active_producers", []),
+                            }
+                            for p in t["partitions"]
+                        ],
+                    }
+                    for t in rows
+                ],
+            }
+        )
+
+    ctx.call_native(ApiKey.DESCRIBE_PRODUCERS, {"topics": topics}, answer)

@@ -32,6 +32,10 @@ an ongoing transaction, or of a completed one whose marker the high watermark ha
 yet (Kafka's unreplicated transactions): the last stable offset (LSO) is the smaller of it and
 the high watermark. An ABORT marker adds an entry to the aborted-transaction index
 (txn_index.py). The snapshot keeps each producer's ongoing transaction.
+
+DescribeProducers (`describe`): each producer's epoch, last sequence, last timestamp (the max
+timestamp of its latest batch or marker, kept in the snapshot too), coordinator epoch and the
+first offset of its open transaction.
 """
 
 from __future__ import annotations
@@ -86,13 +90,37 @@ class CompletedTxn(NamedTuple):
 
 
 class ProducerEntry:
-    __slots__ = ("epoch", "batches", "txn_first_offset", "coordinator_epoch")
+    __slots__ = ("epoch", "batches", "txn_first_offset", "coordinator_epoch", "last_timestamp")
 
-    def __init__(self, epoch: int, txn_first_offset: int = -1, coordinator_epoch: int = -1) -> None:
+    def __init__(
+        self,
+        epoch: int,
+        txn_first_offset: int = -1,
+        coordinator_epoch: int = -1,
+        last_timestamp: int = -1,
+    ) -> None:
         self.epoch = epoch
         self.batches: collections.deque[BatchEntry] = collections.deque(maxlen=BATCHES_KEPT)
         self.txn_first_offset = txn_first_offset  # -1: no ongoing transaction
         self.coordinator_epoch = coordinator_epoch  # of the latest marker (-1: none)
+        # max timestamp of its latest batch or marker (-1: unknown: from an older snapshot)
+        self.last_timestamp = last_timestamp
+
+    @property
+    def last_sequence(self) -> int:
+        """The last sequence of its latest batch; -1 when none since its epoch began."""
+        return self.batches[-1].last_seq if self.batches else -1
+
+
+class ProducerInfo(NamedTuple):
+    """One row of DescribeProducers (Kafka's ProducerState)."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int
 
 
 class ProducerStateManager:
@@ -222,6 +250,7 @@ class ProducerStateManager:
             )
         elif h.producer_epoch < e.epoch:
             return None  # (a fenced producer's batch, replicated before the fencing)
+        e.last_timestamp = h.max_timestamp
         if h.attributes & CONTROL_BIT:
             if marker is None:
                 return None
@@ -246,6 +275,20 @@ class ProducerStateManager:
         )
         return None
 
+    def describe(self) -> list[ProducerInfo]:
+        """Every producer this state holds, by producer id (DescribeProducers)."""
+        return [
+            ProducerInfo(
+                pid,
+                e.epoch,
+                e.last_sequence,
+                e.last_timestamp,
+                e.coordinator_epoch,
+                e.txn_first_offset,
+            )
+            for pid, e in sorted(self.producers.items())
+        ]
+
     @classmethod
     def from_headers(cls, headers: Iterable[BatchHeader]) -> ProducerStateManager:
         """The state a log's batch headers (oldest first) give."""
@@ -256,8 +299,10 @@ class ProducerStateManager:
 
     def to_bytes(self) -> bytes:
         """msgpack of {producer id: [epoch, [[first_seq, last_seq, first_offset, last_offset]],
-        txn_first_offset, coordinator_epoch]}, followed by its CRC-32. (A snapshot written
-        before transactions has the first two only.)"""
+        txn_first_offset, coordinator_epoch, last_timestamp]}, followed by its CRC-32. (A
+        snapshot written before transactions has the first two only, one written before
+        DescribeProducers the first four: its producers' last_timestamp is -1 until their next
+        batch. A broker older than that reads this snapshot as damaged and scans the log.)"""
         body = msgpack.packb(
             {
                 pid: [
@@ -265,6 +310,7 @@ class ProducerStateManager:
                     [list(b) for b in e.batches],
                     e.txn_first_offset,
                     e.coordinator_epoch,
+                    e.last_timestamp,
                 ]
                 for pid, e in self.producers.items()
             }
@@ -493,6 +539,11 @@ class LogProducers:
         """Forget the completed transactions whose marker is now below the HW."""
         if self._state is not None and self._state.unreplicated:
             self._state.first_unstable_offset(high_watermark)
+
+    def describe(self) -> list[ProducerInfo]:
+        """The producers of this log (DescribeProducers); builds the state on first use."""
+        with self._log.lock:
+            return self.state_locked().describe()
 
     def first_uncleanable_locked(self, upper_bound: int) -> int | None:
         """For the cleaner, whose `upper_bound` is at most the high watermark: the first

@@ -1,10 +1,12 @@
 """Offset queries a partition leader answers: ListOffsets (by time: earliest, latest, a
-timestamp) and OffsetForLeaderEpoch (KIP-101/279: the end offset of a leader epoch in this
-log). An object the ReplicaManager holds, over the shared PartitionTable's leader lookup; it
-owns no state. Any thread.
+timestamp), OffsetForLeaderEpoch (KIP-101/279: the end offset of a leader epoch in this
+log) and DescribeProducers (the log's producer state). An object the ReplicaManager holds,
+over the shared PartitionTable's leader lookup; it owns no state. Any thread but an event
+loop (the producer state may be built from the log on first use).
 
     rm.offsets.list_offsets(replica_id, [(t, p, timestamp, epoch)])     -> list[dict]
     rm.offsets.offsets_for_leader_epoch([(t, p, current_epoch, epoch)]) -> list[dict]
+    rm.offsets.describe_producers([(t, p)])                              -> list[dict]
 """
 
 from __future__ import annotations
@@ -100,4 +102,17 @@ class OffsetQueries:
         return [
             self._answer("offsets_for_leader_epoch", topic, p, cur, defaults, epoch_end(epoch))
             for topic, p, cur, epoch in requests
+        ]
+
+    def describe_producers(self, requests: list[tuple[str, int]]) -> list[Body]:
+        """[(topic, partition)] → [{topic, partition, error_code, active_producers: [{
+        producer_id, producer_epoch, last_sequence, last_timestamp, coordinator_epoch,
+        current_txn_start_offset}]}], from this leader's producer state."""
+
+        def fill(part: Partition, entry: Body) -> None:
+            entry["active_producers"] = [p._asdict() for p in part.log.producers.describe()]
+
+        return [
+            self._answer("describe_producers", topic, p, -1, {"active_producers": []}, fill)
+            for topic, p in requests
         ]

@@ -36,7 +36,7 @@ from client.aio.admin_quotas import (
     ClientQuotaEntity,
     ClientQuotaFilterComponent,
 )
-from client.aio.admin_txn import TransactionDescription, TransactionListing
+from client.aio.admin_txn import ProducerState, TransactionDescription, TransactionListing
 from client.aio.admin_users import (
     ScramCredentialInfo,
     UserScramCredentialDeletion,
@@ -415,6 +415,36 @@ class Admin:
         return await admin_txn.describe_transactions(
             self._cluster, list(transactional_ids), self._timeout(timeout_ms),
             self.config.retry_backoff_ms,
+        )  # fmt: skip
+
+    async def describe_producers(
+        self, partitions: Iterable[TopicPartition], *, timeout_ms: int | None = None
+    ) -> dict[TopicPartition, list[ProducerState]]:
+        """Each partition's active producers at its leader (Kafka's describeProducers): id,
+        epoch, last sequence and timestamp, coordinator epoch, open transaction's first
+        offset (client/aio/admin_txn.py). Needs READ on the TOPIC."""
+        self._check_open()
+        return await admin_txn.describe_producers(
+            self._cluster, list(partitions), self._timeout(timeout_ms),
+            self.config.retry_backoff_ms,
+        )  # fmt: skip
+
+    async def abort_transaction(
+        self,
+        partition: TopicPartition,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        *,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """Write an ABORT marker for the producer to the partition (Kafka's abortTransaction:
+        for a hanging transaction its coordinator no longer knows; the values come from
+        describe_producers). Needs CLUSTER_ACTION on the CLUSTER."""
+        self._check_open()
+        await admin_txn.abort_transaction(
+            self._cluster, partition, producer_id, producer_epoch, coordinator_epoch,
+            self._timeout(timeout_ms), self.config.retry_backoff_ms,
         )  # fmt: skip
 
     async def list_groups(self) -> list[GroupListing]:

@@ -1,10 +1,12 @@
-"""WriteTxnMarkers (27), Kafka's v1 shape: the transaction coordinator asks partition leaders
-to append COMMIT or ABORT markers (client/records/control.py) ending a producer's transaction.
-An inter-broker API (CLUSTER_ACTION on the cluster)."""
+"""The partition leaders' side of transactions. WriteTxnMarkers (27), Kafka's v1 shape: the
+transaction coordinator asks partition leaders to append COMMIT or ABORT markers
+(client/records/control.py) ending a producer's transaction (an inter-broker API:
+CLUSTER_ACTION on the cluster). DescribeProducers (61): each partition's producer state."""
 
 from __future__ import annotations
 
 from client.protocol.api_keys import ApiKey
+from client.protocol.apis.data import THROTTLE
 from client.protocol.schema import (
     BOOL,
     INT16,
@@ -14,6 +16,7 @@ from client.protocol.schema import (
     ApiSpec,
     Array,
     Field,
+    Nullable,
     Struct,
     register,
 )
@@ -79,6 +82,73 @@ WRITE_TXN_MARKERS = register(
                             ),
                         ),
                         name="WritableTxnMarkerResult",
+                    )
+                ),
+            ),
+        ),
+    )
+)
+
+DESCRIBE_PRODUCERS = register(
+    ApiSpec(
+        key=ApiKey.DESCRIBE_PRODUCERS,
+        name="DescribeProducers",
+        doc="The active producers of each named partition, as its leader's producer state "
+        "holds them (Kafka's; what `gregor transactions describe-producers` shows). Per "
+        "partition: NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, "
+        "TOPIC_AUTHORIZATION_FAILED (READ on the TOPIC), KAFKA_STORAGE_ERROR. Per producer: "
+        "`last_sequence` of its last batch (-1: none since its epoch began), `last_timestamp` "
+        "the max timestamp of its last batch or marker (-1: unknown, a state restored from a "
+        "snapshot written before it was kept), `coordinator_epoch` of its last marker (-1: "
+        "none), `current_txn_start_offset` the first offset of its open transaction (-1: none).",
+        request=Struct(
+            Field(
+                "topics",
+                Array(
+                    Struct(
+                        Field("name", STRING, doc="topic name"),
+                        Field("partition_indexes", Array(INT32)),
+                        name="DescribeProducersTopic",
+                    )
+                ),
+            ),
+        ),
+        response=Struct(
+            THROTTLE,
+            Field(
+                "topics",
+                Array(
+                    Struct(
+                        Field("name", STRING, doc="topic name"),
+                        Field(
+                            "partitions",
+                            Array(
+                                Struct(
+                                    Field("partition_index", INT32),
+                                    Field("error_code", INT16),
+                                    Field("error_message", Nullable(STRING), default=None),
+                                    Field(
+                                        "active_producers",
+                                        Array(
+                                            Struct(
+                                                Field("producer_id", INT64),
+                                                Field("producer_epoch", INT32),
+                                                Field("last_sequence", INT32, default=-1),
+                                                Field("last_timestamp", INT64, default=-1),
+                                                Field("coordinator_epoch", INT32, default=-1),
+                                                Field(
+                                                    "current_txn_start_offset", INT64, default=-1
+                                                ),
+                                                name="ProducerState",
+                                            )
+                                        ),
+                                        default=[],
+                                    ),
+                                    name="DescribeProducersPartition",
+                                )
+                            ),
+                        ),
+                        name="DescribeProducersTopicResult",
                     )
                 ),
             ),

@@ -147,3 +147,28 @@ def test_snapshots_at_rolls_bound_the_scan_after_a_restart(tmp_path, monkeypatch
         assert min(scanned) == 0  # no readable snapshot: the whole log
     finally:
         log.close()
+
+
+def test_describe_and_the_last_timestamp_in_snapshots() -> None:
+    """DescribeProducers' rows: last sequence and the max timestamp of the latest batch; the
+    snapshot keeps the timestamp, and one written before it was kept (four fields a producer)
+    reads as -1."""
+    import zlib
+
+    import msgpack
+
+    from broker.log.producer_state import ProducerInfo, ProducerStateManager
+    from client.records.header import parse_header
+
+    state = ProducerStateManager()
+    for seq, ts in ((0, [500, 900, 700]), (3, [950])):
+        raw = build_batch([(None, b"v", None, t) for t in ts], producer_id=4, producer_epoch=1,
+                          base_sequence=seq, is_transactional=True)  # fmt: skip
+        state.update(parse_header(raw), 10 + seq)
+    assert state.describe() == [ProducerInfo(4, 1, 3, 950, -1, 10)]
+    again = ProducerStateManager.from_bytes(state.to_bytes())
+    assert again.describe() == state.describe()
+
+    old = msgpack.packb({4: [1, [[0, 2, 10, 12], [3, 3, 13, 13]], 10, 2]})
+    older = ProducerStateManager.from_bytes(old + zlib.crc32(old).to_bytes(4, "big"))
+    assert older.describe() == [ProducerInfo(4, 1, 3, -1, 2, 10)]

@@ -238,6 +238,24 @@ def test_offsets_for_leader_epoch(pair):
     assert r["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 
+def test_describe_producers_on_the_leader_only(pair):
+    """DescribeProducers: the leader's producer state; NOT_LEADER_OR_FOLLOWER on a follower,
+    UNKNOWN_TOPIC_OR_PARTITION for a partition this broker has no replica of."""
+    leader, follower = pair
+    batch = build_batch([(None, b"a", None, 77)], producer_id=5, producer_epoch=2, base_sequence=0)
+    leader.lm.get("t", 0).append_as_leader(batch, 0)
+    (r,) = leader.rm.offsets.describe_producers([("t", 0)])
+    assert r["error_code"] == 0
+    assert r["active_producers"] == [
+        {"producer_id": 5, "producer_epoch": 2, "last_sequence": 0, "last_timestamp": 77,
+         "coordinator_epoch": -1, "current_txn_start_offset": -1}
+    ]  # fmt: skip
+    (r,) = follower.rm.offsets.describe_producers([("t", 0)])
+    assert (r["error_code"], r["active_producers"]) == (ErrorCode.NOT_LEADER_OR_FOLLOWER, [])
+    (r,) = leader.rm.offsets.describe_producers([("t", 9)])
+    assert r["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
 def test_a_refused_expansion_releases_the_high_watermark_it_held(h):
     """Issue 22's 120 s stall: a broker in controlled shutdown, already out of the ISR, fetched
     once more; the leader proposed it back (the maximal ISR then holds the HW at its offset) and
