@@ -94,6 +94,9 @@ class FakeChannel:
     def incremental_alter_configs(self, resources, validate_only=False):
         raise NotImplementedError
 
+    def alter_configs(self, resources, validate_only=False):
+        raise NotImplementedError
+
     def alter_user_scram_credentials(self, deletions, upsertions):
         raise AssertionError("not used by the lifecycle")
 
