@@ -60,6 +60,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _LOAD_READ_BYTES = 1024 * 1024
+# AddPartitionsToTxn for an id whose previous transaction is still completing (its markers,
+# then Complete*) waits for that, up to this long, instead of answering CONCURRENT_TRANSACTIONS
+# at once: a producer's next transaction then starts as soon as it can, not after a client
+# back-off (decision entry; at most _MAX_PARKED requests wait per id).
+COMPLETION_WAIT_S = 1.0
+_MAX_PARKED = 4
 # errors of a write to __transaction_state, as the client sees them (Kafka's mapping)
 _WRITE_ERRORS = {
     int(ErrorCode.NOT_LEADER_OR_FOLLOWER): ErrorCode.NOT_COORDINATOR,
@@ -89,6 +95,15 @@ class TxnError(Exception):
 class TxnEntry:
     md: TxnMetadata | None  # None while the id's first record is being written
     pending: bool = False
+
+
+@dataclass
+class _Parked:
+    """An AddPartitionsToTxn waiting for its id's transaction to complete."""
+
+    deadline: float  # time.monotonic()
+    retry: Callable[[], None]  # runs the request again
+    answer: Answer
 
 
 @dataclass
@@ -122,6 +137,7 @@ class TxnCoordinator:
         self._wake = threading.Condition(self.lock)
         self._shards: dict[int, TxnShard] = {}
         self._loads: list[tuple[int, int]] = []
+        self._parked: dict[tuple[int, str], list[_Parked]] = {}  # (partition, id) -> waiting
         self._stop = False
         self._thread: threading.Thread | None = None
         self._prefix = f"[broker={node_id} txn-coordinator]"
@@ -153,6 +169,7 @@ class TxnCoordinator:
                 if not self._loads:
                     self._wake.wait(max(0.0, min(0.1, next_check - time.monotonic())))
                 loads, self._loads = self._loads, []
+            self.expire_parked(time.monotonic())
             for p, epoch in loads:
                 try:
                     self.load(p, epoch)
@@ -348,6 +365,9 @@ class TxnCoordinator:
                        answer: Answer) -> None:  # fmt: skip
         try:
             with self.lock:
+                retry = lambda: self.add_partitions(tid, pid, epoch, tps, answer)  # noqa: E731
+                if self._park(tid, retry, answer):
+                    return
                 shard, entry = self._entry(tid)
                 t = sm.add_partitions(entry.md if entry else None, tid, pid, epoch, tps,
                                       self._clock())  # fmt: skip
@@ -413,6 +433,49 @@ class TxnCoordinator:
 
     # -- writes and markers ------------------------------------------------------------------------
 
+    def _park(self, tid: str, retry: Callable[[], None], answer: Answer) -> bool:
+        """Park a request for `tid` while its transaction completes (lock held): True if it
+        now waits (answered by `retry` once the id is free, or CONCURRENT_TRANSACTIONS after
+        COMPLETION_WAIT_S)."""
+        shard = self._shard(tid)
+        entry = shard.txns.get(tid)
+        if entry is None or not entry.pending or entry.md is None or entry.md.state not in PREPARED:
+            return False
+        waiting = self._parked.setdefault((shard.partition, tid), [])
+        if len(waiting) >= _MAX_PARKED:
+            return False
+        waiting.append(_Parked(time.monotonic() + COMPLETION_WAIT_S, retry, answer))
+        return True
+
+    def _release(self, shard: TxnShard, tid: str) -> list[_Parked]:
+        """The requests parked for `tid` (lock held), to retry once the lock is released."""
+        return self._parked.pop((shard.partition, tid), [])
+
+    def expire_parked(self, now: float) -> None:
+        """Retry the parked requests whose id is free or no longer ours (they get their
+        answer, NOT_COORDINATOR for one); answer CONCURRENT_TRANSACTIONS to those that waited
+        COMPLETION_WAIT_S."""
+        retry: list[_Parked] = []
+        expired: list[_Parked] = []
+        with self.lock:
+            for key in list(self._parked):
+                p, tid = key
+                shard = self._shards.get(p)
+                entry = shard.txns.get(tid) if shard is not None else None
+                if entry is None or not entry.pending:
+                    retry += self._parked.pop(key)
+                    continue
+                waiting = self._parked[key]
+                expired += [w for w in waiting if w.deadline <= now]
+                waiting[:] = [w for w in waiting if w.deadline > now]
+                if not waiting:
+                    del self._parked[key]
+        for w in retry:
+            w.retry()
+        for w in expired:
+            w.answer(ErrorCode.CONCURRENT_TRANSACTIONS,
+                     "the previous transaction is still being completed")  # fmt: skip
+
     @staticmethod
     def _set_pending(shard: TxnShard, tid: str, entry: TxnEntry | None) -> TxnEntry:
         if entry is None:
@@ -433,6 +496,7 @@ class TxnCoordinator:
         def done(statuses: Mapping[tuple[str, int], ProducePartitionStatus]) -> None:
             st = statuses[tp]
             code = int(st.error_code)
+            freed: list[_Parked] = []
             with self.lock:
                 entry = shard.txns.get(tid)
                 current = self._is_current(shard) and entry is not None
@@ -442,13 +506,19 @@ class TxnCoordinator:
                     entry.pending = code == 0 and md.state in PREPARED
                     if entry.md is None:
                         del shard.txns[tid]
+                    if not entry.pending:
+                        freed = self._release(shard, tid)
             if code:
                 mapped = int(_WRITE_ERRORS.get(code, ErrorCode.UNKNOWN_SERVER_ERROR))
                 log.warning("%s %s: writing %s failed: error %d (%s)", self._prefix, tid,
                             md.state.kafka_name, code, st.error_message)  # fmt: skip
                 answer(mapped, st.error_message)
+                for w in freed:
+                    w.retry()
                 return
             answer(0, None)
+            for w in freed:  # (the next transaction's AddPartitionsToTxn)
+                w.retry()
             if current and md.state in PREPARED:
                 self._send_markers(shard, md)
 
@@ -473,6 +543,9 @@ class TxnCoordinator:
                     entry = shard.txns.get(tid)
                     if entry is not None:
                         entry.pending = False  # resumed by the next check while still leader
+                    freed = self._release(shard, tid)
+                for w in freed:
+                    w.retry()
                 return
             self._write(shard, sm.complete(md, self._clock()), lambda code, msg: None)
 

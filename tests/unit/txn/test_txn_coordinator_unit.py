@@ -7,11 +7,13 @@ prepared."""
 from __future__ import annotations
 
 import concurrent.futures
+import time
 from collections.abc import Callable
 from types import SimpleNamespace
 
 from broker.replica.delayed import ProducePartitionStatus
 from broker.txn import MarkerJob, TxnCoordinator, TxnSettings
+from broker.txn.coordinator import COMPLETION_WAIT_S
 from broker.txn.log_format import TRANSACTION_STATE_TOPIC, decode_key, decode_value, partition_for
 from broker.txn.state import TxnMetadata, TxnState
 from client.errors import ErrorCode
@@ -153,7 +155,6 @@ def test_commit_writes_prepare_answers_then_markers_then_complete() -> None:
     assert h.end("t1", 100, 0, commit=True) == 0  # answered once PrepareCommit is written
     assert h.log("t1") == [(S.EMPTY, 0), (S.ONGOING, 0), (S.ONGOING, 0), (S.PREPARE_COMMIT, 0)]
     # while the markers are out, the id is busy
-    assert h.add("t1", 100, 0, ("orders", 0)) == E.CONCURRENT_TRANSACTIONS
     assert h.end("t1", 100, 0, commit=True) == E.CONCURRENT_TRANSACTIONS
     job = h.markers.finish()
     assert job == MarkerJob("t1", 100, 0, True,
@@ -166,8 +167,32 @@ def test_commit_writes_prepare_answers_then_markers_then_complete() -> None:
     # the next transaction starts with the next add
     assert h.add("t1", 100, 0, ("orders", 2)) == 0
     assert h.end("t1", 100, 0, commit=False) == 0
+    # the producer's next AddPartitionsToTxn while the abort's markers are out waits for the
+    # abort to complete, then starts the next transaction (no CONCURRENT_TRANSACTIONS round)
+    parked: list = []
+    h.tc.add_partitions("t1", 100, 0, frozenset({("orders", 3)}), lambda c, m: parked.append(c))
+    assert parked == []
     assert h.markers.finish().commit is False
-    assert h.log("t1")[-1] == (S.COMPLETE_ABORT, 0)
+    assert h.log("t1")[-2:] == [(S.COMPLETE_ABORT, 0), (S.ONGOING, 0)]
+    assert parked == [0]
+    md = h.tc.describe("t1")
+    assert md is not None and md.state == S.ONGOING and md.partitions == {("orders", 3)}
+
+
+def test_a_parked_add_gets_concurrent_transactions_after_the_wait() -> None:
+    h = Harness()
+    assert h.init("t1") == (0, 100, 0)
+    assert h.add("t1", 100, 0, ("orders", 0)) == 0
+    assert h.end("t1", 100, 0, commit=True) == 0  # the markers stay out
+    got: list = []
+    for p in range(6):  # at most 4 wait; the others are answered at once
+        h.tc.add_partitions("t1", 100, 0, frozenset({("orders", p)}), lambda c, m: got.append(c))
+    assert got == [E.CONCURRENT_TRANSACTIONS] * 2
+    h.tc.expire_parked(time.monotonic())  # not due yet
+    assert len(got) == 2
+    h.tc.expire_parked(time.monotonic() + COMPLETION_WAIT_S + 1)
+    assert got == [E.CONCURRENT_TRANSACTIONS] * 6
+    assert h.log("t1")[-1] == (S.PREPARE_COMMIT, 0)  # nothing else was written
 
 
 def test_end_without_partitions_or_with_wrong_producer() -> None:
