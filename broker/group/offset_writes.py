@@ -61,16 +61,7 @@ class OffsetWrites:
     def commit(self, body: Body, respond: Callable[[Body], None]) -> None:
         """Validate, append (acks=all) and answer through `respond` (now or from a flusher or
         timer thread once the record is replicated)."""
-        commits: list[tuple[str, int, int, int, str | None]] = []
-        early: dict[TP, int] = {}
-        for t in body["topics"]:
-            for p in t["partitions"]:
-                meta = p["committed_metadata"]
-                if meta is not None and len(meta.encode()) > MAX_METADATA_BYTES:
-                    early[(t["name"], p["partition"])] = int(ErrorCode.OFFSET_METADATA_TOO_LARGE)
-                    continue
-                commits.append((t["name"], p["partition"], p["committed_offset"],
-                                p["committed_leader_epoch"], meta))  # fmt: skip
+        commits, early = _parse_commits(body)
         with self.append_order:
             self._commit_validated(body, commits, early, respond)
 
@@ -155,16 +146,7 @@ class OffsetWrites:
         The committer is checked as Kafka's TxnOffsetCommit v3 (KIP-447): a request without
         member id and generation (-1) is not checked; otherwise the member must be in the group
         at that epoch (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH)."""
-        commits: list[tuple[str, int, int, int, str | None]] = []
-        early: dict[TP, int] = {}
-        for t in body["topics"]:
-            for p in t["partitions"]:
-                meta = p["committed_metadata"]
-                if meta is not None and len(meta.encode()) > MAX_METADATA_BYTES:
-                    early[(t["name"], p["partition"])] = int(ErrorCode.OFFSET_METADATA_TOO_LARGE)
-                    continue
-                commits.append((t["name"], p["partition"], p["committed_offset"],
-                                p["committed_leader_epoch"], meta))  # fmt: skip
+        commits, early = _parse_commits(body)
         with self.append_order:
             self._txn_commit_validated(body, commits, early, respond)
 
@@ -359,3 +341,22 @@ def _txn_commit_response(body: Body, early: dict[TP, int], code: int) -> Body:
             for t in body["topics"]
         ]
     }
+
+
+def _parse_commits(
+    body: Body,
+) -> tuple[list[tuple[str, int, int, int, str | None]], dict[TP, int]]:
+    """An OffsetCommit's or TxnOffsetCommit's partitions: (topic, partition, offset, leader
+    epoch, metadata) to commit, and {tp: error code} for those refused before any check of
+    the committer (metadata over MAX_METADATA_BYTES)."""
+    commits: list[tuple[str, int, int, int, str | None]] = []
+    early: dict[TP, int] = {}
+    for t in body["topics"]:
+        for p in t["partitions"]:
+            meta = p["committed_metadata"]
+            if meta is not None and len(meta.encode()) > MAX_METADATA_BYTES:
+                early[(t["name"], p["partition"])] = int(ErrorCode.OFFSET_METADATA_TOO_LARGE)
+                continue
+            commits.append((t["name"], p["partition"], p["committed_offset"],
+                            p["committed_leader_epoch"], meta))  # fmt: skip
+    return commits, early
