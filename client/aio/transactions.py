@@ -173,15 +173,7 @@ class TransactionManager:
         """InitProducerId with the transactional id: fences every earlier producer with this
         id (the coordinator aborts its open transaction first: CONCURRENT_TRANSACTIONS, retried)."""
         self._require("init_transactions()", TxnState.UNINITIALIZED)
-        body = {
-            "transactional_id": self.transactional_id,
-            "transaction_timeout_ms": self.timeout_ms,
-        }
-        resp = await self._call(
-            ApiKey.INIT_PRODUCER_ID, body, "InitProducerId", lambda r: r["error_code"]
-        )
-        self.idem.producer_id, self.idem.epoch = resp["producer_id"], resp["producer_epoch"]
-        self.idem.clear_sequences()
+        await self._init_producer_id()
         self.state = TxnState.READY
         log.info("%s producer id %d epoch %d", self._prefix, self.idem.producer_id, self.idem.epoch)
 
@@ -247,6 +239,17 @@ class TransactionManager:
         again, as Kafka's client does since KIP-360. The coordinator bumps the epoch and the
         sequences start over at 0. A failure leaves the producer ABORTING (call
         abort_transaction() again)."""
+        await self._init_producer_id()
+        self.sequence_gap = False
+        log.info(
+            "%s epoch bumped after the abort (producer id %d epoch %d)",
+            self._prefix,
+            self.idem.producer_id,
+            self.idem.epoch,
+        )
+
+    async def _init_producer_id(self) -> None:
+        """InitProducerId with the transactional id: a new epoch (or id), sequences from 0."""
         body = {
             "transactional_id": self.transactional_id,
             "transaction_timeout_ms": self.timeout_ms,
@@ -256,13 +259,6 @@ class TransactionManager:
         )
         self.idem.producer_id, self.idem.epoch = resp["producer_id"], resp["producer_epoch"]
         self.idem.clear_sequences()
-        self.sequence_gap = False
-        log.info(
-            "%s epoch bumped after the abort (producer id %d epoch %d)",
-            self._prefix,
-            self.idem.producer_id,
-            self.idem.epoch,
-        )
 
     # -- offsets (send_offsets_to_transaction) -------------------------------------------------
 
