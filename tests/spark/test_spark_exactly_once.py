@@ -3,13 +3,14 @@ sink's exactlyOnce (docs/spark.md, "Exactly-once sink"), against a real loopback
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_helpers import create_topic, wait_query
+from spark_helpers import create_topic
 
 from client.errors import ConfigError
 from client.spark.options import parse_sink_options
@@ -172,7 +173,7 @@ def _stream_query(spark: Any, bs: str, src: str, dst: str, ck: str) -> Any:
         .option("bootstrap.servers", bs)
         .option("subscribe", src)
         .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", "100")
+        .option("maxOffsetsPerTrigger", "200")
         .load()
         .selectExpr("key", "value")
         .writeStream.format("gregor")
@@ -218,10 +219,96 @@ def test_stream_exactly_once_restart_after_lost_commit_entry(
     assert (ck / "commits" / last.name).exists(), "the replayed batch was not committed"
     assert Counter(_read_committed(bs, "eos-out", 2)) == expected
 
-    # new input after the restart flows once too
-    more = {0: [(None, b"late-0")], 1: [(None, b"late-1")]}
-    produce(bs, "eos-in", more)
-    q3 = _stream_query(spark, bs, "eos-in", "eos-out", str(ck))
-    wait_query(q3, lambda: not q3.isActive, 180, "the third run")
-    assert Counter(_read_committed(bs, "eos-out", 2)) == expected + Counter([b"late-0", b"late-1"])
     shutil.rmtree(ck)
+
+
+def _session_pids(sid: int) -> list[tuple[int, str]]:
+    """(pid, command line) of the processes of session `sid` (the driver's process tree)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[4]) == sid:
+            out.append((int(d.name), cmd))
+    return out
+
+
+@pytest.mark.long
+def test_stream_exactly_once_survives_driver_and_executor_kills(
+    broker_server: Any, tmp_path: Path
+) -> None:
+    """10 rounds: start the query's driver, SIGKILL one of its Python workers (an executor
+    crash: the task is retried) at a random point, then SIGKILL the whole driver at a random
+    point; more input arrives each round. A final run drains the input: the output, read
+    read_committed, holds each input record exactly once."""
+    import os
+    import random
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from helpers import wait_until
+    from spark_helpers import produce
+
+    seed = int(os.environ.get("GREGOR_EOS_SEED", random.randrange(2**32)))
+    print(f"exactly-once kill test seed={seed} (GREGOR_EOS_SEED={seed} replays the schedule)")
+    rng = random.Random(seed)
+    bs = broker_server.bootstrap
+    create_topic(bs, "kill-in", 2)
+    create_topic(bs, "kill-out", 2)
+    ck = tmp_path / "ck"
+    job = Path(__file__).with_name("eos_stream_job.py")
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root), "PYSPARK_PYTHON": sys.executable}
+    sent: Counter[bytes] = Counter()
+
+    def batches_done() -> int:
+        return len(list((ck / "commits").glob("[0-9]*"))) if (ck / "commits").exists() else 0
+
+    def start(mode: str) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [sys.executable, str(job), bs, "kill-in", "kill-out", str(ck), mode],
+            env=env,
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=(tmp_path / f"driver-{mode}.log").open("ab"),
+        )
+
+    for rnd in range(10):
+        vals = {p: [(None, f"r{rnd}-{p}-{i}".encode()) for i in range(150)] for p in range(2)}
+        produce(bs, "kill-in", vals)
+        sent.update(v for pairs in vals.values() for _, v in pairs)
+        driver = start("run")
+        try:
+            before = batches_done()
+            wait_until(lambda b=before: batches_done() > b, 180, f"round {rnd}: a batch")
+            time.sleep(rng.uniform(0, 1.5))  # the random kill point (chaos, not a wait)
+            workers = [
+                pid
+                for pid, cmd in _session_pids(driver.pid)
+                if pid != driver.pid and "pyspark" in cmd and "java" not in cmd
+            ]
+            if workers:
+                victim = rng.choice(sorted(workers))
+                print(f"round {rnd}: SIGKILL python worker {victim}")
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(victim, signal.SIGKILL)
+            time.sleep(rng.uniform(0, 3))  # the random driver kill point
+        finally:
+            print(f"round {rnd}: SIGKILL driver {driver.pid} after {batches_done()} batches")
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(driver.pid, signal.SIGKILL)
+            driver.wait(30)
+    drain = start("drain")
+    assert drain.wait(600) == 0, (tmp_path / "driver-drain.log").read_text()[-3000:]
+    got = Counter(_read_committed(bs, "kill-out", 2))
+    dup = {v: n for v, n in got.items() if n > 1}
+    assert not dup, f"seed={seed}: written twice: {list(dup)[:5]}"
+    assert got == sent, f"seed={seed}: missing {len(sent - got)}, extra {len(got - sent)}"
