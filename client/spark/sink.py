@@ -19,13 +19,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from pyspark.sql import Row
 from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
 
 from client.errors import ConfigError
 from client.spark.errors import surfaced
 from client.spark.options import SinkOptions
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+    from client import Producer
+    from client.aio.types import RecordMetadata
 
 log = logging.getLogger(__name__)
 
@@ -54,12 +61,12 @@ def _bytes(v: Any, column: str) -> bytes | None:
     raise ConfigError(f"column {column!r}: {type(v).__name__} is not string or binary")
 
 
-def _send_rows(producer: Any, opts: SinkOptions, rows: Iterator[Any]) -> int:
+def _send_rows(producer: Producer, opts: SinkOptions, rows: Iterator[Row]) -> int:
     """Send every row through `producer`; return the count once all are acknowledged."""
     from client.partitioner import default_partition
 
     counts: dict[str, int] = {}
-    pending: list[Any] = []
+    pending: list[Future[RecordMetadata]] = []
     n = 0
     for row in rows:
         d = row.asDict() if hasattr(row, "asDict") else dict(row)
@@ -134,7 +141,7 @@ def committed_batch(opts: SinkOptions, txn_id: str) -> int | None:
 
 
 def write_rows_exactly_once(
-    opts: SinkOptions, rows: Iterator[Any], query_id: str, partition: int, batch_id: int
+    opts: SinkOptions, rows: Iterator[Row], query_id: str, partition: int, batch_id: int
 ) -> SinkCommitMessage:
     """Write partition `partition` of batch `batch_id` of query `query_id` at most once (and,
     with Spark's retries, exactly once): fence earlier attempts, skip a batch the progress
@@ -143,7 +150,7 @@ def write_rows_exactly_once(
 
     assert opts.topic is not None
     txn_id = transactional_id(query_id, partition)
-    settings: dict[str, Any] = {
+    settings: dict[str, object] = {
         **dict(opts.producer_config),
         "acks": "all",
         "enable.idempotence": True,

@@ -14,7 +14,15 @@ from spark_helpers import create_topic
 
 from client.errors import ConfigError
 from client.spark.options import parse_sink_options
-from client.spark.sink import committed_batch, transactional_id, write_rows_exactly_once
+
+pyspark_sql = pytest.importorskip("pyspark.sql")
+Row = pyspark_sql.Row
+
+from client.spark.sink import (  # noqa: E402  (needs pyspark)
+    committed_batch,
+    transactional_id,
+    write_rows_exactly_once,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -139,7 +147,7 @@ def test_replayed_batch_partition_writes_nothing(broker_server: Any) -> None:
     opts = parse_sink_options(
         {"bootstrap.servers": bs, "topic": "eos-direct", "exactlyOnce": "true"}, ["value"]
     )
-    rows = [{"value": f"b0-{i}"} for i in range(50)]
+    rows = [Row(value=f"b0-{i}") for i in range(50)]
     first = write_rows_exactly_once(opts, iter(rows), "q1", 0, 0)
     assert (first.records, first.skipped) == (50, False)
     again = write_rows_exactly_once(opts, iter(rows), "q1", 0, 0)
@@ -157,14 +165,14 @@ def test_replayed_batch_partition_writes_nothing(broker_server: Any) -> None:
         dead.send("eos-direct", f"dead-{i}".encode(), partition=1)
     dead.flush(30)
     # ... the retry fences it, aborts its transaction, writes batch 1 once
-    rows1 = [{"value": f"b1-{i}"} for i in range(30)]
+    rows1 = [Row(value=f"b1-{i}") for i in range(30)]
     retry = write_rows_exactly_once(opts, iter(rows1), "q1", 0, 1)
     assert (retry.records, retry.skipped) == (30, False)
     with pytest.raises(Exception, match="(?i)fenced|epoch"):
         dead.commit_transaction()
     dead.close()
     got = _read_committed(bs, "eos-direct", 2)
-    assert Counter(got) == Counter([r["value"].encode() for r in rows + rows1])
+    assert Counter(got) == Counter([r.value.encode() for r in rows + rows1])
 
 
 def _stream_query(spark: Any, bs: str, src: str, dst: str, ck: str) -> Any:
@@ -233,7 +241,7 @@ def _session_pids(sid: int) -> list[tuple[int, str]]:
             cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if int(stat.rsplit(")", 1)[1].split()[4]) == sid:
+        if int(stat.rsplit(")", 1)[1].split()[3]) == sid:  # state ppid pgrp session
             out.append((int(d.name), cmd))
     return out
 
@@ -290,11 +298,7 @@ def test_stream_exactly_once_survives_driver_and_executor_kills(
             before = batches_done()
             wait_until(lambda b=before: batches_done() > b, 180, f"round {rnd}: a batch")
             time.sleep(rng.uniform(0, 1.5))  # the random kill point (chaos, not a wait)
-            workers = [
-                pid
-                for pid, cmd in _session_pids(driver.pid)
-                if pid != driver.pid and "pyspark" in cmd and "java" not in cmd
-            ]
+            workers = [pid for pid, cmd in _session_pids(driver.pid) if "pyspark.daemon" in cmd]
             if workers:
                 victim = rng.choice(sorted(workers))
                 print(f"round {rnd}: SIGKILL python worker {victim}")
@@ -303,8 +307,10 @@ def test_stream_exactly_once_survives_driver_and_executor_kills(
             time.sleep(rng.uniform(0, 3))  # the random driver kill point
         finally:
             print(f"round {rnd}: SIGKILL driver {driver.pid} after {batches_done()} batches")
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(driver.pid, signal.SIGKILL)
+            # the whole session: Spark's Python daemons run in process groups of their own
+            for pid, _ in _session_pids(driver.pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
             driver.wait(30)
     drain = start("drain")
     assert drain.wait(600) == 0, (tmp_path / "driver-drain.log").read_text()[-3000:]
