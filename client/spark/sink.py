@@ -129,8 +129,15 @@ def committed_batch(opts: SinkOptions, txn_id: str) -> int | None:
 
     assert opts.topic is not None  # parse_sink_options requires it with exactlyOnce
     tp = TopicPartition(opts.topic, 0)
-    consumer_keys = {"client.id", "request.timeout.ms", "retry.backoff.ms"}
-    settings = {k: v for k, v in opts.producer_config if k in consumer_keys}
+    from client.config import REGISTRY
+
+    # the kafka.* options a consumer accepts too: security, client.id, timeouts, backoffs
+    consumer_keys = REGISTRY.for_role("consumer")
+    settings = {}
+    for k, v in opts.producer_config:
+        known = REGISTRY.get(k)
+        if known is not None and known.name in consumer_keys:
+            settings[k] = v
     with Consumer(
         settings,
         bootstrap_servers=opts.bootstrap_servers,
