@@ -8,6 +8,9 @@ are present and the column is not null), `partition` (int, optional), `headers`
 Delivery is at-least-once: each task sends its rows with acks=all (unless `kafka.acks` says
 otherwise; every `kafka.*` option goes to the task's Producer), flushes, and fails if any
 record was not acknowledged (Spark then retries the task, possibly writing some rows twice).
+With `exactlyOnce=true` (streaming only) each task writes its rows and the batch id in one
+transaction and commits it in `write()`, skipping a batch its (query, partition) already
+committed (`write_rows_exactly_once`; the argument is in docs/spark.md, "Exactly-once sink").
 Keyed rows without a partition go where `client.partitioner.default_partition` puts them
 (Kafka-compatible murmur2), never Python's per-process `hash()`.
 
