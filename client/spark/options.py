@@ -16,6 +16,11 @@ Options follow Spark's Kafka source (names are case-insensitive, as Spark passes
     useArrow               true | false (default true): tasks hand Spark Arrow record batches
     pollTimeoutMs | kafkaConsumer.pollTimeoutMs  positive integer (default 120000): how long a
                            task waits for data
+    kafka.isolation.level  read_uncommitted (default) | read_committed (source): read_committed
+                           plans each batch up to the last stable offset and never returns
+                           records of aborted transactions or control records
+    exactlyOnce            true | false (default false; streaming sink only): transactional
+                           writes, each batch partition committed once (docs/spark.md)
     kafka.<client key>     a consumer key (source) or producer key (sink) of Gregor's client,
                            checked against the client config registry and passed to the clients;
                            kafka.sasl.jaas.config and PEM trust/key stores are translated to
@@ -88,6 +93,12 @@ class SourceOptions:
     poll_timeout_ms: int = 120_000
     consumer_config: tuple[tuple[str, str], ...] = ()  # kafka.* options, prefix removed
 
+    @property
+    def read_committed(self) -> bool:
+        """kafka.isolation.level=read_committed: plan up to the last stable offset, and the
+        tasks' consumers skip aborted and control records (the registry checked the value)."""
+        return dict(self.consumer_config).get("isolation.level") == "read_committed"
+
     def matches(self, topic: str) -> bool:
         """Does `topic` belong to the subscription (subscribe / subscribePattern only)?"""
         if self.strategy == "subscribe":
@@ -102,6 +113,7 @@ class SinkOptions:
     bootstrap_servers: str
     topic: str | None = None
     producer_config: tuple[tuple[str, str], ...] = ()
+    exactly_once: bool = False
 
 
 def _lower(options: Mapping[str, Any]) -> dict[str, str]:
@@ -128,7 +140,7 @@ SOURCE_OPTIONS = (
     "pollTimeoutMs",
     "kafkaConsumer.pollTimeoutMs",
 )
-SINK_OPTIONS = ("bootstrap.servers", "topic", "checkpointLocation")
+SINK_OPTIONS = ("bootstrap.servers", "topic", "checkpointLocation", "exactlyOnce")
 
 # Options of Spark's Kafka source/sink that Gregor does not have: what to do instead.
 _SPARK_KAFKA_ONLY = {
@@ -476,8 +488,23 @@ def parse_sink_options(options: Mapping[str, Any], columns: list[str]) -> SinkOp
         raise ConfigError("no topic: give the option 'topic' or a 'topic' column in the DataFrame")
     if topic is not None and not topic.strip():
         raise ConfigError("option 'topic': empty (accepted: a topic name)")
+    exactly_once = _bool(opts, "exactlyOnce", False)
+    if exactly_once:
+        for key in ("transactional.id", "enable.idempotence", "acks"):
+            if key in dict(producer_config):
+                raise ConfigError(
+                    f"option 'kafka.{key}' cannot be combined with exactlyOnce=true: the sink "
+                    "sets it (transactional id per query and partition, idempotence, acks=all)"
+                )
+        if topic is None:
+            raise ConfigError(
+                "exactlyOnce=true needs the option 'topic' (the batch progress of each task is "
+                "committed with its rows against that topic's name; a 'topic' column may still "
+                "route rows elsewhere)"
+            )
     return SinkOptions(
         bootstrap_servers=bootstrap,
         topic=topic.strip() if topic else None,
         producer_config=producer_config,
+        exactly_once=exactly_once,
     )

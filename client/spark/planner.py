@@ -127,7 +127,29 @@ class Planner:
             for p, st in parts.items():
                 if wanted is None or (topic, p) in wanted:
                     out[(topic, p)] = st
+        if self.opts.read_committed and out:
+            out = self._stable(out)
         return out
+
+    def _stable(self, state: dict[TP, PartitionState]) -> dict[TP, PartitionState]:
+        """read_committed: the end of each partition is its last stable offset (ListOffsets
+        latest with isolation_level 1), so a batch never waits on an open transaction."""
+        from client import Consumer, TopicPartition
+
+        tps = [TopicPartition(t, p) for t, p in state]
+        with Consumer(
+            dict(self.opts.consumer_config),
+            bootstrap_servers=self.opts.bootstrap_servers,
+            enable_auto_commit=False,
+        ) as consumer:
+            lso = consumer.end_offsets(tps)
+        return {
+            (tp.topic, tp.partition): PartitionState(
+                state[(tp.topic, tp.partition)].log_start,
+                min(lso[tp], state[(tp.topic, tp.partition)].high_watermark),
+            )
+            for tp in tps
+        }
 
     def check_missing(self, state: dict[TP, PartitionState], batch: bool) -> None:
         """The missing-topic rule (docs/spark.md "Missing topics"), after `state()`:
