@@ -4,8 +4,9 @@ a local[2] streaming query copying SRC to DST through the gregor sink with exact
     python tests/spark/eos_stream_job.py BOOTSTRAP SRC DST CHECKPOINT run|drain
 
 `run` keeps going (a 200 ms trigger) until killed; `drain` runs with availableNow and exits 0
-once everything in SRC is written. `local[2,4]`: a task that fails (its Python worker killed)
-is retried up to 4 times, as on a cluster.
+once everything in SRC is written. Run with python, it is `local[2,4]` (a task that fails, its
+Python worker killed, is retried up to 4 times, as on a cluster); under spark-submit it keeps the
+master it is given (tests/spark/test_spark_standalone.py submits it to a standalone cluster).
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ def main(bootstrap: str, src: str, dst: str, ck: str, mode: str) -> None:
 
     from client.spark import register
 
+    builder = SparkSession.builder
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit: in-process
+        builder = builder.master("local[2,4]")
     spark = (
-        SparkSession.builder.master("local[2,4]")
-        .appName("gregor-eos-kill")
+        builder.appName("gregor-eos-kill")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.driver.memory", "512m")

@@ -67,3 +67,23 @@ def wait_query(query: Any, cond: Callable[[], bool], timeout: float, what: str) 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         query.awaitTermination(0.2)  # bounded wait on the query itself, not a fixed sleep
+
+
+def read_committed(bs: str, topic: str, partitions: int) -> list[bytes]:
+    """Every committed value of `topic` up to its last stable offset, via the client."""
+    import time
+
+    from client import Consumer, TopicPartition
+
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    with Consumer(
+        bootstrap_servers=bs, auto_offset_reset="earliest", isolation_level="read_committed"
+    ) as c:
+        c.assign(tps)
+        ends = c.end_offsets(tps)
+        out: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while any(c.position(tp) < ends[tp] for tp in tps):
+            assert time.monotonic() < deadline, f"timed out reading {topic}"
+            out.extend(r.value for r in c.poll(timeout_ms=200))
+        return out

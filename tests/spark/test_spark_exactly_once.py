@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_helpers import create_topic
+from spark_helpers import create_topic, read_committed
 
 from client.errors import ConfigError
 from client.spark.options import parse_sink_options
@@ -40,26 +40,6 @@ def _txn(bs: str, tid: str, topic: str, values: list[bytes], commit: bool) -> No
             p.commit_transaction()
         else:
             p.abort_transaction()
-
-
-def _read_committed(bs: str, topic: str, partitions: int) -> list[bytes]:
-    """Every committed value of `topic` up to its last stable offset, via the client."""
-    import time
-
-    from client import Consumer, TopicPartition
-
-    tps = [TopicPartition(topic, p) for p in range(partitions)]
-    with Consumer(
-        bootstrap_servers=bs, auto_offset_reset="earliest", isolation_level="read_committed"
-    ) as c:
-        c.assign(tps)
-        ends = c.end_offsets(tps)
-        out: list[bytes] = []
-        deadline = time.monotonic() + 30
-        while any(c.position(tp) < ends[tp] for tp in tps):
-            assert time.monotonic() < deadline, f"timed out reading {topic}"
-            out.extend(r.value for r in c.poll(timeout_ms=200))
-        return out
 
 
 def test_source_read_committed_hides_aborted_and_control_records(
@@ -171,7 +151,7 @@ def test_replayed_batch_partition_writes_nothing(broker_server: Any) -> None:
     with pytest.raises(Exception, match="(?i)fenced|epoch"):
         dead.commit_transaction()
     dead.close()
-    got = _read_committed(bs, "eos-direct", 2)
+    got = read_committed(bs, "eos-direct", 2)
     assert Counter(got) == Counter([r.value.encode() for r in rows + rows1])
 
 
@@ -211,7 +191,7 @@ def test_stream_exactly_once_restart_after_lost_commit_entry(
     assert q.awaitTermination(180), "availableNow query did not finish"
     assert q.exception() is None
     expected = Counter(v for pairs in values.values() for _, v in pairs)
-    assert Counter(_read_committed(bs, "eos-out", 2)) == expected
+    assert Counter(read_committed(bs, "eos-out", 2)) == expected
 
     commits = sorted((ck / "commits").glob("[0-9]*"), key=lambda f: int(f.name))
     assert commits, "no commit log entry"
@@ -224,7 +204,7 @@ def test_stream_exactly_once_restart_after_lost_commit_entry(
     assert q2.awaitTermination(180), "restarted query did not finish"
     assert q2.exception() is None
     assert (ck / "commits" / last.name).exists(), "the replayed batch was not committed"
-    assert Counter(_read_committed(bs, "eos-out", 2)) == expected
+    assert Counter(read_committed(bs, "eos-out", 2)) == expected
 
     shutil.rmtree(ck)
 
@@ -319,7 +299,7 @@ def test_stream_exactly_once_survives_driver_and_executor_kills(
         for pid, _ in _session_pids(drain.pid):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-    got = Counter(_read_committed(bs, "kill-out", 2))
+    got = Counter(read_committed(bs, "kill-out", 2))
     dup = {v: n for v, n in got.items() if n > 1}
     assert not dup, f"seed={seed}: written twice: {list(dup)[:5]}"
     assert got == sent, f"seed={seed}: missing {len(sent - got)}, extra {len(got - sent)}"

@@ -4,20 +4,22 @@ real loopback broker. Executors are children of the worker processes, so these r
 source and sink work when the driver's process is not where the reading and writing happen.
 
 The batch read runs in the default tier; the streaming word count (scripts/pipeline_wordcount.py
-submitted as is, with a checkpoint, restarted) is in the long tier (scripts/test-long.sh).
-The exactly-once sink has no cluster test: that sink does not exist yet.
+submitted as is, with a checkpoint, restarted) and the exactly-once sink (tests/spark/
+eos_stream_job.py, its transactions opened and committed by tasks on the executors) are in the
+long tier (scripts/test-long.sh).
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cluster_helpers import WORKERS, SparkStandalone, start_standalone
-from spark_helpers import consume_all, create_topic, produce
+from spark_helpers import consume_all, create_topic, produce, read_committed
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1200)]
 
@@ -103,3 +105,32 @@ def test_wordcount_on_standalone_cluster(
     }  # fmt: skip
     names = [a["name"] for a in spark_cluster.state()["completedapps"]]
     assert names.count("gregor-wordcount") == 2
+
+
+@pytest.mark.long
+def test_exactly_once_sink_on_standalone_cluster(
+    spark_cluster: SparkStandalone, broker_server: Any, tmp_path: Path
+) -> None:
+    """The exactly-once sink with its tasks on the cluster's executors: a query drains its
+    input, then again from its checkpoint after more input arrived. Read read_committed, the
+    output holds each input record exactly once, and the coordinator knows the tasks'
+    transactional ids (gregor-spark-<query>-<partition>)."""
+    from client import Admin
+
+    bs = broker_server.bootstrap
+    create_topic(bs, "eos-in", 2)
+    create_topic(bs, "eos-out", 2)
+    ck = str(tmp_path / "ck")
+    sent: Counter[bytes] = Counter()
+    for run in range(2):
+        vals = {p: [(None, f"c{run}-{p}-{i}".encode()) for i in range(200)] for p in range(2)}
+        produce(bs, "eos-in", vals)
+        sent.update(v for pairs in vals.values() for _, v in pairs)
+        _submitted(spark_cluster, HERE / "eos_stream_job.py", bs, "eos-in", "eos-out", ck, "drain")
+    got = Counter(read_committed(bs, "eos-out", 2))
+    assert got == sent, f"missing {len(sent - got)}, extra {len(got - sent)}"
+    with Admin(bootstrap_servers=bs) as admin:
+        ids = {t.transactional_id for t in admin.list_transactions()}
+    assert any(i.startswith("gregor-spark-") for i in ids), ids
+    names = [a["name"] for a in spark_cluster.state()["completedapps"]]
+    assert names.count("gregor-eos-kill") == 2
