@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from helpers import async_wait_until
@@ -116,18 +117,17 @@ async def test_aio_clients_leave_no_task_after_close(broker) -> None:
 
 
 _CHILD = """
-import gc, sys, time
+import gc, sys
 from client import Admin, Consumer, Producer
 from client.errors import ClientClosedError, GregorError
 
 b = sys.argv[1]
+sys.path.insert(0, sys.argv[2])  # tests/, for helpers
+from helpers import wait_until
 
 
 def wait(cond, what):
-    deadline = time.monotonic() + 30
-    while not cond():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.01)
+    wait_until(cond, 30, what)
 
 
 def retrying(p, key):
@@ -195,7 +195,7 @@ print("ok")
 
 def test_sync_clients_print_no_task_noise(broker) -> None:
     out = subprocess.run(
-        [sys.executable, "-c", _CHILD, broker.bootstrap],
+        [sys.executable, "-c", _CHILD, broker.bootstrap, str(Path(__file__).parents[1])],
         capture_output=True,
         text=True,
         timeout=180,

@@ -20,11 +20,12 @@ import re
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from helpers import wait_until
 
 WORKERS = 2
 EXECUTOR_MEMORY = "512m"
@@ -148,19 +149,20 @@ def _spawn(cls: str, args: list[str], log: Path, logs: list[Any]) -> subprocess.
 
 
 def _wait_log(proc: subprocess.Popen[bytes], log: Path, pattern: str, timeout: float) -> str:
-    deadline = time.monotonic() + timeout
     rx = re.compile(pattern)
-    while True:
+
+    def found() -> str | None:
         m = rx.search(log.read_text(errors="replace"))
         if m:
             return m.group(1)
         if proc.poll() is not None:
             raise AssertionError(f"{log.name}: process exited ({proc.returncode}):\n{_tail(log)}")
-        if time.monotonic() > deadline:
-            raise AssertionError(
-                f"timed out after {timeout}s waiting for {pattern!r}:\n{_tail(log)}"
-            )
-        time.sleep(0.2)
+        return None
+
+    try:
+        return wait_until(found, timeout, repr(pattern))
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}:\n{_tail(log)}") from None
 
 
 def _tail(log: Path) -> str:
@@ -196,16 +198,16 @@ def start_standalone(work_dir: Path, timeout: float = 300.0) -> SparkStandalone:
                 "org.apache.spark.deploy.worker.Worker", args, work_dir / f"worker-{i}.log", logs
             )
             cluster.workers.append(worker)
-        deadline = time.monotonic() + timeout
-        while len(cluster.alive_workers()) < WORKERS:
+
+        def all_alive() -> bool:
             for i, w in enumerate(cluster.workers):
                 if w.poll() is not None:
                     raise AssertionError(
                         f"worker {i} exited:\n{_tail(work_dir / f'worker-{i}.log')}"
                     )
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out after {timeout}s waiting for {WORKERS} workers")
-            time.sleep(0.5)
+            return len(cluster.alive_workers()) >= WORKERS
+
+        wait_until(all_alive, timeout, f"{WORKERS} workers alive", interval=0.2)
     except BaseException:
         cluster.stop()
         raise
