@@ -248,7 +248,7 @@ class BrokerServer:
                 from broker.kafka import by_protocol
 
                 dispatch = by_protocol(dispatch)
-                self._kafka_close = dispatch.close  # type: ignore[attr-defined]
+                self._kafka_close = dispatch.close
 
             self.io_pool = IoPool(
                 self.channel,
