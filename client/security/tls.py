@@ -23,9 +23,13 @@ import os
 import ssl
 import threading
 from dataclasses import dataclass
-from typing import Any
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
 
 from client.errors import ConfigError
+
+if TYPE_CHECKING:
+    from client.config.loader import Config
 
 CLIENT_AUTH = ("none", "requested", "required")
 ANONYMOUS = "User:ANONYMOUS"
@@ -40,7 +44,7 @@ class TlsSettings:
     check_hostname: bool = True
 
     @classmethod
-    def from_config(cls, config: Any) -> TlsSettings:
+    def from_config(cls, config: Config | SimpleNamespace) -> TlsSettings:
         """From a config object with snake_case attributes (ssl_cafile, ...); missing ones
         take their defaults."""
 

@@ -75,3 +75,22 @@ def test_broker_only_node_reads_the_voters(tmp_path):
 def test_a_controller_only_config_fails_when_built(tmp_path):
     with pytest.raises(ConfigError, match="gregor controller"):
         _settings(tmp_path, **{"process.roles": "controller"})
+
+
+def test_the_combined_controllers_settings_are_built_with_the_brokers(tmp_path):
+    scram = tmp_path / "scram.yaml"
+    _, s = _settings(
+        tmp_path,
+        **{
+            "process.roles": "broker,controller",
+            "node.id": 3,
+            "num.partitions": 6,
+            "default.replication.factor": 1,
+            "unclean.leader.election.enable": True,
+            "sasl.scram.bootstrap.file": str(scram),
+        },
+    )
+    c = s.controller
+    assert (c.node_id, c.num_partitions, c.unclean_leader_election_enable) == (3, 6, True)
+    assert c.sasl_scram_bootstrap_file == str(scram)
+    assert c.broker_session_timeout_ms == 9000  # the registry's default
