@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from broker.group import GroupSettings
 from broker.log import LogConfig
@@ -83,7 +84,7 @@ def _metadata_dir(config: Config, first_log_dir: str) -> str:
     )
     if configured and explicit:
         return os.path.abspath(configured)
-    return os.path.join(first_log_dir, METADATA_DIR_NAME)
+    return str(Path(first_log_dir) / METADATA_DIR_NAME)
 
 
 @dataclass(frozen=True)

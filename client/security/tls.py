@@ -19,10 +19,10 @@ TLS 1.2 is the lowest version either side accepts. Pure construction (no sockets
 
 from __future__ import annotations
 
-import os
 import ssl
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
@@ -63,7 +63,7 @@ class TlsSettings:
 
 
 def _check_file(key: str, path: str | None) -> None:
-    if path is not None and not os.path.isfile(path):
+    if path is not None and not Path(path).is_file():
         raise ConfigError(f"{key}={path!r}: no such file (a PEM file is expected)")
 
 

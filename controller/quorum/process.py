@@ -22,10 +22,10 @@ import asyncio
 import concurrent.futures
 import contextlib
 import logging
-import os
 import random
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import msgpack
@@ -129,7 +129,7 @@ class ControllerProcess:
         self.log = RaftMetadataLog(
             self.node_id,
             sorted(self.voters),
-            os.path.join(self.data_dir, "raft"),
+            str(Path(self.data_dir) / "raft"),
             send=lambda to, m: holder["t"].send(to, m),
             tick_ms=TICK_MS,
             election_timeout_ticks=self._election_ticks,

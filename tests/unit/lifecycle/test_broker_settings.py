@@ -4,6 +4,7 @@ typed, with the registry's defaults; bad roles or an empty log.dirs fail there."
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -58,7 +59,7 @@ def test_every_field_is_the_configs_value(tmp_path):
 def test_combined_node_keeps_its_raft_log_under_the_first_log_dir(tmp_path):
     _, s = _settings(tmp_path)
     assert s.combined and s.controller_quorum_voters == ""
-    assert s.metadata_dir == os.path.join(os.path.abspath(tmp_path / "d"), METADATA_DIR_NAME)
+    assert s.metadata_dir == str(Path(os.path.abspath(tmp_path / "d")) / METADATA_DIR_NAME)
     _, s = _settings(tmp_path, **{"metadata.log.dir": str(tmp_path / "meta")})
     assert s.metadata_dir == os.path.abspath(tmp_path / "meta")
 
