@@ -31,7 +31,10 @@ import logging
 import os
 import signal
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from client.config.loader import Config
 
 DEFAULT_DATA_DIR = "gregor-data"
 
@@ -202,7 +205,7 @@ def run_server(args: argparse.Namespace) -> int:
     return server.exit_code
 
 
-def _configure_logging(cfg: Any) -> None:
+def _configure_logging(cfg: Config) -> None:
     level_name = str(getattr(cfg, "log_level", "INFO") or "INFO").upper()
     logging.basicConfig(
         level=getattr(logging, level_name, logging.INFO),

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from client.config import setting
+from client.config.loader import Config
 from client.config.types import parse_list
 from client.errors import ConfigError
 from client.security.protocols import SASL_PROTOCOLS, protocol_of, security_protocols
@@ -102,7 +103,7 @@ def parse_endpoints(value: Any, key: str = "listeners") -> list[Endpoint]:
     return out
 
 
-def check_security(listeners: Listeners, config: Any) -> None:
+def check_security(listeners: Listeners, config: Config) -> None:
     """ConfigError when the inter-broker listener is a SASL one and this broker has no SASL
     credentials of its own to fetch with (sasl.inter.broker.username / .password)."""
     name = listeners.inter_broker
@@ -138,7 +139,7 @@ def wire_protocols(value: Any) -> dict[str, str]:
     return out
 
 
-def kafka_listener_names(config: Any, listeners: Listeners) -> frozenset[str]:
+def kafka_listener_names(config: Config, listeners: Listeners) -> frozenset[str]:
     """The names of the listeners that speak Kafka's protocol; ConfigError when the
     inter-broker listener is one of them (replication speaks Gregor's protocol). Any security
     protocol goes: TLS wraps the transport below the Kafka decoder, and SASL is Kafka's own
@@ -165,7 +166,7 @@ class Listeners:
     protocols: Mapping[str, str] = field(default_factory=dict)  # every bound name -> protocol
 
     @classmethod
-    def from_config(cls, config: Any) -> Listeners:
+    def from_config(cls, config: Config) -> Listeners:
         bind = parse_endpoints(setting(config, "listeners", ()), "listeners")
         if not bind:
             raise ConfigError("listeners: no listener configured")

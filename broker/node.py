@@ -59,9 +59,9 @@ from broker.replica.fetcher import ReplicaFetcherManager
 from broker.replica.isr import IsrProposer
 from broker.security.links import OutgoingSecurity
 from broker.services import Services
-from broker.txn import NetworkMarkerChannel, TxnCoordinator, TxnSettings
+from broker.txn import NetworkMarkerChannel, TxnCoordinator
 from broker.txn.markers import MarkerSettings
-from client.config import setting
+from client.config.loader import Config
 from client.config.types import parse_list
 from client.errors import ConfigError, GregorError, InconsistentClusterIdError
 from client.fsutil import lock_directories, make_dirs
@@ -93,7 +93,7 @@ _TOPIC_LOG_CONFIGS: dict[str, tuple[str, Callable[[str], Any]]] = {
 
 
 class BrokerNode:
-    def __init__(self, config: Any) -> None:
+    def __init__(self, config: Config) -> None:
         """`config`: the broker's Config; its keys are read once, into `self.settings`
         (BrokerSettings); the config itself goes on to the parts that read other roles' keys
         (the combined node's controller, outgoing security, the handlers' DescribeConfigs)."""
@@ -124,7 +124,7 @@ class BrokerNode:
         BrokerServer; any thread); False when one failed (the previous one is kept)."""
         return self.outgoing.reload()
 
-    def _build(self, config: Any, settings: BrokerSettings) -> None:
+    def _build(self, config: Config, settings: BrokerSettings) -> None:
         self.outgoing = OutgoingSecurity(config, self.listeners, self.combined)
         # this node's own cluster id: cluster.id, or <log.dirs[0]>/cluster.id (None: new node)
         self.own_cluster_id = LocalClusterId(self.log_dirs[0], settings.cluster_id)
@@ -157,7 +157,7 @@ class BrokerNode:
         self.txn_coordinator = TxnCoordinator(
             self.node_id,
             self.replica_manager,
-            TxnSettings.from_config(config),
+            settings.txn,
             image=lambda: self.publisher.image,
             next_producer_id=lambda: self.services.producer_ids.next_id(),
             markers=NetworkMarkerChannel(
@@ -165,8 +165,8 @@ class BrokerNode:
                 self._leader_of,
                 self._endpoint_of,
                 MarkerSettings(
-                    timeout_s=int(setting(config, "request_timeout_ms", 30_000)) / 1000,
-                    max_frame_bytes=int(config.socket_request_max_bytes),
+                    timeout_s=settings.request_timeout_ms / 1000,
+                    max_frame_bytes=settings.socket_request_max_bytes,
                     tls=self.outgoing.inter_broker_tls,
                     sasl=self.outgoing.inter_broker_sasl,
                 ),
@@ -189,7 +189,7 @@ class BrokerNode:
             self.quorum = LocalQuorum(
                 self.node_id,
                 self.metadata_dir,
-                config,
+                settings.controller,
                 settings.max_records_between_snapshots,
                 self._controller_failed,
                 cluster_id=self.own_cluster_id.value,

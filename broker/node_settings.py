@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from broker.group import GroupSettings
 from broker.log import LogConfig
@@ -19,9 +20,11 @@ from broker.log.cleaner_thread import CleanerSettings
 from broker.replica import ReplicaSettings
 from broker.replica.fetcher import FetcherSettings
 from broker.security.authorizer import parse_super_users
+from broker.txn import TxnSettings
 from client.config import Config, setting
 from client.config.types import parse_list
 from client.errors import ConfigError
+from controller.quorum.state import ControllerSettings
 
 METADATA_DIR_NAME = "__cluster_metadata"  # no "-N" suffix: LogManager must not take it for a log
 DEFAULT_METADATA_LOG_DIR = "gregor-data/controller"
@@ -81,7 +84,7 @@ def _metadata_dir(config: Config, first_log_dir: str) -> str:
     )
     if configured and explicit:
         return os.path.abspath(configured)
-    return os.path.join(first_log_dir, METADATA_DIR_NAME)
+    return str(Path(first_log_dir) / METADATA_DIR_NAME)
 
 
 @dataclass(frozen=True)
@@ -93,8 +96,10 @@ class BrokerSettings:
     metadata_dir: str | None  # combined: the one-voter quorum's Raft log dir; None otherwise
     cluster_id: str | None  # cluster.id as configured (None: the one stored in log.dirs[0])
     controller_quorum_voters: str  # broker only: the remote quorum ("" when combined)
-    request_timeout_ms: int  # broker only: calls to the remote controller
+    request_timeout_ms: int  # calls to the remote controller (broker only), txn markers
+    socket_request_max_bytes: int  # also the largest answer the txn marker channel reads
     max_records_between_snapshots: int  # combined: metadata.log.max.records.between.snapshots
+    controller: ControllerSettings  # combined: what the one-voter quorum's controller reads
     log: LogConfig  # the broker-wide defaults; topics override them
     log_max_open_files: int  # -1: no bound
     broker_heartbeat_interval_ms: int
@@ -106,6 +111,7 @@ class BrokerSettings:
     group: GroupSettings
     cleaner: CleanerSettings
     fetcher: FetcherSettings  # without TLS/SASL: the node adds its outgoing security
+    txn: TxnSettings  # the transaction coordinator's
     # what Services reads (broker/services.py)
     auto_create_topics_enable: bool
     quota_window_num: int
@@ -134,7 +140,9 @@ class BrokerSettings:
             cluster_id=setting(config, "cluster_id", None),
             controller_quorum_voters="" if combined else str(config.controller_quorum_voters),
             request_timeout_ms=ms("request_timeout_ms", 30_000),
+            socket_request_max_bytes=int(config.socket_request_max_bytes),
             max_records_between_snapshots=ms("metadata_log_max_records_between_snapshots", 10_000),
+            controller=ControllerSettings.from_config(config),
             log=log_config_from(config),
             log_max_open_files=ms("log_max_open_files", -1),
             broker_heartbeat_interval_ms=ms("broker_heartbeat_interval_ms", 2000),
@@ -146,6 +154,7 @@ class BrokerSettings:
             group=GroupSettings.from_config(config),
             cleaner=CleanerSettings.from_config(config),
             fetcher=FetcherSettings.from_config(config),
+            txn=TxnSettings.from_config(config),
             auto_create_topics_enable=bool(setting(config, "auto_create_topics_enable", True)),
             quota_window_num=int(setting(config, "quota_window_num", 11)),
             quota_window_size_seconds=int(setting(config, "quota_window_size_seconds", 1)),

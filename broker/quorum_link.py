@@ -16,7 +16,6 @@ own thread (the controller loop, or the metadata fetcher).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from client.security.tls import ReloadableContext
 from controller.channel import ControllerChannel
@@ -24,6 +23,7 @@ from controller.quorum.combined import CombinedController
 from controller.quorum.loader import MetadataLoader
 from controller.quorum.remote import RemoteController
 from controller.quorum.remote_log import RemoteMetadataLog
+from controller.quorum.state import ControllerSettings
 
 
 class LocalQuorum:
@@ -31,7 +31,7 @@ class LocalQuorum:
         self,
         node_id: int,
         metadata_dir: str,
-        config: Any,
+        settings: ControllerSettings,
         snapshot_every_records: int,
         on_fatal: Callable[[BaseException], None],
         cluster_id: str | None = None,
@@ -41,7 +41,7 @@ class LocalQuorum:
         self.controller = CombinedController(
             node_id,
             metadata_dir,
-            config,
+            settings,
             snapshot_every_records=snapshot_every_records,
             on_fatal=on_fatal,
             cluster_id=cluster_id,

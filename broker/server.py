@@ -43,6 +43,7 @@ from broker.listeners import Listeners, kafka_listener_names, parse_endpoints
 from broker.network.socket_server import Decoder, NetworkSettings, SocketServer
 from broker.request_channel import RequestChannel
 from client.config import setting
+from client.config.loader import Config
 from client.config.types import parse_list
 from client.errors import ConfigError, InconsistentClusterIdError
 from client.fsutil import make_dirs
@@ -71,7 +72,7 @@ class ServerSettings:
     metrics_partition_labels: bool = False
 
     @classmethod
-    def from_config(cls, config: Any) -> ServerSettings:
+    def from_config(cls, config: Config) -> ServerSettings:
         listeners = Listeners.from_config(config)  # ConfigError: bad names, unknown advertised
         kafka = kafka_listener_names(config, listeners)  # ConfigError: bad listener.protocol.map
         decoders: tuple[tuple[str, Decoder], ...] = ()
@@ -132,7 +133,7 @@ class NetworkOnlyNode:
     """Stands in for broker.node.BrokerNode while that module does not exist yet: services
     with the config and identity only, so the request pipeline and ApiVersions work."""
 
-    def __init__(self, config: Any, address: tuple[str, int]) -> None:
+    def __init__(self, config: Config, address: tuple[str, int]) -> None:
         settings = ServerSettings.from_config(config)
         self.services = _Services(config, settings.node_id, address)
         self._log_dirs = settings.log_dirs
@@ -163,7 +164,7 @@ class _Services:
     metrics: Any = None
 
 
-def build_node(config: Any, address: tuple[str, int]) -> Any:
+def build_node(config: Config, address: tuple[str, int]) -> Any:
     """The one place the node behind the pipeline is built. `address` is the bound listener."""
     try:
         from broker.node import BrokerNode
@@ -181,7 +182,9 @@ def build_node(config: Any, address: tuple[str, int]) -> Any:
 
 
 class BrokerServer:
-    def __init__(self, config: Any, node_factory: Any = build_node, dispatch: Any = None) -> None:
+    def __init__(
+        self, config: Config, node_factory: Any = build_node, dispatch: Any = None
+    ) -> None:
         """`node_factory(config, address)` builds the node; `dispatch(request, services)` runs a
         request (default broker.handlers.dispatch; tests wrap it to slow or gate requests)."""
         self.config = config
@@ -248,7 +251,7 @@ class BrokerServer:
                 from broker.kafka import by_protocol
 
                 dispatch = by_protocol(dispatch)
-                self._kafka_close = dispatch.close  # type: ignore[attr-defined]
+                self._kafka_close = dispatch.close
 
             self.io_pool = IoPool(
                 self.channel,

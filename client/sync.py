@@ -203,13 +203,12 @@ class Producer(_SyncClient):
         fut: concurrent.futures.Future[int] = concurrent.futures.Future()
         fut.set_running_or_notify_cancel()
         items = values_or_pairs if isinstance(values_or_pairs, list) else list(values_or_pairs)
-        cfg = core.config
         acc = core._acc
         n = core._cluster.metadata.num_partitions(topic)
         if (
             n
             and (partition is None or partition < n)  # else: wait on the loop for it to appear
-            and (acc.buffered == 0 or acc.buffered < cfg.buffer_memory)
+            and (acc.buffered == 0 or acc.buffered < core.settings.buffer_memory)
         ):
             core._bulk_nowait(fut, topic, items, partition)
         else:

@@ -24,6 +24,7 @@ import signal
 import ssl
 import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 from client.protocol.body import Body
@@ -129,7 +130,7 @@ def interim_load_config(
                 except (TypeError, ValueError):
                     raise ConfigError(f"{key}: expected an integer, got {value!r}") from None
             values[key] = value
-    if path and not os.path.isabs(str(values["metadata.log.dir"])):
+    if path and not Path(str(values["metadata.log.dir"])).is_absolute():
         values["metadata.log.dir"] = os.path.abspath(str(values["metadata.log.dir"]))
     return SimpleNamespace(**{k.replace(".", "_"): v for k, v in values.items()})
 

@@ -34,6 +34,7 @@ from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.registry import Collector
 
 from client.config import setting
+from client.config.loader import Config
 from client.config.types import parse_http_listener
 
 log = logging.getLogger(__name__)
@@ -131,7 +132,7 @@ def _text(start_response: Callable[..., object], status: str, line: str) -> list
     return [body]
 
 
-def metrics_address(config: Any) -> tuple[str, int] | None:
+def metrics_address(config: Config) -> tuple[str, int] | None:
     """`metrics.listener` of `config` -> (host, port), or None when off."""
     return parse_http_listener(setting(config, "metrics_listener", None) or "")
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from broker.group.state import GroupError
+from client.config.loader import Config
 from client.errors import ErrorCode
 from client.partitioner import murmur2
 
@@ -46,7 +47,7 @@ class GroupSettings:
     max_size: int = 2**31 - 1
 
     @classmethod
-    def from_config(cls, config: Any) -> GroupSettings:
+    def from_config(cls, config: Config) -> GroupSettings:
         return cls(
             session_timeout_ms=int(config.group_consumer_session_timeout_ms),
             min_session_timeout_ms=int(config.group_min_session_timeout_ms),

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import broker.kafka.apis_acls
 import broker.kafka.apis_admin
@@ -29,7 +29,8 @@ import broker.kafka.apis_txn_markers  # noqa: F401  (registers WriteTxnMarkers)
 from broker.kafka.apis import APIS, api_versions_body
 from broker.kafka.codec import API_VERSIONS_KEY, MalformedKafkaRequest, build, decode_body
 from broker.kafka.codec import encode_response as _encode
-from broker.kafka.request import KafkaContext, KafkaState, decode_request
+from broker.kafka.request import KafkaContext, KafkaRequest, KafkaState, decode_request
+from broker.network.request import Request
 
 if TYPE_CHECKING:
     from broker.services import Services
@@ -41,7 +42,7 @@ __all__ = ["by_protocol", "decode_request", "dispatch"]
 UNSUPPORTED_VERSION = 35
 
 
-def dispatch(request: Any, services: Services, state: KafkaState) -> None:
+def dispatch(request: KafkaRequest, services: Services, state: KafkaState) -> None:
     """Decode, translate and answer one Kafka request (see the module docstring)."""
     ctx = KafkaContext(request, services, state)
     key, version = request.api_key, request.api_version
@@ -52,8 +53,8 @@ def dispatch(request: Any, services: Services, state: KafkaState) -> None:
             # table, so the client retries with a version both sides know.
             from kio.schema.api_versions.v0.response import ApiVersionsResponse
 
-            body = build(ApiVersionsResponse, api_versions_body(UNSUPPORTED_VERSION))
-            ctx.respond_frame(_encode(key, 0, request.correlation_id, body))
+            answer = build(ApiVersionsResponse, api_versions_body(UNSUPPORTED_VERSION))
+            ctx.respond_frame(_encode(key, 0, request.correlation_id, answer))
             return
         what = f"api key {key}" if api is None else f"api key {key} v{version}"
         ctx.close(f"Kafka request {what} is not supported (client {request.client_id!r})")
@@ -65,7 +66,7 @@ def dispatch(request: Any, services: Services, state: KafkaState) -> None:
         )
         return
     try:
-        body = decode_body(key, version, request.body)
+        body = decode_body(key, version, request.payload)
     except MalformedKafkaRequest as exc:
         ctx.close(f"malformed Kafka request api key {key} v{version}: {exc}")
         return
@@ -77,16 +78,25 @@ def dispatch(request: Any, services: Services, state: KafkaState) -> None:
             ctx.close("internal error")
 
 
-def by_protocol(native: Callable[..., None]) -> Callable[..., None]:
-    """`native(request, services=...)` for Gregor's requests, `dispatch` for Kafka's (with the
-    listener's state, one per server)."""
-    state = KafkaState()
+class ByProtocol:
+    """The I/O pool's dispatch: `native(request, services=...)` for Gregor's requests,
+    `dispatch` for Kafka's (with the listener's state, one per server). `close` at the
+    server's shutdown. Any thread."""
 
-    def route(request: Any, services: Services) -> None:
-        if request.protocol == "KAFKA":
-            dispatch(request, services, state)
+    def __init__(self, native: Callable[..., None]) -> None:
+        self._native = native
+        self._state = KafkaState()
+
+    def __call__(self, request: Request, services: Services) -> None:
+        if isinstance(request, KafkaRequest):
+            dispatch(request, services, self._state)
         else:
-            native(request, services=services)
+            self._native(request, services=services)
 
-    route.close = state.close  # type: ignore[attr-defined]  # BrokerServer.shutdown
-    return route
+    def close(self) -> None:
+        self._state.close()
+
+
+def by_protocol(native: Callable[..., None]) -> ByProtocol:
+    """The dispatch for a server with Kafka listeners (see ByProtocol)."""
+    return ByProtocol(native)

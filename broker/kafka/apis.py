@@ -33,13 +33,22 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from broker.kafka import records
 from broker.kafka.codec import ZERO_UUID, millis
+from broker.kafka.kio_requests import (
+    ApiVersionsRequest,
+    FetchRequest,
+    InitProducerIdRequest,
+    ListOffsetsRequest,
+    MetadataRequest,
+    ProduceRequest,
+)
 from broker.kafka.request import KafkaContext, whole_error
 from client.errors import CorruptRecordError, ErrorCode
 from client.protocol import ApiKey
+from client.protocol.body import Body
 
 if TYPE_CHECKING:
     from broker.services import Services
@@ -56,6 +65,9 @@ class KafkaApi:
     key: int
     min_version: int
     max_version: int
+    # The body is the kio entity kio's index gives for (key, version): each translation names
+    # the union of its versions (broker/kafka/kio_requests.py), which only run time can pick,
+    # and tests/unit/kafka_listener/test_request_types.py checks that the two agree
     handle: Callable[[KafkaContext, Any], None]
     refused_below: int = 0  # versions advertised but refused (Produce v0-2, as Kafka 4)
     refused_why: str = "as Kafka 4, which still advertises them for librdkafka's sake"
@@ -64,10 +76,13 @@ class KafkaApi:
 APIS: dict[int, KafkaApi] = {}
 
 
+B = TypeVar("B")
+
+
 def api(
     key: int, min_version: int, max_version: int, refused_below: int = 0, refused_why: str = ""
-) -> Callable:
-    def register(fn: Callable[[KafkaContext, Any], None]) -> Callable:
+) -> Callable[[Callable[[KafkaContext, B], None]], Callable[[KafkaContext, B], None]]:
+    def register(fn: Callable[[KafkaContext, B], None]) -> Callable[[KafkaContext, B], None]:
         entry = KafkaApi(int(key), min_version, max_version, fn, refused_below)
         APIS[int(key)] = replace(entry, refused_why=refused_why) if refused_why else entry
         return fn
@@ -75,7 +90,7 @@ def api(
     return register
 
 
-def api_versions_body(error_code: int = 0) -> dict:
+def api_versions_body(error_code: int = 0) -> Body:
     return {
         "error_code": error_code,
         "api_keys": [
@@ -87,7 +102,7 @@ def api_versions_body(error_code: int = 0) -> dict:
 
 
 @api(ApiKey.API_VERSIONS, 0, 3)
-def api_versions(ctx: KafkaContext, body: Any) -> None:
+def api_versions(ctx: KafkaContext, body: ApiVersionsRequest) -> None:
     ctx.respond(api_versions_body())
 
 
@@ -107,7 +122,9 @@ def _names_by_id(services: Services) -> dict[uuid.UUID, str]:
     return out
 
 
-def controller_for_clients(ctx: KafkaContext, controller_id: int | None, brokers: list) -> int:
+def controller_for_clients(
+    ctx: KafkaContext, controller_id: int | None, brokers: list[Body]
+) -> int:
     """The controller id a Kafka client is told: the active controller when it is a broker too
     (a combined process), else this broker, which forwards what clients send "the controller"
     (CreateTopics, ...), as a Kafka broker in KRaft mode answers with an alive broker: Kafka
@@ -119,29 +136,30 @@ def controller_for_clients(ctx: KafkaContext, controller_id: int | None, brokers
 
 
 @api(ApiKey.METADATA, 0, 12)
-def metadata(ctx: KafkaContext, body: Any) -> None:
+def metadata(ctx: KafkaContext, body: MetadataRequest) -> None:
     requested = body.topics
-    unknown_ids: list[uuid.UUID] = []
-    by_id_names: dict[str, Any] = {}  # name -> the topic id it was asked by
+    unknown_ids: list[uuid.UUID | None] = []
+    by_id_names: dict[str, uuid.UUID | None] = {}  # name -> the topic id it was asked by
     if requested is None or (ctx.api_version == 0 and not requested):
         names = None  # every topic (v0: an empty list meant all)
     else:
         names = []
-        by_id: dict[Any, str] = _names_by_id(ctx.services)
+        by_id = _names_by_id(ctx.services)
         for t in requested:  # v10+: by name or, name null, by topic id (KIP-848 clients)
-            name = t.name if t.name is not None else by_id.get(getattr(t, "topic_id", None))
+            topic_id: uuid.UUID | None = getattr(t, "topic_id", None)
+            name = t.name if t.name is not None else by_id.get(topic_id or ZERO_UUID)
             if name is not None:
                 names.append({"name": name})
                 if t.name is None:
-                    by_id_names[name] = t.topic_id
+                    by_id_names[name] = topic_id
             else:
-                unknown_ids.append(t.topic_id)
+                unknown_ids.append(topic_id)
     auto = getattr(body, "allow_auto_topic_creation", True)  # v0-3: always allowed
 
-    def refused(t: dict) -> bool:
+    def refused(t: Body) -> bool:
         return bool(t["error_code"] == TOPIC_AUTHORIZATION_FAILED)
 
-    def answer(a: dict) -> None:
+    def answer(a: Body) -> None:
         # a topic asked for by id that the principal may not DESCRIBE: UNKNOWN_TOPIC_ID, as
         # Kafka answers (its name is not told)
         if whole_error(a):
@@ -195,9 +213,9 @@ def metadata(ctx: KafkaContext, body: Any) -> None:
 
 # -- Produce -----------------------------------------------------------------------------------
 @api(ApiKey.PRODUCE, 0, 9, refused_below=3)
-def produce(ctx: KafkaContext, body: Any) -> None:
+def produce(ctx: KafkaContext, body: ProduceRequest) -> None:
     acks = int(body.acks)
-    early: dict[tuple[str, int], dict] = {}  # partitions refused before the native call
+    early: dict[tuple[str, int], Body] = {}  # partitions refused before the native call
     order: list[tuple[str, list[int]]] = []
     topics = []
     for t in body.topic_data:
@@ -219,9 +237,9 @@ def produce(ctx: KafkaContext, body: Any) -> None:
         if parts:
             topics.append({"name": t.name, "partitions": parts})
 
-    def answer(a: dict) -> None:
+    def answer(a: Body) -> None:
         code = whole_error(a)
-        got: dict[tuple[str, int], dict] = {}
+        got: dict[tuple[str, int], Body] = {}
         for t in a.get("topics", ()):
             for p in t["partitions"]:
                 got[(t["name"], p["partition"])] = {
@@ -258,7 +276,7 @@ def produce(ctx: KafkaContext, body: Any) -> None:
     ctx.call_native(ApiKey.PRODUCE, native, answer)
 
 
-def _produce_error(index: int, code: int, exc: Exception | None) -> dict:
+def _produce_error(index: int, code: int, exc: Exception | None) -> Body:
     return {
         "index": index,
         "error_code": int(code),
@@ -271,7 +289,7 @@ def _produce_error(index: int, code: int, exc: Exception | None) -> dict:
 
 # -- Fetch -------------------------------------------------------------------------------------
 @api(ApiKey.FETCH, 4, 12)
-def fetch(ctx: KafkaContext, body: Any) -> None:
+def fetch(ctx: KafkaContext, body: FetchRequest) -> None:
     native = {
         "replica_id": -1,
         "max_wait_ms": millis(body.max_wait),
@@ -298,7 +316,7 @@ def fetch(ctx: KafkaContext, body: Any) -> None:
 
     committed = native["isolation_level"] == 1
 
-    def answer(a: dict) -> None:
+    def answer(a: Body) -> None:
         code = whole_error(a)
         if code:
             ctx.respond({"throttle_time": 0, "error_code": code, "session_id": 0, "responses": []})
@@ -321,7 +339,7 @@ def fetch(ctx: KafkaContext, body: Any) -> None:
     ctx.call_native(ApiKey.FETCH, native, answer)
 
 
-def _fetched(topic: str, p: dict, read_committed: bool) -> dict:
+def _fetched(topic: str, p: Body, read_committed: bool) -> Body:
     code = p["error_code"]
     data = b""
     if not code and p.get("records"):
@@ -353,7 +371,7 @@ def _fetched(topic: str, p: dict, read_committed: bool) -> dict:
 
 # -- ListOffsets -------------------------------------------------------------------------------
 @api(ApiKey.LIST_OFFSETS, 1, 7)
-def list_offsets(ctx: KafkaContext, body: Any) -> None:
+def list_offsets(ctx: KafkaContext, body: ListOffsetsRequest) -> None:
     native = {
         "replica_id": int(body.replica_id),
         "isolation_level": int(getattr(body, "isolation_level", 0)),
@@ -373,7 +391,7 @@ def list_offsets(ctx: KafkaContext, body: Any) -> None:
         ],
     }
 
-    def answer(a: dict) -> None:
+    def answer(a: Body) -> None:
         code = whole_error(a)
         ctx.respond(
             {
@@ -409,13 +427,13 @@ def list_offsets(ctx: KafkaContext, body: Any) -> None:
 
 # -- InitProducerId ----------------------------------------------------------------------------
 @api(ApiKey.INIT_PRODUCER_ID, 0, 4)
-def init_producer_id(ctx: KafkaContext, body: Any) -> None:
+def init_producer_id(ctx: KafkaContext, body: InitProducerIdRequest) -> None:
     native = {
         "transactional_id": body.transactional_id,
         "transaction_timeout_ms": millis(body.transaction_timeout),
     }
 
-    def answer(a: dict) -> None:
+    def answer(a: Body) -> None:
         ctx.respond(
             {
                 "throttle_time": 0,

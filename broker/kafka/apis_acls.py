@@ -6,11 +6,11 @@ DeleteAcls answer from the thread the controller's answer arrives on.
 
 from __future__ import annotations
 
-from typing import Any
-
 from broker.kafka.apis import api
+from broker.kafka.kio_requests import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest
 from broker.kafka.request import KafkaContext, whole_error
 from client.protocol import ApiKey
+from client.protocol.body import Body
 
 _FILTER = (
     "resource_type_filter",
@@ -32,7 +32,7 @@ _CREATION = (
 )
 
 
-def _fields(entity: Any, names: tuple[str, ...]) -> dict:
+def _fields(entity: object, names: tuple[str, ...]) -> Body:
     out = {}
     for n in names:
         v = getattr(entity, n)
@@ -42,8 +42,8 @@ def _fields(entity: Any, names: tuple[str, ...]) -> dict:
 
 
 @api(ApiKey.DESCRIBE_ACLS, 1, 3)
-def describe_acls(ctx: KafkaContext, body: Any) -> None:
-    def answer(a: dict) -> None:
+def describe_acls(ctx: KafkaContext, body: DescribeAclsRequest) -> None:
+    def answer(a: Body) -> None:
         code = whole_error(a) or int(a.get("error_code", 0))
         ctx.respond(
             {
@@ -59,10 +59,10 @@ def describe_acls(ctx: KafkaContext, body: Any) -> None:
 
 
 @api(ApiKey.CREATE_ACLS, 1, 3)
-def create_acls(ctx: KafkaContext, body: Any) -> None:
+def create_acls(ctx: KafkaContext, body: CreateAclsRequest) -> None:
     creations = [_fields(c, _CREATION) for c in body.creations]
 
-    def answer(a: dict) -> None:
+    def answer(a: Body) -> None:
         code = whole_error(a)
         results = (
             [{"error_code": code, "error_message": a.get("error_message")}] * len(creations)
@@ -75,10 +75,10 @@ def create_acls(ctx: KafkaContext, body: Any) -> None:
 
 
 @api(ApiKey.DELETE_ACLS, 1, 3)
-def delete_acls(ctx: KafkaContext, body: Any) -> None:
+def delete_acls(ctx: KafkaContext, body: DeleteAclsRequest) -> None:
     filters = [_fields(f, _FILTER) for f in body.filters]
 
-    def answer(a: dict) -> None:
+    def answer(a: Body) -> None:
         code = whole_error(a)
         results = (
             [{"error_code": code, "error_message": a.get("error_message"), "matching_acls": []}]

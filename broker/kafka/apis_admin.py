@@ -13,20 +13,25 @@ Threads: I/O threads; answers from the thread the native handler answers on.
 
 from __future__ import annotations
 
-from typing import Any
-
 from broker.kafka.apis import api
 from broker.kafka.codec import millis
+from broker.kafka.kio_requests import (
+    CreateTopicsRequest,
+    DeleteTopicsRequest,
+    DescribeConfigsRequest,
+    OffsetForLeaderEpochRequest,
+)
 from broker.kafka.request import KafkaContext, whole_error
 from client.errors import ErrorCode
 from client.protocol import ApiKey
+from client.protocol.body import Body
 
 TOPIC_RESOURCE = 2
 DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 
 
 @api(ApiKey.CREATE_TOPICS, 2, 7)
-def create_topics(ctx: KafkaContext, body: Any) -> None:
+def create_topics(ctx: KafkaContext, body: CreateTopicsRequest) -> None:
     native = {
         "topics": [
             {
@@ -45,7 +50,7 @@ def create_topics(ctx: KafkaContext, body: Any) -> None:
         "validate_only": bool(getattr(body, "validate_only", False)),
     }
 
-    def answer(a: dict) -> None:
+    def answer(a: Body) -> None:
         code = whole_error(a)
         rows = a.get("topics") or [
             {"name": t.name, "error_code": code, "error_message": a.get("error_message")}
@@ -73,10 +78,10 @@ def create_topics(ctx: KafkaContext, body: Any) -> None:
 
 
 @api(ApiKey.DELETE_TOPICS, 1, 5)
-def delete_topics(ctx: KafkaContext, body: Any) -> None:
+def delete_topics(ctx: KafkaContext, body: DeleteTopicsRequest) -> None:
     names = list(body.topic_names)
 
-    def answer(a: dict) -> None:
+    def answer(a: Body) -> None:
         code = whole_error(a)
         rows = a.get("responses") or [
             {"name": n, "error_code": code, "error_message": a.get("error_message")} for n in names
@@ -89,7 +94,7 @@ def delete_topics(ctx: KafkaContext, body: Any) -> None:
 
 
 @api(ApiKey.DESCRIBE_CONFIGS, 1, 4)
-def describe_configs(ctx: KafkaContext, body: Any) -> None:
+def describe_configs(ctx: KafkaContext, body: DescribeConfigsRequest) -> None:
     native = {
         "resources": [
             {
@@ -103,8 +108,9 @@ def describe_configs(ctx: KafkaContext, body: Any) -> None:
         ]
     }
 
-    def answer(a: dict) -> None:
+    def answer(a: Body) -> None:
         code = whole_error(a)
+        results: list[Body]
         if code:
             results = [
                 {"error_code": code, "error_message": a.get("error_message"),
@@ -139,14 +145,14 @@ def describe_configs(ctx: KafkaContext, body: Any) -> None:
     ctx.call_native(ApiKey.DESCRIBE_CONFIGS, native, answer)
 
 
-def _source(resource_type: int, c: dict) -> int:
+def _source(resource_type: int, c: Body) -> int:
     if c.get("is_default"):
         return DEFAULT_CONFIG
     return DYNAMIC_TOPIC_CONFIG if resource_type == TOPIC_RESOURCE else STATIC_BROKER_CONFIG
 
 
 @api(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4)
-def offset_for_leader_epoch(ctx: KafkaContext, body: Any) -> None:
+def offset_for_leader_epoch(ctx: KafkaContext, body: OffsetForLeaderEpochRequest) -> None:
     native = {
         "replica_id": int(getattr(body, "replica_id", -1)),
         "topics": [
@@ -165,7 +171,7 @@ def offset_for_leader_epoch(ctx: KafkaContext, body: Any) -> None:
         ],
     }
 
-    def answer(a: dict) -> None:
+    def answer(a: Body) -> None:
         code = whole_error(a)
         if code:
             topics = [

@@ -16,16 +16,23 @@ Threads: I/O threads; answers from the thread the native handler answers on.
 
 from __future__ import annotations
 
-from typing import Any
-
 from broker.kafka.apis import api, controller_for_clients
 from broker.kafka.codec import millis
+from broker.kafka.kio_requests import (
+    AlterConfigsRequest,
+    CreatePartitionsRequest,
+    DeleteRecordsRequest,
+    DescribeClusterRequest,
+    ElectLeadersRequest,
+    IncrementalAlterConfigsRequest,
+)
 from broker.kafka.request import KafkaContext, whole_error
 from client.protocol import ApiKey
+from client.protocol.body import Body
 
 
 @api(ApiKey.CREATE_PARTITIONS, 0, 3)
-def create_partitions(ctx: KafkaContext, body: Any) -> None:
+def create_partitions(ctx: KafkaContext, body: CreatePartitionsRequest) -> None:
     native = {
         "topics": [
             {
@@ -41,7 +48,7 @@ def create_partitions(ctx: KafkaContext, body: Any) -> None:
         "validate_only": bool(body.validate_only),
     }
 
-    def answer(a: dict) -> None:
+    def answer(a: Body) -> None:
         code = whole_error(a)
         rows = a.get("results") or [
             {"name": t.name, "error_code": code, "error_message": a.get("error_message")}
@@ -53,7 +60,7 @@ def create_partitions(ctx: KafkaContext, body: Any) -> None:
 
 
 @api(ApiKey.DELETE_RECORDS, 0, 2)
-def delete_records(ctx: KafkaContext, body: Any) -> None:
+def delete_records(ctx: KafkaContext, body: DeleteRecordsRequest) -> None:
     native = {
         "topics": [
             {
@@ -68,7 +75,7 @@ def delete_records(ctx: KafkaContext, body: Any) -> None:
         "timeout_ms": millis(body.timeout),
     }
 
-    def answer(a: dict) -> None:
+    def answer(a: Body) -> None:
         code = whole_error(a)
         if code:
             topics = [
@@ -90,29 +97,32 @@ def delete_records(ctx: KafkaContext, body: Any) -> None:
     ctx.call_native(ApiKey.DELETE_RECORDS, native, answer)
 
 
+def _operation(c: object) -> Body:
+    """An IncrementalAlterConfigs entry's operation (AlterConfigs' entries have none)."""
+    op = getattr(c, "config_operation", None)
+    return {"config_operation": int(op)} if op is not None else {}
+
+
 @api(ApiKey.ALTER_CONFIGS, 0, 2)
 @api(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1)
-def alter_configs(ctx: KafkaContext, body: Any) -> None:
+def alter_configs(
+    ctx: KafkaContext, body: AlterConfigsRequest | IncrementalAlterConfigsRequest
+) -> None:
     """Both to the native API of the same key: AlterConfigs' entries are name and value (the
     controller deletes the keys not named), IncrementalAlterConfigs' carry an operation."""
-    incremental = ctx.api_key == ApiKey.INCREMENTAL_ALTER_CONFIGS
     native = {
         "resources": [
             {
                 "resource_type": int(r.resource_type),
                 "resource_name": r.resource_name,
-                "configs": [
-                    {"name": c.name, "value": c.value}
-                    | ({"config_operation": int(c.config_operation)} if incremental else {})
-                    for c in r.configs
-                ],
+                "configs": [{"name": c.name, "value": c.value} | _operation(c) for c in r.configs],
             }
             for r in body.resources
         ],
         "validate_only": bool(body.validate_only),
     }
 
-    def answer(a: dict) -> None:
+    def answer(a: Body) -> None:
         code = whole_error(a)
         rows = a.get("responses") or [
             {"error_code": code, "error_message": a.get("error_message"),
@@ -125,8 +135,8 @@ def alter_configs(ctx: KafkaContext, body: Any) -> None:
 
 
 @api(ApiKey.DESCRIBE_CLUSTER, 0, 1)
-def describe_cluster(ctx: KafkaContext, body: Any) -> None:
-    def answer(a: dict) -> None:
+def describe_cluster(ctx: KafkaContext, body: DescribeClusterRequest) -> None:
+    def answer(a: Body) -> None:
         ctx.respond(
             {
                 "throttle_time": 0,
@@ -154,7 +164,7 @@ def describe_cluster(ctx: KafkaContext, body: Any) -> None:
 
 
 @api(ApiKey.ELECT_LEADERS, 0, 2)
-def elect_leaders(ctx: KafkaContext, body: Any) -> None:
+def elect_leaders(ctx: KafkaContext, body: ElectLeadersRequest) -> None:
     requested = body.topic_partitions
     native = {
         "election_type": int(getattr(body, "election_type", 0)),  # v0: preferred only
@@ -164,7 +174,7 @@ def elect_leaders(ctx: KafkaContext, body: Any) -> None:
         "timeout_ms": millis(body.timeout),
     }
 
-    def answer(a: dict) -> None:
+    def answer(a: Body) -> None:
         code = whole_error(a)
         ctx.respond(
             {

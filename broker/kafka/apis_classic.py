@@ -15,11 +15,16 @@ thread or the timer's reaper thread.
 
 from __future__ import annotations
 
-from typing import Any
-
 from broker.group import GroupError
 from broker.kafka.apis import api
 from broker.kafka.codec import millis
+from broker.kafka.kio_requests import (
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupBatched,
+    LeaveGroupRequest,
+    SyncGroupRequest,
+)
 from broker.kafka.request import KafkaContext
 from broker.security.access import allowed
 from client.errors import ErrorCode
@@ -62,7 +67,7 @@ def _simple_error(ctx: KafkaContext, code: int) -> None:
 
 
 @api(JOIN_GROUP, 0, 7)
-def join_group(ctx: KafkaContext, body: Any) -> None:
+def join_group(ctx: KafkaContext, body: JoinGroupRequest) -> None:
     code = _group_error(ctx, body.group_id)
     if not code and getattr(body, "group_instance_id", None):
         code = int(ErrorCode.INVALID_REQUEST)  # static membership is not served
@@ -90,7 +95,7 @@ def join_group(ctx: KafkaContext, body: Any) -> None:
 
 
 @api(SYNC_GROUP, 0, 5)
-def sync_group(ctx: KafkaContext, body: Any) -> None:
+def sync_group(ctx: KafkaContext, body: SyncGroupRequest) -> None:
     code = _group_error(ctx, body.group_id)
     if code:
         ctx.respond({"throttle_time": 0, "error_code": code, "assignment": b""}, code)
@@ -105,7 +110,7 @@ def sync_group(ctx: KafkaContext, body: Any) -> None:
 
 
 @api(HEARTBEAT, 0, 4)
-def heartbeat(ctx: KafkaContext, body: Any) -> None:
+def heartbeat(ctx: KafkaContext, body: HeartbeatRequest) -> None:
     code = _group_error(ctx, body.group_id)
     if not code:
         code = ctx.state.classic_groups(ctx.services).heartbeat(
@@ -115,9 +120,13 @@ def heartbeat(ctx: KafkaContext, body: Any) -> None:
 
 
 @api(LEAVE_GROUP, 0, 5)
-def leave_group(ctx: KafkaContext, body: Any) -> None:
-    batched = ctx.api_version >= 3
-    ids = [m.member_id for m in body.members] if batched else [body.member_id]
+def leave_group(ctx: KafkaContext, body: LeaveGroupRequest) -> None:
+    batched = isinstance(body, LeaveGroupBatched)  # v3+: a list of members
+    ids = (
+        [m.member_id for m in body.members]
+        if isinstance(body, LeaveGroupBatched)
+        else [body.member_id]
+    )
     code = _group_error(ctx, body.group_id)
     codes = [code] * len(ids)
     if not code:

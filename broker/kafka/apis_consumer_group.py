@@ -19,16 +19,17 @@ Threads: I/O threads.
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 from broker.group import GroupError
 from broker.kafka.apis import api
 from broker.kafka.apis_group_admin import kafka_group_state
 from broker.kafka.codec import ZERO_UUID, millis
+from broker.kafka.kio_requests import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
 from broker.kafka.request import KafkaContext, whole_error
 from broker.security.access import allowed
 from client.errors import ErrorCode
 from client.protocol import ApiKey
+from client.protocol.body import Body
 from client.security.acl import AclOperation, ResourceType
 
 
@@ -43,7 +44,7 @@ def _ids(ctx: KafkaContext) -> tuple[dict[uuid.UUID, str], dict[str, uuid.UUID]]
 
 
 @api(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1)
-def consumer_group_heartbeat(ctx: KafkaContext, body: Any) -> None:
+def consumer_group_heartbeat(ctx: KafkaContext, body: ConsumerGroupHeartbeatRequest) -> None:
     def refuse(code: int, message: str) -> None:
         ctx.respond(
             {"throttle_time": 0, "error_code": code, "error_message": message,
@@ -78,7 +79,7 @@ def consumer_group_heartbeat(ctx: KafkaContext, body: Any) -> None:
         "owned_topic_partitions": owned,
     }
 
-    def answer(a: dict) -> None:
+    def answer(a: Body) -> None:
         code = whole_error(a) or int(a.get("error_code", 0))
         if code:
             refuse(code, a.get("error_message") or "")
@@ -109,11 +110,11 @@ def consumer_group_heartbeat(ctx: KafkaContext, body: Any) -> None:
 
 
 @api(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1)
-def consumer_group_describe(ctx: KafkaContext, body: Any) -> None:
+def consumer_group_describe(ctx: KafkaContext, body: ConsumerGroupDescribeRequest) -> None:
     _, by_name = _ids(ctx)
     classic = ctx.state.classic_groups(ctx.services)
 
-    def assignment(nested: list[dict]) -> dict:
+    def assignment(nested: list[Body]) -> Body:
         return {
             "topic_partitions": [
                 {"topic_id": by_name.get(t["topic"], ZERO_UUID), "topic_name": t["topic"],
@@ -122,8 +123,8 @@ def consumer_group_describe(ctx: KafkaContext, body: Any) -> None:
             ]
         }  # fmt: skip
 
-    def one(gid: str) -> dict:
-        def missing(code: int, message: str) -> dict:
+    def one(gid: str) -> Body:
+        def missing(code: int, message: str) -> Body:
             return {"error_code": code, "error_message": message, "group_id": gid,
                     "group_state": "", "group_epoch": 0, "assignment_epoch": 0,
                     "assignor_name": "", "members": []}  # fmt: skip

@@ -15,14 +15,14 @@ Threads: I/O threads; DeleteGroups answers from the thread the native handler an
 
 from __future__ import annotations
 
-from typing import Any
-
 from broker.group import GroupError
 from broker.kafka.apis import api
+from broker.kafka.kio_requests import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
 from broker.kafka.request import KafkaContext, whole_error
 from broker.security.access import allowed, enabled, quietly_allowed
 from client.errors import ErrorCode
 from client.protocol import ApiKey
+from client.protocol.body import Body
 from client.security.acl import AclOperation, ResourceType
 
 DESCRIBE_GROUPS = 15  # Kafka's api key (Gregor's own protocol has ConsumerGroupDescribe)
@@ -35,7 +35,7 @@ def kafka_group_state(native_state: str) -> str:
 
 
 @api(ApiKey.LIST_GROUPS, 0, 4)
-def list_groups(ctx: KafkaContext, body: Any) -> None:
+def list_groups(ctx: KafkaContext, body: ListGroupsRequest) -> None:
     classic = ctx.state.classic_groups(ctx.services).listing()
     wanted = {s.lower() for s in getattr(body, "states_filter", ()) or ()}
     rows = {}
@@ -61,7 +61,7 @@ def list_groups(ctx: KafkaContext, body: Any) -> None:
 
 
 @api(DESCRIBE_GROUPS, 0, 5)
-def describe_groups(ctx: KafkaContext, body: Any) -> None:
+def describe_groups(ctx: KafkaContext, body: DescribeGroupsRequest) -> None:
     classic = ctx.state.classic_groups(ctx.services)
     out = []
     for gid in body.groups:
@@ -77,7 +77,7 @@ def describe_groups(ctx: KafkaContext, body: Any) -> None:
     ctx.respond({"throttle_time": 0, "groups": out})
 
 
-def _native(ctx: KafkaContext, gid: str) -> dict:
+def _native(ctx: KafkaContext, gid: str) -> Body:
     try:
         d = ctx.services.group_coordinator.describe(gid)
     except GroupError:
@@ -104,7 +104,7 @@ def _native(ctx: KafkaContext, gid: str) -> dict:
 
 
 @api(ApiKey.DELETE_GROUPS, 0, 2)
-def delete_groups(ctx: KafkaContext, body: Any) -> None:
+def delete_groups(ctx: KafkaContext, body: DeleteGroupsRequest) -> None:
     names = list(dict.fromkeys(body.groups_names))
     classic = ctx.state.classic_groups(ctx.services)
     refused = {  # DELETE on the group, checked before anything is forgotten
@@ -117,7 +117,7 @@ def delete_groups(ctx: KafkaContext, body: Any) -> None:
     )
     rest = [gid for gid in names if gid not in refused]
 
-    def answer(a: dict) -> None:
+    def answer(a: Body) -> None:
         code = whole_error(a)
         results = {r["group_id"]: r["error_code"] for r in a.get("results", ())}
         ctx.respond(

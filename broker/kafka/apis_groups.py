@@ -18,12 +18,17 @@ Threads: I/O threads; answers from the thread the native handler answers on.
 
 from __future__ import annotations
 
-from typing import Any
-
 from broker.kafka.apis import api
+from broker.kafka.kio_requests import (
+    FindCoordinatorBatched,
+    FindCoordinatorRequest,
+    OffsetCommitRequest,
+    OffsetFetchRequest,
+)
 from broker.kafka.request import KafkaContext, whole_error
 from client.errors import ErrorCode
 from client.protocol import ApiKey
+from client.protocol.body import Body
 
 
 def _endpoint(ctx: KafkaContext, node_id: int) -> tuple[str, int] | None:
@@ -34,17 +39,17 @@ def _endpoint(ctx: KafkaContext, node_id: int) -> tuple[str, int] | None:
 
 
 @api(ApiKey.FIND_COORDINATOR, 0, 4)
-def find_coordinator(ctx: KafkaContext, body: Any) -> None:
-    batched = ctx.api_version >= 4
-    keys = list(body.coordinator_keys) if batched else [body.key]
+def find_coordinator(ctx: KafkaContext, body: FindCoordinatorRequest) -> None:
+    batched = isinstance(body, FindCoordinatorBatched)  # v4+: a list of keys
+    keys = list(body.coordinator_keys) if isinstance(body, FindCoordinatorBatched) else [body.key]
     key_type = int(getattr(body, "key_type", 0))
 
-    def answer(a: dict) -> None:
+    def answer(a: Body) -> None:
         code = whole_error(a)
         rows = []
         for i, key in enumerate(keys):
             c = a["coordinators"][i] if not code else {"error_code": code}
-            row = {
+            row: Body = {
                 "key": key,
                 "node_id": c.get("node_id", -1),
                 "host": "",
@@ -70,11 +75,11 @@ def find_coordinator(ctx: KafkaContext, body: Any) -> None:
 
 
 @api(ApiKey.OFFSET_COMMIT, 2, 8)
-def offset_commit(ctx: KafkaContext, body: Any) -> None:
-    generation: Any = getattr(body, "generation_id_or_member_epoch", None)
+def offset_commit(ctx: KafkaContext, body: OffsetCommitRequest) -> None:
+    generation: int | None = getattr(body, "generation_id_or_member_epoch", None)
     if generation is None:  # the field's name before v8
         generation = getattr(body, "generation_id", -1)
-    native = {
+    native: Body = {
         "group_id": body.group_id,
         "member_id": body.member_id,
         "member_epoch": int(generation),
@@ -113,7 +118,7 @@ def offset_commit(ctx: KafkaContext, body: Any) -> None:
     ]
     native["topics"] = [t for t in native["topics"] if t["partitions"]]
 
-    def answer(a: dict) -> None:
+    def answer(a: Body) -> None:
         code = whole_error(a)
         if code:
             topics = [
@@ -147,12 +152,12 @@ def offset_commit(ctx: KafkaContext, body: Any) -> None:
 
 
 @api(ApiKey.OFFSET_FETCH, 1, 7)
-def offset_fetch(ctx: KafkaContext, body: Any) -> None:
+def offset_fetch(ctx: KafkaContext, body: OffsetFetchRequest) -> None:
     topics = None
     if body.topics is not None:
         topics = [{"name": t.name, "partitions": list(t.partition_indexes)} for t in body.topics]
 
-    def answer(a: dict) -> None:
+    def answer(a: Body) -> None:
         ctx.respond(
             {
                 "throttle_time": 0,

@@ -12,19 +12,32 @@ Threads: I/O threads; answers from the thread the native handler answers on.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
+from typing import Protocol
 
 from broker.kafka.apis import api
+from broker.kafka.kio_requests import AlterClientQuotasRequest, DescribeClientQuotasRequest
 from broker.kafka.request import KafkaContext, whole_error
 from client.protocol import ApiKey
+from client.protocol.body import Body
 
 
-def _entity(entity: Any) -> list[dict]:
+class _EntityPart(Protocol):
+    """One (entity_type, entity_name) of a quota entity, in any version's kio class."""
+
+    @property
+    def entity_type(self) -> str: ...
+
+    @property
+    def entity_name(self) -> str | None: ...
+
+
+def _entity(entity: Iterable[_EntityPart]) -> list[Body]:
     return [{"entity_type": e.entity_type, "entity_name": e.entity_name} for e in entity]
 
 
 @api(ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1)
-def describe_client_quotas(ctx: KafkaContext, body: Any) -> None:
+def describe_client_quotas(ctx: KafkaContext, body: DescribeClientQuotasRequest) -> None:
     native = {
         "components": [
             {"entity_type": c.entity_type, "match_type": int(c.match_type), "match": c.match}
@@ -33,7 +46,7 @@ def describe_client_quotas(ctx: KafkaContext, body: Any) -> None:
         "strict": bool(body.strict),
     }
 
-    def answer(a: dict) -> None:
+    def answer(a: Body) -> None:
         code = whole_error(a) or a.get("error_code", 0)
         entries = a.get("entries")
         ctx.respond(
@@ -52,7 +65,7 @@ def describe_client_quotas(ctx: KafkaContext, body: Any) -> None:
 
 
 @api(ApiKey.ALTER_CLIENT_QUOTAS, 0, 1)
-def alter_client_quotas(ctx: KafkaContext, body: Any) -> None:
+def alter_client_quotas(ctx: KafkaContext, body: AlterClientQuotasRequest) -> None:
     native = {
         "entries": [
             {
@@ -67,7 +80,7 @@ def alter_client_quotas(ctx: KafkaContext, body: Any) -> None:
         "validate_only": bool(body.validate_only),
     }
 
-    def answer(a: dict) -> None:
+    def answer(a: Body) -> None:
         code = whole_error(a)
         rows = a.get("entries") or [
             {

@@ -20,10 +20,9 @@ Threads: I/O threads (the connection is muted while its request runs).
 
 from __future__ import annotations
 
-from typing import Any
-
 from broker.handlers.sasl import authenticate_answer, handshake_answer
 from broker.kafka.apis import api
+from broker.kafka.kio_requests import SaslAuthenticateRequest, SaslHandshakeRequest
 from broker.kafka.request import KafkaContext
 from client.protocol import ApiKey
 
@@ -35,12 +34,12 @@ from client.protocol import ApiKey
     refused_below=1,
     refused_why="v0's unframed SASL tokens are not served; v1 with SaslAuthenticate is",
 )
-def sasl_handshake(ctx: KafkaContext, body: Any) -> None:
+def sasl_handshake(ctx: KafkaContext, body: SaslHandshakeRequest) -> None:
     ctx.respond(handshake_answer(ctx.request.connection, ctx.services, str(body.mechanism)))
 
 
 @api(ApiKey.SASL_AUTHENTICATE, 0, 2)
-def sasl_authenticate(ctx: KafkaContext, body: Any) -> None:
+def sasl_authenticate(ctx: KafkaContext, body: SaslAuthenticateRequest) -> None:
     request = ctx.request
     answer, close = authenticate_answer(
         request.connection,

@@ -47,6 +47,7 @@ from broker.kafka.apis import api
 from broker.kafka.request import KafkaContext, whole_error
 from client.errors import ErrorCode
 from client.protocol import ApiKey
+from client.protocol.body import Body
 
 AddPartitionsRequest = (
     add_v0.AddPartitionsToTxnRequest
@@ -91,9 +92,9 @@ def add_partitions_to_txn(ctx: KafkaContext, body: AddPartitionsRequest) -> None
         "topics": topics,
     }
 
-    def answer(a: dict) -> None:
+    def answer(a: Body) -> None:
         code = whole_error(a)
-        rows: list[dict] = (
+        rows: list[Body] = (
             [{"name": t["name"], "partitions": [{"partition_index": p, "error_code": code}
                                                 for p in t["partitions"]]} for t in topics]
             if code else a["topics"]
@@ -129,7 +130,7 @@ def end_txn(ctx: KafkaContext, body: EndTxnRequest) -> None:
         "committed": bool(body.committed),
     }
 
-    def answer(a: dict) -> None:
+    def answer(a: Body) -> None:
         code = int(a.get("error_code", 0))
         ctx.respond({"throttle_time": 0, "error_code": _fenced(code, ctx.api_version)})
 
@@ -145,7 +146,7 @@ def add_offsets_to_txn(ctx: KafkaContext, body: AddOffsetsRequest) -> None:
         "group_id": body.group_id,
     }
 
-    def answer(a: dict) -> None:
+    def answer(a: Body) -> None:
         code = int(a.get("error_code", 0))
         ctx.respond({"throttle_time": 0, "error_code": _fenced(code, ctx.api_version)})
 
@@ -154,7 +155,7 @@ def add_offsets_to_txn(ctx: KafkaContext, body: AddOffsetsRequest) -> None:
 
 @api(ApiKey.TXN_OFFSET_COMMIT, 0, 3)
 def txn_offset_commit(ctx: KafkaContext, body: TxnOffsetCommitRequest) -> None:
-    topics: list[dict] = [
+    topics: list[Body] = [
         {
             "name": t.name,
             "partitions": [
@@ -180,9 +181,9 @@ def txn_offset_commit(ctx: KafkaContext, body: TxnOffsetCommitRequest) -> None:
         "topics": topics,
     }
 
-    def answer(a: dict) -> None:
+    def answer(a: Body) -> None:
         code = whole_error(a)
-        rows: list[dict] = a.get("topics", []) if not code else [
+        rows: list[Body] = a.get("topics", []) if not code else [
             {"name": t["name"], "partitions": [{"partition": p["partition"], "error_code": code}
                                                for p in t["partitions"]]}
             for t in topics
@@ -212,7 +213,7 @@ def txn_offset_commit(ctx: KafkaContext, body: TxnOffsetCommitRequest) -> None:
 _NO_START = datetime.datetime.fromtimestamp(-0.001, datetime.UTC)  # written as -1, as Kafka
 
 
-def _start_time(row: dict) -> datetime.datetime | int:
+def _start_time(row: Body) -> datetime.datetime | int:
     """The field is not nullable in kio: -1 (no transaction open) goes as the datetime that
     encodes to -1 ms."""
     ms = int(row.get("transaction_start_time_ms", -1))
@@ -223,7 +224,7 @@ def _start_time(row: dict) -> datetime.datetime | int:
 def describe_transactions(ctx: KafkaContext, body: describe_v0.DescribeTransactionsRequest) -> None:
     ids = list(body.transactional_ids)
 
-    def answer(a: dict) -> None:
+    def answer(a: Body) -> None:
         code = whole_error(a)
         rows = (
             [{"error_code": code, "transactional_id": tid} for tid in ids]
@@ -262,7 +263,7 @@ def list_transactions(
         "duration_filter_ms": int(getattr(body, "duration_filter", -1)),
     }
 
-    def answer(a: dict) -> None:
+    def answer(a: Body) -> None:
         ctx.respond(
             {
                 "throttle_time": 0,
@@ -282,9 +283,9 @@ def describe_producers(ctx: KafkaContext, body: producers_v0.DescribeProducersRe
         for t in body.topics
     ]
 
-    def answer(a: dict) -> None:
+    def answer(a: Body) -> None:
         code = whole_error(a)
-        rows: list[dict] = (
+        rows: list[Body] = (
             [{"name": t["name"], "partitions": [{"partition_index": p, "error_code": code}
                                                 for p in t["partition_indexes"]]} for t in topics]
             if code else a["topics"]

@@ -46,14 +46,15 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol
 
 from broker.purgatory.delayed import DelayedOperation
 from client.errors import ErrorCode
+from client.protocol.body import Body
 
 log = logging.getLogger(__name__)
 
-Answer = Callable[[dict], None]
+Answer = Callable[[Body], None]
 MEMBER_ID_REQUIRED = 79
 
 
@@ -123,13 +124,19 @@ class DelayedSessionCheck(DelayedOperation):
         self.groups._check_sessions(self.group)
 
 
+class Timer(Protocol):
+    """What the groups need of a SystemTimer (broker/purgatory/timer.py)."""
+
+    def add(self, op: DelayedOperation) -> None: ...
+
+
 class ClassicGroups:
     """Every classic group this broker coordinates. `timer` (a SystemTimer) runs rebalance
     timeouts; `clock` returns monotonic seconds."""
 
     def __init__(
         self,
-        timer: Any,
+        timer: Timer,
         clock: Callable[[], float] = time.monotonic,
         initial_delay_ms: int = 0,
     ) -> None:
@@ -322,7 +329,7 @@ class ClassicGroups:
                 start = self._expire(g, self._clock())
             m = g.members.get(member_id) if g is not None else None
             if g is None or m is None:
-                out: dict | None = _sync_error(int(ErrorCode.UNKNOWN_MEMBER_ID))
+                out: Body | None = _sync_error(int(ErrorCode.UNKNOWN_MEMBER_ID))
             elif generation != g.generation:
                 out = _sync_error(int(ErrorCode.ILLEGAL_GENERATION))
             elif g.state == "PreparingRebalance":
@@ -373,7 +380,7 @@ class ClassicGroups:
         if start is not None:
             self._timer.add(start)
 
-    def _sync_ok(self, g: Group, m: Member) -> dict:
+    def _sync_ok(self, g: Group, m: Member) -> Body:
         return {
             "error_code": 0,
             "protocol_type": g.protocol_type,
@@ -446,7 +453,7 @@ class ClassicGroups:
             g.members[member_id].last_seen = self._clock()
             return 0
 
-    def describe(self, group_id: str) -> dict | None:
+    def describe(self, group_id: str) -> Body | None:
         """DescribeGroups' entry for a classic group with members (None: not one)."""
         with self._lock:
             g = self._groups.get(group_id)
@@ -557,7 +564,7 @@ class ClassicGroups:
 
     _pending_answers: threading.local = threading.local()
 
-    def _later(self, answer: Answer, body: dict) -> None:
+    def _later(self, answer: Answer, body: Body) -> None:
         """Queue an answer to send once the lock is released (this thread's queue)."""
         q = getattr(self._pending_answers, "q", None)
         if q is None:
@@ -576,7 +583,7 @@ class ClassicGroups:
                 log.exception("classic group answer failed")
 
 
-def _join_error(code: int, member_id: str) -> dict:
+def _join_error(code: int, member_id: str) -> Body:
     return {
         "error_code": code,
         "generation_id": -1,
@@ -588,5 +595,5 @@ def _join_error(code: int, member_id: str) -> dict:
     }
 
 
-def _sync_error(code: int) -> dict:
+def _sync_error(code: int) -> Body:
     return {"error_code": code, "protocol_type": None, "protocol_name": None, "assignment": b""}

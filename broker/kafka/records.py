@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Protocol
 
 import msgpack
 
@@ -51,8 +51,21 @@ from client.records.header import (
 
 SNAPPY = 2
 
+# A row of Gregor's records section: [offset_delta, ts_delta, key, value, headers], where a
+# header is [key, value]
+Header = list[str | bytes | None]
+Row = list[int | bytes | list[Header] | None]
 
-def _load_convert() -> Any:
+
+class _Converter(Protocol):
+    """broker/kafka/_convert.c: None means "left to the Python reference"."""
+
+    def kafka_to_msgpack(self, section: bytes | memoryview, count: int, /) -> bytes | None: ...
+
+    def msgpack_to_kafka(self, section: bytes | memoryview, count: int, /) -> bytes | None: ...
+
+
+def _load_convert() -> _Converter | None:
     """The optional C transcoder (broker/kafka/_convert.c), or None: not built, or
     GREGOR_NO_EXTENSIONS set (as for client.records' extensions)."""
     if os.environ.get("GREGOR_NO_EXTENSIONS", "") not in ("", "0"):
@@ -61,7 +74,8 @@ def _load_convert() -> Any:
         from broker.kafka import _convert  # type: ignore[attr-defined]
     except ImportError:
         return None
-    return _convert
+    converter: _Converter = _convert
+    return converter
 
 
 _C = _load_convert()
@@ -119,9 +133,9 @@ def _read_bytes(buf: bytes | memoryview, pos: int) -> tuple[bytes | None, int]:
 
 
 # -- sections ----------------------------------------------------------------------------------
-def kafka_rows(section: bytes | memoryview, count: int) -> list[list]:
+def kafka_rows(section: bytes | memoryview, count: int) -> list[Row]:
     """Kafka's records section → Gregor's rows `[offset_delta, ts_delta, key, value, headers]`."""
-    rows: list[list] = []
+    rows: list[Row] = []
     pos = 0
     for _ in range(count):
         length, pos = _read_varint(section, pos)
@@ -134,7 +148,7 @@ def kafka_rows(section: bytes | memoryview, count: int) -> list[list]:
         key, pos = _read_bytes(section, pos)
         value, pos = _read_bytes(section, pos)
         n_headers, pos = _read_varint(section, pos)
-        headers: list | None = None
+        headers: list[Header] | None = None
         if n_headers > 0:
             headers = []
             for _ in range(n_headers):
@@ -156,7 +170,7 @@ def kafka_rows(section: bytes | memoryview, count: int) -> list[list]:
     return rows
 
 
-def kafka_section(rows: list) -> bytes:
+def kafka_section(rows: Sequence[object]) -> bytes:
     """Gregor's rows (as msgpack decodes them) → Kafka's records section."""
     out = bytearray()
     body = bytearray()

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from broker.handlers.base import RequestContext, error_body
 from broker.kafka.classic_groups import ClassicGroups
@@ -27,30 +27,47 @@ from broker.kafka.codec import MalformedKafkaRequest, build, encode_response, pe
 from broker.network.request import Request
 from client.config.loader import setting
 from client.errors import ErrorCode, InvalidRequestError
+from client.protocol.body import Body
 from client.protocol.framing import MalformedFrameError
 from client.protocol.schema import API_SPECS
 
 if TYPE_CHECKING:
+    from broker.network.connection import Connection
     from broker.services import Services
 
 log = logging.getLogger(__name__)
 
 
 class KafkaRequest(Request):
-    """`body` is the whole payload (header included), decoded on the I/O thread."""
+    """`payload` is the whole request (header included), decoded on the I/O thread; `body`,
+    the native map, stays empty."""
 
     protocol = "KAFKA"
-    __slots__ = ()
+    __slots__ = ("payload",)
+
+    def __init__(
+        self,
+        api_key: int,
+        api_version: int,
+        correlation_id: int,
+        client_id: str | None,
+        payload: bytes | bytearray,
+        connection: Connection,
+    ) -> None:
+        super().__init__(
+            api_key, api_version, correlation_id, client_id, {}, len(payload), connection
+        )
+        self.payload = payload
 
 
-def decode_request(payload: bytes | bytearray, connection: Any) -> Request:
+def decode_request(payload: bytes | bytearray, connection: Connection) -> Request:
     """Connection.decode for KAFKA listeners: MalformedFrameError closes the connection."""
     try:
         api_key, api_version, correlation_id, client_id = peek_header(payload)
     except MalformedKafkaRequest as exc:
         raise MalformedFrameError(f"Kafka request header: {exc}") from None
-    raw: Any = payload  # the body stays raw until an I/O thread decodes it
-    return KafkaRequest(api_key, api_version, correlation_id, client_id, raw, len(raw), connection)
+    # the payload stays raw until an I/O thread decodes it
+    return KafkaRequest(api_key, api_version, correlation_id, client_id, payload, connection)
 
 
 class KafkaState:
@@ -105,7 +122,7 @@ class KafkaContext:
             self._done = True
             return True
 
-    def respond(self, data: dict, error_code: int = 0) -> None:
+    def respond(self, data: Body, error_code: int = 0) -> None:
         """Send `data` (Kafka's field names, any version's) as this request's response."""
         from broker.kafka.codec import response_class
 
@@ -130,7 +147,7 @@ class KafkaContext:
             self.request.complete(frame)
             self._count_errors(data, error_code)
 
-    def respond_then_close(self, data: dict, reason: str, delay_s: float) -> None:
+    def respond_then_close(self, data: Body, reason: str, delay_s: float) -> None:
         """Send `data` after `delay_s`, then close the connection logging `reason` (a failed
         authentication, answered late to slow guessing)."""
         from broker.kafka.codec import response_class
@@ -158,7 +175,7 @@ class KafkaContext:
         if self._claim():
             self.request.fail_close(reason)
 
-    def _count_errors(self, data: dict, error_code: int) -> None:
+    def _count_errors(self, data: Body, error_code: int) -> None:
         """Error codes by API, as native answers are counted (broker/request_metrics.py; the
         latency is recorded by the network layer once the answer is sent, for both kinds)."""
         errors = getattr(self.services, "metrics", None)
@@ -167,7 +184,7 @@ class KafkaContext:
                 self.api_key, data if "error_code" in data else {**data, "error_code": error_code}
             )
 
-    def call_native(self, api_key: int, body: dict, on_answer: Callable[[dict], None]) -> None:
+    def call_native(self, api_key: int, body: Body, on_answer: Callable[[Body], None]) -> None:
         """Run Gregor's own handler for `api_key` on `body` (checked against its schema, at its
         newest version); `on_answer(response dict)` gets its answer, now or later, on whatever
         thread answers. A native whole-request error arrives as {error_code, error_message};
@@ -202,7 +219,7 @@ class NativeCall(RequestContext):
         kafka: KafkaContext,
         api_key: int,
         api_version: int,
-        on_answer: Callable[[dict], None],
+        on_answer: Callable[[Body], None],
     ) -> None:
         super().__init__(kafka.request, kafka.services)
         self.api_key = api_key
@@ -210,7 +227,7 @@ class NativeCall(RequestContext):
         self.kafka = kafka
         self.on_answer = on_answer
 
-    def _send(self, body: dict, what: str) -> None:
+    def _send(self, body: Body, what: str) -> None:
         self._claim(what)
         try:
             self.on_answer(body)
@@ -228,7 +245,7 @@ class NativeCall(RequestContext):
         self.kafka.close(reason)
 
 
-def whole_error(answer: dict) -> int:
+def whole_error(answer: Body) -> int:
     """The whole-request error code of a native answer (0 when it is a normal answer)."""
     if set(answer) <= {"error_code", "error_message"}:
         return int(answer.get("error_code", ErrorCode.UNKNOWN_SERVER_ERROR))

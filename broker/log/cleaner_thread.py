@@ -23,6 +23,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from client.config.loader import Config
+
 from .cleaner import CleanAborted, Cleaner, CleanStats
 
 _log = logging.getLogger(__name__)
@@ -39,7 +41,7 @@ class CleanerSettings:
     backoff_ms: int = 15_000
 
     @classmethod
-    def from_config(cls, config: Any) -> CleanerSettings:
+    def from_config(cls, config: Config) -> CleanerSettings:
         return cls(
             enable=bool(config.log_cleaner_enable),
             dedupe_buffer_bytes=int(config.log_cleaner_dedupe_buffer_size),

@@ -47,6 +47,7 @@ from broker.replica.fetch_session_handler import FetchSessionHandler, PartitionD
 from broker.replica.follower import apply_fetched, fetch_position, truncate_out_of_range
 from broker.replica.leader_connection import LeaderConnection
 from broker.replica.throttle import ReplicationThrottle
+from client.config.loader import Config
 from client.errors import ErrorCode, StorageError
 from client.protocol import ApiKey
 from client.protocol.body import Body
@@ -79,7 +80,7 @@ class FetcherSettings:
     @classmethod
     def from_config(
         cls,
-        config: Any,
+        config: Config,
         tls: ReloadableContext | None = None,
         sasl: SaslCredentials | None = None,
     ) -> FetcherSettings:

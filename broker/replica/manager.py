@@ -51,6 +51,7 @@ from broker.replica.partition_table import PartitionTable
 from broker.replica.records_deletion import RecordsDeletion
 from broker.replica.session_fetch import SessionFetches
 from broker.replica.specs import FetchParams, FetchPartitionSpec, ReplicaError, diverging
+from client.config.loader import Config
 from client.errors import BrokerResponseError, ErrorCode, OffsetOutOfRangeError, StorageError
 
 _log = logging.getLogger(__name__)
@@ -68,7 +69,7 @@ class ReplicaSettings:
     fetch_session_idle_ms: int = 120_000
 
     @classmethod
-    def from_config(cls, config: Any) -> ReplicaSettings:
+    def from_config(cls, config: Config) -> ReplicaSettings:
         return cls(
             flush_on_ack=bool(config.log_flush_on_ack),
             min_insync_replicas=int(config.min_insync_replicas),

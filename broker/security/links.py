@@ -13,10 +13,10 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from broker.listeners import Listeners
 from client.config import setting
+from client.config.loader import Config
 from client.errors import ConfigError
 from client.security.protocols import SASL_PROTOCOLS, TLS_PROTOCOLS, controller_protocol
 from client.security.scram import SaslCredentials
@@ -26,7 +26,7 @@ _log = logging.getLogger(__name__)
 
 
 class OutgoingSecurity:
-    def __init__(self, config: Any, listeners: Listeners, combined: bool) -> None:
+    def __init__(self, config: Config, listeners: Listeners, combined: bool) -> None:
         settings = TlsSettings.from_config(config)
         inter = listeners.inter_broker_protocol
         self.inter_broker_tls: ReloadableContext | None = None

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from client.config import setting
+from client.config.loader import Config
 from client.config.types import parse_list
 from client.errors import ConfigError
 from client.security.scram import (
@@ -46,7 +47,7 @@ class SaslSettings:
     failed_delay_ms: int = 100
 
     @classmethod
-    def from_config(cls, config: Any) -> SaslSettings:
+    def from_config(cls, config: Config) -> SaslSettings:
         mechanisms = tuple(
             m.upper()
             for m in parse_list(setting(config, "sasl_enabled_mechanisms", cls.enabled_mechanisms))

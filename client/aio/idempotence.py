@@ -18,6 +18,7 @@ batches already sent keep their old numbering, which the leader still knows. Loo
 from __future__ import annotations
 
 import logging
+from types import SimpleNamespace
 from typing import Any
 
 from client.aio.types import TopicPartition
@@ -28,7 +29,7 @@ from client.records.header import seq_add
 log = logging.getLogger(__name__)
 
 
-def idempotence_enabled(cfg: Any, explicit: bool) -> bool:
+def idempotence_enabled(cfg: SimpleNamespace, explicit: bool) -> bool:
     """Kafka 3's rule: on by default; set explicitly, it needs acks=all, retries > 0 and at most
     5 requests in flight (ConfigError naming the conflict); left at its default, a conflicting
     setting turns it off (logged once). A transactional.id needs idempotence: the same

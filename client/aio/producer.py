@@ -33,7 +33,7 @@ from typing import Any
 from client.aio.accumulator import RECORD_OVERHEAD, BulkItems, BulkResult, RecordAccumulator
 from client.aio.cluster import ClusterClient
 from client.aio.config import resolve_config
-from client.aio.idempotence import idempotence_enabled
+from client.aio.producer_settings import ProducerSettings
 from client.aio.sender import Sender
 from client.aio.transactions import TransactionManager
 from client.aio.types import ConsumerGroupMetadata, RecordMetadata, TopicPartition
@@ -84,7 +84,10 @@ def _all_bytes_or_none(items: BulkItems) -> bool:
 class Producer:
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         self.config = cfg = resolve_config("producer", config, kwargs)
-        self._cluster = ClusterClient(cfg, allow_auto_topic_creation=cfg.allow_auto_create_topics)
+        self.settings = settings = ProducerSettings.from_config(cfg)
+        self._cluster = ClusterClient(
+            cfg, allow_auto_topic_creation=settings.allow_auto_create_topics
+        )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = 0
         self._wake_pending = False
@@ -92,17 +95,17 @@ class Producer:
         # _append_plain's view of a topic: (metadata snapshot, TopicPartitions, available)
         self._plain_topics: dict[str, tuple[Any, list[TopicPartition], list[int]]] = {}
         # send() of a bare bytes value may skip _prepare (no serializer to run)
-        self._plain = cfg.value_serializer is None
-        self._max_record = cfg.max_request_size
+        self._plain = settings.value_serializer is None
+        self._max_record = settings.max_request_size
         self._acc = RecordAccumulator(
-            batch_size=cfg.batch_size,
-            linger_ms=cfg.linger_ms,
-            buffer_memory=cfg.buffer_memory,
-            max_request_size=cfg.max_request_size,
-            delivery_timeout_ms=cfg.delivery_timeout_ms,
+            batch_size=settings.batch_size,
+            linger_ms=settings.linger_ms,
+            buffer_memory=settings.buffer_memory,
+            max_request_size=settings.max_request_size,
+            delivery_timeout_ms=settings.delivery_timeout_ms,
             wake=self._wake,
         )
-        self._idempotent = idempotence_enabled(cfg, cfg.idempotence_explicit)
+        self._idempotent = settings.idempotent
         self._txn: TransactionManager | None = None  # with a transactional.id, from start()
         self._sticky = StickyPartitioner()
         self._sender: Sender | None = None
@@ -126,15 +129,15 @@ class Producer:
             self._loop = asyncio.get_running_loop()
             self._loop_thread = threading.get_ident()
             self._sender = sender = Sender(self.config, self._cluster, self._acc, self._idempotent)
-            cfg = self.config
-            if cfg.transactional_id is not None:
+            settings = self.settings
+            if settings.transactional_id is not None:
                 assert sender.idem is not None  # (a transactional.id implies idempotence)
                 sender.txn = self._txn = TransactionManager(
-                    cfg.transactional_id,
-                    cfg.transaction_timeout_ms,
+                    settings.transactional_id,
+                    settings.transaction_timeout_ms,
                     sender.idem,
                     self._cluster,
-                    cfg,
+                    settings,
                     sender.wake_event.set,
                 )
             await self._cluster.refresh()
@@ -190,7 +193,7 @@ class Producer:
         if self._txn is None:
             raise TransactionStateError(
                 "not a transactional producer: set transactional.id"
-                if self.config.transactional_id is None
+                if self.settings.transactional_id is None
                 else "producer not started: call init_transactions() first"
             )
         return self._txn
@@ -199,7 +202,7 @@ class Producer:
         """Register the transactional.id with its coordinator (InitProducerId): fences every
         earlier producer with this id and waits for its open transaction to be aborted. Once,
         before the first begin_transaction(); up to max.block.ms (GregorTimeoutError)."""
-        if self.config.transactional_id is None:
+        if self.settings.transactional_id is None:
             raise TransactionStateError("not a transactional producer: set transactional.id")
         await self.start()
         await self._transaction().init()
@@ -279,7 +282,7 @@ class Producer:
     ) -> None:
         """Slow path shared with the sync facade: wait for metadata and buffer space."""
         await self.start()
-        deadline = time.monotonic() + self.config.max_block_ms / 1000
+        deadline = time.monotonic() + self.settings.max_block_ms / 1000
         rec = self._prepare(topic, value, key, headers, timestamp_ms)
         while True:
             status = self._try_append(topic, partition, rec, fut)
@@ -292,7 +295,7 @@ class Producer:
                 continue
             if remaining <= 0:
                 raise GregorTimeoutError(
-                    f"send to {topic!r} blocked for max.block.ms={self.config.max_block_ms} "
+                    f"send to {topic!r} blocked for max.block.ms={self.settings.max_block_ms} "
                     f"({'no metadata' if status == 'metadata' else 'buffer full'})"
                 )
             if status == "metadata":
@@ -303,7 +306,7 @@ class Producer:
     async def _wait_for_partition(self, topic: str, partition: int, deadline: float) -> None:
         """Refresh metadata (back-off from retry.backoff.ms, doubling to 1 s) until `topic` has
         more than `partition` partitions; GregorTimeoutError at `deadline` (max.block.ms)."""
-        backoff = self.config.retry_backoff_ms / 1000
+        backoff = self.settings.retry_backoff_ms / 1000
         while True:
             self._cluster.request_update()
             try:
@@ -319,7 +322,7 @@ class Producer:
                 n = self._cluster.metadata.num_partitions(topic)
                 raise GregorTimeoutError(
                     f"partition {partition} of topic {topic!r} with partition count {n} is not "
-                    f"present in metadata after {self.config.max_block_ms} ms (max.block.ms)"
+                    f"present in metadata after {self.settings.max_block_ms} ms (max.block.ms)"
                 )
             await asyncio.sleep(min(backoff, remaining))
             backoff = min(backoff * 2, 1.0)
@@ -336,20 +339,20 @@ class Producer:
     def _prepare(
         self, topic: str, value: Any, key: Any, headers: Any, timestamp_ms: int | None
     ) -> Prepared:
-        cfg = self.config
-        if cfg.key_serializer is not None and key is not None:
-            key = cfg.key_serializer(key)
-        if cfg.value_serializer is not None and value is not None:
-            value = cfg.value_serializer(value)
+        settings = self.settings
+        if settings.key_serializer is not None and key is not None:
+            key = settings.key_serializer(key)
+        if settings.value_serializer is not None and value is not None:
+            value = settings.value_serializer(value)
         key = _to_bytes(key, "key")
         value = _to_bytes(value, "value")
         hdrs = _headers(headers)
         size = RECORD_OVERHEAD + (len(value) if value else 0) + (len(key) if key else 0)
         if hdrs:
             size += sum(len(k) + len(v or b"") + 4 for k, v in hdrs)
-        if size > cfg.max_request_size:
+        if size > settings.max_request_size:
             raise MessageTooLargeError(
-                f"record of {size} bytes exceeds max.request.size={cfg.max_request_size}"
+                f"record of {size} bytes exceeds max.request.size={settings.max_request_size}"
             )
         ts = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
         return ts, key, value, hdrs, size
@@ -431,12 +434,12 @@ class Producer:
     ) -> None:
         await self.start()
         items = values_or_pairs if isinstance(values_or_pairs, list) else list(values_or_pairs)
-        deadline = time.monotonic() + self.config.max_block_ms / 1000
+        deadline = time.monotonic() + self.settings.max_block_ms / 1000
         if self._cluster.metadata.num_partitions(topic) == 0:
-            await self._cluster.wait_for_partitions(topic, self.config.max_block_ms)
+            await self._cluster.wait_for_partitions(topic, self.settings.max_block_ms)
         if partition is not None and partition >= self._cluster.metadata.num_partitions(topic):
             await self._wait_for_partition(topic, partition, deadline)
-        while self._acc.buffered > 0 and self._acc.buffered >= self.config.buffer_memory:
+        while self._acc.buffered > 0 and self._acc.buffered >= self.settings.buffer_memory:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise GregorTimeoutError("send_many blocked for max.block.ms (buffer full)")
@@ -450,7 +453,7 @@ class Producer:
         self._check_open()
         if self._txn is not None:
             self._txn.check_send()
-        cfg = self.config
+        settings = self.settings
         md = self._cluster.metadata
         n = md.num_partitions(topic)
         if n == 0:
@@ -460,7 +463,7 @@ class Producer:
         keyed = bool(items) and isinstance(items[0], tuple)
         if keyed:
             items = [self._serialize_pair(kv) for kv in items]
-        elif cfg.value_serializer is not None or not _all_bytes_or_none(items):
+        elif settings.value_serializer is not None or not _all_bytes_or_none(items):
             items = [self._serialize_value(v) for v in items]
         try:
             if partition is not None:
@@ -497,17 +500,17 @@ class Producer:
                 self._sticky.next_partition(topic, p, n, md.available_partitions(topic))
 
     def _serialize_value(self, v: Any) -> bytes | None:
-        if self.config.value_serializer is not None and v is not None:
-            v = self.config.value_serializer(v)
+        if self.settings.value_serializer is not None and v is not None:
+            v = self.settings.value_serializer(v)
         return _to_bytes(v, "value")
 
     def _serialize_pair(self, kv: Any) -> tuple[bytes | None, bytes | None]:
-        cfg = self.config
+        settings = self.settings
         k, v = kv
-        if cfg.key_serializer is not None and k is not None:
-            k = cfg.key_serializer(k)
-        if cfg.value_serializer is not None and v is not None:
-            v = cfg.value_serializer(v)
+        if settings.key_serializer is not None and k is not None:
+            k = settings.key_serializer(k)
+        if settings.value_serializer is not None and v is not None:
+            v = settings.value_serializer(v)
         return _to_bytes(k, "key"), _to_bytes(v, "value")
 
     # -- metadata ------------------------------------------------------------------------------
@@ -522,7 +525,7 @@ class Producer:
     async def partitions_for(self, topic: str) -> list[int]:
         """The partition ids of `topic` (waits for its metadata up to max.block.ms)."""
         await self.start()
-        md = await self._cluster.wait_for_partitions(topic, self.config.max_block_ms)
+        md = await self._cluster.wait_for_partitions(topic, self.settings.max_block_ms)
         return md.partitions_for(topic) or []
 
     # -- internals -----------------------------------------------------------------------------

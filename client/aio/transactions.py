@@ -30,7 +30,7 @@ import enum
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
 from client.aio.cluster import ClusterClient
 from client.aio.idempotence import IdempotenceState
@@ -47,6 +47,9 @@ from client.errors import (
 )
 from client.protocol import ApiKey
 from client.protocol.body import Body
+
+if TYPE_CHECKING:
+    from client.aio.producer_settings import ProducerSettings
 
 log = logging.getLogger(__name__)
 
@@ -91,14 +94,14 @@ class TransactionManager:
         timeout_ms: int,
         idem: IdempotenceState,
         cluster: ClusterClient,
-        config: SimpleNamespace,
+        settings: ProducerSettings,
         wake: Callable[[], None],
     ) -> None:
         self.transactional_id = transactional_id
         self.timeout_ms = timeout_ms
         self.idem = idem
         self.cluster = cluster
-        self.config = config
+        self.settings = settings
         self._wake = wake  # the sender's: batches held for AddPartitionsToTxn may go
         self.state = TxnState.UNINITIALIZED
         self.error: BaseException | None = None  # of ABORTABLE_ERROR / FATAL_ERROR
@@ -366,7 +369,7 @@ class TransactionManager:
                     body,
                     "AddPartitionsToTxn",
                     _add_partitions_error,
-                    timeout_ms=self.config.delivery_timeout_ms,
+                    timeout_ms=self.settings.delivery_timeout_ms,
                     # the previous transaction still completing (its markers, then Complete*)
                     # answers CONCURRENT_TRANSACTIONS for a few ms: retry after 20 ms, not
                     # retry.backoff.ms (Kafka's KAFKA-5477 does the same)
@@ -397,10 +400,10 @@ class TransactionManager:
         error raised."""
         find = find or self._find_coordinator
         forget = moved or self._forget_coordinator
-        cfg = self.config
-        limit = cfg.max_block_ms if timeout_ms is None else timeout_ms
+        settings = self.settings
+        limit = settings.max_block_ms if timeout_ms is None else timeout_ms
         deadline = time.monotonic() + limit / 1000
-        backoff = cfg.retry_backoff_ms / 1000
+        backoff = settings.retry_backoff_ms / 1000
         if first_backoff_ms is not None:
             backoff = min(backoff, first_backoff_ms / 1000)
         last: BaseException | None = None

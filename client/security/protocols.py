@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from client.config import setting
+from client.config.loader import Config
 from client.config.types import SECURITY_PROTOCOLS, parse_list
 from client.errors import ConfigError
 
@@ -49,7 +50,7 @@ def protocol_of(name: str, protocols: Mapping[str, str]) -> str:
     return protocols.get(name, name if name in SECURITY_PROTOCOLS else PLAINTEXT)
 
 
-def controller_protocol(config: Any) -> str:
+def controller_protocol(config: Config) -> str:
     """The protocol of the controllers' listener (the first of controller.listener.names);
     ConfigError for SASL (nodes have no SASL credentials of their own yet: use SSL with
     ssl.client.auth=required)."""

@@ -19,13 +19,17 @@ TLS 1.2 is the lowest version either side accepts. Pure construction (no sockets
 
 from __future__ import annotations
 
-import os
 import ssl
 import threading
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
 
 from client.errors import ConfigError
+
+if TYPE_CHECKING:
+    from client.config.loader import Config
 
 CLIENT_AUTH = ("none", "requested", "required")
 ANONYMOUS = "User:ANONYMOUS"
@@ -40,7 +44,7 @@ class TlsSettings:
     check_hostname: bool = True
 
     @classmethod
-    def from_config(cls, config: Any) -> TlsSettings:
+    def from_config(cls, config: Config | SimpleNamespace) -> TlsSettings:
         """From a config object with snake_case attributes (ssl_cafile, ...); missing ones
         take their defaults."""
 
@@ -59,7 +63,7 @@ class TlsSettings:
 
 
 def _check_file(key: str, path: str | None) -> None:
-    if path is not None and not os.path.isfile(path):
+    if path is not None and not Path(path).is_file():
         raise ConfigError(f"{key}={path!r}: no such file (a PEM file is expected)")
 
 

@@ -2,7 +2,8 @@
 run as a one-voter Raft quorum — the same RaftMetadataLog, QuorumController and MetadataLoader a
 `gregor controller` voter runs, with this node as the only voter.
 
-    cc = CombinedController(node_id, metadata_dir, config, snapshot_every_records=10_000)
+    cc = CombinedController(node_id, metadata_dir, ControllerSettings.from_config(config),
+                            snapshot_every_records=10_000)
     cc.loader.subscribe(publisher)     # (image, delta | None) after every commit, in order
     cc.start()                         # loads the log, elects itself, migrates an old log,
                                        # writes the cluster id when the log has none
@@ -61,6 +62,7 @@ from controller.quorum.log import LOG_FILE, LocalMetadataLog
 from controller.quorum.raft_log import RaftMetadataLog
 from controller.quorum.runner import ControllerThread
 from controller.quorum.snapshotter import BackgroundSnapshotter
+from controller.quorum.state import ControllerSettings
 from controller.raft.state import Role
 from controller.results import DescribeQuorumResult, QuorumReplica
 
@@ -150,7 +152,7 @@ class CombinedController:
         self,
         node_id: int,
         metadata_dir: str,
-        config: Any = None,
+        settings: ControllerSettings | None = None,
         clock: Callable[[], float] | None = None,
         rng: random.Random | None = None,
         snapshot_every_records: int = 10_000,
@@ -189,7 +191,7 @@ class CombinedController:
             on_fatal=on_fatal,
         )
         self.controller = QuorumController(
-            self.log, config, clock, rng or random.Random(), cluster_id=cluster_id
+            self.log, settings, clock, rng or random.Random(), cluster_id=cluster_id
         )
         self.runner = ControllerThread(
             self.controller, tick_interval_ms=tick_interval_ms, name="controller"

@@ -38,7 +38,6 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from typing import Any
 
 from controller.metadata.batches import BatchAssembler
 from controller.metadata.delta import MetadataDelta
@@ -70,18 +69,18 @@ class QuorumController(ControlManager):
     def __init__(
         self,
         metadata_log: MetadataLog,
-        config: Any = None,
+        settings: ControllerSettings | None = None,
         clock: Callable[[], float] | None = None,
         rng: random.Random | None = None,
         cluster_id: str | None = None,
     ) -> None:
-        """`cluster_id`: this controller's own id (its configured `cluster.id` or the one in
+        """`settings`: None for the defaults. `cluster_id`: this controller's own id (its configured `cluster.id` or the one in
         its data dir), written as the quorum's when this controller is the first active one of
         a log without a ClusterId record; None: a new random id then."""
         super().__init__(
             ControllerCore(
                 metadata_log,
-                ControllerSettings.from_config(config),
+                settings or ControllerSettings(),
                 clock or (lambda: time.monotonic() * 1000.0),
                 rng or random.Random(1),
             )
@@ -91,7 +90,7 @@ class QuorumController(ControlManager):
         self.replication = ReplicationControlManager(self.core, self.cluster, self.configs)
         self.reassignments = ReassignmentControlManager(self.core, self.cluster)
         self.auto_balance = AutoBalanceControlManager(self.core, self.cluster, self.reassignments)
-        path = getattr(config, "sasl_scram_bootstrap_file", None)
+        path = self.settings.sasl_scram_bootstrap_file
         self.scram = ScramControlManager(self.core, parse_bootstrap_file(path) if path else None)
         self.quotas = ClientQuotaControlManager(self.core)
         self.acls = AclControlManager(self.core)

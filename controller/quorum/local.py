@@ -1,6 +1,7 @@
 """LocalController: the controller of a combined (single-node) process, wired in one place.
 
-    lc = LocalController(metadata_dir, config, snapshot_every_records=10_000)
+    lc = LocalController(metadata_dir, ControllerSettings.from_config(config),
+                         snapshot_every_records=10_000)
     lc.loader.subscribe(publisher)       # (image, delta) after every commit, in order
     lc.start()                           # loads the log, starts the controller thread
     lc.submit(lambda c: c.replication.create_topics([...])).result()  # resolved on commit
@@ -19,13 +20,14 @@ from __future__ import annotations
 import concurrent.futures
 import random
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from controller.metadata.image import MetadataImage
 from controller.quorum.controller import QuorumController
 from controller.quorum.loader import MetadataLoader
 from controller.quorum.log import LocalMetadataLog
 from controller.quorum.runner import ControllerCall, ControllerThread
+from controller.quorum.state import ControllerSettings
 
 T = TypeVar("T")
 
@@ -34,14 +36,14 @@ class LocalController:
     def __init__(
         self,
         metadata_dir: str,
-        config: Any = None,
+        settings: ControllerSettings | None = None,
         clock: Callable[[], float] | None = None,
         rng: random.Random | None = None,
         snapshot_every_records: int = 10_000,
         tick_interval_ms: int = 100,
     ) -> None:
         self.log = LocalMetadataLog(metadata_dir)
-        self.controller = QuorumController(self.log, config, clock, rng or random.Random())
+        self.controller = QuorumController(self.log, settings, clock, rng or random.Random())
         self.loader = MetadataLoader(self.log, snapshot_every_records=snapshot_every_records)
         self.runner = ControllerThread(
             self.controller, tick_interval_ms=tick_interval_ms, name="controller"

@@ -22,14 +22,15 @@ import asyncio
 import concurrent.futures
 import contextlib
 import logging
-import os
 import random
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import msgpack
 
+from client.config.loader import Config
 from client.errors import (
     ConfigError,
     ErrorCode,
@@ -83,11 +84,10 @@ MAX_OBSERVERS = 1024  # fetching observers remembered for DescribeQuorum (oldest
 
 class ControllerProcess:
     def __init__(
-        self, config: Any, on_fatal: Callable[[BaseException], None] | None = None
+        self, config: Config, on_fatal: Callable[[BaseException], None] | None = None
     ) -> None:
         """`on_fatal(exc)` is called (on the controller thread) when the Raft storage fails; the
         voter has stopped taking part and the owner should exit."""
-        self.config = config  # QuorumController reads its own keys (ControllerSettings, SCRAM)
         self.settings = VoterSettings.from_config(config)
         self.on_fatal = on_fatal
         self.node_id = self.settings.node_id
@@ -129,7 +129,7 @@ class ControllerProcess:
         self.log = RaftMetadataLog(
             self.node_id,
             sorted(self.voters),
-            os.path.join(self.data_dir, "raft"),
+            str(Path(self.data_dir) / "raft"),
             send=lambda to, m: holder["t"].send(to, m),
             tick_ms=TICK_MS,
             election_timeout_ticks=self._election_ticks,
@@ -147,7 +147,10 @@ class ControllerProcess:
             self._dir_lock = None
             raise
         self.controller = QuorumController(
-            self.log, self.config, rng=random.Random(), cluster_id=self.own_cluster_id.value
+            self.log,
+            self.settings.controller,
+            rng=random.Random(),
+            cluster_id=self.own_cluster_id.value,
         )
         self.runner = ControllerThread(self.controller, name=f"controller-{self.node_id}")
         self.runner.start()

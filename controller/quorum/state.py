@@ -45,7 +45,9 @@ Step = Callable[[], bool]
 
 @dataclass(frozen=True)
 class ControllerSettings:
-    """The config values the controller reads (from a Config object's snake_case attributes)."""
+    """The config values the controller reads, built once (`from_config`) by whoever builds
+    the controller: a controller process (VoterSettings), a combined broker (BrokerSettings),
+    or a test (the defaults, or some of them given)."""
 
     node_id: int = 1
     broker_session_timeout_ms: int = 9000
@@ -60,9 +62,12 @@ class ControllerSettings:
     auto_balance_mode: str = "node-add"
     auto_balance_unavailable_timeout_ms: int = 900_000
     auto_balance_max_concurrent_moves: int = 50
+    sasl_scram_bootstrap_file: str | None = None  # SCRAM credentials written at bootstrap
 
     @classmethod
-    def from_config(cls, config: Any) -> ControllerSettings:
+    def from_config(cls, config: object) -> ControllerSettings:
+        """The settings named like this class's fields in `config` (a Config, or a namespace
+        of some of them); an absent or None one keeps its default."""
         if config is None:
             return cls()
         if isinstance(config, ControllerSettings):

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
 
-from client.config.loader import setting
+from client.config.loader import Config, setting
 from client.security.protocols import controller_protocol
 from client.security.tls import TlsSettings
 from controller.metrics import metrics_address
 from controller.quorum.membership_service import own_address
 from controller.quorum.network import parse_voters
+from controller.quorum.state import ControllerSettings
 
 
 @dataclass(frozen=True)
@@ -26,9 +26,10 @@ class VoterSettings:
     max_records_between_snapshots: int  # 0: no snapshots
     metrics_address: tuple[str, int] | None  # metrics.listener, None when off
     tls: TlsSettings | None  # set when controller.listener.names maps to SSL
+    controller: ControllerSettings  # what its QuorumController reads
 
     @classmethod
-    def from_config(cls, config: Any) -> VoterSettings:
+    def from_config(cls, config: Config) -> VoterSettings:
         """ValueError/ConfigError for a bad voters list, listener or metrics.listener."""
         node_id = int(config.node_id)
         voters = parse_voters(config.controller_quorum_voters)
@@ -47,4 +48,5 @@ class VoterSettings:
             ),
             metrics_address=metrics_address(config),
             tls=TlsSettings.from_config(config) if controller_protocol(config) == "SSL" else None,
+            controller=ControllerSettings.from_config(config),
         )

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from pathlib import Path
 
 VALUE = b"x" * 100
 
@@ -22,7 +23,10 @@ VALUE = b"x" * 100
 def proc_stats(pid: int) -> dict:
     with open(f"/proc/{pid}/status") as f:
         rss_kib = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
-    return {"rss_mib": round(rss_kib / 1024, 1), "open_fds": len(os.listdir(f"/proc/{pid}/fd"))}
+    return {
+        "rss_mib": round(rss_kib / 1024, 1),
+        "open_fds": sum(1 for _ in Path(f"/proc/{pid}/fd").iterdir()),
+    }
 
 
 def _cpu_s(pid: int) -> float:

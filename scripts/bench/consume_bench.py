@@ -46,7 +46,7 @@ def main() -> int:
         if args.bootstrap:
             bootstrap = args.bootstrap
         else:
-            proc, bootstrap, _, _ = start_server(os.path.join(tmp, "data"))
+            proc, bootstrap, _, _ = start_server(str(Path(tmp) / "data"))
         topic = f"bench-consume-{int(time.time())}"
         with Admin({"bootstrap.servers": bootstrap}) as admin:
             admin.create_topic(topic, partitions=1)

@@ -68,7 +68,7 @@ def main() -> int:
     ap.add_argument("--produce", metavar="BOOTSTRAP", help=argparse.SUPPRESS)  # (child mode)
     args = ap.parse_args()
     root = os.path.abspath(args.root)
-    sys.path[:0] = [root, os.path.join(root, "scripts", "bench")]
+    sys.path[:0] = [root, str(Path(root) / "scripts" / "bench")]
     os.environ["PYTHONPATH"] = os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])
     os.chdir(root)  # (the nodes run `python -m broker.cli`, which imports from the cwd first)
     if args.produce:

@@ -199,17 +199,17 @@ def run_once(records: int, flush_on_ack: bool, tmp: str) -> dict:
 
     ns: dict = {}
     exec(TRACER, ns)  # noqa: S102 - our own tracer source, shared with the broker side
-    trace_dir = os.path.join(tmp, "trace")
-    os.makedirs(trace_dir, exist_ok=True)
+    trace_dir = str(Path(tmp) / "trace")
+    Path(trace_dir).mkdir(parents=True, exist_ok=True)
     Path(trace_dir, "sitecustomize.py").write_text(SITECUSTOMIZE)
-    broker_out = os.path.join(tmp, "broker-stamps.json")
+    broker_out = str(Path(tmp) / "broker-stamps.json")
     env_before = dict(os.environ)
     os.environ["PYTHONPATH"] = os.pathsep.join(
         filter(None, [trace_dir, os.environ.get("PYTHONPATH")])
     )
     os.environ["LATENCY_TRACE_POINTS"] = json.dumps(BROKER_POINTS)
     os.environ["LATENCY_TRACE_OUT"] = broker_out
-    data = os.path.join(tmp, "data")
+    data = str(Path(tmp) / "data")
     try:
         server = start_server(data, overrides={"log.flush.on.ack": str(flush_on_ack).lower()})
     finally:

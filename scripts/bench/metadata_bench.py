@@ -63,7 +63,7 @@ def dist_s(xs: list[float]) -> dict:
 
 
 def bench_local(n: int, tmp: str) -> dict:
-    log = LocalMetadataLog(os.path.join(tmp, "local"))
+    log = LocalMetadataLog(str(Path(tmp) / "local"))
     lat = []
     t0 = time.perf_counter()
     for _ in range(n):
@@ -73,7 +73,7 @@ def bench_local(n: int, tmp: str) -> dict:
     el = time.perf_counter() - t0
     log.close()
     out = {"appends_per_s": round(n / el), "p50_ms": pct_ms(lat, 0.5), "p99_ms": pct_ms(lat, 0.99)}
-    log = LocalMetadataLog(os.path.join(tmp, "ctl"))
+    log = LocalMetadataLog(str(Path(tmp) / "ctl"))
     c = QuorumController(log, None, None, random.Random(1))
     for b in (1, 2, 3):
         r = c.cluster.register_broker(b, "h", 9000 + b)

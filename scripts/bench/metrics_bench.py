@@ -99,7 +99,7 @@ def one_round(metrics_on: bool, args: argparse.Namespace, tmp: str) -> dict:
 
     port = free_port()
     overrides = {"metrics.listener": f"http://127.0.0.1:{port}"} if metrics_on else {}
-    data = os.path.join(tmp, "data")
+    data = str(Path(tmp) / "data")
     proc, bootstrap, _, _ = start_server(data, overrides=overrides)
     stop = threading.Event()
     scrapes = [0]

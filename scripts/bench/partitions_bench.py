@@ -58,7 +58,7 @@ def start_server(data_dir: str) -> Server:
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("GREGOR_")}
     log_path = data_dir + ".stderr"
-    os.makedirs(os.path.dirname(os.path.abspath(data_dir)), exist_ok=True)
+    Path(os.path.abspath(data_dir)).parent.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     with open(log_path, "ab") as err:
         proc = subprocess.Popen(
@@ -153,7 +153,7 @@ def run_count(count: int, args: argparse.Namespace, base: str) -> dict:
 
     per_topic = args.per_topic
     topics = [f"p{i:05d}" for i in range(max(1, count // per_topic))]
-    data = os.path.join(base, f"data-{count}")
+    data = str(Path(base) / f"data-{count}")
     out: dict = {"partitions": len(topics) * per_topic, "topics": len(topics)}
     server: Server | None = start_server(data)
     try:

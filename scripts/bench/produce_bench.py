@@ -39,7 +39,7 @@ def fsync_latency(directory: str, n: int, size: int = 100, gap_s: float = 0.0) -
     VM an idle gap makes each fdatasync slower, see docs/broker.md)."""
     from client.cli.perf import percentiles
 
-    path = os.path.join(directory, "fsync-probe")
+    path = Path(directory) / "fsync-probe"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     data = b"x" * size
     samples = []
@@ -53,7 +53,7 @@ def fsync_latency(directory: str, n: int, size: int = 100, gap_s: float = 0.0) -
                 time.sleep(gap_s)
     finally:
         os.close(fd)
-        os.unlink(path)
+        path.unlink()
     return percentiles(samples)
 
 
@@ -180,7 +180,7 @@ def main() -> int:
             if args.bootstrap:
                 bootstrap = args.bootstrap
             else:
-                proc, bootstrap, _, _ = start_server(os.path.join(tmp, "data"), overrides=overrides)
+                proc, bootstrap, _, _ = start_server(str(Path(tmp) / "data"), overrides=overrides)
             scale = 2 if conf is not None else 1  # the sweep runs half-size workloads
             run = {"broker_overrides": overrides, "bootstrap": bootstrap}
             run.update(run_suite(bootstrap, args, args.records // scale, args.kib_records // scale))

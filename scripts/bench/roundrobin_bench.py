@@ -36,7 +36,7 @@ def main() -> int:
     ap.add_argument("--root", default=str(Path(__file__).resolve().parents[2]))
     args = ap.parse_args()
     root = os.path.abspath(args.root)
-    sys.path[:0] = [root, os.path.join(root, "scripts", "bench")]
+    sys.path[:0] = [root, str(Path(root) / "scripts" / "bench")]
     os.environ["PYTHONPATH"] = os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])
 
     import partitions_bench as pb
@@ -55,7 +55,7 @@ def main() -> int:
     sender_mod.build_batch = counting  # counts the batches the producer encodes
 
     base = tempfile.mkdtemp(prefix="gregor-rr-bench-")
-    server = pb.start_server(os.path.join(base, "data"))
+    server = pb.start_server(str(Path(base) / "data"))
     pid = server.proc.pid
 
     def server_cpu() -> float:

@@ -59,7 +59,7 @@ def main() -> int:
     if bad:
         ap.error(f"unknown mode(s) {bad}; choose from {list(MODES)}")
     root = os.path.abspath(args.root)
-    sys.path[:0] = [root, os.path.join(root, "scripts", "bench")]
+    sys.path[:0] = [root, str(Path(root) / "scripts" / "bench")]
     os.environ["PYTHONPATH"] = os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])
 
     from _server import start_server, stop_server  # from `root`
@@ -78,7 +78,7 @@ def main() -> int:
         nodes = [list(brokers.values()), controllers]  # stopped brokers first
         bootstrap = ",".join(n.address for n in brokers.values())
     else:
-        server = start_server(os.path.join(base, "data"))
+        server = start_server(str(Path(base) / "data"))
         proc, bootstrap = server.proc, server.bootstrap
     cfg: dict = {"bootstrap.servers": bootstrap, "acks": "all"}
     if args.linger_ms is not None:

@@ -141,10 +141,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="gregor-bench-") as tmp:
         ready_times = []
         for i in range(max(0, args.starts - 1)):
-            proc, _, _, ready_s = start_server(os.path.join(tmp, f"warm{i}"), extra)
+            proc, _, _, ready_s = start_server(str(Path(tmp) / f"warm{i}"), extra)
             ready_times.append(ready_s)
             stop_server(proc)
-        proc, _, port, ready_s = start_server(os.path.join(tmp, "data"), extra)
+        proc, _, port, ready_s = start_server(str(Path(tmp) / "data"), extra)
         ready_times.append(ready_s)
         try:
             idle = rss_mb(proc.pid)

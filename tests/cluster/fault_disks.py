@@ -30,7 +30,7 @@ def unavailable_reason() -> str | None:
     for tool, package in (("mkfs.ext4", "e2fsprogs"), ("losetup", "mount"), ("mount", "mount")):
         if shutil.which(tool) is None:
             return f"no {tool} (apt-get install {package})"
-    if not os.path.exists("/dev/loop-control"):
+    if not Path("/dev/loop-control").exists():
         return "no /dev/loop-control (no loop device support)"
     return None
 

@@ -62,7 +62,7 @@ def _stop(gp: GregorProcess, sig: int) -> None:
 
 
 def _fds(gp: GregorProcess) -> int:
-    return len(os.listdir(f"/proc/{gp.proc.pid}/fd"))
+    return sum(1 for _ in Path(f"/proc/{gp.proc.pid}/fd").iterdir())
 
 
 def _create(c: RawClient, name: str, n: int) -> dict:

@@ -10,6 +10,8 @@ import pytest
 from client.aio.config import resolve_config
 from client.aio.consumer_settings import FetchSettings, MemberSettings
 from client.aio.link_settings import ClusterSettings, SenderSettings
+from client.aio.producer_settings import ProducerSettings
+from client.errors import ConfigError
 
 
 def test_fetch_settings_are_the_configs_values():
@@ -62,3 +64,32 @@ def test_sender_settings_take_acks_as_the_wire_number(acks, expected):
     s = SenderSettings.from_config(cfg)
     assert (s.acks, s.compression_type, s.retries) == (expected, "gzip", 3)
     assert s.delivery_timeout_ms == cfg.delivery_timeout_ms
+
+
+def test_producer_settings_are_the_configs_values():
+    cfg = resolve_config(
+        "producer",
+        {"batch.size": 4096, "linger.ms": 7, "transactional.id": "t-1"},
+        {"value_serializer": str.encode, "max_block_ms": 1234},
+    )
+    s = ProducerSettings.from_config(cfg)
+    assert (s.batch_size, s.linger_ms, s.max_block_ms) == (4096, 7, 1234)
+    assert s.value_serializer is str.encode and s.key_serializer is None
+    assert (s.transactional_id, s.transaction_timeout_ms) == ("t-1", cfg.transaction_timeout_ms)
+    assert s.idempotent  # a transactional.id implies it
+    assert s.buffer_memory == cfg.buffer_memory
+    with pytest.raises(AttributeError):
+        s.linger_ms = 1  # type: ignore[misc]  # frozen
+
+
+def test_producer_settings_decide_idempotence_once():
+    # left at its default, acks=1 turns idempotence off; set explicitly, it is refused
+    assert not ProducerSettings.from_config(resolve_config("producer", {"acks": 1}, {})).idempotent
+    with pytest.raises(ConfigError, match="acks=1"):
+        ProducerSettings.from_config(
+            resolve_config("producer", {"acks": 1, "enable.idempotence": True}, {})
+        )
+    with pytest.raises(ConfigError, match="transactional.id"):
+        ProducerSettings.from_config(
+            resolve_config("producer", {"transactional.id": "t", "acks": 1}, {})
+        )

@@ -12,6 +12,7 @@ import pytest
 
 from client.aio.config import resolve_config
 from client.aio.idempotence import IdempotenceState, idempotence_enabled
+from client.aio.producer_settings import ProducerSettings
 from client.aio.transactions import TransactionManager, TxnState
 from client.aio.types import TopicPartition
 from client.errors import (
@@ -65,9 +66,9 @@ async def _adding(txn: TransactionManager) -> None:
     await asyncio.wait([txn._add_task])
 
 
-def _config(**kw: object) -> SimpleNamespace:
+def _config(**kw: object) -> ProducerSettings:
     base = {"max_block_ms": 2000, "retry_backoff_ms": 1, "delivery_timeout_ms": 2000}
-    return SimpleNamespace(**{**base, **kw})
+    return ProducerSettings.from_config(resolve_config("producer", None, {**base, **kw}))
 
 
 def _manager(cluster: FakeCoordinator, **kw: object) -> tuple[TransactionManager, list[int]]:

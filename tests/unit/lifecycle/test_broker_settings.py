@@ -4,6 +4,7 @@ typed, with the registry's defaults; bad roles or an empty log.dirs fail there."
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -58,7 +59,7 @@ def test_every_field_is_the_configs_value(tmp_path):
 def test_combined_node_keeps_its_raft_log_under_the_first_log_dir(tmp_path):
     _, s = _settings(tmp_path)
     assert s.combined and s.controller_quorum_voters == ""
-    assert s.metadata_dir == os.path.join(os.path.abspath(tmp_path / "d"), METADATA_DIR_NAME)
+    assert s.metadata_dir == str(Path(os.path.abspath(tmp_path / "d")) / METADATA_DIR_NAME)
     _, s = _settings(tmp_path, **{"metadata.log.dir": str(tmp_path / "meta")})
     assert s.metadata_dir == os.path.abspath(tmp_path / "meta")
 
@@ -75,3 +76,22 @@ def test_broker_only_node_reads_the_voters(tmp_path):
 def test_a_controller_only_config_fails_when_built(tmp_path):
     with pytest.raises(ConfigError, match="gregor controller"):
         _settings(tmp_path, **{"process.roles": "controller"})
+
+
+def test_the_combined_controllers_settings_are_built_with_the_brokers(tmp_path):
+    scram = tmp_path / "scram.yaml"
+    _, s = _settings(
+        tmp_path,
+        **{
+            "process.roles": "broker,controller",
+            "node.id": 3,
+            "num.partitions": 6,
+            "default.replication.factor": 1,
+            "unclean.leader.election.enable": True,
+            "sasl.scram.bootstrap.file": str(scram),
+        },
+    )
+    c = s.controller
+    assert (c.node_id, c.num_partitions, c.unclean_leader_election_enable) == (3, 6, True)
+    assert c.sasl_scram_bootstrap_file == str(scram)
+    assert c.broker_session_timeout_ms == 9000  # the registry's default

@@ -55,3 +55,16 @@ def test_configured_values_and_tls_when_the_controller_listener_is_ssl(tmp_path:
 def test_a_node_in_no_voters_entry_and_without_a_listener_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         VoterSettings.from_config(_config(tmp_path, node_id=7))
+
+
+def test_the_controllers_own_settings_are_built_with_the_voters(tmp_path: Path) -> None:
+    s = VoterSettings.from_config(
+        _config(tmp_path, broker_session_timeout_ms=4500, producer_id_block_size=50)
+    )
+    assert s.controller.node_id == 2
+    assert (s.controller.broker_session_timeout_ms, s.controller.producer_id_block_size) == (
+        4500,
+        50,
+    )
+    assert s.controller.sasl_scram_bootstrap_file is None  # absent: the default
+    assert s.controller.num_partitions == 1

@@ -11,6 +11,7 @@ import os
 import random
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import msgpack
@@ -25,7 +26,7 @@ from client.records.header import HEADER_SIZE, BatchHeader, parse_header
 from client.records.reader import _py_consumer_records, _py_records
 from client.records.record import ConsumerRecord, Record
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module", autouse=True)

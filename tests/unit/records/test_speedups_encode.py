@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import msgpack
 import pytest
@@ -19,7 +20,7 @@ from hypothesis import strategies as st
 
 from client.records import build_batch, builder, decode_batch
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+ROOT = Path(__file__).resolve().parents[3]
 INT64 = st.integers(-(2**63), 2**63 - 1)
 
 
