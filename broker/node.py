@@ -60,6 +60,7 @@ from broker.replica.isr import IsrProposer
 from broker.security.links import OutgoingSecurity
 from broker.services import Services
 from broker.txn import NetworkMarkerChannel, TxnCoordinator
+from broker.txn.marker_append import ReplicaMarkers
 from broker.txn.markers import MarkerSettings
 from client.config.loader import Config
 from client.config.types import parse_list
@@ -169,6 +170,11 @@ class BrokerNode:
                     max_frame_bytes=settings.socket_request_max_bytes,
                     tls=self.outgoing.inter_broker_tls,
                     sasl=self.outgoing.inter_broker_sasl,
+                ),
+                local=ReplicaMarkers(
+                    self.replica_manager,
+                    lambda: self.publisher.image,
+                    self.group_coordinator.on_txn_marker,
                 ),
             ),
         )

@@ -13,9 +13,13 @@ on a broker that does not lead it: NOT_COORDINATOR.
 Every change is a record written to the shard's partition with acks=all; the in-memory state
 changes once it is replicated, and only then is the client answered. While an id has a write
 or markers in flight it is "pending" and other requests for it get CONCURRENT_TRANSACTIONS
-(Kafka's pendingState). Ending a transaction: PrepareCommit/PrepareAbort written, the client
-answered, the markers sent through the MarkerChannel (broker/txn/markers.py), then
-CompleteCommit/CompleteAbort written.
+(Kafka's pendingState). Ending a transaction: PrepareCommit/PrepareAbort written, the markers
+handed to the MarkerChannel (broker/txn/markers.py) and the client answered; once every marker
+is durable the id is CompleteCommit/CompleteAbort in memory at once (the next transaction of
+the id may start: its parked AddPartitionsToTxn is retried), and Complete* is written. That
+write is appended before anything the next transaction writes, so whatever of the next
+transaction is durable implies Complete* is; if Complete* is lost, the partition says
+Prepare* and whoever loads it sends the markers again (a repeated marker changes nothing).
 
 The thread, every transaction.abort.timed.out.transaction.cleanup.interval.ms (and after each
 load): aborts Ongoing transactions past their timeout (epoch bumped: the producer is fenced),
@@ -486,9 +490,13 @@ class TxnCoordinator:
     def _is_current(self, shard: TxnShard) -> bool:
         return self._shards.get(shard.partition) is shard
 
-    def _write(self, shard: TxnShard, md: TxnMetadata, answer: Answer) -> None:
+    def _write(
+        self, shard: TxnShard, md: TxnMetadata, answer: Answer, settle: bool = True
+    ) -> None:
         """Append `md` (acks=all); once replicated it becomes the id's state, then `answer`.
-        A Prepare* state goes on to the markers (the id stays pending until Complete*)."""
+        A Prepare* state goes on to the markers (the id stays pending until they are durable).
+        `settle` False: the state is already the id's in memory (Complete*, see the module
+        docstring); the write's outcome changes nothing and a failure is only logged."""
         tp = (TRANSACTION_STATE_TOPIC, shard.partition)
         tid = md.transactional_id
         now = self._clock()
@@ -496,6 +504,12 @@ class TxnCoordinator:
         def done(statuses: Mapping[tuple[str, int], ProducePartitionStatus]) -> None:
             st = statuses[tp]
             code = int(st.error_code)
+            if not settle:
+                if code:
+                    log.warning("%s %s: writing %s failed: error %d (%s); the id's next load"
+                                " sends its markers again", self._prefix, tid,
+                                md.state.kafka_name, code, st.error_message)  # fmt: skip
+                return
             freed: list[_Parked] = []
             with self.lock:
                 entry = shard.txns.get(tid)
@@ -516,11 +530,11 @@ class TxnCoordinator:
                 for w in freed:
                     w.retry()
                 return
+            if current and md.state in PREPARED:
+                self._send_markers(shard, md)  # (first: the answer need not wait on them)
             answer(0, None)
             for w in freed:  # (the next transaction's AddPartitionsToTxn)
                 w.retry()
-            if current and md.state in PREPARED:
-                self._send_markers(shard, md)
 
         res = self.replica_manager.append_records(
             -1, self.settings.write_timeout_ms, {tp: build_batch(records_of([md]),
@@ -547,7 +561,19 @@ class TxnCoordinator:
                 for w in freed:
                     w.retry()
                 return
-            self._write(shard, sm.complete(md, self._clock()), lambda code, msg: None)
+            # Every marker is durable: the id is Complete* now, and free for its next
+            # transaction, whose first write is appended after this Complete* (module docstring)
+            done_md = sm.complete(md, self._clock())
+            with self.lock:
+                entry = shard.txns.get(tid)
+                if not self._is_current(shard) or entry is None or entry.md is not md:
+                    return  # (no longer ours: the new coordinator resumes from the log)
+                entry.md = done_md
+                entry.pending = False
+                freed = self._release(shard, tid)
+            self._write(shard, done_md, lambda code, msg: None, settle=False)
+            for w in freed:
+                w.retry()
 
         if not md.partitions:
             sent(True)

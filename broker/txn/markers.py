@@ -23,18 +23,27 @@ A job whose `still_valid()` turns false (this broker no longer leads the transac
 `__transaction_state` partition) is dropped with done(False); the new coordinator resumes it.
 `shutdown` gives every job not finished back the same way, and so does `send` after it.
 
-Threads: `send` from any thread; `done` runs on the channel's thread, outside its lock.
+Partitions this broker leads itself take no request: `LocalMarkers` appends their markers
+through the same code as the WriteTxnMarkers handler (broker/txn/marker_append.py). A job
+whose partitions are all led here is appended by `send` in the caller's thread, and `done`
+runs on the thread that makes the last marker durable (the flusher's), with no hop to the
+channel's thread: a producer's next transaction waits on this (decision entry). What such a
+job could not place (a leader moved meanwhile) goes to the channel's thread, as any other.
+
+Threads: `send` from any thread; `done` runs outside the channel's lock, on the channel's
+thread or, for a job appended here, on the thread that answered its last append.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from broker.replica.leader_connection import LeaderConnection
+from broker.txn.marker_append import Codes, MarkerSpec
 from broker.txn.state import TP
 from client.errors import ErrorCode
 from client.security.scram import SaslCredentials
@@ -107,6 +116,19 @@ class MarkerSettings:
     sasl: SaslCredentials | None = None  # the broker's own SASL user, or None
 
 
+class LocalMarkers(Protocol):
+    """Appends markers to partitions this broker leads (marker_append.append_markers over the
+    broker's replica manager); `answer` gets one code map per spec, maybe later, on another
+    thread."""
+
+    def append(self, specs: Sequence[MarkerSpec], answer: Callable[[list[Codes]], None]) -> None: ...
+
+
+def _spec(job: MarkerJob, tps: list[TP]) -> MarkerSpec:
+    return MarkerSpec(job.producer_id, job.producer_epoch, job.commit, job.coordinator_epoch,
+                      sorted(tps))  # fmt: skip
+
+
 class Connection(Protocol):
     """What the channel needs of a connection to a leader (LeaderConnection)."""
 
@@ -123,8 +145,10 @@ class NetworkMarkerChannel:
         endpoint_of: Callable[[int], tuple[str, int] | None],
         settings: MarkerSettings,
         connect: Callable[[tuple[str, int]], Connection] | None = None,
+        local: LocalMarkers | None = None,
     ) -> None:
         self.node_id = node_id
+        self._local = local
         self._connect = connect or self._leader_connection
         self._leader_of = leader_of  # None: the partition no longer exists; -1: no leader now
         self._endpoint_of = endpoint_of
@@ -132,6 +156,7 @@ class NetworkMarkerChannel:
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._jobs: list[_Pending] = []
+        self._fresh = False  # a job came since the last round started: no retry back-off
         self._conns: dict[int, Connection] = {}
         self._failing: set[int] = set()
         self._stop = False
@@ -167,13 +192,34 @@ class NetworkMarkerChannel:
     def send(
         self, job: MarkerJob, done: Callable[[bool], None], still_valid: Callable[[], bool]
     ) -> None:
+        if self._local is not None and job.partitions and not self._stop and all(
+            self._leader_of(*tp) == self.node_id for tp in job.partitions
+        ):
+            pending = _Pending(job, done, still_valid, set(job.partitions))
+            self._local.append(
+                [_spec(job, list(job.partitions))],
+                lambda codes: self._appended_here(pending, codes[0]),
+            )
+            return
+        self._enqueue(_Pending(job, done, still_valid, set(job.partitions)))
+
+    def _enqueue(self, pending: _Pending) -> None:
         with self._lock:
             stopped = self._stop
             if not stopped:
-                self._jobs.append(_Pending(job, done, still_valid, set(job.partitions)))
+                self._jobs.append(pending)
+                self._fresh = True
                 self._wake.notify_all()
         if stopped:  # after shutdown: given back at once
-            done(False)
+            pending.done(False)
+
+    def _appended_here(self, j: _Pending, codes: Codes) -> None:
+        """The answer to a job `send` appended itself: done, or what is left to the thread."""
+        self._take_codes(j, codes, self.node_id)
+        if j.dropped or not j.remaining:
+            j.done(not j.dropped)
+        else:
+            self._enqueue(j)
 
     def _run(self) -> None:
         retry = False
@@ -181,11 +227,12 @@ class NetworkMarkerChannel:
             with self._lock:
                 if self._stop:
                     return
-                if not self._jobs or retry:
+                if not self._jobs or (retry and not self._fresh):
                     self._wake.wait(MARKER_RETRY_BACKOFF_MS / 1000 if retry else 0.5)
                 if self._stop:
                     return
                 jobs = list(self._jobs)
+                self._fresh = False
             try:
                 self._round(jobs)
             except Exception:  # a bug: logged, the jobs are retried
@@ -220,6 +267,9 @@ class NetworkMarkerChannel:
             self._send_to(leader, items)
 
     def _send_to(self, leader: int, items: list[tuple[_Pending, list[TP]]]) -> None:
+        if leader == self.node_id and self._local is not None:
+            self._append_here_and_wait(items)
+            return
         try:
             conn = self._conns.get(leader)
             if conn is None:
@@ -242,21 +292,43 @@ class NetworkMarkerChannel:
         for i, (j, _tps) in enumerate(items):
             if i >= len(answers) or answers[i]["producer_id"] != j.job.producer_id:
                 continue  # not answered: retried
-            for t in answers[i]["topics"]:
-                for p in t["partitions"]:
-                    code = int(p["error_code"])
-                    tp = (t["name"], int(p["partition_index"]))
-                    if code == 0:
-                        j.remaining.discard(tp)
-                    elif code in _DROP_JOB:
-                        if not j.dropped:
-                            log.warning(
-                                "%s markers of %s (producer %d epoch %d) refused by broker %d: "
-                                "error %d; left to the current coordinator",
-                                self._prefix, j.job.transactional_id, j.job.producer_id,
-                                j.job.producer_epoch, leader, code,
-                            )  # fmt: skip
-                        j.dropped = True
-                    else:
-                        log.debug("%s marker for %s-%d: error %d, retried", self._prefix,
-                                  tp[0], tp[1], code)  # fmt: skip
+            self._take_codes(j, {
+                (t["name"], int(p["partition_index"])): int(p["error_code"])
+                for t in answers[i]["topics"] for p in t["partitions"]
+            }, leader)  # fmt: skip
+
+    def _append_here_and_wait(self, items: list[tuple[_Pending, list[TP]]]) -> None:
+        """The channel thread's round for partitions led here: appended without a request,
+        waited for as a request's answer would be (bounded by the settings' timeout)."""
+        assert self._local is not None
+        got: list[list[Codes]] = []
+        answered = threading.Event()
+
+        def answer(codes: list[Codes]) -> None:
+            got.append(codes)
+            answered.set()
+
+        self._local.append([_spec(j.job, tps) for j, tps in items], answer)
+        if not answered.wait(self.settings.timeout_s):
+            return  # (the appends' own timeout answers later; retried on the next round)
+        for (j, _tps), codes in zip(items, got[0], strict=True):
+            self._take_codes(j, codes, self.node_id)
+
+    def _take_codes(self, j: _Pending, codes: Codes, leader: int) -> None:
+        """One leader's answer for job `j`'s partitions: done ones leave `remaining`; a fencing
+        error drops the job; anything else is retried."""
+        for tp, code in codes.items():
+            if code == 0:
+                j.remaining.discard(tp)
+            elif code in _DROP_JOB:
+                if not j.dropped:
+                    log.warning(
+                        "%s markers of %s (producer %d epoch %d) refused by broker %d: "
+                        "error %d; left to the current coordinator",
+                        self._prefix, j.job.transactional_id, j.job.producer_id,
+                        j.job.producer_epoch, leader, code,
+                    )  # fmt: skip
+                j.dropped = True
+            else:
+                log.debug("%s marker for %s-%d: error %d, retried", self._prefix,
+                          tp[0], tp[1], code)  # fmt: skip

@@ -11,7 +11,11 @@ transaction (a read_committed reader sees them then). Records/s per mode per rou
 summary gives each mode's median and the transactional modes' cost against idempotent,
 `1 - txn/idempotent` in percent.
 
-    .venv/bin/python scripts/bench/txn_bench.py [--records 100000] [--rounds 3]
+    .venv/bin/python scripts/bench/txn_bench.py [--records 100000] [--rounds 3] [--no-flush-on-ack]
+
+`--no-flush-on-ack` runs the server with `log.flush.on.ack=false` (Kafka's page-cache
+behaviour: nothing is fsynced before it is acknowledged), which shows how much of the cost is
+the fsyncs a transaction waits for in a row.
 """
 
 from __future__ import annotations
@@ -66,11 +70,16 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=100_000)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--no-flush-on-ack", action="store_true",
+                    help="server with log.flush.on.ack=false (no fsync before acknowledging)")
     args = ap.parse_args()
     rates: dict[str, list[float]] = {m: [] for m in MODES}
     tmp = Path(tempfile.mkdtemp(prefix="gregor-txn-bench-"))
     try:
-        server = start_server(str(tmp / "data"))
+        server = start_server(
+            str(tmp / "data"),
+            overrides={"log.flush.on.ack": "false"} if args.no_flush_on_ack else None,
+        )
         try:
             with Admin(bootstrap_servers=server.bootstrap) as admin:
                 for m in MODES:
@@ -90,6 +99,7 @@ def main() -> int:
     out = {
         "records": args.records,
         "rounds": args.rounds,
+        "log_flush_on_ack": not args.no_flush_on_ack,
         "load_average": os.getloadavg()[0],
         "records_per_s": {m: [round(x) for x in v] for m, v in rates.items()},
         "median_records_per_s": {m: round(v) for m, v in med.items()},

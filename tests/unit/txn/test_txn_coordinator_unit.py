@@ -341,3 +341,77 @@ def test_epoch_exhaustion_takes_a_new_producer_id() -> None:
 
 def test_empty_transactional_id_is_refused() -> None:
     assert Harness().init("")[0] == E.INVALID_REQUEST
+
+
+class HeldReplicaManager(MemReplicaManager):
+    """Appends at once (the log's order is the call order) but, while `hold` is set, answers
+    only when `deliver` is called: a write that is appended and not yet durable."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hold = False
+        self.held: list[tuple[Callable, dict]] = []
+
+    def append_records(self, acks, timeout_ms, entries, callback):
+        statuses = super().append_records(acks, timeout_ms, entries, callback)
+        if not self.hold:
+            return statuses
+        self.held.append((callback, statuses))
+        return None
+
+    def deliver(self, code: int = 0) -> None:
+        callback, statuses = self.held.pop(0)
+        if code:
+            statuses = {tp: ProducePartitionStatus(code, error_message="boom") for tp in statuses}
+        callback(statuses)
+
+
+def test_the_next_transaction_starts_once_the_markers_are_durable() -> None:
+    """The id is Complete* in memory when its markers are durable: a parked AddPartitionsToTxn
+    is retried then, before Complete* itself is durable, and its Ongoing record is appended
+    after Complete* (so it is durable only if Complete* is)."""
+    rm = HeldReplicaManager()
+    h = Harness(rm)
+    _, pid, _ = h.init("tn")
+    assert h.add("tn", pid, 0, ("a", 0)) == 0
+    assert h.end("tn", pid, 0, commit=True) == 0
+    parked: list = []
+    h.tc.add_partitions("tn", pid, 0, frozenset({("a", 1)}), lambda c, m: parked.append(c))
+    assert parked == []  # the markers are out
+    rm.hold = True
+    h.markers.finish()
+    # Complete* and the next transaction's Ongoing are both appended, in that order, and
+    # neither is durable yet
+    assert h.log("tn")[-3:] == [(S.PREPARE_COMMIT, 0), (S.COMPLETE_COMMIT, 0), (S.ONGOING, 0)]
+    assert len(rm.held) == 2 and parked == []
+    assert h.add("tn", pid, 0, ("a", 2)) == E.CONCURRENT_TRANSACTIONS  # Ongoing is in flight
+    rm.deliver()  # Complete* durable: nothing changes, the id's state is already past it
+    assert parked == []
+    rm.deliver()  # Ongoing durable: the parked request is answered
+    assert parked == [0]
+    md = h.tc.describe("tn")
+    assert md is not None and md.state == S.ONGOING and md.partitions == {("a", 1)}
+
+
+def test_a_failed_complete_write_leaves_the_state_and_is_resent_on_load() -> None:
+    """Complete* failing after the markers are durable changes nothing in memory; a coordinator
+    loading the partition finds Prepare* and sends the markers again."""
+    rm = HeldReplicaManager()
+    h = Harness(rm)
+    _, pid, _ = h.init("tf")
+    assert h.add("tf", pid, 0, ("a", 0)) == 0
+    assert h.end("tf", pid, 0, commit=False) == 0
+    rm.hold = True
+    h.markers.finish()
+    rm.deliver(int(E.NOT_LEADER_OR_FOLLOWER))
+    md = h.tc.describe("tf")
+    assert md is not None and md.state == S.COMPLETE_ABORT
+    # the Complete* record "lost": a new coordinator loads Prepare* and resends the markers
+    p = partition_for("tf", PARTS)
+    rm.logs[p].batches.pop()
+    rm.hold = False
+    h2 = Harness(rm, epoch=1)
+    h2.tc.check_transactions()
+    job = h2.markers.finish()
+    assert job.transactional_id == "tf" and job.commit is False
+    assert h2.log("tf")[-1] == (S.COMPLETE_ABORT, 0)

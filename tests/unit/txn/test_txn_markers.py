@@ -128,3 +128,117 @@ def test_unreachable_leader_is_retried_and_shutdown_gives_the_job_back() -> None
     assert done == [False]
     ch.send(MarkerJob("v", 2, 0, True, frozenset({("a", 0)}), 0), done.append, lambda: True)
     assert done == [False, False]  # a send after shutdown is given back at once
+
+
+class FakeLocal:
+    """LocalMarkers answering from `codes` ((topic, partition) -> code, default NONE), at once
+    or, with `held`, when the test releases them."""
+
+    def __init__(self, codes: dict, held: bool = False) -> None:
+        self.codes = codes
+        self.held = held
+        self.calls: list = []
+        self.waiting: list = []
+
+    def append(self, specs, answer) -> None:
+        self.calls.append((threading.current_thread().name, list(specs)))
+        got = [{tp: int(self.codes.get(tp, 0)) for tp in s.partitions} for s in specs]
+        if self.held:
+            self.waiting.append((answer, got))
+        else:
+            answer(got)
+
+
+def test_partitions_led_here_take_no_request() -> None:
+    """A job whose partitions all have this broker (1) as leader is appended by send() itself,
+    with no request and no hop to the channel's thread; a mixed job's local part is appended
+    by the thread without a request to itself."""
+    leaders = {("a", 0): 1, ("a", 1): 1, ("b", 0): 2}
+    sent: list = []
+    local = FakeLocal({}, held=True)
+    ch = NetworkMarkerChannel(1, lambda t, p: leaders.get((t, p)), lambda b: ("127.0.0.1", 9000 + b),
+                              MarkerSettings(), connect=lambda ep: FakeLeader(ep[1] - 9000, sent, {}),
+                              local=local)  # fmt: skip
+    ch.start()
+    done: list = []
+    try:
+        ch.send(MarkerJob("l", 5, 1, True, frozenset({("a", 0), ("a", 1)}), 2), done.append,
+                lambda: True)  # fmt: skip
+        assert len(local.calls) == 1 and local.calls[0][0] == threading.current_thread().name
+        (spec,) = local.calls[0][1]
+        assert (spec.producer_id, spec.producer_epoch, spec.commit, spec.coordinator_epoch) == (
+            5, 1, True, 2)
+        assert list(spec.partitions) == [("a", 0), ("a", 1)]
+        assert done == []  # not durable yet
+        answer, got = local.waiting.pop()
+        answer(got)
+        assert done == [True]
+        # a mixed job: broker 2's part by request, ours by the thread, without a request
+        local.held = False
+        ch.send(MarkerJob("m", 6, 0, False, frozenset({("a", 0), ("b", 0)}), 0), done.append,
+                lambda: True)  # fmt: skip
+        _wait(done, 2)
+        assert done == [True, True]
+        assert {n for n, _ in sent} == {2}
+        assert local.calls[-1][0] == "txn-markers" and list(local.calls[-1][1][0].partitions) == [
+            ("a", 0)]
+    finally:
+        ch.shutdown()
+
+
+def test_a_local_job_whose_leader_moved_goes_to_the_thread() -> None:
+    """What a job appended here could not place (NOT_LEADER_OR_FOLLOWER: the leader moved
+    meanwhile) is retried by the channel's thread against the leader the metadata names."""
+    leaders = {("a", 0): 1}
+    sent: list = []
+    local = FakeLocal({("a", 0): ErrorCode.NOT_LEADER_OR_FOLLOWER})
+    ch = NetworkMarkerChannel(1, lambda t, p: leaders.get((t, p)), lambda b: ("127.0.0.1", 9000 + b),
+                              MarkerSettings(), connect=lambda ep: FakeLeader(ep[1] - 9000, sent, {}),
+                              local=local)  # fmt: skip
+    leaders[("a", 0)] = 1
+    ch.start()
+    done: list = []
+    try:
+        ch.send(MarkerJob("r", 7, 0, True, frozenset({("a", 0)}), 0), done.append, lambda: True)
+        assert local.calls and done == []
+        leaders[("a", 0)] = 3
+        _wait(done, 1)
+        assert done == [True] and [n for n, _ in sent] == [3]
+    finally:
+        ch.shutdown()
+
+
+def test_a_new_job_is_not_held_behind_another_jobs_retry_back_off(monkeypatch) -> None:
+    """A job sent while a round is in flight for another job that then fails goes out at once
+    after that round, not after the retry back-off: with the back-off set to an hour, it is
+    still sent."""
+    import broker.txn.markers as markers
+
+    monkeypatch.setattr(markers, "MARKER_RETRY_BACKOFF_MS", 3_600_000)
+    leaders = {("a", 0): 2, ("b", 0): 3}
+    codes = {(2, "a", 0): ErrorCode.NOT_LEADER_OR_FOLLOWER}
+    sent: list = []
+    in_round = threading.Event()
+    release = threading.Event()
+
+    class SlowLeader(FakeLeader):
+        def request(self, api_key: int, body: dict) -> dict:
+            if self.node == 2:
+                in_round.set()
+                release.wait(10)
+            return super().request(api_key, body)
+
+    ch = NetworkMarkerChannel(1, lambda t, p: leaders.get((t, p)), lambda b: ("127.0.0.1", 9000 + b),
+                              MarkerSettings(), connect=lambda ep: SlowLeader(ep[1] - 9000, sent, codes))  # fmt: skip
+    ch.start()
+    first: list = []
+    second: list = []
+    try:
+        ch.send(MarkerJob("x", 1, 0, True, frozenset({("a", 0)}), 0), first.append, lambda: True)
+        assert in_round.wait(10)
+        ch.send(MarkerJob("y", 2, 0, True, frozenset({("b", 0)}), 0), second.append, lambda: True)
+        release.set()  # x's round ends refused (retry due in an hour); y must not wait for it
+        _wait(second, 1)
+        assert second == [True] and first == []
+    finally:
+        ch.shutdown()
