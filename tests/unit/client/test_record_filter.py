@@ -63,7 +63,9 @@ def test_readable_end_is_the_last_stable_offset_under_read_committed() -> None:
     p = {"high_watermark": 9, "last_stable_offset": 2}
     assert RecordFilter(True, True).readable_end(p) == 2
     assert RecordFilter(False, True).readable_end(p) == 9
-    assert RecordFilter(True, True).readable_end({"high_watermark": 9, "last_stable_offset": -1}) == 9
+    assert (
+        RecordFilter(True, True).readable_end({"high_watermark": 9, "last_stable_offset": -1}) == 9
+    )
 
 
 def test_corrupt_bytes_raise() -> None:
