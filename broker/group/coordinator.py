@@ -5,8 +5,9 @@
     gc.start() ... gc.shutdown()             # the "group-coordinator" thread: loads, expiry
 
 It is three owners over one lock:
-- `gc.shards` (broker/group/shards.py): which offsets partitions ("shards") this broker leads,
-  their loading from the log, and the lock that guards every shard's groups and offsets;
+- `gc.shards` (broker/group/shards.py over broker/coordination/shards.py): which offsets
+  partitions ("shards") this broker leads, their loading from the log, and the lock that guards
+  every shard's groups and offsets;
 - `gc.writes` (broker/group/offset_writes.py): OffsetCommit, OffsetFetch, DeleteGroups and
   OffsetDelete, appended with acks=all in the order they were validated;
 - the coordinator itself: KIP-848 membership (ConsumerGroupHeartbeat, expiry), FindCoordinator,
@@ -28,7 +29,7 @@ from typing import Any
 from broker.group.assignors import ASSIGNORS, TP
 from broker.group.offset_writes import OffsetWrites
 from broker.group.offsets_topic import GroupSettings, OffsetsTopic, TopicRegex
-from broker.group.shards import ShardTable
+from broker.group.shards import GroupShards
 from broker.group.state import ConsumerGroup, GroupError
 from broker.group.views import describe_body, nested
 from client.errors import ErrorCode
@@ -56,7 +57,7 @@ class GroupCoordinator:
         self.settings = settings
         self._image = image
         self._clock = clock
-        self.shards = ShardTable(node_id, replica_manager, settings, image, on_tick=self._expire)
+        self.shards = GroupShards(node_id, replica_manager, settings, image, on_tick=self._expire)
         self.writes = OffsetWrites(self.shards, replica_manager, settings)
         self.offsets_topic = OffsetsTopic(node_id, settings, image)
         self.topic_regex = TopicRegex()

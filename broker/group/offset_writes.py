@@ -1,4 +1,4 @@
-"""OffsetWrites: committed offsets in, out and deleted, for the groups of a ShardTable.
+"""OffsetWrites: committed offsets in, out and deleted, for the groups of a GroupShards table.
 
     writes = OffsetWrites(shards, replica_manager, settings)
     writes.commit(body, respond)                 # OffsetCommit
@@ -27,7 +27,7 @@ from typing import Any
 from broker.group.assignors import TP
 from broker.group.offsets import CommittedOffset, commit_batch, tombstone_batch
 from broker.group.offsets_topic import OFFSETS_TOPIC, GroupSettings
-from broker.group.shards import Shard, ShardTable
+from broker.group.shards import GroupShards, Shard
 from broker.group.state import GroupError
 from client.errors import ErrorCode
 from client.protocol.body import Body
@@ -49,7 +49,7 @@ _WRITE_ERRORS = {
 
 
 class OffsetWrites:
-    def __init__(self, shards: ShardTable, replica_manager: Any, settings: GroupSettings) -> None:
+    def __init__(self, shards: GroupShards, replica_manager: Any, settings: GroupSettings) -> None:
         self.shards = shards
         self.replica_manager = replica_manager
         self.settings = settings

@@ -7,8 +7,10 @@
 A transactional id lives in partition `partition_for(id)` ("its shard"). While this broker
 leads that partition the shard holds each id's `TxnMetadata` (broker/txn/state.py); becoming
 leader schedules a load (the partition read from its start: the last record of each id wins),
-and the coordinator epoch is the partition's leader epoch. Until loaded: COORDINATOR_LOAD_IN_PROGRESS;
-on a broker that does not lead it: NOT_COORDINATOR.
+and the coordinator epoch is the partition's leader epoch. `tc.shards` owns which partitions
+this broker leads, their loading and the lock (broker/coordination/shards.py, with the shard and
+its loader in broker/txn/shards.py). Until loaded: COORDINATOR_LOAD_IN_PROGRESS; on a broker
+that does not lead it: NOT_COORDINATOR.
 
 Every change is a record written to the shard's partition with acks=all; the in-memory state
 changes once it is replicated, and only then is the client answered. While an id has a write
@@ -35,25 +37,20 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from broker.coordination.shards import CoordinatorShards
 from broker.txn import state as sm
-from broker.txn.log_format import (
-    TRANSACTION_STATE_TOPIC,
-    decode_key,
-    decode_value,
-    partition_for,
-    records_of,
-)
+from broker.txn.log_format import TRANSACTION_STATE_TOPIC, partition_for, records_of
 from broker.txn.markers import MarkerChannel, MarkerJob
+from broker.txn.shards import TxnEntry, TxnShard, read_txns
 from broker.txn.state import PREPARED, TP, TxnMetadata
 from broker.txn.topic import TxnSettings, TxnTopic
 from client.errors import ErrorCode
-from client.records import build_batch, decode_records
+from client.records import build_batch
 
 if TYPE_CHECKING:
     from broker.replica import ReplicaManager
@@ -63,7 +60,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_LOAD_READ_BYTES = 1024 * 1024
 # AddPartitionsToTxn for an id whose previous transaction is still completing (its markers,
 # then Complete*) waits for that, up to this long, instead of answering CONCURRENT_TRANSACTIONS
 # at once: a producer's next transaction then starts as soon as it can, not after a client
@@ -96,26 +92,12 @@ class TxnError(Exception):
 
 
 @dataclass
-class TxnEntry:
-    md: TxnMetadata | None  # None while the id's first record is being written
-    pending: bool = False
-
-
-@dataclass
 class _Parked:
     """An AddPartitionsToTxn waiting for its id's transaction to complete."""
 
     deadline: float  # time.monotonic()
     retry: Callable[[], None]  # runs the request again
     answer: Answer
-
-
-@dataclass
-class TxnShard:
-    partition: int
-    coordinator_epoch: int
-    loaded: bool = False
-    txns: dict[str, TxnEntry] = field(default_factory=dict)
 
 
 class TxnCoordinator:
@@ -132,134 +114,53 @@ class TxnCoordinator:
         self.node_id = node_id
         self.replica_manager = replica_manager
         self.settings = settings
-        self._image = image
         self._next_pid = next_producer_id
         self.markers = markers
         self._clock = clock
         self.topic = TxnTopic(node_id, settings, image)
-        self.lock = threading.Lock()
-        self._wake = threading.Condition(self.lock)
-        self._shards: dict[int, TxnShard] = {}
-        self._loads: list[tuple[int, int]] = []
+        self.shards = CoordinatorShards(
+            node_id, TRANSACTION_STATE_TOPIC, replica_manager, image, settings.partitions,
+            new_shard=TxnShard, loader=read_txns, on_tick=self._tick, name="txn-coordinator",
+            wait_s=lambda: self._next_check - time.monotonic(),
+        )  # fmt: skip
+        self.lock = self.shards.lock  # guards the shards and the parked requests
         self._parked: dict[tuple[int, str], list[_Parked]] = {}  # (partition, id) -> waiting
-        self._stop = False
-        self._thread: threading.Thread | None = None
-        self._prefix = f"[broker={node_id} txn-coordinator]"
+        self._next_check = 0.0  # time.monotonic() of the next check_transactions
+        self._prefix = self.shards.prefix
 
     # -- lifecycle -------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the marker channel and the coordinator's thread (both stopped by shutdown)."""
+        """Start the marker channel and the shards' thread (both stopped by shutdown)."""
         self.markers.start()
-        self._thread = threading.Thread(target=self._run, name="txn-coordinator", daemon=True)
-        self._thread.start()
+        self._next_check = time.monotonic() + self.settings.abort_check_interval_ms / 1000
+        self.shards.start()
 
     def shutdown(self) -> None:
-        with self.lock:
-            self._stop = True
-            self._wake.notify_all()
-        if self._thread is not None:
-            self._thread.join(10)
-            self._thread = None
+        self.shards.shutdown()
         self.markers.shutdown()
 
-    def _run(self) -> None:
-        interval = self.settings.abort_check_interval_ms / 1000
-        next_check = time.monotonic() + interval
-        while True:
-            with self.lock:
-                if self._stop:
-                    return
-                if not self._loads:
-                    self._wake.wait(max(0.0, min(0.1, next_check - time.monotonic())))
-                loads, self._loads = self._loads, []
-            self.expire_parked(time.monotonic())
-            for p, epoch in loads:
-                try:
-                    self.load(p, epoch)
-                except Exception:
-                    log.exception("%s loading %s-%d failed", self._prefix,
-                                  TRANSACTION_STATE_TOPIC, p)  # fmt: skip
-                    with self.lock:
-                        self._loads.append((p, epoch))  # retried on the next round
-            if loads or time.monotonic() >= next_check:
-                next_check = time.monotonic() + interval
-                try:
-                    self.check_transactions()
-                except Exception:
-                    log.exception("%s timeout check failed", self._prefix)
+    def _tick(self, loaded: bool) -> None:
+        """After each round of the shards' thread: parked requests retried or expired; every
+        abort_check_interval_ms, and after a load, check_transactions."""
+        self.expire_parked(time.monotonic())
+        if loaded or time.monotonic() >= self._next_check:
+            self._next_check = time.monotonic() + self.settings.abort_check_interval_ms / 1000
+            try:
+                self.check_transactions()
+            except Exception:
+                log.exception("%s timeout check failed", self._prefix)
 
     # -- leadership and loading -----------------------------------------------------------------
 
     def on_metadata(self, image: MetadataImage, delta: object) -> None:
         """Publisher subscriber (after the ReplicaManager applied the image)."""
-        topic = image.topics.get(TRANSACTION_STATE_TOPIC)
-        parts = topic.partitions if topic is not None else {}
-        with self.lock:
-            for p, reg in parts.items():
-                shard = self._shards.get(p)
-                if reg.leader == self.node_id:
-                    if shard is None or shard.coordinator_epoch != reg.leader_epoch:
-                        self._shards[p] = TxnShard(p, reg.leader_epoch)
-                        self._loads.append((p, reg.leader_epoch))
-                        self._wake.notify_all()
-                elif shard is not None:
-                    del self._shards[p]
-                    log.info("%s no longer coordinator of %s-%d (%d transactional ids dropped)",
-                             self._prefix, TRANSACTION_STATE_TOPIC, p, len(shard.txns))  # fmt: skip
-            for p in [p for p in self._shards if p not in parts]:
-                del self._shards[p]
-
-    def load(self, p: int, epoch: int) -> None:
-        """Rebuild partition `p`'s transactional ids from its log, if this broker still leads it
-        at `epoch`. Runs on the coordinator's thread (tests call it)."""
-        start = time.monotonic()
-        part = self.replica_manager.get_partition(TRANSACTION_STATE_TOPIC, p)
-        if part is None or not part.is_leader or part.leader_epoch != epoch:
-            return
-        txns: dict[str, TxnMetadata] = {}
-        offset, end = part.log.log_start_offset, part.log.end_offset
-        records = skipped = 0
-        while offset < end:
-            got = part.log.read(offset, _LOAD_READ_BYTES)
-            if not got.data:
-                break
-            for r in decode_records(got.data):
-                if r.offset < offset or r.key is None:
-                    continue
-                records += 1
-                try:
-                    tid = decode_key(r.key)
-                    if r.value is None:
-                        txns.pop(tid, None)
-                    else:
-                        txns[tid] = decode_value(tid, r.value)
-                except (ValueError, UnicodeDecodeError) as exc:  # not ours: skipped
-                    skipped += 1
-                    if skipped == 1:
-                        log.warning("%s %s-%d offset %d: unreadable record skipped (%s)",
-                                    self._prefix, TRANSACTION_STATE_TOPIC, p, r.offset, exc)  # fmt: skip
-            offset = got.next_offset
-        with self.lock:
-            shard = self._shards.get(p)
-            if shard is None or shard.coordinator_epoch != epoch:
-                return
-            shard.txns = {tid: TxnEntry(md) for tid, md in txns.items()}
-            shard.loaded = True
-        prepared = sum(1 for md in txns.values() if md.state in PREPARED)
-        log.info(
-            "%s coordinator of %s-%d (epoch %d): loaded %d records, %d transactional ids"
-            " (%d to complete), in %.0f ms",
-            self._prefix, TRANSACTION_STATE_TOPIC, p, epoch, records, len(txns), prepared,
-            (time.monotonic() - start) * 1000,
-        )  # fmt: skip
+        self.shards.on_metadata(image, delta)
 
     def _shard(self, tid: str) -> TxnShard:
         """The loaded shard of `tid` (lock held), else TxnError."""
-        topic = self._image().topics.get(TRANSACTION_STATE_TOPIC)
-        n = len(topic.partitions) if topic is not None else self.settings.partitions
-        p = partition_for(tid, n)
-        shard = self._shards.get(p)
+        p = partition_for(tid, self.shards.num_partitions())
+        shard = self.shards.at(p)
         if shard is None:
             raise TxnError(ErrorCode.NOT_COORDINATOR,
                            f"broker {self.node_id} is not the coordinator of {tid}")  # fmt: skip
@@ -297,10 +198,10 @@ class TxnCoordinator:
         """ListTransactions: (NONE or COORDINATOR_LOAD_IN_PROGRESS while a shard is loading,
         the metadata of every id in the shards this broker leads). Any thread."""
         with self.lock:
-            loading = any(not shard.loaded for shard in self._shards.values())
+            loading = any(not shard.loaded for shard in self.shards.all())
             found = [
                 entry.md
-                for shard in self._shards.values()
+                for shard in self.shards.all()
                 for entry in shard.txns.values()
                 if entry.md is not None
             ]
@@ -410,9 +311,7 @@ class TxnCoordinator:
         now = self._clock()
         todo: list[tuple[TxnShard, TxnMetadata, bool]] = []  # (shard, metadata, write first)
         with self.lock:
-            for shard in list(self._shards.values()):
-                if not shard.loaded:
-                    continue
+            for shard in self.shards.loaded():
                 for tid, entry in shard.txns.items():
                     md = entry.md
                     if entry.pending or md is None:
@@ -464,7 +363,7 @@ class TxnCoordinator:
         with self.lock:
             for key in list(self._parked):
                 p, tid = key
-                shard = self._shards.get(p)
+                shard = self.shards.at(p)
                 entry = shard.txns.get(tid) if shard is not None else None
                 if entry is None or not entry.pending:
                     retry += self._parked.pop(key)
@@ -488,7 +387,7 @@ class TxnCoordinator:
         return entry
 
     def _is_current(self, shard: TxnShard) -> bool:
-        return self._shards.get(shard.partition) is shard
+        return self.shards.is_current(shard)
 
     def _write(
         self, shard: TxnShard, md: TxnMetadata, answer: Answer, settle: bool = True

@@ -1,5 +1,8 @@
 """Asyncio Admin: topics, cluster description, offsets, configs, the metadata quorum.
 
+Each family of calls lives in an admin_*.py module of its own (topics: admin_topics.py,
+groups: admin_groups.py, ...), which the Admin method of each call delegates to.
+
 Topic changes are sent to any broker (which forwards them to the active controller).
 `create_topic` and `delete_topic` then wait until that broker's metadata shows the change,
 so a producer created next finds the topic.
@@ -13,8 +16,6 @@ Loop-owned: every method runs on the admin's event loop.
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -26,6 +27,7 @@ from client.aio import (
     admin_quotas,
     admin_reassign,
     admin_records,
+    admin_topics,
     admin_txn,
     admin_users,
 )
@@ -55,23 +57,12 @@ from client.aio.types import (
 )
 from client.errors import (
     ClientClosedError,
-    ConfigError,
-    ErrorCode,
     GregorError,
-    GregorTimeoutError,
     UnknownTopicOrPartitionError,
     error_for_code,
 )
 from client.protocol import ApiKey
-from client.protocol.apis.admin import (
-    ELECTION_PREFERRED,
-    ELECTION_UNCLEAN,
-    flatten_election_results,
-    group_partitions,
-)
 from client.security.acl import AclBinding, AclBindingFilter
-
-_ELECTION_TYPES = {"preferred": ELECTION_PREFERRED, "unclean": ELECTION_UNCLEAN}
 
 
 class Admin:
@@ -137,59 +128,14 @@ class Admin:
         `--if-not-exists`); its partitions and configs are left as they are, not compared with
         the arguments."""
         self._check_open()
-        timeout = self._timeout(timeout_ms)
-        assignments = []
-        if replica_assignment is not None:
-            rows = [[int(b) for b in r] for r in replica_assignment]
-            if partitions not in (1, -1, len(rows)) or (
-                rows and replication_factor not in (1, -1, len(rows[0]))
-            ):
-                raise ValueError(
-                    f"replica_assignment gives {len(rows)} partitions of"
-                    f" {len(rows[0]) if rows else 0} replicas: partitions={partitions},"
-                    f" replication_factor={replication_factor} disagree (leave them out)"
-                )
-            if not rows:
-                raise ValueError("replica_assignment is empty: give at least one partition")
-            partitions = replication_factor = -1
-            assignments = [{"partition": i, "broker_ids": r} for i, r in enumerate(rows)]
-        body = {
-            "topics": [
-                {
-                    "name": name,
-                    "num_partitions": partitions,
-                    "replication_factor": replication_factor,
-                    "assignments": assignments,
-                    "configs": [
-                        {"name": k, "value": None if v is None else str(v)}
-                        for k, v in (config or {}).items()
-                    ],
-                }
-            ],
-            "timeout_ms": timeout,
-            "validate_only": validate_only,
-        }
-        resp = await self._cluster.send_any(ApiKey.CREATE_TOPICS, body, timeout_ms=timeout + 5000)
-        for t in resp["topics"]:
-            if t["error_code"] == ErrorCode.TOPIC_ALREADY_EXISTS and exist_ok:
-                continue
-            if t["error_code"]:
-                raise error_for_code(t["error_code"])(t["error_message"] or f"topic {t['name']!r}")
-        if not validate_only:
-            await self._wait_metadata(name, present=True, timeout_ms=timeout)
+        await admin_topics.create_topic(
+            self._cluster, name, partitions, replication_factor, config, replica_assignment,
+            self._timeout(timeout_ms), validate_only, exist_ok,
+        )  # fmt: skip
 
     async def delete_topic(self, name: str, *, timeout_ms: int | None = None) -> None:
         self._check_open()
-        timeout = self._timeout(timeout_ms)
-        resp = await self._cluster.send_any(
-            ApiKey.DELETE_TOPICS,
-            {"topic_names": [name], "timeout_ms": timeout},
-            timeout_ms=timeout + 5000,
-        )
-        for t in resp["responses"]:
-            if t["error_code"]:
-                raise error_for_code(t["error_code"])(t["error_message"] or f"topic {t['name']!r}")
-        await self._wait_metadata(name, present=False, timeout_ms=timeout)
+        await admin_topics.delete_topic(self._cluster, name, self._timeout(timeout_ms))
 
     async def create_partitions(
         self,
@@ -206,28 +152,10 @@ class Admin:
         InvalidReplicaAssignmentError. Returns once this client's metadata shows every partition
         with a leader, so a producer or consumer created next sees them."""
         self._check_open()
-        timeout = self._timeout(timeout_ms)
-        body = {
-            "topics": [
-                {
-                    "name": topic,
-                    "count": total_count,
-                    "assignments": None
-                    if assignments is None
-                    else [{"broker_ids": [int(b) for b in a]} for a in assignments],
-                }
-            ],
-            "timeout_ms": timeout,
-            "validate_only": validate_only,
-        }
-        resp = await self._cluster.send_any(
-            ApiKey.CREATE_PARTITIONS, body, timeout_ms=timeout + 5000
-        )
-        for r in resp["results"]:
-            if r["error_code"]:
-                raise error_for_code(r["error_code"])(r["error_message"] or f"topic {r['name']!r}")
-        if not validate_only:
-            await self._wait_metadata(topic, present=True, timeout_ms=timeout, count=total_count)
+        await admin_topics.create_partitions(
+            self._cluster, topic, total_count, assignments, self._timeout(timeout_ms),
+            validate_only,
+        )  # fmt: skip
 
     async def elect_leaders(
         self,
@@ -245,54 +173,9 @@ class Admin:
         EligibleLeadersNotAvailableError, UnknownTopicOrPartitionError. A whole-request failure
         (no controller, timeout) raises."""
         self._check_open()
-        if election_type not in _ELECTION_TYPES:
-            raise ConfigError(
-                f"election_type must be one of {sorted(_ELECTION_TYPES)}, not {election_type!r}"
-            )
-        timeout = self._timeout(timeout_ms)
-        wanted = None if partitions is None else [(tp.topic, tp.partition) for tp in partitions]
-        body = {
-            "election_type": _ELECTION_TYPES[election_type],
-            "topic_partitions": group_partitions(wanted),
-            "timeout_ms": timeout,
-        }
-        resp = await self._cluster.send_any(ApiKey.ELECT_LEADERS, body, timeout_ms=timeout + 5000)
-        results = flatten_election_results(resp["replica_election_results"])
-        if resp["error_code"] and not results:
-            raise error_for_code(resp["error_code"])("ElectLeaders")
-        out: dict[TopicPartition, Exception | None] = {}
-        for r in results:
-            tp = TopicPartition(r["topic"], r["partition"])
-            code = r["error_code"]
-            out[tp] = error_for_code(code)(r["error_message"] or str(tp)) if code else None
-        return out
-
-    async def _wait_metadata(
-        self, name: str, present: bool, timeout_ms: int, count: int = 0
-    ) -> None:
-        deadline = time.monotonic() + timeout_ms / 1000
-        delay = 0.005
-        while True:
-            md = await self._cluster.fetch_topics([name])
-            parts = md.topics.get(name)
-            ok = (
-                (parts is not None and len(parts) >= count and all(p.leader >= 0 for p in parts))
-                if present
-                else parts is None
-            )
-            if ok:
-                if not present:
-                    self._cluster._topics.discard(name)
-                return
-            if time.monotonic() > deadline:
-                state = "appear" if present else "disappear"
-                if present and count:
-                    state = f"show {count} partitions"
-                raise GregorTimeoutError(
-                    f"topic {name!r} did not {state} in metadata within {timeout_ms} ms"
-                )
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 0.1)
+        return await admin_topics.elect_leaders(
+            self._cluster, partitions, election_type, self._timeout(timeout_ms)
+        )
 
     async def list_topics(self) -> list[str]:
         self._check_open()

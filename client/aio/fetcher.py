@@ -14,6 +14,9 @@ as NOT_LEADER_OR_FOLLOWER) are retried after retry.backoff.ms, and reported thro
 `RetryLog` (client/aio/retry_log.py): a WARNING when a broker's fetches or a partition's
 start failing, at most one per 10 s while it lasts, an INFO when it works again.
 
+Which of the fetched records are returned (read_committed's last stable offset and aborted
+transactions, control records) is the `RecordFilter`'s (client/aio/record_filter.py).
+
 Loop-owned: every method runs on the consumer's event loop.
 """
 
@@ -28,6 +31,8 @@ from typing import Any
 
 from client.aio.cluster import ClusterClient, ClusterMetadata
 from client.aio.consumer_settings import FetchSettings
+from client.aio.offset_lookup import OffsetLookup
+from client.aio.record_filter import RecordFilter
 from client.aio.retry_log import RetryLog
 from client.aio.types import ConsumerRecord, TopicPartition
 from client.errors import (
@@ -41,7 +46,7 @@ from client.errors import (
 from client.metrics import ConsumerMetrics
 from client.protocol import ApiKey
 from client.protocol.body import Body
-from client.records import decode_partition_records, next_offset_and_epoch
+from client.records import next_offset_and_epoch
 
 log = logging.getLogger(__name__)
 _new = tuple.__new__
@@ -113,9 +118,16 @@ class Fetcher:
         self.wake = asyncio.Event()
         self._in_flight: dict[int, asyncio.Task[None]] = {}
         self._closed = False
-        self._isolation = 1 if settings.read_committed else 0
+        self.filter = RecordFilter(settings.read_committed, settings.check_crcs)
         self.retry_log = RetryLog(log)
         self.metrics = ConsumerMetrics()  # Consumer.metrics(): per fetch and per poll
+        self.lookup = OffsetLookup(
+            cluster,
+            settings.request_timeout_ms,
+            settings.retry_backoff_ms,
+            self.filter.isolation_level,
+            self.retry_log,
+        )
 
     def lags(self) -> dict[str, int]:
         """{"topic-partition": high watermark - position} of the partitions where both are
@@ -176,72 +188,9 @@ class Fetcher:
     async def list_offsets(
         self, query: dict[TopicPartition, int]
     ) -> dict[TopicPartition, tuple[int, int]]:
-        """{tp: timestamp(-2|-1|ms)} -> {tp: (offset, timestamp)} from each partition's leader."""
-        out: dict[TopicPartition, tuple[int, int]] = {}
-        pending = dict(query)
-        deadline = time.monotonic() + self.settings.request_timeout_ms / 1000
-        while pending:
-            md = await self.cluster.maybe_refresh()
-            by_node: dict[int, dict[str, list[Body]]] = {}
-            for tp, ts in pending.items():
-                leader = md.leader_for(tp)
-                if leader < 0:
-                    if tp.topic not in md.topics:
-                        await self.cluster.wait_for_partitions(
-                            tp.topic, max(1, (deadline - time.monotonic()) * 1000)
-                        )
-                        md = self.cluster.metadata
-                        leader = md.leader_for(tp)
-                    if leader < 0:
-                        self.cluster.request_update()
-                        continue
-                by_node.setdefault(leader, {}).setdefault(tp.topic, []).append(
-                    {"partition": tp.partition, "timestamp": ts}
-                )
-            retry: list[BaseException] = []
-            for node, topics in by_node.items():
-                body = {
-                    "replica_id": -1,
-                    "isolation_level": self._isolation,
-                    "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
-                }
-                try:
-                    resp = await self.cluster.send(node, ApiKey.LIST_OFFSETS, body)
-                except GregorError as exc:
-                    if not exc.retriable:
-                        raise
-                    retry.append(exc)
-                    continue
-                for t in resp["topics"]:  # type: ignore[index]
-                    for p in t["partitions"]:
-                        tp = TopicPartition(t["name"], p["partition"])
-                        code = p["error_code"]
-                        if code:
-                            err = error_for_code(code)(f"ListOffsets {tp.topic}-{tp.partition}")
-                            if not err.retriable:
-                                raise err
-                            retry.append(err)
-                            self.cluster.request_update()
-                            continue
-                        out[tp] = (p["offset"], p["timestamp"])
-                        pending.pop(tp, None)
-            if pending:
-                if retry:
-                    self.retry_log.failed(
-                        "list_offsets", f"ListOffsets for {len(pending)} partition(s)", retry[-1]
-                    )
-                if time.monotonic() > deadline:
-                    from client.errors import GregorTimeoutError
-
-                    raise GregorTimeoutError(
-                        f"ListOffsets for {sorted(pending)} timed out"
-                        + (f" (last error: {retry[-1]})" if retry else "")
-                    )
-                self.cluster.request_update()
-                await asyncio.sleep(self.settings.retry_backoff_ms / 1000)
-        if self.retry_log.failing:
-            self.retry_log.succeeded("list_offsets")
-        return out
+        """{tp: timestamp(-2|-1|ms)} -> {tp: (offset, timestamp)} from each partition's leader
+        (client/aio/offset_lookup.py)."""
+        return await self.lookup.list_offsets(query)
 
     async def reset_positions(self) -> None:
         """Resolve unknown positions per auto.offset.reset."""
@@ -342,7 +291,7 @@ class Fetcher:
             "max_wait_ms": cfg.fetch_max_wait_ms,
             "min_bytes": cfg.fetch_min_bytes,
             "max_bytes": cfg.fetch_max_bytes,
-            "isolation_level": self._isolation,
+            "isolation_level": self.filter.isolation_level,
             "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
         }
         sent_at = time.monotonic()
@@ -435,9 +384,7 @@ class Fetcher:
             else:
                 self.errors.append(exc)
             return None
-        st.high_watermark = p["high_watermark"]
-        if self._isolation and p.get("last_stable_offset", -1) >= 0:  # what it can read
-            st.high_watermark = p["last_stable_offset"]
+        st.high_watermark = self.filter.readable_end(p)  # (read_committed: the LSO)
         st.log_start_offset = p["log_start_offset"]
         if p.get("diverging_end_offset", -1) >= 0:
             self._diverged(tp, st, p["diverging_epoch"], p["diverging_end_offset"])
@@ -470,8 +417,7 @@ class Fetcher:
         st.fetch_bytes = 0
         st.fetch_offset = max(offset, end)
         self.buffered_bytes += len(data)
-        aborted = p.get("aborted_transactions") if self._isolation else None
-        return tp, data, offset, end, aborted
+        return tp, data, offset, end, self.filter.aborted(p)
 
     def _diverged(self, tp: TopicPartition, st: PartitionState, epoch: int, end: int) -> None:
         """The leader's log diverges from what this consumer fetched at offset `end` (the end of
@@ -532,23 +478,17 @@ class Fetcher:
 
     def _decode(self, chunk: Chunk) -> bool:
         """Decode a buffered chunk in place ([tp, gen, records, next index, bytes, data,
-        requested offset, end, aborted transactions]); records before the requested offset are
-        skipped (a batch may begin before it), and control records and (read_committed) those
-        of aborted transactions are never returned. False when the bytes are corrupt: the error is queued for poll() to raise
+        requested offset, end, aborted transactions]), keeping what the RecordFilter lets
+        through. False when the bytes are corrupt: the error is queued for poll() to raise
         and the partition is fetched again from its position (the error repeats until the user
         seeks past it), dropping whatever was fetched after these bytes."""
-        tp, data, offset = chunk[0], chunk[5], chunk[6]
+        tp = chunk[0]
         try:
-            records = decode_partition_records(
-                data, tp.topic, tp.partition, self.settings.check_crcs, chunk[8]
-            )
+            records, start = self.filter.decode(tp, chunk[5], chunk[6], chunk[8])
         except GregorError as exc:
             self.errors.append(exc)
             self._drop(tp)
             return False
-        start = 0
-        while start < len(records) and records[start].offset < offset:
-            start += 1
         chunk[2], chunk[3], chunk[5] = records, start, None
         return True
 

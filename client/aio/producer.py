@@ -131,11 +131,11 @@ class Producer:
             self._sender = sender = Sender(self.config, self._cluster, self._acc, self._idempotent)
             settings = self.settings
             if settings.transactional_id is not None:
-                assert sender.idem is not None  # (a transactional.id implies idempotence)
-                sender.txn = self._txn = TransactionManager(
+                assert sender.gate.idem is not None  # (a transactional.id implies idempotence)
+                sender.gate.txn = self._txn = TransactionManager(
                     settings.transactional_id,
                     settings.transaction_timeout_ms,
-                    sender.idem,
+                    sender.gate.idem,
                     self._cluster,
                     settings,
                     sender.wake_event.set,

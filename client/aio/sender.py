@@ -13,6 +13,10 @@ sent to: the metadata is asked again every retry.backoff.ms until a leader answe
 partition stays muted while its request is in flight, so records of one partition are written
 in send order, and a retried request goes out again with the same batches.
 
+An idempotent or transactional producer's producer id, sequence numbers and transaction are
+its `ProducerGate`'s (client/aio/producer_gate.py): the sender asks it which batches may go and
+tells it which failed.
+
 A partition whose sends keep failing that way, and InitProducerId or metadata requests that
 keep failing, are reported through `RetryLog` (client/aio/retry_log.py): a WARNING naming the
 error, the partition and the broker at the first failure, then at most one every 10 s with
@@ -36,10 +40,9 @@ from typing import Any
 from client.aio.accumulator import ProducerBatch, RecordAccumulator
 from client.aio.cluster import ClusterClient
 from client.aio.futures import ack_delivery_futures
-from client.aio.idempotence import IdempotenceState
 from client.aio.link_settings import SenderSettings
+from client.aio.producer_gate import ProducerGate
 from client.aio.retry_log import RetryLog
-from client.aio.transactions import TransactionManager
 from client.aio.types import RecordMetadata, TopicPartition
 from client.errors import (
     ClientClosedError,
@@ -47,7 +50,6 @@ from client.errors import (
     ErrorCode,
     GregorError,
     GregorTimeoutError,
-    TransactionAbortedError,
     error_for_code,
 )
 from client.metrics import ProducerMetrics
@@ -84,11 +86,6 @@ class Sender:
         idempotent: bool = False,
     ) -> None:
         self.settings = SenderSettings.from_config(config)  # (config: resolve_config's)
-        self.idem = IdempotenceState() if idempotent else None
-        # a transactional producer's (set by Producer.start): partitions are added to the
-        # transaction before their first batch, and a failed batch fails the transaction
-        self.txn: TransactionManager | None = None
-        self._init_task: asyncio.Task[None] | None = None
         self.cluster = cluster
         self.acc = acc
         self.wake_event = asyncio.Event()
@@ -104,6 +101,14 @@ class Sender:
         self.idle = asyncio.Event()
         self.retry_log = RetryLog(log)
         self.metrics = ProducerMetrics()  # Producer.metrics(): per request and batch
+        self.gate = ProducerGate(
+            idempotent,
+            cluster,
+            acc.queued,
+            self.retry_log,
+            self.settings.retry_backoff_ms,
+            self.wake_event.set,
+        )
 
     def start(self) -> None:
         self._task = asyncio.ensure_future(self._run())
@@ -139,11 +144,10 @@ class Sender:
         """Expire, drain and start a request per leader for what is ready; returns when to
         look again (None: when woken). The loop's step, and an answered request's first."""
         acc = self.acc
-        if self.idem is not None and not self.idem.ready:
+        if self.gate.blocked:
             # no producer id yet (or a new one after a reset): nothing is sent until it
             # comes, but batches still expire
-            if self.txn is None and (self._init_task is None or self._init_task.done()):
-                self._init_task = asyncio.ensure_future(self._init_producer_id())
+            self.gate.ask_producer_id()
             ready: dict[TopicPartition, list[ProducerBatch]] = {}
             expired, next_at = acc.pop_expired(now), None
         else:
@@ -176,7 +180,7 @@ class Sender:
         """Encode one full batch of a partition whose request is in flight, so the next request
         is ready the moment the answer arrives (encoding overlaps the broker's append and
         fsync instead of following it). Returns True if it encoded one."""
-        if self.idem is not None and not self.idem.ready:
+        if self.gate.blocked:
             return False
         todo = self.acc.full_unencoded(self.muted, self.settings.max_request_size)
         if not todo:
@@ -184,23 +188,9 @@ class Sender:
         self._encode(todo[0])
         return True
 
-    async def _init_producer_id(self) -> None:
-        assert self.idem is not None
-        try:
-            await self.idem.init(self.cluster)
-            self.retry_log.succeeded("init_producer_id")
-        except GregorError as exc:
-            self.retry_log.failed("init_producer_id", "InitProducerId (the producer id)", exc)
-            await asyncio.sleep(self.settings.retry_backoff_ms / 1000)
-        finally:
-            self.wake_event.set()
-
     def _encode(self, b: ProducerBatch) -> None:
         """Build the batch's payload; with idempotence, numbered once (retries resend it)."""
-        numbers = b.producer  # (numbered by _dispatch, or earlier)
-        if numbers is None:
-            numbers = (-1, -1, -1) if self.idem is None else self.idem.number(b)
-        pid, epoch, seq = numbers
+        pid, epoch, seq = self.gate.numbers(b)  # (numbered by _dispatch, or earlier)
         b.payload = build_batch(
             b.entries,
             compression=self.settings.compression_type,
@@ -208,7 +198,7 @@ class Sender:
             producer_id=pid,
             producer_epoch=epoch,
             base_sequence=seq,
-            is_transactional=self.txn is not None,
+            is_transactional=self.gate.transactional,
         )
 
     async def _refresh_metadata(self) -> None:
@@ -228,18 +218,14 @@ class Sender:
         by_node: dict[int, list[tuple[TopicPartition, list[ProducerBatch]]]] = {}
         backoff = now + self.settings.retry_backoff_ms / 1000
         usable: dict[int, bool] = {}  # leader -> known and not backing off (asked once each)
-        number = self.idem.number if self.idem is not None else None
+        number = self.gate.number
         leader_for = md.leader_for
-        txn = self.txn
+        ready, held, failed = self.gate.admit(ready)
+        for b, error in failed:  # the transaction must be aborted: nothing more goes
+            self._finish(b, error)
+        for batches in held:  # AddPartitionsToTxn first (it wakes the loop when done)
+            self.acc.reenqueue(batches, 0.0)
         for tp, batches in ready.items():
-            if txn is not None:
-                if txn.failed is not None:  # the transaction must be aborted: nothing more goes
-                    for b in batches:
-                        self._finish(b, txn.failed)
-                    continue
-                if txn.hold(tp):  # AddPartitionsToTxn first (it wakes the loop when done)
-                    self.acc.reenqueue(batches, 0.0)
-                    continue
             leader = leader_for(tp)
             ok = usable.get(leader)
             if ok is None:
@@ -292,13 +278,11 @@ class Sender:
         cfg = self.settings
         topics: dict[str, list[Body]] = {}
         nbytes = 0
-        if self.idem is not None and not self.idem.ready:
+        if self.gate.blocked:
             # the producer id was reset since these were drained: send them under the next one
             for tp, batches in parts:
                 self.muted.discard(tp)
-                for b in batches:
-                    if b.attempts == 0:  # never sent: numbered again
-                        b.producer = b.payload = None
+                self.gate.unnumber_unsent(batches)
                 self.acc.reenqueue(batches, 0.0)
             self.wake_event.set()
             return
@@ -481,16 +465,7 @@ class Sender:
             closed = ClientClosedError("producer closed before these records were delivered")
             closed.__cause__ = exc
             exc = closed
-        if (
-            self.idem is not None
-            and self.txn is None  # (in a transaction: the transaction fails, it is aborted)
-            and getattr(exc, "code", None) == ErrorCode.UNKNOWN_PRODUCER_ID
-        ):
-            # the leader has no state for this producer id (and stored nothing): number these
-            # batches again under a new producer id and send them again
-            self.idem.reset(str(exc), self.acc.queued())
-            for b in batches:
-                b.producer = b.payload = None
+        if self.gate.producer_id_unknown(exc, batches):  # sent again under a new producer id
             retriable = not self.stopping_hard
         keep: list[ProducerBatch] = []
         for b in batches:
@@ -522,27 +497,8 @@ class Sender:
         append_time: int = -1,
     ) -> None:
         """Resolve every future of the batch and free its buffer space."""
-        idem = self.idem
-        if self.txn is not None and error is not None:
-            if not isinstance(error, (ClientClosedError, TransactionAbortedError)):
-                self.txn.fail(error)  # the transaction must be aborted (or is fenced)
-            numbers = b.producer
-            if (
-                idem is not None
-                and numbers is not None
-                and numbers[:2] == (idem.producer_id, idem.epoch)
-            ):
-                self.txn.sequence_gap = True  # (its sequence may not have reached the leader)
-        elif (
-            error is not None
-            and idem is not None
-            and not isinstance(error, ClientClosedError)  # (closing: no new producer id)
-            and b.producer is not None
-            and b.producer[0] == idem.producer_id
-        ):  # its partition's sequence now has a gap the leader would refuse
-            idem.reset(
-                f"a batch of {b.tp.topic}-{b.tp.partition} failed: {error}", self.acc.queued()
-            )
+        if error is not None:
+            self.gate.batch_failed(b, error)
         self.acc.release(b)
         self.space_freed.set()
         if error is None:
@@ -591,7 +547,9 @@ class Sender:
                 self._finish(b, err)
         # InitProducerId (asked again after a failed batch, even as the loop ends) and a
         # metadata refresh may still be running or backing off: never leave them pending
-        helpers = [t for t in (self._init_task, self._refresh) if t is not None and not t.done()]
+        helpers = self.gate.pending()
+        if self._refresh is not None and not self._refresh.done():
+            helpers.append(self._refresh)
         for t in helpers:
             t.cancel()
         await asyncio.gather(*helpers, return_exceptions=True)

@@ -24,6 +24,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 
+from controller.raft import campaign
+from controller.raft.campaign import Campaign
 from controller.raft.errors import LogCompacted, NotLeader, ProposalDropped
 from controller.raft.leader import Leader
 from controller.raft.log import RaftLog
@@ -108,7 +110,7 @@ class RaftNode:
         self.ticks = 0
         self.election_elapsed = 0
         self.randomized_timeout = self.election_timeout
-        self.votes: dict[int, bool] = {}
+        self._ballot: Campaign | None = None  # while (pre-)campaigning: its votes
 
         self._out = Outbox(self.prefix, self.hard_state(), self.soft_state())
         self._reset_election_timeout()
@@ -318,7 +320,7 @@ class RaftNode:
                 self.role = Role.FOLLOWER
             else:
                 self.role = Role.OBSERVER
-                self.votes = {}
+                self._ballot = None
 
     # ------------------------------------------------------------------ public: outputs
     def soft_state(self) -> SoftState:
@@ -404,7 +406,7 @@ class RaftNode:
     def _become_pre_candidate(self) -> None:
         self.role = Role.PRE_CANDIDATE
         self.leader_id = None
-        self.votes = {}
+        self._ballot = None
         self._lead = None
 
     def _become_candidate(self) -> None:
@@ -425,7 +427,7 @@ class RaftNode:
     def _reset(self) -> None:
         self.election_elapsed = 0
         self._reset_election_timeout()
-        self.votes = {}
+        self._ballot = None
         self._lead = None
 
     def _reset_election_timeout(self) -> None:
@@ -476,51 +478,31 @@ class RaftNode:
 
     def _request_votes(self, term: int, pre_vote: bool, transfer: bool) -> None:
         """Vote for ourselves, then ask every other voter (unless that vote decides it)."""
-        self.votes = {self.id: True}
-        if self._tally():
+        self._ballot = c = Campaign(self.id, pre_vote)
+        if self._tally(c):
             return
-        for v in sorted(self.voters - {self.id}):
-            self._send(
-                VoteRequest(
-                    v,
-                    self.id,
-                    term,
-                    last_log_index=self.log.last_index,
-                    last_log_term=self.log.last_term,
-                    pre_vote=pre_vote,
-                    transfer=transfer,
-                )
-            )
+        c.ask(self._send, self.voters, term, self.log.last_index, self.log.last_term, transfer)
 
-    def _tally(self) -> bool:
-        """Count votes (of voters only); act on a decision. True if the campaign is decided."""
-        granted = sum(1 for v, g in self.votes.items() if g and v in self.voters)
-        if granted >= self.quorum():
-            if self.role is Role.PRE_CANDIDATE:
-                self._become_candidate()
-                self._request_votes(self.term, pre_vote=False, transfer=False)
-            else:
-                self._become_leader()
-            return True
-        denied = sum(1 for v, g in self.votes.items() if not g and v in self.voters)
-        if denied >= self.quorum():
+    def _tally(self, c: Campaign) -> bool:
+        """Act on the campaign's outcome, if decided (True then)."""
+        won = c.outcome(self.voters)
+        if won is None:
+            return False
+        if not won:
             self._become_follower(self.term, None)
-            return True
-        return False
+        elif self.role is Role.PRE_CANDIDATE:
+            self._become_candidate()
+            self._request_votes(self.term, pre_vote=False, transfer=False)
+        else:
+            self._become_leader()
+        return True
 
     def _handle_vote_request(self, m: VoteRequest) -> None:
-        can_vote = (
-            self.vote == m.from_
-            or (self.vote is None and self.leader_id is None)
-            or (m.pre_vote and m.term > self.term)
-        )
-        if can_vote and self.log.is_up_to_date(m.last_log_index, m.last_log_term):
-            if not m.pre_vote:
-                self.vote = m.from_
-                self.election_elapsed = 0
-            self._send(VoteResponse(m.from_, self.id, m.term, True, pre_vote=m.pre_vote))
-        else:
-            self._send(VoteResponse(m.from_, self.id, self.term, False, pre_vote=m.pre_vote))
+        got = campaign.answer(m, self.id, self.term, self.vote, self.leader_id, self.log)
+        if got.granted and not m.pre_vote:
+            self.vote = m.from_
+            self.election_elapsed = 0
+        self._send(got)
 
     def _handle_vote_response(self, m: VoteResponse) -> None:
         if m.pre_vote:
@@ -530,8 +512,10 @@ class RaftNode:
                 return  # from an older pre-campaign
         elif self.role is not Role.CANDIDATE:
             return
-        self.votes.setdefault(m.from_, m.granted)
-        self._tally()
+        c = self._ballot
+        assert c is not None and c.pre_vote == m.pre_vote, self  # (the role's campaign)
+        c.record(m.from_, m.granted)
+        self._tally(c)
 
     # ------------------------------------------------------------------ follower side
     def _handle_append(self, m: AppendEntries) -> None:

@@ -113,7 +113,7 @@ class Harness:
         )  # fmt: skip
         self.tc.on_metadata(self.image, None)
         for p in range(PARTS):
-            self.tc.load(p, epoch)
+            self.tc.shards.load(p, epoch)
 
     def _next_pid(self) -> concurrent.futures.Future:
         f: concurrent.futures.Future = concurrent.futures.Future()
@@ -276,7 +276,7 @@ def test_not_coordinator_and_load_in_progress() -> None:
     h.image.topics[TRANSACTION_STATE_TOPIC].partitions[p].leader = 1
     h.tc.on_metadata(h.image, None)
     assert h.init(tid)[0] == E.COORDINATOR_LOAD_IN_PROGRESS
-    h.tc.load(p, 0)
+    h.tc.shards.load(p, 0)
     assert h.init(tid)[0] == 0
 
 
@@ -332,7 +332,9 @@ def test_epoch_exhaustion_takes_a_new_producer_id() -> None:
     h = Harness()
     _, pid, _ = h.init("tx")
     p = partition_for("tx", PARTS)
-    entry = h.tc._shards[p].txns["tx"]
+    shard = h.tc.shards.at(p)
+    assert shard is not None
+    entry = shard.txns["tx"]
     assert entry.md is not None
     entry.md = TxnMetadata("tx", pid, 32766, 10_000, S.COMPLETE_COMMIT)
     code, pid2, epoch = h.init("tx")
