@@ -545,6 +545,11 @@ class LogProducers:
         with self._log.lock:
             return self.state_locked().describe()
 
+    def first_unstable_offset_locked(self, high_watermark: int) -> int | None:
+        """The first offset of a transaction open, or decided by a marker at or past
+        `high_watermark`; None when there is none."""
+        return self.state_locked().first_unstable_offset(high_watermark)
+
     def first_uncleanable_locked(self, upper_bound: int) -> int | None:
         """For the cleaner, whose `upper_bound` is at most the high watermark: the first
         offset of a transaction open, or decided by a marker at or past the bound; None."""
