@@ -20,7 +20,9 @@ CompleteCommit/CompleteAbort written.
 The thread, every transaction.abort.timed.out.transaction.cleanup.interval.ms (and after each
 load): aborts Ongoing transactions past their timeout (epoch bumped: the producer is fenced),
 and resumes every Prepare* transaction not in flight (after a failover, a failed write, or
-markers given up), so a new coordinator finishes what the old one prepared.
+markers given up), so a new coordinator finishes what the old one prepared. Every
+transaction.remove.expired.transaction.cleanup.interval.ms it expires the ids idle past
+transactional.id.expiration.ms (`expire_transactional_ids`: a tombstone each).
 
 Threads: public methods from I/O threads (handlers), the metadata publisher, the flusher/timer
 threads (write callbacks) and the marker channel's thread (marker callbacks). `lock` guards
@@ -42,6 +44,7 @@ from broker.txn.log_format import (
     TRANSACTION_STATE_TOPIC,
     decode_key,
     decode_value,
+    encode_key,
     partition_for,
     records_of,
 )
@@ -66,6 +69,7 @@ _LOAD_READ_BYTES = 1024 * 1024
 # back-off (decision entry; at most _MAX_PARKED requests wait per id).
 COMPLETION_WAIT_S = 1.0
 _MAX_PARKED = 4
+_EXPIRE_BATCH = 500  # tombstones per batch (~40 KB for ids of 64 characters)
 # errors of a write to __transaction_state, as the client sees them (Kafka's mapping)
 _WRITE_ERRORS = {
     int(ErrorCode.NOT_LEADER_OR_FOLLOWER): ErrorCode.NOT_COORDINATOR,
@@ -162,6 +166,8 @@ class TxnCoordinator:
     def _run(self) -> None:
         interval = self.settings.abort_check_interval_ms / 1000
         next_check = time.monotonic() + interval
+        expiry_interval = self.settings.id_expiration_check_interval_ms / 1000
+        next_expiry = time.monotonic() + expiry_interval
         while True:
             with self.lock:
                 if self._stop:
@@ -184,6 +190,12 @@ class TxnCoordinator:
                     self.check_transactions()
                 except Exception:
                     log.exception("%s timeout check failed", self._prefix)
+            if time.monotonic() >= next_expiry:
+                next_expiry = time.monotonic() + expiry_interval
+                try:
+                    self.expire_transactional_ids()
+                except Exception:
+                    log.exception("%s transactional id expiry failed", self._prefix)
 
     # -- leadership and loading -----------------------------------------------------------------
 
@@ -430,6 +442,63 @@ class TxnCoordinator:
                 self._write(shard, md, lambda code, msg: None)
             else:
                 self._send_markers(shard, md)
+
+    # -- expiry of idle transactional ids ----------------------------------------------------------
+
+    def expire_transactional_ids(self) -> int:
+        """Kafka's removeExpiredTransactionalIds: each id in Empty or Complete* not updated for
+        transactional.id.expiration.ms is made pending (its requests get
+        CONCURRENT_TRANSACTIONS) and its tombstone written, one batch per shard; once
+        replicated the id is forgotten (DescribeTransactions: TRANSACTIONAL_ID_NOT_FOUND, the
+        next InitProducerId takes a new producer id at epoch 0). Returns how many ids went to
+        be expired. The coordinator's thread; tests call it."""
+        now = self._clock()
+        todo: list[tuple[TxnShard, list[str]]] = []
+        with self.lock:
+            for shard in self._shards.values():
+                if not shard.loaded:
+                    continue
+                tids = [tid for tid, e in shard.txns.items() if not e.pending and e.md is not None
+                        and sm.expired(e.md, now, self.settings.id_expiration_ms)]  # fmt: skip
+                for tid in tids:
+                    shard.txns[tid].pending = True
+                todo += [(shard, tids[i : i + _EXPIRE_BATCH])
+                         for i in range(0, len(tids), _EXPIRE_BATCH)]  # fmt: skip
+        for shard, tids in todo:
+            self._write_tombstones(shard, tids)
+        return sum(len(tids) for _shard, tids in todo)
+
+    def _write_tombstones(self, shard: TxnShard, tids: list[str]) -> None:
+        tp = (TRANSACTION_STATE_TOPIC, shard.partition)
+
+        def done(statuses: Mapping[tuple[str, int], ProducePartitionStatus]) -> None:
+            code = int(statuses[tp].error_code)
+            freed: list[_Parked] = []
+            with self.lock:
+                current = self._is_current(shard)
+                for tid in tids:
+                    entry = shard.txns.get(tid)
+                    if entry is not None:
+                        if code == 0 and current:
+                            del shard.txns[tid]
+                        else:
+                            entry.pending = False  # tried again at the next check
+                        freed += self._release(shard, tid)
+            if code:
+                log.warning("%s expiring %d transactional id(s) failed: error %d (%s)",
+                            self._prefix, len(tids), code, statuses[tp].error_message)  # fmt: skip
+            else:
+                log.info("%s expired %d transactional id(s) idle for %d ms: %s", self._prefix,
+                         len(tids), self.settings.id_expiration_ms, ", ".join(tids[:10]))  # fmt: skip
+            for w in freed:
+                w.retry()
+
+        batch = build_batch([(encode_key(tid), None) for tid in tids], timestamp_ms=self._clock())
+        res = self.replica_manager.append_records(
+            -1, self.settings.write_timeout_ms, {tp: batch}, done
+        )
+        if res is not None:
+            done(res)
 
     # -- writes and markers ------------------------------------------------------------------------
 
