@@ -448,10 +448,8 @@ class TxnCoordinator:
     def expire_transactional_ids(self) -> int:
         """Kafka's removeExpiredTransactionalIds: each id in Empty or Complete* not updated for
         transactional.id.expiration.ms is made pending (its requests get
-        CONCURRENT_TRANSACTIONS) and its tombstone written, one batch per shard; once
-        replicated the id is forgotten (DescribeTransactions: TRANSACTIONAL_ID_NOT_FOUND, the
-        next InitProducerId takes a new producer id at epoch 0). Returns how many ids went to
-        be expired. The coordinator's thread; tests call it."""
+        CONCURRENT_TRANSACTIONS) and its tombstone written; once replicated the id is
+        forgotten. Returns how many ids went to be expired. The coordinator's thread."""
         now = self._clock()
         todo: list[tuple[TxnShard, list[str]]] = []
         with self.lock:
@@ -469,34 +467,28 @@ class TxnCoordinator:
         return sum(len(tids) for _shard, tids in todo)
 
     def _write_tombstones(self, shard: TxnShard, tids: list[str]) -> None:
+        """(No request is parked for these ids: only a Prepare* id parks requests.)"""
         tp = (TRANSACTION_STATE_TOPIC, shard.partition)
 
         def done(statuses: Mapping[tuple[str, int], ProducePartitionStatus]) -> None:
             code = int(statuses[tp].error_code)
-            freed: list[_Parked] = []
             with self.lock:
-                current = self._is_current(shard)
                 for tid in tids:
                     entry = shard.txns.get(tid)
-                    if entry is not None:
-                        if code == 0 and current:
-                            del shard.txns[tid]
-                        else:
-                            entry.pending = False  # tried again at the next check
-                        freed += self._release(shard, tid)
+                    if entry is not None and code == 0:
+                        del shard.txns[tid]
+                    elif entry is not None:
+                        entry.pending = False  # tried again at the next check
             if code:
                 log.warning("%s expiring %d transactional id(s) failed: error %d (%s)",
                             self._prefix, len(tids), code, statuses[tp].error_message)  # fmt: skip
             else:
                 log.info("%s expired %d transactional id(s) idle for %d ms: %s", self._prefix,
                          len(tids), self.settings.id_expiration_ms, ", ".join(tids[:10]))  # fmt: skip
-            for w in freed:
-                w.retry()
 
         batch = build_batch([(encode_key(tid), None) for tid in tids], timestamp_ms=self._clock())
-        res = self.replica_manager.append_records(
-            -1, self.settings.write_timeout_ms, {tp: batch}, done
-        )
+        res = self.replica_manager.append_records(-1, self.settings.write_timeout_ms, {tp: batch},
+                                                  done)  # fmt: skip
         if res is not None:
             done(res)
 
