@@ -407,6 +407,7 @@ class BrokerNode:
         settings = self.settings
         periods = {
             "retention": settings.log_retention_check_interval_ms,
+            "producer_expiry": settings.producer_id_expiration_check_interval_ms,
             "hw_checkpoint": settings.hw_checkpoint_interval_ms,
             "recovery_checkpoint": 60_000,
             "flush_due": 100,
@@ -417,6 +418,7 @@ class BrokerNode:
         }
         actions: dict[str, Callable[[], object]] = {
             "retention": self.run_retention,
+            "producer_expiry": self.log_manager.remove_expired_producers,
             "hw_checkpoint": self.replica_manager.checkpoint_high_watermarks,
             "recovery_checkpoint": self.log_manager.checkpoint_recovery_points,
             "flush_due": self._flush_due,

@@ -47,6 +47,7 @@ def log_config_from(config: Config) -> LogConfig:
         delete_retention_ms=int(config.log_cleaner_delete_retention_ms),
         min_cleanable_dirty_ratio=float(config.log_cleaner_min_cleanable_ratio),
         min_compaction_lag_ms=int(config.log_cleaner_min_compaction_lag_ms),
+        producer_id_expiration_ms=int(config.producer_id_expiration_ms),
     )
 
 
@@ -104,6 +105,7 @@ class BrokerSettings:
     log_max_open_files: int  # -1: no bound
     broker_heartbeat_interval_ms: int
     log_retention_check_interval_ms: int
+    producer_id_expiration_check_interval_ms: int
     hw_checkpoint_interval_ms: int  # replica.high.watermark.checkpoint.interval.ms
     replica_lag_time_max_ms: int
     controlled_shutdown_timeout_ms: int
@@ -147,6 +149,9 @@ class BrokerSettings:
             log_max_open_files=ms("log_max_open_files", -1),
             broker_heartbeat_interval_ms=ms("broker_heartbeat_interval_ms", 2000),
             log_retention_check_interval_ms=ms("log_retention_check_interval_ms", 300_000),
+            producer_id_expiration_check_interval_ms=ms(
+                "producer_id_expiration_check_interval_ms", 600_000
+            ),
             hw_checkpoint_interval_ms=ms("replica_high_watermark_checkpoint_interval_ms", 5000),
             replica_lag_time_max_ms=ms("replica_lag_time_max_ms", 30_000),
             controlled_shutdown_timeout_ms=ms("controlled_shutdown_timeout_ms", 4000),

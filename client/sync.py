@@ -541,7 +541,7 @@ class Admin(_SyncClient):
     def delete_records(
         self, offsets: Mapping[TopicPartition, int], **kw: Any
     ) -> dict[TopicPartition, int]:
-        """{tp: offset (-1 = high watermark)} -> {tp: low watermark} (see
+        """{tp: offset (-1 = last stable offset)} -> {tp: low watermark} (see
         client.aio.Admin.delete_records)."""
         return self._run(self._core.delete_records(dict(offsets), **kw))
 

@@ -29,6 +29,9 @@ class LogConfig:
     delete_retention_ms: int = 24 * 3600 * 1000  # compacted tombstones kept this long
     min_cleanable_dirty_ratio: float = 0.5  # the cleaner skips a log whose dirty ratio is lower
     min_compaction_lag_ms: int = 0  # records younger than this are not compacted
+    # producer.id.expiration.ms (broker-wide, KIP-854): a producer's state with no batch or
+    # marker for this long (by its last timestamp) is dropped, unless its transaction is open
+    producer_id_expiration_ms: int = 86_400_000
 
     @property
     def compact(self) -> bool:
@@ -64,6 +67,10 @@ class LogConfig:
         if not 0.0 <= self.min_cleanable_dirty_ratio <= 1.0:
             raise ConfigError(
                 f"min_cleanable_dirty_ratio={self.min_cleanable_dirty_ratio}: expected 0..1"
+            )
+        if self.producer_id_expiration_ms < 1:
+            raise ConfigError(
+                f"producer_id_expiration_ms={self.producer_id_expiration_ms}: expected >= 1"
             )
         if self.max_message_bytes < 61:
             raise ConfigError(f"max_message_bytes={self.max_message_bytes}: expected >= 61")

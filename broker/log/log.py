@@ -113,7 +113,7 @@ class Log:
         self._opened = False  # truncation during the open reports nothing
         self._generation = 0  # bumped by truncation: a flush or swap that spans it does not count
         self.prefix = f"[{topic}-{partition}]"
-        self.producers = LogProducers(self)
+        self.producers = LogProducers(self, clock)
         self.durability = LogDurability(self, clock)
         self.retention = LogRetention(self, clock)
         self.compaction = LogCompaction(self, clock, self._handles)

@@ -417,6 +417,16 @@ class LogManager:
                 _log.error("[%s-%d] retention failed: %s", tp[0], tp[1], exc)
         return deleted
 
+    def remove_expired_producers(self) -> int:
+        """Drop, in every online log, the producer state idle past its
+        producer_id_expiration_ms with no open transaction (producer_state.py). Returns how
+        many producers went. Call periodically (producer.id.expiration.check.interval.ms)."""
+        removed = 0
+        for log in self.logs().values():
+            if not log.offline:
+                removed += log.producers.remove_expired()
+        return removed
+
     def flush_due(self) -> None:
         """With flush_on_ack=False: request flushes for logs due under flush_messages/flush_ms."""
         for log in self.logs().values():

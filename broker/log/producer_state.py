@@ -33,6 +33,12 @@ yet (Kafka's unreplicated transactions): the last stable offset (LSO) is the sma
 the high watermark. An ABORT marker adds an entry to the aborted-transaction index
 (txn_index.py). The snapshot keeps each producer's ongoing transaction.
 
+Expiry (`remove_expired`, Kafka's `producer.id.expiration.ms`, KIP-854): a producer with no
+open transaction whose last timestamp is at least `producer_id_expiration_ms` old is dropped,
+by a periodic check (LogManager.remove_expired_producers) and when the state is built (so a
+snapshot or a rebuild does not bring it back). Its next batch is then a new producer's: sequence
+0 or UNKNOWN_PRODUCER_ID (the idempotent client starts again under a new producer id).
+
 DescribeProducers (`describe`): each producer's epoch, last sequence, last timestamp (the max
 timestamp of its latest batch or marker, kept in the snapshot too), coordinator epoch and the
 first offset of its open transaction.
@@ -45,7 +51,7 @@ import itertools
 import logging
 import os
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -275,6 +281,19 @@ class ProducerStateManager:
         )
         return None
 
+    def remove_expired(self, now_ms: int, expiration_ms: int) -> list[int]:
+        """Drop the producers with no open transaction whose last timestamp is at least
+        `expiration_ms` before `now_ms` (Kafka's isProducerExpired; one whose last timestamp
+        is unknown, -1, counts as that old). Returns their ids."""
+        gone = [
+            pid
+            for pid, e in self.producers.items()
+            if e.txn_first_offset < 0 and now_ms - e.last_timestamp >= expiration_ms
+        ]
+        for pid in gone:
+            del self.producers[pid]
+        return gone
+
     def describe(self) -> list[ProducerInfo]:
         """Every producer this state holds, by producer id (DescribeProducers)."""
         return [
@@ -380,8 +399,9 @@ class LogProducers:
     snapshotted at each roll, dropped by a truncation. It also holds the log's
     aborted-transaction index (loaded on first use). Called under the log's lock."""
 
-    def __init__(self, log: Log) -> None:
+    def __init__(self, log: Log, clock: Callable[[], int]) -> None:
         self._log = log
+        self._clock = clock  # wall-clock ms, against the producers' last timestamps
         self._state: ProducerStateManager | None = None  # built on first use
         self._aborted: AbortedTxnIndex | None = None  # loaded on first use
 
@@ -415,6 +435,7 @@ class LogProducers:
                                 marker = self._read_marker(seg, h)
                             self._completed(state, state.update(h, h.base_offset, marker))
             self._state = state
+            self._expire_locked(state)
             if state:
                 _log.info(
                     "%s producer state of %d producers rebuilt from %s",
@@ -540,10 +561,39 @@ class LogProducers:
         if self._state is not None and self._state.unreplicated:
             self._state.first_unstable_offset(high_watermark)
 
+    def remove_expired(self, now_ms: int | None = None) -> int:
+        """Drop the producers idle for `producer_id_expiration_ms` with no open transaction
+        (`now_ms`: the log's clock when None). Nothing when the state is not built (its build
+        expires them). Returns how many went. Any thread but an event loop."""
+        if self._state is None:
+            return 0
+        with self._log.lock:
+            state = self._state
+            return 0 if state is None else self._expire_locked(state, now_ms)
+
+    def _expire_locked(self, state: ProducerStateManager, now_ms: int | None = None) -> int:
+        expiration_ms = self._log.config.producer_id_expiration_ms
+        now = self._clock() if now_ms is None else now_ms
+        gone = state.remove_expired(now, expiration_ms)
+        if gone:
+            _log.info(
+                "%s producer state of %d producer(s) expired (no write for %d ms): %s",
+                self._log.prefix,
+                len(gone),
+                expiration_ms,
+                ", ".join(map(str, gone[:10])) + (" ..." if len(gone) > 10 else ""),
+            )
+        return len(gone)
+
     def describe(self) -> list[ProducerInfo]:
         """The producers of this log (DescribeProducers); builds the state on first use."""
         with self._log.lock:
             return self.state_locked().describe()
+
+    def first_unstable_offset_locked(self, high_watermark: int) -> int | None:
+        """The first offset of a transaction open, or decided by a marker at or past
+        `high_watermark`; None when there is none."""
+        return self.state_locked().first_unstable_offset(high_watermark)
 
     def first_uncleanable_locked(self, upper_bound: int) -> int | None:
         """For the cleaner, whose `upper_bound` is at most the high watermark: the first

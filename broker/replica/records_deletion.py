@@ -4,7 +4,9 @@ offset, then wait until every in-sync replica's has moved too (Kafka's DelayedDe
     rm.records_deletion.delete_records(timeout_ms, {(topic, partition): offset}, callback)
         -> dict | None
 
-Per partition: -1 means the high watermark; an offset above the HW (or below -1) is
+Per partition: -1 means the last stable offset (the high watermark unless a transaction is
+undecided); an offset above the HW, or above the last stable offset (records of a transaction
+not yet decided: docs/storage.md, "Retention and transactions"), or below -1, is
 OFFSET_OUT_OF_RANGE; a topic whose cleanup.policy lacks `delete` is POLICY_VIOLATION (Kafka
 refuses delete-records on compacted-only topics); not the leader NOT_LEADER_OR_FOLLOWER;
 unknown UNKNOWN_TOPIC_OR_PARTITION. The leader's move uses the log's own mechanism
@@ -90,15 +92,20 @@ class RecordsDeletion:
                     "(add delete to cleanup.policy)",
                 )
             hw = part.high_watermark
-            target = hw if offset == HIGH_WATERMARK else offset
+            # -1: as far as records may go, the last stable offset (the HW, unless a
+            # transaction is undecided)
+            target = (
+                part.log.producers.last_stable_offset(hw) if offset == HIGH_WATERMARK else offset
+            )
             if target < 0 or target > hw:
                 raise ReplicaError(
                     ErrorCode.OFFSET_OUT_OF_RANGE,
                     f"offset {offset} of {tp[0]}-{tp[1]} is outside [0, high watermark {hw}] "
-                    "(-1 means the high watermark)",
+                    "(-1 means the last stable offset: the high watermark, or the first "
+                    "offset of a transaction not yet decided)",
                 )
             epoch = part.leader_epoch
-            part.log.retention.delete_records_before(target)
+            part.log.retention.delete_records_before(target, hw)
         except ReplicaError as e:
             return DeleteRecordsStatus(int(e.code), error_message=e.message)
         except StorageError as exc:

@@ -26,7 +26,9 @@ Prepare* and whoever loads it sends the markers again (a repeated marker changes
 The thread, every transaction.abort.timed.out.transaction.cleanup.interval.ms (and after each
 load): aborts Ongoing transactions past their timeout (epoch bumped: the producer is fenced),
 and resumes every Prepare* transaction not in flight (after a failover, a failed write, or
-markers given up), so a new coordinator finishes what the old one prepared.
+markers given up), so a new coordinator finishes what the old one prepared. Every
+transaction.remove.expired.transaction.cleanup.interval.ms it expires the ids idle past
+transactional.id.expiration.ms (`expire_transactional_ids`: a tombstone each).
 
 Threads: public methods from I/O threads (handlers), the metadata publisher, the flusher/timer
 threads (write callbacks) and the marker channel's thread (marker callbacks). `lock` guards
@@ -44,7 +46,7 @@ from typing import TYPE_CHECKING
 
 from broker.coordination.shards import CoordinatorShards
 from broker.txn import state as sm
-from broker.txn.log_format import TRANSACTION_STATE_TOPIC, partition_for, records_of
+from broker.txn.log_format import TRANSACTION_STATE_TOPIC, encode_key, partition_for, records_of
 from broker.txn.markers import MarkerChannel, MarkerJob
 from broker.txn.shards import TxnEntry, TxnShard, read_txns
 from broker.txn.state import PREPARED, TP, TxnMetadata
@@ -66,6 +68,7 @@ log = logging.getLogger(__name__)
 # back-off (decision entry; at most _MAX_PARKED requests wait per id).
 COMPLETION_WAIT_S = 1.0
 _MAX_PARKED = 4
+_EXPIRE_BATCH = 500  # tombstones per batch (~40 KB for ids of 64 characters)
 # errors of a write to __transaction_state, as the client sees them (Kafka's mapping)
 _WRITE_ERRORS = {
     int(ErrorCode.NOT_LEADER_OR_FOLLOWER): ErrorCode.NOT_COORDINATOR,
@@ -126,6 +129,7 @@ class TxnCoordinator:
         self.lock = self.shards.lock  # guards the shards and the parked requests
         self._parked: dict[tuple[int, str], list[_Parked]] = {}  # (partition, id) -> waiting
         self._next_check = 0.0  # time.monotonic() of the next check_transactions
+        self._next_expiry = 0.0  # ... and of the next expire_transactional_ids
         self._prefix = self.shards.prefix
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -134,6 +138,7 @@ class TxnCoordinator:
         """Start the marker channel and the shards' thread (both stopped by shutdown)."""
         self.markers.start()
         self._next_check = time.monotonic() + self.settings.abort_check_interval_ms / 1000
+        self._next_expiry = time.monotonic() + self.settings.id_expiration_check_interval_ms / 1000
         self.shards.start()
 
     def shutdown(self) -> None:
@@ -150,6 +155,14 @@ class TxnCoordinator:
                 self.check_transactions()
             except Exception:
                 log.exception("%s timeout check failed", self._prefix)
+        if time.monotonic() >= self._next_expiry:
+            self._next_expiry = (
+                time.monotonic() + self.settings.id_expiration_check_interval_ms / 1000
+            )
+            try:
+                self.expire_transactional_ids()
+            except Exception:
+                log.exception("%s transactional id expiry failed", self._prefix)
 
     # -- leadership and loading -----------------------------------------------------------------
 
@@ -333,6 +346,53 @@ class TxnCoordinator:
                 self._write(shard, md, lambda code, msg: None)
             else:
                 self._send_markers(shard, md)
+
+    # -- expiry of idle transactional ids ----------------------------------------------------------
+
+    def expire_transactional_ids(self) -> int:
+        """Kafka's removeExpiredTransactionalIds: each id in Empty or Complete* not updated for
+        transactional.id.expiration.ms is made pending (its requests get
+        CONCURRENT_TRANSACTIONS) and its tombstone written; once replicated the id is
+        forgotten. Returns how many ids went to be expired. The coordinator's thread."""
+        now = self._clock()
+        todo: list[tuple[TxnShard, list[str]]] = []
+        with self.lock:
+            for shard in self.shards.loaded():
+                tids = [tid for tid, e in shard.txns.items() if not e.pending and e.md is not None
+                        and sm.expired(e.md, now, self.settings.id_expiration_ms)]  # fmt: skip
+                for tid in tids:
+                    shard.txns[tid].pending = True
+                todo += [(shard, tids[i : i + _EXPIRE_BATCH])
+                         for i in range(0, len(tids), _EXPIRE_BATCH)]  # fmt: skip
+        for shard, tids in todo:
+            self._write_tombstones(shard, tids)
+        return sum(len(tids) for _shard, tids in todo)
+
+    def _write_tombstones(self, shard: TxnShard, tids: list[str]) -> None:
+        """(No request is parked for these ids: only a Prepare* id parks requests.)"""
+        tp = (TRANSACTION_STATE_TOPIC, shard.partition)
+
+        def done(statuses: Mapping[tuple[str, int], ProducePartitionStatus]) -> None:
+            code = int(statuses[tp].error_code)
+            with self.lock:
+                for tid in tids:
+                    entry = shard.txns.get(tid)
+                    if entry is not None and code == 0:
+                        del shard.txns[tid]
+                    elif entry is not None:
+                        entry.pending = False  # tried again at the next check
+            if code:
+                log.warning("%s expiring %d transactional id(s) failed: error %d (%s)",
+                            self._prefix, len(tids), code, statuses[tp].error_message)  # fmt: skip
+            else:
+                log.info("%s expired %d transactional id(s) idle for %d ms: %s", self._prefix,
+                         len(tids), self.settings.id_expiration_ms, ", ".join(tids[:10]))  # fmt: skip
+
+        batch = build_batch([(encode_key(tid), None) for tid in tids], timestamp_ms=self._clock())
+        res = self.replica_manager.append_records(-1, self.settings.write_timeout_ms, {tp: batch},
+                                                  done)  # fmt: skip
+        if res is not None:
+            done(res)
 
     # -- writes and markers ------------------------------------------------------------------------
 

@@ -195,6 +195,12 @@ def timed_out(md: TxnMetadata, now_ms: int) -> bool:
     )
 
 
+def expired(md: TxnMetadata, now_ms: int, expiration_ms: int) -> bool:
+    """An id whose transactional.id.expiration.ms has passed: Empty or Complete* (Kafka's
+    isExpirationAllowed) and not updated for `expiration_ms` (its tombstone is written)."""
+    return md.state in COMPLETED and md.update_ms <= now_ms - expiration_ms
+
+
 def complete(md: TxnMetadata, now_ms: int) -> TxnMetadata:
     """Prepare* -> Complete* once every partition has its marker; the partitions are cleared."""
     assert md.state in PREPARED, md.state

@@ -38,6 +38,8 @@ class TxnSettings:
     max_timeout_ms: int = 900_000
     abort_check_interval_ms: int = 10_000
     write_timeout_ms: int = 5000
+    id_expiration_ms: int = 604_800_000  # transactional.id.expiration.ms
+    id_expiration_check_interval_ms: int = 3_600_000
 
     @classmethod
     def from_config(cls, config: Config) -> TxnSettings:
@@ -50,6 +52,10 @@ class TxnSettings:
                 config.transaction_abort_timed_out_transaction_cleanup_interval_ms
             ),
             write_timeout_ms=int(config.transaction_state_log_write_timeout_ms),
+            id_expiration_ms=int(config.transactional_id_expiration_ms),
+            id_expiration_check_interval_ms=int(
+                config.transaction_remove_expired_transaction_cleanup_interval_ms
+            ),
         )
 
 

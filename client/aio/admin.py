@@ -412,9 +412,9 @@ class Admin:
         self, offsets: Mapping[TopicPartition, int], *, timeout_ms: int | None = None
     ) -> dict[TopicPartition, int]:
         """Delete every record below `offset` in each partition (Kafka's `deleteRecords`):
-        {tp: offset, -1 = the high watermark} -> {tp: low watermark}, the log start offset
+        {tp: offset, -1 = the last stable offset} -> {tp: low watermark}, the log start offset
         every in-sync replica has reached. Raises the partition's error: OffsetOutOfRangeError
-        (offset above the high watermark), PolicyViolationError (cleanup.policy=compact),
+        (offset above the high watermark or the last stable offset), PolicyViolationError (cleanup.policy=compact),
         UnknownTopicOrPartitionError, RequestTimedOutError (the replicas did not all follow
         within `timeout_ms`; the leader's log start has moved). See client/aio/admin_records.py."""
         self._check_open()

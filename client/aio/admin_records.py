@@ -1,13 +1,15 @@
 """Admin's `delete_records({TopicPartition: offset}) -> {TopicPartition: low_watermark}`
 (Kafka's `Admin.deleteRecords`): DeleteRecords (21) sent to each partition's leader.
 
-Offset -1 means the partition's high watermark. The answer for a partition is its low
+Offset -1 means the partition's last stable offset: its high watermark, or the first
+offset of a transaction not yet decided, which DeleteRecords never passes. The answer for a partition is its low
 watermark: the log start offset every in-sync replica has reached (>= the offset asked).
 A partition's leader moving (NOT_LEADER_OR_FOLLOWER, connection loss, a leader that has not
 applied the topic yet) is retried against the new leader, with fresh metadata, until
 `timeout_ms`; a partition the metadata does not know raises UnknownTopicOrPartitionError at
 once; any other per-partition error raises its exception class naming the partition
-(OffsetOutOfRangeError for an offset above the high watermark, PolicyViolationError for a
+(OffsetOutOfRangeError for an offset above the high watermark or the last stable
+offset, PolicyViolationError for a
 compacted-only topic, RequestTimedOutError when the replicas did not follow in time: the
 leader's log start has moved all the same).
 

@@ -115,8 +115,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     dr.add_argument(
         "--offset",
         type=int,
-        help="delete every record below this offset; -1 means the high watermark (everything"
-        " acknowledged so far)",
+        help="delete every record below this offset; -1 means the last stable offset (everything"
+        " acknowledged so far, up to the first record of a transaction not yet decided)",
     )
     dr.add_argument(
         "--offset-json-file",
@@ -354,7 +354,7 @@ def _delete_records(args: argparse.Namespace) -> int:
         wanted = {(args.topic, p): args.offset for p in args.partition}
     bad = {tp: o for tp, o in wanted.items() if o < -1}
     if bad:
-        raise CommandError(f"offsets must be >= -1 (-1 = the high watermark), got {bad}")
+        raise CommandError(f"offsets must be >= -1 (-1 = the last stable offset), got {bad}")
     with _admin(args) as admin:
         low = admin.delete_records(
             {TopicPartition(*tp): o for tp, o in wanted.items()}, timeout_ms=args.timeout_ms

@@ -88,8 +88,6 @@ KAFKA_KEYS: dict[str, str] = {
     "replica.selector.class": "consumers always fetch from the leader (follower fetching, KIP-392, is not built)",
     "remote.log.storage.system.enable": "tiered storage is not built: logs stay in log.dirs",
     "transaction.state.log.min.isr": "__transaction_state takes the broker's min.insync.replicas, as every topic created without it",
-    "transactional.id.expiration.ms": "transactional ids do not expire yet: __transaction_state keeps one record per id (compacted)",
-    "transaction.remove.expired.transaction.cleanup.interval.ms": "transactional ids do not expire yet (transactional.id.expiration.ms is not built)",
     "transaction.state.log.load.buffer.size": "__transaction_state is loaded in reads of 1 MiB; not configurable",
     "transaction.partition.verification.enable": "partitions are not verified against the coordinator before a transactional write (KIP-890 is not built)",
     "confluent.support.metrics.enable": _METRICS,

@@ -1,5 +1,6 @@
-"""Transaction coordinator keys (broker): the `__transaction_state` topic and transaction
-timeouts (docs/transactions.md). One line per key."""
+"""Transaction keys (broker): the `__transaction_state` topic, transaction timeouts, the
+expiry of transactional ids and of partitions' producer state (docs/transactions.md). One
+line per key."""
 
 from __future__ import annotations
 
@@ -16,4 +17,8 @@ KEYS = [
     key("transaction.max.timeout.ms", "duration_ms", 900_000, "largest transaction.timeout.ms a producer may ask for in InitProducerId (larger: INVALID_TRANSACTION_TIMEOUT)", B, at_least(1)),
     key("transaction.abort.timed.out.transaction.cleanup.interval.ms", "duration_ms", 10_000, "how often the coordinator looks for transactions open longer than their timeout, and aborts them (bumping the producer epoch)", B, at_least(1)),
     key("transaction.state.log.write.timeout.ms", "duration_ms", 5000, "a write to __transaction_state waits this long for replication (acks=all)", B, at_least(1)),
+    key("transactional.id.expiration.ms", "duration_ms", 604_800_000, "a transactional id whose state is Empty, CompleteCommit or CompleteAbort and that has not been updated for this long is expired: a tombstone is written to __transaction_state, DescribeTransactions then answers TRANSACTIONAL_ID_NOT_FOUND and the next InitProducerId starts afresh", B, at_least(1)),
+    key("transaction.remove.expired.transaction.cleanup.interval.ms", "duration_ms", 3_600_000, "how often the coordinator looks for transactional ids to expire (transactional.id.expiration.ms)", B, at_least(1)),
+    key("producer.id.expiration.ms", "duration_ms", 86_400_000, "a partition drops the state of a producer (idempotent or transactional) with no batch or marker for this long, by its last timestamp, unless its transaction is open there (KIP-854); its next batch is a new producer's", B, at_least(1)),
+    key("producer.id.expiration.check.interval.ms", "duration_ms", 600_000, "how often partitions look for producer state to expire (producer.id.expiration.ms)", B, at_least(1)),
 ]  # fmt: skip

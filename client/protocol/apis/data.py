@@ -295,7 +295,8 @@ DELETE_RECORDS = register(
         "below it are no longer readable, and segments wholly below it are deleted. Answered by "
         "partition leaders once every in-sync replica's log start offset reached the offset "
         "(or `timeout_ms` passed: REQUEST_TIMED_OUT, the leader's move stays). `offset` -1 "
-        "means the high watermark; an offset above the high watermark gets "
+        "means the last stable offset (the high watermark unless a transaction is undecided); "
+        "an offset above the high watermark or the last stable offset gets "
         "OFFSET_OUT_OF_RANGE; a topic with cleanup.policy=compact alone gets POLICY_VIOLATION; "
         "NOT_LEADER_OR_FOLLOWER and UNKNOWN_TOPIC_OR_PARTITION as for Produce.",
         request=Struct(

@@ -417,3 +417,60 @@ def test_a_failed_complete_write_leaves_the_state_and_is_resent_on_load() -> Non
     job = h2.markers.finish()
     assert job.transactional_id == "tf" and job.commit is False
     assert h2.log("tf")[-1] == (S.COMPLETE_ABORT, 0)
+
+
+def _last_value(h: Harness, tid: str) -> bytes | None:
+    """The value of the last record of `tid` in its partition (None: a tombstone)."""
+    from broker.txn.log_format import encode_key
+
+    key = encode_key(tid)
+    found = [r.value for b in h.rm.logs[partition_for(tid, PARTS)].batches
+             for r in decode_records(b) if r.key == key]  # fmt: skip
+    assert found, tid
+    return found[-1]
+
+
+def test_idle_ids_expire_with_a_tombstone_and_start_afresh() -> None:
+    """transactional.id.expiration.ms: Empty and Complete* ids not updated for that long get
+    a tombstone and are forgotten (a reload too); Ongoing ones and recent ones stay; the next
+    InitProducerId of an expired id takes a new producer id at epoch 0."""
+    h = Harness()
+    expiry = h.tc.settings.id_expiration_ms
+    assert expiry == 604_800_000  # Kafka's default
+    _, p_empty, _ = h.init("idle-empty")
+    _, p_done, _ = h.init("idle-done")
+    assert h.add("idle-done", p_done, 0, ("orders", 0)) == 0
+    assert h.end("idle-done", p_done, 0, True) == 0
+    h.markers.finish()
+    assert h.tc.describe("idle-done").state == S.COMPLETE_COMMIT
+    _, p_open, _ = h.init("open", timeout_ms=60_000)
+    assert h.add("open", p_open, 0, ("orders", 1)) == 0
+    h.now += expiry - 1
+    assert h.tc.expire_transactional_ids() == 0  # not idle long enough yet
+    h.init("recent")
+    h.now += 1
+    assert h.tc.expire_transactional_ids() == 2
+    assert h.tc.describe("idle-empty") is None and h.tc.describe("idle-done") is None
+    assert h.tc.describe("open").state == S.ONGOING  # an open transaction never expires
+    assert h.tc.describe("recent") is not None
+    assert _last_value(h, "idle-empty") is None and _last_value(h, "idle-done") is None
+    assert h.tc.expire_transactional_ids() == 0
+
+    reloaded = Harness(h.rm)  # the tombstones hold through a load
+    assert reloaded.tc.describe("idle-done") is None
+    assert reloaded.tc.describe("open").state == S.ONGOING
+    code, pid, epoch = h.init("idle-done")  # a new id from the broker's block, epoch 0
+    assert code == 0 and epoch == 0 and pid not in (p_empty, p_done, p_open)
+    assert h.tc.describe("idle-done").producer_id == pid
+
+
+def test_a_failed_tombstone_write_keeps_the_id() -> None:
+    h = Harness()
+    _, pid, _ = h.init("keep")
+    h.now += h.tc.settings.id_expiration_ms
+    h.rm.fail_with = int(E.NOT_LEADER_OR_FOLLOWER)
+    assert h.tc.expire_transactional_ids() == 1
+    h.rm.fail_with = 0
+    md = h.tc.describe("keep")
+    assert md is not None and md.producer_id == pid
+    assert h.init("keep") == (0, pid, 1)  # not left pending
