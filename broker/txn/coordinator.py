@@ -110,7 +110,7 @@ class TxnCoordinator:
         replica_manager: ReplicaManager,
         settings: TxnSettings,
         image: Callable[[], MetadataImage],
-        next_producer_id: Callable[[], concurrent.futures.Future],
+        next_producer_id: Callable[[], concurrent.futures.Future[int]],
         markers: MarkerChannel,
         clock: Callable[[], int] = _wall_ms,
     ) -> None:
@@ -268,7 +268,7 @@ class TxnCoordinator:
 
         self._write(shard, w, written)
 
-    def _got_pid(self, f: concurrent.futures.Future, tid: str, timeout_ms: int,
+    def _got_pid(self, f: concurrent.futures.Future[int], tid: str, timeout_ms: int,
                  answer: InitAnswer) -> None:  # fmt: skip
         exc = f.exception()
         if exc is not None:

@@ -57,7 +57,7 @@ class _Reader:
         self.data = data
         self.pos = 0
 
-    def take(self, st: struct.Struct) -> tuple:
+    def take(self, st: struct.Struct) -> tuple[int, ...]:
         if self.pos + st.size > len(self.data):
             raise ValueError("record ends early")
         out = st.unpack_from(self.data, self.pos)

@@ -46,6 +46,7 @@ from broker.replica.leader_connection import LeaderConnection
 from broker.txn.marker_append import Codes, MarkerSpec
 from broker.txn.state import TP
 from client.errors import ErrorCode
+from client.protocol.body import Body
 from client.security.scram import SaslCredentials
 from client.security.tls import ReloadableContext
 
@@ -82,7 +83,7 @@ class MarkerChannel(Protocol):
     def shutdown(self) -> None: ...
 
 
-def marker_body(items: list[tuple[MarkerJob, list[TP]]]) -> dict:
+def marker_body(items: list[tuple[MarkerJob, list[TP]]]) -> Body:
     """A WriteTxnMarkers request body for (job, its partitions on one leader) pairs."""
     markers = []
     for job, tps in items:
@@ -132,7 +133,7 @@ def _spec(job: MarkerJob, tps: list[TP]) -> MarkerSpec:
 class Connection(Protocol):
     """What the channel needs of a connection to a leader (LeaderConnection)."""
 
-    def request(self, api_key: int, body: dict) -> dict: ...
+    def request(self, api_key: int, body: Body) -> Body: ...
 
     def close(self) -> None: ...
 
