@@ -21,10 +21,11 @@ import re
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from client import aio
+from client.aio.accumulator import RECORD_OVERHEAD
 from client.aio.admin_groups import GroupDescription, GroupListing
 from client.aio.admin_quorum import QuorumDescription
 from client.aio.admin_quotas import (
@@ -38,7 +39,7 @@ from client.aio.admin_users import (
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
-from client.aio.futures import DeliveryFuture
+from client.aio.futures import FUTURE_PROTOTYPE, DeliveryFuture
 from client.aio.group import Callback, GroupEvent
 from client.aio.types import (
     ConfigEntry,
@@ -48,9 +49,16 @@ from client.aio.types import (
     TopicPartition,
 )
 from client.errors import ClientClosedError
+from client.records.extensions import optional_extension
 from client.security.acl import AclBinding, AclBindingFilter
 
 log = logging.getLogger(__name__)
+
+# Producer.send()'s common case in C (client/records/_append.c): a bytes value appended to the
+# sticky partition's open batch, the future made without __init__
+_append_plain: Callable[[tuple[object, ...], str, bytes], DeliveryFuture | None] | None = getattr(
+    optional_extension("client.records._append"), "append_plain", None
+)
 
 try:
     import uvloop
@@ -164,6 +172,16 @@ class Producer(_SyncClient):
 
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)
+        core = self._core
+        # what _append_plain reads and writes, as dicts (no attribute lookups per record)
+        self._plain_ctx = (
+            vars(core),
+            vars(core._acc),
+            vars(core._cluster),
+            core._sticky._current,
+            FUTURE_PROTOTYPE,
+            RECORD_OVERHEAD,
+        )
         try:
             self._run(self._core.start())
         except BaseException:
@@ -180,15 +198,21 @@ class Producer(_SyncClient):
         timestamp_ms: int | None = None,
     ) -> concurrent.futures.Future[RecordMetadata]:
         core = self._core
-        fut = DeliveryFuture()  # a concurrent.futures.Future; delivery cannot be cancelled
         # (chained: key, partition, headers and timestamp_ms all None)
         if (
             type(value) is bytes
             and key is partition is headers is timestamp_ms is None
             and core._plain
-            and core._append_plain(topic, value, fut)
         ):
-            return fut
+            if _append_plain is not None:  # the common case in one C call, else None
+                fut = _append_plain(self._plain_ctx, topic, value)
+                if fut is not None:
+                    return fut
+            fut = DeliveryFuture()  # a concurrent.futures.Future; delivery cannot be cancelled
+            if core._append_plain(topic, value, fut):
+                return fut
+        else:
+            fut = DeliveryFuture()
         rec = core._prepare(topic, value, key, headers, timestamp_ms)
         if core._try_append(topic, partition, rec, fut) != "ok":
             self._run(core._send_into(fut, topic, value, key, partition, headers, timestamp_ms))
