@@ -56,9 +56,9 @@ log = logging.getLogger(__name__)
 
 # Producer.send()'s common case in C (client/records/_append.c): a bytes value appended to the
 # sticky partition's open batch, the future made without __init__
-_append_plain: Callable[[tuple[object, ...], str, bytes], DeliveryFuture | None] | None = getattr(
-    optional_extension("client.records._append"), "append_plain", None
-)
+_append_plain: (
+    Callable[[tuple[object, ...], str, bytes, int | None], DeliveryFuture | None] | None
+) = getattr(optional_extension("client.records._append"), "append_plain", None)
 
 try:
     import uvloop
@@ -198,18 +198,16 @@ class Producer(_SyncClient):
         timestamp_ms: int | None = None,
     ) -> concurrent.futures.Future[RecordMetadata]:
         core = self._core
-        # (chained: key, partition, headers and timestamp_ms all None)
-        if (
-            type(value) is bytes
-            and key is partition is headers is timestamp_ms is None
-            and core._plain
-        ):
+        # (chained: key, headers and timestamp_ms all None)
+        if type(value) is bytes and key is headers is timestamp_ms is None and core._plain:
             if _append_plain is not None:  # the common case in one C call, else None
-                fut = _append_plain(self._plain_ctx, topic, value)
+                fut = _append_plain(self._plain_ctx, topic, value, partition)
                 if fut is not None:
                     return fut
+                if partition is not None:
+                    core._plain_view(topic)  # (what the C call reads, for the next record)
             fut = DeliveryFuture()  # a concurrent.futures.Future; delivery cannot be cancelled
-            if core._append_plain(topic, value, fut):
+            if partition is None and core._append_plain(topic, value, fut):
                 return fut
         else:
             fut = DeliveryFuture()

@@ -16,7 +16,7 @@ import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures._base import FINISHED, RUNNING
-from typing import Any, cast
+from typing import Any
 
 from client.aio.accumulator import Entry
 from client.aio.types import RecordMetadata, TopicPartition
@@ -257,8 +257,8 @@ def _notify_all(notify: list[object]) -> None:
     """Wake the waiters and run the callbacks of finished futures, in order: `notify` is
     [future, its Event, its Condition, its callbacks, ...] as they were when it finished."""
     it = iter(notify)
-    for item, ev, cond, cbs in zip(it, it, it, it, strict=True):
-        fut = cast(DeliveryFuture, item)
+    fut: DeliveryFuture
+    for fut, ev, cond, cbs in zip(it, it, it, it, strict=True):  # type: ignore[assignment]
         if ev is not None or cond is not None:
             fut._notify(ev, cond, None)
         if type(cbs) is list:
@@ -266,7 +266,7 @@ def _notify_all(notify: list[object]) -> None:
                 fut._call(fn)
         elif cbs is not None:
             try:  # (fut._call inlined: one callback per record is the common case)
-                cast(Callable[[DeliveryFuture], object], cbs)(fut)
+                cbs(fut)  # type: ignore[operator]
             except Exception:
                 log.exception("exception calling callback for %r", fut)
 

@@ -6,12 +6,13 @@
  * in one C call and return a "not here" answer for everything else, which the caller then
  * does in Python exactly as before:
  *
- * append_plain(ctx, topic, value) -> DeliveryFuture | None
+ * append_plain(ctx, topic, value, partition) -> DeliveryFuture | None
  *     ctx = (vars(producer), vars(producer._acc), vars(producer._cluster),
  *            producer._sticky._current, proto, RECORD_OVERHEAD), the client.aio.Producer's
  *     state read as dicts and __slots__ (no attribute lookup per record).
  *     client.aio.Producer._append_plain's common case: a bytes value appended to the sticky
- *     partition's open batch, which it leaves not full. None (nothing done) when the producer
+ *     partition's open batch (`partition` None) or to `partition`'s, which it leaves not
+ *     full. None (nothing done) when the producer
  *     is closed, the topic's cached view is missing or stale, no sticky partition is chosen
  *     yet, the buffer or the batch has no room, the record would fill the batch, or the
  *     accumulator's lock is held: the Python path then runs and does what it always did
@@ -154,13 +155,13 @@ static PyObject *
 append_plain(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (nargs != 3 || !PyTuple_CheckExact(args[0]) || PyTuple_GET_SIZE(args[0]) != 6) {
+    if (nargs != 4 || !PyTuple_CheckExact(args[0]) || PyTuple_GET_SIZE(args[0]) != 6) {
         PyErr_SetString(PyExc_TypeError,
                         "append_plain((core vars, accumulator vars, cluster vars, sticky "
-                        "partitions, proto, overhead), topic, value)");
+                        "partitions, proto, overhead), topic, value, partition)");
         return NULL;
     }
-    PyObject *ctx = args[0], *topic = args[1], *value = args[2];
+    PyObject *ctx = args[0], *topic = args[1], *value = args[2], *partition = args[3];
     PyObject *core = PyTuple_GET_ITEM(ctx, 0), *acc = PyTuple_GET_ITEM(ctx, 1),
              *cluster = PyTuple_GET_ITEM(ctx, 2), *cur = PyTuple_GET_ITEM(ctx, 3),
              *proto = PyTuple_GET_ITEM(ctx, 4);
@@ -172,7 +173,8 @@ append_plain(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "append_plain: the context holds dicts");
         return NULL;
     }
-    if (!PyBytes_CheckExact(value) || !PyUnicode_CheckExact(topic))
+    if (!PyBytes_CheckExact(value) || !PyUnicode_CheckExact(topic)
+        || (partition != Py_None && !PyLong_CheckExact(partition)))
         Py_RETURN_NONE;
 
     /* -- checks that may run Python code (the transaction manager's) ------------------------ */
@@ -234,12 +236,17 @@ append_plain(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         goto not_here_or_error;
     if (size > max_record)
         goto not_here;
-    PyObject *p_obj = PyDict_GetItemWithError(cur, topic);
-    if (p_obj == NULL)
-        goto not_here_or_error;
+    PyObject *p_obj = partition;
+    if (p_obj == Py_None) {
+        p_obj = PyDict_GetItemWithError(cur, topic); /* the sticky partition */
+        if (p_obj == NULL)
+            goto not_here_or_error;
+    }
     Py_ssize_t p = PyLong_AsSsize_t(p_obj);
-    if (p == -1 && PyErr_Occurred())
-        goto done;
+    if (p == -1 && PyErr_Occurred()) {
+        PyErr_Clear(); /* (an int past Py_ssize_t: the Python path says what is wrong) */
+        goto not_here;
+    }
     if (p < 0 || p >= PyList_GET_SIZE(tps))
         goto not_here;
     PyObject *tp = PyList_GET_ITEM(tps, p);
@@ -434,9 +441,9 @@ not_here:
 
 static PyMethodDef methods[] = {
     {"append_plain", (PyCFunction)(void (*)(void))append_plain, METH_FASTCALL,
-     "append_plain(core, topic, value, proto, overhead) -> future | None\n\n"
-     "The sync producer's per-record append of a bytes value to the sticky partition's open "
-     "batch; None when it is not that common case (nothing done)."},
+     "append_plain(ctx, topic, value, partition) -> future | None\n\n"
+     "The sync producer's per-record append of a bytes value to the sticky (partition None) "
+     "or given partition's open batch; None when it is not that common case (nothing done)."},
     {"add_callback", (PyCFunction)(void (*)(void))add_callback, METH_FASTCALL,
      "add_callback(future, fn, lock, running) -> bool\n\n"
      "Store the first callback of a running DeliveryFuture; False when not that case."},

@@ -47,8 +47,8 @@ def test_append_plain_appends_as_the_python_path_does() -> None:
     p, ctx = _producer()
     batch = p._acc.batches[TP][-1]
     before = p._acc.buffered
-    f1 = _append.append_plain(ctx, "t", b"abc")
-    f2 = _append.append_plain(ctx, "t", b"")
+    f1 = _append.append_plain(ctx, "t", b"abc", None)
+    f2 = _append.append_plain(ctx, "t", b"", None)
     assert type(f1) is DeliveryFuture and type(f2) is DeliveryFuture and f1 is not f2
     assert f1.running() and not f1.done() and not gc.is_tracked(f1)
     assert [e[:3] for e in batch.entries] == [
@@ -76,25 +76,39 @@ def test_append_plain_leaves_every_other_case_to_the_python_path() -> None:
     def untouched() -> bool:
         return len(batch.entries) == 1 and batch.futures == []
 
-    assert _append.append_plain(ctx, "other", b"v") is None  # topic not cached
-    assert _append.append_plain(ctx, "t", bytearray(b"v")) is None  # not bytes
-    assert _append.append_plain(ctx, "t", b"v" * 200) is None  # would fill the batch
+    assert _append.append_plain(ctx, "other", b"v", None) is None  # topic not cached
+    assert _append.append_plain(ctx, "t", bytearray(b"v"), None) is None  # not bytes
+    assert _append.append_plain(ctx, "t", b"v" * 200, None) is None  # would fill the batch
     with p._acc.lock:  # held by another thread's critical section
-        assert _append.append_plain(ctx, "t", b"v") is None
+        assert _append.append_plain(ctx, "t", b"v", None) is None
     p._cluster.metadata = object()  # type: ignore[assignment]  # a newer snapshot
-    assert _append.append_plain(ctx, "t", b"v") is None
+    assert _append.append_plain(ctx, "t", b"v", None) is None
     p._cluster.metadata = p._plain_topics["t"][0]
     batch.full = True
-    assert _append.append_plain(ctx, "t", b"v") is None
+    assert _append.append_plain(ctx, "t", b"v", None) is None
     batch.full = False
     p._acc.buffered = p._acc.buffer_memory  # buffer full
-    assert _append.append_plain(ctx, "t", b"v") is None
+    assert _append.append_plain(ctx, "t", b"v", None) is None
     p._acc.buffered = RECORD_OVERHEAD + 5
     p._closed = True
-    assert _append.append_plain(ctx, "t", b"v") is None  # the Python path raises
+    assert _append.append_plain(ctx, "t", b"v", None) is None  # the Python path raises
     p._closed = False
     assert untouched()
-    assert _append.append_plain(ctx, "t", b"v") is not None and not untouched()
+    assert _append.append_plain(ctx, "t", b"v", None) is not None and not untouched()
+
+
+def test_append_plain_to_an_explicit_partition() -> None:
+    p, ctx = _producer()
+    tp1 = TopicPartition("t", 1)
+    md = p._cluster.metadata
+    p._plain_topics["t"] = (md, [TP, tp1], [0, 1])
+    assert p._acc.try_append(tp1, 1, None, b"one", None, RECORD_OVERHEAD + 3, None)[0]
+    f = _append.append_plain(ctx, "t", b"x", 1)
+    assert f is not None and p._acc.batches[tp1][-1].futures == [1, f]
+    assert len(p._acc.batches[TP][-1].entries) == 1  # the sticky partition's: untouched
+    for bad in (2, -1, 2**80):  # not in the cached view: the Python path waits or raises
+        assert _append.append_plain(ctx, "t", b"x", bad) is None
+    assert len(p._acc.batches[tp1][-1].entries) == 2
 
 
 def test_append_plain_asks_the_transaction_manager_first() -> None:
@@ -106,7 +120,7 @@ def test_append_plain_asks_the_transaction_manager_first() -> None:
 
     p._txn = Txn()  # type: ignore[assignment]
     with pytest.raises(RuntimeError, match="not in a transaction"):
-        _append.append_plain(ctx, "t", b"v")
+        _append.append_plain(ctx, "t", b"v", None)
     assert len(p._acc.batches[TP][-1].entries) == 1
 
 
