@@ -174,13 +174,20 @@ class Producer(_SyncClient):
         super().__init__(config, **kwargs)
         core = self._core
         # what _append_plain reads and writes, as dicts (no attribute lookups per record)
+        acc = core._acc
         self._plain_ctx = (
             vars(core),
-            vars(core._acc),
+            vars(acc),
             vars(core._cluster),
             core._sticky._current,
             FUTURE_PROTOTYPE,
             RECORD_OVERHEAD,
+            acc.lock,  # (these are set once, in the constructors)
+            acc.batches,
+            core._plain_topics,
+            core._max_record,
+            acc.buffer_memory,
+            acc.batch_size,
         )
         try:
             self._run(self._core.start())

@@ -8,8 +8,10 @@
  *
  * append_plain(ctx, topic, value, partition) -> DeliveryFuture | None
  *     ctx = (vars(producer), vars(producer._acc), vars(producer._cluster),
- *            producer._sticky._current, proto, RECORD_OVERHEAD), the client.aio.Producer's
- *     state read as dicts and __slots__ (no attribute lookup per record).
+ *            producer._sticky._current, proto, RECORD_OVERHEAD, acc.lock, acc.batches,
+ *            producer._plain_topics, producer._max_record, acc.buffer_memory, acc.batch_size):
+ *     the client.aio.Producer's state, the objects and numbers fixed for its life given
+ *     directly, the rest read from its dicts and __slots__ (no attribute lookup per record).
  *     client.aio.Producer._append_plain's common case: a bytes value appended to the sticky
  *     partition's open batch (`partition` None) or to `partition`'s, which it leaves not
  *     full. None (nothing done) when the producer
@@ -52,8 +54,7 @@
 #include <string.h>
 #include <time.h>
 
-static PyObject *s_closed, *s_txn, *s_check_send, *s_metadata, *s_plain_topics, *s_max_record,
-    *s_lock, *s_locked, *s_buffered, *s_buffer_memory, *s_batches, *s_batch_size;
+static PyObject *s_closed, *s_txn, *s_check_send, *s_metadata, *s_locked, *s_buffered;
 
 /* Offsets of a class's __slots__, looked up once per class: reading a slot is then a load,
  * not an attribute lookup (this machine's ~60 ns each, a dozen per record). */
@@ -155,21 +156,23 @@ static PyObject *
 append_plain(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (nargs != 4 || !PyTuple_CheckExact(args[0]) || PyTuple_GET_SIZE(args[0]) != 6) {
-        PyErr_SetString(PyExc_TypeError,
-                        "append_plain((core vars, accumulator vars, cluster vars, sticky "
-                        "partitions, proto, overhead), topic, value, partition)");
+    if (nargs != 4 || !PyTuple_CheckExact(args[0]) || PyTuple_GET_SIZE(args[0]) != 12) {
+        PyErr_SetString(PyExc_TypeError, "append_plain(ctx, topic, value, partition)");
         return NULL;
     }
     PyObject *ctx = args[0], *topic = args[1], *value = args[2], *partition = args[3];
     PyObject *core = PyTuple_GET_ITEM(ctx, 0), *acc = PyTuple_GET_ITEM(ctx, 1),
              *cluster = PyTuple_GET_ITEM(ctx, 2), *cur = PyTuple_GET_ITEM(ctx, 3),
-             *proto = PyTuple_GET_ITEM(ctx, 4);
+             *proto = PyTuple_GET_ITEM(ctx, 4), *lock = PyTuple_GET_ITEM(ctx, 6),
+             *batches = PyTuple_GET_ITEM(ctx, 7), *pt = PyTuple_GET_ITEM(ctx, 8);
     long long overhead = PyLong_AsLongLong(PyTuple_GET_ITEM(ctx, 5));
-    if (overhead == -1 && PyErr_Occurred())
+    long long max_record = PyLong_AsLongLong(PyTuple_GET_ITEM(ctx, 9));
+    long long buffer_memory = PyLong_AsLongLong(PyTuple_GET_ITEM(ctx, 10));
+    long long batch_size = PyLong_AsLongLong(PyTuple_GET_ITEM(ctx, 11));
+    if (PyErr_Occurred())
         return NULL;
     if (!PyDict_CheckExact(core) || !PyDict_CheckExact(acc) || !PyDict_CheckExact(cluster)
-        || !PyDict_CheckExact(cur)) {
+        || !PyDict_CheckExact(cur) || !PyDict_CheckExact(batches) || !PyDict_CheckExact(pt)) {
         PyErr_SetString(PyExc_TypeError, "append_plain: the context holds dicts");
         return NULL;
     }
@@ -210,17 +213,13 @@ append_plain(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         goto done;
 
     /* -- from here: no Python code, no GC-tracked allocation, until the last write ---------- */
-    PyObject *lock = PyDict_GetItemWithError(acc, s_lock);
-    if (lock == NULL)
-        goto not_here_or_error;
     int held = is_locked(lock);
     if (held < 0)
         goto done;
     if (held)
         goto not_here;
     PyObject *md = PyDict_GetItemWithError(cluster, s_metadata);
-    PyObject *pt = PyDict_GetItemWithError(core, s_plain_topics);
-    if (md == NULL || pt == NULL || !PyDict_CheckExact(pt))
+    if (md == NULL)
         goto not_here_or_error;
     PyObject *st = PyDict_GetItemWithError(pt, topic);
     if (st == NULL)
@@ -231,9 +230,6 @@ append_plain(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (!PyList_CheckExact(tps))
         goto not_here;
     long long size = overhead + PyBytes_GET_SIZE(value);
-    long long max_record = dict_ll(core, s_max_record);
-    if (max_record < 0)
-        goto not_here_or_error;
     if (size > max_record)
         goto not_here;
     PyObject *p_obj = partition;
@@ -252,15 +248,10 @@ append_plain(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *tp = PyList_GET_ITEM(tps, p);
 
     long long buffered = dict_ll(acc, s_buffered);
-    long long buffer_memory = dict_ll(acc, s_buffer_memory);
-    long long batch_size = dict_ll(acc, s_batch_size);
-    if (buffered < 0 || buffer_memory < 0 || batch_size < 0)
+    if (buffered < 0)
         goto not_here_or_error;
     if (buffered + size > buffer_memory && buffered > 0)
         goto not_here;
-    PyObject *batches = PyDict_GetItemWithError(acc, s_batches);
-    if (batches == NULL || !PyDict_CheckExact(batches))
-        goto not_here_or_error;
     PyObject *dq = PyDict_GetItemWithError(batches, tp);
     if (dq == NULL)
         goto not_here_or_error;
@@ -467,14 +458,8 @@ exec_module(PyObject *m)
     INTERN(s_txn, "_txn");
     INTERN(s_check_send, "check_send");
     INTERN(s_metadata, "metadata");
-    INTERN(s_plain_topics, "_plain_topics");
-    INTERN(s_max_record, "_max_record");
-    INTERN(s_lock, "lock");
     INTERN(s_locked, "locked");
     INTERN(s_buffered, "buffered");
-    INTERN(s_buffer_memory, "buffer_memory");
-    INTERN(s_batches, "batches");
-    INTERN(s_batch_size, "batch_size");
 #undef INTERN
     return 0;
 }

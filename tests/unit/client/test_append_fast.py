@@ -32,15 +32,26 @@ def _producer(batch_size: int = 1000) -> tuple[Producer, tuple]:
     p._plain_topics["t"] = (md, [TP], [0])
     p._sticky._current["t"] = 0
     assert p._acc.try_append(TP, 1, None, b"first", None, RECORD_OVERHEAD + 5, None)[0]
-    ctx = (
+    return p, p_ctx(p)
+
+
+def p_ctx(p: Producer) -> tuple:
+    """client.sync.Producer's context for append_plain, for the same core."""
+    acc = p._acc
+    return (
         vars(p),
-        vars(p._acc),
+        vars(acc),
         vars(p._cluster),
         p._sticky._current,
         FUTURE_PROTOTYPE,
         RECORD_OVERHEAD,
+        acc.lock,
+        acc.batches,
+        p._plain_topics,
+        p._max_record,
+        acc.buffer_memory,
+        acc.batch_size,
     )
-    return p, ctx
 
 
 def test_append_plain_appends_as_the_python_path_does() -> None:
