@@ -173,12 +173,12 @@ class Producer(_SyncClient):
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)
         core = self._core
-        # what _append_plain reads and writes, as dicts (no attribute lookups per record)
+        # what _append_plain reads and writes (client/records/_append.c)
         acc = core._acc
         self._plain_ctx = (
-            vars(core),
-            vars(acc),
-            vars(core._cluster),
+            core,
+            acc,
+            core._cluster,
             core._sticky._current,
             FUTURE_PROTOTYPE,
             RECORD_OVERHEAD,

@@ -7,11 +7,13 @@
  * does in Python exactly as before:
  *
  * append_plain(ctx, topic, value, partition) -> DeliveryFuture | None
- *     ctx = (vars(producer), vars(producer._acc), vars(producer._cluster),
- *            producer._sticky._current, proto, RECORD_OVERHEAD, acc.lock, acc.batches,
- *            producer._plain_topics, producer._max_record, acc.buffer_memory, acc.batch_size):
- *     the client.aio.Producer's state, the objects and numbers fixed for its life given
- *     directly, the rest read from its dicts and __slots__ (no attribute lookup per record).
+ *     ctx = (producer, producer._acc, producer._cluster, producer._sticky._current, proto,
+ *            RECORD_OVERHEAD, acc.lock, acc.batches, producer._plain_topics,
+ *            producer._max_record, acc.buffer_memory, acc.batch_size): the
+ *     client.aio.Producer's objects and numbers fixed for its life given directly; what
+ *     changes (_closed, _txn, the cluster's metadata, acc.buffered) read as attributes; the
+ *     batch's fields through __slots__ offsets. (Not through vars(): an instance whose
+ *     __dict__ is made reads its attributes ~2x slower in Python from then on.)
  *     client.aio.Producer._append_plain's common case: a bytes value appended to the sticky
  *     partition's open batch (`partition` None) or to `partition`'s, which it leaves not
  *     full. None (nothing done) when the producer
@@ -120,15 +122,17 @@ is_locked(PyObject *lock)
     return held;
 }
 
-/* d[name] as a C long long; -2 (no exception) when missing or not an int, -1 with an
- * exception on overflow. Values read here are >= 0. */
+/* obj.name as a C long long: -2 (no exception) when not an int, -1 with an exception when
+ * missing or on overflow. Values read here are >= 0. */
 static long long
-dict_ll(PyObject *d, PyObject *name)
+attr_ll(PyObject *obj, PyObject *name)
 {
-    PyObject *o = PyDict_GetItemWithError(d, name);
-    if (o == NULL || !PyLong_CheckExact(o))
-        return PyErr_Occurred() ? -1 : -2;
-    return PyLong_AsLongLong(o);
+    PyObject *o = PyObject_GetAttr(obj, name);
+    if (o == NULL)
+        return -1;
+    long long v = PyLong_CheckExact(o) ? PyLong_AsLongLong(o) : -2;
+    Py_DECREF(o);
+    return v;
 }
 
 /* A new instance of type(proto) (its tp_new: no __init__) with proto's __slots__ values,
@@ -171,9 +175,8 @@ append_plain(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     long long batch_size = PyLong_AsLongLong(PyTuple_GET_ITEM(ctx, 11));
     if (PyErr_Occurred())
         return NULL;
-    if (!PyDict_CheckExact(core) || !PyDict_CheckExact(acc) || !PyDict_CheckExact(cluster)
-        || !PyDict_CheckExact(cur) || !PyDict_CheckExact(batches) || !PyDict_CheckExact(pt)) {
-        PyErr_SetString(PyExc_TypeError, "append_plain: the context holds dicts");
+    if (!PyDict_CheckExact(cur) || !PyDict_CheckExact(batches) || !PyDict_CheckExact(pt)) {
+        PyErr_SetString(PyExc_TypeError, "append_plain: a context's mapping is not a dict");
         return NULL;
     }
     if (!PyBytes_CheckExact(value) || !PyUnicode_CheckExact(topic)
@@ -181,17 +184,24 @@ append_plain(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         Py_RETURN_NONE;
 
     /* -- checks that may run Python code (the transaction manager's) ------------------------ */
-    PyObject *o = PyDict_GetItemWithError(core, s_closed);
-    if (o != Py_False)
-        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None); /* the Python path raises */
-    o = PyDict_GetItemWithError(core, s_txn);
+    PyObject *o = PyObject_GetAttr(core, s_closed);
     if (o == NULL)
-        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+        return NULL;
+    Py_DECREF(o); /* (the producer holds it) */
+    if (o != Py_False)
+        Py_RETURN_NONE; /* the Python path raises ClientClosedError */
+    o = PyObject_GetAttr(core, s_txn);
+    if (o == NULL)
+        return NULL;
     if (o != Py_None) {
         PyObject *r = PyObject_CallMethodNoArgs(o, s_check_send);
+        Py_DECREF(o);
         if (r == NULL)
             return NULL;
         Py_DECREF(r);
+    }
+    else {
+        Py_DECREF(o);
     }
 
     /* -- GC-tracked allocations, before the lock check -------------------------------------- */
@@ -218,9 +228,10 @@ append_plain(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         goto done;
     if (held)
         goto not_here;
-    PyObject *md = PyDict_GetItemWithError(cluster, s_metadata);
+    PyObject *md = PyObject_GetAttr(cluster, s_metadata);
     if (md == NULL)
-        goto not_here_or_error;
+        goto done;
+    Py_DECREF(md); /* (only compared, and the cluster client holds it) */
     PyObject *st = PyDict_GetItemWithError(pt, topic);
     if (st == NULL)
         goto not_here_or_error;
@@ -247,7 +258,7 @@ append_plain(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         goto not_here;
     PyObject *tp = PyList_GET_ITEM(tps, p);
 
-    long long buffered = dict_ll(acc, s_buffered);
+    long long buffered = attr_ll(acc, s_buffered);
     if (buffered < 0)
         goto not_here_or_error;
     if (buffered + size > buffer_memory && buffered > 0)
@@ -287,7 +298,7 @@ append_plain(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         goto done;
     /* the writes, as append_sticky's inlined branch makes them */
     if (PyList_Append(futures, idx) < 0 || PyList_Append(futures, fut) < 0
-        || PyList_Append(entries, entry) < 0 || PyDict_SetItem(acc, s_buffered, nbuf) < 0)
+        || PyList_Append(entries, entry) < 0 || PyObject_SetAttr(acc, s_buffered, nbuf) < 0)
         goto done;
     set_slot(batch, batch_slots.off[B_SIZE], nsize);
     nsize = NULL;

@@ -15,7 +15,10 @@ flush: the caller plus the client's loop thread, i.e. everything the client spen
 and records/s for reference (load-sensitive).
 
     .venv/bin/python scripts/bench/send_cpu_bench.py [--records 300000] [--repeat 3]
-        [--modes send,callback,bulk] [--bootstrap HOST:PORT]
+        [--modes send,callback,bulk] [--bootstrap HOST:PORT] [--root DIR]
+
+--root runs another tree's client and server (e.g. a `git worktree` of an older commit with
+its client/records/*.c built): compare the CPU per record of two trees on the same machine.
 """
 
 from __future__ import annotations
@@ -40,13 +43,20 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--bootstrap", default=None, help="use this cluster, start no server")
+    ap.add_argument(
+        "--root",
+        default=str(Path(__file__).resolve().parents[2]),
+        help="the tree whose client (and server) to run: a checkout with its C extensions built",
+    )
     args = ap.parse_args()
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     bad = [m for m in modes if m not in MODES]
     if bad:
         ap.error(f"unknown mode(s) {bad}; choose from {list(MODES)}")
-    root = str(Path(__file__).resolve().parents[2])
-    sys.path[:0] = [root, os.path.join(root, "scripts", "bench")]
+    root = os.path.abspath(args.root)
+    here = str(Path(__file__).resolve().parent)
+    sys.path[:0] = [root, here]  # (_server.py from this tree: it starts the root's `gregor`)
+    os.environ["PYTHONPATH"] = os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])
 
     from _server import start_server, stop_server
 
@@ -109,7 +119,11 @@ def main() -> int:
                     res = run(mode, topic)
                     runs.append(res)
                     print(json.dumps(res), file=sys.stderr, flush=True)
+        import client
+
         out = {
+            "root": root,
+            "imports_from": str(Path(client.__file__).resolve().parents[1]),
             "records": n,
             "record_size": len(VALUE),
             "runs": runs,

@@ -39,9 +39,9 @@ def p_ctx(p: Producer) -> tuple:
     """client.sync.Producer's context for append_plain, for the same core."""
     acc = p._acc
     return (
-        vars(p),
-        vars(acc),
-        vars(p._cluster),
+        p,
+        acc,
+        p._cluster,
         p._sticky._current,
         FUTURE_PROTOTYPE,
         RECORD_OVERHEAD,
