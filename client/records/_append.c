@@ -38,6 +38,11 @@
  *     or None when `lock` is held or a future of another type is present (the caller then
  *     runs its Python loop). The caller holds no lock: the GIL is the lock, see below.
  *
+ * Cost of "not here": records spread over many partitions often find no open batch (each
+ * record starts one), so append_plain first looks for the batch without the two attribute
+ * reads and before making anything (~0.3 us instead of ~0.95 us here when it answers None;
+ * ~0.05 us more when it appends, as it looks again for real after the lock check).
+ *
  * Atomicity. The accumulator's lock and futures.py's _LOCK guard state that the event-loop
  * thread changes too. These functions do not take them: each checks that the lock is free
  * (`lock.locked()`) and then makes its reads and writes without calling Python code, releasing
@@ -156,6 +161,86 @@ clone_slots(PyObject *proto, PyObject *empty)
     return obj;
 }
 
+typedef struct {
+    PyObject *core, *acc, *cluster, *cur, *proto, *lock, *batches, *pt;
+    long long overhead, max_record, buffer_memory, batch_size;
+} Ctx;
+
+/* The open batch of (topic, partition or the sticky one) that a record of `size` bytes
+ * joins without filling it, in *batch (borrowed), and the accumulator's bytes buffered in
+ * *buffered: 1; 0 when it is not that case; -1 on error. Runs no Python code and allocates
+ * no GC-tracked object. `quick`: a hint only, without the two attribute reads (the
+ * metadata snapshot's identity, the bytes buffered). */
+static int
+find_batch(const Ctx *c, PyObject *topic, PyObject *partition, long long size, int quick,
+           PyObject **batch, long long *buffered)
+{
+    PyObject *md = NULL;
+    if (!quick) {
+        md = PyObject_GetAttr(c->cluster, s_metadata);
+        if (md == NULL)
+            return -1;
+        Py_DECREF(md); /* (only compared, and the cluster client holds it) */
+    }
+    PyObject *st = PyDict_GetItemWithError(c->pt, topic);
+    if (st == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if (!PyTuple_CheckExact(st) || PyTuple_GET_SIZE(st) != 3
+        || (!quick && PyTuple_GET_ITEM(st, 0) != md))
+        return 0;
+    PyObject *tps = PyTuple_GET_ITEM(st, 1);
+    if (!PyList_CheckExact(tps) || size > c->max_record)
+        return 0;
+    PyObject *p_obj = partition;
+    if (p_obj == Py_None) {
+        p_obj = PyDict_GetItemWithError(c->cur, topic); /* the sticky partition */
+        if (p_obj == NULL)
+            return PyErr_Occurred() ? -1 : 0;
+    }
+    Py_ssize_t p = PyLong_AsSsize_t(p_obj);
+    if (p == -1 && PyErr_Occurred()) {
+        PyErr_Clear(); /* (an int past Py_ssize_t: the Python path says what is wrong) */
+        return 0;
+    }
+    if (p < 0 || p >= PyList_GET_SIZE(tps))
+        return 0;
+    long long buf = 0;
+    if (!quick) {
+        buf = attr_ll(c->acc, s_buffered);
+        if (buf < 0)
+            return PyErr_Occurred() ? -1 : 0;
+        if (buf + size > c->buffer_memory && buf > 0)
+            return 0;
+    }
+    PyObject *dq = PyDict_GetItemWithError(c->batches, PyList_GET_ITEM(tps, p));
+    if (dq == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    Py_ssize_t qlen = PySequence_Size(dq);
+    if (qlen <= 0)
+        return qlen < 0 ? -1 : 0;
+    PyObject *b = PySequence_GetItem(dq, qlen - 1);
+    if (b == NULL)
+        return -1;
+    Py_DECREF(b); /* (the deque keeps it) */
+    if (!resolve(&batch_slots, Py_TYPE(b), BATCH_SLOTS))
+        return 0;
+    PyObject *full = SLOT(b, batch_slots, B_FULL);
+    PyObject *bsize = SLOT(b, batch_slots, B_SIZE);
+    PyObject *entries = SLOT(b, batch_slots, B_ENTRIES);
+    PyObject *futures = SLOT(b, batch_slots, B_FUTURES);
+    if (full != Py_False || bsize == NULL || !PyLong_CheckExact(bsize) || entries == NULL
+        || !PyList_CheckExact(entries) || futures == NULL || !PyList_CheckExact(futures))
+        return 0;
+    long long bs = PyLong_AsLongLong(bsize);
+    if (bs == -1 && PyErr_Occurred())
+        return -1;
+    if (bs + size >= c->batch_size)
+        return 0; /* it would fill the batch: the Python path marks it and moves on */
+    *batch = b;
+    *buffered = buf;
+    return 1;
+}
+
 static PyObject *
 append_plain(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -165,32 +250,47 @@ append_plain(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyObject *ctx = args[0], *topic = args[1], *value = args[2], *partition = args[3];
-    PyObject *core = PyTuple_GET_ITEM(ctx, 0), *acc = PyTuple_GET_ITEM(ctx, 1),
-             *cluster = PyTuple_GET_ITEM(ctx, 2), *cur = PyTuple_GET_ITEM(ctx, 3),
-             *proto = PyTuple_GET_ITEM(ctx, 4), *lock = PyTuple_GET_ITEM(ctx, 6),
-             *batches = PyTuple_GET_ITEM(ctx, 7), *pt = PyTuple_GET_ITEM(ctx, 8);
-    long long overhead = PyLong_AsLongLong(PyTuple_GET_ITEM(ctx, 5));
-    long long max_record = PyLong_AsLongLong(PyTuple_GET_ITEM(ctx, 9));
-    long long buffer_memory = PyLong_AsLongLong(PyTuple_GET_ITEM(ctx, 10));
-    long long batch_size = PyLong_AsLongLong(PyTuple_GET_ITEM(ctx, 11));
+    Ctx c = {
+        .core = PyTuple_GET_ITEM(ctx, 0),
+        .acc = PyTuple_GET_ITEM(ctx, 1),
+        .cluster = PyTuple_GET_ITEM(ctx, 2),
+        .cur = PyTuple_GET_ITEM(ctx, 3),
+        .proto = PyTuple_GET_ITEM(ctx, 4),
+        .lock = PyTuple_GET_ITEM(ctx, 6),
+        .batches = PyTuple_GET_ITEM(ctx, 7),
+        .pt = PyTuple_GET_ITEM(ctx, 8),
+        .overhead = PyLong_AsLongLong(PyTuple_GET_ITEM(ctx, 5)),
+        .max_record = PyLong_AsLongLong(PyTuple_GET_ITEM(ctx, 9)),
+        .buffer_memory = PyLong_AsLongLong(PyTuple_GET_ITEM(ctx, 10)),
+        .batch_size = PyLong_AsLongLong(PyTuple_GET_ITEM(ctx, 11)),
+    };
     if (PyErr_Occurred())
         return NULL;
-    if (!PyDict_CheckExact(cur) || !PyDict_CheckExact(batches) || !PyDict_CheckExact(pt)) {
+    if (!PyDict_CheckExact(c.cur) || !PyDict_CheckExact(c.batches) || !PyDict_CheckExact(c.pt)) {
         PyErr_SetString(PyExc_TypeError, "append_plain: a context's mapping is not a dict");
         return NULL;
     }
     if (!PyBytes_CheckExact(value) || !PyUnicode_CheckExact(topic)
         || (partition != Py_None && !PyLong_CheckExact(partition)))
         Py_RETURN_NONE;
+    long long size = c.overhead + PyBytes_GET_SIZE(value);
+    PyObject *batch = NULL;
+    long long buffered = 0;
+
+    /* -- a first look, as a hint: records spread over many partitions often find no open
+     * batch, and then nothing is made for nothing ------------------------------------------ */
+    int found = find_batch(&c, topic, partition, size, 1, &batch, &buffered);
+    if (found <= 0)
+        return found < 0 ? NULL : Py_NewRef(Py_None);
 
     /* -- checks that may run Python code (the transaction manager's) ------------------------ */
-    PyObject *o = PyObject_GetAttr(core, s_closed);
+    PyObject *o = PyObject_GetAttr(c.core, s_closed);
     if (o == NULL)
         return NULL;
     Py_DECREF(o); /* (the producer holds it) */
     if (o != Py_False)
         Py_RETURN_NONE; /* the Python path raises ClientClosedError */
-    o = PyObject_GetAttr(core, s_txn);
+    o = PyObject_GetAttr(c.core, s_txn);
     if (o == NULL)
         return NULL;
     if (o != Py_None) {
@@ -218,78 +318,25 @@ append_plain(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     empty = PyTuple_New(0);
     if (empty == NULL)
         goto done;
-    fut = clone_slots(proto, empty);
+    fut = clone_slots(c.proto, empty);
     if (fut == NULL)
         goto done;
 
     /* -- from here: no Python code, no GC-tracked allocation, until the last write ---------- */
-    int held = is_locked(lock);
+    int held = is_locked(c.lock);
     if (held < 0)
         goto done;
     if (held)
         goto not_here;
-    PyObject *md = PyObject_GetAttr(cluster, s_metadata);
-    if (md == NULL)
+    /* again, for real: the allocations may have run a collection, hence other threads */
+    found = find_batch(&c, topic, partition, size, 0, &batch, &buffered);
+    if (found < 0)
         goto done;
-    Py_DECREF(md); /* (only compared, and the cluster client holds it) */
-    PyObject *st = PyDict_GetItemWithError(pt, topic);
-    if (st == NULL)
-        goto not_here_or_error;
-    if (!PyTuple_CheckExact(st) || PyTuple_GET_SIZE(st) != 3 || PyTuple_GET_ITEM(st, 0) != md)
+    if (found == 0)
         goto not_here;
-    PyObject *tps = PyTuple_GET_ITEM(st, 1);
-    if (!PyList_CheckExact(tps))
-        goto not_here;
-    long long size = overhead + PyBytes_GET_SIZE(value);
-    if (size > max_record)
-        goto not_here;
-    PyObject *p_obj = partition;
-    if (p_obj == Py_None) {
-        p_obj = PyDict_GetItemWithError(cur, topic); /* the sticky partition */
-        if (p_obj == NULL)
-            goto not_here_or_error;
-    }
-    Py_ssize_t p = PyLong_AsSsize_t(p_obj);
-    if (p == -1 && PyErr_Occurred()) {
-        PyErr_Clear(); /* (an int past Py_ssize_t: the Python path says what is wrong) */
-        goto not_here;
-    }
-    if (p < 0 || p >= PyList_GET_SIZE(tps))
-        goto not_here;
-    PyObject *tp = PyList_GET_ITEM(tps, p);
-
-    long long buffered = attr_ll(acc, s_buffered);
-    if (buffered < 0)
-        goto not_here_or_error;
-    if (buffered + size > buffer_memory && buffered > 0)
-        goto not_here;
-    PyObject *dq = PyDict_GetItemWithError(batches, tp);
-    if (dq == NULL)
-        goto not_here_or_error;
-    Py_ssize_t qlen = PySequence_Size(dq);
-    if (qlen < 0)
-        goto done;
-    if (qlen == 0)
-        goto not_here;
-    PyObject *batch = PySequence_GetItem(dq, qlen - 1);
-    if (batch == NULL)
-        goto done;
-    Py_DECREF(batch); /* (the deque keeps it) */
-    if (!resolve(&batch_slots, Py_TYPE(batch), BATCH_SLOTS))
-        goto not_here;
-    PyObject *full = SLOT(batch, batch_slots, B_FULL);
-    PyObject *bsize_obj = SLOT(batch, batch_slots, B_SIZE);
     PyObject *entries = SLOT(batch, batch_slots, B_ENTRIES);
     PyObject *futures = SLOT(batch, batch_slots, B_FUTURES);
-    if (full != Py_False || bsize_obj == NULL || !PyLong_CheckExact(bsize_obj)
-        || entries == NULL || !PyList_CheckExact(entries) || futures == NULL
-        || !PyList_CheckExact(futures))
-        goto not_here;
-    long long bsize = PyLong_AsLongLong(bsize_obj);
-    if (bsize == -1 && PyErr_Occurred())
-        goto done;
-    if (bsize + size >= batch_size)
-        goto not_here; /* it would fill the batch: the Python path marks it and moves on */
+    long long bsize = PyLong_AsLongLong(SLOT(batch, batch_slots, B_SIZE));
     /* ints are not GC-tracked: making them runs no collection */
     idx = PyLong_FromSsize_t(PyList_GET_SIZE(entries));
     nsize = PyLong_FromLongLong(bsize + size);
@@ -298,16 +345,13 @@ append_plain(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         goto done;
     /* the writes, as append_sticky's inlined branch makes them */
     if (PyList_Append(futures, idx) < 0 || PyList_Append(futures, fut) < 0
-        || PyList_Append(entries, entry) < 0 || PyObject_SetAttr(acc, s_buffered, nbuf) < 0)
+        || PyList_Append(entries, entry) < 0 || PyObject_SetAttr(c.acc, s_buffered, nbuf) < 0)
         goto done;
     set_slot(batch, batch_slots.off[B_SIZE], nsize);
     nsize = NULL;
     result = Py_NewRef(fut);
     goto done;
 
-not_here_or_error:
-    if (PyErr_Occurred())
-        goto done;
 not_here:
     result = Py_NewRef(Py_None);
 done:
