@@ -1,7 +1,8 @@
 """Build hook for the optional C extension; everything else is in pyproject.toml.
 
 client.records._speedups (client/records/_speedups.c) speeds up decoding record sections on the
-consumer's path, and packs them on the producer's; client.records._crc (client/records/_crc.c)
+consumer's path, and packs them on the producer's; client.records._append
+(client/records/_append.c) is the sync producer's per-record send() path; client.records._crc (client/records/_crc.c)
 computes CRC-32C with SSE4.2 on any buffer, without copying; broker.kafka._convert
 (broker/kafka/_convert.c) converts records sections between Kafka's form and Gregor's for the
 Kafka listener. All are optional: without a
@@ -16,6 +17,12 @@ setup(
         Extension(
             "client.records._speedups",
             sources=["client/records/_speedups.c"],
+            extra_compile_args=["-O2", "-Wall"],
+            optional=True,
+        ),
+        Extension(
+            "client.records._append",
+            sources=["client/records/_append.c"],
             extra_compile_args=["-O2", "-Wall"],
             optional=True,
         ),

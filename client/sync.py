@@ -21,10 +21,11 @@ import re
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from client import aio
+from client.aio.accumulator import RECORD_OVERHEAD
 from client.aio.admin_groups import GroupDescription, GroupListing
 from client.aio.admin_quorum import QuorumDescription
 from client.aio.admin_quotas import (
@@ -38,7 +39,7 @@ from client.aio.admin_users import (
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
-from client.aio.futures import DeliveryFuture
+from client.aio.futures import FUTURE_PROTOTYPE, DeliveryFuture
 from client.aio.group import Callback, GroupEvent
 from client.aio.types import (
     ConfigEntry,
@@ -48,9 +49,16 @@ from client.aio.types import (
     TopicPartition,
 )
 from client.errors import ClientClosedError
+from client.records.extensions import optional_extension
 from client.security.acl import AclBinding, AclBindingFilter
 
 log = logging.getLogger(__name__)
+
+# Producer.send()'s common case in C (client/records/_append.c): a bytes value appended to the
+# sticky partition's open batch, the future made without __init__
+_append_plain: (
+    Callable[[tuple[object, ...], str, bytes, int | None], DeliveryFuture | None] | None
+) = getattr(optional_extension("client.records._append"), "append_plain", None)
 
 try:
     import uvloop
@@ -164,6 +172,23 @@ class Producer(_SyncClient):
 
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)
+        core = self._core
+        # what _append_plain reads and writes (client/records/_append.c)
+        acc = core._acc
+        self._plain_ctx = (
+            core,
+            acc,
+            core._cluster,
+            core._sticky._current,
+            FUTURE_PROTOTYPE,
+            RECORD_OVERHEAD,
+            acc.lock,  # (these are set once, in the constructors)
+            acc.batches,
+            core._plain_topics,
+            core._max_record,
+            acc.buffer_memory,
+            acc.batch_size,
+        )
         try:
             self._run(self._core.start())
         except BaseException:
@@ -180,15 +205,19 @@ class Producer(_SyncClient):
         timestamp_ms: int | None = None,
     ) -> concurrent.futures.Future[RecordMetadata]:
         core = self._core
-        fut = DeliveryFuture()  # a concurrent.futures.Future; delivery cannot be cancelled
-        # (chained: key, partition, headers and timestamp_ms all None)
-        if (
-            type(value) is bytes
-            and key is partition is headers is timestamp_ms is None
-            and core._plain
-            and core._append_plain(topic, value, fut)
-        ):
-            return fut
+        # (chained: key, headers and timestamp_ms all None)
+        if type(value) is bytes and key is headers is timestamp_ms is None and core._plain:
+            if _append_plain is not None:  # the common case in one C call, else None
+                fut = _append_plain(self._plain_ctx, topic, value, partition)
+                if fut is not None:
+                    return fut
+                if partition is not None:
+                    core._plain_view(topic)  # (what the C call reads, for the next record)
+            fut = DeliveryFuture()  # a concurrent.futures.Future; delivery cannot be cancelled
+            if partition is None and core._append_plain(topic, value, fut):
+                return fut
+        else:
+            fut = DeliveryFuture()
         rec = core._prepare(topic, value, key, headers, timestamp_ms)
         if core._try_append(topic, partition, rec, fut) != "ok":
             self._run(core._send_into(fut, topic, value, key, partition, headers, timestamp_ms))

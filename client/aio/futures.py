@@ -14,6 +14,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import threading
+from collections.abc import Callable
 from concurrent.futures._base import FINISHED, RUNNING
 from typing import Any
 
@@ -26,6 +27,13 @@ log = logging.getLogger(__name__)
 _speedups = optional_extension("client.records._speedups")
 _gc_untrack: Any = getattr(_speedups, "gc_untrack", None)
 _gc_track: Any = getattr(_speedups, "gc_track", None)
+# the C fast paths of add_done_callback and of ack_delivery_futures (client/records/_append.c;
+# each answers "not here" for anything but the common case, which then runs below)
+_append = optional_extension("client.records._append")
+_add_callback: Callable[[DeliveryFuture, object, object, str], bool] | None = getattr(
+    _append, "add_callback", None
+)
+_ack: Callable[..., list[object] | None] | None = getattr(_append, "ack", None)
 
 _LOCK = threading.Lock()  # guards lazy waiter objects and callback lists of every future
 
@@ -128,6 +136,8 @@ class DeliveryFuture(concurrent.futures.Future[RecordMetadata]):
         return self._exception
 
     def add_done_callback(self, fn: Any) -> None:
+        if _add_callback is not None and _add_callback(self, fn, _LOCK, RUNNING):
+            return  # (the first callback of a running future, stored in C)
         with _LOCK:
             if self._state != FINISHED:
                 if _gc_track is not None:  # (_may_cycle inlined: one callback per record)
@@ -213,6 +223,11 @@ def ack_delivery_futures(
     and with no callback is finished by setting its fields. Futures of any other type are
     returned, (index, future) flat, for the caller to resolve; so are none already finished.
     Waiters are woken and callbacks run after the lock is released, in batch order."""
+    if _ack is not None:
+        done = _ack(futures, DeliveryFuture, FINISHED, tp, base_offset, append_time, entries, _LOCK)
+        if done is not None:  # (None: _LOCK was held or another type is present)
+            _notify_all(done)
+            return []
     others: list[Any] = []
     notify: list[Any] = []  # future, its Event, its Condition, its callbacks, ...
     it = iter(futures)
@@ -234,8 +249,16 @@ def ack_delivery_futures(
             if cbs is not None or ev is not None or cond is not None:
                 fut._done_callbacks = None
                 notify += (fut, ev, cond, cbs)
+    _notify_all(notify)
+    return others
+
+
+def _notify_all(notify: list[object]) -> None:
+    """Wake the waiters and run the callbacks of finished futures, in order: `notify` is
+    [future, its Event, its Condition, its callbacks, ...] as they were when it finished."""
     it = iter(notify)
-    for fut, ev, cond, cbs in zip(it, it, it, it, strict=True):
+    fut: DeliveryFuture
+    for fut, ev, cond, cbs in zip(it, it, it, it, strict=True):  # type: ignore[assignment]
         if ev is not None or cond is not None:
             fut._notify(ev, cond, None)
         if type(cbs) is list:
@@ -243,7 +266,11 @@ def ack_delivery_futures(
                 fut._call(fn)
         elif cbs is not None:
             try:  # (fut._call inlined: one callback per record is the common case)
-                cbs(fut)
+                cbs(fut)  # type: ignore[operator]
             except Exception:
                 log.exception("exception calling callback for %r", fut)
-    return others
+
+
+# What client.records._append's append_plain copies into each future it makes (no __init__
+# run per record). Never handed out, never finished.
+FUTURE_PROTOTYPE = DeliveryFuture()

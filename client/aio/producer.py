@@ -31,7 +31,7 @@ from time import time_ns as _time_ns
 from typing import Any
 
 from client.aio.accumulator import RECORD_OVERHEAD, BulkItems, BulkResult, RecordAccumulator
-from client.aio.cluster import ClusterClient
+from client.aio.cluster import ClusterClient, ClusterMetadata
 from client.aio.config import resolve_config
 from client.aio.producer_settings import ProducerSettings
 from client.aio.sender import Sender
@@ -93,7 +93,7 @@ class Producer:
         self._wake_pending = False
         self._tps: dict[str, list[TopicPartition]] = {}  # topic -> its TopicPartitions
         # _append_plain's view of a topic: (metadata snapshot, TopicPartitions, available)
-        self._plain_topics: dict[str, tuple[Any, list[TopicPartition], list[int]]] = {}
+        self._plain_topics: dict[str, tuple[ClusterMetadata, list[TopicPartition], list[int]]] = {}
         # send() of a bare bytes value may skip _prepare (no serializer to run)
         self._plain = settings.value_serializer is None
         self._max_record = settings.max_request_size
@@ -402,22 +402,33 @@ class Producer:
             raise ClientClosedError("producer is closed")
         if self._txn is not None:
             self._txn.check_send()
-        md = self._cluster.metadata
-        st = self._plain_topics.get(topic)
-        if st is None or st[0] is not md:
-            n = md.num_partitions(topic)
-            if n == 0:
-                return False
-            tps = self._tps.get(topic)
-            if tps is None or len(tps) != n:
-                tps = self._tps[topic] = [TopicPartition(topic, p) for p in range(n)]
-            st = self._plain_topics[topic] = (md, tps, md.available_partitions(topic))
+        st = self._plain_view(topic)
+        if st is None:
+            return False
         size = RECORD_OVERHEAD + len(value)
         if size > self._max_record:
             return False
         return self._acc.append_sticky(
             self._sticky, topic, st[1], st[2], _time_ns() // 1_000_000, value, size, fut
         )
+
+    def _plain_view(
+        self, topic: str
+    ) -> tuple[ClusterMetadata, list[TopicPartition], list[int]] | None:
+        """`topic`'s (metadata snapshot, TopicPartitions, available partitions) as of the
+        current snapshot, cached per snapshot; None when the topic is unknown. Any thread (a
+        race makes the same tuple twice)."""
+        md = self._cluster.metadata
+        st = self._plain_topics.get(topic)
+        if st is None or st[0] is not md:
+            n = md.num_partitions(topic)
+            if n == 0:
+                return None
+            tps = self._tps.get(topic)
+            if tps is None or len(tps) != n:
+                tps = self._tps[topic] = [TopicPartition(topic, p) for p in range(n)]
+            st = self._plain_topics[topic] = (md, tps, md.available_partitions(topic))
+        return st
 
     async def send_many(
         self, topic: str, values_or_pairs: Iterable[Any], partition: int | None = None

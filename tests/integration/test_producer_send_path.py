@@ -8,6 +8,8 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from client import Admin, Consumer, Producer, TopicPartition
 from client.errors import GregorTimeoutError
 from tests.helpers import wait_until
@@ -102,3 +104,37 @@ def test_a_failed_batch_fails_each_records_future_and_callback(broker_factory):
             assert isinstance(f.exception(0), GregorTimeoutError)
         assert len(seen) == 100 and all(isinstance(e, GregorTimeoutError) for e in seen)
         p.close(0)
+
+
+def test_explicit_partitions_keep_order_and_offsets(broker_server):
+    """send(topic, value, partition=p): the C path's explicit-partition append (docs/client.md,
+    "Per-record send()") keeps each partition's order; a partition past the count still fails
+    through the general path."""
+    bootstrap = broker_server.bootstrap
+    with Admin(bootstrap_servers=bootstrap) as admin:
+        admin.create_topic("sendexplicit", partitions=3)
+    n = 3000
+    with Producer(bootstrap_servers=bootstrap, acks="all", batch_size=4096) as p:
+        p.partitions_for("sendexplicit")
+        futs = [p.send("sendexplicit", b"%d" % i, partition=i % 3) for i in range(n)]
+        p.flush(60)
+        mds = [f.result(0) for f in futs]
+    with Producer(bootstrap_servers=bootstrap, max_block_ms=300) as p2:
+        p2.partitions_for("sendexplicit")
+        with pytest.raises(GregorTimeoutError, match="partition 3"):
+            p2.send("sendexplicit", b"x", partition=3)
+    for part in range(3):
+        mine = [md for i, md in enumerate(mds) if i % 3 == part]
+        assert all(md.partition == part for md in mine)
+        assert [md.offset for md in mine] == list(range(n // 3))
+    with Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as c:
+        c.assign([TopicPartition("sendexplicit", q) for q in range(3)])
+        got: dict[int, list[int]] = {0: [], 1: [], 2: []}
+
+        def consumed_all() -> bool:
+            for r in c.poll(timeout_ms=200):
+                got[r.partition].append(int(r.value))
+            return sum(map(len, got.values())) >= n
+
+        wait_until(consumed_all, timeout=60, msg="records consumed")
+    assert got == {q: list(range(q, n, 3)) for q in range(3)}
