@@ -67,7 +67,7 @@ def main() -> int:
     if args.bootstrap:
         bootstrap = args.bootstrap
     else:
-        server = start_server(os.path.join(base, "data"))
+        server = start_server(str(Path(base) / "data"))
         proc, bootstrap = server.proc, server.bootstrap
     cfg = {"bootstrap.servers": bootstrap, "acks": "all"}
     n = args.records
