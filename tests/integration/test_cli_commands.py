@@ -91,11 +91,13 @@ def test_perf_commands_print_json(server) -> None:
     res = json.loads(r.stdout)
     assert res["records"] == 5000 and res["errors"] == 0 and res["latency"]["p99_ms"] > 0
     assert res["mode"] == "send"  # the per-record path users write is the default
+    assert res["latency_samples"] == 5000  # (below the sample cap: every record timed)
     assert r.stderr == ""  # no progress line without a TTY
     r = gregor("perf", "produce", "--topic", "perf", "--num-records", "5000", "--mode", "bulk", *bs)
     assert r.returncode == 0, r.stderr
     res = json.loads(r.stdout)
     assert res["mode"] == "bulk" and res["records"] == 5000 and res["errors"] == 0
+    assert res["latency_samples"] == 5000  # (send_many: each call's records weigh its latency)
     r = gregor("perf", "consume", "--topic", "perf", "--num-records", "5000", *bs)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["records"] >= 5000
@@ -106,3 +108,15 @@ def test_cli_reports_unreachable_broker() -> None:
                "socket.connection.setup.timeout.ms=1000")  # fmt: skip
     assert r.returncode == 1
     assert "127.0.0.1:1" in r.stderr
+
+
+def test_perf_produce_times_every_kth_record_past_the_sample_cap(server, monkeypatch) -> None:
+    """Per-record mode: every record sent and checked for errors, the latency of every k-th
+    timed once the records outnumber LATENCY_SAMPLES."""
+    from client.cli import perf
+
+    monkeypatch.setattr(perf, "LATENCY_SAMPLES", 100)
+    assert gregor("topics", "create", "perf-k", "--bootstrap-server", server.bootstrap).returncode == 0
+    res = perf.run_produce({"bootstrap.servers": server.bootstrap}, "perf-k", 1000, 20)
+    assert res["records"] == 1000 and res["errors"] == 0
+    assert res["latency_samples"] == 100 and res["latency"]["p50_ms"] > 0
