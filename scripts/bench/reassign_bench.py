@@ -130,10 +130,11 @@ def _py_spy(args: argparse.Namespace, pids: dict[int, int], phase: str) -> list:
     exe = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     return [
         subprocess.Popen(
-            [exe, "record", "--pid", str(pid), "--threads", "--nonblocking", "--rate", "100"]
-            + ["--format", args.py_spy_format]
-            + (["--gil"] if args.py_spy_gil else [])
-            + ["--output", str(Path(args.py_spy) / f"broker-{n}-{phase}.{ext}")],
+            [
+                *(exe, "record", "--pid", str(pid), "--threads", "--nonblocking"),
+                *("--rate", "100", "--format", args.py_spy_format),
+                *("--output", str(Path(args.py_spy) / f"broker-{n}-{phase}.{ext}")),
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -165,11 +166,6 @@ def main() -> int:
         choices=("flamegraph", "raw"),
         default="flamegraph",
         help="raw: collapsed stacks (text, one line per stack with its sample count)",
-    )
-    ap.add_argument(
-        "--py-spy-gil",
-        action="store_true",
-        help="only samples of threads holding the GIL (who keeps the others waiting)",
     )
     args = ap.parse_args()
 
