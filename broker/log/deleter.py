@@ -2,7 +2,7 @@
 own thread, cutting each file down in steps before it is unlinked.
 
     deleter = DirDeleter()                 # LogManager owns one
-    deleter.submit(Path(".../orders-3.1f2e...-delete"))
+    deleter.remove(Path(".../orders-3.1f2e...-delete"))   # small: now; large: submit()ted
     deleter.close()                        # what is left is removed at the next start-up
 
 Why in steps: unlinking a file of hundreds of MB frees all its blocks in one journal
@@ -14,7 +14,10 @@ showed it); truncated STEP_BYTES at a time with PAUSE_S between, no fdatasync wa
 usual (docs/operations.md, "Growing and shrinking a cluster"). Kafka also deletes a log's files
 asynchronously (file.delete.delay.ms), after renaming its directory *-delete.
 
-Not on the caller's thread: 256 MB takes ~0.3 s this way, which the metadata applier (a
+A directory whose files are all at most one step (an empty or small partition: the 1,000 of a
+decommission) is removed on the caller's thread at once, as before: nothing to spread, and
+nothing left running beside the log creations that follow. Larger ones are not removed on the
+caller's thread: 256 MB takes ~0.3 s this way, which the metadata applier (a
 reassignment's removed replica) or a DeleteTopics should not wait for, nor hold the
 LogManager's lock meanwhile. The rename (under the lock, made durable by a directory fsync)
 is what deletes the log; an unfinished removal is finished at the next start-up.
@@ -48,6 +51,12 @@ def cut_points(size: int, step: int = STEP_BYTES) -> list[int]:
         size = max(0, size - step)
         points.append(size)
     return points
+
+
+def largest_file(path: Path) -> int:
+    """The size of the largest regular file directly in directory `path` (0: none)."""
+    sizes = [e.stat().st_size for e in os.scandir(path) if e.is_file(follow_symlinks=False)]
+    return max(sizes, default=0)
 
 
 def remove_gradually(
@@ -99,6 +108,15 @@ class DirDeleter:
         with self._cond:
             if not self._closed:
                 self._cond.wait(seconds)
+
+    def remove(self, path: Path) -> None:
+        """Remove `path`: at once on the calling thread when no file in it is larger than a
+        step (a small log: as fast as a plain rmtree, and nothing left running), else on the
+        deleter's thread, gradually."""
+        if largest_file(path) <= self._step:
+            shutil.rmtree(path)
+        else:
+            self.submit(path)
 
     def submit(self, path: Path) -> None:
         with self._cond:

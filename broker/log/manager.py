@@ -265,8 +265,8 @@ class LogManager:
     def delete_many(self, tps: Iterable[TopicPartition]) -> int:
         """Delete the logs of `tps` (those that exist): each directory is renamed to
         *-delete (one directory fsync per log dir makes the renames durable: an unfinished
-        removal is finished at start-up), then removed by the DirDeleter's thread (deleter.py:
-        a large file in steps, not to stall other fsyncs), and each log dir's checkpoints are
+        removal is finished at start-up), then removed (deleter.py: one with a large file on the
+        DirDeleter's thread, in steps, not to stall other fsyncs), and each log dir's checkpoints are
         rewritten once for all of them. Returns how many logs were deleted. A cleaning pass
         over one of them is waited for (the cleaner writes into the directory)."""
         tps = list(tps)
@@ -293,8 +293,8 @@ class LogManager:
                         os.rename(log.directory, target)
                     fsync_dir(log_dir)
                     for log, target in logs:
-                        # removed on the deleter's thread, a file a step at a time (deleter.py)
-                        self._deleter.submit(target)
+                        # a large one on the deleter's thread, a step at a time (deleter.py)
+                        self._deleter.remove(target)
                         _log.info("deleted log %s-%d", log.topic, log.partition)
                 except OSError as exc:
                     self._mark_offline(log_dir, exc)

@@ -84,3 +84,16 @@ def test_close_leaves_the_rest_and_start_up_removes_it(tmp_path):
     LogManager([tmp_path], cfg).close()
     assert not [p for p in tmp_path.iterdir() if p.name.endswith("-delete")]
     assert not os.path.exists(tmp_path / "orders-0")
+
+
+def test_a_small_log_is_removed_at_once_on_the_callers_thread(tmp_path):
+    """No file above one step (an empty partition, as the 1,000 of a decommission): removed
+    before delete returns, as a plain rmtree, and the deleter's thread is never started."""
+    mgr = LogManager([tmp_path], LogConfig(segment_bytes=1 << 20))
+    mgr._deleter = DirDeleter(step=16 * 1024, sleep=lambda s: None)
+    log = mgr.get_or_create("orders", 0)
+    _sparse(log.directory / "00000000000000000000.log", 16 * 1024)
+    assert mgr.delete("orders", 0)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == []
+    assert mgr._deleter.pending() == 0 and mgr._deleter._thread is None
+    mgr.close()
