@@ -16,10 +16,10 @@ within the rate plus BURST_S's burst and one fetch's overshoot.
 Paced, not bursty: a fetch of a throttled partition asks for PACE_S (10 ms) of the rate
 (`fetch_max_bytes`), at most what an in-step replica asks (replica.fetch.max.bytes, 1 MiB) and
 never the catch-up size (replica.fetch.catchup.max.bytes, 8 MiB). At 50 MB/s that is ~100
-fetches of 0.5 MB a second instead of 10 of 5 MB: each fetch's decode, append and fsync on the
-follower is short, so the producers of the partitions it leads or follows wait behind a small
-write and a short GIL hold rather than a 5 MB one (docs/operations.md, "Growing and shrinking
-a cluster", the performance part). A leader still returns a first batch larger than that
+fetches of 0.5 MB a second instead of 10 of 5 MB: what one fetch costs the producers beside
+it (its encode on the leader, its decode, append and fsync on the follower, each holding the
+GIL or the disk) stays small, and nothing arrives in a burst (docs/operations.md, "What a move
+costs producers"). A leader still returns a first batch larger than that
 whole, so a copy always progresses, and the bucket's debt makes the next fetch wait for it.
 Replicas in sync, and replicas not being added, are never throttled.
 
