@@ -37,6 +37,7 @@ from client.fsutil import make_dirs
 from .checkpoint import fsync_dir, read_offsets, write_offsets
 from .cleaner_thread import CleanerSettings, LogCleaner
 from .config import LogConfig
+from .deleter import DirDeleter
 from .flusher import PARALLELISM, Flusher, OnFlushed, OnFlushedMany, flush_each
 from .handles import FileHandles, derive_max_open_files, fd_limit_error, is_fd_limit, nofile_limit
 from .log import Log
@@ -120,6 +121,7 @@ class LogManager:
         self._logs: dict[TopicPartition, Log] = {}
         self._offline: set[Path] = set()
         self._flushers: dict[Path, Flusher] = {}
+        self._deleter = DirDeleter()  # removes deleted logs' *-delete directories
         # metrics: each flusher round's duration in seconds and the record bytes it made
         # durable (set before start_flushers)
         self.on_flush_round: Callable[[float, int], None] | None = None
@@ -263,7 +265,8 @@ class LogManager:
     def delete_many(self, tps: Iterable[TopicPartition]) -> int:
         """Delete the logs of `tps` (those that exist): each directory is renamed to
         *-delete (one directory fsync per log dir makes the renames durable: an unfinished
-        removal is finished at start-up), removed, and each log dir's checkpoints are
+        removal is finished at start-up), then removed (deleter.py: one with a large file on the
+        DirDeleter's thread, in steps, not to stall other fsyncs), and each log dir's checkpoints are
         rewritten once for all of them. Returns how many logs were deleted. A cleaning pass
         over one of them is waited for (the cleaner writes into the directory)."""
         tps = list(tps)
@@ -290,7 +293,8 @@ class LogManager:
                         os.rename(log.directory, target)
                     fsync_dir(log_dir)
                     for log, target in logs:
-                        shutil.rmtree(target)
+                        # a large one on the deleter's thread, a step at a time (deleter.py)
+                        self._deleter.remove(target)
                         _log.info("deleted log %s-%d", log.topic, log.partition)
                 except OSError as exc:
                     self._mark_offline(log_dir, exc)
@@ -506,6 +510,7 @@ class LogManager:
             cleaner.stop()
         for flusher in flushers:
             flusher.stop()
+        self._deleter.close()
         with self._lock:
             if clean:
                 for log in self._logs.values():

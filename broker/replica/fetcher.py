@@ -27,7 +27,9 @@ truncates to the leader's end (asked with ListOffsets) or restarts at the leader
 
 Throttle (throttle.py): partitions this broker is adding by a reassignment are fetched within
 `follower.replication.throttled.rate` bytes/s, shared by every fetcher thread of the broker;
-while the budget is spent they are left out of fetches (as backed-off ones are).
+while the budget is spent they are left out of fetches (as backed-off ones are). Each of their
+fetches asks for 10 ms of the rate (at most replica.fetch.max.bytes), never the catch-up size:
+many small fsynced appends, paced, rather than a few of megabytes.
 
 Threads: add/remove from the metadata publisher's thread. `remove` waits until the thread is
 not applying an answer for that partition, so a partition that became leader is never appended
@@ -229,7 +231,9 @@ class ReplicaFetcherThread:
                     self._throttle_wait = throttle.wait_s()
                     continue
                 data = st.built
-                tp_max = throttle.fetch_max_bytes(tp, catchup if st.behind else max_bytes)
+                tp_max = throttle.fetch_max_bytes(
+                    tp, catchup if st.behind else max_bytes, max_bytes
+                )
                 if data is None or rebuild or data.partition_max_bytes != tp_max:
                     part = self.rm.get_partition(*tp)
                     if part is None or part.is_leader:

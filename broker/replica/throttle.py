@@ -7,14 +7,21 @@
     throttle.allowed(tp)                           # may the next fetch name tp?
     throttle.record(tp, nbytes)                    # bytes a fetch appended for tp
 
-A token bucket: tokens refill at the rate, up to one second's worth, and a fetch's bytes are
-taken after the fact (the balance may go below zero: Kafka's quota does the same, since a
-fetch's size is known only once it is answered); a throttled partition is left out of fetches
-while the balance is not positive. So over any period the bytes copied stay within the rate
-plus one second's burst and one fetch's overshoot. Fetches of throttled partitions ask for at
-most a tenth of a second's bytes each (`max_bytes`), which bounds that overshoot (a leader
-still returns a first batch larger than that whole, so a copy always progresses). Replicas in
-sync, and replicas not being added, are never throttled.
+A token bucket: tokens refill at the rate, up to BURST_S (a tenth of a second) worth, and a
+fetch's bytes are taken after the fact (the balance may go below zero: Kafka's quota does the
+same, since a fetch's size is known only once it is answered); a throttled partition is left
+out of fetches while the balance is not positive. So over any period the bytes copied stay
+within the rate plus BURST_S's burst and one fetch's overshoot.
+
+Paced, not bursty: a fetch of a throttled partition asks for PACE_S (10 ms) of the rate
+(`fetch_max_bytes`), at most what an in-step replica asks (replica.fetch.max.bytes, 1 MiB) and
+never the catch-up size (replica.fetch.catchup.max.bytes, 8 MiB). At 50 MB/s that is ~100
+fetches of 0.5 MB a second instead of 10 of 5 MB: what one fetch costs the producers beside
+it (its encode on the leader, its decode, append and fsync on the follower, each holding the
+GIL or the disk) stays small, and nothing arrives in a burst (docs/operations.md, "What a move
+costs producers"). A leader still returns a first batch larger than that
+whole, so a copy always progresses, and the bucket's debt makes the next fetch wait for it.
+Replicas in sync, and replicas not being added, are never throttled.
 
 Thread-safe: the metadata applier sets, every fetcher thread asks and records. Time comes
 from the injected monotonic `clock` (seconds).
@@ -30,6 +37,10 @@ TopicPartition = tuple[str, int]
 
 # the smallest per-fetch size a throttled partition asks for (a very low rate still moves)
 MIN_FETCH_BYTES = 1024
+# a throttled fetch asks for this many seconds of the rate
+PACE_S = 0.01
+# the bucket saves at most this many seconds of the rate (the largest burst after a pause)
+BURST_S = 0.1
 
 
 class ReplicationThrottle:
@@ -54,7 +65,7 @@ class ReplicationThrottle:
             self._refill_locked()
             self._rate = rate
             if rate is not None:
-                self._tokens = min(self._tokens, float(rate))
+                self._tokens = min(self._tokens, rate * BURST_S)
 
     def set_throttled(self, tp: TopicPartition, throttled: bool) -> None:
         with self._lock:
@@ -69,7 +80,8 @@ class ReplicationThrottle:
     def _refill_locked(self) -> None:
         now = self._clock()
         if self._rate is not None:
-            self._tokens = min(float(self._rate), self._tokens + (now - self._at) * self._rate)
+            cap = self._rate * BURST_S
+            self._tokens = min(cap, self._tokens + (now - self._at) * self._rate)
         self._at = now
 
     def allowed(self, tp: TopicPartition) -> bool:
@@ -89,13 +101,14 @@ class ReplicationThrottle:
             self._refill_locked()
             return 0.0 if self._tokens > 0 else (-self._tokens + 1) / self._rate
 
-    def fetch_max_bytes(self, tp: TopicPartition, default: int) -> int:
-        """What one fetch asks for `tp`: the default, or a tenth of a second's bytes when
-        throttled (at least MIN_FETCH_BYTES)."""
+    def fetch_max_bytes(self, tp: TopicPartition, default: int, in_step: int) -> int:
+        """What one fetch asks for `tp`: `default` when it is not throttled; throttled, PACE_S
+        of the rate, at most `in_step` (replica.fetch.max.bytes: what a replica in step asks)
+        and at least MIN_FETCH_BYTES."""
         rate = self._rate
         if rate is None or tp not in self._throttled:
             return default
-        return max(MIN_FETCH_BYTES, min(default, int(rate / 10)))
+        return max(MIN_FETCH_BYTES, min(in_step, int(rate * PACE_S)))
 
     def record(self, tp: TopicPartition, nbytes: int) -> None:
         """`nbytes` were appended for `tp` by a fetch."""

@@ -60,6 +60,8 @@ class LatencyProbe:
         self.topic, self.rate = topic, rate
         self.phase = "idle"
         self.samples: dict[str, list[float]] = {}
+        self.sent: dict[str, list[float]] = {}  # when each sample's record was sent
+        self.started: dict[str, float] = {}  # when each phase began
         self.errors = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -78,15 +80,30 @@ class LatencyProbe:
                     return
                 with self._lock:
                     self.samples.setdefault(phase, []).append(time.monotonic() - sent)
+                    self.sent.setdefault(phase, []).append(sent)
 
             self.producer.send(self.topic, b"x" * 100).add_done_callback(done)
             nxt += interval
             self._stop.wait(max(0.0, nxt - time.monotonic()))
 
+    def set_phase(self, phase: str) -> None:
+        self.started[phase] = time.monotonic()
+        self.phase = phase
+
     def stats(self, phase: str) -> dict:
         with self._lock:
             xs = list(self.samples.get(phase, []))
-        return {"records": len(xs), "p50_ms": _pct(xs, 0.5), "p99_ms": _pct(xs, 0.99)}
+            sent = list(self.sent.get(phase, []))
+        t0 = self.started.get(phase, sent[0] if sent else 0.0)
+        worst = sorted(zip(xs, sent, strict=True), reverse=True)[:10]
+        return {
+            "records": len(xs),
+            "p50_ms": _pct(xs, 0.5),
+            "p99_ms": _pct(xs, 0.99),
+            # the ten slowest: [s into the phase when sent, ms]; spikes clustered at one
+            # time (a move's start or end) read differently from ones spread evenly
+            "worst": [[round(t - t0, 2), round(x * 1000, 1)] for x, t in worst],
+        }
 
     def close(self) -> None:
         self._stop.set()
@@ -104,6 +121,33 @@ def _log_bytes(d: Path) -> int:
     return sum(f.stat().st_size for f in d.glob("*.log")) if d.is_dir() else 0
 
 
+def _py_spy(args: argparse.Namespace, pids: dict[int, int], phase: str) -> list:
+    """py-spy recorders of the brokers `pids` for one phase (none without --py-spy)."""
+    if not args.py_spy:
+        return []
+    Path(args.py_spy).mkdir(parents=True, exist_ok=True)
+    ext = "svg" if args.py_spy_format == "flamegraph" else "txt"
+    exe = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    return [
+        subprocess.Popen(
+            [
+                *(exe, "record", "--pid", str(pid), "--threads", "--nonblocking"),
+                *("--rate", "100", "--format", args.py_spy_format),
+                *("--output", str(Path(args.py_spy) / f"broker-{n}-{phase}.{ext}")),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for n, pid in pids.items()
+    ]
+
+
+def _stop_spies(spies: list) -> None:
+    for spy in spies:
+        spy.send_signal(2)  # py-spy writes its output on SIGINT
+        spy.wait(60)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size-mib", type=int, default=256, help="data in the moved partition")
@@ -114,8 +158,14 @@ def main() -> int:
     ap.add_argument(
         "--py-spy",
         metavar="DIR",
-        help="profile the leader and the follower during the unthrottled move with py-spy"
-        " (pip install py-spy), flame graphs (SVG) into DIR",
+        help="profile the leader and the follower during each move with py-spy"
+        " (pip install py-spy): broker-N-PHASE.svg (or .txt with --py-spy-format raw) in DIR",
+    )
+    ap.add_argument(
+        "--py-spy-format",
+        choices=("flamegraph", "raw"),
+        default="flamegraph",
+        help="raw: collapsed stacks (text, one line per stack with its sample count)",
     )
     args = ap.parse_args()
 
@@ -191,7 +241,7 @@ def main() -> int:
         def move(target: int, phase: str) -> float:
             """Seconds until the move completed; copied[phase]: until the target's log held
             the partition's bytes (the copy alone, without the ISR and metadata round)."""
-            probe.phase = phase
+            probe.set_phase(phase)
             t = time.monotonic()
             assert admin.alter_partition_reassignments({tp: [target]}) == {tp: None}
             dest = data[target] / "move-0"
@@ -204,38 +254,19 @@ def main() -> int:
             wait(done, 3600, f"move to {target}")
             elapsed = time.monotonic() - t
             copied.setdefault(phase, elapsed)
-            probe.phase = "after"
+            out.setdefault("phase_s", {})[phase] = {
+                "copied": round(copied[phase], 2),
+                "completed": round(elapsed, 2),
+            }
+            probe.set_phase("after")
             return elapsed
 
         pids = {4: brokers[4].proc.pid, 7: brokers[7].proc.pid}
-        spies = []
-        if args.py_spy:
-            Path(args.py_spy).mkdir(parents=True, exist_ok=True)
-            spies = [
-                subprocess.Popen(
-                    [
-                        shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy")),
-                        "record",
-                        "--pid",
-                        str(pid),
-                        "--threads",
-                        "--nonblocking",
-                        "--rate",
-                        "50",
-                        "--output",
-                        str(Path(args.py_spy) / f"broker-{n}.svg"),
-                    ],
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
-                for n, pid in pids.items()
-            ]
+        spies = _py_spy(args, pids, "unthrottled")
         cpu0 = {n: _cpu_s(pid) for n, pid in pids.items()}
         s = move(7, "unthrottled")
         cpu = {n: _cpu_s(pid) - cpu0[n] for n, pid in pids.items()}
-        for spy in spies:
-            spy.send_signal(2)  # py-spy writes its output on SIGINT
-            spy.wait(60)
+        _stop_spies(spies)
         mb = size / 1e6
         out["unthrottled"] = {
             "s": round(s, 2),
@@ -253,7 +284,9 @@ def main() -> int:
         key = "follower.replication.throttled.rate"
         admin.incremental_alter_configs({("broker", ""): {key: rate}})
         size7 = _log_bytes(data[7] / "move-0")
+        spies = _py_spy(args, pids, "throttled")
         s = move(4, "throttled")
+        _stop_spies(spies)
         achieved = size7 / s
         # the throttle bounds the copy; the move's completion adds an ISR change and a
         # metadata round on top, which the copy rate leaves out

@@ -334,7 +334,8 @@ def test_a_broker_decommissioned_under_load_then_stopped(
 @pytest.mark.long  # (the bucket: tests/unit/replica/test_replication_throttle.py)
 def test_a_throttled_move_copies_within_the_rate(controller_quorum, brokers, tmp_path) -> None:
     """`--execute --throttle 500000`: broker 7 copies mv-0 (3 MB of values) within 500 kB/s,
-    so the move cannot complete before (3 MB - one second's burst) / rate; `--verify` removes
+    so the move cannot complete before (3 MB - the bucket's 0.1 s burst) / rate (asserted with a
+    second's margin, and one fetch's overshoot); `--verify` removes
     the throttle from the metadata once nothing is in flight."""
     q, b = _start(controller_quorum, brokers, tmp_path)
     bs = ["--bootstrap-server", b.bootstrap_all()]
