@@ -146,4 +146,4 @@ def test_cli_delete_records(broker_server, tmp_path) -> None:
     r = _gregor("topics", "delete-records", "--offset-json-file", str(plan), *bs)
     assert r.returncode == 1 and "partitions[0]" in r.stderr
     r = _gregor("topics", "delete-records", "--help")
-    assert "--offset-json-file" in r.stdout and "high watermark" in r.stdout
+    assert "--offset-json-file" in r.stdout and "last stable offset" in r.stdout
