@@ -23,6 +23,8 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+from kio.schema.offset_delete.v0.request import OffsetDeleteRequest
+
 from broker.group import GroupError
 from broker.kafka.apis import api
 from broker.kafka.request import KafkaContext, whole_error
@@ -161,7 +163,7 @@ def _subscribed_topics(metadata: bytes) -> set[str]:
 
 
 @api(ApiKey.OFFSET_DELETE, 0, 0)
-def offset_delete(ctx: KafkaContext, body: Any) -> None:
+def offset_delete(ctx: KafkaContext, body: OffsetDeleteRequest) -> None:
     gid = body.group_id
     asked = [(t.name, [int(p.partition_index) for p in t.partitions]) for t in body.topics]
     if not allowed(ctx, AclOperation.DELETE, ResourceType.GROUP, gid):  # DELETE on the group
