@@ -435,9 +435,18 @@ class ClassicGroups:
         rebalance is being prepared (a cooperative consumer commits what it revokes before it
         rejoins); only between the join and the leader's SyncGroup (CompletingRebalance) is it
         REBALANCE_IN_PROGRESS. A TxnOffsetCommit (`txn`) is checked for member and
-        generation only, as Kafka's doTxnCommitOffsets."""
+        generation only, as Kafka's doTxnCommitOffsets. A commit from outside the group
+        (generation -1, no member id: an admin's AlterConsumerGroupOffsets, assign() and
+        commit()) is UNKNOWN_MEMBER_ID while the group has members, as Kafka's
+        validateOffsetCommit answers ("only members can commit offsets"), transactional
+        ones excepted."""
         if generation < 0 and not member_id:
-            return 0
+            if txn:
+                return 0
+            with self._lock:
+                g = self._groups.get(group_id)
+                busy = g is not None and bool(g.members)
+            return int(ErrorCode.UNKNOWN_MEMBER_ID) if busy else 0
         with self._lock:
             g = self._groups.get(group_id)
             if g is not None and g.state == "CompletingRebalance" and not txn:

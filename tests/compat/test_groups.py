@@ -250,3 +250,28 @@ def test_send_offsets_to_transaction_from_a_classic_group_member(kafka_broker) -
     finally:
         c.close()
         p.flush(1)
+
+
+def test_alter_offsets_from_outside_is_refused_while_the_group_has_members(kafka_broker) -> None:
+    """AlterConsumerGroupOffsets (an OffsetCommit with generation -1 and no member id) is
+    UNKNOWN_MEMBER_ID while the classic group has members, as Kafka answers (librdkafka's
+    0081 do_test_AlterConsumerGroupOffsets); once the group is empty it is stored."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    from confluent_kafka.admin import AdminClient
+
+    with Admin(bootstrap_servers=kafka_broker.gregor) as admin:
+        admin.create_topic("alt", partitions=1)
+    a = AdminClient({"bootstrap.servers": kafka_broker.kafka})
+    req = ConsumerGroupTopicPartitions("g-alt", [ck.TopicPartition("alt", 0, 7)])
+    c = _consumer(kafka_broker.kafka, "g-alt")
+    try:
+        c.subscribe(["alt"])
+        wait_until(lambda: c.poll(0.1) is None and _owned(c) == {0}, 30, "assigned")
+        refused = a.alter_consumer_group_offsets([req])["g-alt"].result(30)
+        [tp] = refused.topic_partitions
+        assert tp.error is not None and tp.error.code() == ck.KafkaError.UNKNOWN_MEMBER_ID
+        assert c.committed([ck.TopicPartition("alt", 0)], 30)[0].offset == ck.OFFSET_INVALID
+    finally:
+        c.close()
+    done = a.alter_consumer_group_offsets([req])["g-alt"].result(30)
+    assert [(tp.partition, tp.offset, tp.error) for tp in done.topic_partitions] == [(0, 7, None)]
