@@ -9,11 +9,20 @@ protocol does not have).
     DescribeGroups  0-5       a group nobody knows answers state "Dead", as Kafka does
     DeleteGroups    0-2       a classic group with members: NON_EMPTY_GROUP; then the
                               coordinator deletes the committed offsets as the native API does
+    OffsetDelete    0         DELETE on the group, READ on each topic; a partition of a topic
+                              a member of the group subscribes to: GROUP_SUBSCRIBED_TO_TOPIC
+                              (a classic group's from its members' consumer protocol
+                              metadata, a native group's from the coordinator); a classic
+                              group with members of another protocol type: NON_EMPTY_GROUP
 
 Threads: I/O threads; DeleteGroups answers from the thread the native handler answers on.
 """
 
 from __future__ import annotations
+
+import struct
+
+from kio.schema.offset_delete.v0.request import OffsetDeleteRequest
 
 from broker.group import GroupError
 from broker.kafka.apis import api
@@ -135,3 +144,75 @@ def delete_groups(ctx: KafkaContext, body: DeleteGroupsRequest) -> None:
         answer({"results": []})
         return
     ctx.call_native(ApiKey.DELETE_GROUPS, {"groups_names": rest}, answer)
+
+
+def _subscribed_topics(metadata: bytes) -> set[str]:
+    """The topics of a ConsumerProtocolSubscription (every version starts with int16
+    version, then the topics as an array of int16-length strings); empty when malformed."""
+    try:
+        (count,) = struct.unpack_from(">i", metadata, 2)
+        pos, topics = 6, set()
+        for _ in range(count):
+            (n,) = struct.unpack_from(">h", metadata, pos)
+            if n < 0 or pos + 2 + n > len(metadata):
+                return set()
+            topics.add(metadata[pos + 2 : pos + 2 + n].decode())
+            pos += 2 + n
+        return topics
+    except (struct.error, UnicodeDecodeError):
+        return set()
+
+
+@api(ApiKey.OFFSET_DELETE, 0, 0)
+def offset_delete(ctx: KafkaContext, body: OffsetDeleteRequest) -> None:
+    gid = body.group_id
+    asked = [(t.name, [int(p.partition_index) for p in t.partitions]) for t in body.topics]
+    if not allowed(ctx, AclOperation.DELETE, ResourceType.GROUP, gid):  # DELETE on the group
+        ctx.respond({"error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED),
+                     "throttle_time": 0, "topics": []})  # fmt: skip
+        return
+    codes: dict[tuple[str, int], int] = {}
+    for name, parts in asked:  # READ on each topic (checked before the group's state)
+        if not allowed(ctx, AclOperation.READ, ResourceType.TOPIC, name):
+            denied = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            codes.update(dict.fromkeys(((name, p) for p in parts), denied))
+    classic = ctx.state.classic_groups(ctx.services).subscriptions(gid)
+    if classic is not None:
+        ptype, metadata = classic
+        if ptype != "consumer":  # Kafka: no subscriptions to tell, the group must be empty
+            ctx.respond({"error_code": NON_EMPTY_GROUP, "throttle_time": 0, "topics": []})
+            return
+        subscribed = set().union(*map(_subscribed_topics, metadata))
+        for name, parts in asked:
+            if name in subscribed:
+                for p in parts:
+                    codes.setdefault((name, p), int(ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC))
+    rest = [(n, [p for p in parts if (n, p) not in codes]) for n, parts in asked]
+    rest = [(n, parts) for n, parts in rest if parts]
+
+    def answer(a: Body) -> None:
+        code = whole_error(a) or int(a.get("error_code", 0))  # the group's code
+        if code == ErrorCode.GROUP_ID_NOT_FOUND and classic is not None:
+            code = 0  # a classic group with members but nothing committed yet: nothing to delete
+            a = {"topics": []}
+        if code:
+            ctx.respond({"error_code": code, "throttle_time": 0, "topics": []})
+            return
+        native = {(t["name"], p["partition"]): p["error_code"]
+                  for t in a.get("topics", ()) for p in t["partitions"]}  # fmt: skip
+        ctx.respond({
+            "error_code": 0,
+            "throttle_time": 0,
+            "topics": [
+                {"name": name, "partitions": [
+                    {"partition_index": p, "error_code": codes.get((name, p), native.get((name, p), 0))}
+                    for p in parts]}
+                for name, parts in asked
+            ],
+        })  # fmt: skip
+
+    if not rest:  # every partition refused (as the native handler, the group is not looked at)
+        answer({"topics": []})
+        return
+    topics = [{"name": n, "partitions": parts} for n, parts in rest]
+    ctx.call_native(ApiKey.OFFSET_DELETE, {"group_id": gid, "topics": topics}, answer)

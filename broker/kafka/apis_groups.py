@@ -7,7 +7,8 @@ the same offsets Gregor's clients and `gregor groups describe` see.
                                listener the request came in on (a Kafka client is given a
                                Kafka listener)
     OffsetCommit     2-8       commits by classic group members and by consumers outside a
-                               group (generation -1: assign() and commit()); metadata kept
+                               group (generation -1: assign() and commit(); UNKNOWN_MEMBER_ID
+                               while the classic group has members); metadata kept
     OffsetFetch      1-7       one group per request (v8+ batches groups: not served)
 
 Commits of classic group members (broker/kafka/apis_classic.py) are checked against their

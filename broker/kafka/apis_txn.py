@@ -7,7 +7,8 @@ key_type 1 (apis_groups.py) reach the same coordinator.
                                   not served)
     AddOffsetsToTxn     0-3       v4 (KIP-890's verification) not served
     EndTxn              0-3
-    TxnOffsetCommit     0-3       to the group coordinator; v3 carries the member (KIP-447)
+    TxnOffsetCommit     0-3       to the group coordinator; v3 carries the member (KIP-447): a
+                              classic group's member is checked against its generation here
     DescribeTransactions 0
     ListTransactions    0-1       v2's transactional_id_pattern (KIP-1152) is not served
     DescribeProducers   0         answered by each partition's leader (READ on the TOPIC)
@@ -207,6 +208,20 @@ def txn_offset_commit(ctx: KafkaContext, body: TxnOffsetCommitRequest) -> None:
             }
         )
 
+    # a classic group's member (KIP-447's group metadata, v3) is checked against its
+    # generation here, then stored as a commit from outside a group, as OffsetCommit does
+    # (Gregor's own groups, broker/group/, know no classic members or generations)
+    classic = ctx.state.classic_groups(ctx.services)
+    if classic.is_classic(body.group_id):
+        member, generation = (
+            str(getattr(body, "member_id", "")),
+            int(getattr(body, "generation_id", -1)),
+        )
+        refused = classic.check_commit(body.group_id, member, generation, txn=True)
+        if refused:
+            answer({"error_code": refused})
+            return
+        native.update(member_id="", generation_id=-1, group_instance_id=None)
     ctx.call_native(ApiKey.TXN_OFFSET_COMMIT, native, answer)
 
 

@@ -433,18 +433,30 @@ class ClassicGroups:
             finish.finish()
         return codes
 
-    def check_commit(self, group_id: str, member_id: str, generation: int) -> int:
+    def check_commit(
+        self, group_id: str, member_id: str, generation: int, txn: bool = False
+    ) -> int:
         """The error code for an OffsetCommit of `group_id` from a classic member (0: store
         it). generation -1 (a consumer outside any group) is always let through. As in
         Kafka's GroupCoordinator, a member of the current generation may commit while a
         rebalance is being prepared (a cooperative consumer commits what it revokes before it
         rejoins); only between the join and the leader's SyncGroup (CompletingRebalance) is it
-        REBALANCE_IN_PROGRESS."""
+        REBALANCE_IN_PROGRESS. A TxnOffsetCommit (`txn`) is checked for member and
+        generation only, as Kafka's doTxnCommitOffsets. A commit from outside the group
+        (generation -1, no member id: an admin's AlterConsumerGroupOffsets, assign() and
+        commit()) is UNKNOWN_MEMBER_ID while the group has members, as Kafka's
+        validateOffsetCommit answers ("only members can commit offsets"), transactional
+        ones excepted."""
         if generation < 0 and not member_id:
-            return 0
+            if txn:
+                return 0
+            with self._lock:
+                g = self._groups.get(group_id)
+                busy = g is not None and bool(g.members)
+            return int(ErrorCode.UNKNOWN_MEMBER_ID) if busy else 0
         with self._lock:
             g = self._groups.get(group_id)
-            if g is not None and g.state == "CompletingRebalance":
+            if g is not None and g.state == "CompletingRebalance" and not txn:
                 return int(ErrorCode.REBALANCE_IN_PROGRESS)
             if g is None or member_id not in g.members:
                 return int(ErrorCode.UNKNOWN_MEMBER_ID)
@@ -477,6 +489,21 @@ class ClassicGroups:
                     for m in g.members.values()
                 ],
             }
+
+    def subscriptions(self, group_id: str) -> tuple[str, list[bytes]] | None:
+        """(protocol type, each member's protocol metadata) of a classic group with members
+        (None: not one): the chosen protocol's metadata, or every protocol a member lists
+        while none is chosen yet (OffsetDelete's GROUP_SUBSCRIBED_TO_TOPIC)."""
+        with self._lock:
+            g = self._groups.get(group_id)
+            if g is None or not g.members:
+                return None
+            return g.protocol_type or "", [
+                meta
+                for m in g.members.values()
+                for name, meta in m.protocols
+                if g.protocol is None or name == g.protocol
+            ]
 
     def listing(self) -> dict[str, tuple[str, str]]:
         """{group id: (state, protocol type)} of the classic groups with members."""

@@ -12,6 +12,7 @@ controller cannot import): a value accepted here never makes a broker fall back 
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Callable
 
 from client.records.header import HEADER_SIZE
@@ -39,6 +40,28 @@ def _choice(*opts: str, multi: bool = False) -> Callable[[str], str | None]:
 
 _BOOL = _choice("true", "false")
 
+# Kafka's version strings as message.format.version takes them: 0.11.0, 0.11.0.2, 2.8, 3.0-IV1
+_KAFKA_VERSION = re.compile(r"(\d+)\.(\d+)(?:\.\d+){0,2}(?:-IV\d+)?")
+
+
+def _message_format_version(v: str) -> str | None:
+    """Kafka's message.format.version: the record format a topic's log is written in (Kafka
+    3.x ignores it once inter.broker.protocol.version is 3.0 or later, KIP-724, and 4.0
+    removes it). Gregor writes only the v2 record batch format, so a version that means v2
+    (0.11.0 and later) is accepted, and says what the log holds; an older one (v0/v1) is
+    refused rather than ignored."""
+    m = _KAFKA_VERSION.fullmatch(v.strip())
+    if m is None or (m[1] == "0" and int(m[2]) > 11):
+        return f"expected a Kafka version such as 3.0 or 0.11.0, got {v!r}"
+    if m[1] == "0" and int(m[2]) < 11:
+        return (
+            f"{v} is a message format older than v2 (v0/v1, before Kafka 0.11.0): Gregor writes"
+            " only the v2 record batch format (docs/record-format.md); set 0.11.0 or later,"
+            " or leave it out"
+        )
+    return None
+
+
 INT32_MAX = 2**31 - 1
 BATCH_HEADER_BYTES = HEADER_SIZE  # 61: the smallest record batch
 # LogConfig's bounds: segments of at least 75 bytes (14 + one batch header), at most 2^31 - 1
@@ -56,6 +79,7 @@ TOPIC_CONFIGS: dict[str, Callable[[str], str | None]] = {
     "index.interval.bytes": _int(0),
     "max.compaction.lag.ms": _int(1),
     "max.message.bytes": _int(BATCH_HEADER_BYTES, INT32_MAX),
+    "message.format.version": _message_format_version,
     "message.timestamp.type": _choice("CreateTime", "LogAppendTime"),
     "min.cleanable.dirty.ratio": lambda v: (
         None if _is_ratio(v) else f"expected a number in [0, 1], got {v!r}"
@@ -127,7 +151,6 @@ KAFKA_TOPIC_KEYS: dict[str, str] = {
     "segment.jitter.ms": "segments roll at exactly segment.ms of age",
     "preallocate": "segment files grow as written",
     "message.downconversion.enable": "there is one record batch format",
-    "message.format.version": "there is one record batch format",
     "message.timestamp.difference.max.ms": "record timestamps are not checked against the broker's clock",
     "message.timestamp.before.max.ms": "record timestamps are not checked against the broker's clock",
     "message.timestamp.after.max.ms": "record timestamps are not checked against the broker's clock",

@@ -80,8 +80,9 @@ FUNCTION = re.compile(r"^(?:static\s+)?\w+\s+\**(\w+)\s*\(", re.M)
 
 
 def sub_tests(tests_dir: Path, num: str, name: str) -> list[str]:
-    """The sub-test functions (those that open a SUB_TEST) that main_NNNN_name calls, in
-    the order of their first call."""
+    """The sub-test functions (those that open a SUB_TEST) that main_NNNN_name calls,
+    directly or through the file's other functions (0081's main calls do_test_apis, which
+    calls them), in the order of their first call."""
     [src] = [p for p in tests_dir.glob(f"{num}-*") if p.suffix in (".c", ".cpp")]
     text = src.read_text(errors="replace")
     starts = [(m.start(), m.group(1)) for m in FUNCTION.finditer(text)]
@@ -90,10 +91,25 @@ def sub_tests(tests_dir: Path, num: str, name: str) -> list[str]:
         enclosing = [fn for pos, fn in starts if pos < m.start()]
         if enclosing:
             fns.add(enclosing[-1])
-    start = text.index(f"int main_{num}_{name}(")
-    body = text[start : text.index("\n}\n", start)]
-    calls = re.findall(r"\b(\w+)\s*\(", body)
-    return [c for c in dict.fromkeys(calls) if c in fns]
+    bodies: dict[str, str] = {}
+    for pos, fn in starts:
+        end = text.find("\n}\n", pos)
+        if end > 0 and fn not in bodies:
+            bodies[fn] = text[pos:end]
+    found: list[str] = []
+    seen: set[str] = set()
+
+    def walk(fn: str) -> None:
+        seen.add(fn)
+        calls = re.findall(r"\b(\w+)\s*\(", bodies[fn].split("{", 1)[-1])
+        for c in dict.fromkeys(calls):
+            if c in fns:
+                found.append(c)
+            elif c in bodies and c not in seen:
+                walk(c)
+
+    walk(f"main_{num}_{name}")
+    return list(dict.fromkeys(found))
 
 
 def _free(port: int) -> bool:

@@ -187,3 +187,91 @@ def test_admin_describes_a_kip848_group_with_consumer_group_describe(kafka_broke
     finally:
         k.close()
         c.close()
+
+
+def test_offset_delete_refuses_subscribed_topics_and_deletes_the_rest(kafka_broker) -> None:
+    """OffsetDelete (47) with kafka-python's admin: a partition of a topic the classic group's
+    member subscribes to is GROUP_SUBSCRIBED_TO_TOPIC, another topic's offset is deleted; once
+    the group is empty every offset may go; an unknown group is GROUP_ID_NOT_FOUND."""
+    kafka = pytest.importorskip("kafka")
+    errors = pytest.importorskip("kafka.errors")
+    with Admin(bootstrap_servers=kafka_broker.gregor) as admin:
+        admin.create_topic("od-a", partitions=1)
+        admin.create_topic("od-b", partitions=1)
+    a, b = kafka.TopicPartition("od-a", 0), kafka.TopicPartition("od-b", 0)
+    admin = kafka.KafkaAdminClient(bootstrap_servers=kafka_broker.kafka)
+    c = _consumer(kafka_broker.kafka, "g-od")
+    try:
+        c.subscribe(["od-a"])
+        wait_until(lambda: c.poll(0.1) is None and _owned(c) == {0}, 30, "assigned")
+        c.commit(offsets=[ck.TopicPartition("od-a", 0, 3), ck.TopicPartition("od-b", 0, 5)],
+                 asynchronous=False)  # fmt: skip
+        assert admin.delete_group_offsets("g-od", [a, b]) == {
+            a: errors.GroupSubscribedToTopicError,
+            b: errors.NoError,
+        }
+        left = admin.list_group_offsets("g-od")["g-od"]
+        assert {tp: o.offset for tp, o in left.items()} == {a: 3}
+    finally:
+        c.close()
+    assert admin.delete_group_offsets("g-od", [a]) == {a: errors.NoError}
+    assert admin.list_group_offsets("g-od")["g-od"] == {}
+    with pytest.raises(errors.GroupIdNotFoundError):
+        admin.delete_group_offsets("g-od-nobody", [a])
+    admin.close()
+
+
+def test_send_offsets_to_transaction_from_a_classic_group_member(kafka_broker) -> None:
+    """TxnOffsetCommit v3 (KIP-447) carrying a classic group member's id and generation (as
+    librdkafka's 0103 sends them): checked against the classic group, then committed with the
+    transaction; an aborted transaction's offsets are dropped."""
+    with Admin(bootstrap_servers=kafka_broker.gregor) as admin:
+        admin.create_topic("ctx-in", partitions=1)
+        admin.create_topic("ctx-out", partitions=1)
+    c = _consumer(kafka_broker.kafka, "g-ctx")
+    p = ck.Producer({"bootstrap.servers": kafka_broker.kafka, "transactional.id": "g-ctx-app"})
+    try:
+        c.subscribe(["ctx-in"])
+        wait_until(lambda: c.poll(0.1) is None and _owned(c) == {0}, 30, "assigned")
+        p.init_transactions(30)
+        p.begin_transaction()
+        p.produce("ctx-out", b"out", partition=0)
+        p.send_offsets_to_transaction(
+            [ck.TopicPartition("ctx-in", 0, 6)], c.consumer_group_metadata(), 30
+        )
+        p.commit_transaction(30)
+        p.begin_transaction()
+        p.send_offsets_to_transaction(
+            [ck.TopicPartition("ctx-in", 0, 9)], c.consumer_group_metadata(), 30
+        )
+        p.abort_transaction(30)
+        (got,) = c.committed([ck.TopicPartition("ctx-in", 0)], timeout=30)
+        assert got.offset == 6
+    finally:
+        c.close()
+        p.flush(1)
+
+
+def test_alter_offsets_from_outside_is_refused_while_the_group_has_members(kafka_broker) -> None:
+    """AlterConsumerGroupOffsets (an OffsetCommit with generation -1 and no member id) is
+    UNKNOWN_MEMBER_ID while the classic group has members, as Kafka answers (librdkafka's
+    0081 do_test_AlterConsumerGroupOffsets); once the group is empty it is stored."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    from confluent_kafka.admin import AdminClient
+
+    with Admin(bootstrap_servers=kafka_broker.gregor) as admin:
+        admin.create_topic("alt", partitions=1)
+    a = AdminClient({"bootstrap.servers": kafka_broker.kafka})
+    req = ConsumerGroupTopicPartitions("g-alt", [ck.TopicPartition("alt", 0, 7)])
+    c = _consumer(kafka_broker.kafka, "g-alt")
+    try:
+        c.subscribe(["alt"])
+        wait_until(lambda: c.poll(0.1) is None and _owned(c) == {0}, 30, "assigned")
+        refused = a.alter_consumer_group_offsets([req])["g-alt"].result(30)
+        [tp] = refused.topic_partitions
+        assert tp.error is not None and tp.error.code() == ck.KafkaError.UNKNOWN_MEMBER_ID
+        assert c.committed([ck.TopicPartition("alt", 0)], 30)[0].offset == ck.OFFSET_INVALID
+    finally:
+        c.close()
+    done = a.alter_consumer_group_offsets([req])["g-alt"].result(30)
+    assert [(tp.partition, tp.offset, tp.error) for tp in done.topic_partitions] == [(0, 7, None)]

@@ -217,3 +217,54 @@ def test_alter_configs_needs_alter_configs(acl_broker) -> None:
         assert e.value.args[0].code() == code
     image = acl_broker.node.publisher.image
     assert image.topic_config("kt") == {} and image.config_for(4, "1") == {}
+
+
+def test_offset_delete_needs_delete_on_the_group_and_read_on_the_topic(acl_broker) -> None:
+    """OffsetDelete (47) as alice with kafka-python's admin: without DELETE on the group the
+    whole request is GROUP_AUTHORIZATION_FAILED; with it, a partition of a topic she may not
+    READ is TOPIC_AUTHORIZATION_FAILED and kept, the other one deleted."""
+    kafka = pytest.importorskip("kafka")
+    errors = pytest.importorskip("kafka.errors")
+    admin = admin_mod.AdminClient(_conf(acl_broker, "admin", "admin-pw-77"))
+    admin.create_topics([admin_mod.NewTopic("kt-od", 1, 1)])["kt-od"].result(30)
+    c = ck.Consumer({**_conf(acl_broker, "admin", "admin-pw-77"), "group.id": "kod"})
+    try:  # the super user commits both offsets (outside any generation)
+        c.commit(offsets=[ck.TopicPartition("kt", 0, 1), ck.TopicPartition("kt-od", 0, 2)],
+                 asynchronous=False)  # fmt: skip
+    finally:
+        c.close()
+    alice = kafka.KafkaAdminClient(
+        bootstrap_servers=acl_broker.kafka_address, security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="SCRAM-SHA-256", sasl_plain_username="alice",
+        sasl_plain_password="alice-pw-77",
+    )  # fmt: skip
+    kt, kt_od = kafka.TopicPartition("kt", 0), kafka.TopicPartition("kt-od", 0)
+    # sent straight to the coordinator (node 1, the only broker): FindCoordinator would need
+    # DESCRIBE on the group, and this checks OffsetDelete's own ACLs
+    try:
+        with pytest.raises(errors.GroupAuthorizationFailedError):
+            alice.delete_group_offsets("kod", [kt, kt_od], group_coordinator_id=1)
+        grants = [
+            _acl(admin_mod.ResourceType.GROUP, "kod", admin_mod.AclOperation.DELETE),
+            _acl(admin_mod.ResourceType.TOPIC, "kt", admin_mod.AclOperation.READ),
+        ]
+        for f in admin.create_acls(grants, request_timeout=30).values():
+            f.result(30)
+        expected = {kt: errors.NoError, kt_od: errors.TopicAuthorizationFailedError}
+
+        def deleted() -> bool:  # retried until both grants reach the broker's image
+            try:
+                got = alice.delete_group_offsets("kod", [kt, kt_od], group_coordinator_id=1)
+            except errors.GroupAuthorizationFailedError:
+                return False
+            return got == expected
+
+        wait_until(deleted, 30, "kt's offset deleted, kt-od's refused")
+    finally:
+        alice.close()
+    c = ck.Consumer({**_conf(acl_broker, "admin", "admin-pw-77"), "group.id": "kod"})
+    try:
+        got = c.committed([ck.TopicPartition("kt", 0), ck.TopicPartition("kt-od", 0)], 30)
+        assert [(tp.topic, tp.offset) for tp in got] == [("kt", ck.OFFSET_INVALID), ("kt-od", 2)]
+    finally:
+        c.close()

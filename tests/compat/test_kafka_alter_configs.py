@@ -171,3 +171,22 @@ def test_kafka_python_alter_configs(kafka_broker) -> None:
         kp.close()
     a = admin_mod.AdminClient({"bootstrap.servers": kafka_broker.kafka})
     assert _dynamic(a, "ac-kp") == {"retention.ms": "7200000", "cleanup.policy": "delete,compact"}
+
+
+def test_message_format_version_v2_accepted_older_refused(kafka_broker) -> None:
+    """message.format.version (librdkafka's 0092 sets 0.10.0.0 with AlterConfigs): a version
+    meaning the v2 record batch format, the only one Gregor writes, is kept and described;
+    an older format is INVALID_CONFIG, saying why, and changes nothing."""
+    _topic(kafka_broker, "ac-mfv", {"message.format.version": "0.11.0"})
+    a = admin_mod.AdminClient({"bootstrap.servers": kafka_broker.kafka})
+    assert _dynamic(a, "ac-mfv") == {"message.format.version": "0.11.0"}
+    _incremental(a, "ac-mfv", ("message.format.version", "3.0-IV1", SET)).result(30)
+    assert _dynamic(a, "ac-mfv") == {"message.format.version": "3.0-IV1"}
+    old = admin_mod.ConfigResource(
+        admin_mod.ResourceType.TOPIC, "ac-mfv", set_config={"message.format.version": "0.10.0.0"}
+    )
+    with pytest.raises(ck.KafkaException) as err:
+        a.alter_configs([old])[old].result(30)
+    assert err.value.args[0].code() == ck.KafkaError.INVALID_CONFIG
+    assert "only the v2 record batch format" in err.value.args[0].str()
+    assert _dynamic(a, "ac-mfv") == {"message.format.version": "3.0-IV1"}

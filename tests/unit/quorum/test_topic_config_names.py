@@ -36,3 +36,22 @@ def test_nonsense_gets_no_suggestion() -> None:
 
 def test_every_topic_key_has_its_broker_default() -> None:
     assert set(TOPIC_DEFAULTS) <= set(TOPIC_CONFIGS)
+
+
+@pytest.mark.parametrize(
+    "value", ["0.11.0", "0.11.0.2", "0.11.0-IV2", "1.0", "2.8-IV1", "3.0-IV1", "3.7"]
+)
+def test_message_format_version_takes_the_v2_versions(value: str) -> None:
+    assert validate_topic_config("message.format.version", value) is None
+
+
+@pytest.mark.parametrize("value", ["0.10.0.0", "0.10.2-IV0", "0.8.2", "0.9.0"])
+def test_message_format_version_refuses_the_formats_before_v2(value: str) -> None:
+    err = validate_topic_config("message.format.version", value)
+    assert err is not None and "older than v2" in err and "only the v2 record batch" in err, err
+
+
+@pytest.mark.parametrize("value", ["latest", "3", "0.12.0", "3.0-beta", ""])
+def test_message_format_version_refuses_what_is_not_a_kafka_version(value: str) -> None:
+    err = validate_topic_config("message.format.version", value)
+    assert err is not None and "expected a Kafka version" in err, err
