@@ -21,6 +21,7 @@ import tempfile
 import time
 
 from _server import start_server, stop_server
+from _spark import local_session
 
 
 def produce(bootstrap: str, topic: str, records: int, size: int, partitions: int) -> float:
@@ -79,19 +80,7 @@ def main() -> int:
         topic = f"bench-{int(time.time())}"
         produce_rps = produce(bootstrap, topic, args.records, args.size, args.partitions)
         expected = args.records // args.partitions * args.partitions
-        from pyspark.sql import SparkSession
-
-        from client.spark import register
-
-        spark = (
-            SparkSession.builder.master("local[2]")
-            .config("spark.ui.enabled", "false")
-            .config("spark.sql.shuffle.partitions", "2")
-            .config("spark.sql.session.timeZone", "UTC")
-            .getOrCreate()
-        )
-        spark.sparkContext.setLogLevel("ERROR")
-        register(spark)
+        spark = local_session()
         time_read(spark, bootstrap, topic, True, expected)  # warm-up: workers, imports
         result = {
             "records": expected,

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 from _server import start_server, stop_server
+from _spark import local_session
 
 MODES = ("at_least_once", "exactly_once")
 
@@ -117,19 +118,7 @@ def main() -> int:
         src = f"sink-bench-in-{stamp}"
         produce(bootstrap, src, args.records, args.size, args.partitions)
         expected = args.records // args.partitions * args.partitions
-        from pyspark.sql import SparkSession
-
-        from client.spark import register
-
-        spark = (
-            SparkSession.builder.master("local[2]")
-            .config("spark.ui.enabled", "false")
-            .config("spark.sql.shuffle.partitions", "2")
-            .config("spark.sql.session.timeZone", "UTC")
-            .getOrCreate()
-        )
-        spark.sparkContext.setLogLevel("ERROR")
-        register(spark)
+        spark = local_session()
         n = 0
 
         def one(mode: str) -> float:
