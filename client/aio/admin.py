@@ -38,6 +38,7 @@ from client.aio.admin_quotas import (
     ClientQuotaEntity,
     ClientQuotaFilterComponent,
 )
+from client.aio.admin_settings import AdminSettings
 from client.aio.admin_txn import ProducerState, TransactionDescription, TransactionListing
 from client.aio.admin_users import (
     ScramCredentialInfo,
@@ -68,15 +69,16 @@ from client.security.acl import AclBinding, AclBindingFilter
 class Admin:
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         self.config = cfg = resolve_config("admin", config, kwargs)
+        self.settings = settings = AdminSettings.from_config(cfg)
         self._cluster = ClusterClient(cfg)
         # ListOffsets goes through the same code path as the consumer's.
         offsets_cfg = resolve_config(
             "consumer",
             None,
             {
-                "bootstrap_servers": [f"{h}:{p}" for h, p in cfg.bootstrap_servers],
-                "request_timeout_ms": cfg.request_timeout_ms,
-                "client_id": cfg.client_id,
+                "bootstrap_servers": [f"{h}:{p}" for h, p in settings.bootstrap_servers],
+                "request_timeout_ms": settings.request_timeout_ms,
+                "client_id": settings.client_id,
             },
         )
         self._offsets = Fetcher(offsets_cfg, self._cluster)
@@ -101,7 +103,7 @@ class Admin:
             raise ClientClosedError("admin client is closed")
 
     def _timeout(self, timeout_ms: int | None) -> int:
-        return self.config.request_timeout_ms if timeout_ms is None else timeout_ms
+        return self.settings.request_timeout_ms if timeout_ms is None else timeout_ms
 
     # -- topics --------------------------------------------------------------------------------
 
@@ -297,7 +299,7 @@ class Admin:
         self._check_open()
         return await admin_txn.describe_transactions(
             self._cluster, list(transactional_ids), self._timeout(timeout_ms),
-            self.config.retry_backoff_ms,
+            self.settings.retry_backoff_ms,
         )  # fmt: skip
 
     async def describe_producers(
@@ -309,7 +311,7 @@ class Admin:
         self._check_open()
         return await admin_txn.describe_producers(
             self._cluster, list(partitions), self._timeout(timeout_ms),
-            self.config.retry_backoff_ms,
+            self.settings.retry_backoff_ms,
         )  # fmt: skip
 
     async def abort_transaction(
@@ -327,7 +329,7 @@ class Admin:
         self._check_open()
         await admin_txn.abort_transaction(
             self._cluster, partition, producer_id, producer_epoch, coordinator_epoch,
-            self._timeout(timeout_ms), self.config.retry_backoff_ms,
+            self._timeout(timeout_ms), self.settings.retry_backoff_ms,
         )  # fmt: skip
 
     async def list_groups(self) -> list[GroupListing]:
@@ -344,7 +346,7 @@ class Admin:
         self._check_open()
         return await admin_groups.describe_group(
             self._cluster, self._offsets, group_id, self._timeout(timeout_ms),
-            self.config.retry_backoff_ms,
+            self.settings.retry_backoff_ms,
         )  # fmt: skip
 
     async def delete_group(self, group_id: str, *, timeout_ms: int | None = None) -> None:
@@ -352,7 +354,7 @@ class Admin:
         GroupIdNotFoundError)."""
         self._check_open()
         await admin_groups.delete_group(
-            self._cluster, group_id, self._timeout(timeout_ms), self.config.retry_backoff_ms
+            self._cluster, group_id, self._timeout(timeout_ms), self.settings.retry_backoff_ms
         )
 
     async def delete_group_offsets(
@@ -363,7 +365,7 @@ class Admin:
         self._check_open()
         await admin_groups.delete_group_offsets(
             self._cluster, group_id, [TopicPartition(*tp) for tp in partitions],
-            self._timeout(timeout_ms), self.config.retry_backoff_ms,
+            self._timeout(timeout_ms), self.settings.retry_backoff_ms,
         )  # fmt: skip
 
     async def alter_group_offsets(
@@ -378,7 +380,7 @@ class Admin:
         self._check_open()
         await admin_groups.alter_group_offsets(
             self._cluster, group_id, {TopicPartition(*tp): int(o) for tp, o in offsets.items()},
-            self._timeout(timeout_ms), self.config.retry_backoff_ms,
+            self._timeout(timeout_ms), self.settings.retry_backoff_ms,
         )  # fmt: skip
 
     async def describe_cluster(self, *, include_fenced: bool = False) -> ClusterDescription:
@@ -419,7 +421,7 @@ class Admin:
         within `timeout_ms`; the leader's log start has moved). See client/aio/admin_records.py."""
         self._check_open()
         return await admin_records.delete_records(
-            self._cluster, offsets, self._timeout(timeout_ms), self.config.retry_backoff_ms
+            self._cluster, offsets, self._timeout(timeout_ms), self.settings.retry_backoff_ms
         )
 
     async def alter_partition_reassignments(
@@ -458,7 +460,7 @@ class Admin:
         request.timeout.ms), then raises GregorTimeoutError (client/aio/admin_quorum.py)."""
         self._check_open()
         return await admin_quorum.describe_quorum(
-            self._cluster, self.config, self._timeout(timeout_ms)
+            self._cluster, self.settings, self._timeout(timeout_ms)
         )
 
     async def incremental_alter_configs(

@@ -11,9 +11,9 @@ import asyncio
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import Any
 
+from client.aio.admin_settings import AdminSettings
 from client.aio.cluster import ClusterClient
 from client.aio.connection import BrokerConnection
 from client.errors import ConnectionFailedError, GregorTimeoutError, error_for_code
@@ -62,9 +62,9 @@ def quorum_description(resp: Mapping[str, Any]) -> QuorumDescription:
 
 
 async def describe_quorum(
-    cluster: ClusterClient, cfg: SimpleNamespace, timeout: int
+    cluster: ClusterClient, cfg: AdminSettings, timeout: int
 ) -> QuorumDescription:
-    """See Admin.describe_quorum; `cfg` is the admin's resolved config, `timeout` in ms."""
+    """See Admin.describe_quorum; `cfg` is the admin's settings, `timeout` in ms."""
     deadline = time.monotonic() + timeout / 1000
     delay = cfg.retry_backoff_ms / 1000
     last = "no answer"
@@ -90,7 +90,7 @@ async def describe_quorum(
         delay = min(delay * 2, 1.0)
 
 
-async def _ask_quorum_at(cfg: SimpleNamespace, endpoint: str, timeout_ms: int) -> dict[str, Any]:
+async def _ask_quorum_at(cfg: AdminSettings, endpoint: str, timeout_ms: int) -> dict[str, Any]:
     """DescribeQuorum to `endpoint` ("host:port") on a connection opened for it."""
     host, _, port = endpoint.rpartition(":")
     conn = BrokerConnection(
@@ -101,7 +101,7 @@ async def _ask_quorum_at(cfg: SimpleNamespace, endpoint: str, timeout_ms: int) -
         connect_timeout_ms=cfg.socket_connection_setup_timeout_ms,
         max_frame_bytes=cfg.max_response_bytes,
         # a controller's listener is PLAINTEXT or SSL (never SASL): TLS if the client has it
-        ssl=getattr(cfg, "ssl_context", None),
+        ssl=cfg.ssl_context,
     )
     try:
         await conn.connect()

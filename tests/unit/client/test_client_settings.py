@@ -1,12 +1,13 @@
 """The client's typed settings: FetchSettings and MemberSettings
 (client/aio/consumer_settings.py), ClusterSettings and SenderSettings
-(client/aio/link_settings.py): the keys read once from the resolved config, typed, with the
+(client/aio/link_settings.py), ProducerSettings, AdminSettings: the keys read once from the resolved config, typed, with the
 registry's defaults."""
 
 from __future__ import annotations
 
 import pytest
 
+from client.aio.admin_settings import AdminSettings
 from client.aio.config import resolve_config
 from client.aio.consumer_settings import FetchSettings, MemberSettings
 from client.aio.link_settings import ClusterSettings, SenderSettings
@@ -93,3 +94,19 @@ def test_producer_settings_decide_idempotence_once():
         ProducerSettings.from_config(
             resolve_config("producer", {"transactional.id": "t", "acks": 1}, {})
         )
+
+
+def test_admin_settings_are_the_configs_values():
+    cfg = resolve_config(
+        "admin",
+        {"bootstrap.servers": "h1:9092,h2:9093", "request.timeout.ms": 7_000},
+        {"retry_backoff_ms": 250, "client_id": "ops"},
+    )
+    s = AdminSettings.from_config(cfg)
+    assert s.bootstrap_servers == (("h1", 9092), ("h2", 9093))
+    assert (s.request_timeout_ms, s.retry_backoff_ms, s.client_id) == (7_000, 250, "ops")
+    assert s.max_response_bytes == cfg.max_response_bytes
+    assert s.socket_connection_setup_timeout_ms == cfg.socket_connection_setup_timeout_ms
+    assert s.ssl_context is None  # no ssl.* keys
+    with pytest.raises(AttributeError):
+        s.retry_backoff_ms = 1  # type: ignore[misc]  # frozen
