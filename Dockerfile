@@ -43,7 +43,7 @@ ENV VIRTUAL_ENV=/opt/gregor/venv PATH=/opt/gregor/venv/bin:$PATH PYTHONUNBUFFERE
 COPY --from=build /opt/gregor/venv /opt/gregor/venv
 # The extensions are optional at install time (pip skips one that fails to compile); an image
 # without them is ~2x slower, so the build fails instead.
-RUN python -c "import client.records._speedups, client.records._crc, broker.kafka._convert; \
+RUN python -c "import client.records._speedups, client.records._crc, client.records._append, broker.kafka._convert; \
 import client.records.crc as c; c.require_c_extension(); \
 from client.records import reader, builder; \
 assert reader.DECODER == 'c' and builder.ENCODER == 'c', (reader.DECODER, builder.ENCODER)" \
