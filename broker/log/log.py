@@ -12,7 +12,7 @@ work on it through a narrow interface (the "segment list" section below, and `ad
 (durability.py: what is unflushed, the flushed offset, the flush and the flusher's
 covered-flush protocol), `retention` (retention.py: the time and size policy, DeleteRecords),
 `compaction` (compaction.py: the cleaner checkpoint and the swap of cleaned segments) and
-`producers` (producer_state.py: the idempotent producers' state).
+`producers` (log_producers.py over producer_state.py: the idempotent producers' state).
 
 Threads: every public method may be called from any thread (I/O workers, the replica fetcher,
 the flusher); never from an event loop (they do file I/O). `lock` serialises appends, reads,
@@ -52,7 +52,7 @@ from .config import LogConfig
 from .durability import LogDurability
 from .epoch_cache import LeaderEpochCache
 from .handles import FileHandles, fd_limit_error, is_fd_limit
-from .producer_state import LogProducers
+from .log_producers import LogProducers
 from .recovery import load_segments
 from .retention import LogRetention
 from .segment import LogSegment
