@@ -13,7 +13,10 @@ times each --modes entry, 100-byte records, acks=all, with the sync client `clie
 
 For each run: records/s (first send to the end of flush; start-up and metadata left out) and
 the client process's CPU per record (time.process_time: every thread of this process, i.e.
-the caller's and the client's loop thread). Compare two trees with --root (a `git worktree`
+the caller's and the client's loop thread), and the caller's own CPU per record
+(`caller_cpu_us_per_record`, time.thread_time of the calling thread over the loop, flush
+left out: what send() itself costs). Both CPU figures move far less with the machine's load
+than records/s. Compare two trees with --root (a `git worktree`
 of an older commit, with the C extensions of client/records built there), alternating runs.
 
     .venv/bin/python scripts/bench/send_bench.py [--records 500000] [--repeat 3]
@@ -110,7 +113,7 @@ def main() -> int:
             producer.send(topic, VALUE).result(30)  # connections up, producer id known
             send = producer.send
             load = os.getloadavg()[0]
-            c0, t0 = time.process_time(), time.monotonic()
+            c0, t0, th0 = time.process_time(), time.monotonic(), time.thread_time()
             if mode == "send":
                 for _ in range(n):
                     send(topic, VALUE)
@@ -125,6 +128,7 @@ def main() -> int:
                     k = min(args.chunk, n - sent)
                     futs.append(producer.send_many(topic, chunk if k == args.chunk else chunk[:k]))
                     sent += k
+            caller = time.thread_time() - th0
             producer.flush()
             elapsed = time.monotonic() - t0
             cpu = time.process_time() - c0
@@ -134,6 +138,7 @@ def main() -> int:
             "mode": mode,
             "records_per_s": round(n / elapsed, 1),
             "client_cpu_us_per_record": round(cpu / n * 1e6, 3),
+            "caller_cpu_us_per_record": round(caller / n * 1e6, 3),
             "errors": errors[0],
             "load_1m": round(load, 2),
         }
@@ -156,7 +161,7 @@ def main() -> int:
         out["median"] = {
             m: {
                 key: statistics.median(r[key] for r in out["runs"] if r["mode"] == m)
-                for key in ("records_per_s", "client_cpu_us_per_record")
+                for key in ("records_per_s", "client_cpu_us_per_record", "caller_cpu_us_per_record")
             }
             for m in modes
         }
