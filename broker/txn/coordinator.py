@@ -38,9 +38,10 @@ the shards; no write or marker send is started while holding it.
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -370,10 +371,8 @@ class TxnCoordinator:
 
     def _write_tombstones(self, shard: TxnShard, tids: list[str]) -> None:
         """(No request is parked for these ids: only a Prepare* id parks requests.)"""
-        tp = (TRANSACTION_STATE_TOPIC, shard.partition)
 
-        def done(statuses: Mapping[tuple[str, int], ProducePartitionStatus]) -> None:
-            code = int(statuses[tp].error_code)
+        def done(code: int, message: str | None) -> None:
             with self.lock:
                 for tid in tids:
                     entry = shard.txns.get(tid)
@@ -383,16 +382,12 @@ class TxnCoordinator:
                         entry.pending = False  # tried again at the next check
             if code:
                 log.warning("%s expiring %d transactional id(s) failed: error %d (%s)",
-                            self._prefix, len(tids), code, statuses[tp].error_message)  # fmt: skip
+                            self._prefix, len(tids), code, message)  # fmt: skip
             else:
                 log.info("%s expired %d transactional id(s) idle for %d ms: %s", self._prefix,
                          len(tids), self.settings.id_expiration_ms, ", ".join(tids[:10]))  # fmt: skip
 
-        batch = build_batch([(encode_key(tid), None) for tid in tids], timestamp_ms=self._clock())
-        res = self.replica_manager.append_records(-1, self.settings.write_timeout_ms, {tp: batch},
-                                                  done)  # fmt: skip
-        if res is not None:
-            done(res)
+        self._append(shard, [(encode_key(tid), None) for tid in tids], done)
 
     # -- writes and markers ------------------------------------------------------------------------
 
@@ -449,26 +444,33 @@ class TxnCoordinator:
     def _is_current(self, shard: TxnShard) -> bool:
         return self.shards.is_current(shard)
 
-    def _write(
-        self, shard: TxnShard, md: TxnMetadata, answer: Answer, settle: bool = True
+    def _append(
+        self,
+        shard: TxnShard,
+        records: Sequence[tuple[bytes, bytes | None]],
+        done: Callable[[int, str | None], None],
     ) -> None:
-        """Append `md` (acks=all); once replicated it becomes the id's state, then `answer`.
-        A Prepare* state goes on to the markers (the id stays pending until they are durable).
-        `settle` False: the state is already the id's in memory (Complete*, see the module
-        docstring); the write's outcome changes nothing and a failure is only logged."""
+        """Append `records` to the shard's partition with acks=all; `done(code, message)` once
+        replicated or failed (at once, or later on a flusher/timer thread)."""
         tp = (TRANSACTION_STATE_TOPIC, shard.partition)
-        tid = md.transactional_id
-        now = self._clock()
 
-        def done(statuses: Mapping[tuple[str, int], ProducePartitionStatus]) -> None:
+        def answered(statuses: Mapping[tuple[str, int], ProducePartitionStatus]) -> None:
             st = statuses[tp]
-            code = int(st.error_code)
-            if not settle:
-                if code:
-                    log.warning("%s %s: writing %s failed: error %d (%s); the id's next load"
-                                " sends its markers again", self._prefix, tid,
-                                md.state.kafka_name, code, st.error_message)  # fmt: skip
-                return
+            done(int(st.error_code), st.error_message)
+
+        batch = build_batch(records, timestamp_ms=self._clock())
+        res = self.replica_manager.append_records(
+            -1, self.settings.write_timeout_ms, {tp: batch}, answered
+        )
+        if res is not None:
+            answered(res)
+
+    def _write(self, shard: TxnShard, md: TxnMetadata, answer: Answer) -> None:
+        """Append `md` (acks=all); once replicated it becomes the id's state, then `answer`.
+        A Prepare* state goes on to the markers (the id stays pending until they are durable)."""
+        tid = md.transactional_id
+
+        def done(code: int, message: str | None) -> None:
             freed: list[_Parked] = []
             with self.lock:
                 entry = shard.txns.get(tid)
@@ -484,8 +486,8 @@ class TxnCoordinator:
             if code:
                 mapped = int(_WRITE_ERRORS.get(code, ErrorCode.UNKNOWN_SERVER_ERROR))
                 log.warning("%s %s: writing %s failed: error %d (%s)", self._prefix, tid,
-                            md.state.kafka_name, code, st.error_message)  # fmt: skip
-                answer(mapped, st.error_message)
+                            md.state.kafka_name, code, message)  # fmt: skip
+                answer(mapped, message)
                 for w in freed:
                     w.retry()
                 return
@@ -495,12 +497,13 @@ class TxnCoordinator:
             for w in freed:  # (the next transaction's AddPartitionsToTxn)
                 w.retry()
 
-        res = self.replica_manager.append_records(
-            -1, self.settings.write_timeout_ms, {tp: build_batch(records_of([md]),
-                                                                 timestamp_ms=now)}, done
-        )  # fmt: skip
-        if res is not None:
-            done(res)
+        self._append(shard, records_of([md]), done)
+
+    def _complete_written(self, md: TxnMetadata, code: int, message: str | None) -> None:
+        if code:
+            log.warning("%s %s: writing %s failed: error %d (%s); the id's next load sends its"
+                        " markers again", self._prefix, md.transactional_id,
+                        md.state.kafka_name, code, message)  # fmt: skip
 
     def _send_markers(self, shard: TxnShard, md: TxnMetadata) -> None:
         """Markers for a Prepare* `md` (its entry pending), then Complete* written."""
@@ -530,7 +533,10 @@ class TxnCoordinator:
                 entry.md = done_md
                 entry.pending = False
                 freed = self._release(shard, tid)
-            self._write(shard, done_md, lambda code, msg: None, settle=False)
+            # (its outcome changes nothing: the state is already the id's; a lost Complete*
+            # leaves Prepare*, whose markers the next load sends again)
+            written = functools.partial(self._complete_written, done_md)
+            self._append(shard, records_of([done_md]), written)
             for w in freed:
                 w.retry()
 
