@@ -73,6 +73,8 @@ class _LoopThread:
 
     def __init__(self, name: str) -> None:
         self.loop = _new_loop()
+        # called on the loop thread once the loop has stopped and its tasks are cancelled
+        self.at_stop: list[Callable[[], None]] = []
         self._ready = threading.Event()
         self.thread = threading.Thread(target=self._run, name=name, daemon=True)
         self.thread.start()
@@ -84,6 +86,11 @@ class _LoopThread:
         try:
             self.loop.run_forever()
             self._cancel_leftovers()
+            for fn in self.at_stop:
+                try:
+                    fn()
+                except Exception:
+                    log.exception("error stopping the client's loop")
         finally:
             self.loop.close()
 
@@ -189,6 +196,9 @@ class Producer(_SyncClient):
             acc.buffer_memory,
             acc.batch_size,
         )
+        # closed or garbage-collected without close(): once the loop stops, no record's future
+        # is left running (client/aio/futures.py relies on it to keep them out of the GC)
+        self._lt.at_stop.append(core._abandon)
         try:
             self._run(self._core.start())
         except BaseException:
@@ -204,6 +214,9 @@ class Producer(_SyncClient):
         headers: Any = None,
         timestamp_ms: int | None = None,
     ) -> concurrent.futures.Future[RecordMetadata]:
+        """Queue one record; a concurrent.futures.Future of its RecordMetadata. (With the C
+        extension built, a method descriptor of client/records/_append.c's producer_send runs
+        instead: it does the first branch below in C and calls this method for the rest.)"""
         core = self._core
         # (chained: key, headers and timestamp_ms all None)
         if type(value) is bytes and key is headers is timestamp_ms is None and core._plain:
@@ -211,16 +224,27 @@ class Producer(_SyncClient):
                 fut = _append_plain(self._plain_ctx, topic, value, partition)
                 if fut is not None:
                     return fut
-                if partition is not None:
-                    core._plain_view(topic)  # (what the C call reads, for the next record)
-            fut = DeliveryFuture()  # a concurrent.futures.Future; delivery cannot be cancelled
-            if partition is None and core._append_plain(topic, value, fut):
-                return fut
-        else:
-            fut = DeliveryFuture()
+            return self._send_plain_slow(topic, value, partition)
+        fut = DeliveryFuture()
         rec = core._prepare(topic, value, key, headers, timestamp_ms)
         if core._try_append(topic, partition, rec, fut) != "ok":
             self._run(core._send_into(fut, topic, value, key, partition, headers, timestamp_ms))
+        return fut
+
+    def _send_plain_slow(
+        self, topic: str, value: bytes, partition: int | None
+    ) -> concurrent.futures.Future[RecordMetadata]:
+        """send() of a bytes value with no key, headers or timestamp that the C append did
+        not take (a new batch, a full one, stale metadata, the lock held, ...)."""
+        core = self._core
+        if partition is not None and _append_plain is not None:
+            core._plain_view(topic)  # (what the C call reads, for the next record)
+        fut = DeliveryFuture()  # a concurrent.futures.Future; delivery cannot be cancelled
+        if partition is None and core._append_plain(topic, value, fut):
+            return fut
+        rec = core._prepare(topic, value, None, None, None)
+        if core._try_append(topic, partition, rec, fut) != "ok":
+            self._run(core._send_into(fut, topic, value, None, partition, None, None))
         return fut
 
     def send_many(
@@ -273,6 +297,18 @@ class Producer(_SyncClient):
     def metrics(self) -> dict[str, dict[str, float]]:
         """See client.aio.Producer.metrics (read on the client's loop thread)."""
         return self._run(_call(self._core.metrics))
+
+
+# Producer.send as a method descriptor of a C function (client/records/_append.c, bind_send):
+# a plain `producer.send(topic, value)` then runs with no Python frame of its own (~0.15 us a
+# record); the Python method above stays the fallback for every other call.
+_bind_send: Callable[..., object] | None = getattr(
+    optional_extension("client.records._append"), "bind_send", None
+)
+if _bind_send is not None and _append_plain is not None:
+    setattr(  # noqa: B010 (a method replaced on the class: no static type for it)
+        Producer, "send", _bind_send(Producer, Producer.send)
+    )
 
 
 class Consumer(_SyncClient):

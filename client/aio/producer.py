@@ -163,6 +163,18 @@ class Producer:
             await self._sender.stop(timeout)
         await self._cluster.close()
 
+    def _abandon(self) -> None:
+        """The loop this producer ran on has stopped (the sync facade's, after close() or when
+        the producer was garbage-collected without it): no record is sent from now on, and
+        every one not finished fails, its future with it (DeliveryFutures are kept out of the
+        cyclic GC while they run, client/aio/futures.py: none may be left running)."""
+        self._closed = True
+        self._acc.closed = True
+        if self._sender is not None:
+            self._sender.fail_incomplete(
+                ClientClosedError("the producer stopped before these records were delivered")
+            )
+
     async def flush(self, timeout: float | None = None) -> None:
         """Wait until every record sent before this call is acknowledged or failed."""
         self._check_open()

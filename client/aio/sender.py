@@ -528,6 +528,13 @@ class Sender:
         for b in self.acc.take_all():
             self._finish(b, error)
 
+    def fail_incomplete(self, error: BaseException) -> None:
+        """Fail every batch made and not finished (queued, in flight or waiting to retry); for
+        a producer whose loop has stopped, when nothing can answer them any more."""
+        self.acc.take_all()
+        for b in list(self.acc.incomplete):
+            self._finish(b, error)
+
     async def stop(self, timeout: float | None) -> None:
         """Send what is queued (until `timeout`), then fail whatever is left."""
         self.stopping = True
@@ -542,9 +549,9 @@ class Sender:
             for task in list(self._requests):
                 task.cancel()
             await asyncio.gather(self._task, *self._requests, return_exceptions=True)
-            err = ClientClosedError("producer closed before these records were delivered")
-            for b in self.acc.take_all():
-                self._finish(b, err)
+            self.fail_incomplete(
+                ClientClosedError("producer closed before these records were delivered")
+            )
         # InitProducerId (asked again after a failed batch, even as the loop ends) and a
         # metadata refresh may still be running or backing off: never leave them pending
         helpers = self.gate.pending()

@@ -26,8 +26,8 @@
  *
  * add_callback(future, fn, lock, running) -> bool
  *     DeliveryFuture.add_done_callback's common case: the first callback of a future still
- *     `running`, stored and the future put back in the cyclic GC. False (nothing done) when
- *     it has a callback already, is finished, or `lock` is held.
+ *     `running`, stored (the future stays out of the cyclic GC, see futures.py). False
+ *     (nothing done) when it has a callback already, is finished, or `lock` is held.
  *
  * ack(futures, future_type, finished, tp, base_offset, append_time, entries, lock) -> list
  *     ack_delivery_futures's loop: each DeliveryFuture of the flat [index, future, ...] list
@@ -67,14 +67,16 @@ static PyObject *s_closed, *s_txn, *s_check_send, *s_metadata, *s_locked, *s_buf
  * not an attribute lookup (this machine's ~60 ns each, a dozen per record). */
 typedef struct {
     PyTypeObject *type; /* strong reference, or NULL */
-    Py_ssize_t off[8];
+    Py_ssize_t off[10];
 } Slots;
 
 static const char *const BATCH_SLOTS[] = {"entries", "futures", "size", "full", NULL};
 enum { B_ENTRIES, B_FUTURES, B_SIZE, B_FULL };
 static const char *const FUTURE_SLOTS[] = {"_state", "_done_callbacks", "_event", "_cond",
-                                           "_tp", "_offset", "_timestamp", NULL};
-enum { F_STATE, F_CALLBACKS, F_EVENT, F_COND, F_TP, F_OFFSET, F_TIMESTAMP };
+                                           "_tp", "_offset", "_timestamp", "_result",
+                                           "_exception", NULL};
+enum { F_STATE, F_CALLBACKS, F_EVENT, F_COND, F_TP, F_OFFSET, F_TIMESTAMP, F_RESULT,
+       F_EXCEPTION };
 static Slots batch_slots, future_slots;
 
 /* 1 when s holds tp's offsets of `names` (all plain object slots of tp itself), 0 when tp
@@ -84,7 +86,7 @@ resolve(Slots *s, PyTypeObject *tp, const char *const *names)
 {
     if (s->type == tp)
         return 1;
-    Py_ssize_t off[8];
+    Py_ssize_t off[10];
     for (int i = 0; names[i] != NULL; i++) {
         off[i] = -1;
         for (PyMemberDef *m = tp->tp_members; m != NULL && m->name != NULL; m++) {
@@ -241,15 +243,10 @@ find_batch(const Ctx *c, PyObject *topic, PyObject *partition, long long size, i
     return 1;
 }
 
+/* append_plain's body: ctx is a 12-tuple (checked by the callers). */
 static PyObject *
-append_plain(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+do_append_plain(PyObject *ctx, PyObject *topic, PyObject *value, PyObject *partition)
 {
-    (void)self;
-    if (nargs != 4 || !PyTuple_CheckExact(args[0]) || PyTuple_GET_SIZE(args[0]) != 12) {
-        PyErr_SetString(PyExc_TypeError, "append_plain(ctx, topic, value, partition)");
-        return NULL;
-    }
-    PyObject *ctx = args[0], *topic = args[1], *value = args[2], *partition = args[3];
     Ctx c = {
         .core = PyTuple_GET_ITEM(ctx, 0),
         .acc = PyTuple_GET_ITEM(ctx, 1),
@@ -366,6 +363,34 @@ done:
 }
 
 static PyObject *
+append_plain(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 4 || !PyTuple_CheckExact(args[0]) || PyTuple_GET_SIZE(args[0]) != 12) {
+        PyErr_SetString(PyExc_TypeError, "append_plain(ctx, topic, value, partition)");
+        return NULL;
+    }
+    return do_append_plain(args[0], args[1], args[2], args[3]);
+}
+
+/* add_callback's body: 1 stored, 0 not that case, -1 on error. */
+static int
+try_add_callback(PyObject *fut, PyObject *fn, PyObject *lock, PyObject *running)
+{
+    if (!resolve(&future_slots, Py_TYPE(fut), FUTURE_SLOTS))
+        return 0;
+    int held = is_locked(lock);
+    if (held < 0)
+        return -1;
+    if (held || SLOT(fut, future_slots, F_STATE) != running
+        || SLOT(fut, future_slots, F_CALLBACKS) != Py_None)
+        return 0;
+    /* (a running future stays out of the cyclic GC with its callback: futures.py says why) */
+    set_slot(fut, future_slots.off[F_CALLBACKS], Py_NewRef(fn));
+    return 1;
+}
+
+static PyObject *
 add_callback(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
@@ -373,19 +398,10 @@ add_callback(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "add_callback(future, fn, lock, running)");
         return NULL;
     }
-    PyObject *fut = args[0], *fn = args[1], *lock = args[2], *running = args[3];
-    if (!resolve(&future_slots, Py_TYPE(fut), FUTURE_SLOTS))
-        Py_RETURN_FALSE;
-    int held = is_locked(lock);
-    if (held < 0)
+    int r = try_add_callback(args[0], args[1], args[2], args[3]);
+    if (r < 0)
         return NULL;
-    if (held || SLOT(fut, future_slots, F_STATE) != running
-        || SLOT(fut, future_slots, F_CALLBACKS) != Py_None)
-        Py_RETURN_FALSE;
-    if (PyObject_IS_GC(fut) && !PyObject_GC_IsTracked(fut))
-        PyObject_GC_Track(fut); /* (it now holds fn, which may lead back to it) */
-    set_slot(fut, future_slots.off[F_CALLBACKS], Py_NewRef(fn));
-    Py_RETURN_TRUE;
+    return PyBool_FromLong(r);
 }
 
 static PyObject *
@@ -485,6 +501,322 @@ not_here:
     Py_RETURN_NONE;
 }
 
+/* -- Methods as method descriptors ---------------------------------------------------------
+ *
+ * A Python method that only calls one of the functions above costs its own frame, the global
+ * lookups of what it passes, and the call (~0.3 us a call here, most of what a callback added
+ * to a send() loop). bind_future() and bind_send() return method descriptors of the functions
+ * below made for the given class (PyDescr_NewMethod: what a C type's methods are), which the
+ * Python class installs in place of its own: `f.add_done_callback(cb)` then runs C with no
+ * frame and no bound-method object. Each does the common case and hands every other case to
+ * the Python method it replaced (kept as the fallback), with the same arguments. */
+
+static PyObject *g_lock, *g_running, *g_finished, *g_record_metadata, *g_callback_failed;
+static PyObject *g_fb_add, *g_fb_exception, *g_fb_result, *g_fb_send;
+static PyObject *s_notify, *s_plain_ctx, *s_plain, *s_timeout, *s_send_plain_slow;
+static PyObject *s_kw[6]; /* send()'s parameter names after self */
+
+/* fn(self, *args, **kwargs) from a vectorcall's arguments. */
+static PyObject *
+call_with_self(PyObject *fn, PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+               PyObject *kwnames)
+{
+    if (fn == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "client.records._append: method not bound");
+        return NULL;
+    }
+    Py_ssize_t total = nargs + (kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0);
+    PyObject *small[8];
+    PyObject **buf = small;
+    if (total + 1 > 8) {
+        buf = PyMem_Malloc((size_t)(total + 1) * sizeof(PyObject *));
+        if (buf == NULL)
+            return PyErr_NoMemory();
+    }
+    buf[0] = self;
+    if (total > 0)
+        memcpy(buf + 1, args, (size_t)total * sizeof(PyObject *));
+    PyObject *r = PyObject_Vectorcall(fn, buf, (size_t)nargs + 1, kwnames);
+    if (buf != small)
+        PyMem_Free(buf);
+    return r;
+}
+
+/* DeliveryFuture.add_done_callback(fn) */
+static PyObject *
+fut_add_done_callback(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                      PyObject *kwnames)
+{
+    if (nargs == 1 && kwnames == NULL && g_lock != NULL) {
+        int r = try_add_callback(self, args[0], g_lock, g_running);
+        if (r < 0)
+            return NULL;
+        if (r)
+            Py_RETURN_NONE;
+    }
+    return call_with_self(g_fb_add, self, args, nargs, kwnames);
+}
+
+/* 1 when the arguments are those of (timeout=None): none, one positional, or `timeout=`. */
+static int
+timeout_only(Py_ssize_t nargs, PyObject *kwnames)
+{
+    if (kwnames == NULL)
+        return nargs <= 1;
+    return nargs == 0 && PyTuple_GET_SIZE(kwnames) == 1 && PyTuple_GET_ITEM(kwnames, 0) == s_timeout;
+}
+
+/* DeliveryFuture.exception(timeout=None): a finished future's exception, read. */
+static PyObject *
+fut_exception(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    if (g_finished != NULL && timeout_only(nargs, kwnames)
+        && resolve(&future_slots, Py_TYPE(self), FUTURE_SLOTS)
+        && SLOT(self, future_slots, F_STATE) == g_finished) {
+        PyObject *exc = SLOT(self, future_slots, F_EXCEPTION);
+        if (exc != NULL)
+            return Py_NewRef(exc);
+    }
+    return call_with_self(g_fb_exception, self, args, nargs, kwnames);
+}
+
+/* DeliveryFuture.result(timeout=None): a finished future's result, made from its partition,
+ * offset and timestamp when first asked for (as the Python method does). */
+static PyObject *
+fut_result(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    if (g_finished == NULL || !timeout_only(nargs, kwnames)
+        || !resolve(&future_slots, Py_TYPE(self), FUTURE_SLOTS)
+        || SLOT(self, future_slots, F_STATE) != g_finished
+        || SLOT(self, future_slots, F_EXCEPTION) != Py_None)
+        return call_with_self(g_fb_result, self, args, nargs, kwnames);
+    PyObject *res = SLOT(self, future_slots, F_RESULT);
+    PyObject *tp = SLOT(self, future_slots, F_TP);
+    if (res == NULL || tp == NULL)
+        return call_with_self(g_fb_result, self, args, nargs, kwnames);
+    if (res != Py_None || tp == Py_None)
+        return Py_NewRef(res);
+    if (!PyTuple_Check(tp) || PyTuple_GET_SIZE(tp) != 2)
+        return call_with_self(g_fb_result, self, args, nargs, kwnames);
+    PyObject *md_args[4] = {PyTuple_GET_ITEM(tp, 0), PyTuple_GET_ITEM(tp, 1),
+                            SLOT(self, future_slots, F_OFFSET),
+                            SLOT(self, future_slots, F_TIMESTAMP)};
+    if (md_args[2] == NULL || md_args[3] == NULL)
+        return call_with_self(g_fb_result, self, args, nargs, kwnames);
+    res = PyObject_Vectorcall(g_record_metadata, md_args, 4, NULL);
+    if (res == NULL)
+        return NULL;
+    /* (a finished future's _result is None here: dropping it runs nothing) */
+    set_slot(self, future_slots.off[F_RESULT], Py_NewRef(res));
+    return res;
+}
+
+/* notify_all(notify): futures.py's _notify_all. `notify` is the flat [future, its Event, its
+ * Condition, its callbacks, ...] list of finished futures; each one's waiters are woken
+ * (future._notify(event, condition, None)) and its callbacks called with it, in order. A
+ * callback's Exception goes to callback_failed(future, exception) (which logs it) and the
+ * next one runs; anything else (a BaseException) propagates, as in Python. */
+static int
+call_callback(PyObject *fn, PyObject *fut)
+{
+    PyObject *r = PyObject_CallOneArg(fn, fut);
+    if (r != NULL) {
+        Py_DECREF(r);
+        return 0;
+    }
+    if (!PyErr_ExceptionMatches(PyExc_Exception) || g_callback_failed == NULL)
+        return -1;
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *exc = PyErr_GetRaisedException();
+#else
+    PyObject *type, *exc, *tb;
+    PyErr_Fetch(&type, &exc, &tb);
+    PyErr_NormalizeException(&type, &exc, &tb);
+    if (tb != NULL && exc != NULL)
+        PyException_SetTraceback(exc, tb);
+    Py_XDECREF(type);
+    Py_XDECREF(tb);
+#endif
+    r = PyObject_CallFunctionObjArgs(g_callback_failed, fut, exc != NULL ? exc : Py_None, NULL);
+    Py_XDECREF(exc);
+    if (r == NULL)
+        return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+static PyObject *
+notify_all(PyObject *self, PyObject *notify)
+{
+    (void)self;
+    if (!PyList_CheckExact(notify) || PyList_GET_SIZE(notify) % 4) {
+        PyErr_SetString(PyExc_TypeError, "notify_all(notify): a list of 4-item groups");
+        return NULL;
+    }
+    Py_INCREF(notify); /* (a callback may do anything; the list stays ours) */
+    for (Py_ssize_t i = 0; i + 3 < PyList_GET_SIZE(notify); i += 4) {
+        PyObject *fut = PyList_GET_ITEM(notify, i), *ev = PyList_GET_ITEM(notify, i + 1),
+                 *cond = PyList_GET_ITEM(notify, i + 2), *cbs = PyList_GET_ITEM(notify, i + 3);
+        Py_INCREF(fut);
+        Py_INCREF(cbs);
+        int err = 0;
+        if (ev != Py_None || cond != Py_None) {
+            PyObject *r = PyObject_CallMethodObjArgs(fut, s_notify, ev, cond, Py_None, NULL);
+            if (r == NULL)
+                err = 1;
+            Py_XDECREF(r);
+        }
+        if (!err && PyList_CheckExact(cbs)) {
+            for (Py_ssize_t k = 0; !err && k < PyList_GET_SIZE(cbs); k++) {
+                PyObject *fn = Py_NewRef(PyList_GET_ITEM(cbs, k));
+                err = call_callback(fn, fut) < 0;
+                Py_DECREF(fn);
+            }
+        }
+        else if (!err && cbs != Py_None) {
+            err = call_callback(cbs, fut) < 0;
+        }
+        Py_DECREF(fut);
+        Py_DECREF(cbs);
+        if (err) {
+            Py_DECREF(notify);
+            return NULL;
+        }
+    }
+    Py_DECREF(notify);
+    Py_RETURN_NONE;
+}
+
+/* The sync Producer.send(topic, value=None, key=None, partition=None, headers=None,
+ * timestamp_ms=None): a bytes value with no key, headers or timestamp goes to
+ * do_append_plain, then (not that case) to self._send_plain_slow(topic, value, partition);
+ * every other call to the Python method. */
+static PyObject *
+producer_send(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    PyObject *a[6] = {NULL, Py_None, Py_None, Py_None, Py_None, Py_None};
+    if (nargs < 1 || nargs > 6 || g_fb_send == NULL)
+        goto general;
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        a[i] = args[i];
+    if (kwnames != NULL) {
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(kwnames); k++) {
+            PyObject *name = PyTuple_GET_ITEM(kwnames, k);
+            int j = 0;
+            while (j < 6 && s_kw[j] != name) /* (keyword names are interned) */
+                j++;
+            if (j == 6 || j < nargs)
+                goto general; /* (unusual, or an error the Python method words) */
+            a[j] = args[nargs + k];
+        }
+    }
+    if (a[0] == NULL || !PyBytes_CheckExact(a[1]) || a[2] != Py_None || a[4] != Py_None
+        || a[5] != Py_None)
+        goto general;
+    PyObject *ctx = PyObject_GetAttr(self, s_plain_ctx);
+    if (ctx == NULL)
+        return NULL;
+    if (!PyTuple_CheckExact(ctx) || PyTuple_GET_SIZE(ctx) != 12) {
+        Py_DECREF(ctx);
+        goto general;
+    }
+    PyObject *plain = PyObject_GetAttr(PyTuple_GET_ITEM(ctx, 0), s_plain);
+    if (plain == NULL) {
+        Py_DECREF(ctx);
+        return NULL;
+    }
+    Py_DECREF(plain); /* (compared only; the producer holds it) */
+    PyObject *r = plain == Py_True ? do_append_plain(ctx, a[0], a[1], a[3]) : NULL;
+    Py_DECREF(ctx);
+    if (plain != Py_True)
+        goto general;
+    if (r != Py_None)
+        return r; /* the future, or NULL with the error */
+    Py_DECREF(r);
+    /* (looked up: a subclass may override it) */
+    return PyObject_CallMethodObjArgs(self, s_send_plain_slow, a[0], a[1], a[3], NULL);
+general:
+    return call_with_self(g_fb_send, self, args, nargs, kwnames);
+}
+
+static PyMethodDef fut_add_done_callback_def = {
+    "add_done_callback", (PyCFunction)(void (*)(void))fut_add_done_callback,
+    METH_FASTCALL | METH_KEYWORDS,
+    "add_done_callback($self, fn, /)\n--\n\n"
+    "Call fn(future) once the record is acknowledged or failed (at once if it is)."};
+static PyMethodDef fut_exception_def = {
+    "exception", (PyCFunction)(void (*)(void))fut_exception, METH_FASTCALL | METH_KEYWORDS,
+    "exception($self, /, timeout=None)\n--\n\n"
+    "The delivery's exception, or None; waits up to timeout seconds."};
+static PyMethodDef fut_result_def = {
+    "result", (PyCFunction)(void (*)(void))fut_result, METH_FASTCALL | METH_KEYWORDS,
+    "result($self, /, timeout=None)\n--\n\n"
+    "The record's RecordMetadata; raises the delivery's exception; waits up to timeout "
+    "seconds."};
+static PyMethodDef producer_send_def = {
+    "send", (PyCFunction)(void (*)(void))producer_send, METH_FASTCALL | METH_KEYWORDS,
+    "send($self, /, topic, value=None, key=None, partition=None, headers=None, "
+    "timestamp_ms=None)\n--\n\n"
+    "Queue one record; a concurrent.futures.Future of its RecordMetadata."};
+
+/* bind_future(future_type, lock, running, finished, record_metadata, callback_failed,
+ *             add_done_callback, exception, result) -> (add_done_callback, exception, result)
+ * The last three arguments are the Python methods (the fallbacks); returns the descriptors. */
+static PyObject *
+bind_future(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 9 || !PyType_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "bind_future(future_type, lock, running, finished, record_metadata, "
+                        "callback_failed, add_done_callback, exception, result)");
+        return NULL;
+    }
+    PyTypeObject *tp = (PyTypeObject *)args[0];
+    if (!resolve(&future_slots, tp, FUTURE_SLOTS)) {
+        PyErr_SetString(PyExc_TypeError, "bind_future: the type lacks a DeliveryFuture slot");
+        return NULL;
+    }
+    PyObject *add = PyDescr_NewMethod(tp, &fut_add_done_callback_def);
+    PyObject *exc = PyDescr_NewMethod(tp, &fut_exception_def);
+    PyObject *res = PyDescr_NewMethod(tp, &fut_result_def);
+    if (add == NULL || exc == NULL || res == NULL) {
+        Py_XDECREF(add);
+        Py_XDECREF(exc);
+        Py_XDECREF(res);
+        return NULL;
+    }
+    Py_XSETREF(g_lock, Py_NewRef(args[1]));
+    Py_XSETREF(g_running, Py_NewRef(args[2]));
+    Py_XSETREF(g_finished, Py_NewRef(args[3]));
+    Py_XSETREF(g_record_metadata, Py_NewRef(args[4]));
+    Py_XSETREF(g_callback_failed, Py_NewRef(args[5]));
+    Py_XSETREF(g_fb_add, Py_NewRef(args[6]));
+    Py_XSETREF(g_fb_exception, Py_NewRef(args[7]));
+    Py_XSETREF(g_fb_result, Py_NewRef(args[8]));
+    PyObject *out = PyTuple_Pack(3, add, exc, res);
+    Py_DECREF(add);
+    Py_DECREF(exc);
+    Py_DECREF(res);
+    return out;
+}
+
+/* bind_send(producer_type, send) -> the send descriptor; `send` is the fallback. */
+static PyObject *
+bind_send(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 2 || !PyType_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "bind_send(producer_type, send)");
+        return NULL;
+    }
+    PyObject *d = PyDescr_NewMethod((PyTypeObject *)args[0], &producer_send_def);
+    if (d == NULL)
+        return NULL;
+    Py_XSETREF(g_fb_send, Py_NewRef(args[1]));
+    return d;
+}
+
 static PyMethodDef methods[] = {
     {"append_plain", (PyCFunction)(void (*)(void))append_plain, METH_FASTCALL,
      "append_plain(ctx, topic, value, partition) -> future | None\n\n"
@@ -499,6 +831,18 @@ static PyMethodDef methods[] = {
      "Finish an acknowledged batch's DeliveryFutures; [future, event, condition, callbacks, "
      "...] of those to "
      "notify, or None when not that case (nothing done)."},
+    {"notify_all", (PyCFunction)notify_all, METH_O,
+     "notify_all(notify)\n\n"
+     "Wake the waiters and call the callbacks of finished futures: notify is "
+     "[future, event, condition, callbacks, ...] as ack() returns it."},
+    {"bind_future", (PyCFunction)(void (*)(void))bind_future, METH_FASTCALL,
+     "bind_future(future_type, lock, running, finished, record_metadata, callback_failed, "
+     "add_done_callback, exception, result) -> (add_done_callback, exception, result)\n\n"
+     "Method descriptors of the C fast paths for future_type; the Python methods given are "
+     "the fallbacks."},
+    {"bind_send", (PyCFunction)(void (*)(void))bind_send, METH_FASTCALL,
+     "bind_send(producer_type, send) -> descriptor\n\n"
+     "The sync Producer.send as a method descriptor; send is the fallback."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -515,6 +859,17 @@ exec_module(PyObject *m)
     INTERN(s_metadata, "metadata");
     INTERN(s_locked, "locked");
     INTERN(s_buffered, "buffered");
+    INTERN(s_notify, "_notify");
+    INTERN(s_plain_ctx, "_plain_ctx");
+    INTERN(s_plain, "_plain");
+    INTERN(s_timeout, "timeout");
+    INTERN(s_send_plain_slow, "_send_plain_slow");
+    INTERN(s_kw[0], "topic");
+    INTERN(s_kw[1], "value");
+    INTERN(s_kw[2], "key");
+    INTERN(s_kw[3], "partition");
+    INTERN(s_kw[4], "headers");
+    INTERN(s_kw[5], "timestamp_ms");
 #undef INTERN
     return 0;
 }

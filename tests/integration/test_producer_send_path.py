@@ -138,3 +138,100 @@ def test_explicit_partitions_keep_order_and_offsets(broker_server):
 
         wait_until(consumed_all, timeout=60, msg="records consumed")
     assert got == {q: list(range(q, n, 3)) for q in range(3)}
+
+
+def test_send_takes_every_argument_form(broker_server):
+    """send() is a C method descriptor when the extension is built (client/records/_append.c,
+    producer_send): positional and keyword arguments, a key, headers or a timestamp (the
+    Python method's path) all land as they say; a wrong argument is the Python TypeError."""
+    import inspect
+
+    bootstrap = broker_server.bootstrap
+    with Admin(bootstrap_servers=bootstrap) as admin:
+        admin.create_topic("sendforms", partitions=2)
+    assert list(inspect.signature(Producer.send).parameters)[1:] == [
+        "topic", "value", "key", "partition", "headers", "timestamp_ms",
+    ]  # fmt: skip
+    with Producer(bootstrap_servers=bootstrap, acks="all") as p:
+        p.partitions_for("sendforms")
+        futs = [
+            p.send("sendforms", b"a"),
+            p.send("sendforms", value=b"b", partition=1),
+            p.send(topic="sendforms", value=b"c", partition=0),
+            p.send("sendforms", b"d", None, 1),
+            p.send("sendforms", b"e", key=b"k", partition=0),
+            p.send("sendforms", b"f", partition=1, headers=[("h", b"1")]),
+            p.send("sendforms", b"g", partition=0, timestamp_ms=1_700_000_000_000),
+            p.send("sendforms", "str-value", partition=1),  # (not bytes: the Python path)
+        ]
+        with pytest.raises(TypeError):
+            p.send("sendforms", b"x", nope=1)  # type: ignore[call-arg]
+        with pytest.raises(TypeError):
+            p.send("sendforms", b"x", value=b"y")  # type: ignore[misc]
+        with pytest.raises(TypeError):
+            p.send()  # type: ignore[call-arg]
+        p.flush(30)
+        mds = [f.result(0) for f in futs]
+    assert [md.partition for md in mds[1:]] == [1, 0, 1, 0, 1, 0, 1]
+    assert mds[6].timestamp == 1_700_000_000_000
+    with Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as c:
+        c.assign([TopicPartition("sendforms", q) for q in range(2)])
+        got: list = []
+
+        def consumed_all() -> bool:
+            got.extend(c.poll(timeout_ms=200))
+            return len(got) >= len(futs)
+
+        wait_until(consumed_all, timeout=30, msg="records consumed")
+    by_value = {r.value: r for r in got}
+    assert set(by_value) == {b"a", b"b", b"c", b"d", b"e", b"f", b"g", b"str-value"}
+    assert by_value[b"e"].key == b"k" and by_value[b"b"].partition == 1
+    assert list(by_value[b"f"].headers) == [("h", b"1")]
+
+
+def test_a_producer_dropped_without_close_fails_its_records_and_frees_their_callbacks(
+    broker_server,
+):
+    """A running DeliveryFuture stays out of the cyclic GC with its callbacks
+    (client/aio/futures.py), so none may be left running: a producer garbage-collected
+    without close() fails every record it holds once its loop stops, runs their callbacks,
+    and a callback that refers back to its future (a cycle) is then freed."""
+    import gc
+    import weakref
+
+    from client.errors import ClientClosedError
+
+    bootstrap = broker_server.bootstrap
+    with Admin(bootstrap_servers=bootstrap) as admin:
+        admin.create_topic("senddropped", partitions=1)
+
+    errors: list[BaseException | None] = []
+
+    class Callback:
+        def __init__(self) -> None:
+            self.future = None
+
+        def __call__(self, fut) -> None:
+            errors.append(fut.exception())
+
+    # linger.ms and batch.size large enough that every record stays queued
+    p = Producer(bootstrap_servers=bootstrap, linger_ms=600_000, batch_size=1 << 20)
+    p.partitions_for("senddropped")
+    futs, seen = [], []
+    for i in range(200):
+        f = p.send("senddropped", b"%d" % i)
+        cb = Callback()
+        cb.future = f  # the callback leads back to its future
+        f.add_done_callback(cb)
+        futs.append(f)
+        seen.append(weakref.ref(cb))
+    del f, cb
+    assert not any(f.done() for f in futs)
+    thread = p._lt.thread
+    del p
+    gc.collect()  # the producer's finalizer stops its loop
+    wait_until(lambda: not thread.is_alive(), timeout=30, msg="the producer's loop stopped")
+    assert all(isinstance(f.exception(0), ClientClosedError) for f in futs)
+    assert len(errors) == 200 and all(isinstance(e, ClientClosedError) for e in errors)
+    gc.collect()
+    assert all(ref() is None for ref in seen)  # each future let go of its callback

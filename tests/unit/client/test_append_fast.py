@@ -141,7 +141,7 @@ def test_add_callback_takes_only_the_first_callback_of_a_running_future() -> Non
     f = DeliveryFuture()
     assert not gc.is_tracked(f)
     assert _append.add_callback(f, print, futures._LOCK, "RUNNING")
-    assert f._done_callbacks is print and gc.is_tracked(f)
+    assert f._done_callbacks is print and not gc.is_tracked(f)  # (running: futures.py)
     assert not _append.add_callback(f, repr, futures._LOCK, "RUNNING")  # a second one
     g = DeliveryFuture()
     with futures._LOCK:  # held: someone is finishing or changing a future
@@ -198,3 +198,89 @@ def test_callbacks_added_from_threads_while_batches_are_acked_run_once() -> None
     assert stop.is_set()
     assert counts == [1] * (rounds * per)
     assert concurrent.futures.wait([batches[-1][1]], timeout=0).done
+
+
+def test_future_methods_are_c_descriptors_that_behave_as_the_python_methods() -> None:
+    """bind_future: add_done_callback, exception and result run C for the common case and the
+    Python methods (the fallbacks) for every other, with the same answers."""
+    from client.aio import futures
+
+    for name in ("add_done_callback", "exception", "result"):
+        assert type(vars(DeliveryFuture)[name]).__name__ == "method_descriptor", name
+    # running: a first callback is stored; a second goes to the Python method (a list)
+    f = DeliveryFuture()
+    seen: list = []
+    f.add_done_callback(seen.append)
+    assert f._done_callbacks == seen.append
+    f.add_done_callback(lambda fut: seen.append("second"))
+    assert type(f._done_callbacks) is list and len(f._done_callbacks) == 2
+    with pytest.raises(TimeoutError):
+        f.exception(0)  # (running: the Python method waits)
+    with pytest.raises(TimeoutError):
+        f.result(timeout=0)
+    ack_delivery_futures([3, f], TP, 10, 77, [None] * 4)
+    assert seen == [f, "second"] and f._done_callbacks is None
+    assert f.exception() is None and f.exception(timeout=1) is None
+    md = f.result()
+    assert md == RecordMetadata("t", 0, 13, 77) and f.result(5) is md  # made once, kept
+    f.add_done_callback(seen.append)  # finished: called at once
+    assert seen[-1] is f
+    # failed: exception() hands it over, result() raises it
+    g = DeliveryFuture()
+    boom = ValueError("boom")
+    g.set_exception(boom)
+    assert g.exception() is boom
+    with pytest.raises(ValueError, match="boom"):
+        g.result()
+    # a finished future made by set_result keeps its result
+    h = DeliveryFuture()
+    h.set_result("r")
+    assert h.result() == "r" and h.exception() is None
+    # wrong arguments: the Python method's own TypeError
+    with pytest.raises(TypeError):
+        f.add_done_callback()  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        f.exception(nope=1)  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        DeliveryFuture.result(object())  # type: ignore[arg-type]
+    assert futures._LOCK.acquire(blocking=False)
+    futures._LOCK.release()
+
+
+def test_notify_all_runs_callbacks_in_order_logs_exceptions_and_lets_base_exceptions_out(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from client.aio import futures
+
+    fs = [DeliveryFuture() for _ in range(3)]
+    seen: list = []
+
+    def boom(fut: DeliveryFuture) -> None:
+        raise RuntimeError("callback failed")
+
+    fs[0].add_done_callback(lambda fut: seen.append(0))
+    fs[1].add_done_callback(boom)
+    fs[1].add_done_callback(lambda fut: seen.append(1))
+    fs[2].add_done_callback(lambda fut: seen.append(2))
+    with caplog.at_level("ERROR", logger="client.aio.futures"):
+        ack_delivery_futures([0, fs[0], 1, fs[1], 2, fs[2]], TP, 0, 1, [None] * 3)
+    assert seen == [0, 1, 2]
+    (rec,) = [r for r in caplog.records if "exception calling callback" in r.getMessage()]
+    assert rec.exc_info is not None and str(rec.exc_info[1]) == "callback failed"
+
+    class Stop(BaseException):
+        pass
+
+    def stop(fut: DeliveryFuture) -> None:
+        raise Stop
+
+    g1, g2 = DeliveryFuture(), DeliveryFuture()
+    g1.add_done_callback(stop)
+    g2.add_done_callback(lambda fut: seen.append("after"))
+    notify = _append.ack([0, g1, 1, g2], DeliveryFuture, "FINISHED", TP, 0, 1, [None] * 2,
+                         futures._LOCK)  # fmt: skip
+    with pytest.raises(Stop):
+        _append.notify_all(notify)  # as the Python loop: a BaseException is not caught
+    assert seen[-1] == 2
+    with pytest.raises(TypeError):
+        _append.notify_all([1, 2, 3])  # not groups of four
