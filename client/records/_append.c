@@ -312,6 +312,10 @@ do_append_plain(PyObject *ctx, PyObject *topic, PyObject *value, PyObject *parti
     entry = PyTuple_Pack(4, Py_None, value, Py_None, ts_obj);
     if (entry == NULL)
         goto done;
+    /* bytes, ints and None only: it cannot be part of a cycle, and the GC would untrack it at
+     * its first young collection anyway (each record's entry then cost that collection a
+     * visit) */
+    PyObject_GC_UnTrack(entry);
     empty = PyTuple_New(0);
     if (empty == NULL)
         goto done;

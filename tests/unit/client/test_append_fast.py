@@ -68,6 +68,7 @@ def test_append_plain_appends_as_the_python_path_does() -> None:
         (None, b"", None),
     ]
     assert all(isinstance(e[3], int) and e[3] > 1_600_000_000_000 for e in batch.entries[1:])
+    assert not any(gc.is_tracked(e) for e in batch.entries[1:])  # (atomic: no GC work)
     assert batch.futures == [1, f1, 2, f2]
     grown = 2 * RECORD_OVERHEAD + 3
     assert batch.size == RECORD_OVERHEAD + 5 + grown and p._acc.buffered == before + grown
