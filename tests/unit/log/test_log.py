@@ -367,6 +367,6 @@ def test_reads_with_the_last_append_remembered_match_reads_without_it(tmp_path, 
     log.append_as_follower(follower)
     check()
     log.truncate_to(log.end_offset - 1)
-    for i in range(3):
+    for _ in range(3):
         log.append_as_leader(make_batch([b"z" * 50]), 2)
         check()
