@@ -14,7 +14,9 @@ data dir:
     the second the steady state), and round_robin_vs_one, the second pass's rate over the
     one-partition rate. The one-partition phase is longer than the round-robin ones because
     it is ~3x faster: with --records alone (200,000) it lasted 0.4 s on a quiet machine
-    (2026-11-27), the producer's start and its last linger a visible share of the window;
+    (2026-11-27), the producer's start and its last linger a visible share of the window.
+    1,000,000 records (~116 MB with the accumulator's accounting) also outrun buffer.memory
+    (32 MiB), so the phase includes send() waiting for space: a sustained rate;
   - restart time until the ready line: after SIGTERM (clean) and after SIGKILL (unclean).
 And in process: a metadata image of --image-partitions partitions (default 100,000) built one
 100-partition topic delta at a time (first / median / last delta), snapshotted, loaded back.
