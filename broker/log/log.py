@@ -397,22 +397,14 @@ class Log:
             segments = self._segments
             i = max(0, bisect.bisect_right(self._bases, offset) - 1)
             while i < len(segments):
-                seg = segments[i]
-                found = seg.find(offset)
-                if found is not None:
-                    break
+                try:
+                    got = segments[i].read_batches(offset, max_bytes, max_offset)
+                except OSError as exc:
+                    raise StorageError(exc.errno, f"{self.prefix} read failed: {exc}") from exc
+                if got is not None:
+                    return ReadResult(*got, lso, end)
                 i += 1
-            else:
-                return empty
-            pos, h = found
-            if max_offset is not None and h.base_offset >= max_offset:
-                return empty
-            end_pos, next_offset = seg.end_position(pos, h, max_bytes, max_offset)
-            try:
-                data = seg.read(pos, end_pos)
-            except OSError as exc:
-                raise StorageError(exc.errno, f"{self.prefix} read failed: {exc}") from exc
-            return ReadResult(data, h.base_offset, next_offset, lso, end)
+            return empty
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
         """The first record at or after the log start whose timestamp >= `timestamp` (its

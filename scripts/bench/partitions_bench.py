@@ -9,8 +9,14 @@ data dir:
   - the server's RSS (MiB), open descriptors and idle CPU (% of one core over --idle-seconds);
   - list_topics time (a Metadata request for every topic, through Admin);
   - produce rate (records/s, 100-byte values, acks=all, fsync-before-ack on) from one producer:
-    every record to one partition, then round-robin over every partition twice (the first
-    pass is each partition's first write, the second the steady state);
+    --one-partition-records (default 5x --records) to one partition, then --records
+    round-robin over every partition twice (the first pass is each partition's first write,
+    the second the steady state), and round_robin_vs_one, the second pass's rate over the
+    one-partition rate. The one-partition phase is longer than the round-robin ones because
+    it is ~3x faster: with --records alone (200,000) it lasted 0.4 s on a quiet machine
+    (2026-11-27), the producer's start and its last linger a visible share of the window.
+    1,000,000 records (~116 MB with the accumulator's accounting) also outrun buffer.memory
+    (32 MiB), so the phase includes send() waiting for space: a sustained rate;
   - restart time until the ready line: after SIGTERM (clean) and after SIGKILL (unclean).
 And in process: a metadata image of --image-partitions partitions (default 100,000) built one
 100-partition topic delta at a time (first / median / last delta), snapshotted, loaded back.
@@ -20,7 +26,8 @@ instead, on loopback, the same figures per node and a broker restarted until it 
 every ISR (scripts/bench/_partitions_cluster.py).
 
     .venv/bin/python scripts/bench/partitions_bench.py [--counts 1000,5000,10000]
-        [--per-topic 100] [--records 200000] [--data-dir DIR] [--brokers 1|3]
+        [--per-topic 100] [--records 200000] [--one-partition-records N]
+        [--data-dir DIR] [--brokers 1|3]
         [--restart-timeout 600]
 """
 
@@ -168,7 +175,9 @@ def run_count(count: int, args: argparse.Namespace, base: str) -> dict:
         out["all_led_after_create_s"] = round(_all_led(server.bootstrap, topics, per_topic, 300), 2)
         out["idle"] = proc_stats(server.proc.pid)
         out["idle"]["cpu_percent"] = idle_cpu_percent([server.proc.pid], args.idle_seconds)[0]
-        out.update(list_and_produce(server.bootstrap, topics, per_topic, args.records))
+        out.update(
+            list_and_produce(server.bootstrap, topics, per_topic, args.records, args.one_records)
+        )
         out["after_produce"] = proc_stats(server.proc.pid)
         stop_server(server.proc)  # clean stop
         server = None
@@ -196,6 +205,12 @@ def main() -> int:
     ap.add_argument("--counts", default="1000,5000,10000")
     ap.add_argument("--per-topic", type=int, default=100)
     ap.add_argument("--records", type=int, default=200_000)
+    ap.add_argument(
+        "--one-partition-records",
+        type=int,
+        default=None,
+        help="records of the one-partition phase (default: 5x --records)",
+    )
     ap.add_argument("--idle-seconds", type=float, default=5.0)
     ap.add_argument("--data-dir", help="where the servers keep data (default: a temp dir)")
     ap.add_argument(
@@ -217,6 +232,7 @@ def main() -> int:
         help="--brokers 3: seconds to wait for a broker to stop, start, leave or rejoin the ISRs",
     )
     args = ap.parse_args()
+    args.one_records = args.one_partition_records or 5 * args.records
     if args.brokers not in (1, 3):
         ap.error(f"--brokers {args.brokers}: 1 (one combined server) or 3 (a cluster) only")
     base = tempfile.mkdtemp(prefix="gregor-partitions-bench-", dir=args.data_dir)

@@ -10,8 +10,13 @@ server (user + system, from getrusage and /proc). CPU per record is steadier tha
 a shared machine: compare two trees with --root (e.g. a `git worktree` of an older commit,
 with the C extensions of client/records copied or built there).
 
+--brokers 3: a cluster of 3 controllers and 3 brokers instead (scripts/bench/_cluster.py),
+topics of replication factor 3 and min.insync.replicas 2, as partitions_bench.py --brokers 3
+measures the spread; the server figures are then the three brokers' summed CPU per record and
+per batch, and each broker's read and write syscalls per 1,000 records (/proc/PID/io).
+
     .venv/bin/python scripts/bench/roundrobin_bench.py [--partitions 5000] [--records 200000]
-        [--repeat 3] [--root DIR]
+        [--repeat 3] [--brokers 1|3] [--root DIR]
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ def main() -> int:
     ap.add_argument("--partitions", type=int, default=5000)
     ap.add_argument("--records", type=int, default=200_000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--brokers", type=int, default=1, choices=(1, 3))
     ap.add_argument("--root", default=str(Path(__file__).resolve().parents[2]))
     args = ap.parse_args()
     root = os.path.abspath(args.root)
@@ -55,13 +61,41 @@ def main() -> int:
     sender_mod.build_batch = counting  # counts the batches the producer encodes
 
     base = tempfile.mkdtemp(prefix="gregor-rr-bench-")
-    server = pb.start_server(str(Path(base) / "data"))
-    pid = server.proc.pid
+    if args.brokers == 1:
+        server = pb.start_server(str(Path(base) / "data"))
+        bootstrap, pids = server.bootstrap, [server.proc.pid]
+        stop = lambda: pb.stop_server(server.proc)  # noqa: E731
+    else:
+        from _cluster import start_cluster
+
+        from broker.cluster_nodes import stop_nodes
+
+        # the nodes run `python -m broker.cli`, which imports from the working directory first
+        os.chdir(root)
+        controllers, brokers = start_cluster(Path(base) / "cluster", 3, 3)
+        bootstrap = ",".join(n.address for n in brokers.values())
+        pids = [n.proc.pid for n in brokers.values() if n.proc is not None]
+
+        def stop() -> None:
+            stop_nodes(list(brokers.values()))
+            stop_nodes(controllers)
 
     def server_cpu() -> float:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        total = 0.0
+        for pid in pids:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return total
+
+    def syscalls() -> list[tuple[int, int]]:
+        """(read, write) syscalls so far of each server process."""
+        out = []
+        for pid in pids:
+            with open(f"/proc/{pid}/io") as f:
+                io = dict(line.split(": ") for line in f.read().splitlines())
+            out.append((int(io["syscr"]), int(io["syscw"])))
+        return out
 
     def own_cpu() -> float:
         r = resource.getrusage(resource.RUSAGE_SELF)
@@ -72,36 +106,52 @@ def main() -> int:
         (the producer's start-up and metadata requests are left out)."""
         from client import Producer
 
-        cfg = {"bootstrap.servers": server.bootstrap, "acks": "all", "linger.ms": 5}
+        cfg = {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5}
         n, count = args.records, len(targets)
         with Producer(cfg) as producer:
             for topic in sorted({t for t, _ in targets}):
                 producer.partitions_for(topic)
             built[0] = 0
-            c0, s0, t0 = own_cpu(), server_cpu(), time.monotonic()
+            c0, s0, io0, t0 = own_cpu(), server_cpu(), syscalls(), time.monotonic()
             futs = [producer.send(targets[i % count][0], VALUE, partition=targets[i % count][1])
                     for i in range(n)]  # fmt: skip
             producer.flush()
             elapsed = time.monotonic() - t0
-            c1, s1 = own_cpu(), server_cpu()
+            c1, s1, io1 = own_cpu(), server_cpu(), syscalls()
         errors = sum(1 for f in futs if f.exception() is not None)
+        batches = max(1, built[0])
         return {
             "records_per_s": round(n / elapsed, 1),
             "errors": errors,
-            "records_per_batch": round(n / max(1, built[0]), 1),
+            "records_per_batch": round(n / batches, 1),
             "producer_cpu_us_per_record": round((c1 - c0) / n * 1e6, 2),
             "server_cpu_us_per_record": round((s1 - s0) / n * 1e6, 2),
+            "server_cpu_us_per_batch": round((s1 - s0) / batches * 1e6, 1),
+            "server_read_syscalls_per_krecord": [
+                round((b[0] - a[0]) * 1000 / n, 1) for a, b in zip(io0, io1, strict=True)
+            ],
+            "server_write_syscalls_per_krecord": [
+                round((b[1] - a[1]) * 1000 / n, 1) for a, b in zip(io0, io1, strict=True)
+            ],
         }
 
     try:
         topics = [f"rr{i:05d}" for i in range(max(1, args.partitions // 100))]
-        with Admin({"bootstrap.servers": server.bootstrap}) as admin:
+        with Admin({"bootstrap.servers": bootstrap}) as admin:
             for t in topics:
-                admin.create_topic(t, partitions=100)
-        pb._all_led(server.bootstrap, topics, 100, 300)
+                if args.brokers == 1:
+                    admin.create_topic(t, partitions=100)
+                else:
+                    admin.create_topic(t, 100, 3, {"min.insync.replicas": "2"})
+        pb._all_led(bootstrap, topics, 100, 300)
         every = [(t, p) for p in range(100) for t in topics]
-        produce(server.bootstrap, every, len(every))  # each partition's first batch
-        out: dict = {"root": root, "partitions": len(every), "load_before": os.getloadavg()[0]}
+        produce(bootstrap, every, len(every))  # each partition's first batch
+        out: dict = {
+            "root": root,
+            "brokers": args.brokers,
+            "partitions": len(every),
+            "load_before": os.getloadavg()[0],
+        }
         runs = []
         for _ in range(args.repeat):
             one, spread = run([(topics[0], 0)]), run(every)
@@ -113,7 +163,7 @@ def main() -> int:
         out["load_after"] = os.getloadavg()[0]
         print(json.dumps(out, indent=2))
     finally:
-        pb.stop_server(server.proc)
+        stop()
         shutil.rmtree(base, ignore_errors=True)
     return 0
 

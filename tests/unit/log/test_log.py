@@ -296,3 +296,77 @@ def test_a_writable_view_is_rewritten_in_place_anything_else_is_copied(tmp_path,
         assert log.append_as_leader(readonly, leader_epoch=2).first_offset in (3, 4)
     assert validate(original).base_offset == 999  # a read-only buffer is never written to
     assert [h.base_offset for h in batches(log.read(0, 1 << 20).data)] == [0, 1, 3, 4]
+
+
+def _every_read(log, offsets, max_bytes, max_offsets):
+    out = []
+    for offset in offsets:
+        for mb in max_bytes:
+            for mo in max_offsets:
+                out.append(((offset, mb, mo), log.read(offset, mb, max_offset=mo)))
+    return out
+
+
+def test_a_read_from_the_last_append_takes_neither_the_index_nor_a_header(
+    tmp_path, clock, monkeypatch
+):
+    """Issue 28: a follower that kept up fetches from where the leader's last append began;
+    that read is one pread from the remembered position, not the index lookup and the header
+    read of find() first."""
+    from broker.log.segment import LogSegment
+
+    log = open_log(tmp_path, clock)
+    for i in range(6):
+        log.append_as_leader(make_batch([bytes([i]) * 30] * 3), 0)
+    last = make_batch([b"p"] * 2) + make_batch([b"q"])
+    log.append_as_leader(last, 0)  # two batches in one append: offsets 18-19, 20
+    expected = log.read(18, 1 << 20)
+    assert [h.base_offset for h in batches(expected.data)] == [18, 20]
+
+    def refused(*args, **kwargs):
+        raise AssertionError("find() or header_at() ran")
+
+    monkeypatch.setattr(LogSegment, "find", refused)
+    monkeypatch.setattr(LogSegment, "header_at", refused)
+    assert log.read(18, 1 << 20) == expected
+    assert log.read(18, len(expected.data), max_offset=21) == expected
+
+
+def test_reads_with_the_last_append_remembered_match_reads_without_it(tmp_path, clock):
+    """The shortcut answers exactly what find() and end_position() answer, for every offset,
+    byte limit and max offset, after leader and follower appends, a roll, and truncations
+    (which forget the position)."""
+    log = open_log(tmp_path, clock, segment_bytes=700)
+
+    def check():
+        segs = log._segments
+        end = log.end_offset
+        offsets = range(log.log_start_offset, end + 1)
+        limits = (1, 60, 150, 1 << 20)
+        max_offsets = (None, max(0, end - 3), end)
+        fast = _every_read(log, offsets, limits, max_offsets)
+        kept = [s.last_append for s in segs]
+        for s in segs:
+            s.last_append = None
+        slow = _every_read(log, offsets, limits, max_offsets)
+        for s, k in zip(segs, kept, strict=True):
+            s.last_append = k
+        assert fast == slow
+
+    for i in range(8):
+        log.append_as_leader(make_batch([bytes([i]) * (10 + 20 * (i % 3))] * 2), 0)
+        check()
+    two = make_batch([b"a"]) + make_batch([b"b"] * 3)  # offsets 16, 17-19
+    log.append_as_leader(two, 1)
+    check()
+    assert log._segments[-1].last_append == (16, log._segments[-1].size - len(two))
+    log.truncate_to(17)  # into the last append: its position is forgotten
+    assert log.end_offset == 17 and log._segments[-1].last_append is None
+    check()
+    follower = make_batch([b"f"] * 2, base_offset=log.end_offset)
+    log.append_as_follower(follower)
+    check()
+    log.truncate_to(log.end_offset - 1)
+    for _ in range(3):
+        log.append_as_leader(make_batch([b"z" * 50]), 2)
+        check()
