@@ -14,6 +14,11 @@ sys.path and start servers from it), with the interpreter of this process; a ben
 baseline does not have is reported as missing there. Which tree's code a run imported is
 checked, not assumed ("imports_from").
 
+A derived figure ("derived" in the document) is computed from two benchmarks' figures of the
+same round and tree, one minus the other (issue 28's "acks-only p99 <= fsync p99 + 2 ms":
+the p99 of the run with fsync off minus that of the run with fsync on, decision 195); its
+median is over the rounds' differences. It is there only when both benchmarks ran.
+
     .venv/bin/python scripts/bench/compare.py [--baseline REV] [--rounds 3] [--only a,b]
         [--scale 1.0] [--list]
 
@@ -58,6 +63,17 @@ class Bench:
     figures: tuple[Figure, ...]
 
 
+@dataclass(frozen=True)
+class Derived:
+    """`of` minus `minus`, each a (benchmark, figure) pair, per round."""
+
+    name: str
+    of: tuple[str, str]
+    minus: tuple[str, str]
+    goal: float | None
+    higher_is_better: bool = False
+
+
 BENCHES: tuple[Bench, ...] = (
     Bench(
         "send_1node",
@@ -88,6 +104,13 @@ BENCHES: tuple[Bench, ...] = (
         (Figure("records_per_s", ("consume", "records_per_s"), 2_000_000),),
     ),
     Bench(
+        "consume_rf3",
+        "consume_bench.py",
+        ("--brokers", "3"),
+        {"--records": 2_000_000},
+        (Figure("records_per_s", ("consume", "records_per_s"), 1_500_000),),
+    ),
+    Bench(
         "e2e_latency_rf3",
         "e2e_latency_bench.py",
         ("--rate", "5000"),
@@ -98,12 +121,33 @@ BENCHES: tuple[Bench, ...] = (
             Figure("max_ms", ("max_ms",), 50, higher_is_better=False),
         ),
     ),
+    Bench(  # right after e2e_latency_rf3, so that each round's pair shares the machine
+        "e2e_acks_only_rf3",
+        "e2e_latency_bench.py",
+        ("--rate", "5000", "--fsync", "off"),
+        {"--seconds": 10},
+        (
+            Figure("p50_ms", ("p50_ms",), None, higher_is_better=False),
+            Figure("p99_ms", ("p99_ms",), None, higher_is_better=False),
+            Figure("max_ms", ("max_ms",), None, higher_is_better=False),
+        ),
+    ),
     Bench(
         "spread_1000_rf3",
         "partitions_bench.py",
         ("--brokers", "3", "--counts", "1000", "--image-partitions", "0"),
         {"--records": 200_000},
         (Figure("round_robin_vs_one", ("runs", "0", "round_robin_vs_one"), 0.5),),
+    ),
+)
+
+
+DERIVED: tuple[Derived, ...] = (
+    Derived(
+        "acks_only_p99_minus_fsync_p99_ms",
+        ("e2e_acks_only_rf3", "p99_ms"),
+        ("e2e_latency_rf3", "p99_ms"),
+        2,
     ),
 )
 
@@ -217,6 +261,30 @@ def summarize(bench: Bench, runs: dict[str, list[dict]]) -> dict:
     return out
 
 
+def derive(d: Derived, runs: dict[str, dict[str, list[dict]]]) -> dict | None:
+    """Per tree: `of` - `minus` of each round where both have a value, their median, and (for
+    the current tree) whether it meets the goal. No ratio to a baseline: a difference can be
+    zero or change sign. None when either benchmark did not run."""
+    if d.of[0] not in runs or d.minus[0] not in runs:
+        return None
+    row: dict[str, Any] = {"goal": d.goal, "higher_is_better": d.higher_is_better,
+                           "of": "/".join(d.of), "minus": "/".join(d.minus)}  # fmt: skip
+    for tree, results in runs[d.of[0]].items():
+        diffs = []
+        for a, b in zip(results, runs[d.minus[0]].get(tree, []), strict=False):
+            x = (a.get("values") or {}).get(d.of[1])
+            y = (b.get("values") or {}).get(d.minus[1])
+            if isinstance(x, int | float) and isinstance(y, int | float):
+                diffs.append(round(x - y, 3))
+        row[tree] = diffs
+        if diffs:
+            row[f"{tree}_median"] = statistics.median(diffs)
+    cur = row.get("current_median")
+    if cur is not None and d.goal is not None:
+        row["meets_goal"] = cur >= d.goal if d.higher_is_better else cur <= d.goal
+    return row
+
+
 def checkout(rev: str, into: Path) -> Path:
     """A detached worktree of `rev` with its C extensions built in place."""
     tree = into / "baseline"
@@ -262,6 +330,9 @@ def main() -> int:
             goals = ", ".join(f"{f.name} {'>=' if f.higher_is_better else '<='} {f.goal}"
                               for f in b.figures if f.goal is not None)  # fmt: skip
             print(f"{b.name:18} {b.script} {' '.join(bench_argv(b, 1.0))}  [{goals}]")
+        for d in DERIVED:
+            print(f"{d.name}: {'/'.join(d.of)} - {'/'.join(d.minus)} "
+                  f"{'>=' if d.higher_is_better else '<='} {d.goal}")  # fmt: skip
         return 0
     names = {b.name for b in BENCHES}
     chosen = [b for b in BENCHES if not args.only or b.name in args.only.split(",")]
@@ -308,6 +379,8 @@ def main() -> int:
             order.reverse()
         for bench in chosen:
             doc["benchmarks"][bench.name] = summarize(bench, runs[bench.name])
+        derived = {d.name: derive(d, runs) for d in DERIVED}
+        doc["derived"] = {k: v for k, v in derived.items() if v is not None}
         doc["machine"]["load_after"] = [round(x, 2) for x in os.getloadavg()]
         print(json.dumps(doc, indent=2))
         failed = any("problems" in v for v in doc["benchmarks"].values())
