@@ -133,6 +133,7 @@ def main() -> int:
             admin.create_topic(TOPIC, 1, 3, {"min.insync.replicas": "2"})
         latencies: list[float] = []
         sent_ns: list[int] = []
+        polls = [0, 0]  # poll() calls that returned nothing, and records
         stop = threading.Event()
 
         def consume() -> None:
@@ -141,7 +142,9 @@ def main() -> int:
                 c.assign([tp])
                 c.seek_to_beginning(tp)
                 while not stop.is_set():
-                    for r in c.poll(timeout_ms=200):
+                    got = c.poll(timeout_ms=200)
+                    polls[bool(got)] += 1
+                    for r in got:
                         now = time.time_ns()
                         t = int(r.value[:19])
                         latencies.append((now - t) / 1e6)
@@ -190,7 +193,8 @@ def main() -> int:
             "fsync": args.fsync,
             "bare_fdatasync_before": disk_before,  # the disk, just before the cluster started
             "broker_cpu_s": broker_cpu,  # each broker's, while the producer ran
-            "consumer_cpu_s": consumer_cpu,  # this process's (the consumer thread's, mostly)
+            "consumer_cpu_s": consumer_cpu,
+            "polls_with_records": polls[1],  # the consumer's wake-ups that brought records  # this process's (the consumer thread's, mostly)
             "slowest": [
                 {"ms": round(latencies[i], 2), "sent_s": round((sent_ns[i] - first) / 1e9, 4)}
                 for i in reversed(slowest)
