@@ -14,12 +14,14 @@ moved high watermark owes a long-polling consumer: issue 28's 500 ms tail).
 an acks=all write is durable by its replicas only, issue 28's "acks-only"; decision 195).
 "bare_fdatasync_before" is a bare append + fdatasync loop in the same directory just before
 the cluster starts (1,000 of 500 bytes, 1 ms apart), the disk's share of any tail.
+--warmup S first runs a producer process for S seconds whose records are not counted (a
+cluster past its first seconds, against a new one).
 "slowest" lists the slowest records after the warm-up (latency, and when each was sent, in
 seconds from the first record), "per_second" the p99 and max of each second of sending: a
 tail that sits in one second, or in the first ones, shows there.
 
     .venv/bin/python scripts/bench/e2e_latency_bench.py [--rate 5000] [--seconds 10]
-        [--acks all|1] [--fsync on|off] [--root DIR]
+        [--acks all|1] [--fsync on|off] [--warmup S] [--root DIR]
 
 --root runs another checkout's brokers and client (e.g. a `git worktree` of an older commit),
 to compare trees in turn on the same machine.
@@ -104,6 +106,12 @@ def main() -> int:
         default="on",
         help="off: the brokers run with log.flush.on.ack false (acks-only)",
     )
+    ap.add_argument(
+        "--warmup",
+        type=float,
+        default=0.0,
+        help="seconds of a first producer (same rate) whose records are not counted",
+    )
     ap.add_argument("--root", default=str(Path(__file__).resolve().parents[2]),
                     help="the checkout whose brokers and client run (default: this one)")  # fmt: skip
     ap.add_argument("--produce", metavar="BOOTSTRAP", help=argparse.SUPPRESS)  # (child mode)
@@ -152,18 +160,29 @@ def main() -> int:
 
         reader = threading.Thread(target=consume)
         reader.start()
+
+        def producer(seconds: float) -> int:
+            child = subprocess.run(
+                [sys.executable, __file__, "--produce", bootstrap, "--rate", str(args.rate),
+                 "--seconds", str(seconds), "--acks", args.acks, "--root", root],
+                capture_output=True, text=True, timeout=seconds + 120,
+            )  # fmt: skip
+            if child.returncode != 0:
+                raise RuntimeError(f"producer failed: {child.stderr[-2000:]}")
+            return int(json.loads(child.stdout.strip().splitlines()[-1])["sent"])
+
+        skip = 0  # records of the --warmup producer, not counted
+        if args.warmup > 0:
+            skip = producer(args.warmup)
+            deadline = time.monotonic() + 30
+            while len(latencies) < skip and time.monotonic() < deadline:
+                time.sleep(0.05)
+            skip = len(latencies)
         pids = {n.node_id: n.proc.pid for n in brokers.values() if n.proc is not None}
         cpu0 = {i: cpu_seconds(pid) for i, pid in pids.items()}
         own0 = time.process_time()
         t0 = time.time()
-        child = subprocess.run(
-            [sys.executable, __file__, "--produce", bootstrap, "--rate", str(args.rate),
-             "--seconds", str(args.seconds), "--acks", args.acks, "--root", root],
-            capture_output=True, text=True, timeout=args.seconds + 120,
-        )  # fmt: skip
-        if child.returncode != 0:
-            raise RuntimeError(f"producer failed: {child.stderr[-2000:]}")
-        sent = json.loads(child.stdout.strip().splitlines()[-1])["sent"]
+        sent = skip + producer(args.seconds)
         broker_cpu = {i: round(cpu_seconds(pid) - cpu0[i], 2) for i, pid in pids.items()}
         consumer_cpu = round(time.process_time() - own0, 2)
         deadline = time.monotonic() + 30
@@ -171,11 +190,11 @@ def main() -> int:
             time.sleep(0.05)
         stop.set()
         reader.join(30)
-        warm = int(args.rate)  # after ~1 s of warm-up
+        warm = skip + int(args.rate)  # after ~1 s of warm-up
         steady = sorted(latencies[warm:])
-        first = sent_ns[0] if sent_ns else 0
+        first = sent_ns[skip] if len(sent_ns) > skip else 0
         by_second: dict[int, list[float]] = {}
-        for lat, t in zip(latencies, sent_ns, strict=False):
+        for lat, t in zip(latencies[skip:], sent_ns[skip:], strict=False):
             by_second.setdefault((t - first) // 1_000_000_000, []).append(lat)
         slowest = sorted(range(warm, len(latencies)), key=latencies.__getitem__)[-10:]
         out = {
@@ -183,8 +202,9 @@ def main() -> int:
             "rate": args.rate,
             "seconds": args.seconds,
             "acks": args.acks,
-            "sent": sent,
-            "received": len(latencies),
+            "sent": sent - skip,
+            "received": len(latencies) - skip,
+            "warmup_records": skip,
             "p50_ms": round(percentile(steady, 0.50), 2),
             "p99_ms": round(percentile(steady, 0.99), 2),
             "p999_ms": round(percentile(steady, 0.999), 2),
@@ -194,7 +214,9 @@ def main() -> int:
             "bare_fdatasync_before": disk_before,  # the disk, just before the cluster started
             "broker_cpu_s": broker_cpu,  # each broker's, while the producer ran
             "consumer_cpu_s": consumer_cpu,
-            "polls_with_records": polls[1],  # the consumer's wake-ups that brought records  # this process's (the consumer thread's, mostly)
+            "polls_with_records": polls[
+                1
+            ],  # the consumer's wake-ups that brought records  # this process's (the consumer thread's, mostly)
             "slowest": [
                 {"ms": round(latencies[i], 2), "sent_s": round((sent_ns[i] - first) / 1e9, 4)}
                 for i in reversed(slowest)
