@@ -17,7 +17,9 @@ checked, not assumed ("imports_from").
 A derived figure ("derived" in the document) is computed from two benchmarks' figures of the
 same round and tree, one minus the other (issue 28's "acks-only p99 <= fsync p99 + 2 ms":
 the p99 of the run with fsync off minus that of the run with fsync on, decision 195); its
-median is over the rounds' differences. It is there only when both benchmarks ran.
+median is over the rounds' differences. It is there only when both benchmarks ran. The
+end-to-end benchmarks also keep, per run, where the tail sat ("details": p99 and max per
+second, the slowest records, a bare fdatasync loop on the disk just before).
 
     .venv/bin/python scripts/bench/compare.py [--baseline REV] [--rounds 3] [--only a,b]
         [--scale 1.0] [--list]
@@ -61,6 +63,7 @@ class Bench:
     args: tuple[str, ...]
     scaled: dict[str, float]  # option -> base value, multiplied by --scale
     figures: tuple[Figure, ...]
+    keep: tuple[str, ...] = ()  # keys of the benchmark's JSON kept as each run's "details"
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,9 @@ class Derived:
     goal: float | None
     higher_is_better: bool = False
 
+
+# where an end-to-end tail sat (which second, which records) and what the disk gave before
+E2E_DETAILS = ("per_second", "slowest", "bare_fdatasync_before", "broker_cpu_s", "load_avg")
 
 BENCHES: tuple[Bench, ...] = (
     Bench(
@@ -120,6 +126,7 @@ BENCHES: tuple[Bench, ...] = (
             Figure("p99_ms", ("p99_ms",), 10, higher_is_better=False),
             Figure("max_ms", ("max_ms",), 50, higher_is_better=False),
         ),
+        E2E_DETAILS,
     ),
     Bench(  # right after e2e_latency_rf3, so that each round's pair shares the machine
         "e2e_acks_only_rf3",
@@ -131,6 +138,7 @@ BENCHES: tuple[Bench, ...] = (
             Figure("p99_ms", ("p99_ms",), None, higher_is_better=False),
             Figure("max_ms", ("max_ms",), None, higher_is_better=False),
         ),
+        E2E_DETAILS,
     ),
     Bench(
         "spread_1000_rf3",
@@ -228,7 +236,10 @@ def run_bench(tree: Path, bench: Bench, scale: float, timeout: float) -> dict:
             values[fig.name] = _dig(doc, fig.path)
         except (KeyError, IndexError, TypeError, ValueError):
             values[fig.name] = None
-    return {"values": values, "seconds": took}
+    out: dict[str, Any] = {"values": values, "seconds": took}
+    if bench.keep:
+        out["details"] = {k: doc.get(k) for k in bench.keep}
+    return out
 
 
 def summarize(bench: Bench, runs: dict[str, list[dict]]) -> dict:
@@ -379,6 +390,10 @@ def main() -> int:
             order.reverse()
         for bench in chosen:
             doc["benchmarks"][bench.name] = summarize(bench, runs[bench.name])
+            if bench.keep:
+                doc["benchmarks"][bench.name]["details"] = {
+                    k: [r.get("details") for r in rs] for k, rs in runs[bench.name].items()
+                }
         derived = {d.name: derive(d, runs) for d in DERIVED}
         doc["derived"] = {k: v for k, v in derived.items() if v is not None}
         doc["machine"]["load_after"] = [round(x, 2) for x in os.getloadavg()]
