@@ -134,7 +134,8 @@ def main() -> int:
     def edit(node, text: str) -> str:
         return text + "log.flush.on.ack: false\n" if node.role == "broker" else text
 
-    ctrl, brokers = start_cluster(tmp, 3, 3, edit if args.fsync == "off" else None)
+    # (edit only when needed: --root may name a tree whose start_cluster has no edit)
+    ctrl, brokers = start_cluster(tmp, 3, 3, **({"edit": edit} if args.fsync == "off" else {}))
     bootstrap = ",".join(n.address for n in brokers.values())
     try:
         with Admin(bootstrap_servers=bootstrap) as admin:
