@@ -51,6 +51,7 @@ def main() -> int:
     tmp = tempfile.mkdtemp(prefix="gregor-consume-bench-")
     proc = None
     nodes: list = []
+    started: dict = {}  # the brokers this process started, by node id
     cluster: dict = {}
     try:
         if args.bootstrap:
@@ -58,9 +59,9 @@ def main() -> int:
         elif args.brokers == 3:
             from _cluster import start_cluster
 
-            controllers, brokers = start_cluster(Path(tmp), 3, 3)
-            nodes = [list(brokers.values()), controllers]  # stopped brokers first
-            bootstrap = ",".join(n.address for n in brokers.values())
+            controllers, started = start_cluster(Path(tmp), 3, 3)
+            nodes = [list(started.values()), controllers]  # stopped brokers first
+            bootstrap = ",".join(n.address for n in started.values())
         else:
             proc, bootstrap, _, _ = start_server(str(Path(tmp) / "data"))
         topic = f"bench-consume-{int(time.time())}"
@@ -77,9 +78,9 @@ def main() -> int:
         if args.brokers == 3:
             with Admin({"bootstrap.servers": bootstrap}) as admin:
                 part = admin.describe_topic(topic).partitions[0]
-            leader = brokers[part.leader]
+            leader = started.get(part.leader)  # (None with --bootstrap: not ours)
             cluster = {"leader": part.leader, "isr_after_fill": len(part.isr),
-                       "leader_pid": leader.proc.pid if leader.proc else None}  # fmt: skip
+                       "leader_pid": leader.proc.pid if leader and leader.proc else None}  # fmt: skip
             print(json.dumps(cluster), file=sys.stderr, flush=True)
             time.sleep(args.hold)  # (--hold: time to attach py-spy to the leader)
         passes = []
