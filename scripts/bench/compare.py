@@ -14,6 +14,13 @@ sys.path and start servers from it), with the interpreter of this process; a ben
 baseline does not have is reported as missing there. Which tree's code a run imported is
 checked, not assumed ("imports_from").
 
+A derived figure ("derived" in the document) is computed from two benchmarks' figures of the
+same round and tree, one minus the other (issue 28's "acks-only p99 <= fsync p99 + 2 ms":
+the p99 of the run with fsync off minus that of the run with fsync on, decision 191); its
+median is over the rounds' differences. It is there only when both benchmarks ran. The
+end-to-end benchmarks also keep, per run, where the tail sat ("details": p99 and max per
+second, the slowest records, a bare fdatasync loop on the disk just before).
+
     .venv/bin/python scripts/bench/compare.py [--baseline REV] [--rounds 3] [--only a,b]
         [--scale 1.0] [--list]
 
@@ -56,7 +63,22 @@ class Bench:
     args: tuple[str, ...]
     scaled: dict[str, float]  # option -> base value, multiplied by --scale
     figures: tuple[Figure, ...]
+    keep: tuple[str, ...] = ()  # keys of the benchmark's JSON kept as each run's "details"
 
+
+@dataclass(frozen=True)
+class Derived:
+    """`of` minus `minus`, each a (benchmark, figure) pair, per round."""
+
+    name: str
+    of: tuple[str, str]
+    minus: tuple[str, str]
+    goal: float | None
+    higher_is_better: bool = False
+
+
+# where an end-to-end tail sat (which second, which records) and what the disk gave before
+E2E_DETAILS = ("per_second", "slowest", "bare_fdatasync_before", "broker_cpu_s", "load_avg")
 
 BENCHES: tuple[Bench, ...] = (
     Bench(
@@ -88,6 +110,13 @@ BENCHES: tuple[Bench, ...] = (
         (Figure("records_per_s", ("consume", "records_per_s"), 2_000_000),),
     ),
     Bench(
+        "consume_rf3",
+        "consume_bench.py",
+        ("--brokers", "3"),
+        {"--records": 2_000_000},
+        (Figure("records_per_s", ("consume", "records_per_s"), 1_500_000),),
+    ),
+    Bench(
         "e2e_latency_rf3",
         "e2e_latency_bench.py",
         ("--rate", "5000"),
@@ -97,6 +126,19 @@ BENCHES: tuple[Bench, ...] = (
             Figure("p99_ms", ("p99_ms",), 10, higher_is_better=False),
             Figure("max_ms", ("max_ms",), 50, higher_is_better=False),
         ),
+        E2E_DETAILS,
+    ),
+    Bench(  # right after e2e_latency_rf3, so that each round's pair shares the machine
+        "e2e_acks_only_rf3",
+        "e2e_latency_bench.py",
+        ("--rate", "5000", "--fsync", "off"),
+        {"--seconds": 10},
+        (
+            Figure("p50_ms", ("p50_ms",), None, higher_is_better=False),
+            Figure("p99_ms", ("p99_ms",), None, higher_is_better=False),
+            Figure("max_ms", ("max_ms",), None, higher_is_better=False),
+        ),
+        E2E_DETAILS,
     ),
     Bench(
         "spread_1000_rf3",
@@ -104,6 +146,16 @@ BENCHES: tuple[Bench, ...] = (
         ("--brokers", "3", "--counts", "1000", "--image-partitions", "0"),
         {"--records": 200_000},
         (Figure("round_robin_vs_one", ("runs", "0", "round_robin_vs_one"), 0.5),),
+    ),
+)
+
+
+DERIVED: tuple[Derived, ...] = (
+    Derived(
+        "acks_only_p99_minus_fsync_p99_ms",
+        ("e2e_acks_only_rf3", "p99_ms"),
+        ("e2e_latency_rf3", "p99_ms"),
+        2,
     ),
 )
 
@@ -184,7 +236,10 @@ def run_bench(tree: Path, bench: Bench, scale: float, timeout: float) -> dict:
             values[fig.name] = _dig(doc, fig.path)
         except (KeyError, IndexError, TypeError, ValueError):
             values[fig.name] = None
-    return {"values": values, "seconds": took}
+    out: dict[str, Any] = {"values": values, "seconds": took}
+    if bench.keep:
+        out["details"] = {k: doc.get(k) for k in bench.keep}
+    return out
 
 
 def summarize(bench: Bench, runs: dict[str, list[dict]]) -> dict:
@@ -215,6 +270,30 @@ def summarize(bench: Bench, runs: dict[str, list[dict]]) -> dict:
     if problems:
         out["problems"] = problems
     return out
+
+
+def derive(d: Derived, runs: dict[str, dict[str, list[dict]]]) -> dict | None:
+    """Per tree: `of` - `minus` of each round where both have a value, their median, and (for
+    the current tree) whether it meets the goal. No ratio to a baseline: a difference can be
+    zero or change sign. None when either benchmark did not run."""
+    if d.of[0] not in runs or d.minus[0] not in runs:
+        return None
+    row: dict[str, Any] = {"goal": d.goal, "higher_is_better": d.higher_is_better,
+                           "of": "/".join(d.of), "minus": "/".join(d.minus)}  # fmt: skip
+    for tree, results in runs[d.of[0]].items():
+        diffs = []
+        for a, b in zip(results, runs[d.minus[0]].get(tree, []), strict=False):
+            x = (a.get("values") or {}).get(d.of[1])
+            y = (b.get("values") or {}).get(d.minus[1])
+            if isinstance(x, int | float) and isinstance(y, int | float):
+                diffs.append(round(x - y, 3))
+        row[tree] = diffs
+        if diffs:
+            row[f"{tree}_median"] = statistics.median(diffs)
+    cur = row.get("current_median")
+    if cur is not None and d.goal is not None:
+        row["meets_goal"] = cur >= d.goal if d.higher_is_better else cur <= d.goal
+    return row
 
 
 def checkout(rev: str, into: Path) -> Path:
@@ -262,6 +341,9 @@ def main() -> int:
             goals = ", ".join(f"{f.name} {'>=' if f.higher_is_better else '<='} {f.goal}"
                               for f in b.figures if f.goal is not None)  # fmt: skip
             print(f"{b.name:18} {b.script} {' '.join(bench_argv(b, 1.0))}  [{goals}]")
+        for d in DERIVED:
+            print(f"{d.name}: {'/'.join(d.of)} - {'/'.join(d.minus)} "
+                  f"{'>=' if d.higher_is_better else '<='} {d.goal}")  # fmt: skip
         return 0
     names = {b.name for b in BENCHES}
     chosen = [b for b in BENCHES if not args.only or b.name in args.only.split(",")]
@@ -308,6 +390,12 @@ def main() -> int:
             order.reverse()
         for bench in chosen:
             doc["benchmarks"][bench.name] = summarize(bench, runs[bench.name])
+            if bench.keep:
+                doc["benchmarks"][bench.name]["details"] = {
+                    k: [r.get("details") for r in rs] for k, rs in runs[bench.name].items()
+                }
+        derived = {d.name: derive(d, runs) for d in DERIVED}
+        doc["derived"] = {k: v for k, v in derived.items() if v is not None}
         doc["machine"]["load_after"] = [round(x, 2) for x in os.getloadavg()]
         print(json.dumps(doc, indent=2))
         failed = any("problems" in v for v in doc["benchmarks"].values())

@@ -10,8 +10,18 @@ poll() returns it. Reported: p50 / p99 / p999 / max in ms over the records after
 warm-up, and how many records arrived later than one fetch.max.wait.ms (the wake-up that a
 moved high watermark owes a long-polling consumer: issue 28's 500 ms tail).
 
+--fsync off starts the brokers with `log.flush.on.ack: false` (Kafka's page-cache behaviour:
+an acks=all write is durable by its replicas only, issue 28's "acks-only"; decision 191).
+"bare_fdatasync_before" is a bare append + fdatasync loop in the same directory just before
+the cluster starts (1,000 of 500 bytes, 1 ms apart), the disk's share of any tail.
+--warmup S first runs a producer process for S seconds whose records are not counted (a
+cluster past its first seconds, against a new one).
+"slowest" lists the slowest records after the warm-up (latency, and when each was sent, in
+seconds from the first record), "per_second" the p99 and max of each second of sending: a
+tail that sits in one second, or in the first ones, shows there.
+
     .venv/bin/python scripts/bench/e2e_latency_bench.py [--rate 5000] [--seconds 10]
-        [--acks all|1] [--root DIR]
+        [--acks all|1] [--fsync on|off] [--warmup S] [--root DIR]
 
 --root runs another checkout's brokers and client (e.g. a `git worktree` of an older commit),
 to compare trees in turn on the same machine.
@@ -54,6 +64,33 @@ def produce(bootstrap: str, rate: float, seconds: float, acks: str) -> None:
     print(json.dumps({"sent": n}), flush=True)
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a running process (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def bare_fdatasync(directory: Path, n: int = 1000, size: int = 500) -> dict:
+    """p50/p99/max ms of n appends of `size` bytes to a new file, each fdatasynced, 1 ms apart
+    (about the brokers' spacing): what this disk gives the brokers' fsyncs right now."""
+    fd = os.open(directory / "fsync-probe", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    took = []
+    try:
+        for _ in range(n):
+            os.write(fd, b"x" * size)
+            t = time.perf_counter()
+            os.fdatasync(fd)
+            took.append((time.perf_counter() - t) * 1e3)
+            time.sleep(0.001)
+    finally:
+        os.close(fd)
+        (directory / "fsync-probe").unlink()
+    took.sort()
+    return {q: round(percentile(took, x), 3) for q, x in (("p50_ms", 0.5), ("p99_ms", 0.99))} | {
+        "max_ms": round(took[-1], 3)
+    }
+
+
 def percentile(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))]
 
@@ -63,6 +100,18 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=5000.0, help="records/s the producer sends")
     ap.add_argument("--seconds", type=float, default=10.0, help="how long it sends")
     ap.add_argument("--acks", choices=["all", "1"], default="all", help="the producer's acks")
+    ap.add_argument(
+        "--fsync",
+        choices=["on", "off"],
+        default="on",
+        help="off: the brokers run with log.flush.on.ack false (acks-only)",
+    )
+    ap.add_argument(
+        "--warmup",
+        type=float,
+        default=0.0,
+        help="seconds of a first producer (same rate) whose records are not counted",
+    )
     ap.add_argument("--root", default=str(Path(__file__).resolve().parents[2]),
                     help="the checkout whose brokers and client run (default: this one)")  # fmt: skip
     ap.add_argument("--produce", metavar="BOOTSTRAP", help=argparse.SUPPRESS)  # (child mode)
@@ -80,12 +129,20 @@ def main() -> int:
     from client import Admin, Consumer, TopicPartition
 
     tmp = Path(tempfile.mkdtemp(prefix="gregor-e2e-"))
-    ctrl, brokers = start_cluster(tmp, 3, 3)
+    disk_before = bare_fdatasync(tmp)
+
+    def edit(node, text: str) -> str:
+        return text + "log.flush.on.ack: false\n" if node.role == "broker" else text
+
+    # (edit only when needed: --root may name a tree whose start_cluster has no edit)
+    ctrl, brokers = start_cluster(tmp, 3, 3, **({"edit": edit} if args.fsync == "off" else {}))
     bootstrap = ",".join(n.address for n in brokers.values())
     try:
         with Admin(bootstrap_servers=bootstrap) as admin:
             admin.create_topic(TOPIC, 1, 3, {"min.insync.replicas": "2"})
         latencies: list[float] = []
+        sent_ns: list[int] = []
+        polls = [0, 0]  # poll() calls that returned nothing, and records
         stop = threading.Event()
 
         def consume() -> None:
@@ -94,39 +151,85 @@ def main() -> int:
                 c.assign([tp])
                 c.seek_to_beginning(tp)
                 while not stop.is_set():
-                    for r in c.poll(timeout_ms=200):
+                    got = c.poll(timeout_ms=200)
+                    polls[bool(got)] += 1
+                    for r in got:
                         now = time.time_ns()
-                        latencies.append((now - int(r.value[:19])) / 1e6)
+                        t = int(r.value[:19])
+                        latencies.append((now - t) / 1e6)
+                        sent_ns.append(t)
 
         reader = threading.Thread(target=consume)
         reader.start()
+
+        def producer(seconds: float) -> int:
+            child = subprocess.run(
+                [sys.executable, __file__, "--produce", bootstrap, "--rate", str(args.rate),
+                 "--seconds", str(seconds), "--acks", args.acks, "--root", root],
+                capture_output=True, text=True, timeout=seconds + 120,
+            )  # fmt: skip
+            if child.returncode != 0:
+                raise RuntimeError(f"producer failed: {child.stderr[-2000:]}")
+            return int(json.loads(child.stdout.strip().splitlines()[-1])["sent"])
+
+        skip = 0  # records of the --warmup producer, not counted
+        if args.warmup > 0:
+            skip = producer(args.warmup)
+            deadline = time.monotonic() + 30
+            while len(latencies) < skip and time.monotonic() < deadline:
+                time.sleep(0.05)
+            skip = len(latencies)
+        pids = {n.node_id: n.proc.pid for n in brokers.values() if n.proc is not None}
+        cpu0 = {i: cpu_seconds(pid) for i, pid in pids.items()}
+        own0 = time.process_time()
         t0 = time.time()
-        child = subprocess.run(
-            [sys.executable, __file__, "--produce", bootstrap, "--rate", str(args.rate),
-             "--seconds", str(args.seconds), "--acks", args.acks, "--root", root],
-            capture_output=True, text=True, timeout=args.seconds + 120,
-        )  # fmt: skip
-        if child.returncode != 0:
-            raise RuntimeError(f"producer failed: {child.stderr[-2000:]}")
-        sent = json.loads(child.stdout.strip().splitlines()[-1])["sent"]
+        sent = skip + producer(args.seconds)
+        broker_cpu = {i: round(cpu_seconds(pid) - cpu0[i], 2) for i, pid in pids.items()}
+        consumer_cpu = round(time.process_time() - own0, 2)
         deadline = time.monotonic() + 30
         while len(latencies) < sent and time.monotonic() < deadline:
             time.sleep(0.05)
         stop.set()
         reader.join(30)
-        steady = sorted(latencies[int(args.rate) :])  # after ~1 s of warm-up
+        warm = skip + int(args.rate)  # after ~1 s of warm-up
+        steady = sorted(latencies[warm:])
+        first = sent_ns[skip] if len(sent_ns) > skip else 0
+        by_second: dict[int, list[float]] = {}
+        for lat, t in zip(latencies[skip:], sent_ns[skip:], strict=False):
+            by_second.setdefault((t - first) // 1_000_000_000, []).append(lat)
+        slowest = sorted(range(warm, len(latencies)), key=latencies.__getitem__)[-10:]
         out = {
             "root": root,
             "rate": args.rate,
             "seconds": args.seconds,
             "acks": args.acks,
-            "sent": sent,
-            "received": len(latencies),
+            "sent": sent - skip,
+            "received": len(latencies) - skip,
+            "warmup_records": skip,
             "p50_ms": round(percentile(steady, 0.50), 2),
             "p99_ms": round(percentile(steady, 0.99), 2),
             "p999_ms": round(percentile(steady, 0.999), 2),
             "max_ms": round(steady[-1], 2),
             "later_than_fetch_max_wait": sum(1 for x in steady if x >= 500.0),
+            "fsync": args.fsync,
+            "bare_fdatasync_before": disk_before,  # the disk, just before the cluster started
+            "broker_cpu_s": broker_cpu,  # each broker's, while the producer ran
+            "consumer_cpu_s": consumer_cpu,
+            "polls_with_records": polls[
+                1
+            ],  # the consumer's wake-ups that brought records  # this process's (the consumer thread's, mostly)
+            "slowest": [
+                {"ms": round(latencies[i], 2), "sent_s": round((sent_ns[i] - first) / 1e9, 4)}
+                for i in reversed(slowest)
+            ],
+            "per_second": [
+                {
+                    "s": sec,
+                    "p99_ms": round(percentile(sorted(xs), 0.99), 2),
+                    "max_ms": round(max(xs), 2),
+                }
+                for sec, xs in sorted(by_second.items())
+            ],
             "load_avg": round(os.getloadavg()[0], 2),
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t0)),
         }

@@ -53,6 +53,29 @@ def test_scaled_arguments_and_summary() -> None:
     assert s["problems"] == ["exit 1: boom"]
 
 
+def test_a_derived_figure_is_the_median_of_each_rounds_difference() -> None:
+    c = _module()
+    d = c.Derived("gap", ("b", "p99"), ("a", "p99"), 2)
+    runs = {
+        "a": {"current": [{"values": {"p99": 9.0}}, {"values": {"p99": 20.0}},
+                          {"values": {"p99": 8.0}}, {"values": {"p99": 8.0}}],
+              "baseline": [{"values": {"p99": 10.0}}]},
+        "b": {"current": [{"values": {"p99": 10.5}}, {"values": {"p99": 21.0}},
+                          {"error": "exit 1: boom"}, {"values": {"p99": None}}],
+              "baseline": [{"values": {"p99": 14.0}}]},
+    }  # fmt: skip
+    row = c.derive(d, runs)
+    # rounds are paired: (10.5 - 9), (21 - 20); a round either side lacks is left out
+    assert row["current"] == [1.5, 1.0] and row["current_median"] == 1.25
+    assert row["meets_goal"] is True and row["of"] == "b/p99" and row["minus"] == "a/p99"
+    assert row["baseline"] == [4.0] and "improvement_ratio" not in row
+    runs["b"]["current"][0] = {"values": {"p99": 13.0}}  # 4.0 and 1.0: median 2.5 > 2
+    assert c.derive(d, runs)["meets_goal"] is False
+    assert c.derive(d, {"a": runs["a"]}) is None  # only when both benchmarks ran
+    names = {b.name for b in c.BENCHES}
+    assert all(x.of[0] in names and x.minus[0] in names for x in c.DERIVED)
+
+
 @pytest.mark.slow
 def test_a_tiny_round_against_a_baseline_checkout() -> None:
     if shutil.which("gcc") is None or not (ROOT / ".git").exists():
