@@ -14,13 +14,10 @@ Any thread may call these methods; close() stops the loop thread (also on garbag
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import logging
 import re
-import threading
 import time
-import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -48,130 +45,21 @@ from client.aio.types import (
     RecordMetadata,
     TopicPartition,
 )
-from client.errors import ClientClosedError
 from client.records.extensions import optional_extension
 from client.security.acl import AclBinding, AclBindingFilter
+from client.sync_loop import SyncClient
 
 log = logging.getLogger(__name__)
 
 # Producer.send()'s common case in C (client/records/_append.c): a bytes value appended to the
 # sticky partition's open batch, the future made without __init__
+_append_ext = optional_extension("client.records._append")
 _append_plain: (
     Callable[[tuple[object, ...], str, bytes, int | None], DeliveryFuture | None] | None
-) = getattr(optional_extension("client.records._append"), "append_plain", None)
-
-try:
-    import uvloop
-
-    _new_loop: Any = uvloop.new_event_loop
-except ImportError:  # pragma: no cover - uvloop is a dependency; plain asyncio works too
-    _new_loop = asyncio.new_event_loop
+) = getattr(_append_ext, "append_plain", None)
 
 
-class _LoopThread:
-    """One event loop running in a daemon thread until stop()."""
-
-    def __init__(self, name: str) -> None:
-        self.loop = _new_loop()
-        # called on the loop thread once the loop has stopped and its tasks are cancelled
-        self.at_stop: list[Callable[[], None]] = []
-        self._ready = threading.Event()
-        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self.thread.start()
-        self._ready.wait()
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.call_soon(self._ready.set)
-        try:
-            self.loop.run_forever()
-            self._cancel_leftovers()
-            for fn in self.at_stop:
-                try:
-                    fn()
-                except Exception:
-                    log.exception("error stopping the client's loop")
-        finally:
-            self.loop.close()
-
-    def _cancel_leftovers(self) -> None:
-        """Tasks still on the loop when it stops (a client garbage-collected or left at exit
-        without close(); close() itself leaves none) are cancelled and awaited, as
-        asyncio.run() does, instead of being destroyed pending."""
-        tasks = asyncio.all_tasks(self.loop)
-        if not tasks:
-            return
-        log.debug("cancelling %d task(s) left on the client's loop", len(tasks))
-        for t in tasks:
-            t.cancel()
-        self.loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
-
-    def run(self, coro: Any, timeout: float | None = None) -> Any:
-        if threading.get_ident() == self.thread.ident:
-            coro.close()
-            raise RuntimeError("blocking client call from its own loop thread (use client.aio)")
-        if not self.thread.is_alive():
-            coro.close()
-            raise ClientClosedError("client is closed")
-        fut = asyncio.run_coroutine_threadsafe(coro, self.loop)
-        try:
-            return fut.result(timeout)
-        except concurrent.futures.TimeoutError:
-            fut.cancel()
-            raise
-
-    def stop(self) -> None:
-        if self.thread.is_alive():
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            if threading.get_ident() != self.thread.ident:
-                self.thread.join(timeout=10)
-
-
-def _stop_loop(lt: _LoopThread) -> None:
-    lt.stop()
-
-
-class _SyncClient:
-    _core_cls: type
-    _role = "client"
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self._lt = _LoopThread(f"gregor-{self._role}")
-        self._finalizer = weakref.finalize(self, _stop_loop, self._lt)
-        try:
-            self._core = self._lt.run(self._make(args, kwargs))
-        except BaseException:
-            self._finalizer()
-            raise
-        self._closed = False
-
-    async def _make(self, args: tuple[object, ...], kwargs: dict[str, object]) -> Any:
-        return self._core_cls(*args, **kwargs)
-
-    def _run(self, coro: Any, timeout: float | None = None) -> Any:
-        return self._lt.run(coro, timeout)
-
-    @property
-    def config(self) -> Any:
-        return self._core.config
-
-    def close(self, timeout: float | None = None) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            self._run(self._core.close(timeout) if self._role == "producer" else self._core.close())
-        finally:
-            self._finalizer()
-
-    def __enter__(self) -> Any:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-class Producer(_SyncClient):
+class Producer(SyncClient):
     """Blocking producer; `send()` returns a concurrent.futures.Future of RecordMetadata."""
 
     _core_cls = aio.Producer
@@ -302,16 +190,14 @@ class Producer(_SyncClient):
 # Producer.send as a method descriptor of a C function (client/records/_append.c, bind_send):
 # a plain `producer.send(topic, value)` then runs with no Python frame of its own (~0.15 us a
 # record); the Python method above stays the fallback for every other call.
-_bind_send: Callable[..., object] | None = getattr(
-    optional_extension("client.records._append"), "bind_send", None
-)
+_bind_send: Callable[..., object] | None = getattr(_append_ext, "bind_send", None)
 if _bind_send is not None and _append_plain is not None:
     setattr(  # noqa: B010 (a method replaced on the class: no static type for it)
         Producer, "send", _bind_send(Producer, Producer.send)
     )
 
 
-class Consumer(_SyncClient):
+class Consumer(SyncClient):
     """Blocking consumer; iteration yields ConsumerRecords (polling 1 s at a time)."""
 
     _core_cls = aio.Consumer
@@ -442,7 +328,7 @@ class Consumer(_SyncClient):
         return self._run(self._core.partitions_for_topic(topic))
 
 
-class Admin(_SyncClient):
+class Admin(SyncClient):
     """Blocking admin client."""
 
     _core_cls = aio.Admin
