@@ -593,26 +593,26 @@ fut_result(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kw
         || !resolve(&future_slots, Py_TYPE(self), FUTURE_SLOTS)
         || SLOT(self, future_slots, F_STATE) != g_finished
         || SLOT(self, future_slots, F_EXCEPTION) != Py_None)
-        return call_with_self(g_fb_result, self, args, nargs, kwnames);
+        goto fallback;
     PyObject *res = SLOT(self, future_slots, F_RESULT);
     PyObject *tp = SLOT(self, future_slots, F_TP);
     if (res == NULL || tp == NULL)
-        return call_with_self(g_fb_result, self, args, nargs, kwnames);
+        goto fallback;
     if (res != Py_None || tp == Py_None)
         return Py_NewRef(res);
-    if (!PyTuple_Check(tp) || PyTuple_GET_SIZE(tp) != 2)
-        return call_with_self(g_fb_result, self, args, nargs, kwnames);
-    PyObject *md_args[4] = {PyTuple_GET_ITEM(tp, 0), PyTuple_GET_ITEM(tp, 1),
-                            SLOT(self, future_slots, F_OFFSET),
-                            SLOT(self, future_slots, F_TIMESTAMP)};
-    if (md_args[2] == NULL || md_args[3] == NULL)
-        return call_with_self(g_fb_result, self, args, nargs, kwnames);
+    PyObject *offset = SLOT(self, future_slots, F_OFFSET);
+    PyObject *timestamp = SLOT(self, future_slots, F_TIMESTAMP);
+    if (!PyTuple_Check(tp) || PyTuple_GET_SIZE(tp) != 2 || offset == NULL || timestamp == NULL)
+        goto fallback;
+    PyObject *md_args[4] = {PyTuple_GET_ITEM(tp, 0), PyTuple_GET_ITEM(tp, 1), offset, timestamp};
     res = PyObject_Vectorcall(g_record_metadata, md_args, 4, NULL);
     if (res == NULL)
         return NULL;
     /* (a finished future's _result is None here: dropping it runs nothing) */
     set_slot(self, future_slots.off[F_RESULT], Py_NewRef(res));
     return res;
+fallback:
+    return call_with_self(g_fb_result, self, args, nargs, kwnames);
 }
 
 /* notify_all(notify): futures.py's _notify_all. `notify` is the flat [future, its Event, its
