@@ -20,24 +20,33 @@ Threads: every method may be called from any thread. Callbacks registered with
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 log = logging.getLogger(__name__)
 
 
+_CLOSED = object()  # put on the queue by close(): each receiver that takes it puts it back
+
+
 class RequestChannel:
+    """The queue itself is a C `queue.SimpleQueue`: a receiver blocks inside it with the GIL
+    released and `put` wakes one receiver directly, so a hand-off is one wake-up. (A
+    `threading.Condition` wakes the receiver into a lock its notifier still holds: a second
+    sleep and wake-up per request, measured with server_bench.py's per-request context
+    switches.) The bound, the counts and the space callbacks are kept under `_lock`."""
+
     def __init__(self, max_queued: int) -> None:
         if max_queued < 1:
             raise ValueError(f"queued.max.requests must be >= 1, got {max_queued}")
         self.max_queued = max_queued
-        self._queue: deque[Any] = deque()
+        self._items: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._queued = 0  # requests put and not yet received (under _lock)
         self._lock = threading.Lock()
-        self._not_empty = threading.Condition(self._lock)
-        self._not_full = threading.Condition(self._lock)
+        self._not_full = threading.Condition(self._lock)  # for the blocking send() only
         self._idle = threading.Condition(self._lock)
         self._space_waiters: list[Callable[[], None]] = []
         self._in_flight = 0
@@ -50,7 +59,7 @@ class RequestChannel:
         with self._lock:
             if self._closed:
                 raise RuntimeError("request channel is closed")
-            if len(self._queue) >= self.max_queued:
+            if self._queued >= self.max_queued:
                 return False
             self._enqueue(request)
             return True
@@ -59,7 +68,7 @@ class RequestChannel:
         """Blocking variant for threads that may wait (never an event loop). False on timeout."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
-            while len(self._queue) >= self.max_queued and not self._closed:
+            while self._queued >= self.max_queued and not self._closed:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     return False
@@ -70,15 +79,16 @@ class RequestChannel:
             return True
 
     def _enqueue(self, request: Any) -> None:
-        self._queue.append(request)
-        if len(self._queue) > self.high_water:
-            self.high_water = len(self._queue)
-        self._not_empty.notify()
+        # (under _lock, so that close() cannot slip in between the count and the put)
+        self._queued += 1
+        if self._queued > self.high_water:
+            self.high_water = self._queued
+        self._items.put(request)
 
     def notify_when_space(self, callback: Callable[[], None]) -> None:
         """Call `callback()` once the queue has room (at once, on this thread, if it has now)."""
         with self._lock:
-            if len(self._queue) >= self.max_queued and not self._closed:
+            if self._queued >= self.max_queued and not self._closed:
                 self._space_waiters.append(callback)
                 return
         callback()
@@ -99,12 +109,15 @@ class RequestChannel:
     # -- I/O side ------------------------------------------------------------------------------
     def receive(self, timeout: float | None = None) -> Any | None:
         """The next request, or None on timeout or once the channel is closed."""
+        try:
+            request = self._items.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        if request is _CLOSED:
+            self._items.put(_CLOSED)  # for the next receiver
+            return None
         with self._lock:
-            if not self._queue and not self._closed:
-                self._not_empty.wait(timeout)
-            if self._closed or not self._queue:
-                return None
-            request = self._queue.popleft()
+            self._queued -= 1
             self._not_full.notify()
             waiters, self._space_waiters = self._space_waiters, []
         for callback in waiters:
@@ -130,9 +143,16 @@ class RequestChannel:
         """Wake every receiver (they get None) and refuse further sends."""
         with self._lock:
             self._closed = True
-            dropped = len(self._queue)
-            self._queue.clear()
-            self._not_empty.notify_all()
+            dropped = 0
+            while True:
+                try:
+                    item = self._items.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not _CLOSED:
+                    dropped += 1
+            self._queued = 0
+            self._items.put(_CLOSED)
             self._not_full.notify_all()
             waiters, self._space_waiters = self._space_waiters, []
         if dropped:
@@ -146,7 +166,7 @@ class RequestChannel:
 
     @property
     def size(self) -> int:
-        return len(self._queue)
+        return self._queued
 
     @property
     def in_flight(self) -> int:

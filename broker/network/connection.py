@@ -27,10 +27,21 @@ Response path: the thread that answers (an I/O worker, a flusher completing an a
 produce, the timer) writes a small response (<= 256 KiB) straight to the socket when the
 request was taken with nothing queued on the transport (`Request.direct_write`): the connection
 is muted, so nothing else can write to it meanwhile, and the response leaves without waiting
-for the network thread to wake up and take the GIL. The network thread is still told (it writes
-whatever the non-blocking send left over, in order, then unmutes). The write goes through a
-dup of the socket's fd, closed in connection_lost under `_direct_lock`, so it can never reach
-another connection that reused the fd number.
+for the network thread to wake up and take the GIL. The write goes through a dup of the
+socket's fd, closed in connection_lost under `_direct_lock`, so it can never reach another
+connection that reused the fd number. When the send left something over, the network thread is
+told (it writes the rest, in order, then unmutes).
+
+When the whole answer went, the network thread is not woken at all if it is *watching*: a
+request taken with nothing else pending from a plain connection (no TLS, no SASL, no quota or
+throttle) leaves reading on, so the client's next frame is what wakes the network thread, and
+it finds the request answered (`Request.answered`) and unmutes then (`_busy`). Waking an event
+loop from another thread costs a write to its eventfd with the GIL held and a second wake-up of
+the network thread per request (docs/broker.md, "Hand-offs"); a client waits for its answer
+before it sends again, so the wake-up it saves is the one nobody needed. Reading on while muted
+takes at most one read: the first bytes that arrive while the request is still unanswered stop
+the watching (under `_direct_lock`, so exactly one side finishes the request) and pause reading,
+and the answering thread then wakes the loop as before.
 
 TLS (an SSL or SASL_SSL listener): the handshake is done before `connection_made`; the
 principal is the client certificate's subject when one was checked. Direct writes are off (the
@@ -112,6 +123,10 @@ class Connection(asyncio.BufferedProtocol):
         self.requests = 0
         self._direct_fd = -1  # dup of the socket fd for direct writes; -1 once closed
         self._direct_lock = threading.Lock()
+        # reading stays on while in_flight is in the broker: its answering thread finishes it
+        # without waking the loop (module docstring); set by the loop, turned off under
+        # _direct_lock
+        self._watching = False
         self.tls = False  # a TLS connection: every write goes through the TLS transport
         # who the client is: the certificate subject on a TLS listener with client auth
         # (User:CN=...), else User:ANONYMOUS (docs/security.md)
@@ -182,7 +197,7 @@ class Connection(asyncio.BufferedProtocol):
 
     def eof_received(self) -> bool:
         # Half-close from the client: let an in-flight response go out, then close.
-        if self.in_flight is None and not self._pending:
+        if not self._busy() and not self._pending:
             return False  # asyncio closes the transport
         self._eof = True
         self._pause_reading()
@@ -219,7 +234,7 @@ class Connection(asyncio.BufferedProtocol):
     # -- request flow (loop thread) ------------------------------------------------------------
     def _pump(self) -> None:
         """Take the next pending request if the connection is not muted."""
-        if self.closed or self.in_flight is not None or self._write_paused or self._throttled:
+        if self.closed or self._busy() or self._write_paused or self._throttled:
             self._pause_reading()
             return
         if self.processor.draining:
@@ -248,7 +263,18 @@ class Connection(asyncio.BufferedProtocol):
         self.requests += 1
         self.in_flight = request
         self.processor.channel.request_started()
-        self._pause_reading()
+        # Watch (keep reading, unmute when the client's next frame shows the answer went) only
+        # with nothing else received: no frame pending, none partly read
+        self._watching = (
+            request.direct_write
+            and not self.sasl
+            and not self._pending
+            and not self._reader.buffered
+        )
+        if self._watching:
+            self._resume_reading()
+        else:
+            self._pause_reading()
         if log.isEnabledFor(logging.DEBUG):
             log.debug("received %r", request)
         if not self.processor.channel.try_send(request):
@@ -280,6 +306,12 @@ class Connection(asyncio.BufferedProtocol):
                 rest = self._write_direct(frame)
                 if rest is None:
                     request.sent_ns = time.monotonic_ns()
+                    if request.throttle_ms == 0 and request.quota_sent is None:
+                        with self._direct_lock:
+                            request.answered = self._watching
+                        if request.answered:  # the loop unmutes at the next frame (_busy)
+                            self._request_finished(request)
+                            return
         try:
             self.processor.loop.call_soon_threadsafe(self._complete, request, rest, close)
         except RuntimeError:  # the loop is closed: the connection is gone with it
@@ -367,6 +399,29 @@ class Connection(asyncio.BufferedProtocol):
             return
         self._pump()
 
+    def _busy(self) -> bool:
+        """A request of this connection is in the broker (loop thread). One answered by its
+        answering thread while we were watching is finished here; one not answered yet ends the
+        watching (its answering thread then wakes the loop: _complete), since the caller is
+        about to stop reading."""
+        request = self.in_flight
+        if request is None:
+            return False
+        if not self._watching:
+            return True
+        with self._direct_lock:
+            self._watching = False
+            answered = request.answered
+        if not answered:
+            return True
+        self.in_flight = None
+        self.last_active = self.processor.loop.time()
+        self.processor.unmuted_on_read += 1
+        recorder = self.processor.recorder
+        if recorder is not None:  # metrics on: the direct write's time is in request.sent_ns
+            recorder.sent(request, request.sent_ns, request.sent_ns)
+        return False
+
     def _unthrottle(self) -> None:
         self._throttled = False
         if not self.closed:
@@ -383,12 +438,7 @@ class Connection(asyncio.BufferedProtocol):
         pool, or waiting for it with reading paused), then resume reading."""
         if self._waiting_memory or self.closed:
             return
-        if (
-            self.in_flight is not None
-            or self._write_paused
-            or self._throttled
-            or self.processor.draining
-        ):
+        if self._busy() or self._write_paused or self._throttled or self.processor.draining:
             # Muted, or draining (set from another thread while this connection was reading):
             # no room is made, so no read may land either. _pump calls again once it may read
             # (never, when draining: shutdown closes the connection).
@@ -458,8 +508,9 @@ class Connection(asyncio.BufferedProtocol):
     def idle(self) -> bool:
         """No request in the broker, none waiting, not waiting for memory: the idle timer may
         close it."""
+        request = self.in_flight
         return (
-            self.in_flight is None
+            (request is None or request.answered)
             and not self._pending
             and not self._waiting_memory
             and not self._throttled

@@ -63,6 +63,9 @@ class Processor:
         self._waiting_for_space = False
         self._next_id = 0
         self.direct_writes = 0  # responses written by the answering thread (approximate; metrics)
+        # of those, requests finished here only when the client's next frame came, with no
+        # wake-up of this loop (Connection "watching"; approximate; metrics and tests)
+        self.unmuted_on_read = 0
         self.tls_handshake_failures = 0  # a statistic
         self._tls_failure_logged_at = float("-inf")
         # broker.request_metrics.StageRecorder while metrics are on (set before start), else None

@@ -37,6 +37,7 @@ class Request:
         "sent_ns",
         "done",
         "direct_write",
+        "answered",
         "throttle_ms",
         "quota_sent",
     )
@@ -69,6 +70,10 @@ class Request:
         # Set by the connection: nothing is queued on its transport, so the answering thread
         # may write a small response to the socket itself (Connection.complete_threadsafe).
         self.direct_write = False
+        # Set (under the connection's lock) by the answering thread when it wrote the whole
+        # answer itself and finished the request there, while the network thread kept reading:
+        # that thread then unmutes when it next looks (Connection._busy), with no wake-up.
+        self.answered = False
         # Client quotas (broker/quota/): after this request's answer is written the connection
         # reads nothing for `throttle_ms`; `quota_sent(ns)` gets the network thread's time
         # spent writing the answer (the request quota counts it).

@@ -315,3 +315,51 @@ def test_small_responses_written_by_the_answering_thread(broker_server, test_api
         got = [c.recv() for _ in modes]
     assert [corr for corr, _ in got] == list(range(len(modes)))
     assert sum(p.direct_writes for p in processors) - before >= len(modes) // 2
+
+
+def test_answered_request_unmutes_at_the_next_frame(broker_factory) -> None:
+    """A request answered whole by its answering thread while the connection watches
+    (nothing else received) is finished there: the channel's in-flight count drops with no
+    further frame, and the next request unmutes the connection without a wake-up of the loop."""
+    b = broker_factory(num_network_threads=1)
+    processor = b.server.socket_server.processors[0]
+    channel = b.server.channel
+    before = processor.unmuted_on_read
+    with RawClient(b.address) as c:
+        assert c.request(18, 0, {}, correlation_id=1)["error_code"] == 0
+        wait_until(lambda: channel.in_flight == 0, 5, "the answered request finished")
+        for corr in range(2, 12):
+            assert c.request(18, 0, {}, correlation_id=corr)["error_code"] == 0
+    assert processor.unmuted_on_read - before >= 10
+
+
+def test_frame_arriving_while_watching_waits_for_the_answer(broker_factory) -> None:
+    """The next request arrives while the first is still in the broker (the client does not
+    wait): the connection reads it but stays muted, and the first answer wakes the loop, which
+    then takes the second: answers in request order, one request dispatched at a time."""
+    gated = GatedDispatch(timeout=10)
+    gate, seen = gated.gate, gated.seen
+    b = broker_factory(dispatch=gated, num_io_threads=4)
+    with RawClient(b.address) as c:
+        c.send(18, 0, 1, {})
+        wait_until(lambda: seen == [1], 5, "first request dispatched")
+        c.send(18, 0, 2, {})
+        with pytest.raises(AssertionError):
+            wait_until(lambda: len(seen) > 1, 0.2, "second request dispatched")
+        gate.set()
+        assert c.recv()[0] == 1
+        assert c.recv()[0] == 2
+    assert seen == [1, 2]
+
+
+def test_half_close_after_an_answer_closes(broker_factory) -> None:
+    """The client reads its answer and half-closes: the broker closes the connection (the
+    request finished by its answering thread does not keep it open)."""
+    import socket
+
+    b = broker_factory()
+    with RawClient(b.address) as c:
+        assert c.request(18, 0, {})["error_code"] == 0
+        c.sock.shutdown(socket.SHUT_WR)
+        assert c.closed_by_peer(5.0)
+    wait_until(lambda: b.server.socket_server.connection_count == 0, 5, "connection released")
