@@ -9,6 +9,8 @@ a GIL):
 - idle_rss_mb: the broker's resident memory once ready, before any request (target <= 60 MB)
 - api_versions_rps: ApiVersions round trips per second, one request outstanding per connection,
   for each connection count (an asyncio/uvloop client in this process)
+- api_versions_per_request: the broker's CPU (us) and context switches (all its threads) per
+  round trip, for each connection count: what the request path's hand-offs cost
 - rss_after_load_mb
 - purgatory: in-process DelayedOperation throughput: watch + complete by key (the acks=all
   path), and expirations through the timing wheel (ops/s)
@@ -26,6 +28,21 @@ import time
 from pathlib import Path
 
 from _server import start_server, stop_server
+
+
+def cpu_and_switches(pid: int) -> tuple[float, int]:
+    """The process's CPU seconds (user + system) and its context switches, every thread's."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    switches = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            for line in (task / "status").read_text().splitlines():
+                if line.endswith("ctxt_switches:") or "ctxt_switches:" in line:
+                    switches += int(line.split()[1])
+        except OSError:  # the thread ended meanwhile
+            continue
+    return cpu, switches
 
 
 def rss_mb(pid: int) -> float:
@@ -149,8 +166,18 @@ def main() -> None:
         try:
             idle = rss_mb(proc.pid)
             rps = {}
+            per_request = {}
             for n in (int(x) for x in args.connections.split(",")):
-                rps[str(n)] = round(asyncio.run(_round_trips(port, n, args.duration)))
+                cpu0, sw0 = cpu_and_switches(proc.pid)
+                t0 = time.monotonic()
+                rate = asyncio.run(_round_trips(port, n, args.duration))
+                requests = rate * (time.monotonic() - t0)
+                cpu1, sw1 = cpu_and_switches(proc.pid)
+                rps[str(n)] = round(rate)
+                per_request[str(n)] = {
+                    "broker_cpu_us": round((cpu1 - cpu0) * 1e6 / requests, 1),
+                    "broker_context_switches": round((sw1 - sw0) / requests, 2),
+                }
             after = rss_mb(proc.pid)
         finally:
             stop_server(proc)
@@ -162,6 +189,8 @@ def main() -> None:
                 "time_to_ready_all_s": [round(t, 3) for t in ready_times],
                 "idle_rss_mb": round(idle, 1),
                 "api_versions_rps": rps,
+                # the broker's CPU and context switches (all its threads) per round trip
+                "api_versions_per_request": per_request,
                 "rss_after_load_mb": round(after, 1),
                 "purgatory": purgatory_bench(),
                 "duration_s": args.duration,
