@@ -14,6 +14,9 @@ moved high watermark owes a long-polling consumer: issue 28's 500 ms tail).
 an acks=all write is durable by its replicas only, issue 28's "acks-only"; decision 191).
 "bare_fdatasync_before" is a bare append + fdatasync loop in the same directory just before
 the cluster starts (1,000 of 500 bytes, 1 ms apart), the disk's share of any tail.
+--split also times each record's acknowledgement at the producer (a callback per record) and
+reports the two parts of the latency, send -> ack and ack -> poll, overall and for the records
+at or above the p99: whether a tail is the producer's and the brokers' or the consumer's.
 --warmup S first runs a producer process for S seconds whose records are not counted (a
 cluster past its first seconds, against a new one).
 "slowest" lists the slowest records after the warm-up (latency, and when each was sent, in
@@ -21,7 +24,7 @@ seconds from the first record), "per_second" the p99 and max of each second of s
 tail that sits in one second, or in the first ones, shows there.
 
     .venv/bin/python scripts/bench/e2e_latency_bench.py [--rate 5000] [--seconds 10]
-        [--acks all|1] [--fsync on|off] [--warmup S] [--root DIR]
+        [--acks all|1] [--fsync on|off] [--warmup S] [--split] [--root DIR]
 
 --root runs another checkout's brokers and client (e.g. a `git worktree` of an older commit),
 to compare trees in turn on the same machine.
@@ -43,11 +46,14 @@ from pathlib import Path
 TOPIC = "e2e"
 
 
-def produce(bootstrap: str, rate: float, seconds: float, acks: str) -> None:
-    """The producer process: paced sends, each value carrying its send time."""
+def produce(bootstrap: str, rate: float, seconds: float, acks: str, split: str = "") -> None:
+    """The producer process: paced sends, each value carrying its send time. With `split` (a
+    file name), each record's delivery time too: the file gets one "send_ns ack_ns" line per
+    record (the time its acknowledgement reached the producer's callback)."""
     from client import Producer
 
     pad = b"x" * 80
+    acked: list[tuple[int, int]] = []
     with Producer(bootstrap_servers=bootstrap, acks=acks, linger_ms=0) as p:
         start = time.monotonic()
         n = 0
@@ -58,9 +64,14 @@ def produce(bootstrap: str, rate: float, seconds: float, acks: str) -> None:
             due = start + n / rate
             if now < due:
                 time.sleep(due - now)
-            p.send(TOPIC, b"%019d" % time.time_ns() + pad, partition=0)
+            sent = time.time_ns()
+            future = p.send(TOPIC, b"%019d" % sent + pad, partition=0)
+            if split:
+                future.add_done_callback(lambda _f, s=sent: acked.append((s, time.time_ns())))
             n += 1
         p.flush(60)
+    if split:
+        Path(split).write_text("".join(f"{s} {a}\n" for s, a in acked))
     print(json.dumps({"sent": n}), flush=True)
 
 
@@ -91,6 +102,45 @@ def bare_fdatasync(directory: Path, n: int = 1000, size: int = 500) -> dict:
     }
 
 
+def split_latencies(acks_file: Path, latencies: list[float], sent_ns: list[int]) -> dict:
+    """Each record's latency in two parts: send -> the producer's ack, and the ack -> the
+    consumer's poll() (negative: the consumer had it before the producer heard the ack); for
+    the slowest end-to-end records (above the p99), the same two parts."""
+    acked = {}
+    for line in acks_file.read_text().splitlines():
+        s, a = line.split()
+        acked[int(s)] = int(a)
+    to_ack, after_ack, tail = [], [], []
+    p99 = percentile(sorted(latencies), 0.99) if latencies else 0.0
+    for lat, s in zip(latencies, sent_ns, strict=False):
+        a = acked.get(s)
+        if a is None:
+            continue
+        part1 = (a - s) / 1e6
+        to_ack.append(part1)
+        after_ack.append(lat - part1)
+        if lat >= p99:
+            tail.append((part1, lat - part1))
+
+    def summary(xs: list[float]) -> dict:
+        xs = sorted(xs)
+        if not xs:
+            return {}
+        return {
+            "p50_ms": round(percentile(xs, 0.5), 2),
+            "p99_ms": round(percentile(xs, 0.99), 2),
+            "max_ms": round(xs[-1], 2),
+        }
+
+    return {
+        "records": len(to_ack),
+        "send_to_ack": summary(to_ack),
+        "ack_to_poll": summary(after_ack),
+        "tail_send_to_ack": summary([t[0] for t in tail]),  # records at or above the p99
+        "tail_ack_to_poll": summary([t[1] for t in tail]),
+    }
+
+
 def percentile(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))]
 
@@ -114,6 +164,13 @@ def main() -> int:
     )
     ap.add_argument("--root", default=str(Path(__file__).resolve().parents[2]),
                     help="the checkout whose brokers and client run (default: this one)")  # fmt: skip
+    ap.add_argument(
+        "--split",
+        action="store_true",
+        help="also time each record's acknowledgement at the producer: splits the latency into"
+        " send -> ack and ack -> poll (adds a callback per record to the producer)",
+    )
+    ap.add_argument("--split-file", help=argparse.SUPPRESS)  # (child mode: where acks go)
     ap.add_argument("--produce", metavar="BOOTSTRAP", help=argparse.SUPPRESS)  # (child mode)
     args = ap.parse_args()
     root = os.path.abspath(args.root)
@@ -121,7 +178,7 @@ def main() -> int:
     os.environ["PYTHONPATH"] = os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])
     os.chdir(root)  # (the nodes run `python -m broker.cli`, which imports from the cwd first)
     if args.produce:
-        produce(args.produce, args.rate, args.seconds, args.acks)
+        produce(args.produce, args.rate, args.seconds, args.acks, args.split_file or "")
         return 0
 
     from _cluster import start_cluster, stop_nodes  # (the tree's own, whatever its layout)
@@ -162,10 +219,13 @@ def main() -> int:
         reader = threading.Thread(target=consume)
         reader.start()
 
-        def producer(seconds: float) -> int:
+        acks_file = tmp / "acks.txt"
+
+        def producer(seconds: float, split: bool = False) -> int:
             child = subprocess.run(
                 [sys.executable, __file__, "--produce", bootstrap, "--rate", str(args.rate),
-                 "--seconds", str(seconds), "--acks", args.acks, "--root", root],
+                 "--seconds", str(seconds), "--acks", args.acks, "--root", root,
+                 *(["--split-file", str(acks_file)] if split else [])],
                 capture_output=True, text=True, timeout=seconds + 120,
             )  # fmt: skip
             if child.returncode != 0:
@@ -183,7 +243,7 @@ def main() -> int:
         cpu0 = {i: cpu_seconds(pid) for i, pid in pids.items()}
         own0 = time.process_time()
         t0 = time.time()
-        sent = skip + producer(args.seconds)
+        sent = skip + producer(args.seconds, args.split)
         broker_cpu = {i: round(cpu_seconds(pid) - cpu0[i], 2) for i, pid in pids.items()}
         consumer_cpu = round(time.process_time() - own0, 2)
         deadline = time.monotonic() + 30
@@ -233,6 +293,8 @@ def main() -> int:
             "load_avg": round(os.getloadavg()[0], 2),
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t0)),
         }
+        if args.split:
+            out["split"] = split_latencies(acks_file, latencies[warm:], sent_ns[warm:])
         print(json.dumps(out))
     finally:
         stop_nodes(list(brokers.values()))
