@@ -20,34 +20,50 @@ Threads: every method may be called from any thread. Callbacks registered with
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 log = logging.getLogger(__name__)
 
 
-_CLOSED = object()  # put on the queue by close(): each receiver that takes it puts it back
+_CLOSED = object()  # handed to idle receivers by close()
+
+
+class _Receiver:
+    """One receiving thread's parking place: `lock` is held while the thread waits (it blocks
+    acquiring it again); a sender hands it `item` and releases it, waking that thread only."""
+
+    __slots__ = ("lock", "item")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.lock.acquire()
+        self.item: object = None
 
 
 class RequestChannel:
-    """The queue itself is a C `queue.SimpleQueue`: a receiver blocks inside it with the GIL
-    released and `put` wakes one receiver directly, so a hand-off is one wake-up. (A
-    `threading.Condition` wakes the receiver into a lock its notifier still holds: a second
-    sleep and wake-up per request, measured with server_bench.py's per-request context
-    switches.) The bound, the counts and the space callbacks are kept under `_lock`."""
+    """A request is handed straight to an idle receiver when there is one (the one that went
+    idle last: it is the likeliest to be still warm), waking that thread and no other; only
+    when every receiver is busy does it wait in the queue, where the next receiver to finish
+    finds it without sleeping. Each receiver parks on a lock of its own (`_Receiver`), so a
+    hand-off is one wake-up. (A `threading.Condition` woke the receiver into a lock its notifier
+    still held, and a shared `queue.SimpleQueue` lock, once taken, is passed on to the next
+    waiter: a second thread woken for nothing per request, seen with strace and in
+    server_bench.py's per-request context switches.)"""
 
     def __init__(self, max_queued: int) -> None:
         if max_queued < 1:
             raise ValueError(f"queued.max.requests must be >= 1, got {max_queued}")
         self.max_queued = max_queued
-        self._items: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._queued = 0  # requests put and not yet received (under _lock)
+        self._queue: deque[Any] = deque()
         self._lock = threading.Lock()
         self._not_full = threading.Condition(self._lock)  # for the blocking send() only
         self._idle = threading.Condition(self._lock)
+        self._parked: list[_Receiver] = []  # receivers waiting, the last to park at the end
+        self._mine = threading.local()  # each receiving thread's _Receiver
         self._space_waiters: list[Callable[[], None]] = []
         self._in_flight = 0
         self._closed = False
@@ -59,7 +75,10 @@ class RequestChannel:
         with self._lock:
             if self._closed:
                 raise RuntimeError("request channel is closed")
-            if self._queued >= self.max_queued:
+            if self._parked:
+                self._hand_off(request)
+                return True
+            if len(self._queue) >= self.max_queued:
                 return False
             self._enqueue(request)
             return True
@@ -68,27 +87,34 @@ class RequestChannel:
         """Blocking variant for threads that may wait (never an event loop). False on timeout."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
-            while self._queued >= self.max_queued and not self._closed:
+            while not self._parked and len(self._queue) >= self.max_queued and not self._closed:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     return False
                 self._not_full.wait(remaining)
             if self._closed:
                 raise RuntimeError("request channel is closed")
-            self._enqueue(request)
+            if self._parked:
+                self._hand_off(request)
+            else:
+                self._enqueue(request)
             return True
 
+    def _hand_off(self, request: object) -> None:
+        # (under _lock) to the receiver that parked last
+        receiver = self._parked.pop()
+        receiver.item = request
+        receiver.lock.release()
+
     def _enqueue(self, request: Any) -> None:
-        # (under _lock, so that close() cannot slip in between the count and the put)
-        self._queued += 1
-        if self._queued > self.high_water:
-            self.high_water = self._queued
-        self._items.put(request)
+        self._queue.append(request)
+        if len(self._queue) > self.high_water:
+            self.high_water = len(self._queue)
 
     def notify_when_space(self, callback: Callable[[], None]) -> None:
         """Call `callback()` once the queue has room (at once, on this thread, if it has now)."""
         with self._lock:
-            if self._queued >= self.max_queued and not self._closed:
+            if len(self._queue) >= self.max_queued and not self._closed:
                 self._space_waiters.append(callback)
                 return
         callback()
@@ -109,17 +135,32 @@ class RequestChannel:
     # -- I/O side ------------------------------------------------------------------------------
     def receive(self, timeout: float | None = None) -> Any | None:
         """The next request, or None on timeout or once the channel is closed."""
-        try:
-            request = self._items.get(timeout=timeout)
-        except queue.Empty:
-            return None
-        if request is _CLOSED:
-            self._items.put(_CLOSED)  # for the next receiver
-            return None
+        receiver: _Receiver | None = None
         with self._lock:
-            self._queued -= 1
-            self._not_full.notify()
-            waiters, self._space_waiters = self._space_waiters, []
+            if self._queue:
+                request = self._queue.popleft()
+                self._not_full.notify()
+                waiters, self._space_waiters = self._space_waiters, []
+            elif self._closed:
+                return None
+            else:
+                receiver = getattr(self._mine, "receiver", None)
+                if receiver is None:
+                    receiver = self._mine.receiver = _Receiver()
+                self._parked.append(receiver)
+                waiters = []
+                request = None
+        if receiver is not None:
+            if not receiver.lock.acquire(timeout=-1 if timeout is None else timeout):
+                with self._lock:
+                    if receiver in self._parked:  # nothing came
+                        self._parked.remove(receiver)
+                        return None
+                # handed something just as the wait ended: it is released already
+                receiver.lock.acquire()
+            request, receiver.item = receiver.item, None
+            if request is _CLOSED:
+                return None
         for callback in waiters:
             try:
                 callback()
@@ -143,16 +184,10 @@ class RequestChannel:
         """Wake every receiver (they get None) and refuse further sends."""
         with self._lock:
             self._closed = True
-            dropped = 0
-            while True:
-                try:
-                    item = self._items.get_nowait()
-                except queue.Empty:
-                    break
-                if item is not _CLOSED:
-                    dropped += 1
-            self._queued = 0
-            self._items.put(_CLOSED)
+            dropped = len(self._queue)
+            self._queue.clear()
+            while self._parked:
+                self._hand_off(_CLOSED)
             self._not_full.notify_all()
             waiters, self._space_waiters = self._space_waiters, []
         if dropped:
@@ -166,7 +201,12 @@ class RequestChannel:
 
     @property
     def size(self) -> int:
-        return self._queued
+        return len(self._queue)
+
+    @property
+    def idle_receivers(self) -> int:
+        """Receivers waiting for a request (tests and metrics)."""
+        return len(self._parked)
 
     @property
     def in_flight(self) -> int:

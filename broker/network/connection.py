@@ -303,15 +303,10 @@ class Connection(asyncio.BufferedProtocol):
         rest: bytes | memoryview | None = frame
         if frame is not None and close is None and request.direct_write:
             if len(frame) <= DIRECT_WRITE_MAX:
-                rest = self._write_direct(frame)
-                if rest is None:
-                    request.sent_ns = time.monotonic_ns()
-                    if request.throttle_ms == 0 and request.quota_sent is None:
-                        with self._direct_lock:
-                            request.answered = self._watching
-                        if request.answered:  # the loop unmutes at the next frame (_busy)
-                            self._request_finished(request)
-                            return
+                rest = self._write_direct(frame, request)
+                if request.answered:  # written whole while watching: the loop unmutes at
+                    self._request_finished(request)  # the next frame (_busy)
+                    return
         try:
             self.processor.loop.call_soon_threadsafe(self._complete, request, rest, close)
         except RuntimeError:  # the loop is closed: the connection is gone with it
@@ -346,8 +341,12 @@ class Connection(asyncio.BufferedProtocol):
         self.transport.write(frame)
         self.close(reason, logging.INFO)
 
-    def _write_direct(self, frame: bytes) -> bytes | memoryview | None:
-        """Any thread: send what the socket takes now; return the rest (None: all sent)."""
+    def _write_direct(self, frame: bytes, request: Request) -> bytes | memoryview | None:
+        """Any thread: send what the socket takes now; return the rest (None: all sent). All
+        sent to a watching connection, with no quota or throttle bookkeeping for the loop:
+        `request.answered`, decided under the same hold of `_direct_lock` as the write, so the
+        loop cannot look at the request (_busy) between the two, whatever the client sends
+        meanwhile."""
         with self._direct_lock:
             fd = self._direct_fd
             if fd < 0:
@@ -359,6 +358,11 @@ class Connection(asyncio.BufferedProtocol):
             except OSError as exc:  # the peer is gone; the loop sees it on its side too
                 log.debug("connection %s: direct write failed: %s", self.connection_id, exc)
                 return frame
+            if n == len(frame):
+                request.sent_ns = time.monotonic_ns()
+                request.answered = (
+                    self._watching and request.throttle_ms == 0 and request.quota_sent is None
+                )
         self.processor.direct_writes += 1
         if n == len(frame):
             return None

@@ -84,3 +84,47 @@ def test_close_wakes_receivers_and_refuses_sends() -> None:
 def test_rejects_zero_capacity() -> None:
     with pytest.raises(ValueError):
         RequestChannel(0)
+
+
+def _receiver(ch: RequestChannel, got: list[object], timeout: float | None = None):
+    t = threading.Thread(target=lambda: got.append(ch.receive(timeout)))
+    t.start()
+    return t
+
+
+def test_a_request_wakes_one_idle_receiver_the_last_to_wait() -> None:
+    """Two receivers wait; one request is handed to the one that started waiting last, and the
+    other keeps waiting (it is not woken for nothing); closing wakes it with None."""
+    ch = RequestChannel(4)
+    first: list[object] = []
+    second: list[object] = []
+    t1 = _receiver(ch, first)
+    wait_until(lambda: ch.idle_receivers == 1, 5, "first receiver waiting")
+    t2 = _receiver(ch, second)
+    wait_until(lambda: ch.idle_receivers == 2, 5, "second receiver waiting")
+    assert ch.try_send("a")
+    t2.join(5)
+    assert second == ["a"] and ch.size == 0
+    assert t1.is_alive() and ch.idle_receivers == 1 and first == []
+    ch.close()
+    t1.join(5)
+    assert first == [None]
+
+
+def test_a_receiver_that_timed_out_is_not_handed_requests() -> None:
+    ch = RequestChannel(4)
+    got: list[object] = []
+    t = _receiver(ch, got, timeout=0.05)
+    t.join(5)
+    assert got == [None] and ch.idle_receivers == 0
+    assert ch.try_send("a") and ch.size == 1  # queued: nobody is waiting
+    assert ch.receive(1.0) == "a"
+
+
+def test_requests_queue_while_every_receiver_is_busy() -> None:
+    """With no receiver waiting, requests wait in the queue (bounded) and are taken in order
+    without anyone sleeping."""
+    ch = RequestChannel(2)
+    assert ch.try_send("a") and ch.try_send("b") and not ch.try_send("c")
+    assert ch.high_water == 2
+    assert [ch.receive(1.0), ch.receive(1.0)] == ["a", "b"]
