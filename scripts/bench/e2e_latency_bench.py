@@ -81,6 +81,21 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def voluntary_switches(pid: int) -> int:
+    """Voluntary context switches of a running process, all its threads (Linux /proc): each
+    is a thread going to sleep (waiting for a request, a lock, the GIL), so their count follows
+    the process's hand-offs."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            for line in (task / "status").read_text().splitlines():
+                if line.startswith("voluntary_ctxt_switches:"):
+                    total += int(line.split()[1])
+        except OSError:  # the thread ended meanwhile
+            continue
+    return total
+
+
 def bare_fdatasync(directory: Path, n: int = 1000, size: int = 500) -> dict:
     """p50/p99/max ms of n appends of `size` bytes to a new file, each fdatasynced, 1 ms apart
     (about the brokers' spacing): what this disk gives the brokers' fsyncs right now."""
@@ -241,10 +256,12 @@ def main() -> int:
             skip = len(latencies)
         pids = {n.node_id: n.proc.pid for n in brokers.values() if n.proc is not None}
         cpu0 = {i: cpu_seconds(pid) for i, pid in pids.items()}
+        switches0 = {i: voluntary_switches(pid) for i, pid in pids.items()}
         own0 = time.process_time()
         t0 = time.time()
         sent = skip + producer(args.seconds, args.split)
         broker_cpu = {i: round(cpu_seconds(pid) - cpu0[i], 2) for i, pid in pids.items()}
+        broker_switches = {i: voluntary_switches(pid) - switches0[i] for i, pid in pids.items()}
         consumer_cpu = round(time.process_time() - own0, 2)
         deadline = time.monotonic() + 30
         while len(latencies) < sent and time.monotonic() < deadline:
@@ -274,6 +291,7 @@ def main() -> int:
             "fsync": args.fsync,
             "bare_fdatasync_before": disk_before,  # the disk, just before the cluster started
             "broker_cpu_s": broker_cpu,  # each broker's, while the producer ran
+            "broker_voluntary_switches": broker_switches,  # each broker's, all its threads
             "consumer_cpu_s": consumer_cpu,
             "polls_with_records": polls[
                 1
