@@ -178,17 +178,25 @@ class ReplicaManager:
 
     def on_flushed_many(self, reports: list[tuple[str, int, int]]) -> None:
         """`on_flushed` for every log of one flush round: each high watermark moves first,
-        then each waiting produce or fetch is retried once (a produce over 1,000 partitions
-        was retried 1,000 times, once per partition's report)."""
+        then each waiting produce is retried once (a produce over 1,000 partitions was retried
+        1,000 times, once per partition's report), and the fetches parked on the partitions
+        whose high watermark moved (what a fetch may read or report changes with the HW, not
+        with the flushed offset: a follower reads up to the log end, a consumer up to the HW;
+        the fetch sessions of the other partitions were woken by their appends)."""
+        flushed = []
         moved = []
         get = self.table.get
         for topic, partition, _offset in reports:
             part = get((topic, partition))
             if part is not None:
-                part.maybe_advance_high_watermark()
-                moved.append((topic, partition))
+                tp = (topic, partition)
+                flushed.append(tp)
+                if part.maybe_advance_high_watermark():
+                    moved.append(tp)
+        if flushed:
+            self.produce_purgatory.check_and_complete_many([produce_key(*tp) for tp in flushed])
         if moved:
-            self._wake_many(moved)
+            self._wake_fetches(moved)
 
     # -- produce --------------------------------------------------------------------------------
 
