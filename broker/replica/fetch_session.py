@@ -277,12 +277,13 @@ class FetchSessionCache:
 
     def to_check_again(self, s: FetchSession) -> list[tuple[TopicPartition, PartitionFetchState]]:
         """The partitions marked changed since the last `to_check` or `to_check_again` (the
-        *unchecked* set, which this empties), and the recheck ones: what a parked fetch whose
-        every partition was checked at its arrival needs to look at again (a partition's
-        records, leadership, log start and end are changes the replica manager marks)."""
+        *unchecked* set, which this empties): what a parked fetch whose every partition was
+        checked at its arrival needs to look at again (a partition's records, leadership, log
+        start and end are changes the replica manager marks). The recheck ones are not in it
+        unless marked: they are looked at by every fetch's arrival and answer, and whether
+        they have records to send changes only with a mark like any other's."""
         with self._lock:
-            tps = dict.fromkeys(s.unchecked)
-            tps.update(dict.fromkeys(s.recheck))
+            tps = list(s.unchecked)
             s.unchecked.clear()
             return self._states(s, tps)
 

@@ -441,9 +441,7 @@ class ReplicaManager:
                 _log.error("fetch %s-%d: %s", spec.topic, spec.partition, exc)
         return out
 
-    def followers_fetched(
-        self, params: FetchParams, specs: list[FetchPartitionSpec]
-    ) -> list[bool]:
+    def followers_fetched(self, params: FetchParams, specs: list[FetchPartitionSpec]) -> list[bool]:
         """Leader side of a follower fetch's arrival, per partition: unless it diverged (its
         answer will say where to truncate), its position is recorded (the HW may move and
         complete waiting acks=all produces) and it may be proposed back into the ISR. Returns

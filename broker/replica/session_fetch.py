@@ -165,7 +165,7 @@ class SessionFetches:
     ) -> bool:
         """DelayedSessionFetch's condition. With min_bytes 1 (a follower's default) any one
         partition decides it, and every partition was checked when the fetch arrived: only
-        those marked changed since the last check, and the recheck ones, are looked at again
+        those marked changed since the last check are looked at again
         (a fetch parked over a thousand partitions was checked over all of them at every
         append and flush of any). With min_bytes above 1 the bytes add up over every
         partition the fetch looks at, all checked each time."""
