@@ -74,11 +74,13 @@ class Purgatory:
         them is retried once (not once per key); returns how many this call completed."""
         with self._lock:
             found: dict[DelayedOperation, None] = {}
+            watched: list[Hashable] = []  # the keys with watchers (of many, often a few)
             get = self._watchers.get
             for key in keys:
                 watchers = get(key)
                 if watchers:
                     found.update(watchers)
+                    watched.append(key)
         if not found:
             return 0
         completed = 0
@@ -92,7 +94,7 @@ class Purgatory:
                 # one broken operation must not stop the others on these keys from completing
                 log.exception("purgatory %s: try_complete of %r failed", self.name, op)
         with self._lock:
-            for key in keys:
+            for key in watched:  # (a key watched since the first look is cleaned up later)
                 watchers = self._watchers.get(key)
                 if watchers is None:
                     continue

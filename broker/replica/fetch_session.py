@@ -70,6 +70,8 @@ class FetchSession:
     partitions: dict[TopicPartition, SessionPartition] = field(default_factory=dict)
     dirty: set[TopicPartition] = field(default_factory=set)
     recheck: set[TopicPartition] = field(default_factory=set)
+    # marked changed since a parked fetch last checked its partitions (to_check_again)
+    unchecked: set[TopicPartition] = field(default_factory=set)
 
     @property
     def key(self) -> tuple[str, int]:
@@ -211,6 +213,7 @@ class FetchSessionCache:
         s.partitions = {}
         s.dirty.clear()
         s.recheck.clear()
+        s.unchecked.clear()
 
     def _unhold(self, tp: TopicPartition, sid: int) -> None:
         ids = self._holders.get(tp)
@@ -234,6 +237,7 @@ class FetchSessionCache:
                     self._unhold(tp, s.id)
                 s.dirty.discard(tp)
                 s.recheck.discard(tp)
+                s.unchecked.discard(tp)
             for tp, state in changed.items():
                 sp = s.partitions.get(tp)
                 if sp is None:
@@ -256,12 +260,44 @@ class FetchSessionCache:
             tps.update(dict.fromkeys(s.recheck))
             if take_dirty:
                 s.dirty.clear()
-            out = []
-            for tp in tps:
-                sp = s.partitions.get(tp)
-                if sp is not None:
-                    out.append((tp, sp.state))
-            return out
+            return self._states(s, tps)
+
+    def to_check(
+        self, s: FetchSession, named: Iterable[TopicPartition]
+    ) -> list[tuple[TopicPartition, PartitionFetchState]]:
+        """`to_evaluate` without taking the dirty set, for a fetch's arrival and the checks
+        whether it can be answered: the dirty and recheck ones first (a check stops at the
+        first partition with records), and the *unchecked* set starts empty again."""
+        with self._lock:
+            tps = dict.fromkeys(s.dirty)
+            tps.update(dict.fromkeys(s.recheck))
+            tps.update(dict.fromkeys(named))
+            s.unchecked.clear()
+            return self._states(s, tps)
+
+    def to_check_again(self, s: FetchSession) -> list[tuple[TopicPartition, PartitionFetchState]]:
+        """The partitions marked changed since the last `to_check` or `to_check_again` (the
+        *unchecked* set, which this empties): what a parked fetch whose every partition was
+        checked at its arrival needs to look at again (a partition's records, leadership, log
+        start and end are changes the replica manager marks). The recheck ones are not in it
+        unless marked: they are looked at by every fetch's arrival and answer, and whether
+        they have records to send changes only with a mark like any other's."""
+        with self._lock:
+            tps = list(s.unchecked)
+            s.unchecked.clear()
+            return self._states(s, tps)
+
+    @staticmethod
+    def _states(
+        s: FetchSession, tps: Iterable[TopicPartition]
+    ) -> list[tuple[TopicPartition, PartitionFetchState]]:
+        get = s.partitions.get
+        out = []
+        for tp in tps:
+            sp = get(tp)
+            if sp is not None:
+                out.append((tp, sp.state))
+        return out
 
     def record_sent(
         self,
@@ -299,11 +335,17 @@ class FetchSessionCache:
             else:
                 s.recheck.discard(tp)
 
-    def note_accepted(self, s: FetchSession, tp: TopicPartition, accepted: bool) -> None:
+    def note_accepted_many(
+        self, s: FetchSession, tps: list[TopicPartition], accepted: list[bool]
+    ) -> None:
+        """Whether the leader recorded each of `tps`' fetch offsets as the follower's position
+        (one fetch's partitions, under one lock)."""
         with self._lock:
-            sp = s.partitions.get(tp)
-            if sp is not None:
-                sp.accepted = accepted
+            get = s.partitions.get
+            for tp, ok in zip(tps, accepted, strict=True):
+                sp = get(tp)
+                if sp is not None:
+                    sp.accepted = ok
 
     # -- changes -------------------------------------------------------------------------------
 
@@ -324,6 +366,7 @@ class FetchSessionCache:
                     s = sessions.get(sid)
                     if s is not None:
                         s.dirty.add(tp)
+                        s.unchecked.add(tp)
                         keys[session_key(sid)] = None
         return list(keys)
 

@@ -31,7 +31,7 @@ Threads: every public method is thread-safe (I/O workers, flusher threads, the p
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -163,9 +163,14 @@ class ReplicaManager:
         on it, answer the consumers' fetches long-polling on it (they read up to the HW: without
         this a consumer saw the record only at its next fetch.max.wait.ms), and note it in the
         followers' sessions (they learn the HW with their next answer). Any thread."""
-        self.produce_purgatory.check_and_complete(produce_key(*tp))
-        self.session_fetches.mark_changed([tp])
-        self.fetch_purgatory.check_and_complete(fetch_key(*tp))
+        self.high_watermarks_moved([tp])
+
+    def high_watermarks_moved(self, tps: list[TopicPartition]) -> None:
+        """`high_watermark_moved` for many partitions at once: each waiting produce and fetch
+        is retried once."""
+        self.produce_purgatory.check_and_complete_many([produce_key(*tp) for tp in tps])
+        self.session_fetches.mark_changed(tps)
+        self.fetch_purgatory.check_and_complete_many([fetch_key(*tp) for tp in tps])
 
     def on_flushed(self, topic: str, partition: int, flushed_offset: int) -> None:
         """Flusher callback (flusher thread): the HW may move; retry waiting produces/fetches."""
@@ -173,17 +178,25 @@ class ReplicaManager:
 
     def on_flushed_many(self, reports: list[tuple[str, int, int]]) -> None:
         """`on_flushed` for every log of one flush round: each high watermark moves first,
-        then each waiting produce or fetch is retried once (a produce over 1,000 partitions
-        was retried 1,000 times, once per partition's report)."""
+        then each waiting produce is retried once (a produce over 1,000 partitions was retried
+        1,000 times, once per partition's report), and the fetches parked on the partitions
+        whose high watermark moved (what a fetch may read or report changes with the HW, not
+        with the flushed offset: a follower reads up to the log end, a consumer up to the HW;
+        the fetch sessions of the other partitions were woken by their appends)."""
+        flushed = []
         moved = []
         get = self.table.get
         for topic, partition, _offset in reports:
             part = get((topic, partition))
             if part is not None:
-                part.maybe_advance_high_watermark()
-                moved.append((topic, partition))
+                tp = (topic, partition)
+                flushed.append(tp)
+                if part.maybe_advance_high_watermark():
+                    moved.append(tp)
+        if flushed:
+            self.produce_purgatory.check_and_complete_many([produce_key(*tp) for tp in flushed])
         if moved:
-            self._wake_many(moved)
+            self._wake_fetches(moved)
 
     # -- produce --------------------------------------------------------------------------------
 
@@ -313,8 +326,7 @@ class ReplicaManager:
         fetch position is recorded on arrival, before any wait (as Kafka's readFromLog does): a
         follower long-polling at the leader's end has everything, and the HW moves now."""
         if params.is_follower:
-            for spec in partitions:
-                self.follower_fetched(params, spec)
+            self.followers_fetched(params, partitions)
         if params.max_wait_ms <= 0 or not partitions or self.fetch_satisfied(params, partitions):
             return self.read_partitions(params, partitions)
         op = DelayedFetch(params.max_wait_ms, params, partitions, self, callback)
@@ -323,8 +335,11 @@ class ReplicaManager:
         )
         return None
 
-    def fetch_satisfied(self, params: FetchParams, partitions: list[FetchPartitionSpec]) -> bool:
-        """DelayedFetch's condition: an error to report, or min_bytes readable."""
+    def fetch_satisfied(
+        self, params: FetchParams, partitions: Iterable[FetchPartitionSpec]
+    ) -> bool:
+        """DelayedFetch's condition: an error to report, or min_bytes readable (whatever the
+        order of `partitions`: it stops at the first partition that decides it)."""
         available = 0
         for spec in partitions:
             try:
@@ -426,12 +441,22 @@ class ReplicaManager:
                 _log.error("fetch %s-%d: %s", spec.topic, spec.partition, exc)
         return out
 
-    def follower_fetched(self, params: FetchParams, spec: FetchPartitionSpec) -> bool:
-        """Leader side of a follower fetch's arrival: unless it diverged (its answer will say
-        where to truncate), its position is recorded (the HW may move and complete waiting
-        acks=all produces) and it may be proposed back into the ISR. Returns whether the
-        position was recorded. A moved HW is noted in the fetch sessions holding the
-        partition (the other followers learn it with their next answer)."""
+    def followers_fetched(self, params: FetchParams, specs: list[FetchPartitionSpec]) -> list[bool]:
+        """Leader side of a follower fetch's arrival, per partition: unless it diverged (its
+        answer will say where to truncate), its position is recorded (the HW may move and
+        complete waiting acks=all produces) and it may be proposed back into the ISR. Returns
+        whether each position was recorded. The high watermarks that moved are handled once
+        for the whole fetch, after every position is recorded (`high_watermarks_moved`: a
+        produce over many partitions is retried once, not once per partition)."""
+        moved: list[TopicPartition] = []
+        out = [self._follower_fetched(params, spec, moved) for spec in specs]
+        if moved:
+            self.high_watermarks_moved(moved)
+        return out
+
+    def _follower_fetched(
+        self, params: FetchParams, spec: FetchPartitionSpec, moved: list[TopicPartition]
+    ) -> bool:
         try:
             part = self.table.fetchable(spec)
         except ReplicaError:
@@ -439,7 +464,7 @@ class ReplicaManager:
         if diverging(part, spec) is not None:
             return False
         if part.update_follower(params.replica_id, spec.fetch_offset):
-            self.high_watermark_moved((spec.topic, spec.partition))
+            moved.append((spec.topic, spec.partition))
         if part.update_follower_log_start(params.replica_id, spec.log_start_offset):
             self.records_deletion.follower_log_start_moved((spec.topic, spec.partition))
         proposer = self.isr_proposer

@@ -27,7 +27,7 @@ whichever thread completes the parked fetch (exactly once, by the purgatory).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -71,10 +71,12 @@ def _spec(tp: TopicPartition, st: PartitionFetchState) -> FetchPartitionSpec:
 class FetchPath(Protocol):
     """The ReplicaManager's fetch path, which a session fetch runs on."""
 
-    def follower_fetched(self, params: FetchParams, spec: FetchPartitionSpec) -> bool: ...
+    def followers_fetched(
+        self, params: FetchParams, specs: list[FetchPartitionSpec]
+    ) -> list[bool]: ...
 
     def fetch_satisfied(
-        self, params: FetchParams, partitions: list[FetchPartitionSpec]
+        self, params: FetchParams, partitions: Iterable[FetchPartitionSpec]
     ) -> bool: ...
 
     def read_partitions(
@@ -133,10 +135,12 @@ class SessionFetches:
             s = claimed
         cache.update(s, {(sp.topic, sp.partition): _state(sp) for sp in specs}, forgotten)
         named = [(sp.topic, sp.partition) for sp in specs]
-        items = cache.to_evaluate(s, named, take_dirty=False)
+        # every partition the fetch looks at is checked once here; the parked fetch's checks
+        # then look only at what changed since (session_fetch_satisfied)
+        items = cache.to_check(s, named)
         evaluated = [_spec(tp, st) for tp, st in items]
-        for (tp, _st), spec in zip(items, evaluated, strict=True):
-            cache.note_accepted(s, tp, self._fetch_path.follower_fetched(params, spec))
+        accepted = self._fetch_path.followers_fetched(params, evaluated)
+        cache.note_accepted_many(s, [tp for tp, _st in items], accepted)
         if params.max_wait_ms <= 0 or (
             evaluated and self._fetch_path.fetch_satisfied(params, evaluated)
         ):
@@ -159,10 +163,18 @@ class SessionFetches:
     def session_fetch_satisfied(
         self, params: FetchParams, s: FetchSession, named: list[TopicPartition]
     ) -> bool:
-        """DelayedSessionFetch's condition, over the partitions the fetch looks at."""
-        items = self.cache.to_evaluate(s, named, take_dirty=False)
+        """DelayedSessionFetch's condition. With min_bytes 1 (a follower's default) any one
+        partition decides it, and every partition was checked when the fetch arrived: only
+        those marked changed since the last check are looked at again
+        (a fetch parked over a thousand partitions was checked over all of them at every
+        append and flush of any). With min_bytes above 1 the bytes add up over every
+        partition the fetch looks at, all checked each time."""
+        if params.min_bytes <= 1:
+            items = self.cache.to_check_again(s)
+        else:
+            items = self.cache.to_check(s, named)
         return bool(items) and self._fetch_path.fetch_satisfied(
-            params, [_spec(tp, st) for tp, st in items]
+            params, (_spec(tp, st) for tp, st in items)
         )
 
     def session_answer(

@@ -168,3 +168,26 @@ def test_handler_starts_over_on_session_errors_and_reset():
     assert req.full and req.to_send == wanted
     assert not h.handle_response(0, 0)  # the leader had no slot: full fetches go on
     assert h.build(wanted).full
+
+
+def test_check_puts_changes_first_and_check_again_looks_only_at_later_changes():
+    cache, _ = _cache()
+    s = cache.create(2, 5)
+    assert s
+    cache.update(s, {("t", p): ST for p in range(5)}, [])
+    cache.mark_changed([("t", 3)])
+    cache.note_recheck(s, ("t", 4), True)
+    got = [tp for tp, _ in cache.to_check(s, [("t", 0), ("t", 1)])]
+    assert got == [("t", 3), ("t", 4), ("t", 0), ("t", 1)]  # dirty, recheck, then named
+    # checked at the arrival: nothing marked since, nothing to look at again (the recheck
+    # partition included: it was looked at by the arrival)
+    assert cache.to_check_again(s) == []
+    cache.mark_changed([("t", 2), ("t", 4)])
+    assert sorted(tp for tp, _ in cache.to_check_again(s)) == [("t", 2), ("t", 4)]
+    assert cache.to_check_again(s) == []  # taken by the last look
+    # the dirty set is not taken by the checks: the answer still names what changed
+    assert {tp for tp, _ in cache.to_evaluate(s, [], take_dirty=True)} == {
+        ("t", 2),
+        ("t", 3),
+        ("t", 4),
+    }

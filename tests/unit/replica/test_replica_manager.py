@@ -423,3 +423,31 @@ def test_the_first_image_after_start_finds_logs_no_longer_this_brokers(tmp_path)
         assert h.lm.get("back", 0) is not None and h.lm.get("back", 0).end_offset == 1
     finally:
         h.close()
+
+
+def test_a_flush_that_moves_no_high_watermark_leaves_the_parked_fetches_alone(h):
+    # partition 1: ISR (1, 2), follower 2 has not fetched, so its HW stays at 0 once flushed
+    done = threading.Event()
+    box: list = []
+
+    def cb(results):
+        box.append(results)
+        done.set()
+
+    consumer = FetchParams(-1, 10_000, 1, 1 << 20)
+    spec = FetchPartitionSpec("t", 1, 0, 1 << 20, 0, -1)
+    assert h.rm.fetch_records(consumer, [spec], cb) is None  # parked: nothing below the HW
+    res = _append(h, {("t", 1): build_batch([(None, b"x")] * 3)}, acks=1)
+    assert res[("t", 1)].error_code == 0  # acks=1: answered once flushed
+    part = h.rm.get_partition("t", 1)
+    assert part.log.flushed_offset == 3 and part.high_watermark == 0
+    checks: list[int] = []
+    real = h.rm.fetch_satisfied
+    h.rm.fetch_satisfied = lambda params, parts: checks.append(1) or real(params, parts)
+    h.rm.on_flushed_many([("t", 1, 3)])  # the flush's report again: the HW does not move
+    assert checks == [] and not done.is_set()
+    # the follower's fetch moves the HW: the consumer's parked fetch is answered
+    h.rm.fetch_records(FetchParams(2, 0, 1, 1 << 20), [spec._replace(fetch_offset=3)], lambda _: 0)
+    assert part.high_watermark == 3
+    assert done.wait(10), "the consumer's fetch was not answered when the HW moved"
+    assert box[0][0]["records"]

@@ -85,6 +85,55 @@ def test_parked_incremental_fetch_wakes_for_a_partition_it_did_not_name(h):
     assert list(got) == [2] and got[2]["records"]
 
 
+def test_a_parked_fetch_looks_again_only_at_the_partitions_that_changed(h):
+    sid = sfetch(h, 2, 0, 0, [_spec(p, 0) for p in range(4)]).session_id
+    checked: list[list[int]] = []
+    real = h.rm.fetch_satisfied
+
+    def spy(params, partitions):
+        specs = list(partitions)
+        checked.append([s.partition for s in specs])
+        return real(params, specs)
+
+    h.rm.fetch_satisfied = spy  # the session fetches reach it through the manager
+    box: list = []
+    t = threading.Thread(
+        target=lambda: box.append(sfetch(h, 2, sid, 1, [_spec(0, 0)], max_wait_ms=10_000))
+    )
+    t.start()
+    wait_until(lambda: h.fetch.watched() > 0, 5, "the session fetch parked")
+    assert checked[0] == [0]  # the arrival: the named partition (nothing else changed)
+    assert all(c == [] for c in checked[1:])  # the purgatory's tries: nothing changed since
+    n = len(checked)
+    _append(h, 3, 2)
+    t.join(10)
+    assert not t.is_alive() and box
+    assert [3] in checked[n:]  # the wake-up looked at the appended partition alone
+    assert all(0 not in c for c in checked[n:])
+    got = _parts(box[0])
+    assert list(got) == [3] and got[3]["records"]
+
+
+def test_a_parked_fetch_with_min_bytes_adds_up_every_partition(h):
+    sid = sfetch(h, 2, 0, 0, [_spec(p, 0) for p in range(4)]).session_id
+    one = len(build_batch([(None, b"x")] * 3))
+    done = threading.Event()
+    box: list = []
+
+    def cb(res):
+        box.append(res)
+        done.set()
+
+    params = FetchParams(2, 10_000, one + 1, 10 * MiB)  # more than one partition's batch
+    assert h.rm.session_fetches.fetch_with_session(params, sid, 1, [], [], cb) is None
+    _append(h, 1, 3)  # (the append's wake-up runs the check on this thread)
+    assert not done.is_set()  # one partition's bytes are not enough
+    _append(h, 2, 3)  # the second partition's batch makes min_bytes, with the first's
+    assert done.wait(10), "the session fetch never completed"
+    got = _parts(box[0])
+    assert sorted(got) == [1, 2] and got[1]["records"] and got[2]["records"]
+
+
 def test_a_high_watermark_change_without_records_is_reported(h):
     _append(h, 0, 3)
     part = h.rm.get_partition("t", 0)
