@@ -218,6 +218,7 @@ class Connection(asyncio.BufferedProtocol):
             fd, self._direct_fd = self._direct_fd, -1
         if fd >= 0:
             os.close(fd)
+        self._busy()  # an answer written while watching is finished here (its metrics)
         if self._parked:  # never reached the channel: nobody else will finish it
             self._parked = False
             assert self.in_flight is not None

@@ -363,3 +363,28 @@ def test_half_close_after_an_answer_closes(broker_factory) -> None:
         c.sock.shutdown(socket.SHUT_WR)
         assert c.closed_by_peer(5.0)
     wait_until(lambda: b.server.socket_server.connection_count == 0, 5, "connection released")
+
+
+def test_watched_answers_are_counted_in_the_metrics_when_the_client_goes(broker_factory) -> None:
+    """With metrics on, a request answered by its answering thread while the connection
+    watched is recorded once the connection sees its next frame or closes: three round trips
+    on a connection that then closes (or is reset) count three."""
+    b = broker_factory(num_network_threads=1, **{"metrics.listener": "http://127.0.0.1:0"})
+    recorder = b.server.socket_server.processors[0].recorder
+    assert recorder is not None
+
+    def api_versions_counted() -> int:
+        rows = recorder.apis.get(18)
+        return 0 if rows is None else sum(rows.buckets[-1])
+
+    import socket
+    import struct
+
+    for reset in (False, True):  # a half-close, then a reset (no EOF: connection_lost only)
+        before = api_versions_counted()
+        with RawClient(b.address) as c:
+            for corr in range(1, 4):
+                assert c.request(18, 0, {}, correlation_id=corr)["error_code"] == 0
+            if reset:
+                c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        wait_until(lambda b0=before: api_versions_counted() - b0 == 3, 5, "three recorded")
