@@ -1,6 +1,10 @@
 """The request channel: one bounded, thread-safe queue between network threads and I/O threads.
 
     network threads --try_send--> [ queue, at most queued.max.requests ] --receive--> I/O threads
+                          `------ or handed straight to an idle I/O thread -------^
+
+A request is queued only while every I/O thread is busy; otherwise it goes to the I/O thread
+that went idle last, waking that one thread (see the class).
 
 Full means back-pressure, never unbounded memory: `try_send` refuses, the network thread keeps
 the request (one per muted connection, so at most `max.connections` of them) and registers with
