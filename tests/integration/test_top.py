@@ -10,6 +10,7 @@ import pty
 import select
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -96,6 +97,19 @@ def test_once_json_sees_the_broker_a_load_and_a_groups_lag(broker_factory):
     assert s["controllers"] == []  # the combined server reports as a broker
 
 
+# A terminal's foreground job starts with Ctrl-C (SIGINT) at its default action. A test process
+# may have it ignored (a test run started as a background job of a non-interactive shell has
+# SIGINT and SIGQUIT ignored, and an ignored signal stays ignored across fork and exec, so
+# Python would not even install its KeyboardInterrupt handler in the child): put it back before
+# exec'ing the command, as the terminal's shell would.
+_CTRL_C_AT_DEFAULT = [
+    sys.executable,
+    "-c",
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL);"
+    " os.execv(sys.argv[1], sys.argv[1:])",
+]
+
+
 def test_live_view_draws_on_a_terminal_and_ends_on_ctrl_c(broker_factory):
     handle = broker_factory(**{"metrics.listener": "http://127.0.0.1:0"})
     host, port = handle.server.metrics_address
@@ -104,8 +118,9 @@ def test_live_view_draws_on_a_terminal_and_ends_on_ctrl_c(broker_factory):
     with Producer(bootstrap_servers=handle.bootstrap, linger_ms=0) as prod:
         prod.send("shown-topic", b"v", partition=0).result(30)
     master, slave = pty.openpty()
+    command = [*gregor_command(), "top", "--metrics", f"{host}:{port}", "--interval", "0.3"]
     proc = subprocess.Popen(
-        [*gregor_command(), "top", "--metrics", f"{host}:{port}", "--interval", "0.3"],
+        [*_CTRL_C_AT_DEFAULT, *command],
         stdin=slave,
         stdout=slave,
         stderr=slave,
