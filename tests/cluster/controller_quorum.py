@@ -21,6 +21,7 @@ and waits for them, also when the test failed. Waiting is by polling conditions 
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import ssl
@@ -40,12 +41,42 @@ from controller.quorum.remote_log import RemoteMetadataLog
 HOST = "127.0.0.1"
 
 
-def free_ports(n: int) -> list[int]:
-    """n distinct ports free on loopback right now (bound together, then released)."""
-    socks = [socket.socket() for _ in range(n)]
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (what outgoing connections get)."""
     try:
-        for s in socks:
-            s.bind((HOST, 0))
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def free_ports(n: int) -> list[int]:
+    """n distinct ports free on loopback right now (bound together, then released), drawn
+    below the ephemeral range: a port the kernel handed out as free could be taken, between
+    now and a node's bind seconds later, by the local end of an outgoing connection (the
+    cluster's own controllers connecting to each other), and the node then exits with
+    "Address already in use" (a fault scenario's broker did, 2026-11-27). Probed with
+    SO_REUSEADDR, as the nodes bind."""
+    low = _ephemeral_low()
+    rng = random.Random()
+    socks: list[socket.socket] = []
+    try:
+        for _ in range(50 * n):
+            if len(socks) == n:
+                break
+            port = rng.randrange(10_000, max(10_001, low))
+            if any(t.getsockname()[1] == port for t in socks):
+                continue
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind((HOST, port))
+            except OSError:
+                s.close()
+                continue
+            socks.append(s)
+        if len(socks) < n:
+            raise RuntimeError(f"no {n} free ports below {low}")
         return [s.getsockname()[1] for s in socks]
     finally:
         for s in socks:
