@@ -79,30 +79,35 @@ class RequestChannel:
         with self._lock:
             if self._closed:
                 raise RuntimeError("request channel is closed")
-            if self._parked:
-                self._hand_off(request)
-                return True
-            if len(self._queue) >= self.max_queued:
+            if self._full():
                 return False
-            self._enqueue(request)
+            self._put(request)
             return True
 
     def send(self, request: Any, timeout: float | None = None) -> bool:
         """Blocking variant for threads that may wait (never an event loop). False on timeout."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
-            while not self._parked and len(self._queue) >= self.max_queued and not self._closed:
+            while self._full() and not self._closed:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     return False
                 self._not_full.wait(remaining)
             if self._closed:
                 raise RuntimeError("request channel is closed")
-            if self._parked:
-                self._hand_off(request)
-            else:
-                self._enqueue(request)
+            self._put(request)
             return True
+
+    def _full(self) -> bool:
+        # (under _lock) no receiver waiting and the queue at its bound
+        return not self._parked and len(self._queue) >= self.max_queued
+
+    def _put(self, request: object) -> None:
+        # (under _lock) to the receiver that parked last, else into the queue
+        if self._parked:
+            self._hand_off(request)
+        else:
+            self._enqueue(request)
 
     def _hand_off(self, request: object) -> None:
         # (under _lock) to the receiver that parked last
