@@ -27,6 +27,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 HOST = "127.0.0.1"
+
+
+def ephemeral_port_low() -> int:
+    """The first port of the kernel's ephemeral range (what outgoing connections get): ports
+    picked for nodes seconds before they bind must lie below it, or an outgoing connection may
+    take one first (scripts/bench/_cluster.py, tests/cluster)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 READY = re.compile(r"^gregor \w+ listening on ", re.M)  # the line `gregor broker|controller` prints
 NODE_FILE = re.compile(r"^(controller|broker)-(\d+)\.yaml$")
 

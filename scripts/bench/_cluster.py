@@ -19,17 +19,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from broker.cluster_nodes import Node, spawn_node, stop_nodes, wait_ready, write_configs
+from broker.cluster_nodes import (
+    Node,
+    ephemeral_port_low,
+    spawn_node,
+    stop_nodes,
+    wait_ready,
+    write_configs,
+)
 from client import Admin
-
-
-def _ephemeral_low() -> int:
-    """The first port of the kernel's ephemeral range (what outgoing connections get)."""
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            return int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768
 
 
 def free_base_port() -> int:
@@ -42,7 +40,7 @@ def free_base_port() -> int:
     to each other, other benchmarks' clients); a node then exits at once and the run has no
     figures (the likely cause, not reproduced in 14 starts, of a compare.py round of
     spread_1000_rf3 that reported null after 1.4 s, 2026-11-27)."""
-    low = _ephemeral_low()
+    low = ephemeral_port_low()
     rng = random.Random()
     for _ in range(50):
         base = rng.randrange(10_000, max(10_001, low - 110))

@@ -31,6 +31,7 @@ from typing import Any
 
 from helpers import GregorProcess, spawn_gregor, wait_until
 
+from broker.cluster_nodes import ephemeral_port_low
 from client.errors import ErrorCode
 from client.protocol.api_keys import ApiKey
 from controller.metadata import MetadataImage, decode_record, load_snapshot, replay_committed
@@ -41,15 +42,6 @@ from controller.quorum.remote_log import RemoteMetadataLog
 HOST = "127.0.0.1"
 
 
-def _ephemeral_low() -> int:
-    """The first port of the kernel's ephemeral range (what outgoing connections get)."""
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            return int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768
-
-
 def free_ports(n: int) -> list[int]:
     """n distinct ports free on loopback right now (bound together, then released), drawn
     below the ephemeral range: a port the kernel handed out as free could be taken, between
@@ -57,7 +49,7 @@ def free_ports(n: int) -> list[int]:
     cluster's own controllers connecting to each other), and the node then exits with
     "Address already in use" (a fault scenario's broker did, 2026-11-27). Probed with
     SO_REUSEADDR, as the nodes bind."""
-    low = _ephemeral_low()
+    low = ephemeral_port_low()
     rng = random.Random()
     socks: list[socket.socket] = []
     try:

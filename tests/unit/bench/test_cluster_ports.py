@@ -16,7 +16,7 @@ def test_the_base_port_is_free_and_below_the_ephemeral_range() -> None:
         import _cluster
     finally:
         sys.path.remove(str(ROOT / "scripts" / "bench"))
-    low = _cluster._ephemeral_low()
+    low = _cluster.ephemeral_port_low()
     with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
         assert low == int(f.read().split()[0])
     for _ in range(20):
