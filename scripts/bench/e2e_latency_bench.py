@@ -43,6 +43,8 @@ import threading
 import time
 from pathlib import Path
 
+from _proc import context_switches, cpu_seconds
+
 TOPIC = "e2e"
 
 
@@ -73,27 +75,6 @@ def produce(bootstrap: str, rate: float, seconds: float, acks: str, split: str =
     if split:
         Path(split).write_text("".join(f"{s} {a}\n" for s, a in acked))
     print(json.dumps({"sent": n}), flush=True)
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a running process (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def voluntary_switches(pid: int) -> int:
-    """Voluntary context switches of a running process, all its threads (Linux /proc): each
-    is a thread going to sleep (waiting for a request, a lock, the GIL), so their count follows
-    the process's hand-offs."""
-    total = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            for line in (task / "status").read_text().splitlines():
-                if line.startswith("voluntary_ctxt_switches:"):
-                    total += int(line.split()[1])
-        except OSError:  # the thread ended meanwhile
-            continue
-    return total
 
 
 def bare_fdatasync(directory: Path, n: int = 1000, size: int = 500) -> dict:
@@ -256,12 +237,14 @@ def main() -> int:
             skip = len(latencies)
         pids = {n.node_id: n.proc.pid for n in brokers.values() if n.proc is not None}
         cpu0 = {i: cpu_seconds(pid) for i, pid in pids.items()}
-        switches0 = {i: voluntary_switches(pid) for i, pid in pids.items()}
+        switches0 = {i: context_switches(pid, voluntary_only=True) for i, pid in pids.items()}
         own0 = time.process_time()
         t0 = time.time()
         sent = skip + producer(args.seconds, args.split)
         broker_cpu = {i: round(cpu_seconds(pid) - cpu0[i], 2) for i, pid in pids.items()}
-        broker_switches = {i: voluntary_switches(pid) - switches0[i] for i, pid in pids.items()}
+        broker_switches = {
+            i: context_switches(pid, voluntary_only=True) - switches0[i] for i, pid in pids.items()
+        }
         consumer_cpu = round(time.process_time() - own0, 2)
         deadline = time.monotonic() + 30
         while len(latencies) < sent and time.monotonic() < deadline:

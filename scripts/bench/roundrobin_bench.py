@@ -32,6 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _proc import cpu_seconds
+
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -81,12 +83,7 @@ def main() -> int:
             stop_nodes(controllers)
 
     def server_cpu() -> float:
-        total = 0.0
-        for pid in pids:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        return total
+        return sum(cpu_seconds(pid) for pid in pids)
 
     def syscalls() -> list[tuple[int, int]]:
         """(read, write) syscalls so far of each server process."""

@@ -27,22 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _proc import context_switches, cpu_seconds
 from _server import start_server, stop_server
-
-
-def cpu_and_switches(pid: int) -> tuple[float, int]:
-    """The process's CPU seconds (user + system) and its context switches, every thread's."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    switches = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            for line in (task / "status").read_text().splitlines():
-                if "ctxt_switches:" in line:  # voluntary and nonvoluntary
-                    switches += int(line.split()[1])
-        except OSError:  # the thread ended meanwhile
-            continue
-    return cpu, switches
 
 
 def rss_mb(pid: int) -> float:
@@ -168,11 +154,11 @@ def main() -> None:
             rps = {}
             per_request = {}
             for n in (int(x) for x in args.connections.split(",")):
-                cpu0, sw0 = cpu_and_switches(proc.pid)
+                cpu0, sw0 = cpu_seconds(proc.pid), context_switches(proc.pid)
                 t0 = time.monotonic()
                 rate = asyncio.run(_round_trips(port, n, args.duration))
                 requests = rate * (time.monotonic() - t0)
-                cpu1, sw1 = cpu_and_switches(proc.pid)
+                cpu1, sw1 = cpu_seconds(proc.pid), context_switches(proc.pid)
                 rps[str(n)] = round(rate)
                 per_request[str(n)] = {
                     "broker_cpu_us": round((cpu1 - cpu0) * 1e6 / requests, 1),
