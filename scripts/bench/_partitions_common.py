@@ -13,10 +13,11 @@ list_and_produce(bootstrap, topics, per_topic, records, one_records) -> list_top
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 from pathlib import Path
+
+from _proc import cpu_seconds
 
 VALUE = b"x" * 100
 
@@ -30,16 +31,10 @@ def proc_stats(pid: int) -> dict:
     }
 
 
-def _cpu_s(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def idle_cpu_percent(pids: list[int], seconds: float) -> list[float]:
-    c0, t0 = [_cpu_s(p) for p in pids], time.monotonic()
+    c0, t0 = [cpu_seconds(p) for p in pids], time.monotonic()
     time.sleep(seconds)  # a benchmark measuring idle processes, not a test
-    c1, elapsed = [_cpu_s(p) for p in pids], time.monotonic() - t0
+    c1, elapsed = [cpu_seconds(p) for p in pids], time.monotonic() - t0
     return [round(100 * (b - a) / elapsed, 2) for a, b in zip(c0, c1, strict=True)]
 
 

@@ -31,6 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _proc import cpu_seconds
 from _server import start_server, stop_server
 
 
@@ -40,16 +41,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _cpu_s(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _phase(pid: int, fn) -> tuple[float, float]:
-    c0, t0 = _cpu_s(pid), time.perf_counter()
+    c0, t0 = cpu_seconds(pid), time.perf_counter()
     fn()
-    return time.perf_counter() - t0, _cpu_s(pid) - c0
+    return time.perf_counter() - t0, cpu_seconds(pid) - c0
 
 
 def main() -> None:

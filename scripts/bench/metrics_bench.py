@@ -42,6 +42,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _proc import cpu_seconds  # noqa: E402
 from _server import start_server, stop_server  # noqa: E402
 from produce_bench import round_trips  # noqa: E402
 
@@ -50,12 +51,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def _cpu_s(pid: int) -> float:
-    """The user + system CPU seconds process `pid` has used (/proc/PID/stat)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def produce_requests(port: int) -> tuple[float, int]:
@@ -77,11 +72,11 @@ def scrape_costs(pid: int, port: int, records: int, produces: float, produce_cpu
     url = f"http://127.0.0.1:{port}/metrics"
     _, size = produce_requests(port)
     n = 20
-    c0 = _cpu_s(pid)
+    c0 = cpu_seconds(pid)
     for _ in range(n):
         with urllib.request.urlopen(url, timeout=10) as r:
             r.read()
-    per_scrape_ms = (_cpu_s(pid) - c0) * 1000 / n
+    per_scrape_ms = (cpu_seconds(pid) - c0) * 1000 / n
     return {
         "produce_requests": int(produces),
         "records_per_produce_request": round(records / produces, 1) if produces else None,
@@ -119,16 +114,16 @@ def one_round(metrics_on: bool, args: argparse.Namespace, tmp: str) -> dict:
         with Admin({"bootstrap.servers": bootstrap}) as admin:
             admin.create_topic(topic, partitions=1)
             admin.create_topic(topic + "-rt", partitions=1)
-        cpu0 = _cpu_s(proc.pid)
+        cpu0 = cpu_seconds(proc.pid)
         produce = run_produce(
             {"bootstrap.servers": bootstrap, "acks": "1"}, topic, args.records, 100, "send"
         )
-        cpu1 = _cpu_s(proc.pid)
+        cpu1 = cpu_seconds(proc.pid)
         produces = produce_requests(port)[0] if metrics_on else 0.0
         consume = run_consume(
             {"bootstrap.servers": bootstrap, "max.poll.records": 100_000}, topic, args.records
         )
-        cpu2 = _cpu_s(proc.pid)
+        cpu2 = cpu_seconds(proc.pid)
         rt = round_trips(bootstrap, topic + "-rt", args.round_trips)
         extra: dict = {}
         if metrics_on:

@@ -42,6 +42,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "scripts" / "bench")]
 
+from _proc import cpu_seconds  # noqa: E402
+
 
 def _pct(xs: list[float], q: float) -> float | None:
     if not xs:
@@ -109,12 +111,6 @@ class LatencyProbe:
         self._stop.set()
         self._thread.join(30)
         self.producer.close()
-
-
-def _cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process `pid` (every thread), from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _log_bytes(d: Path) -> int:
@@ -263,9 +259,9 @@ def main() -> int:
 
         pids = {4: brokers[4].proc.pid, 7: brokers[7].proc.pid}
         spies = _py_spy(args, pids, "unthrottled")
-        cpu0 = {n: _cpu_s(pid) for n, pid in pids.items()}
+        cpu0 = {n: cpu_seconds(pid) for n, pid in pids.items()}
         s = move(7, "unthrottled")
-        cpu = {n: _cpu_s(pid) - cpu0[n] for n, pid in pids.items()}
+        cpu = {n: cpu_seconds(pid) - cpu0[n] for n, pid in pids.items()}
         _stop_spies(spies)
         mb = size / 1e6
         out["unthrottled"] = {
