@@ -92,6 +92,20 @@ def _monotonic_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
+def _record_sent_locked(
+    sp: SessionPartition, high_watermark: int, log_start_offset: int, error: bool
+) -> bool:
+    """`FetchSessionCache.record_sent` for a partition the session holds (under the lock)."""
+    if error:
+        sp.sent_high_watermark = sp.sent_log_start_offset = NEVER
+        return True
+    if sp.sent_high_watermark == high_watermark and sp.sent_log_start_offset == log_start_offset:
+        return False
+    sp.sent_high_watermark = high_watermark
+    sp.sent_log_start_offset = log_start_offset
+    return True
+
+
 class FetchSessionCache:
     def __init__(
         self,
@@ -313,17 +327,37 @@ class FetchSessionCache:
             sp = s.partitions.get(tp)
             if sp is None:
                 return error
-            if error:
-                sp.sent_high_watermark = sp.sent_log_start_offset = NEVER
-                return True
-            if (
-                sp.sent_high_watermark == high_watermark
-                and sp.sent_log_start_offset == log_start_offset
-            ):
-                return False
-            sp.sent_high_watermark = high_watermark
-            sp.sent_log_start_offset = log_start_offset
-            return True
+            return _record_sent_locked(sp, high_watermark, log_start_offset, error)
+
+    def checked(self, s: FetchSession, tps: Iterable[TopicPartition]) -> None:
+        """`tps` are about to be checked (a fetch's arrival, after its positions were recorded):
+        marks made up to now need no second look by `to_check_again` (those made from now on
+        stay)."""
+        with self._lock:
+            if s.unchecked:
+                s.unchecked.difference_update(tps)
+
+    def record_answers(
+        self, s: FetchSession, rows: list[tuple[TopicPartition, int, int, bool, bool]]
+    ) -> list[bool]:
+        """`record_sent` then `note_recheck` for each (tp, high watermark, log start offset,
+        error, recheck) of one answer, under one lock. Returns `record_sent`'s answers."""
+        out = []
+        with self._lock:
+            get = s.partitions.get
+            recheck_set = s.recheck
+            for tp, high_watermark, log_start_offset, error, recheck in rows:
+                sp = get(tp)
+                if sp is None:
+                    out.append(error)
+                    recheck_set.discard(tp)
+                    continue
+                out.append(_record_sent_locked(sp, high_watermark, log_start_offset, error))
+                if recheck:
+                    recheck_set.add(tp)
+                else:
+                    recheck_set.discard(tp)
+        return out
 
     def note_recheck(self, s: FetchSession, tp: TopicPartition, recheck: bool) -> None:
         """Keep `tp` evaluated at every fetch (or stop): a follower outside the ISR, or records

@@ -46,7 +46,7 @@ from broker.replica.delayed import (
     produce_key,
 )
 from broker.replica.offsets import OffsetQueries
-from broker.replica.partition import Partition
+from broker.replica.partition import Partition, _now_ms
 from broker.replica.partition_table import PartitionTable
 from broker.replica.records_deletion import RecordsDeletion
 from broker.replica.session_fetch import SessionFetches
@@ -449,30 +449,34 @@ class ReplicaManager:
         for the whole fetch, after every position is recorded (`high_watermarks_moved`: a
         produce over many partitions is retried once, not once per partition)."""
         moved: list[TopicPartition] = []
-        out = [self._follower_fetched(params, spec, moved) for spec in specs]
+        replica_id = params.replica_id
+        proposer = self.isr_proposer
+        fetchable = self.table.fetchable
+        now = _now_ms()  # (one arrival time for the whole fetch)
+        out = []
+        for spec in specs:
+            try:
+                part = fetchable(spec)
+            except ReplicaError:
+                out.append(False)  # the read answers with the error
+                continue
+            if diverging(part, spec) is not None:
+                out.append(False)
+                continue
+            hw_moved, start_up, new_isr = part.follower_fetched(
+                replica_id, spec.fetch_offset, spec.log_start_offset, now, proposer is not None
+            )
+            if hw_moved:
+                moved.append((spec.topic, spec.partition))
+            if start_up:
+                self.records_deletion.follower_log_start_moved((spec.topic, spec.partition))
+            if new_isr is not None:
+                assert proposer is not None
+                proposer(part, new_isr)
+            out.append(True)
         if moved:
             self.high_watermarks_moved(moved)
         return out
-
-    def _follower_fetched(
-        self, params: FetchParams, spec: FetchPartitionSpec, moved: list[TopicPartition]
-    ) -> bool:
-        try:
-            part = self.table.fetchable(spec)
-        except ReplicaError:
-            return False  # the read answers with the error
-        if diverging(part, spec) is not None:
-            return False
-        if part.update_follower(params.replica_id, spec.fetch_offset):
-            moved.append((spec.topic, spec.partition))
-        if part.update_follower_log_start(params.replica_id, spec.log_start_offset):
-            self.records_deletion.follower_log_start_moved((spec.topic, spec.partition))
-        proposer = self.isr_proposer
-        if proposer is not None:
-            new_isr = part.isr_to_expand(params.replica_id)
-            if new_isr is not None:
-                proposer(part, new_isr)
-        return True
 
     def shrink_isrs(self, lag_time_ms: int) -> int:
         """Leaders propose dropping followers not caught up for `lag_time_ms` (the node's tasks

@@ -140,7 +140,11 @@ class SessionFetches:
         items = cache.to_check(s, named)
         evaluated = [_spec(tp, st) for tp, st in items]
         accepted = self._fetch_path.followers_fetched(params, evaluated)
-        cache.note_accepted_many(s, [tp for tp, _st in items], accepted)
+        tps = [tp for tp, _st in items]
+        cache.note_accepted_many(s, tps, accepted)
+        # (the positions just recorded marked what they moved: fetch_satisfied below looks at
+        # all of it, and the parked fetch's first check need not again)
+        cache.checked(s, tps)
         if params.max_wait_ms <= 0 or (
             evaluated and self._fetch_path.fetch_satisfied(params, evaluated)
         ):
@@ -184,17 +188,16 @@ class SessionFetches:
         cache = self.cache
         items = cache.to_evaluate(s, named, take_dirty=True)
         results = self._fetch_path.read_partitions(params, [_spec(tp, st) for tp, st in items])
-        out = []
+        get = self.table.get
+        replica_id = params.replica_id
+        rows = []
         for (tp, st), entry in zip(items, results, strict=True):
             error = (
-                int(entry["error_code"]) != 0
-                or int(entry.get("diverging_end_offset", -1)) >= 0
-                or int(entry.get("diverging_epoch", -1)) >= 0
+                entry["error_code"] != 0
+                or entry.get("diverging_end_offset", -1) >= 0
+                or entry.get("diverging_epoch", -1) >= 0
             )
-            moved = cache.record_sent(
-                s, tp, int(entry["high_watermark"]), int(entry["log_start_offset"]), error
-            )
-            part = self.table.get(tp)
+            part = get(tp)
             # evaluated again at the next fetch: records sent (or left out by the size
             # limits) that the follower may not take, or a follower still outside the ISR
             recheck = (
@@ -203,12 +206,14 @@ class SessionFetches:
                 and (
                     bool(entry["records"])
                     or part.log.end_offset > st.fetch_offset
-                    or params.replica_id not in part.isr
+                    or replica_id not in part.isr
                 )
             )
-            cache.note_recheck(s, tp, recheck)
-            if full or moved or entry["records"]:
-                out.append(entry)
+            rows.append((tp, entry["high_watermark"], entry["log_start_offset"], error, recheck))
+        moved = cache.record_answers(s, rows)
+        out = [
+            entry for entry, m in zip(results, moved, strict=True) if full or m or entry["records"]
+        ]
         return SessionFetchResult(0, s.id, out)
 
     # -- upkeep ----------------------------------------------------------------------------------
