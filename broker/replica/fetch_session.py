@@ -31,27 +31,19 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
+from broker.replica.specs import FetchPartitionSpec
 from client.errors import ErrorCode
 
 TopicPartition = tuple[str, int]
 NEVER = -2  # sent_* before the first answer that names the partition
 
 
-class PartitionFetchState(NamedTuple):
-    """What a follower asks for one partition (the request's partition entry)."""
-
-    fetch_offset: int
-    partition_max_bytes: int
-    current_leader_epoch: int
-    last_fetched_epoch: int
-    log_start_offset: int = -1
-
-
 @dataclass
 class SessionPartition:
-    state: PartitionFetchState
+    # what the follower asks for the partition (the request's partition entry, as the fetch
+    # path takes it: a session fetch reads and checks these as they are)
+    state: FetchPartitionSpec
     sent_high_watermark: int = NEVER
     sent_log_start_offset: int = NEVER
     # the leader recorded this fetch offset as the follower's position (not diverged, no error):
@@ -241,7 +233,7 @@ class FetchSessionCache:
     def update(
         self,
         s: FetchSession,
-        changed: dict[TopicPartition, PartitionFetchState],
+        changed: dict[TopicPartition, FetchPartitionSpec],
         forgotten: Iterable[TopicPartition],
     ) -> None:
         """Apply a request's partitions (added or changed) and forgotten ones."""
@@ -264,7 +256,7 @@ class FetchSessionCache:
 
     def to_evaluate(
         self, s: FetchSession, named: Iterable[TopicPartition], take_dirty: bool
-    ) -> list[tuple[TopicPartition, PartitionFetchState]]:
+    ) -> list[tuple[TopicPartition, FetchPartitionSpec]]:
         """The partitions a fetch looks at: those its request named, the dirty and the
         recheck ones, with the fetch state the session holds. `take_dirty` clears the dirty
         set (the answer is being built; marks arriving meanwhile stay for the next fetch)."""
@@ -278,7 +270,7 @@ class FetchSessionCache:
 
     def to_check(
         self, s: FetchSession, named: Iterable[TopicPartition]
-    ) -> list[tuple[TopicPartition, PartitionFetchState]]:
+    ) -> list[tuple[TopicPartition, FetchPartitionSpec]]:
         """`to_evaluate` without taking the dirty set, for a fetch's arrival and the checks
         whether it can be answered: the dirty and recheck ones first (a check stops at the
         first partition with records), and the *unchecked* set starts empty again."""
@@ -289,7 +281,7 @@ class FetchSessionCache:
             s.unchecked.clear()
             return self._states(s, tps)
 
-    def to_check_again(self, s: FetchSession) -> list[tuple[TopicPartition, PartitionFetchState]]:
+    def to_check_again(self, s: FetchSession) -> list[tuple[TopicPartition, FetchPartitionSpec]]:
         """The partitions marked changed since the last `to_check` or `to_check_again` (the
         *unchecked* set, which this empties): what a parked fetch whose every partition was
         checked at its arrival needs to look at again (a partition's records, leadership, log
@@ -304,7 +296,7 @@ class FetchSessionCache:
     @staticmethod
     def _states(
         s: FetchSession, tps: Iterable[TopicPartition]
-    ) -> list[tuple[TopicPartition, PartitionFetchState]]:
+    ) -> list[tuple[TopicPartition, FetchPartitionSpec]]:
         get = s.partitions.get
         out = []
         for tp in tps:
@@ -404,7 +396,7 @@ class FetchSessionCache:
                         keys[session_key(sid)] = None
         return list(keys)
 
-    def idle_positions(self) -> list[tuple[int, int, TopicPartition, PartitionFetchState]]:
+    def idle_positions(self) -> list[tuple[int, int, TopicPartition, FetchPartitionSpec]]:
         """(replica id, ms since the session's last fetch, tp, state) of every accepted
         session partition: the follower fetched from there at its last fetch (for ISR lag,
         since an idle follower no longer names its partitions)."""

@@ -379,6 +379,11 @@ class ReplicaManager:
         remaining = min(params.max_bytes, self.settings.fetch_max_bytes)
         got_any = False
         out: list[dict[str, Any]] = []
+        # (per fetch, not per partition: a follower's fetch reads hundreds)
+        is_follower = params.is_follower
+        read_committed = params.read_committed
+        fetchable = self.table.fetchable
+        on_fetched = self.on_fetched
         for spec in partitions:
             entry: dict[str, Any] = {
                 "topic": spec.topic,
@@ -391,7 +396,7 @@ class ReplicaManager:
             }
             out.append(entry)
             try:
-                part = self.table.fetchable(spec)
+                part = fetchable(spec)
                 log: Log = part.log
                 hw = part.high_watermark
                 entry["high_watermark"] = hw
@@ -402,13 +407,15 @@ class ReplicaManager:
                 if div is not None:  # the answer says where the logs diverge, no records
                     entry["diverging_epoch"], entry["diverging_end_offset"] = div
                     continue
-                limit = None if params.is_follower else hw
-                if params.read_committed:  # (read_uncommitted stays as it was: no lookup)
+                limit = None if is_follower else hw
+                if read_committed:  # (read_uncommitted stays as it was: no lookup)
                     limit = entry["last_stable_offset"] = log.producers.last_stable_offset(hw)
-                budget = min(spec.partition_max_bytes, remaining)
+                budget = spec.partition_max_bytes
+                if remaining < budget:
+                    budget = remaining
                 if got_any and budget <= 0:
                     continue
-                res = log.read(spec.fetch_offset, max(budget, 1), limit)
+                res = log.read(spec.fetch_offset, budget if budget > 1 else 1, limit)
                 data = res.data
                 if got_any and len(data) > budget:
                     continue  # only the response's first batch may exceed the limits
@@ -416,15 +423,15 @@ class ReplicaManager:
                     got_any = True
                     remaining -= len(data)
                     entry["records"] = data
-                    if params.read_committed:
+                    if read_committed:
                         entry["aborted_transactions"] = [
                             {"producer_id": a.producer_id, "first_offset": a.first_offset}
                             for a in log.producers.aborted_transactions(
                                 spec.fetch_offset, res.next_offset
                             )
                         ]
-                    if self.on_fetched is not None:
-                        self.on_fetched(
+                    if on_fetched is not None:
+                        on_fetched(
                             spec.topic,
                             spec.partition,
                             len(data),

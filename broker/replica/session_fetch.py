@@ -33,11 +33,7 @@ from typing import Any, Protocol
 
 from broker.purgatory import Purgatory
 from broker.replica.delayed import DelayedSessionFetch
-from broker.replica.fetch_session import (
-    FetchSession,
-    FetchSessionCache,
-    PartitionFetchState,
-)
+from broker.replica.fetch_session import FetchSession, FetchSessionCache
 from broker.replica.partition import _now_ms
 from broker.replica.partition_table import PartitionTable
 from broker.replica.specs import FetchParams, FetchPartitionSpec
@@ -52,20 +48,6 @@ class SessionFetchResult:
     error_code: int = 0
     session_id: int = 0
     results: list[dict[str, Any]] = field(default_factory=list)
-
-
-def _state(spec: FetchPartitionSpec) -> PartitionFetchState:
-    return PartitionFetchState(
-        spec.fetch_offset,
-        spec.partition_max_bytes,
-        spec.current_leader_epoch,
-        spec.last_fetched_epoch,
-        spec.log_start_offset,
-    )
-
-
-def _spec(tp: TopicPartition, st: PartitionFetchState) -> FetchPartitionSpec:
-    return FetchPartitionSpec(tp[0], tp[1], *st)
 
 
 class FetchPath(Protocol):
@@ -133,12 +115,12 @@ class SessionFetches:
             if isinstance(claimed, int):
                 return SessionFetchResult(error_code=claimed, session_id=session_id)
             s = claimed
-        cache.update(s, {(sp.topic, sp.partition): _state(sp) for sp in specs}, forgotten)
+        cache.update(s, {(sp.topic, sp.partition): sp for sp in specs}, forgotten)
         named = [(sp.topic, sp.partition) for sp in specs]
         # every partition the fetch looks at is checked once here; the parked fetch's checks
         # then look only at what changed since (session_fetch_satisfied)
         items = cache.to_check(s, named)
-        evaluated = [_spec(tp, st) for tp, st in items]
+        evaluated = [st for _tp, st in items]
         accepted = self._fetch_path.followers_fetched(params, evaluated)
         tps = [tp for tp, _st in items]
         cache.note_accepted_many(s, tps, accepted)
@@ -177,9 +159,7 @@ class SessionFetches:
             items = self.cache.to_check_again(s)
         else:
             items = self.cache.to_check(s, named)
-        return bool(items) and self._fetch_path.fetch_satisfied(
-            params, (_spec(tp, st) for tp, st in items)
-        )
+        return bool(items) and self._fetch_path.fetch_satisfied(params, (st for _tp, st in items))
 
     def session_answer(
         self, params: FetchParams, s: FetchSession, named: list[TopicPartition], full: bool
@@ -187,7 +167,7 @@ class SessionFetches:
         """Read and answer: every partition for a full fetch; else only those that changed."""
         cache = self.cache
         items = cache.to_evaluate(s, named, take_dirty=True)
-        results = self._fetch_path.read_partitions(params, [_spec(tp, st) for tp, st in items])
+        results = self._fetch_path.read_partitions(params, [st for _tp, st in items])
         get = self.table.get
         replica_id = params.replica_id
         rows = []

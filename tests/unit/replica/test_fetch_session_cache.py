@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import random
 
+from broker.replica import FetchPartitionSpec
 from broker.replica.fetch_session import (
     FetchSessionCache,
-    PartitionFetchState,
     next_epoch,
     session_key,
 )
@@ -29,7 +29,7 @@ def _cache(max_sessions: int = 3, idle_ms: int = 10_000) -> tuple[FetchSessionCa
     return FetchSessionCache(max_sessions, idle_ms, clock, random.Random(7)), clock
 
 
-ST = PartitionFetchState(0, 1 << 20, 1, -1)
+ST = FetchPartitionSpec("t", 0, 0, 1 << 20, 1, -1)  # (the cache keeps it as it is)
 
 
 def test_lru_session_is_evicted_when_full():
