@@ -341,32 +341,40 @@ class ReplicaManager:
         """DelayedFetch's condition: an error to report, or min_bytes readable (whatever the
         order of `partitions`: it stops at the first partition that decides it)."""
         available = 0
+        # (per fetch, not per partition: a follower's fetch checks hundreds)
+        is_follower = params.is_follower
+        read_committed = params.read_committed
+        min_bytes = params.min_bytes
+        fetchable = self.table.fetchable
         for spec in partitions:
             try:
-                part = self.table.fetchable(spec)
+                part = fetchable(spec)
             except ReplicaError:
                 return True
             log = part.log
             if diverging(part, spec) is not None:
                 return True
-            limit = None if params.is_follower else part.high_watermark
-            if limit is not None and params.read_committed:
+            limit = None if is_follower else part.high_watermark
+            if limit is not None and read_committed:
                 limit = log.producers.last_stable_offset(limit)
-            end = log.end_offset if limit is None else limit
-            if spec.fetch_offset < log.log_start_offset or spec.fetch_offset > log.end_offset:
+            log_end = log.end_offset
+            log_start = log.log_start_offset
+            end = log_end if limit is None else limit
+            offset = spec.fetch_offset
+            if offset < log_start or offset > log_end:
                 return True  # OFFSET_OUT_OF_RANGE is an answer
-            if params.is_follower and 0 <= spec.log_start_offset < log.log_start_offset:
+            if is_follower and 0 <= spec.log_start_offset < log_start:
                 return True  # its log start is behind (DeleteRecords): the answer moves it
-            if spec.fetch_offset >= end:
+            if offset >= end:
                 continue
-            if params.min_bytes <= 1:
+            if min_bytes <= 1:
                 return True
             try:
                 res = log.read(spec.fetch_offset, spec.partition_max_bytes, limit)
             except (OffsetOutOfRangeError, StorageError):
                 return True
             available += len(res.data)
-            if available >= params.min_bytes:
+            if available >= min_bytes:
                 return True
         return False
 
