@@ -200,9 +200,12 @@ def by_topic(results: list[Body]) -> list[Body]:
     topics: list[Body] = []
     by_name: dict[str, Body] = {}
     for r in results:
-        t = by_name.get(r["topic"])
+        name = r["topic"]
+        t = by_name.get(name)
         if t is None:
-            t = by_name[r["topic"]] = {"name": r["topic"], "partitions": []}
+            t = by_name[name] = {"name": name, "partitions": []}
             topics.append(t)
-        t["partitions"].append({k: v for k, v in r.items() if k != "topic"})
+        p = r.copy()  # (a C copy and one delete: a fetch answer regroups hundreds)
+        del p["topic"]
+        t["partitions"].append(p)
     return topics

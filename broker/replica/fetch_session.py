@@ -31,27 +31,19 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
+from broker.replica.specs import FetchPartitionSpec
 from client.errors import ErrorCode
 
 TopicPartition = tuple[str, int]
 NEVER = -2  # sent_* before the first answer that names the partition
 
 
-class PartitionFetchState(NamedTuple):
-    """What a follower asks for one partition (the request's partition entry)."""
-
-    fetch_offset: int
-    partition_max_bytes: int
-    current_leader_epoch: int
-    last_fetched_epoch: int
-    log_start_offset: int = -1
-
-
 @dataclass
 class SessionPartition:
-    state: PartitionFetchState
+    # what the follower asks for the partition (the request's partition entry, as the fetch
+    # path takes it: a session fetch reads and checks these as they are)
+    state: FetchPartitionSpec
     sent_high_watermark: int = NEVER
     sent_log_start_offset: int = NEVER
     # the leader recorded this fetch offset as the follower's position (not diverged, no error):
@@ -90,6 +82,20 @@ def next_epoch(epoch: int) -> int:
 
 def _monotonic_ms() -> int:
     return int(time.monotonic() * 1000)
+
+
+def _record_sent_locked(
+    sp: SessionPartition, high_watermark: int, log_start_offset: int, error: bool
+) -> bool:
+    """`FetchSessionCache.record_sent` for a partition the session holds (under the lock)."""
+    if error:
+        sp.sent_high_watermark = sp.sent_log_start_offset = NEVER
+        return True
+    if sp.sent_high_watermark == high_watermark and sp.sent_log_start_offset == log_start_offset:
+        return False
+    sp.sent_high_watermark = high_watermark
+    sp.sent_log_start_offset = log_start_offset
+    return True
 
 
 class FetchSessionCache:
@@ -227,7 +233,7 @@ class FetchSessionCache:
     def update(
         self,
         s: FetchSession,
-        changed: dict[TopicPartition, PartitionFetchState],
+        changed: dict[TopicPartition, FetchPartitionSpec],
         forgotten: Iterable[TopicPartition],
     ) -> None:
         """Apply a request's partitions (added or changed) and forgotten ones."""
@@ -250,7 +256,7 @@ class FetchSessionCache:
 
     def to_evaluate(
         self, s: FetchSession, named: Iterable[TopicPartition], take_dirty: bool
-    ) -> list[tuple[TopicPartition, PartitionFetchState]]:
+    ) -> list[tuple[TopicPartition, FetchPartitionSpec]]:
         """The partitions a fetch looks at: those its request named, the dirty and the
         recheck ones, with the fetch state the session holds. `take_dirty` clears the dirty
         set (the answer is being built; marks arriving meanwhile stay for the next fetch)."""
@@ -264,7 +270,7 @@ class FetchSessionCache:
 
     def to_check(
         self, s: FetchSession, named: Iterable[TopicPartition]
-    ) -> list[tuple[TopicPartition, PartitionFetchState]]:
+    ) -> list[tuple[TopicPartition, FetchPartitionSpec]]:
         """`to_evaluate` without taking the dirty set, for a fetch's arrival and the checks
         whether it can be answered: the dirty and recheck ones first (a check stops at the
         first partition with records), and the *unchecked* set starts empty again."""
@@ -275,7 +281,7 @@ class FetchSessionCache:
             s.unchecked.clear()
             return self._states(s, tps)
 
-    def to_check_again(self, s: FetchSession) -> list[tuple[TopicPartition, PartitionFetchState]]:
+    def to_check_again(self, s: FetchSession) -> list[tuple[TopicPartition, FetchPartitionSpec]]:
         """The partitions marked changed since the last `to_check` or `to_check_again` (the
         *unchecked* set, which this empties): what a parked fetch whose every partition was
         checked at its arrival needs to look at again (a partition's records, leadership, log
@@ -290,7 +296,7 @@ class FetchSessionCache:
     @staticmethod
     def _states(
         s: FetchSession, tps: Iterable[TopicPartition]
-    ) -> list[tuple[TopicPartition, PartitionFetchState]]:
+    ) -> list[tuple[TopicPartition, FetchPartitionSpec]]:
         get = s.partitions.get
         out = []
         for tp in tps:
@@ -313,17 +319,37 @@ class FetchSessionCache:
             sp = s.partitions.get(tp)
             if sp is None:
                 return error
-            if error:
-                sp.sent_high_watermark = sp.sent_log_start_offset = NEVER
-                return True
-            if (
-                sp.sent_high_watermark == high_watermark
-                and sp.sent_log_start_offset == log_start_offset
-            ):
-                return False
-            sp.sent_high_watermark = high_watermark
-            sp.sent_log_start_offset = log_start_offset
-            return True
+            return _record_sent_locked(sp, high_watermark, log_start_offset, error)
+
+    def checked(self, s: FetchSession, tps: Iterable[TopicPartition]) -> None:
+        """`tps` are about to be checked (a fetch's arrival, after its positions were recorded):
+        marks made up to now need no second look by `to_check_again` (those made from now on
+        stay)."""
+        with self._lock:
+            if s.unchecked:
+                s.unchecked.difference_update(tps)
+
+    def record_answers(
+        self, s: FetchSession, rows: list[tuple[TopicPartition, int, int, bool, bool]]
+    ) -> list[bool]:
+        """`record_sent` then `note_recheck` for each (tp, high watermark, log start offset,
+        error, recheck) of one answer, under one lock. Returns `record_sent`'s answers."""
+        out = []
+        with self._lock:
+            get = s.partitions.get
+            recheck_set = s.recheck
+            for tp, high_watermark, log_start_offset, error, recheck in rows:
+                sp = get(tp)
+                if sp is None:
+                    out.append(error)
+                    recheck_set.discard(tp)
+                    continue
+                out.append(_record_sent_locked(sp, high_watermark, log_start_offset, error))
+                if recheck:
+                    recheck_set.add(tp)
+                else:
+                    recheck_set.discard(tp)
+        return out
 
     def note_recheck(self, s: FetchSession, tp: TopicPartition, recheck: bool) -> None:
         """Keep `tp` evaluated at every fetch (or stop): a follower outside the ISR, or records
@@ -370,7 +396,7 @@ class FetchSessionCache:
                         keys[session_key(sid)] = None
         return list(keys)
 
-    def idle_positions(self) -> list[tuple[int, int, TopicPartition, PartitionFetchState]]:
+    def idle_positions(self) -> list[tuple[int, int, TopicPartition, FetchPartitionSpec]]:
         """(replica id, ms since the session's last fetch, tp, state) of every accepted
         session partition: the follower fetched from there at its last fetch (for ISR lag,
         since an idle follower no longer names its partitions)."""

@@ -46,7 +46,7 @@ from broker.replica.delayed import (
     produce_key,
 )
 from broker.replica.offsets import OffsetQueries
-from broker.replica.partition import Partition
+from broker.replica.partition import Partition, _now_ms
 from broker.replica.partition_table import PartitionTable
 from broker.replica.records_deletion import RecordsDeletion
 from broker.replica.session_fetch import SessionFetches
@@ -341,32 +341,40 @@ class ReplicaManager:
         """DelayedFetch's condition: an error to report, or min_bytes readable (whatever the
         order of `partitions`: it stops at the first partition that decides it)."""
         available = 0
+        # (per fetch, not per partition: a follower's fetch checks hundreds)
+        is_follower = params.is_follower
+        read_committed = params.read_committed
+        min_bytes = params.min_bytes
+        fetchable = self.table.fetchable
         for spec in partitions:
             try:
-                part = self.table.fetchable(spec)
+                part = fetchable(spec)
             except ReplicaError:
                 return True
             log = part.log
             if diverging(part, spec) is not None:
                 return True
-            limit = None if params.is_follower else part.high_watermark
-            if limit is not None and params.read_committed:
+            limit = None if is_follower else part.high_watermark
+            if limit is not None and read_committed:
                 limit = log.producers.last_stable_offset(limit)
-            end = log.end_offset if limit is None else limit
-            if spec.fetch_offset < log.log_start_offset or spec.fetch_offset > log.end_offset:
+            log_end = log.end_offset
+            log_start = log.log_start_offset
+            end = log_end if limit is None else limit
+            offset = spec.fetch_offset
+            if offset < log_start or offset > log_end:
                 return True  # OFFSET_OUT_OF_RANGE is an answer
-            if params.is_follower and 0 <= spec.log_start_offset < log.log_start_offset:
+            if is_follower and 0 <= spec.log_start_offset < log_start:
                 return True  # its log start is behind (DeleteRecords): the answer moves it
-            if spec.fetch_offset >= end:
+            if offset >= end:
                 continue
-            if params.min_bytes <= 1:
+            if min_bytes <= 1:
                 return True
             try:
                 res = log.read(spec.fetch_offset, spec.partition_max_bytes, limit)
             except (OffsetOutOfRangeError, StorageError):
                 return True
             available += len(res.data)
-            if available >= params.min_bytes:
+            if available >= min_bytes:
                 return True
         return False
 
@@ -379,6 +387,11 @@ class ReplicaManager:
         remaining = min(params.max_bytes, self.settings.fetch_max_bytes)
         got_any = False
         out: list[dict[str, Any]] = []
+        # (per fetch, not per partition: a follower's fetch reads hundreds)
+        is_follower = params.is_follower
+        read_committed = params.read_committed
+        fetchable = self.table.fetchable
+        on_fetched = self.on_fetched
         for spec in partitions:
             entry: dict[str, Any] = {
                 "topic": spec.topic,
@@ -391,7 +404,7 @@ class ReplicaManager:
             }
             out.append(entry)
             try:
-                part = self.table.fetchable(spec)
+                part = fetchable(spec)
                 log: Log = part.log
                 hw = part.high_watermark
                 entry["high_watermark"] = hw
@@ -402,13 +415,15 @@ class ReplicaManager:
                 if div is not None:  # the answer says where the logs diverge, no records
                     entry["diverging_epoch"], entry["diverging_end_offset"] = div
                     continue
-                limit = None if params.is_follower else hw
-                if params.read_committed:  # (read_uncommitted stays as it was: no lookup)
+                limit = None if is_follower else hw
+                if read_committed:  # (read_uncommitted stays as it was: no lookup)
                     limit = entry["last_stable_offset"] = log.producers.last_stable_offset(hw)
-                budget = min(spec.partition_max_bytes, remaining)
+                budget = spec.partition_max_bytes
+                if remaining < budget:
+                    budget = remaining
                 if got_any and budget <= 0:
                     continue
-                res = log.read(spec.fetch_offset, max(budget, 1), limit)
+                res = log.read(spec.fetch_offset, budget if budget > 1 else 1, limit)
                 data = res.data
                 if got_any and len(data) > budget:
                     continue  # only the response's first batch may exceed the limits
@@ -416,15 +431,15 @@ class ReplicaManager:
                     got_any = True
                     remaining -= len(data)
                     entry["records"] = data
-                    if params.read_committed:
+                    if read_committed:
                         entry["aborted_transactions"] = [
                             {"producer_id": a.producer_id, "first_offset": a.first_offset}
                             for a in log.producers.aborted_transactions(
                                 spec.fetch_offset, res.next_offset
                             )
                         ]
-                    if self.on_fetched is not None:
-                        self.on_fetched(
+                    if on_fetched is not None:
+                        on_fetched(
                             spec.topic,
                             spec.partition,
                             len(data),
@@ -449,30 +464,34 @@ class ReplicaManager:
         for the whole fetch, after every position is recorded (`high_watermarks_moved`: a
         produce over many partitions is retried once, not once per partition)."""
         moved: list[TopicPartition] = []
-        out = [self._follower_fetched(params, spec, moved) for spec in specs]
+        replica_id = params.replica_id
+        proposer = self.isr_proposer
+        fetchable = self.table.fetchable
+        now = _now_ms()  # (one arrival time for the whole fetch)
+        out = []
+        for spec in specs:
+            try:
+                part = fetchable(spec)
+            except ReplicaError:
+                out.append(False)  # the read answers with the error
+                continue
+            if diverging(part, spec) is not None:
+                out.append(False)
+                continue
+            hw_moved, start_up, new_isr = part.follower_fetched(
+                replica_id, spec.fetch_offset, spec.log_start_offset, now, proposer is not None
+            )
+            if hw_moved:
+                moved.append((spec.topic, spec.partition))
+            if start_up:
+                self.records_deletion.follower_log_start_moved((spec.topic, spec.partition))
+            if new_isr is not None:
+                assert proposer is not None
+                proposer(part, new_isr)
+            out.append(True)
         if moved:
             self.high_watermarks_moved(moved)
         return out
-
-    def _follower_fetched(
-        self, params: FetchParams, spec: FetchPartitionSpec, moved: list[TopicPartition]
-    ) -> bool:
-        try:
-            part = self.table.fetchable(spec)
-        except ReplicaError:
-            return False  # the read answers with the error
-        if diverging(part, spec) is not None:
-            return False
-        if part.update_follower(params.replica_id, spec.fetch_offset):
-            moved.append((spec.topic, spec.partition))
-        if part.update_follower_log_start(params.replica_id, spec.log_start_offset):
-            self.records_deletion.follower_log_start_moved((spec.topic, spec.partition))
-        proposer = self.isr_proposer
-        if proposer is not None:
-            new_isr = part.isr_to_expand(params.replica_id)
-            if new_isr is not None:
-                proposer(part, new_isr)
-        return True
 
     def shrink_isrs(self, lag_time_ms: int) -> int:
         """Leaders propose dropping followers not caught up for `lag_time_ms` (the node's tasks

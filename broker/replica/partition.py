@@ -169,6 +169,29 @@ class Partition:
         with self._lock:
             return self.state.follower_log_start(replica_id, log_start_offset)
 
+    def follower_fetched(
+        self,
+        replica_id: int,
+        fetch_offset: int,
+        log_start_offset: int,
+        now_ms: int,
+        expand_isr: bool,
+    ) -> tuple[bool, bool, tuple[int, ...] | None]:
+        """A follower fetch's arrival under one lock: `update_follower`,
+        `update_follower_log_start` and, when `expand_isr`, `isr_to_expand`. Returns (the HW
+        moved, its log start moved up, the ISR to propose or None)."""
+        log = self.log
+        with self._lock:
+            st = self.state
+            moved = st.on_follower_fetch(
+                replica_id, fetch_offset, now_ms, log.end_offset, self.durable_end()
+            )
+            start_up = st.follower_log_start(replica_id, log_start_offset)
+            new_isr = (
+                st.isr_to_expand(replica_id, now_ms, ISR_PROPOSAL_RETRY_MS) if expand_isr else None
+            )
+        return moved, start_up, new_isr
+
     def low_watermark(self) -> int:
         """Leader: the smallest log start offset over the ISR (Kafka's low watermark).
         DeleteRecords answers once it reaches the requested offset."""

@@ -89,16 +89,19 @@ class PartitionTable:
         part = self._partitions.get(tp)
         if part is None:
             raise self.missing(tp)
-        if not part.is_leader:
+        st = part.state  # (read straight: every fetch asks this of every partition)
+        if st.leader_id != st.node_id:
             raise ReplicaError(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER, f"not the leader of {tp[0]}-{tp[1]}"
             )
-        if spec.current_leader_epoch >= 0:
-            if spec.current_leader_epoch < part.leader_epoch:
+        epoch = spec.current_leader_epoch
+        if epoch >= 0:
+            leader_epoch = st.leader_epoch
+            if epoch < leader_epoch:
                 raise ReplicaError(
                     ErrorCode.FENCED_LEADER_EPOCH, "fetch from an older leader epoch"
                 )
-            if spec.current_leader_epoch > part.leader_epoch:
+            if epoch > leader_epoch:
                 raise ReplicaError(
                     ErrorCode.UNKNOWN_LEADER_EPOCH, "fetch from a newer leader epoch"
                 )

@@ -33,11 +33,7 @@ from typing import Any, Protocol
 
 from broker.purgatory import Purgatory
 from broker.replica.delayed import DelayedSessionFetch
-from broker.replica.fetch_session import (
-    FetchSession,
-    FetchSessionCache,
-    PartitionFetchState,
-)
+from broker.replica.fetch_session import FetchSession, FetchSessionCache
 from broker.replica.partition import _now_ms
 from broker.replica.partition_table import PartitionTable
 from broker.replica.specs import FetchParams, FetchPartitionSpec
@@ -52,20 +48,6 @@ class SessionFetchResult:
     error_code: int = 0
     session_id: int = 0
     results: list[dict[str, Any]] = field(default_factory=list)
-
-
-def _state(spec: FetchPartitionSpec) -> PartitionFetchState:
-    return PartitionFetchState(
-        spec.fetch_offset,
-        spec.partition_max_bytes,
-        spec.current_leader_epoch,
-        spec.last_fetched_epoch,
-        spec.log_start_offset,
-    )
-
-
-def _spec(tp: TopicPartition, st: PartitionFetchState) -> FetchPartitionSpec:
-    return FetchPartitionSpec(tp[0], tp[1], *st)
 
 
 class FetchPath(Protocol):
@@ -133,14 +115,18 @@ class SessionFetches:
             if isinstance(claimed, int):
                 return SessionFetchResult(error_code=claimed, session_id=session_id)
             s = claimed
-        cache.update(s, {(sp.topic, sp.partition): _state(sp) for sp in specs}, forgotten)
+        cache.update(s, {(sp.topic, sp.partition): sp for sp in specs}, forgotten)
         named = [(sp.topic, sp.partition) for sp in specs]
         # every partition the fetch looks at is checked once here; the parked fetch's checks
         # then look only at what changed since (session_fetch_satisfied)
         items = cache.to_check(s, named)
-        evaluated = [_spec(tp, st) for tp, st in items]
+        evaluated = [st for _tp, st in items]
         accepted = self._fetch_path.followers_fetched(params, evaluated)
-        cache.note_accepted_many(s, [tp for tp, _st in items], accepted)
+        tps = [tp for tp, _st in items]
+        cache.note_accepted_many(s, tps, accepted)
+        # (the positions just recorded marked what they moved: fetch_satisfied below looks at
+        # all of it, and the parked fetch's first check need not again)
+        cache.checked(s, tps)
         if params.max_wait_ms <= 0 or (
             evaluated and self._fetch_path.fetch_satisfied(params, evaluated)
         ):
@@ -173,9 +159,7 @@ class SessionFetches:
             items = self.cache.to_check_again(s)
         else:
             items = self.cache.to_check(s, named)
-        return bool(items) and self._fetch_path.fetch_satisfied(
-            params, (_spec(tp, st) for tp, st in items)
-        )
+        return bool(items) and self._fetch_path.fetch_satisfied(params, (st for _tp, st in items))
 
     def session_answer(
         self, params: FetchParams, s: FetchSession, named: list[TopicPartition], full: bool
@@ -183,18 +167,17 @@ class SessionFetches:
         """Read and answer: every partition for a full fetch; else only those that changed."""
         cache = self.cache
         items = cache.to_evaluate(s, named, take_dirty=True)
-        results = self._fetch_path.read_partitions(params, [_spec(tp, st) for tp, st in items])
-        out = []
+        results = self._fetch_path.read_partitions(params, [st for _tp, st in items])
+        get = self.table.get
+        replica_id = params.replica_id
+        rows = []
         for (tp, st), entry in zip(items, results, strict=True):
             error = (
-                int(entry["error_code"]) != 0
-                or int(entry.get("diverging_end_offset", -1)) >= 0
-                or int(entry.get("diverging_epoch", -1)) >= 0
+                entry["error_code"] != 0
+                or entry.get("diverging_end_offset", -1) >= 0
+                or entry.get("diverging_epoch", -1) >= 0
             )
-            moved = cache.record_sent(
-                s, tp, int(entry["high_watermark"]), int(entry["log_start_offset"]), error
-            )
-            part = self.table.get(tp)
+            part = get(tp)
             # evaluated again at the next fetch: records sent (or left out by the size
             # limits) that the follower may not take, or a follower still outside the ISR
             recheck = (
@@ -203,12 +186,14 @@ class SessionFetches:
                 and (
                     bool(entry["records"])
                     or part.log.end_offset > st.fetch_offset
-                    or params.replica_id not in part.isr
+                    or replica_id not in part.isr
                 )
             )
-            cache.note_recheck(s, tp, recheck)
-            if full or moved or entry["records"]:
-                out.append(entry)
+            rows.append((tp, entry["high_watermark"], entry["log_start_offset"], error, recheck))
+        moved = cache.record_answers(s, rows)
+        out = [
+            entry for entry, m in zip(results, moved, strict=True) if full or m or entry["records"]
+        ]
         return SessionFetchResult(0, s.id, out)
 
     # -- upkeep ----------------------------------------------------------------------------------

@@ -48,10 +48,21 @@ def _error_name(code: int) -> str:
 def diverging(part: Partition, spec: FetchPartitionSpec) -> tuple[int, int] | None:
     """KIP-320 on the leader (the rule: broker/replica/state.py `diverging`): (largest epoch
     <= the fetcher's last fetched epoch, its end offset here) when what the follower holds, or
-    what the consumer read, diverged from this log, else None."""
+    what the consumer read, diverged from this log, else None.
+
+    The common case is answered without the log's lock (every fetch of every partition asks
+    this, up to three times): a fetcher whose last fetched epoch is this log's latest, at an
+    offset within the log. `end_offset_for_epoch` then gives (that epoch, the log end) and the
+    rule None. The end is read before the epoch: on a leader both only grow, so the two reads
+    hold together as of the second one, as the locked lookup would have seen them then."""
+    last_epoch = spec.last_fetched_epoch
+    if last_epoch < 0:
+        return None
     log = part.log
+    if spec.fetch_offset <= log.end_offset and last_epoch == log.latest_epoch:
+        return None
     return state.diverging(
-        spec.fetch_offset, spec.last_fetched_epoch, log.end_offset_for_epoch, log.log_start_offset
+        spec.fetch_offset, last_epoch, log.end_offset_for_epoch, log.log_start_offset
     )
 
 

@@ -185,13 +185,19 @@ class PartitionState:
     def advance_high_watermark(self, durable_end: int) -> bool:
         """Recompute the HW after an append as leader, a flush or a follower's fetch; True when
         it moved (it never moves back)."""
-        if not self.is_leader:
+        node_id = self.node_id
+        if self.leader_id != node_id:
             return False
         candidate = durable_end
-        for r in self.maximal_isr():
-            if r != self.node_id:
-                st = self.followers.get(r)
-                candidate = min(candidate, st.log_end_offset if st else -1)
+        followers = self.followers
+        # (the committed ISR as it is when no change is pending: no set per follower fetch)
+        members = self.isr if self.pending_isr is None else self.maximal_isr()
+        for r in members:
+            if r != node_id:
+                st = followers.get(r)
+                end = st.log_end_offset if st is not None else -1
+                if end < candidate:
+                    candidate = end
         if candidate > self.high_watermark:
             self.high_watermark = candidate
             return True

@@ -19,7 +19,10 @@ are ignored (forward compatibility).
 Speed: every request is checked by the broker and every response by both ends, so the schema
 walk is done once per type and version: `checker(version)` builds a tree of closures (field
 plans precomputed, primitive checks specialised) and paths are formatted only when a check
-fails. A Produce request checks in ~2.6 us instead of ~8.3 us with the per-value walk.
+fails. A Produce request checks in ~2.6 us instead of ~8.3 us with the per-value walk. A
+struct's check is generated code (`_compile_struct`: primitive fields checked inline, the
+output dict built at once): a Fetch answer's partition entry checks in ~1.7 us instead of
+~2.5 us (tests/unit/protocol/test_protocol_struct_checks.py holds it to a naive walk).
 Any thread may call; the per-version cache is filled idempotently.
 """
 
@@ -247,37 +250,78 @@ class Struct(Type):
         self.name = name
 
     def _build(self, version: int) -> Checker:
-        plan = tuple(
-            (f.name, f.type.checker(version), f.required, f.default, callable(f.default))
-            for f in self.fields
-            if f.since <= version
-        )
-
-        def check_struct(v: Any) -> Body:
-            if type(v) is not dict:
-                raise _type_error("map", v)
-            out = {}
-            for name, check, required, default, call in plan:
-                item = v.get(name, _MISSING)
-                if item is _MISSING:
-                    if required:
-                        raise _Bad("required field missing", field=name)
-                    out[name] = default() if call else default
-                    continue
-                try:
-                    out[name] = check(item)
-                except _Bad as exc:
-                    exc.segments.append(name)
-                    raise
-            return out
-
-        return check_struct
+        return _compile_struct([f for f in self.fields if f.since <= version], version, self.name)
 
     def doc(self) -> str:
         return self.name
 
     def example(self) -> Any:
         return {f.name: f.type.example() for f in self.fields}
+
+
+def _fail(check: Checker, value: Any, name: str) -> None:
+    """A struct field's value failed an inlined check: its checker raises the _Bad, which gets
+    the field's name."""
+    try:
+        check(value)
+    except _Bad as exc:
+        exc.segments.append(name)
+        raise
+    raise AssertionError(f"{name}: an inlined check refused what its checker accepts")
+
+
+def _compile_struct(fields: list[Field], version: int, struct_name: str) -> Checker:
+    """A struct's check as one generated function: each field read, checked and defaulted in
+    declaration order, primitives inline (no call per field), the output dict built at once.
+    The same answers as a field-by-field walk: the first bad field in order raises, with the
+    same message and path (inline checks that fail call the field's checker to raise it)."""
+    ns: dict[str, object] = {"_MISSING": _MISSING, "_Bad": _Bad, "_fail": _fail}
+    ns["_type_error"] = _type_error
+    lines = [
+        "def check_struct(v):",
+        "    if type(v) is not dict:",
+        "        raise _type_error('map', v)",
+        "    get = v.get",
+    ]
+    out = []
+    for i, f in enumerate(fields):
+        x, name = f"x{i}", repr(f.name)
+        ns[f"C{i}"] = f.type.checker(version)
+        lines.append(f"    {x} = get({name}, _MISSING)")
+        lines.append(f"    if {x} is _MISSING:")
+        if f.required:
+            lines.append(f"        raise _Bad('required field missing', field={name})")
+        else:
+            ns[f"D{i}"] = f.default
+            lines.append(f"        {x} = D{i}()" if callable(f.default) else f"        {x} = D{i}")
+        t = f.type
+        if isinstance(t, _Primitive):
+            pytypes = t._pytypes
+            if len(pytypes) > 1:
+                ns[f"T{i}"] = pytypes
+                bad = f"type({x}) not in T{i}"
+            elif pytypes[0] is float:
+                bad = f"type({x}) is not float and type({x}) is not int"
+            else:
+                ns[f"P{i}"] = pytypes[0]
+                bad = f"type({x}) is not P{i}"
+                if t._lo is not None:
+                    bad += f" or {x} < {t._lo!r} or {x} > {t._hi!r}"
+            lines.append(f"    elif {bad}:")
+            lines.append(f"        _fail(C{i}, {x}, {name})")
+        else:
+            lines.append("    else:")
+            lines.append("        try:")
+            lines.append(f"            {x} = C{i}({x})")
+            lines.append("        except _Bad as exc:")
+            lines.append(f"            exc.segments.append({name})")
+            lines.append("            raise")
+        out.append(f"{name}: {x}")
+    lines.append(f"    return {{{', '.join(out)}}}")
+    exec(compile("\n".join(lines), f"<schema {struct_name} v{version}>", "exec"), ns)
+    fn = ns["check_struct"]
+    assert callable(fn)
+    return fn
 
 
 @dataclass(frozen=True)

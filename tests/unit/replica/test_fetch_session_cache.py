@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import random
 
+from broker.replica import FetchPartitionSpec
 from broker.replica.fetch_session import (
     FetchSessionCache,
-    PartitionFetchState,
     next_epoch,
     session_key,
 )
@@ -29,7 +29,7 @@ def _cache(max_sessions: int = 3, idle_ms: int = 10_000) -> tuple[FetchSessionCa
     return FetchSessionCache(max_sessions, idle_ms, clock, random.Random(7)), clock
 
 
-ST = PartitionFetchState(0, 1 << 20, 1, -1)
+ST = FetchPartitionSpec("t", 0, 0, 1 << 20, 1, -1)  # (the cache keeps it as it is)
 
 
 def test_lru_session_is_evicted_when_full():
@@ -191,3 +191,50 @@ def test_check_puts_changes_first_and_check_again_looks_only_at_later_changes():
         ("t", 3),
         ("t", 4),
     }
+
+
+def test_checked_partitions_need_no_second_look_but_later_marks_stay():
+    """A fetch's arrival marks what its recorded positions moved, then checks the partitions
+    it evaluates (`checked`): those marks need no second look by the parked fetch; marks of
+    other partitions, and marks made after, do."""
+    cache, _clock = _cache()
+    s = cache.create(2, 5)
+    assert s is not None
+    cache.update(s, {("t", p): ST for p in range(4)}, [])
+    cache.to_check(s, [("t", 0), ("t", 1)])
+    cache.mark_changed([("t", 0), ("t", 1), ("t", 3)])  # (the positions' HW moves, and another)
+    cache.checked(s, [("t", 0), ("t", 1)])
+    cache.mark_changed([("t", 1)])  # after the check: looked at again
+    assert sorted(tp for tp, _ in cache.to_check_again(s)) == [("t", 1), ("t", 3)]
+    # the dirty set is not touched: the answer still names all of them
+    assert {tp for tp, _ in cache.to_evaluate(s, [], take_dirty=True)} == {
+        ("t", 0),
+        ("t", 1),
+        ("t", 3),
+    }
+
+
+def test_record_answers_is_record_sent_then_note_recheck():
+    rows = [
+        (("t", 0), 5, 0, False, True),
+        (("t", 1), 5, 0, True, True),  # an error: always named, never rechecked
+        (("t", 2), 5, 0, False, False),
+        (("t", 9), 5, 0, False, True),  # not in the session
+        (("t", 0), 5, 0, False, True),  # the same HW again: not named
+    ]
+    one, _ = _cache()
+    many, _ = _cache()
+    a, b = one.create(2, 5), many.create(2, 5)
+    assert a is not None and b is not None
+    for cache, s in ((one, a), (many, b)):
+        cache.update(s, {("t", p): ST for p in range(3)}, [])
+    want = []
+    for tp, hw, lso, error, recheck in rows:
+        want.append(one.record_sent(a, tp, hw, lso, error))
+        one.note_recheck(a, tp, recheck and not error)
+    got = many.record_answers(b, [(tp, hw, lso, e, r and not e) for tp, hw, lso, e, r in rows])
+    assert got == want == [True, True, True, False, False]
+    assert a.recheck == b.recheck == {("t", 0)}
+    assert [(sp.sent_high_watermark, sp.sent_log_start_offset) for sp in a.partitions.values()] == [
+        (sp.sent_high_watermark, sp.sent_log_start_offset) for sp in b.partitions.values()
+    ]
