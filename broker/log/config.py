@@ -7,7 +7,6 @@ dataclass; broker/log never reads the registry itself. Immutable; safe to share 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 
 from client.errors import ConfigError
 
@@ -34,7 +33,7 @@ class LogConfig:
     # marker for this long (by its last timestamp) is dropped, unless its transaction is open
     producer_id_expiration_ms: int = 86_400_000
 
-    @cached_property  # (read by every append; frozen, so computed once)
+    @property
     def compact(self) -> bool:
         return "compact" in self.cleanup_policy
 
