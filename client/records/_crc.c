@@ -247,8 +247,12 @@ validate_batches(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (max_bytes == -1 && PyErr_Occurred()) return NULL;
     if (!hardware) Py_RETURN_NONE;
     Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_ND) < 0) {
         PyErr_Clear(); /* (not a contiguous buffer: the Python path deals with it) */
+        Py_RETURN_NONE;
+    }
+    if (view.itemsize != 1 || view.ndim > 1) { /* len() would not count bytes: Python's too */
+        PyBuffer_Release(&view);
         Py_RETURN_NONE;
     }
     const unsigned char *buf = (const unsigned char *)view.buf;

@@ -182,6 +182,12 @@ def test_refuses_odd_arguments(c_validate):
     # not a contiguous buffer, or no buffer: None (the Python path decides)
     assert c_validate(memoryview(bytearray(_batch() * 2))[::2], -1, BatchHeader) is None
     assert c_validate("text", -1, BatchHeader) is None
+    # items of more than a byte, or more than one dimension: len() would not count bytes
+    four = bytearray(_batch() + b"\0" * (-len(_batch()) % 4))
+    assert c_validate(memoryview(four).cast("I"), -1, BatchHeader) is None
+    two_d = _batch() * 2
+    assert c_validate(memoryview(two_d).cast("B", (2, len(two_d) // 2)), -1, BatchHeader) is None
+    assert c_validate(memoryview(two_d).cast("c"), -1, BatchHeader) is not None
 
 
 @settings(max_examples=300, deadline=None)
