@@ -3,7 +3,8 @@
 client.records._speedups (client/records/_speedups.c) speeds up decoding record sections on the
 consumer's path, and packs them on the producer's; client.records._append
 (client/records/_append.c) is the sync producer's per-record send() path; client.records._crc (client/records/_crc.c)
-computes CRC-32C with SSE4.2 on any buffer, without copying; broker.kafka._convert
+computes CRC-32C with SSE4.2 on any buffer, without copying, and checks the batches of a
+broker's append; broker.kafka._convert
 (broker/kafka/_convert.c) converts records sections between Kafka's form and Gregor's for the
 Kafka listener. All are optional: without a
 compiler the install still succeeds and client.records uses its pure-Python decoder and encoder

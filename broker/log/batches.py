@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from client.errors import CorruptRecordError, MessageTooLargeError, OffsetOutOfRangeError
-from client.records.header import peek_size, validate
+from client.records.header import peek_size, validate, validate_all
 
 
 class UnexpectedAppendOffsetError(OffsetOutOfRangeError):
@@ -42,6 +42,9 @@ def validate_batches(
 ) -> list[tuple[Any, ...]]:
     """(position, header) of every batch of `buf`, CRCs checked; none larger than `max_bytes`
     (when given)."""
+    headers = validate_all(buf, max_bytes)  # the C extension's one call, when it has no doubt
+    if headers is not None:
+        return headers
     if not len(buf):
         raise CorruptRecordError(f"{prefix} empty records")
     headers = []

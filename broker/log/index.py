@@ -52,6 +52,9 @@ class _IndexFile:
         self.path = path
         self.base_offset = base_offset
         self.max_entries = max(1, max_bytes // self.entry.size)
+        # len(self) >= max_entries, kept up to date by every change of the entries (read by
+        # each append's roll check: an attribute, not a property call)
+        self.is_full = False
         self.existed = path.exists()
         if not self.existed:  # every segment has both index files, even empty ones
             os.close(os.open(path, _FLAGS, 0o644))
@@ -82,6 +85,7 @@ class _IndexFile:
             keys.append(a)
             values.append(b)
         self._written = len(keys)
+        self.is_full = len(keys) >= self.max_entries
         return True
 
     def _strictly_increasing(self) -> bool:
@@ -92,14 +96,13 @@ class _IndexFile:
     def __len__(self) -> int:
         return len(self._keys)
 
-    @property
-    def is_full(self) -> bool:
-        return len(self._keys) >= self.max_entries
-
     def _append_raw(self, a: int, b: int) -> None:
-        self._keys.append(a)
+        keys = self._keys
+        keys.append(a)
         self._values.append(b)
-        if len(self._keys) - self._written >= WRITE_EVERY:
+        if len(keys) >= self.max_entries:
+            self.is_full = True
+        if len(keys) - self._written >= WRITE_EVERY:
             self.write_pending()
 
     def write_pending(self) -> None:
@@ -126,6 +129,7 @@ class _IndexFile:
         if count < len(self._keys):
             del self._keys[count:]
             del self._values[count:]
+            self.is_full = len(self._keys) >= self.max_entries
         if count <= self._written:  # entries past _written were never in the file
             os.truncate(self.path, count * self.entry.size)
             self._written = count
@@ -163,8 +167,14 @@ class OffsetIndex(_IndexFile):
 
     def append(self, offset: int, position: int) -> None:
         rel = offset - self.base_offset
-        assert not self._keys or rel > self._keys[-1], (offset, self._keys[-1:])
-        self._append_raw(rel, position)
+        keys = self._keys
+        assert not keys or rel > keys[-1], (offset, keys[-1:])
+        keys.append(rel)  # (_append_raw, inlined: once per indexed batch)
+        self._values.append(position)
+        if len(keys) >= self.max_entries:
+            self.is_full = True
+        if len(keys) - self._written >= WRITE_EVERY:
+            self.write_pending()
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """(offset, position) of the last entry with offset <= `offset`, else (base, 0)."""

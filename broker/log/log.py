@@ -35,10 +35,7 @@ from client.errors import (
     StorageError,
 )
 from client.fsutil import make_dirs
-from client.records.header import (
-    set_base_offset,
-    set_partition_leader_epoch,
-)
+from client.records.header import LOG_OVERHEAD, PREFIX_EPOCH
 
 from .batches import (
     AppendInfo,
@@ -63,6 +60,8 @@ EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 _MAX_RELATIVE = (1 << 32) - 1
 T = TypeVar("T")
+_new = tuple.__new__  # a NamedTuple without its Python-level __new__ (AppendInfo per append)
+_pack_prefix = PREFIX_EPOCH.pack_into
 
 
 def _now_ms() -> int:
@@ -266,18 +265,19 @@ class Log:
         if self.config.compact:
             check_keys(buf, headers, self.prefix)
         with self.lock:
-            self._check_online()
+            if self._closed or self._offline:
+                self._check_online()
             dup = self.producers.check_locked(buf, headers, control, coordinator)
             if dup is not None:  # a retry of batches already here: their offsets, no write
                 return AppendInfo(dup[0], dup[1], -1, 0, 0, 0, self._log_start_offset)
-            first = offset = self._end()
+            first = offset = self._segments[-1].next_offset
             batches = []
             max_ts = -1
             records_n = 0
             for pos, h in headers:
-                set_base_offset(buf, offset, pos)
-                set_partition_leader_epoch(buf, leader_epoch, pos)
-                batches.append((offset, pos, h.size, h.max_timestamp))
+                # base_offset and partition_leader_epoch (batch_length rewritten unchanged)
+                _pack_prefix(buf, pos, offset, h.batch_length, leader_epoch)
+                batches.append((offset, pos, LOG_OVERHEAD + h.batch_length, h.max_timestamp))
                 offset += h.last_offset_delta + 1
                 records_n += h.record_count
                 if h.max_timestamp > max_ts:
@@ -286,8 +286,9 @@ class Log:
                 self.guard(self.epoch_cache.assign, leader_epoch, first)
             self._write(buf, batches, first, offset)
             self.producers.appended_locked(buf, headers, batches)
-            return AppendInfo(
-                first, offset - 1, max_ts, len(batches), records_n, len(buf), self._log_start_offset
+            lso = self._log_start_offset
+            return _new(
+                AppendInfo, (first, offset - 1, max_ts, len(batches), records_n, len(buf), lso)
             )
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo:
@@ -297,8 +298,9 @@ class Log:
         view = memoryview(records)
         headers = validate_batches(view, None, self.prefix)
         with self.lock:
-            self._check_online()
-            first = expected = self._end()
+            if self._closed or self._offline:
+                self._check_online()
+            first = expected = self._segments[-1].next_offset
             batches = []
             max_ts = -1
             records_n = 0
@@ -309,22 +311,15 @@ class Log:
                     )
                 if h.partition_leader_epoch > self.epoch_cache.latest_epoch:
                     self.guard(self.epoch_cache.assign, h.partition_leader_epoch, h.base_offset)
-                batches.append((h.base_offset, pos, h.size, h.max_timestamp))
-                expected = h.next_offset
+                batches.append((h.base_offset, pos, LOG_OVERHEAD + h.batch_length, h.max_timestamp))
+                expected = h.base_offset + h.last_offset_delta + 1
                 records_n += h.record_count
                 if h.max_timestamp > max_ts:
                     max_ts = h.max_timestamp
             self._write(view, batches, first, expected)
             self.producers.appended_locked(view, headers)
-            return AppendInfo(
-                first,
-                expected - 1,
-                max_ts,
-                len(batches),
-                records_n,
-                len(view),
-                self._log_start_offset,
-            )
+            info = (first, expected - 1, max_ts, len(batches), records_n, len(view))
+            return _new(AppendInfo, (*info, self._log_start_offset))
 
     def guard(self, fn: Callable[..., T], *args: object) -> T:
         """Run a file operation; an OSError marks the log offline and becomes StorageError."""

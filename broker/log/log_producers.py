@@ -139,6 +139,20 @@ class LogProducers:
                         f"by epoch {e.epoch}"
                     )
             return None
+        if len(headers) == 1:  # the common case, as the loop below takes it, with fewer calls
+            h = headers[0][1]
+            if h.attributes & (CONTROL_BIT | TRANSACTIONAL_BIT):
+                if h.attributes & CONTROL_BIT:
+                    raise InvalidRecordError(
+                        f"{prefix}control batches are written by transaction markers only"
+                    )
+                if h.producer_id < 0:
+                    raise InvalidRecordError(f"{prefix}a transactional batch needs a producer id")
+            if h.producer_id < 0:
+                return None
+            state = self._state if self._state is not None else self.state_locked()
+            dup = state.check(h, prefix)  # (check_run of one batch)
+            return None if dup is None else (dup.first_offset, dup.last_offset)
         for _pos, h in headers:
             if h.attributes & (CONTROL_BIT | TRANSACTIONAL_BIT):
                 if h.attributes & CONTROL_BIT:
@@ -166,7 +180,9 @@ class LogProducers:
         for i, (pos, h) in enumerate(headers):
             base = h.base_offset if bases is None else bases[i][0]
             marker = self._marker(h, buf, pos) if h.attributes & CONTROL_BIT else None
-            self._completed(state, state.update(h, base, marker))
+            done = state.update(h, base, marker)
+            if done is not None:
+                self._completed(state, done)
 
     # -- transactions: these take the log's lock (any thread but an event loop) --------------
 

@@ -4,6 +4,13 @@
  *                               bytearray, memoryview; read in place, no copy), continuing from
  *                               `crc` (the result of a previous call), like crcmod's and
  *                               google-crc32c's extend().
+ * validate_batches(buf, max_bytes, header_type) -> list | None
+ *                               [(position, header_type(*fields)), ...] of the record batches
+ *                               that fill `buf` (client/records/header.py's layout), each
+ *                               passing header.validate's checks (magic, lengths, counts, CRC)
+ *                               and, when max_bytes >= 0, no larger than max_bytes; None when
+ *                               `buf` is empty or any batch fails any check (the caller then
+ *                               runs the Python checks, which raise the precise error).
  * HARDWARE                      True when this CPU has SSE4.2 (checked once at import). When
  *                               False, crc32c() raises RuntimeError and client/records/crc.py
  *                               uses another backend.
@@ -156,9 +163,162 @@ crc32c(PyObject *self, PyObject *args)
     return PyLong_FromUnsignedLong(result);
 }
 
+/* Big-endian reads of the batch header fields (client/records/header.py's layout). */
+static inline uint64_t
+be64(const unsigned char *p)
+{
+    return ((uint64_t)p[0] << 56) | ((uint64_t)p[1] << 48) | ((uint64_t)p[2] << 40) |
+           ((uint64_t)p[3] << 32) | ((uint64_t)p[4] << 24) | ((uint64_t)p[5] << 16) |
+           ((uint64_t)p[6] << 8) | (uint64_t)p[7];
+}
+
+static inline uint32_t
+be32(const unsigned char *p)
+{
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) |
+           (uint32_t)p[3];
+}
+
+static inline uint16_t
+be16(const unsigned char *p)
+{
+    return (uint16_t)(((unsigned)p[0] << 8) | (unsigned)p[1]);
+}
+
+#define HEADER_SIZE 61
+#define LOG_OVERHEAD 12
+#define CRC_START 21
+#define HEADER_FIELDS 13
+
+/* The header at p (HEADER_SIZE bytes there) as a header_type instance, or NULL (error set). */
+static PyObject *
+make_header(PyTypeObject *type, const unsigned char *p)
+{
+    PyObject *h = type->tp_alloc(type, HEADER_FIELDS);
+    if (h == NULL) return NULL;
+    PyObject *v[HEADER_FIELDS];
+    v[0] = PyLong_FromLongLong((int64_t)be64(p));          /* base_offset */
+    v[1] = PyLong_FromLong((int32_t)be32(p + 8));          /* batch_length */
+    v[2] = PyLong_FromLong((int32_t)be32(p + 12));         /* partition_leader_epoch */
+    v[3] = PyLong_FromLong((int8_t)p[16]);                 /* magic */
+    v[4] = PyLong_FromUnsignedLong(be32(p + 17));          /* crc */
+    v[5] = PyLong_FromLong((int16_t)be16(p + 21));         /* attributes */
+    v[6] = PyLong_FromLong((int32_t)be32(p + 23));         /* last_offset_delta */
+    v[7] = PyLong_FromLongLong((int64_t)be64(p + 27));     /* base_timestamp */
+    v[8] = PyLong_FromLongLong((int64_t)be64(p + 35));     /* max_timestamp */
+    v[9] = PyLong_FromLongLong((int64_t)be64(p + 43));     /* producer_id */
+    v[10] = PyLong_FromLong((int16_t)be16(p + 51));        /* producer_epoch */
+    v[11] = PyLong_FromLong((int32_t)be32(p + 53));        /* base_sequence */
+    v[12] = PyLong_FromLong((int32_t)be32(p + 57));        /* record_count */
+    int failed = 0;
+    for (int i = 0; i < HEADER_FIELDS; i++) {
+        if (v[i] == NULL) failed = 1;
+        PyTuple_SET_ITEM(h, i, v[i]); /* a NULL item is skipped by the tuple's dealloc */
+    }
+    if (failed) {
+        Py_DECREF(h);
+        return NULL;
+    }
+    /* only ints inside: it cannot be part of a cycle (the GC would untrack it anyway) */
+    if (PyObject_GC_IsTracked(h)) PyObject_GC_UnTrack(h);
+    return h;
+}
+
+/* validate_batches(buf, max_bytes, header_type): see the top of this file. The checks are
+ * header.validate's and broker/log/batches.py validate_batches's, in the same terms; any
+ * failure answers None and the Python path, run by the caller, raises its precise error. */
+static PyObject *
+validate_batches(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 3 || !PyType_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "validate_batches(buf, max_bytes, header_type)");
+        return NULL;
+    }
+    PyTypeObject *type = (PyTypeObject *)args[2];
+    if (!PyType_IsSubtype(type, &PyTuple_Type) ||
+        type->tp_basicsize != PyTuple_Type.tp_basicsize ||
+        type->tp_itemsize != PyTuple_Type.tp_itemsize) {
+        PyErr_SetString(PyExc_TypeError,
+                        "validate_batches: header_type must be a tuple subclass without slots");
+        return NULL;
+    }
+    long long max_bytes = PyLong_AsLongLong(args[1]);
+    if (max_bytes == -1 && PyErr_Occurred()) return NULL;
+    if (!hardware) Py_RETURN_NONE;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_ND) < 0) {
+        PyErr_Clear(); /* (not a contiguous buffer: the Python path deals with it) */
+        Py_RETURN_NONE;
+    }
+    if (view.itemsize != 1 || view.ndim > 1) { /* len() would not count bytes: Python's too */
+        PyBuffer_Release(&view);
+        Py_RETURN_NONE;
+    }
+    const unsigned char *buf = (const unsigned char *)view.buf;
+    long long n = (long long)view.len, pos = 0;
+    PyObject *list = NULL;
+    if (n == 0) goto invalid;
+    if ((list = PyList_New(0)) == NULL) goto done;
+    while (pos < n) {
+        const unsigned char *p = buf + pos;
+        if (n - pos < HEADER_SIZE) goto invalid;
+        long long batch_length = (int32_t)be32(p + 8);
+        long long size = LOG_OVERHEAD + batch_length;
+        if (max_bytes >= 0 && size > max_bytes) goto invalid;
+        if ((int8_t)p[16] != 2) goto invalid; /* magic */
+        if (batch_length < HEADER_SIZE - LOG_OVERHEAD) goto invalid;
+        if (pos + size > n) goto invalid;
+        long long delta = (int32_t)be32(p + 23), count = (int32_t)be32(p + 57);
+        if (count < 0 || delta < 0 || count > delta + 1) goto invalid;
+        uint32_t crc = 0;
+#if HAVE_SSE42_BUILD
+        if (size - CRC_START >= THREE_WAY_MIN)
+            crc = crc32c_hw3(0, p + CRC_START, (size_t)(size - CRC_START));
+        else
+            crc = crc32c_hw(0, p + CRC_START, (size_t)(size - CRC_START));
+#endif
+        if (crc != be32(p + 17)) goto invalid;
+        PyObject *h = make_header(type, p);
+        if (h == NULL) goto fail;
+        PyObject *pos_obj = PyLong_FromLongLong(pos);
+        if (pos_obj == NULL) {
+            Py_DECREF(h);
+            goto fail;
+        }
+        PyObject *entry = PyTuple_New(2);
+        if (entry == NULL) {
+            Py_DECREF(h);
+            Py_DECREF(pos_obj);
+            goto fail;
+        }
+        PyTuple_SET_ITEM(entry, 0, pos_obj);
+        PyTuple_SET_ITEM(entry, 1, h);
+        int rc = PyList_Append(list, entry);
+        Py_DECREF(entry);
+        if (rc < 0) goto fail;
+        pos += size;
+    }
+    goto done;
+invalid:
+    Py_XDECREF(list);
+    list = Py_NewRef(Py_None);
+    goto done;
+fail:
+    Py_CLEAR(list);
+done:
+    PyBuffer_Release(&view);
+    return list;
+}
+
 static PyMethodDef methods[] = {
     {"crc32c", crc32c, METH_VARARGS,
      "crc32c(data, crc=0) -> int\n\nCRC-32C of any buffer, continuing from crc (SSE4.2)."},
+    {"validate_batches", (PyCFunction)(void (*)(void))validate_batches, METH_FASTCALL,
+     "validate_batches(buf, max_bytes, header_type) -> list | None\n\n"
+     "[(position, header_type(*fields)), ...] of the batches filling buf, every check of "
+     "client.records.header.validate passed (CRC included) and none over max_bytes (when >= "
+     "0); None when empty or any check fails (the Python path then says why)."},
     {NULL, NULL, 0, NULL},
 };
 

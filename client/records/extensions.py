@@ -1,5 +1,5 @@
 """Loading the optional C extensions of client.records (`_speedups`: records-section decoder and
-encoder; `_crc`: CRC-32C on any buffer; `_append`: the sync producer's per-record send path). Each is built by setup.py when a compiler is present;
+encoder; `_crc`: CRC-32C on any buffer, and the broker's check of a run of batches; `_append`: the sync producer's per-record send path). Each is built by setup.py when a compiler is present;
 without it, or with GREGOR_NO_EXTENSIONS set to anything but "" or "0" (read at import, as
 aiokafka's AIOKAFKA_NO_EXTENSIONS), the pure-Python paths run."""
 

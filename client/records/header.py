@@ -26,11 +26,12 @@ patches offsets without decoding records.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from client.errors import CorruptRecordError
 from client.records.crc import crc32c
+from client.records.extensions import optional_extension
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
@@ -42,6 +43,9 @@ CRC_OFFSET = 17
 _PREFIX = struct.Struct(">qi")  # base_offset, batch_length
 _OFFSET_EPOCH = struct.Struct(">q")  # base_offset at 0
 _EPOCH = struct.Struct(">i")  # partition_leader_epoch at 12
+# base_offset, batch_length, partition_leader_epoch at 0: a leader rewrites the first and the
+# last in one pack_into, batch_length with the value it has (Log.append_as_leader)
+PREFIX_EPOCH = struct.Struct(">qii")
 _U32 = struct.Struct(">I")
 _MAX_TS = struct.Struct(">q")  # max_timestamp at 35
 
@@ -158,6 +162,28 @@ def validate(
                 f"CRC mismatch at position {pos}: stored {h.crc:#010x}, computed {actual:#010x}"
             )
     return h
+
+
+_crc_ext = optional_extension("client.records._crc")
+# validate_batches(buf, max_bytes or -1, BatchHeader) -> list | None (client/records/_crc.c)
+_c_validate_batches: Callable[..., list[tuple[int, BatchHeader]] | None] | None = (
+    _crc_ext.validate_batches
+    if _crc_ext is not None and _crc_ext.HARDWARE and hasattr(_crc_ext, "validate_batches")
+    else None
+)
+
+
+def validate_all(
+    buf: bytes | bytearray | memoryview, max_bytes: int | None = None
+) -> list[tuple[int, BatchHeader]] | None:
+    """[(position, header), ...] of the batches that fill `buf`, each passing `validate` (CRC
+    included) and none larger than `max_bytes` (when given), in one call of the C extension
+    (client/records/_crc.c); None when `buf` is empty, any batch fails a check, or the
+    extension is missing: the caller then runs `validate` batch by batch, which raises the
+    precise error (or, when only the extension is missing, gives the same list)."""
+    if _c_validate_batches is None:
+        return None
+    return _c_validate_batches(buf, -1 if max_bytes is None else max_bytes, BatchHeader)
 
 
 def set_base_offset(buf: bytearray | memoryview, base_offset: int, pos: int = 0) -> None:

@@ -127,3 +127,31 @@ def test_entries_reach_the_file_in_blocks_and_on_sync_fd_and_close(tmp_path):
     assert len(reloaded) == 50 and reloaded.last_entry() == (60, 6_000)
     reloaded.delete()
     assert not path.exists()
+
+
+def test_is_full_follows_appends_truncation_reset_and_load(tmp_path):
+    """is_full (an attribute the roll check reads) is len(index) >= max_entries after every
+    change of the entries."""
+    for kind, add in (
+        (OffsetIndex, lambda ix, i: ix.append(BASE + i, 10 * i)),
+        (TimeIndex, lambda ix, i: ix.maybe_append(100 + i, BASE + i)),
+    ):
+        path = tmp_path / f"{kind.__name__}.x"
+        ix = kind(path, BASE, 3 * kind.entry.size)  # room for 3 entries
+        for i in range(1, 4):
+            assert not ix.is_full
+            add(ix, i)
+        assert ix.is_full and len(ix) == 3
+        ix.truncate_to(BASE + 3)
+        assert not ix.is_full and len(ix) == 2
+        add(ix, 3)
+        assert ix.is_full
+        ix.close()
+        again = kind(path, BASE, 3 * kind.entry.size)
+        assert again.load(BASE + 10) if kind is TimeIndex else again.load(1 << 20)
+        assert again.is_full
+        small = kind(path, BASE, 2 * kind.entry.size)  # the file holds more than fits now
+        assert small.load(BASE + 10) if kind is TimeIndex else small.load(1 << 20)
+        assert small.is_full
+        again.reset()
+        assert not again.is_full and len(again) == 0

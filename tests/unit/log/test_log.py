@@ -370,3 +370,17 @@ def test_reads_with_the_last_append_remembered_match_reads_without_it(tmp_path, 
     for _ in range(3):
         log.append_as_leader(make_batch([b"z" * 50]), 2)
         check()
+
+
+def test_a_log_config_rebuilt_from_its_dict_after_appends(tmp_path):
+    """broker/node.py builds a topic's LogConfig as LogConfig(**{**base.__dict__, **overrides}):
+    nothing the log reads per append may cache itself in the instance's __dict__."""
+    from client.records import build_batch
+
+    cfg = LogConfig(cleanup_policy=("compact",))
+    log = Log(tmp_path / "t-0", "t", 0, cfg)
+    try:
+        log.append_as_leader(build_batch([(b"k", b"v")]), 0)
+    finally:
+        log.close()
+    assert LogConfig(**{**cfg.__dict__, "segment_bytes": 4096}).compact

@@ -111,6 +111,32 @@ def test_sequences_wrap() -> None:
     assert seq_add(5, 2) == 7
 
 
+def test_check_and_update_across_the_sequence_wrap() -> None:
+    """A batch whose sequences wrap past 2^31-1, one ending exactly there, and the next."""
+    from broker.log.producer_state import ProducerStateManager
+    from client.records.header import parse_header
+
+    def h(seq: int, n: int):  # noqa: ANN202
+        return parse_header(_batch(9, 0, seq, n))
+
+    top = 2**31 - 1
+    state = ProducerStateManager()
+    state.update(h(top - 4, 3), 0)  # sequences top-4 .. top-2
+    assert state.check(h(top - 1, 3)) is None  # top-1, top, 0
+    state.update(h(top - 1, 3), 3)
+    assert tuple(state.producers[9].batches[-1]) == (top - 1, 0, 3, 5)
+    dup = state.check(h(top - 1, 3))  # its retry
+    assert dup is not None and dup.first_offset == 3
+    assert state.check(h(1, 2)) is None
+    with pytest.raises(OutOfOrderSequenceNumberError):
+        state.check(h(2, 1))
+    ends_at_top = ProducerStateManager()
+    ends_at_top.update(h(top - 2, 3), 0)  # top-2 .. top
+    assert ends_at_top.check(h(0, 4)) is None
+    with pytest.raises(OutOfOrderSequenceNumberError):
+        ends_at_top.check(h(1, 1))
+
+
 def test_snapshots_at_rolls_bound_the_scan_after_a_restart(tmp_path, monkeypatch) -> None:
     """While the state is loaded, each segment roll writes `<offset>.snapshot`; a restart
     rebuilds from the latest one and the headers after it only; a truncation below a snapshot
