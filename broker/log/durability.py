@@ -108,22 +108,24 @@ class LogDurability:
         are staged (epoch_cache.py): `commit_covered_flush(token)` renames them into place
         after the sync, and a second sync makes that durable."""
         log = self._log
+        dirty = self._dirty
         self._flush_lock.acquire()
         with log.lock:
             target = log.end_offset
             epochs = log.epoch_cache.dirty
-            if target <= self._flushed and not self._dirty and not self._dir_dirty and not epochs:
+            if target <= self._flushed and not dirty and not self._dir_dirty and not epochs:
                 self._flush_lock.release()
                 return True
             active = log.segments[-1]
-            if any(seg is not active for seg in self._dirty.values()):
-                self._flush_lock.release()
-                return False
+            segments = list(dirty.values())
+            for seg in segments:  # (mostly the active one alone)
+                if seg is not active:
+                    self._flush_lock.release()
+                    return False
             generation = log.generation
-            segments = list(self._dirty.values())
             dir_dirty = self._dir_dirty
             nbytes, self._unflushed_bytes = self._unflushed_bytes, 0
-            self._dirty.clear()
+            dirty.clear()
             self._dir_dirty = False
         staged = None
         if epochs:

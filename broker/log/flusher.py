@@ -217,7 +217,6 @@ class Flusher:
                 if token is False:
                     own.append(log)
                 elif token is not True:
-                    assert isinstance(token, tuple)
                     tokens.append((log, token))
             if tokens:
                 try:
@@ -231,9 +230,11 @@ class Flusher:
             results = []
             for log, token in tokens:
                 try:
-                    results.append(
-                        (log, log.durability.finish_covered_flush(token, failed.get(log, error)))
+                    after = log.durability.finish_covered_flush(
+                        token, failed.get(log, error) if failed else error
                     )
+                    if report:
+                        results.append((log, after))
                 except FileLimitError:
                     own.append(log)  # (kept dirty) flushed on its own, which retries
                 except StorageError as exc:
@@ -271,14 +272,13 @@ class Flusher:
     def _report(self, results: list[tuple[Log, int]]) -> None:
         """Report the new flushed offsets among `results` (log, offset): to `on_flushed_many`
         in one call (a syncfs round's logs together), else to `on_flushed` one by one."""
+        new = []
         with self._cond:
-            new = [
-                (log, after)
-                for log, after in results
-                if after != log.durability.reported_flushed_offset
-            ]
-            for log, after in new:
-                log.durability.reported_flushed_offset = after
+            for log, after in results:
+                durability = log.durability
+                if after != durability.reported_flushed_offset:
+                    durability.reported_flushed_offset = after
+                    new.append((log, after))
         if not new:
             return
         if self._on_flushed_many is not None:

@@ -466,16 +466,23 @@ class LogManager:
     def request_flush_many(self, logs: Iterable[Log]) -> None:
         """`request_flush` for many logs: each dir's flusher is woken once, for all of its logs
         (one group-commit round covers a whole request)."""
-        for log_dir, dir_logs in _by_dir(logs).items():
+        for log_dir, dir_logs in self._per_dir(logs):
             flusher = self._flushers.get(log_dir)
             if flusher is None:
                 raise RuntimeError(f"no flusher for {log_dir}: call start_flushers() first")
             flusher.request_flush_many(dir_logs)
 
+    def _per_dir(self, logs: Iterable[Log]) -> Iterable[tuple[Path, list[Log]]]:
+        """(log dir, its logs among `logs`) for each dir holding some."""
+        if len(self.log_dirs) == 1:  # the common case: every log is in it, none to look at
+            in_dir = list(logs)
+            return ((self.log_dirs[0], in_dir),) if in_dir else ()
+        return _by_dir(logs).items()
+
     def flush_now(self, logs: list[Log]) -> None:
         """Flush `logs` on the calling thread before returning: per log dir one syncfs for many
         (Flusher.flush_now), else each log on its own (also without started flushers)."""
-        for log_dir, dir_logs in _by_dir(logs).items():
+        for log_dir, dir_logs in self._per_dir(logs):
             flusher = self._flushers.get(log_dir)
             if flusher is not None:
                 flusher.flush_now(dir_logs)

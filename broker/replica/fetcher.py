@@ -45,8 +45,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from broker.log import Log
 from broker.replica.fetch_session_handler import FetchSessionHandler, PartitionData
-from broker.replica.follower import apply_fetched, fetch_position, truncate_out_of_range
+from broker.replica.follower import (
+    append_fetched,
+    apply_fetched,
+    diverges,
+    fetch_position,
+    truncate_out_of_range,
+)
 from broker.replica.leader_connection import LeaderConnection
 from broker.replica.throttle import ReplicationThrottle
 from client.config.loader import Config
@@ -222,20 +229,23 @@ class ReplicaFetcherThread:
         catchup = max(max_bytes, self.settings.catchup_max_bytes)
         rebuild = self.session.next_epoch == 0  # a full fetch: everything looked at afresh
         throttle = self.throttle
+        # no rate: nothing is throttled this round (allowed, and asked for the usual size)
+        throttled = throttle.rate is not None
+        get_partition = self.rm.get_partition
         self._throttle_wait = 0.0
         with self._lock:
             for tp, st in self._parts.items():
                 if st.delayed_until > now:
                     continue
-                if not throttle.allowed(tp):
-                    self._throttle_wait = throttle.wait_s()
-                    continue
+                tp_max = catchup if st.behind else max_bytes
+                if throttled:
+                    if not throttle.allowed(tp):
+                        self._throttle_wait = throttle.wait_s()
+                        continue
+                    tp_max = throttle.fetch_max_bytes(tp, tp_max, max_bytes)
                 data = st.built
-                tp_max = throttle.fetch_max_bytes(
-                    tp, catchup if st.behind else max_bytes, max_bytes
-                )
                 if data is None or rebuild or data.partition_max_bytes != tp_max:
-                    part = self.rm.get_partition(*tp)
+                    part = get_partition(*tp)
                     if part is None or part.is_leader:
                         st.built = None
                         continue
@@ -297,22 +307,26 @@ class ReplicaFetcherThread:
             level = logging.DEBUG if code in _SESSION_ERRORS else logging.WARNING
             _log.log(level, "[%s] fetch session error %d: full fetch next", self.name, code)
             return code in _SESSION_ERRORS and body["session_epoch"] != 0
-        appended_to = []
+        appended_to: list[Log] = []
+        parts = self._parts
+        get_partition = self.rm.get_partition
+        apply = self._apply
         with self._lock:
             for t in resp["topics"]:
+                name = t["name"]
                 for entry in t["partitions"]:
-                    tp = (t["name"], int(entry["partition"]))
-                    st = self._parts.get(tp)
+                    tp = (name, int(entry["partition"]))
+                    st = parts.get(tp)
                     if st is None or asked.get(tp) != st.leader_epoch:
                         continue  # removed, or now fetched under another epoch
-                    part = self.rm.get_partition(*tp)
+                    part = get_partition(*tp)
                     if part is None or part.is_leader:
                         continue
-                    if self._apply(tp, st, part, entry):
-                        appended_to.append(part)
+                    if apply(tp, st, part, entry):
+                        appended_to.append(part.log)
         if self.settings.flush_on_ack and appended_to:
             # on disk before the next fetch says so (one syncfs for many partitions)
-            self.rm.log_manager.flush_now([part.log for part in appended_to])
+            self.rm.log_manager.flush_now(appended_to)
         return True
 
     def _apply(self, tp: TopicPartition, st: _FetchState, part: Any, entry: Body) -> bool:
@@ -324,10 +338,14 @@ class ReplicaFetcherThread:
             # in a fetch session the leader looks at a partition again only when the follower
             # names it (its position changed), when it changes there, or after a back-off
             # (forgotten, then named again); asking at once again could not help either.
-            diverged = code == 0 and (
-                int(entry.get("diverging_end_offset", -1)) >= 0
-                or int(entry.get("diverging_epoch", -1)) >= 0
-            )
+            diverged = code == 0 and diverges(entry)
+            if code == 0 and not diverged:  # records (or none): the common case
+                n = append_fetched(part, entry)
+                st.behind = part.log.end_offset < int(entry["high_watermark"])
+                if n:
+                    self.bytes_fetched += n
+                    self.throttle.record(tp, n)
+                return n > 0
             truncating = diverged or code == ErrorCode.OFFSET_OUT_OF_RANGE
             before = fetch_position(part) if truncating else None
             if code == 0:
@@ -335,7 +353,7 @@ class ReplicaFetcherThread:
                 st.behind = part.log.end_offset < int(entry["high_watermark"])
                 self.bytes_fetched += n
                 self.throttle.record(tp, n)
-                if not diverged or fetch_position(part) != before:
+                if fetch_position(part) != before:
                     return n > 0
             elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
                 truncate_out_of_range(part, int(entry["log_start_offset"]), self._leader_end(tp))

@@ -3,6 +3,7 @@ local log (append, truncate on divergence or out-of-range), and say what to fetc
 
     state = fetch_position(part)            # (fetch offset, last fetched epoch)
     appended = apply_fetched(part, entry)   # bytes appended (0: nothing, or truncated)
+    appended = append_fetched(part, entry)  # the same, for an entry known not to diverge
 
 Every applied answer also moves the local log start offset up to the leader's (DeleteRecords,
 `follow_log_start`); the follower's next fetch reports its own, which the leader's
@@ -26,11 +27,13 @@ Threads: the replica fetcher thread owning the partition; Log and Partition lock
 from __future__ import annotations
 
 import logging
+import struct
 
 from broker.replica.partition import Partition
 from broker.replica.state import out_of_range_truncation, truncation_target
+from client.errors import CorruptRecordError
 from client.protocol.body import Body
-from client.records.header import iter_headers
+from client.records.header import HEADER_SIZE, LOG_OVERHEAD
 
 _log = logging.getLogger(__name__)
 
@@ -41,12 +44,29 @@ def fetch_position(part: Partition) -> tuple[int, int]:
     return log.end_offset, log.latest_epoch
 
 
+_BATCH_LENGTH = struct.Struct(">i")  # at byte 8 of a batch: its size after the first 12 bytes
+
+
 def whole_batches(data: bytes | memoryview) -> memoryview:
     """The prefix of `data` made of whole batches (a size-limited read may end mid-batch)."""
-    end = 0
-    for pos, h in iter_headers(data):
-        end = pos + h.size
-    return memoryview(data)[:end]
+    return memoryview(data)[: whole_end(data)]
+
+
+def whole_end(data: bytes | memoryview) -> int:
+    """The length of `whole_batches(data)`, by the batches' size fields alone (the append
+    validates the batches); CorruptRecordError when a size is below the header size (a walk
+    by such sizes would not move on)."""
+    n = len(data)
+    pos = 0
+    unpack = _BATCH_LENGTH.unpack_from
+    while n - pos >= HEADER_SIZE:
+        size = LOG_OVERHEAD + unpack(data, pos + 8)[0]
+        if size < HEADER_SIZE:
+            raise CorruptRecordError(f"batch at position {pos}: size {size} is below the header")
+        if pos + size > n:
+            break
+        pos += size
+    return pos
 
 
 def truncate_diverged(part: Partition, leader_epoch: int, leader_end: int) -> int:
@@ -95,23 +115,36 @@ def truncate_out_of_range(part: Partition, leader_start: int, leader_end: int) -
         truncate_diverged(part, -1, offset)
 
 
-def apply_fetched(part: Partition, entry: Body) -> int:
-    """Apply an error-free partition entry of a Fetch answer; returns bytes appended."""
-    if (
+def diverges(entry: Body) -> bool:
+    """Whether an error-free partition entry of a Fetch answer says the logs diverged."""
+    return (
         int(entry.get("diverging_end_offset", -1)) >= 0
         or int(entry.get("diverging_epoch", -1)) >= 0
-    ):
+    )
+
+
+def apply_fetched(part: Partition, entry: Body) -> int:
+    """Apply an error-free partition entry of a Fetch answer; returns bytes appended."""
+    if diverges(entry):
         truncate_diverged(part, int(entry["diverging_epoch"]), int(entry["diverging_end_offset"]))
         return 0
-    data = entry.get("records") or b""
+    return append_fetched(part, entry)
+
+
+def append_fetched(part: Partition, entry: Body) -> int:
+    """`apply_fetched` for an error-free entry that does not diverge (the caller looked):
+    append its whole batches, follow the leader's HW and log start. Returns bytes appended."""
+    data = entry.get("records")
+    log = part.log
     appended = 0
     if data:
-        batches = whole_batches(data)
-        if len(batches):
-            part.log.append_as_follower(batches)
-            appended = len(batches)
+        appended = whole_end(data)
+        if appended:  # (all of it, mostly: no view to make)
+            log.append_as_follower(data if appended == len(data) else memoryview(data)[:appended])
     part.update_follower_high_watermark(int(entry["high_watermark"]))
-    follow_log_start(part, int(entry.get("log_start_offset", -1)))
+    leader_start = int(entry.get("log_start_offset", -1))
+    if leader_start > log.log_start_offset:  # (else follow_log_start has nothing to do)
+        follow_log_start(part, leader_start)
     return appended
 
 

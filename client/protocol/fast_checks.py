@@ -8,6 +8,15 @@ field present, of its type and range, no other keys), and then returns it as it 
 per entry); anything else returns None, and the caller runs the schema check, which fills
 defaults or names the bad field. tests/unit/protocol/test_protocol_fast_checks.py holds the
 two to the same answers.
+
+A Fetch answer to a follower carries ~333 one-batch entries (one producer over 1,000 RF=3
+partitions), each without the fields the leader leaves at their defaults
+(`aborted_transactions`, `diverging_epoch`, `diverging_end_offset`): the schema check cost
+~2-3 us per entry there, `fetch_response` ~1.3 us. It fills the omitted optional fields with
+the schema's defaults in place (an entry missing some is replaced by a filled copy, as the
+schema check copies every entry), then checks every field as that check would: it returns the
+body only when it then equals what the schema check returns (a body it refuses may have had
+defaults filled in, which changes nothing the schema check then says).
 """
 
 from __future__ import annotations
@@ -63,7 +72,122 @@ def produce_response(raw: Any) -> Body | None:
     return raw
 
 
-# api key -> check of its response body (any version): the body as it is, or None
+_MISSING = object()
+# what the schema check fills in for omitted partition fields (aborted_transactions: a new
+# list each time, so it is filled apart)
+_FETCH_PARTITION_DEFAULTS = {
+    "high_watermark": -1,
+    "last_stable_offset": -1,
+    "log_start_offset": -1,
+    "records": b"",
+    "diverging_epoch": -1,
+    "diverging_end_offset": -1,
+}
+_FETCH_PARTITION_FIELDS = 9  # those, partition, error_code and aborted_transactions
+
+
+def _fetch_partitions(
+    parts: list[object],
+    lo16: int = -_I16,
+    hi16: int = _I16,
+    lo32: int = -_I32,
+    hi32: int = _I32,
+    lo64: int = -_I64,
+    hi64: int = _I64,
+) -> bool:
+    """Check the partition entries of one topic of a Fetch response, their omitted fields
+    filled in place (an entry with some left out is replaced by a filled copy). (The bounds
+    are arguments: locals, not a global lookup and a negation per field.)"""
+    defaults = _FETCH_PARTITION_DEFAULTS
+    for i, p in enumerate(parts):
+        if type(p) is not dict:
+            return False
+        if len(p) < _FETCH_PARTITION_FIELDS:
+            p = parts[i] = {**defaults, **p}
+            p.setdefault("aborted_transactions", [])
+        get = p.get
+        partition = get("partition")
+        code = get("error_code")
+        hw = get("high_watermark")
+        lso = get("last_stable_offset")
+        start = get("log_start_offset")
+        div_epoch = get("diverging_epoch")
+        div_end = get("diverging_end_offset")
+        records = get("records")
+        aborted = get("aborted_transactions")
+        if (
+            len(p) != _FETCH_PARTITION_FIELDS  # (filled: no other key)
+            or type(partition) is not int
+            or type(code) is not int
+            or type(hw) is not int
+            or type(lso) is not int
+            or type(start) is not int
+            or type(div_epoch) is not int
+            or type(div_end) is not int
+            or (type(records) is not bytes and type(records) is not memoryview)
+            or type(aborted) is not list
+            or not lo32 <= partition < hi32
+            or not lo16 <= code < hi16
+            or not lo64 <= hw < hi64
+            or not lo64 <= lso < hi64
+            or not lo64 <= start < hi64
+            or not lo32 <= div_epoch < hi32
+            or not lo64 <= div_end < hi64
+        ):
+            return False
+        for a in aborted:
+            if type(a) is not dict or len(a) != 2:
+                return False
+            pid = a.get("producer_id")
+            first = a.get("first_offset")
+            if (
+                type(pid) is not int
+                or type(first) is not int
+                or not lo64 <= pid < hi64
+                or not lo64 <= first < hi64
+            ):
+                return False
+    return True
+
+
+def fetch_response(raw: object) -> Body | None:
+    """`raw`, its omitted optional fields filled in place, if it is then exactly what the
+    schema check returns (any version so far), else None."""
+    if type(raw) is not dict:
+        return None
+    code = raw.get("error_code", 0)
+    session_id = raw.get("session_id", 0)
+    throttle = raw.get("throttle_time_ms", 0)
+    topics = raw.get("topics", _MISSING)
+    if (
+        type(code) is not int
+        or type(session_id) is not int
+        or type(throttle) is not int
+        or not -_I16 <= code < _I16
+        or not -_I32 <= session_id < _I32
+        or not -_I32 <= throttle < _I32
+    ):
+        return None
+    if topics is _MISSING:
+        topics = []
+    elif type(topics) is not list:
+        return None
+    for t in topics:
+        if type(t) is not dict or len(t) != 2 or type(t.get("name")) is not str:
+            return None
+        parts = t.get("partitions")
+        if type(parts) is not list or not _fetch_partitions(parts):
+            return None
+    raw.setdefault("error_code", 0)
+    raw.setdefault("session_id", 0)
+    raw.setdefault("throttle_time_ms", 0)
+    raw.setdefault("topics", topics)
+    return raw if len(raw) == 4 else None  # (filled: no other key)
+
+
+# api key -> check of its response body (any version): the body (Fetch: its defaults filled
+# in place), or None
 RESPONSE_FAST_CHECKS: dict[int, Callable[[Any], Body | None]] = {
     ApiKey.PRODUCE: produce_response,
+    ApiKey.FETCH: fetch_response,
 }

@@ -148,3 +148,26 @@ def test_flusher_requests_for_a_pending_log_share_one_round(tmp_path):
     assert flusher.rounds == 1 and flusher.fsynced_logs == 1 and seen == [3]
     flusher.stop()
     log.close()
+
+
+@pytest.mark.parametrize("ndirs", [1, 2])
+def test_flush_now_and_request_flush_many_reach_each_logs_dir(tmp_path, ndirs):
+    """One log dir takes every log without looking at them; with several, each dir's flusher
+    gets its own logs. An empty list asks nothing, flushers started or not."""
+    mgr = LogManager([tmp_path / f"d{i}" for i in range(ndirs)], CFG)
+    try:
+        mgr.flush_now([])
+        mgr.request_flush_many([])  # (no flusher started: nothing to ask, no error)
+        logs = [mgr.get_or_create("t", p) for p in range(4)]
+        assert len({log.log_dir for log in logs}) == ndirs
+        for log in logs:
+            fill(log, 2)
+        mgr.flush_now(logs[:2])  # no flushers: each on its own
+        assert [log.flushed_offset for log in logs] == [2, 2, 0, 0]
+        mgr.start_flushers()
+        mgr.flush_now(logs[2:3])
+        assert logs[2].flushed_offset == 2
+        mgr.request_flush_many(logs[3:])
+        wait_until(lambda: logs[3].flushed_offset == 2, 5, "the flusher's round")
+    finally:
+        mgr.close()

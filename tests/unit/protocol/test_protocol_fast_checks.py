@@ -108,3 +108,48 @@ def test_produce_fast_check_edges() -> None:
         _agree(ApiKey.PRODUCE, b)
     only_code = {"error_code": 35}  # a whole-request error body: the schema path handles it
     assert RESPONSE_FAST_CHECKS[ApiKey.PRODUCE](only_code) is None
+
+
+def test_fetch_fast_check_fills_what_a_follower_answer_leaves_out() -> None:
+    from client.protocol import ApiKey
+
+    def body(**changes: Any) -> dict:
+        part = {
+            "partition": 3,
+            "error_code": 0,
+            "high_watermark": 7,
+            "last_stable_offset": 7,
+            "log_start_offset": 0,
+            "records": b"\x00" * 70,
+            **changes,
+        }
+        return {"error_code": 0, "session_id": 9, "topics": [{"name": "t", "partitions": [part]}]}
+
+    spec = API_SPECS[ApiKey.FETCH]
+    raw = body()
+    checked = spec.check_response(body(), 0)
+    assert RESPONSE_FAST_CHECKS[ApiKey.FETCH](raw) is raw
+    assert raw == checked  # the leader's omitted fields filled as the schema fills them
+    part = raw["topics"][0]["partitions"][0]
+    assert (part["diverging_epoch"], part["diverging_end_offset"]) == (-1, -1)
+    assert part["aborted_transactions"] == [] and raw["throttle_time_ms"] == 0
+    view = body(records=memoryview(b"\x00" * 70))
+    assert RESPONSE_FAST_CHECKS[ApiKey.FETCH](view) is view
+    for field, bad in (
+        ("high_watermark", 2**63),
+        ("diverging_epoch", 2**31),
+        ("error_code", 2**15),
+        ("partition", True),
+        ("records", "x"),
+        ("aborted_transactions", [{"producer_id": 1}]),
+        ("unknown", 1),
+    ):
+        b = body(**{field: bad})
+        assert RESPONSE_FAST_CHECKS[ApiKey.FETCH](b) is None, field
+        _agree(ApiKey.FETCH, body(**{field: bad}))
+    assert RESPONSE_FAST_CHECKS[ApiKey.FETCH]({"error_code": 35}) == {
+        "error_code": 35,
+        "session_id": 0,
+        "topics": [],
+        "throttle_time_ms": 0,
+    }

@@ -1,0 +1,176 @@
+"""ReplicaFetcherThread._fetch_once on a real follower (logs, flusher, replica manager), its
+leader's answers handed over by a fake connection as LeaderConnection returns them (decoded,
+then checked): records are appended from the whole batches only, flushed before the next
+fetch, which asks from the new end; a corrupt or diverging answer is handled for its own
+partition alone; throttled partitions count their bytes."""
+
+from __future__ import annotations
+
+import time
+
+import msgpack
+import pytest
+from test_replica_manager import TID, Harness
+
+from broker.replica.fetcher import FetcherSettings, ReplicaFetcherThread
+from broker.replica.follower import whole_batches, whole_end
+from broker.replica.throttle import ReplicationThrottle
+from client.errors import CorruptRecordError
+from client.protocol import API_SPECS, ApiKey
+from client.protocol.fast_checks import fetch_response
+from client.protocol.framing import decode_response
+from client.records import build_batch
+from client.records.header import set_partition_leader_epoch
+from controller.metadata.records import Partition as PartitionRecord
+from controller.metadata.records import Topic
+
+EPOCH = 2
+N = 3
+
+
+def _batch(base: int, n: int = 3, epoch: int = EPOCH) -> bytes:
+    b = bytearray(build_batch([(None, b"v%d" % i) for i in range(n)], base_offset=base))
+    set_partition_leader_epoch(b, epoch)
+    return bytes(b)
+
+
+class FakeLeader:
+    """Answers each Fetch with the next queued body, decoded and checked as LeaderConnection
+    does; keeps the requests."""
+
+    def __init__(self) -> None:
+        self.answers: list[dict] = []
+        self.requests: list[dict] = []
+
+    def request(self, api_key: int, body: dict) -> dict:
+        assert api_key == ApiKey.FETCH
+        self.requests.append(body)
+        raw = decode_response(msgpack.packb([1, self.answers.pop(0)], use_bin_type=True))[1]
+        checked = API_SPECS[api_key].check_response(raw, 0)
+        assert fetch_response(raw) is raw and raw == checked  # the fast check's answer
+        return raw
+
+    def close(self) -> None:
+        pass
+
+
+def _answer(*parts: dict, session_id: int = 7) -> dict:
+    return {
+        "error_code": 0,
+        "session_id": session_id,
+        "topics": [{"name": "t", "partitions": list(parts)}],
+        "throttle_time_ms": 0,
+    }
+
+
+def _part(p: int, records: bytes = b"", hw: int = 0, **more: object) -> dict:
+    return {
+        "partition": p,
+        "error_code": 0,
+        "high_watermark": hw,
+        "last_stable_offset": hw,
+        "log_start_offset": 0,
+        "records": records,
+        **more,
+    }
+
+
+@pytest.fixture
+def follower(tmp_path):
+    h = Harness(tmp_path)
+    h.rm.table.node_id = 2
+    h.replay(
+        Topic("t", TID),
+        *(PartitionRecord(TID, p, (1, 2), (1, 2), 1, EPOCH, 0) for p in range(N)),
+    )
+    yield h
+    h.close()
+
+
+def _thread(h, throttle: ReplicationThrottle | None = None):
+    thread = ReplicaFetcherThread(
+        "fetcher-test", 2, 1, h.rm, lambda _id: None, FetcherSettings(backoff_ms=60_000), throttle
+    )
+    for p in range(N):
+        thread.add(("t", p), EPOCH)
+    leader = FakeLeader()
+    thread._conn = leader
+    return thread, leader
+
+
+def _asked(body: dict) -> dict[int, int]:
+    return {p["partition"]: p["fetch_offset"] for t in body["topics"] for p in t["partitions"]}
+
+
+def test_an_answer_is_appended_flushed_and_the_next_fetch_asks_from_the_new_end(follower):
+    thread, leader = _thread(follower)
+    two = _batch(0) + _batch(3)
+    leader.answers.append(
+        _answer(
+            _part(0, _batch(0), hw=0),
+            _part(1, two[: len(two) - 5], hw=6),  # a size-limited read: the second cut short
+            _part(2),
+        )
+    )
+    assert thread._fetch_once()
+    logs = [follower.rm.get_partition("t", p).log for p in range(N)]
+    assert [log.end_offset for log in logs] == [3, 3, 0]
+    assert [log.flushed_offset for log in logs] == [3, 3, 0]  # before the next fetch
+    assert follower.rm.get_partition("t", 1).high_watermark == 3  # never above its end
+    assert thread.bytes_fetched == 2 * len(_batch(0))
+    assert [thread._parts[("t", p)].behind for p in range(N)] == [False, True, False]
+    leader.answers.append(_answer())
+    assert thread._fetch_once()
+    assert _asked(leader.requests[-1]) == {0: 3, 1: 3}  # p2 unchanged: not named again
+    assert leader.requests[-1]["session_epoch"] == 1
+
+
+def test_a_batch_size_below_the_header_backs_off_its_partition_alone(follower):
+    thread, leader = _thread(follower)
+    bad = bytearray(_batch(0))
+    bad[8:12] = (-12).to_bytes(4, "big", signed=True)  # a walk by this size would not move
+    leader.answers.append(_answer(_part(0, bytes(bad)), _part(1, _batch(0), hw=3)))
+    assert thread._fetch_once()
+    assert follower.rm.get_partition("t", 0).log.end_offset == 0
+    assert thread._parts[("t", 0)].delayed_until > time.monotonic()
+    assert follower.rm.get_partition("t", 1).log.end_offset == 3
+    assert thread._parts[("t", 1)].delayed_until == 0.0
+
+
+def test_whole_batches_stop_at_a_partial_tail_and_refuse_sizes_below_the_header():
+    two = _batch(0) + _batch(3)
+    assert whole_end(two) == len(two) and bytes(whole_batches(two)) == two
+    assert whole_end(two[:-1]) == len(_batch(0))
+    assert whole_end(two[:40]) == 0 and whole_end(b"") == 0
+    bad = bytearray(two)
+    bad[len(_batch(0)) + 8 : len(_batch(0)) + 12] = (20).to_bytes(4, "big")  # size 32
+    with pytest.raises(CorruptRecordError):
+        whole_end(bytes(bad))
+
+
+def test_a_diverging_answer_truncates_and_fetches_on_from_the_new_end(follower):
+    thread, leader = _thread(follower)
+    log = follower.rm.get_partition("t", 0).log
+    log.append_as_follower(_batch(0, epoch=1))  # records of an epoch the leader never had
+    leader.answers.append(_answer(_part(0, diverging_epoch=-1, diverging_end_offset=0)))
+    assert thread._fetch_once()
+    assert log.end_offset == 0
+    assert thread._parts[("t", 0)].delayed_until == 0.0  # its position moved: no back-off
+    leader.answers.append(_answer(_part(0, _batch(0), hw=3)))
+    assert thread._fetch_once()
+    assert _asked(leader.requests[-1])[0] == 0 and log.end_offset == 3
+
+
+def test_throttled_partitions_count_their_bytes_and_the_others_do_not(follower):
+    throttle = ReplicationThrottle()
+    throttle.set_rate(10_000_000)
+    throttle.set_throttled(("t", 1), True)
+    thread, leader = _thread(follower, throttle)
+    leader.answers.append(_answer(_part(0, _batch(0)), _part(1, _batch(0))))
+    assert thread._fetch_once()
+    assert throttle.bytes_throttled == len(_batch(0))
+    body = leader.requests[-1]
+    sizes = {
+        p["partition"]: p["partition_max_bytes"] for t in body["topics"] for p in t["partitions"]
+    }
+    assert sizes[1] == 100_000 and sizes[0] == FetcherSettings().partition_max_bytes
