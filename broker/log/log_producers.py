@@ -142,12 +142,7 @@ class LogProducers:
         if len(headers) == 1:  # the common case, as the loop below takes it, with fewer calls
             h = headers[0][1]
             if h.attributes & (CONTROL_BIT | TRANSACTIONAL_BIT):
-                if h.attributes & CONTROL_BIT:
-                    raise InvalidRecordError(
-                        f"{prefix}control batches are written by transaction markers only"
-                    )
-                if h.producer_id < 0:
-                    raise InvalidRecordError(f"{prefix}a transactional batch needs a producer id")
+                _refuse_flagged(h, prefix)
             if h.producer_id < 0:
                 return None
             state = self._state if self._state is not None else self.state_locked()
@@ -155,12 +150,7 @@ class LogProducers:
             return None if dup is None else (dup.first_offset, dup.last_offset)
         for _pos, h in headers:
             if h.attributes & (CONTROL_BIT | TRANSACTIONAL_BIT):
-                if h.attributes & CONTROL_BIT:
-                    raise InvalidRecordError(
-                        f"{prefix}control batches are written by transaction markers only"
-                    )
-                if h.producer_id < 0:
-                    raise InvalidRecordError(f"{prefix}a transactional batch needs a producer id")
+                _refuse_flagged(h, prefix)
         if any(h.producer_id >= 0 for _pos, h in headers):
             hs = [h for _pos, h in headers]
             return self.state_locked().check_run(hs, prefix)
@@ -272,3 +262,12 @@ class LogProducers:
     def start_advanced_locked(self, start: int) -> None:
         """The log start moved to `start`: index entries wholly below it go."""
         self._log.guard(self.aborted_index_locked().drop_below, start)
+
+
+def _refuse_flagged(h: BatchHeader, prefix: str) -> None:
+    """A client batch with the control or transactional bit (LogProducers.check_locked): a
+    control batch is refused, and a transactional one without a producer id."""
+    if h.attributes & CONTROL_BIT:
+        raise InvalidRecordError(f"{prefix}control batches are written by transaction markers only")
+    if h.producer_id < 0:
+        raise InvalidRecordError(f"{prefix}a transactional batch needs a producer id")
