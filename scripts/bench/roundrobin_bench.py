@@ -6,9 +6,10 @@ Starts one `gregor server` (from the tree given by --root, default this one), cr
 100-byte records, acks=all, linger.ms 5, one `send()` per record (a future each), first all
 to one partition, then round-robin over all. For each run it prints the rate, the records per
 batch the producer made, and the CPU seconds per record of the producer's process and of the
-server (user + system, from getrusage and /proc). CPU per record is steadier than the rate on
-a shared machine: compare two trees with --root (e.g. a `git worktree` of an older commit,
-with the C extensions of client/records copied or built there).
+server (user + system, from getrusage and /proc), and how the time splits between the
+send() loop and the flush() after it (the last requests' round trips). CPU per record is
+steadier than the rate on a shared machine: compare two trees with --root (e.g. a `git
+worktree` of an older commit, with the C extensions of client/records copied or built there).
 
 --brokers 3: a cluster of 3 controllers and 3 brokers instead (scripts/bench/_cluster.py),
 topics of replication factor 3 and min.insync.replicas 2, as partitions_bench.py --brokers 3
@@ -112,6 +113,7 @@ def main() -> int:
             c0, s0, io0, t0 = own_cpu(), server_cpu(), syscalls(), time.monotonic()
             futs = [producer.send(targets[i % count][0], VALUE, partition=targets[i % count][1])
                     for i in range(n)]  # fmt: skip
+            sent = time.monotonic() - t0
             producer.flush()
             elapsed = time.monotonic() - t0
             c1, s1, io1 = own_cpu(), server_cpu(), syscalls()
@@ -119,6 +121,8 @@ def main() -> int:
         batches = max(1, built[0])
         return {
             "records_per_s": round(n / elapsed, 1),
+            "send_loop_s": round(sent, 3),
+            "flush_s": round(elapsed - sent, 3),
             "errors": errors,
             "records_per_batch": round(n / batches, 1),
             "producer_cpu_us_per_record": round((c1 - c0) / n * 1e6, 2),
