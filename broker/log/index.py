@@ -167,14 +167,8 @@ class OffsetIndex(_IndexFile):
 
     def append(self, offset: int, position: int) -> None:
         rel = offset - self.base_offset
-        keys = self._keys
-        assert not keys or rel > keys[-1], (offset, keys[-1:])
-        keys.append(rel)  # (_append_raw, inlined: once per indexed batch)
-        self._values.append(position)
-        if len(keys) >= self.max_entries:
-            self.is_full = True
-        if len(keys) - self._written >= WRITE_EVERY:
-            self.write_pending()
+        assert not self._keys or rel > self._keys[-1], (offset, self._keys[-1:])
+        self._append_raw(rel, position)
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """(offset, position) of the last entry with offset <= `offset`, else (base, 0)."""

@@ -265,12 +265,11 @@ class Log:
         if self.config.compact:
             check_keys(buf, headers, self.prefix)
         with self.lock:
-            if self._closed or self._offline:
-                self._check_online()
+            self._check_online()
             dup = self.producers.check_locked(buf, headers, control, coordinator)
             if dup is not None:  # a retry of batches already here: their offsets, no write
                 return AppendInfo(dup[0], dup[1], -1, 0, 0, 0, self._log_start_offset)
-            first = offset = self._segments[-1].next_offset
+            first = offset = self._end()
             batches = []
             max_ts = -1
             records_n = 0
@@ -298,9 +297,8 @@ class Log:
         view = memoryview(records)
         headers = validate_batches(view, None, self.prefix)
         with self.lock:
-            if self._closed or self._offline:
-                self._check_online()
-            first = expected = self._segments[-1].next_offset
+            self._check_online()
+            first = expected = self._end()
             batches = []
             max_ts = -1
             records_n = 0
@@ -318,8 +316,10 @@ class Log:
                     max_ts = h.max_timestamp
             self._write(view, batches, first, expected)
             self.producers.appended_locked(view, headers)
-            info = (first, expected - 1, max_ts, len(batches), records_n, len(view))
-            return _new(AppendInfo, (*info, self._log_start_offset))
+            lso = self._log_start_offset
+            return _new(
+                AppendInfo, (first, expected - 1, max_ts, len(batches), records_n, len(view), lso)
+            )
 
     def guard(self, fn: Callable[..., T], *args: object) -> T:
         """Run a file operation; an OSError marks the log offline and becomes StorageError."""

@@ -76,7 +76,6 @@ SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOTS_KEPT = 2
 BATCHES_KEPT = 5  # Kafka's: max.in.flight.requests.per.connection up to 5 keeps order
 _new = tuple.__new__
-_SEQUENCE_MAX = 2**31 - 1  # (header.py's: seq_add wraps past it)
 
 
 class BatchEntry(NamedTuple):
@@ -170,14 +169,8 @@ class ProducerStateManager:
         """Leader, before appending the idempotent batch `h`: its earlier append (a duplicate:
         answer with those offsets, append nothing) or None (append it). Raises
         OutOfOrderSequenceNumberError, InvalidProducerEpochError, UnknownProducerIdError."""
-        pid, epoch, first, delta = (
-            h.producer_id,
-            h.producer_epoch,
-            h.base_sequence,
-            h.last_offset_delta,
-        )
-        # seq_add(first, delta), without the call when it does not wrap (every append runs this)
-        last = first + delta if first <= _SEQUENCE_MAX - delta else seq_add(first, delta)
+        pid, epoch, first = h.producer_id, h.producer_epoch, h.base_sequence
+        last = seq_add(first, h.last_offset_delta)
         e = self.producers.get(pid)
         if e is None:
             if first != 0:
@@ -199,10 +192,7 @@ class ProducerStateManager:
         for b in e.batches:
             if b.first_seq == first and b.last_seq == last:
                 return b
-        expected = 0
-        if e.batches:
-            expected = e.batches[-1].last_seq
-            expected = expected + 1 if expected < _SEQUENCE_MAX else seq_add(expected, 1)
+        expected = seq_add(e.batches[-1].last_seq, 1) if e.batches else 0
         if first != expected:
             raise OutOfOrderSequenceNumberError(
                 f"{where}producer {pid} epoch {epoch}: sequence {first}, expected {expected}"
@@ -279,7 +269,7 @@ class ProducerStateManager:
             e.txn_first_offset = first_offset
             self.ongoing[pid] = first_offset
         seq, delta = h.base_sequence, h.last_offset_delta
-        last = seq + delta if seq <= _SEQUENCE_MAX - delta else seq_add(seq, delta)
+        last = seq_add(seq, delta)
         # BatchEntry(...) without its Python-level __new__ (once per append)
         e.batches.append(_new(BatchEntry, (seq, last, first_offset, first_offset + delta)))
         return None
