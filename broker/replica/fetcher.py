@@ -348,13 +348,11 @@ class ReplicaFetcherThread:
                 return n > 0
             truncating = diverged or code == ErrorCode.OFFSET_OUT_OF_RANGE
             before = fetch_position(part) if truncating else None
-            if code == 0:
-                n = apply_fetched(part, entry)
+            if code == 0:  # diverged: truncated where the answer says, nothing appended
+                apply_fetched(part, entry)
                 st.behind = part.log.end_offset < int(entry["high_watermark"])
-                self.bytes_fetched += n
-                self.throttle.record(tp, n)
                 if fetch_position(part) != before:
-                    return n > 0
+                    return False
             elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
                 truncate_out_of_range(part, int(entry["log_start_offset"]), self._leader_end(tp))
                 if fetch_position(part) != before:

@@ -178,7 +178,7 @@ class Partition:
         expand_isr: bool,
     ) -> tuple[bool, bool, tuple[int, ...] | None]:
         """A follower fetch's arrival under one lock: `update_follower`,
-        `update_follower_log_start` and, when `expand_isr`, `isr_to_expand`. Returns (the HW
+        `update_follower_log_start` and, when `expand_isr`, the state's `isr_to_expand`. Returns (the HW
         moved, its log start moved up, the ISR to propose or None)."""
         log = self.log
         with self._lock:
@@ -220,15 +220,6 @@ class Partition:
         now = now_ms if now_ms is not None else _now_ms()
         with self._lock:
             return self.state.isr_to_shrink(now, lag_ms, retry_ms)
-
-    def isr_to_expand(
-        self, replica_id: int, now_ms: int | None = None, retry_ms: int = ISR_PROPOSAL_RETRY_MS
-    ) -> tuple[int, ...] | None:
-        """The ISR plus `replica_id` when that follower reached the HW and the start of this
-        leader epoch (None: nothing to propose). Marks it pending."""
-        now = now_ms if now_ms is not None else _now_ms()
-        with self._lock:
-            return self.state.isr_to_expand(replica_id, now, retry_ms)
 
     def isr_change_failed(self, backoff_ms: int = ISR_RETRY_BACKOFF_MS) -> bool:
         """The controller refused the change and it was not made: a check `backoff_ms` later
