@@ -41,7 +41,6 @@ from client.protocol import (
     encode_request_parts,
 )
 from client.protocol.body import Body
-from client.protocol.fast_checks import RESPONSE_FAST_CHECKS
 from client.protocol.frame_reader import FrameReader, socket_queued_bytes
 from client.security.scram import (
     AuthenticationFailed,
@@ -380,9 +379,6 @@ class BrokerConnection:
             raise self._raise_closed()
 
     def _check(self, api_key: int, version: int, raw: Body) -> Body:
-        fast = RESPONSE_FAST_CHECKS.get(api_key)
-        if fast is not None and fast(raw) is not None:
-            return raw  # exactly what the schema check would return (fast_checks.py)
         spec = API_SPECS[api_key]
         code = raw.get("error_code")
         if (

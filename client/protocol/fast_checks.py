@@ -5,9 +5,10 @@ of partitions gets thousands of one-batch entries per answer, and the generic sc
 (client/protocol/schema.py: a closure per field, a new dict per entry) cost ~0.8 us each.
 `produce_response` accepts a body only when it is exactly what that check would return (every
 field present, of its type and range, no other keys), and then returns it as it is (~0.25 us
-per entry); anything else returns None, and the caller runs the schema check, which fills
-defaults or names the bad field. tests/unit/protocol/test_protocol_fast_checks.py holds the
-two to the same answers.
+per entry); anything else returns None, and the schema check runs, which fills defaults or
+names the bad field. `ApiSpec.check_response` (schema.py) tries these first, so the broker
+checking what it sends and the client or a follower checking what it receives all take them.
+tests/unit/protocol/test_protocol_fast_checks.py holds the two to the same answers.
 
 A Fetch answer to a follower carries ~333 one-batch entries (one producer over 1,000 RF=3
 partitions), each without the fields the leader leaves at their defaults

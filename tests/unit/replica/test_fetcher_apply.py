@@ -46,7 +46,7 @@ class FakeLeader:
         assert api_key == ApiKey.FETCH
         self.requests.append(body)
         raw = decode_response(msgpack.packb([1, self.answers.pop(0)], use_bin_type=True))[1]
-        checked = API_SPECS[api_key].check_response(raw, 0)
+        checked = API_SPECS[api_key].response.check(raw, 0)  # the schema walk alone
         assert fetch_response(raw) is raw and raw == checked  # the fast check's answer
         return raw
 
