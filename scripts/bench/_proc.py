@@ -26,3 +26,18 @@ def context_switches(pid: int, voluntary_only: bool = False) -> int:
         except OSError:  # the thread ended meanwhile
             continue
     return total
+
+
+def machine_ticks() -> tuple[int, int]:
+    """(all, idle) CPU ticks of the whole machine so far, every CPU summed (/proc/stat's first
+    line; idle includes iowait): the busy share over a window is 1 - d(idle) / d(all), which
+    counts what no process of a benchmark is charged for (kernel threads, softirqs)."""
+    with open("/proc/stat") as f:
+        ticks = [int(x) for x in f.readline().split()[1:]]
+    return sum(ticks), ticks[3] + ticks[4]
+
+
+def busy_share(before: tuple[int, int], after: tuple[int, int]) -> float:
+    """The machine's busy share of its CPUs between two `machine_ticks()` readings (0..1)."""
+    total = after[0] - before[0]
+    return round(1 - (after[1] - before[1]) / total, 3) if total > 0 else 0.0

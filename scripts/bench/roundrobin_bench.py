@@ -3,11 +3,13 @@
 
 Starts one `gregor server` (from the tree given by --root, default this one), creates
 --partitions partitions (topics of 100), writes every partition once, then --repeat times:
-100-byte records, acks=all, linger.ms 5, one `send()` per record (a future each), first all
+100-byte records, acks=all, linger.ms 5 (--linger-ms), one `send()` per record (a future each), first all
 to one partition, then round-robin over all. For each run it prints the rate, the records per
 batch the producer made, and the CPU seconds per record of the producer's process and of the
 server (user + system, from getrusage and /proc), and how the time splits between the
-send() loop and the flush() after it (the last requests' round trips). CPU per record is
+send() loop and the flush() after it (the last requests' round trips), and how busy the
+machine's CPUs were in each of the two (machine_busy, 0..1: near 1 the run is CPU-bound, and
+what each process spends per record decides the rate). CPU per record is
 steadier than the rate on a shared machine: compare two trees with --root (e.g. a `git
 worktree` of an older commit, with the C extensions of client/records copied or built there).
 
@@ -17,7 +19,7 @@ measures the spread; the server figures are then the three brokers' summed CPU p
 per batch, and each broker's read and write syscalls per 1,000 records (/proc/PID/io).
 
     .venv/bin/python scripts/bench/roundrobin_bench.py [--partitions 5000] [--records 200000]
-        [--repeat 3] [--brokers 1|3] [--root DIR]
+        [--repeat 3] [--brokers 1|3] [--linger-ms 5] [--root DIR]
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _proc import cpu_seconds
+from _proc import busy_share, cpu_seconds, machine_ticks
 
 
 def main() -> int:
@@ -43,6 +45,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--brokers", type=int, default=1, choices=(1, 3))
     ap.add_argument("--root", default=str(Path(__file__).resolve().parents[2]))
+    ap.add_argument("--linger-ms", type=int, default=5, help="the producer's linger.ms")
     args = ap.parse_args()
     root = os.path.abspath(args.root)
     sys.path[:0] = [root, str(Path(root) / "scripts" / "bench")]
@@ -104,18 +107,21 @@ def main() -> int:
         (the producer's start-up and metadata requests are left out)."""
         from client import Producer
 
-        cfg = {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5}
+        cfg = {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": args.linger_ms}
         n, count = args.records, len(targets)
         with Producer(cfg) as producer:
             for topic in sorted({t for t, _ in targets}):
                 producer.partitions_for(topic)
             built[0] = 0
+            m0 = machine_ticks()
             c0, s0, io0, t0 = own_cpu(), server_cpu(), syscalls(), time.monotonic()
             futs = [producer.send(targets[i % count][0], VALUE, partition=targets[i % count][1])
                     for i in range(n)]  # fmt: skip
             sent = time.monotonic() - t0
+            m1 = machine_ticks()
             producer.flush()
             elapsed = time.monotonic() - t0
+            m2 = machine_ticks()
             c1, s1, io1 = own_cpu(), server_cpu(), syscalls()
         errors = sum(1 for f in futs if f.exception() is not None)
         batches = max(1, built[0])
@@ -123,6 +129,8 @@ def main() -> int:
             "records_per_s": round(n / elapsed, 1),
             "send_loop_s": round(sent, 3),
             "flush_s": round(elapsed - sent, 3),
+            # how busy the whole machine's CPUs were during the send() loop and the flush()
+            "machine_busy": [busy_share(m0, m1), busy_share(m1, m2)],
             "errors": errors,
             "records_per_batch": round(n / batches, 1),
             "producer_cpu_us_per_record": round((c1 - c0) / n * 1e6, 2),
@@ -150,6 +158,7 @@ def main() -> int:
         out: dict = {
             "root": root,
             "brokers": args.brokers,
+            "linger_ms": args.linger_ms,
             "partitions": len(every),
             "load_before": os.getloadavg()[0],
         }
