@@ -166,7 +166,16 @@ def run_count_cluster(count: int, args, base: str) -> dict:
             _wait_until("ISR of 3 after create", args.restart_timeout, ctx["short"]), 2
         )
         out["idle"] = _node_stats(nodes, args.idle_seconds)
-        out.update(list_and_produce(bootstrap, topics, per_topic, args.records, args.one_records))
+        out.update(
+            list_and_produce(
+                bootstrap,
+                topics,
+                per_topic,
+                args.records,
+                args.one_records,
+                args.round_robin_passes,
+            )
+        )
         out["after_produce"] = _node_stats(nodes)
         for key, sig in (("restart_clean", signal.SIGTERM), ("restart_unclean", signal.SIGKILL)):
             out[key] = {}

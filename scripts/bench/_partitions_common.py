@@ -78,15 +78,22 @@ def produce(
 
 
 def list_and_produce(
-    bootstrap: str, topics: list[str], per_topic: int, records: int, one_records: int
+    bootstrap: str,
+    topics: list[str],
+    per_topic: int,
+    records: int,
+    one_records: int,
+    steady_passes: int = 3,
 ) -> dict:
     """The list_topics time, then the produce rates: `one_records` records to one partition
     (more than `records`: at ~500k/s, 200,000 records took 0.4 s, too short a window for the
-    rate that is the round-robin figure's denominator), then `records`
-    round-robin over every partition twice (the first pass writes each partition's first
-    batch, a new leader epoch: its checkpoint file is written and the partition directory
-    fsynced once; the second is the steady state), and the second's rate over the
-    one-partition rate (round_robin_vs_one)."""
+    rate that is the round-robin figure's denominator), then `records` round-robin over every
+    partition, first once (the first pass writes each partition's first batch, a new leader
+    epoch: its checkpoint file is written and the partition directory fsynced once), then
+    `steady_passes` times (the steady state; each pass a fresh producer), and the median
+    steady pass's rate over the one-partition rate (round_robin_vs_one). One steady pass
+    varied by +-15 % from the next on a quiet 2-vCPU machine (2026-11-28): the median of three
+    is what the figure reports, every pass's rate beside it."""
     from client import Admin
 
     out: dict = {}
@@ -98,7 +105,10 @@ def list_and_produce(
     every = [(t, p) for p in range(per_topic) for t in topics]
     out["produce_one_partition"] = produce(bootstrap, [(topics[0], 0)], one_records)
     out["produce_round_robin_first"] = produce(bootstrap, every, records)
-    out["produce_round_robin"] = produce(bootstrap, every, records)
+    steady = [produce(bootstrap, every, records) for _ in range(max(1, steady_passes))]
+    out["produce_round_robin_passes"] = [p["records_per_s"] for p in steady]
+    by_rate = sorted(steady, key=lambda p: p["records_per_s"])
+    out["produce_round_robin"] = by_rate[(len(by_rate) - 1) // 2]  # the median (lower of two)
     out["round_robin_vs_one"] = round(
         out["produce_round_robin"]["records_per_s"] / out["produce_one_partition"]["records_per_s"],
         3,

@@ -10,11 +10,12 @@ data dir:
   - list_topics time (a Metadata request for every topic, through Admin);
   - produce rate (records/s, 100-byte values, acks=all, fsync-before-ack on) from one producer:
     --one-partition-records (default 5x --records) to one partition, then --records
-    round-robin over every partition twice (the first pass is each partition's first write,
-    the second the steady state), and round_robin_vs_one, the second pass's rate over the
-    one-partition rate. The one-partition phase is longer than the round-robin ones because
-    it is ~3x faster: with --records alone (200,000) it lasted 0.4 s on a quiet machine
-    (2026-11-27), the producer's start and its last linger a visible share of the window.
+    round-robin over every partition, once as each partition's first write, then
+    --round-robin-passes times (default 3) in the steady state, and round_robin_vs_one, the
+    median steady pass's rate over the one-partition rate (every pass's rate beside it). The
+    one-partition phase is longer than the round-robin ones because it is ~3x faster: with
+    --records alone (200,000) it lasted 0.4 s on a quiet machine (2026-11-27), the producer's
+    start and its last linger a visible share of the window.
     1,000,000 records (~116 MB with the accumulator's accounting) also outrun buffer.memory
     (32 MiB), so the phase includes send() waiting for space: a sustained rate;
   - restart time until the ready line: after SIGTERM (clean) and after SIGKILL (unclean).
@@ -27,6 +28,7 @@ every ISR (scripts/bench/_partitions_cluster.py).
 
     .venv/bin/python scripts/bench/partitions_bench.py [--counts 1000,5000,10000]
         [--per-topic 100] [--records 200000] [--one-partition-records N]
+        [--round-robin-passes 3]
         [--data-dir DIR] [--brokers 1|3]
         [--restart-timeout 600]
 """
@@ -176,7 +178,14 @@ def run_count(count: int, args: argparse.Namespace, base: str) -> dict:
         out["idle"] = proc_stats(server.proc.pid)
         out["idle"]["cpu_percent"] = idle_cpu_percent([server.proc.pid], args.idle_seconds)[0]
         out.update(
-            list_and_produce(server.bootstrap, topics, per_topic, args.records, args.one_records)
+            list_and_produce(
+                server.bootstrap,
+                topics,
+                per_topic,
+                args.records,
+                args.one_records,
+                args.round_robin_passes,
+            )
         )
         out["after_produce"] = proc_stats(server.proc.pid)
         stop_server(server.proc)  # clean stop
@@ -210,6 +219,12 @@ def main() -> int:
         type=int,
         default=None,
         help="records of the one-partition phase (default: 5x --records)",
+    )
+    ap.add_argument(
+        "--round-robin-passes",
+        type=int,
+        default=3,
+        help="steady round-robin passes after the first; the figure is their median",
     )
     ap.add_argument("--idle-seconds", type=float, default=5.0)
     ap.add_argument("--data-dir", help="where the servers keep data (default: a temp dir)")
