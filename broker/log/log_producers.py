@@ -139,21 +139,17 @@ class LogProducers:
                         f"by epoch {e.epoch}"
                     )
             return None
-        if len(headers) == 1:  # the common case, as the loop below takes it, with fewer calls
-            h = headers[0][1]
+        hs = [h for _pos, h in headers]
+        for h in hs:
             if h.attributes & (CONTROL_BIT | TRANSACTIONAL_BIT):
-                _refuse_flagged(h, prefix)
-            if h.producer_id < 0:
-                return None
-            state = self._state if self._state is not None else self.state_locked()
-            dup = state.check(h, prefix)  # (check_run of one batch)
-            return None if dup is None else (dup.first_offset, dup.last_offset)
-        for _pos, h in headers:
-            if h.attributes & (CONTROL_BIT | TRANSACTIONAL_BIT):
-                _refuse_flagged(h, prefix)
-        if any(h.producer_id >= 0 for _pos, h in headers):
-            hs = [h for _pos, h in headers]
-            return self.state_locked().check_run(hs, prefix)
+                if h.attributes & CONTROL_BIT:
+                    raise InvalidRecordError(
+                        f"{prefix}control batches are written by transaction markers only"
+                    )
+                if h.producer_id < 0:
+                    raise InvalidRecordError(f"{prefix}a transactional batch needs a producer id")
+        if any(h.producer_id >= 0 for h in hs):
+            return self.state_locked().check_run(hs, prefix)  # (one batch: its own short path)
         return None
 
     def appended_locked(
@@ -170,9 +166,7 @@ class LogProducers:
         for i, (pos, h) in enumerate(headers):
             base = h.base_offset if bases is None else bases[i][0]
             marker = self._marker(h, buf, pos) if h.attributes & CONTROL_BIT else None
-            done = state.update(h, base, marker)
-            if done is not None:
-                self._completed(state, done)
+            self._completed(state, state.update(h, base, marker))
 
     # -- transactions: these take the log's lock (any thread but an event loop) --------------
 
@@ -262,12 +256,3 @@ class LogProducers:
     def start_advanced_locked(self, start: int) -> None:
         """The log start moved to `start`: index entries wholly below it go."""
         self._log.guard(self.aborted_index_locked().drop_below, start)
-
-
-def _refuse_flagged(h: BatchHeader, prefix: str) -> None:
-    """A client batch with the control or transactional bit (LogProducers.check_locked): a
-    control batch is refused, and a transactional one without a producer id."""
-    if h.attributes & CONTROL_BIT:
-        raise InvalidRecordError(f"{prefix}control batches are written by transaction markers only")
-    if h.producer_id < 0:
-        raise InvalidRecordError(f"{prefix}a transactional batch needs a producer id")
