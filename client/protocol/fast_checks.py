@@ -33,6 +33,18 @@ _I32 = 1 << 31
 _I64 = 1 << 63
 
 
+def _topics(topics: list[object], partitions: Callable[[list[object]], bool]) -> bool:
+    """The topic entries of a Produce or Fetch response ({name, partitions} each), each
+    topic's partition list checked by `partitions`."""
+    for t in topics:
+        if type(t) is not dict or len(t) != 2 or type(t.get("name")) is not str:
+            return False
+        parts = t.get("partitions")
+        if type(parts) is not list or not partitions(parts):
+            return False
+    return True
+
+
 def produce_response(raw: Any) -> Body | None:
     """`raw` if it is a complete, valid Produce response (any version so far), else None."""
     if type(raw) is not dict or len(raw) != 2:
@@ -41,36 +53,35 @@ def produce_response(raw: Any) -> Body | None:
     topics = raw.get("topics")
     if type(throttle) is not int or not -_I32 <= throttle < _I32 or type(topics) is not list:
         return None
-    for t in topics:
-        if type(t) is not dict or len(t) != 2 or type(t.get("name")) is not str:
-            return None
-        parts = t.get("partitions")
-        if type(parts) is not list:
-            return None
-        for p in parts:
-            if type(p) is not dict or len(p) != 6:
-                return None
-            partition = p.get("partition")
-            code = p.get("error_code")
-            message = p.get("error_message", 0)
-            base = p.get("base_offset")
-            append_time = p.get("log_append_time_ms")
-            start = p.get("log_start_offset")
-            if (
-                type(partition) is not int
-                or type(code) is not int
-                or type(base) is not int
-                or type(append_time) is not int
-                or type(start) is not int
-                or (message is not None and type(message) is not str)
-                or not -_I32 <= partition < _I32
-                or not -_I16 <= code < _I16
-                or not -_I64 <= base < _I64
-                or not -_I64 <= append_time < _I64
-                or not -_I64 <= start < _I64
-            ):
-                return None
-    return raw
+    return raw if _topics(topics, _produce_partitions) else None
+
+
+def _produce_partitions(parts: list[object]) -> bool:
+    """The partition entries of one topic of a Produce response: every field present."""
+    for p in parts:
+        if type(p) is not dict or len(p) != 6:
+            return False
+        partition = p.get("partition")
+        code = p.get("error_code")
+        message = p.get("error_message", 0)
+        base = p.get("base_offset")
+        append_time = p.get("log_append_time_ms")
+        start = p.get("log_start_offset")
+        if (
+            type(partition) is not int
+            or type(code) is not int
+            or type(base) is not int
+            or type(append_time) is not int
+            or type(start) is not int
+            or (message is not None and type(message) is not str)
+            or not -_I32 <= partition < _I32
+            or not -_I16 <= code < _I16
+            or not -_I64 <= base < _I64
+            or not -_I64 <= append_time < _I64
+            or not -_I64 <= start < _I64
+        ):
+            return False
+    return True
 
 
 _MISSING = object()
@@ -173,12 +184,8 @@ def fetch_response(raw: object) -> Body | None:
         topics = []
     elif type(topics) is not list:
         return None
-    for t in topics:
-        if type(t) is not dict or len(t) != 2 or type(t.get("name")) is not str:
-            return None
-        parts = t.get("partitions")
-        if type(parts) is not list or not _fetch_partitions(parts):
-            return None
+    if not _topics(topics, _fetch_partitions):
+        return None
     raw.setdefault("error_code", 0)
     raw.setdefault("session_id", 0)
     raw.setdefault("throttle_time_ms", 0)
