@@ -46,6 +46,19 @@ def speedups() -> Any:
     )
 
 
+@pytest.fixture(scope="module")
+def crc_hw() -> Any:
+    """The C extension module client.records._crc with its SSE4.2 path; skips the test when
+    it is not built, GREGOR_NO_EXTENSIONS is set or the CPU has no SSE4.2 (module-scoped:
+    hypothesis tests take it too)."""
+    if os.environ.get("GREGOR_NO_EXTENSIONS", "") not in ("", "0"):
+        pytest.skip("GREGOR_NO_EXTENSIONS is set")
+    mod = pytest.importorskip("client.records._crc", reason="C extension not built")
+    if not mod.HARDWARE:
+        pytest.skip("no SSE4.2 on this CPU")
+    return mod
+
+
 def _bytes_kept(run: Callable[[int], None], n: int = 10_000) -> int:
     """Bytes of Python allocations still alive after run(n) (run(200) first, to warm caches):
     a leaked object per call shows as >= n blocks."""

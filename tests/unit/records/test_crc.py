@@ -32,28 +32,19 @@ def test_backend_matches_crcmod_incrementally_and_on_views(data, cut):
     assert crc.crc32c(memoryview(data)[cut:], crc.crc32c(bytearray(data[:cut]))) == want
 
 
-def _hw() -> Any:
-    if os.environ.get("GREGOR_NO_EXTENSIONS", "") not in ("", "0"):
-        pytest.skip("GREGOR_NO_EXTENSIONS is set")
-    mod = pytest.importorskip("client.records._crc", reason="C extension not built")
-    if not mod.HARDWARE:
-        pytest.skip("no SSE4.2 on this CPU")
-    return mod
-
-
 @settings(max_examples=200, deadline=None)
 @given(data=st.binary(max_size=3000), cut=st.integers(0, 3000), start=st.integers(0, 2**32 - 1))
-def test_sse42_matches_crcmod_on_any_buffer(data, cut, start):
-    hw = _hw()
+def test_sse42_matches_crcmod_on_any_buffer(crc_hw, data, cut, start):
+    hw = crc_hw
     cut = min(cut, len(data))
     assert hw.crc32c(data, start) == crc.crcmod_crc32c(data, start)
     buf = bytearray(data)
     assert hw.crc32c(memoryview(buf)[cut:], hw.crc32c(buf[:cut])) == crc.crcmod_crc32c(data)
 
 
-def test_sse42_three_streams_on_large_inputs_at_every_alignment():
+def test_sse42_three_streams_on_large_inputs_at_every_alignment(crc_hw):
     """From 1 MiB the C code splits the input in three streams joined by crc32c_combine."""
-    hw = _hw()
+    hw = crc_hw
     rng = random.Random(7)
     print("seed 7")
     big = rng.randbytes(3 * (1 << 20) + 64)
@@ -64,8 +55,8 @@ def test_sse42_three_streams_on_large_inputs_at_every_alignment():
                 assert hw.crc32c(view, start) == crc.crcmod_crc32c(bytes(view), start), (n, offset)
 
 
-def test_sse42_argument_errors_and_selection():
-    hw = _hw()
+def test_sse42_argument_errors_and_selection(crc_hw):
+    hw = crc_hw
     with pytest.raises(ValueError):
         hw.crc32c(b"x", 2**32)
     with pytest.raises((TypeError, BufferError)):

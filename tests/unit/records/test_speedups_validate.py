@@ -9,7 +9,6 @@ over max_bytes). Skipped when the extension is not built or has no SSE4.2.
 
 from __future__ import annotations
 
-import os
 import random
 import struct
 from typing import Any
@@ -34,15 +33,10 @@ from client.records.header import (
 
 
 @pytest.fixture(scope="module")
-def c_validate() -> Any:
+def c_validate(crc_hw: Any) -> Any:
     """The C function; skips when it is not there (not built, GREGOR_NO_EXTENSIONS, no SSE4.2)."""
-    if os.environ.get("GREGOR_NO_EXTENSIONS", "") not in ("", "0"):
-        pytest.skip("GREGOR_NO_EXTENSIONS is set")
-    mod = pytest.importorskip("client.records._crc", reason="C extension not built")
-    if not mod.HARDWARE:
-        pytest.skip("no SSE4.2 on this CPU")
-    assert header_mod._c_validate_batches is mod.validate_batches
-    return mod.validate_batches
+    assert header_mod._c_validate_batches is crc_hw.validate_batches
+    return crc_hw.validate_batches
 
 
 def _python(buf: Any, max_bytes: int | None) -> list[tuple[int, BatchHeader]]:
