@@ -276,8 +276,12 @@ def _compile_struct(fields: list[Field], version: int, struct_name: str) -> Chec
     declaration order, primitives inline (no call per field), the output dict built at once.
     The same answers as a field-by-field walk: the first bad field in order raises, with the
     same message and path (inline checks that fail call the field's checker to raise it)."""
-    ns: dict[str, object] = {"_MISSING": _MISSING, "_Bad": _Bad, "_fail": _fail}
-    ns["_type_error"] = _type_error
+    ns: dict[str, object] = {
+        "_MISSING": _MISSING,
+        "_Bad": _Bad,
+        "_fail": _fail,
+        "_type_error": _type_error,
+    }
     lines = [
         "def check_struct(v):",
         "    if type(v) is not dict:",
