@@ -134,6 +134,21 @@ cpu_has_sse42(void)
 
 static int hardware = 0;
 
+/* CRC-32C of n bytes at p continuing from crc: three streams from THREE_WAY_MIN bytes, one
+ * below (only called when `hardware`: without an SSE4.2 build it is never reached). */
+static uint32_t
+crc32c_any(uint32_t crc, const unsigned char *p, size_t n)
+{
+#if HAVE_SSE42_BUILD
+    return n >= THREE_WAY_MIN ? crc32c_hw3(crc, p, n) : crc32c_hw(crc, p, n);
+#else
+    (void)crc;
+    (void)p;
+    (void)n;
+    return 0;
+#endif
+}
+
 static PyObject *
 crc32c(PyObject *self, PyObject *args)
 {
@@ -151,14 +166,8 @@ crc32c(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_RuntimeError, "no SSE4.2 on this CPU or build");
         return NULL;
     }
-    uint32_t result = 0;
-#if HAVE_SSE42_BUILD
-    if (view.len >= THREE_WAY_MIN) {
-        result = crc32c_hw3((uint32_t)start, (const unsigned char *)view.buf, (size_t)view.len);
-    } else {
-        result = crc32c_hw((uint32_t)start, (const unsigned char *)view.buf, (size_t)view.len);
-    }
-#endif
+    uint32_t result =
+        crc32c_any((uint32_t)start, (const unsigned char *)view.buf, (size_t)view.len);
     PyBuffer_Release(&view);
     return PyLong_FromUnsignedLong(result);
 }
@@ -271,14 +280,8 @@ validate_batches(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (pos + size > n) goto invalid;
         long long delta = (int32_t)be32(p + 23), count = (int32_t)be32(p + 57);
         if (count < 0 || delta < 0 || count > delta + 1) goto invalid;
-        uint32_t crc = 0;
-#if HAVE_SSE42_BUILD
-        if (size - CRC_START >= THREE_WAY_MIN)
-            crc = crc32c_hw3(0, p + CRC_START, (size_t)(size - CRC_START));
-        else
-            crc = crc32c_hw(0, p + CRC_START, (size_t)(size - CRC_START));
-#endif
-        if (crc != be32(p + 17)) goto invalid;
+        if (crc32c_any(0, p + CRC_START, (size_t)(size - CRC_START)) != be32(p + 17))
+            goto invalid;
         PyObject *h = make_header(type, p);
         if (h == NULL) goto fail;
         PyObject *pos_obj = PyLong_FromLongLong(pos);
