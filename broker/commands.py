@@ -19,7 +19,8 @@ the address the listener binds and the one it advertises:
       listener INTERNAL: bound 0.0.0.0:9092, advertised broker-1:9092 (inter-broker)
       listener EXTERNAL: bound 0.0.0.0:19092, advertised localhost:19092
 
-SIGTERM / SIGINT shut down gracefully (exit 0). A fatal error (the one-voter controller's Raft
+SIGTERM / SIGINT shut down gracefully (exit 0). SIGQUIT prints every thread's stack on stderr
+and the broker goes on (a JVM's `kill -3`). A fatal error (the one-voter controller's Raft
 storage failed) shuts down just as gracefully, prints `gregor server: stopped after a fatal
 error: REASON` on stderr and exits 1; so does a start-up that fails.
 """
@@ -27,6 +28,7 @@ error: REASON` on stderr and exits 1; so does a start-up that fails.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import logging
 import os
 import signal
@@ -179,6 +181,7 @@ def run_server(args: argparse.Namespace) -> int:
     # line) request a graceful shutdown; serve_forever installs the same handlers again.
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, frame: server.request_shutdown())
+    faulthandler.register(signal.SIGQUIT, all_threads=True)  # kill -3: the threads' stacks
     try:
         host, port = server.start()
     except DirectoryInUseError as exc:

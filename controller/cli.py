@@ -9,14 +9,16 @@ Once listening it prints exactly one line to stdout (flushed), which scripts and
 
     gregor controller listening on 127.0.0.1:9093, data in /abs/dir (node 1)
 
-SIGTERM / SIGINT stop it (exit 0); SIGHUP re-reads the TLS certificate, key and CA files; a bad configuration prints one line naming the key on stderr
-and exits 2. `quorum describe` asks any controller, follows it to the leader, and prints the
+SIGTERM / SIGINT stop it (exit 0); SIGQUIT prints every thread's stack on stderr and it goes on
+(a JVM's `kill -3`); SIGHUP re-reads the TLS certificate, key and CA files; a bad configuration
+prints one line naming the key on stderr and exits 2. `quorum describe` asks any controller, follows it to the leader, and prints the
 leader, term, high watermark and each voter's log end offset and lag.
 """
 
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import logging
 import os
@@ -174,6 +176,7 @@ def run_controller(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     signal.signal(signal.SIGHUP, lambda *_: proc.reload_tls())  # re-read TLS files
+    faulthandler.register(signal.SIGQUIT, all_threads=True)  # kill -3: the threads' stacks
     try:
         host, port = proc.start()
     except DirectoryInUseError as exc:

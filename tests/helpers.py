@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, TypeVar
@@ -264,6 +264,28 @@ class GregorProcess:
     def stderr(self) -> str:
         self._stderr.flush()
         return self.stderr_path.read_text(errors="replace")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 120.0) -> int:
+        """Send `sig` to the process group and wait for the exit; returns the exit status. A
+        process still running after `timeout` is asked for its threads' stacks (SIGQUIT), killed,
+        and the failure shows its stderr's tail with those stacks."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                told = self.stderr().count("most recent call first")
+                os.killpg(self.proc.pid, signal.SIGQUIT)
+                with suppress(AssertionError):
+                    wait_until(lambda: self.stderr().count("most recent call first") > told, 10)
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(30)
+                raise AssertionError(
+                    f"gregor (pid {self.proc.pid}) still running {timeout:.0f}s after signal "
+                    f"{signal.Signals(sig).name}; its stderr's tail, with its threads' stacks:\n"
+                    + self.stderr()[-30_000:]
+                ) from None
+        return self.proc.returncode
 
     def close(self) -> None:
         self._stderr.close()

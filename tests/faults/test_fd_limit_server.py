@@ -55,10 +55,10 @@ def _spawn(data: Path, stderr_path: Path) -> GregorProcess:
 
 
 def _stop(gp: GregorProcess, sig: int) -> None:
-    if gp.proc.poll() is None:
-        os.killpg(gp.proc.pid, sig)
-        gp.proc.wait(120)
-    gp.close()
+    try:
+        gp.stop(sig, 120)  # (a stop that hangs fails with the server's threads' stacks)
+    finally:
+        gp.close()
 
 
 def _fds(gp: GregorProcess) -> int:
