@@ -11,8 +11,9 @@ Once listening it prints exactly one line to stdout (flushed), which scripts and
 
 SIGTERM / SIGINT stop it (exit 0); SIGQUIT prints every thread's stack on stderr and it goes on
 (a JVM's `kill -3`); SIGHUP re-reads the TLS certificate, key and CA files; a bad configuration
-prints one line naming the key on stderr and exits 2. `quorum describe` asks any controller, follows it to the leader, and prints the
-leader, term, high watermark and each voter's log end offset and lag.
+prints one line naming the key on stderr and exits 2. `quorum describe` asks any controller,
+follows it to the leader, and prints the leader, term, high watermark and each voter's log end
+offset and lag.
 """
 
 from __future__ import annotations
