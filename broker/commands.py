@@ -181,6 +181,8 @@ def run_server(args: argparse.Namespace) -> int:
     # line) request a graceful shutdown; serve_forever installs the same handlers again.
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, frame: server.request_shutdown())
+    hup: list[int] = []  # a SIGHUP during start-up reloads once started (it must not end us)
+    signal.signal(signal.SIGHUP, lambda signum, frame: hup.append(signum))
     faulthandler.register(signal.SIGQUIT, all_threads=True)  # kill -3: the threads' stacks
     try:
         host, port = server.start()
@@ -189,6 +191,9 @@ def run_server(args: argparse.Namespace) -> int:
     except Exception as exc:  # start() logged the traceback and shut down what started
         print(f"gregor {command}: cannot start: {exc}", file=sys.stderr, flush=True)
         return 1
+    signal.signal(signal.SIGHUP, lambda signum, frame: server.reload_tls())  # (as serve_forever)
+    if hup:
+        server.reload_tls()
     data = os.path.abspath(settings.log_dirs[0]) if settings.log_dirs else "(none)"
     shown = f"[{host}]" if ":" in host else host
     print(

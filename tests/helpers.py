@@ -276,8 +276,15 @@ class GregorProcess:
             except subprocess.TimeoutExpired:
                 told = self.stderr().count("most recent call first")
                 os.killpg(self.proc.pid, signal.SIGQUIT)
+                sizes = [-1]
+
+                def written_out() -> bool:  # two reads 50 ms apart find stderr the same size
+                    sizes.append(len(self.stderr()))
+                    return sizes[-1] == sizes[-2]
+
                 with suppress(AssertionError):
                     wait_until(lambda: self.stderr().count("most recent call first") > told, 10)
+                    wait_until(written_out, 5, interval=0.05)
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(30)
                 raise AssertionError(

@@ -13,7 +13,7 @@ import socket
 import time
 
 import pytest
-from helpers import wait_until
+from helpers import api_versions_ok, spawn_gregor, wait_until
 from tls_certs import Pki
 
 from client import Admin, Consumer, Producer, TopicPartition
@@ -187,6 +187,33 @@ def test_sighup_reloads_the_certificate_without_a_restart(gregor_process, tmp_pa
     with pytest.raises(ConnectionFailedError, match="not trusted"):
         _connect(gp.port, TlsSettings(cafile=first.ca))
     wait_until(lambda: "TLS certificates reloaded" in gp.stderr(), 20, "the reload logged")
+
+
+def test_sighups_while_the_server_starts_reload_once_started(tmp_path) -> None:
+    """SIGHUPs from the broker's start-up (its first log line, once the CLI has its handlers)
+    until after its ready line, as a supervisor may send them: the server starts, reloads its
+    certificates once started and serves. SIGHUP's default action (ending the process) used
+    to apply until `serve_forever` installed its handler, after the ready line."""
+    gp = spawn_gregor(
+        ["server", "--port", "0", "--data-dir", str(tmp_path / "d")], tmp_path / "d", tmp_path / "e"
+    )
+    try:
+        wait_until(lambda: "file handle budget" in gp.stderr(), 30, "the start-up's first line")
+        deadline = time.monotonic() + 60  # (a fast start may be over before the first one)
+        while not gp.stdout_lines and gp.proc.poll() is None and time.monotonic() < deadline:
+            os.kill(gp.proc.pid, signal.SIGHUP)
+            time.sleep(0.005)  # (pacing the signals, not waiting for a condition)
+        gp.wait_ready(30)
+        os.kill(gp.proc.pid, signal.SIGHUP)  # and one as soon as it is ready
+        wait_until(lambda: "TLS certificates reloaded" in gp.stderr(), 20, "the reload logged")
+        assert gp.proc.poll() is None, gp.stderr()
+        api_versions_ok(gp.address)
+        assert gp.stop(signal.SIGTERM, 60) == 0
+    finally:
+        if gp.proc.poll() is None:
+            gp.proc.kill()
+            gp.proc.wait(30)
+        gp.close()
 
 
 def test_a_silent_or_garbage_tls_handshake_is_cut_off(broker_factory, pki) -> None:
