@@ -152,23 +152,6 @@ class Partition:
                 leader_epoch,
             )
 
-    def update_follower(
-        self, replica_id: int, fetch_offset: int, now_ms: int | None = None
-    ) -> bool:
-        """Record a follower's fetch (its fetch offset is its durable log end); returns True
-        when the HW moved."""
-        now = now_ms if now_ms is not None else _now_ms()
-        with self._lock:
-            return self.state.on_follower_fetch(
-                replica_id, fetch_offset, now, self.log.end_offset, self.durable_end()
-            )
-
-    def update_follower_log_start(self, replica_id: int, log_start_offset: int) -> bool:
-        """Record the log start offset a follower's fetch reported; True when it moved up (a
-        DeleteRecords waiting on the low watermark may complete)."""
-        with self._lock:
-            return self.state.follower_log_start(replica_id, log_start_offset)
-
     def follower_fetched(
         self,
         replica_id: int,
@@ -177,9 +160,10 @@ class Partition:
         now_ms: int,
         expand_isr: bool,
     ) -> tuple[bool, bool, tuple[int, ...] | None]:
-        """A follower fetch's arrival under one lock: `update_follower`,
-        `update_follower_log_start` and, when `expand_isr`, the state's `isr_to_expand`. Returns (the HW
-        moved, its log start moved up, the ISR to propose or None)."""
+        """A follower fetch's arrival under one lock: its position (its fetch offset is its
+        durable log end; PartitionState.on_follower_fetch), the log start offset it reported
+        (`follower_log_start`) and, when `expand_isr`, the state's `isr_to_expand`. Returns (the
+        HW moved, its log start moved up, the ISR to propose or None)."""
         log = self.log
         with self._lock:
             st = self.state

@@ -13,6 +13,7 @@ from test_replica_manager import TID, Harness
 
 from broker.replica import FetchParams, FetchPartitionSpec
 from broker.replica.follower import apply_fetched, fetch_position
+from broker.replica.partition import _now_ms
 from client.errors import ErrorCode
 from client.records import build_batch, decode_records
 from controller.metadata.records import Partition as PartitionRecord
@@ -56,16 +57,16 @@ def test_caught_up_as_of_the_previous_fetch(h):
     st = part.followers[2]
     t0 = st.last_caught_up_ms  # the new leader gives ISR members the lag time from now
     part.log.append_as_leader(build_batch([(None, b"a")] * 3), 0)  # leader end 3
-    part.update_follower(2, 0, now_ms=t0 + 1000)  # behind: not caught up now
+    part.follower_fetched(2, 0, -1, t0 + 1000, False)  # behind: not caught up now
     assert st.last_caught_up_ms == t0
     part.log.append_as_leader(build_batch([(None, b"b")] * 3), 0)  # leader end 6
     # fetches from 3: still behind the end (6) but at the end as of its previous fetch (3),
     # so caught up as of that fetch's time (Kafka's rule: steady load keeps it in the ISR)
-    part.update_follower(2, 3, now_ms=t0 + 2000)
+    part.follower_fetched(2, 3, -1, t0 + 2000, False)
     assert st.last_caught_up_ms == t0 + 1000
-    part.update_follower(2, 5, now_ms=t0 + 3000)  # behind the end as of its previous fetch
+    part.follower_fetched(2, 5, -1, t0 + 3000, False)  # behind the end as of its previous fetch
     assert st.last_caught_up_ms == t0 + 1000
-    part.update_follower(2, 6, now_ms=t0 + 4000)  # at the end now
+    part.follower_fetched(2, 6, -1, t0 + 4000, False)  # at the end now
     assert st.last_caught_up_ms == t0 + 4000
 
 
@@ -73,8 +74,8 @@ def test_shrink_proposes_only_lagging_followers_once(h):
     part = h.rm.get_partition("t", 0)
     proposals = []
     h.rm.isr_proposer = lambda p, isr: proposals.append(isr)
-    part.update_follower(2, 0)
-    part.update_follower(3, 0)
+    part.follower_fetched(2, 0, -1, _now_ms(), False)
+    part.follower_fetched(3, 0, -1, _now_ms(), False)
     assert h.rm.shrink_isrs(60_000) == 0  # both fetched just now
     part.followers[3].last_caught_up_ms -= 120_000
     assert h.rm.shrink_isrs(60_000) == 1
@@ -86,7 +87,7 @@ def test_shrink_proposes_only_lagging_followers_once(h):
 
 
 def test_a_refused_isr_change_is_proposed_again_only_after_a_back_off(h):
-    from broker.replica.partition import ISR_RETRY_BACKOFF_MS, _now_ms
+    from broker.replica.partition import ISR_RETRY_BACKOFF_MS
 
     part = h.rm.get_partition("t", 0)
     part.followers[3].last_caught_up_ms -= 120_000

@@ -14,6 +14,7 @@ from test_replica_manager import TID, Harness
 
 from broker.replica import FetchParams, FetchPartitionSpec
 from broker.replica.follower import apply_fetched
+from broker.replica.partition import _now_ms
 from client.errors import ErrorCode
 from client.records import build_batch
 from controller.metadata.records import Partition as PartitionRecord
@@ -183,13 +184,17 @@ def test_a_follower_follows_the_leaders_log_start_up_to_its_own_end(h):
 
 def test_the_leader_keeps_each_followers_log_start_as_reported(h):
     part = h.rm.get_partition("t", 0)
-    assert part.update_follower_log_start(2, 5) is True  # moved up: may complete a delete
-    assert part.update_follower_log_start(2, 5) is False
-    assert part.update_follower_log_start(2, -1) is False  # not reported: kept
+
+    def fetched(replica: int, log_start: int) -> bool:  # a fetch's arrival: did it move up?
+        return part.follower_fetched(replica, 0, log_start, _now_ms(), False)[1]
+
+    assert fetched(2, 5) is True  # moved up: may complete a delete
+    assert fetched(2, 5) is False
+    assert fetched(2, -1) is False  # not reported: kept
     assert part.followers[2].log_start_offset == 5
-    assert part.update_follower_log_start(2, 3) is False  # its log restarted lower
+    assert fetched(2, 3) is False  # its log restarted lower
     assert part.followers[2].log_start_offset == 3
-    assert part.update_follower_log_start(9, 5) is False  # not a replica
+    assert fetched(9, 5) is False  # not a replica
 
 
 def test_a_follower_long_polling_is_answered_when_the_log_start_moves(h):
