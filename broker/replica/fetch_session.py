@@ -87,7 +87,9 @@ def _monotonic_ms() -> int:
 def _record_sent_locked(
     sp: SessionPartition, high_watermark: int, log_start_offset: int, error: bool
 ) -> bool:
-    """`FetchSessionCache.record_sent` for a partition the session holds (under the lock)."""
+    """Whether an answer must name the partition (its HW or log start moved since the last
+    answer that named it, or an error); notes the values as sent when it must (under the
+    session cache's lock)."""
     if error:
         sp.sent_high_watermark = sp.sent_log_start_offset = NEVER
         return True
@@ -305,22 +307,6 @@ class FetchSessionCache:
                 out.append((tp, sp.state))
         return out
 
-    def record_sent(
-        self,
-        s: FetchSession,
-        tp: TopicPartition,
-        high_watermark: int,
-        log_start_offset: int,
-        error: bool,
-    ) -> bool:
-        """Whether the answer must name `tp` (its HW or log start moved since the last answer
-        that named it, or an error); notes the values as sent when it must."""
-        with self._lock:
-            sp = s.partitions.get(tp)
-            if sp is None:
-                return error
-            return _record_sent_locked(sp, high_watermark, log_start_offset, error)
-
     def checked(self, s: FetchSession, tps: Iterable[TopicPartition]) -> None:
         """`tps` are about to be checked (a fetch's arrival, after its positions were recorded):
         marks made up to now need no second look by `to_check_again` (those made from now on
@@ -332,8 +318,11 @@ class FetchSessionCache:
     def record_answers(
         self, s: FetchSession, rows: list[tuple[TopicPartition, int, int, bool, bool]]
     ) -> list[bool]:
-        """`record_sent` then `note_recheck` for each (tp, high watermark, log start offset,
-        error, recheck) of one answer, under one lock. Returns `record_sent`'s answers."""
+        """For each (tp, high watermark, log start offset, error, recheck) of one answer, under
+        one lock: whether the answer names `tp` (`_record_sent_locked`), and whether `tp` is
+        evaluated again at every fetch (`recheck`: a follower outside the ISR, or records sent
+        that it may fail to append; it then names the partition again only after a
+        back-off)."""
         out = []
         with self._lock:
             get = s.partitions.get
@@ -350,16 +339,6 @@ class FetchSessionCache:
                 else:
                     recheck_set.discard(tp)
         return out
-
-    def note_recheck(self, s: FetchSession, tp: TopicPartition, recheck: bool) -> None:
-        """Keep `tp` evaluated at every fetch (or stop): a follower outside the ISR, or records
-        sent that the follower may fail to append (it then names the partition again only
-        after a back-off)."""
-        with self._lock:
-            if recheck and tp in s.partitions:
-                s.recheck.add(tp)
-            else:
-                s.recheck.discard(tp)
 
     def note_accepted_many(
         self, s: FetchSession, tps: list[TopicPartition], accepted: list[bool]

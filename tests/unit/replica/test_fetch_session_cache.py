@@ -96,24 +96,28 @@ def test_evaluate_takes_named_dirty_and_recheck_and_clears_dirty_on_answer():
     assert s
     cache.update(s, {("t", p): ST for p in range(4)}, [])
     cache.mark_changed([("t", 1)])
-    cache.note_recheck(s, ("t", 2), True)
+    cache.record_answers(s, [(("t", 2), 0, 0, False, True)])  # answered, to be rechecked
     got = [tp for tp, _ in cache.to_evaluate(s, [("t", 0)], take_dirty=False)]
     assert got == [("t", 0), ("t", 1), ("t", 2)]
     cache.to_evaluate(s, [], take_dirty=True)
     assert [tp for tp, _ in cache.to_evaluate(s, [], take_dirty=False)] == [("t", 2)]
 
 
-def test_record_sent_reports_only_changes():
+def test_an_answer_names_a_partition_only_when_it_changed():
     cache, _ = _cache()
     s = cache.create(2, 5)
     assert s
+
+    def named(hw: int, lso: int, error: bool = False) -> bool:
+        return cache.record_answers(s, [(("t", 0), hw, lso, error, False)])[0]
+
     cache.update(s, {("t", 0): ST}, [])
-    assert cache.record_sent(s, ("t", 0), 10, 0, error=False)  # first time: sent
-    assert not cache.record_sent(s, ("t", 0), 10, 0, error=False)
-    assert cache.record_sent(s, ("t", 0), 11, 0, error=False)  # HW moved
-    assert cache.record_sent(s, ("t", 0), 11, 3, error=False)  # log start moved
-    assert cache.record_sent(s, ("t", 0), 11, 3, error=True)  # errors always
-    assert cache.record_sent(s, ("t", 0), 11, 3, error=False)  # and the recovery after
+    assert named(10, 0)  # first time: sent
+    assert not named(10, 0)
+    assert named(11, 0)  # HW moved
+    assert named(11, 3)  # log start moved
+    assert named(11, 3, error=True)  # errors always
+    assert named(11, 3)  # and the recovery after
 
 
 def test_drop_replica_by_broker_epoch():
@@ -176,7 +180,7 @@ def test_check_puts_changes_first_and_check_again_looks_only_at_later_changes():
     assert s
     cache.update(s, {("t", p): ST for p in range(5)}, [])
     cache.mark_changed([("t", 3)])
-    cache.note_recheck(s, ("t", 4), True)
+    cache.record_answers(s, [(("t", 4), 0, 0, False, True)])  # answered, to be rechecked
     got = [tp for tp, _ in cache.to_check(s, [("t", 0), ("t", 1)])]
     assert got == [("t", 3), ("t", 4), ("t", 0), ("t", 1)]  # dirty, recheck, then named
     # checked at the arrival: nothing marked since, nothing to look at again (the recheck
@@ -214,27 +218,21 @@ def test_checked_partitions_need_no_second_look_but_later_marks_stay():
     }
 
 
-def test_record_answers_is_record_sent_then_note_recheck():
+def test_record_answers_names_changes_and_keeps_the_rechecks():
     rows = [
         (("t", 0), 5, 0, False, True),
-        (("t", 1), 5, 0, True, True),  # an error: always named, never rechecked
+        (("t", 1), 5, 0, True, False),  # an error: always named, never rechecked
         (("t", 2), 5, 0, False, False),
-        (("t", 9), 5, 0, False, True),  # not in the session
+        (("t", 9), 5, 0, False, True),  # not in the session: not named, not rechecked
         (("t", 0), 5, 0, False, True),  # the same HW again: not named
     ]
-    one, _ = _cache()
-    many, _ = _cache()
-    a, b = one.create(2, 5), many.create(2, 5)
-    assert a is not None and b is not None
-    for cache, s in ((one, a), (many, b)):
-        cache.update(s, {("t", p): ST for p in range(3)}, [])
-    want = []
-    for tp, hw, lso, error, recheck in rows:
-        want.append(one.record_sent(a, tp, hw, lso, error))
-        one.note_recheck(a, tp, recheck and not error)
-    got = many.record_answers(b, [(tp, hw, lso, e, r and not e) for tp, hw, lso, e, r in rows])
-    assert got == want == [True, True, True, False, False]
-    assert a.recheck == b.recheck == {("t", 0)}
-    assert [(sp.sent_high_watermark, sp.sent_log_start_offset) for sp in a.partitions.values()] == [
-        (sp.sent_high_watermark, sp.sent_log_start_offset) for sp in b.partitions.values()
-    ]
+    cache, _ = _cache()
+    s = cache.create(2, 5)
+    assert s is not None
+    cache.update(s, {("t", p): ST for p in range(3)}, [])
+    cache.record_answers(s, [(("t", 2), 1, 0, False, True)])  # rechecked until answered without
+    assert s.recheck == {("t", 2)}
+    assert cache.record_answers(s, rows) == [True, True, True, False, False]
+    assert s.recheck == {("t", 0)}
+    sent = [(sp.sent_high_watermark, sp.sent_log_start_offset) for sp in s.partitions.values()]
+    assert sent == [(5, 0), (-2, -2), (5, 0)]  # (after an error nothing counts as sent)
