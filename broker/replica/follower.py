@@ -47,15 +47,11 @@ def fetch_position(part: Partition) -> tuple[int, int]:
 _BATCH_LENGTH = struct.Struct(">i")  # at byte 8 of a batch: its size after the first 12 bytes
 
 
-def whole_batches(data: bytes | memoryview) -> memoryview:
-    """The prefix of `data` made of whole batches (a size-limited read may end mid-batch)."""
-    return memoryview(data)[: whole_end(data)]
-
-
 def whole_end(data: bytes | memoryview) -> int:
-    """The length of `whole_batches(data)`, by the batches' size fields alone (the append
-    validates the batches); CorruptRecordError when a size is below the header size (a walk
-    by such sizes would not move on)."""
+    """The length of the prefix of `data` made of whole batches (a size-limited read may end
+    mid-batch), by the batches' size fields alone (the append validates the batches);
+    CorruptRecordError when a size is below the header size (a walk by such sizes would not
+    move on)."""
     n = len(data)
     pos = 0
     unpack = _BATCH_LENGTH.unpack_from
