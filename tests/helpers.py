@@ -299,6 +299,16 @@ class GregorProcess:
         if self.proc.stdout is not None:
             self.proc.stdout.close()
 
+    def __enter__(self) -> GregorProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Kill the process group if it still runs, then close (a test's way out)."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(30)
+        self.close()
+
 
 def spawn_gregor(
     args: list[str], data_dir: Path, stderr_path: Path, group: int | None = None
@@ -327,15 +337,9 @@ def gregor_server(
     """`gregor server --port 0 --data-dir DATA_DIR OPTS`, ready; SIGKILLed (its process group)
     on the way out if still alive, for tests that restart a server on the same dir themselves."""
     args = ["server", "--port", "0", "--data-dir", str(data_dir), *opts]
-    gp = spawn_gregor(args, data_dir, stderr_path)
-    try:
+    with spawn_gregor(args, data_dir, stderr_path) as gp:
         gp.wait_ready(timeout)
         yield gp
-    finally:
-        if gp.proc.poll() is None:
-            os.killpg(gp.proc.pid, signal.SIGKILL)
-            gp.proc.wait(15)
-        gp.close()
 
 
 # -- a raw protocol client -----------------------------------------------------------------------

@@ -52,8 +52,9 @@ def test_controller_prints_its_threads_on_sigquit_and_keeps_running(tmp_path) ->
         f'controller.quorum.voters: "1@127.0.0.1:{port}"\n'
         f"metadata.log.dir: {tmp_path / 'meta'}\n"
     )
-    gp = spawn_gregor(["controller", "--config", str(cfg)], tmp_path / "meta", tmp_path / "c.err")
-    try:
+    with spawn_gregor(
+        ["controller", "--config", str(cfg)], tmp_path / "meta", tmp_path / "c.err"
+    ) as gp:
         gp.wait_ready(30)
         gp.proc.send_signal(signal.SIGQUIT)
         wait_until(
@@ -65,8 +66,3 @@ def test_controller_prints_its_threads_on_sigquit_and_keeps_running(tmp_path) ->
         with socket.create_connection(("127.0.0.1", port), timeout=10):
             pass  # still listening
         assert gp.stop(signal.SIGTERM, 60) == 0
-    finally:
-        if gp.proc.poll() is None:
-            gp.proc.kill()
-            gp.proc.wait(30)
-        gp.close()

@@ -194,10 +194,9 @@ def test_sighups_while_the_server_starts_reload_once_started(tmp_path) -> None:
     until after its ready line, as a supervisor may send them: the server starts, reloads its
     certificates once started and serves. SIGHUP's default action (ending the process) used
     to apply until `serve_forever` installed its handler, after the ready line."""
-    gp = spawn_gregor(
+    with spawn_gregor(
         ["server", "--port", "0", "--data-dir", str(tmp_path / "d")], tmp_path / "d", tmp_path / "e"
-    )
-    try:
+    ) as gp:
         wait_until(lambda: "file handle budget" in gp.stderr(), 30, "the start-up's first line")
         deadline = time.monotonic() + 60  # (a fast start may be over before the first one)
         while not gp.stdout_lines and gp.proc.poll() is None and time.monotonic() < deadline:
@@ -209,11 +208,6 @@ def test_sighups_while_the_server_starts_reload_once_started(tmp_path) -> None:
         assert gp.proc.poll() is None, gp.stderr()
         api_versions_ok(gp.address)
         assert gp.stop(signal.SIGTERM, 60) == 0
-    finally:
-        if gp.proc.poll() is None:
-            gp.proc.kill()
-            gp.proc.wait(30)
-        gp.close()
 
 
 def test_a_silent_or_garbage_tls_handshake_is_cut_off(broker_factory, pki) -> None:
