@@ -3,8 +3,8 @@
 
 Starts one `gregor server` (from the tree given by --root, default this one), creates
 --partitions partitions (topics of 100), writes every partition once, then --repeat times:
-100-byte records, acks=all, linger.ms 5 (--linger-ms), one `send()` per record (a future each), first all
-to one partition, then round-robin over all. For each run it prints the rate, the records per
+100-byte records, acks=all, linger.ms 5 (--linger-ms), one `send()` per record (a future
+each), first all to one partition, then round-robin over all. For each run it prints the rate, the records per
 batch the producer made, and the CPU seconds per record of the producer's process and of the
 server (user + system, from getrusage and /proc), and how the time splits between the
 send() loop and the flush() after it (the last requests' round trips), and how busy the
