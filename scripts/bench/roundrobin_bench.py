@@ -9,7 +9,10 @@ batch the producer made, and the CPU seconds per record of the producer's proces
 server (user + system, from getrusage and /proc), and how the time splits between the
 send() loop and the flush() after it (the last requests' round trips), and how busy the
 machine's CPUs were in each of the two (machine_busy, 0..1: near 1 the run is CPU-bound, and
-what each process spends per record decides the rate). CPU per record is
+what each process spends per record decides the rate), and the produce requests: the
+most any leader got (the rounds of replication the run took), the first request's time,
+partitions, records per partition and round trip, the median round trip, and how many went
+after the send() loop (request_rounds). CPU per record is
 steadier than the rate on a shared machine: compare two trees with --root (e.g. a `git
 worktree` of an older commit, with the C extensions of client/records copied or built there).
 
@@ -34,8 +37,36 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from _proc import busy_share, cpu_seconds, machine_ticks
+
+
+def request_rounds(requests: list[tuple[int, float, float, int, int]], loop_s: float) -> dict:
+    """How a run's produce requests went (the producer holds one request per leader in
+    flight, decision 43, so a leader's requests are the rounds of its partitions'
+    replication): the most requests any leader got, and when the first request of the run
+    went, how many partitions and records per partition it carried, and its round trip (a
+    request's append, both followers' fetches of it, their appends and syncs, the high
+    watermark); also the median round trip, and how many requests went after the send()
+    loop ended (the flush()'s tail)."""
+    if not requests:
+        return {}
+    by_leader: dict[int, int] = {}
+    for node, *_ in requests:
+        by_leader[node] = by_leader.get(node, 0) + 1
+    first = min(requests, key=lambda r: r[1])
+    return {
+        "requests_per_leader_max": max(by_leader.values()),
+        "first_request": {
+            "sent_ms": round(first[1] * 1000, 1),
+            "round_trip_ms": round((first[2] - first[1]) * 1000, 1),
+            "partitions": first[3],
+            "records_per_partition": round(first[4] / max(1, first[3]), 1),
+        },
+        "round_trip_ms_median": round(statistics.median(r[2] - r[1] for r in requests) * 1000, 1),
+        "requests_after_loop": sum(1 for r in requests if r[1] >= loop_s),
+    }
 
 
 def main() -> int:
@@ -65,6 +96,20 @@ def main() -> int:
         return build(*a, **k)  # type: ignore[arg-type]
 
     sender_mod.build_batch = counting  # counts the batches the producer encodes
+
+    # every produce request of a run: (leader, sent, answered, partitions, records), the
+    # times in seconds from the run's first send()
+    requests: list[tuple[int, float, float, int, int]] = []
+    clock = [0.0]
+    send_request = sender_mod.Sender._send
+
+    async def timed_send(self: Any, node: int, parts: Any, busy: Any) -> None:
+        sent = time.monotonic() - clock[0]
+        records = sum(len(b.entries) for _tp, batches in parts for b in batches)
+        await send_request(self, node, parts, busy)
+        requests.append((node, sent, time.monotonic() - clock[0], len(parts), records))
+
+    sender_mod.Sender._send = timed_send  # type: ignore[method-assign]
 
     base = tempfile.mkdtemp(prefix="gregor-rr-bench-")
     if args.brokers == 1:
@@ -113,8 +158,10 @@ def main() -> int:
             for topic in sorted({t for t, _ in targets}):
                 producer.partitions_for(topic)
             built[0] = 0
+            requests.clear()
             m0 = machine_ticks()
             c0, s0, io0, t0 = own_cpu(), server_cpu(), syscalls(), time.monotonic()
+            clock[0] = t0
             futs = [producer.send(targets[i % count][0], VALUE, partition=targets[i % count][1])
                     for i in range(n)]  # fmt: skip
             sent = time.monotonic() - t0
@@ -126,6 +173,7 @@ def main() -> int:
         errors = sum(1 for f in futs if f.exception() is not None)
         batches = max(1, built[0])
         return {
+            **request_rounds(requests, sent),
             "records_per_s": round(n / elapsed, 1),
             "send_loop_s": round(sent, 3),
             "flush_s": round(elapsed - sent, 3),
