@@ -21,9 +21,14 @@ changed: an idle follower's fetch carries no partition either way. A session err
 connection or a failed request starts over with a full fetch.
 
 Errors: a connection failure backs every partition of the thread off for
-replica.fetch.backoff.ms; a partition error (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, a
-local storage error...) backs that partition off until the metadata moves it. OFFSET_OUT_OF_RANGE
-truncates to the leader's end (asked with ListOffsets) or restarts at the leader's start.
+replica.fetch.backoff.ms; a partition error (FENCED_LEADER_EPOCH, a local storage error...)
+backs that partition off for as long, or until the metadata moves it (add()). An answer that
+the leader has not applied the metadata the follower fetches under (UNKNOWN_TOPIC_OR_PARTITION,
+UNKNOWN_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER: a new topic or leader that the follower heard of
+first) is retried after 10 ms, doubled at each in a row up to replica.fetch.backoff.ms, and a
+round left with only backed-off partitions waits until the first may go (decision 201).
+OFFSET_OUT_OF_RANGE truncates to the leader's end (asked with ListOffsets) or restarts at the
+leader's start.
 
 Throttle (throttle.py): partitions this broker is adding by a reassignment are fetched within
 `follower.replication.throttled.rate` bytes/s, shared by every fetcher thread of the broker;
@@ -120,6 +125,9 @@ class _FetchState:
     # its last answer left it below the leader's high watermark: a replica catching up asks
     # for replica.fetch.catchup.max.bytes (fewer round trips and fsyncs per MB)
     behind: bool = False
+    # answers in a row saying the leader has not applied the metadata this follower fetches
+    # under (_LEADER_BEHIND): each doubles the next back-off, from LEADER_BEHIND_BACKOFF_MS
+    leader_behind: int = 0
 
 
 _RETRY_LATER = {
@@ -132,6 +140,33 @@ _RETRY_LATER = {
 
 
 _SESSION_ERRORS = {ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH}
+
+# The leader has not (yet) applied the metadata this follower fetches under: the partition is
+# new to it, the follower's leader epoch is newer than its own, or it does not know yet that
+# it leads. Right after a topic is created or a leader is elected the follower often learns
+# first, and the leader catches up within milliseconds; a back-off of replica.fetch.backoff.ms
+# (1 s, as Kafka's fetcher takes for every partition error) held every acks=all write to the
+# partition for that long (the follower is in the ISR). These are retried after
+# LEADER_BEHIND_BACKOFF_MS, doubled at each such answer in a row, up to replica.fetch.backoff.ms
+# (decision 201). A follower whose own metadata is stale gets the same codes; its metadata
+# moves the partition to the new leader in any case (add() starts it afresh).
+_LEADER_BEHIND = {
+    ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.UNKNOWN_LEADER_EPOCH,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+}
+LEADER_BEHIND_BACKOFF_MS = 10
+
+
+def partition_backoff_ms(code: int, leader_behind: int, backoff_ms: int) -> int:
+    """How long a partition whose answer was error `code` (0: a failure of this follower's
+    own, or a truncation that did not move it) waits before it is fetched again:
+    replica.fetch.backoff.ms (`backoff_ms`), or for a leader behind on metadata
+    LEADER_BEHIND_BACKOFF_MS doubled `leader_behind` times (such answers in a row before this
+    one), at most `backoff_ms`."""
+    if code in _LEADER_BEHIND:
+        return min(backoff_ms, LEADER_BEHIND_BACKOFF_MS << min(leader_behind, 20))
+    return backoff_ms
 
 
 class ReplicaFetcherThread:
@@ -148,6 +183,10 @@ class ReplicaFetcherThread:
         self.name = name
         self.throttle = throttle or ReplicationThrottle()
         self._throttle_wait = 0.0  # set by _build: seconds until a throttled partition may go
+        self._next_due = 0.0  # set by _build: the first back-off to end (0: none)
+        # a round with nothing to ask: when its first backed-off partition may go (None: the
+        # round did ask, or none was backed off)
+        self._idle_until: float | None = None
         self.node_id = node_id
         self.leader_id = leader_id
         self.rm = replica_manager
@@ -202,16 +241,25 @@ class ReplicaFetcherThread:
         while not self._stop.is_set():
             try:
                 if not self._fetch_once():
-                    wait = self.settings.backoff_ms / 1000
-                    if self._throttle_wait > 0:  # only throttled partitions were left out
-                        wait = min(wait, self._throttle_wait)
-                    self._wake.wait(wait)
+                    self._wake.wait(self._idle_wait())
                     self._wake.clear()
             except Exception:
                 _log.exception("[%s] fetch failed", self.name)
                 self._close_conn()
                 self._stop.wait(self.settings.backoff_ms / 1000)
         self._close_conn()
+
+    def _idle_wait(self) -> float:
+        """Seconds to wait after a round that fetched nothing: replica.fetch.backoff.ms (the
+        leader unreachable, or nothing to ask), or less when the round had nothing to ask and
+        a throttled or backed-off partition may go sooner (add() and stop() wake it earlier)."""
+        wait = self.settings.backoff_ms / 1000
+        if self._throttle_wait > 0:  # only throttled partitions were left out
+            wait = min(wait, self._throttle_wait)
+        due = self._idle_until
+        if due is not None:
+            wait = min(wait, max(0.0, due - time.monotonic()))
+        return wait
 
     def _close_conn(self) -> None:
         self.session.reset()  # a new connection starts with a full fetch
@@ -233,9 +281,12 @@ class ReplicaFetcherThread:
         throttled = throttle.rate is not None
         get_partition = self.rm.get_partition
         self._throttle_wait = 0.0
+        next_due = 0.0
         with self._lock:
             for tp, st in self._parts.items():
                 if st.delayed_until > now:
+                    if next_due == 0.0 or st.delayed_until < next_due:
+                        next_due = st.delayed_until
                     continue
                 tp_max = catchup if st.behind else max_bytes
                 if throttled:
@@ -255,6 +306,7 @@ class ReplicaFetcherThread:
                     )
                 wanted[tp] = data
                 asked[tp] = st.leader_epoch
+        self._next_due = next_due
         body = {
             "replica_id": self.node_id,
             "max_wait_ms": self.settings.max_wait_ms,
@@ -286,7 +338,9 @@ class ReplicaFetcherThread:
         (the caller backs off)."""
         body, asked = self._build()
         if not asked:
+            self._idle_until = self._next_due or None
             return False
+        self._idle_until = None
         try:
             resp = self._connection().request(ApiKey.FETCH, body)
         except (OSError, ConnectionError) as exc:
@@ -333,6 +387,8 @@ class ReplicaFetcherThread:
         """Apply one partition's answer (the thread's lock held); True when data was appended."""
         st.built = None  # whatever happens here, the next round looks at the log again
         code = int(entry["error_code"])
+        if code == 0:
+            st.leader_behind = 0  # (it answers for the partition: it has its metadata)
         try:
             # A truncation that leaves the fetch position as it was backs the partition off:
             # in a fetch session the leader looks at a partition again only when the follower
@@ -372,7 +428,10 @@ class ReplicaFetcherThread:
                 )
             else:
                 _log.log(level, "[%s] %s-%d: leader answered error %d", self.name, *tp, code)
-        st.delayed_until = time.monotonic() + self.settings.backoff_ms / 1000
+        delay_ms = partition_backoff_ms(code, st.leader_behind, self.settings.backoff_ms)
+        if code in _LEADER_BEHIND:
+            st.leader_behind += 1
+        st.delayed_until = time.monotonic() + delay_ms / 1000
         return False
 
     def _leader_end(self, tp: TopicPartition) -> int:

@@ -19,7 +19,7 @@ KEYS = [
     key("replica.fetch.wait.max.ms", "duration_ms", 500, "... or at most this long", B, at_least(0)),
     key("replica.fetch.response.max.bytes", "size", 10 * MiB, "bytes per whole follower fetch response", B, at_least(1)),
     key("replica.fetch.catchup.max.bytes", "size", 8 * MiB, "bytes per partition a follower fetch asks for while the partition is behind the leader's high watermark (a new or restarted replica catching up: fewer round trips and fsyncs per MB); replica.fetch.max.bytes otherwise (this key is never below it); the whole answer stays within replica.fetch.response.max.bytes", B, at_least(1)),
-    key("replica.fetch.backoff.ms", "duration_ms", 1000, "follower back-off after a fetch error", B, at_least(0)),
+    key("replica.fetch.backoff.ms", "duration_ms", 1000, "follower back-off after a fetch error (the longest: a leader behind on metadata is asked again after 10 ms, doubling)", B, at_least(0)),
     key("max.incremental.fetch.session.cache.slots", "int", 1000, "incremental fetch sessions (KIP-227) a leader keeps for its followers, least recently used evicted first; 0: followers fetch every partition every time", B, at_least(0)),
     key("replica.fetch.session.idle.ms", "duration_ms", 120_000, "a leader drops a follower's fetch session unused this long", B, at_least(1)),
     key("replica.socket.timeout.ms", "duration_ms", 30_000, "follower fetch request timeout", B, at_least(1)),

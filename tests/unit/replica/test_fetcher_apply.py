@@ -12,10 +12,15 @@ import msgpack
 import pytest
 from test_replica_manager import TID, Harness
 
-from broker.replica.fetcher import FetcherSettings, ReplicaFetcherThread
+from broker.replica.fetcher import (
+    LEADER_BEHIND_BACKOFF_MS,
+    FetcherSettings,
+    ReplicaFetcherThread,
+    partition_backoff_ms,
+)
 from broker.replica.follower import whole_end
 from broker.replica.throttle import ReplicationThrottle
-from client.errors import CorruptRecordError
+from client.errors import CorruptRecordError, ErrorCode
 from client.protocol import API_SPECS, ApiKey
 from client.protocol.fast_checks import fetch_response
 from client.protocol.framing import decode_response
@@ -174,3 +179,68 @@ def test_throttled_partitions_count_their_bytes_and_the_others_do_not(follower):
         p["partition"]: p["partition_max_bytes"] for t in body["topics"] for p in t["partitions"]
     }
     assert sizes[1] == 100_000 and sizes[0] == FetcherSettings().partition_max_bytes
+
+
+def test_a_leader_behind_on_metadata_is_asked_again_soon_a_fenced_follower_backs_off(follower):
+    """A new topic's follower that heard of it before its leader gets UNKNOWN_TOPIC_OR_PARTITION
+    (or NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH) from it: that partition is fetched again
+    after LEADER_BEHIND_BACKOFF_MS, not replica.fetch.backoff.ms (60 s in this harness; 1 s by
+    default held every acks=all write to a new topic for up to that long); FENCED_LEADER_EPOCH
+    (the follower is the one behind) still backs off for replica.fetch.backoff.ms."""
+    thread, leader = _thread(follower)
+    unknown, fenced = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.FENCED_LEADER_EPOCH
+    leader.answers.append(
+        _answer(
+            _part(0, error_code=int(unknown), hw=-1),
+            _part(1, error_code=int(fenced), hw=-1),
+            _part(2, _batch(0), hw=3),
+        )
+    )
+    before = time.monotonic()
+    assert thread._fetch_once()
+    after = time.monotonic()
+    st = [thread._parts[("t", p)] for p in range(N)]
+    assert before < st[0].delayed_until <= after + LEADER_BEHIND_BACKOFF_MS / 1000
+    assert st[0].leader_behind == 1
+    assert st[1].delayed_until >= before + 60 and st[1].leader_behind == 0
+    assert st[2].delayed_until == 0.0
+    st[0].delayed_until = 0.0  # (due now: fetched again; the leader's session still holds it)
+    leader.answers.append(_answer(_part(0, _batch(0), hw=3)))
+    assert thread._fetch_once()
+    assert follower.rm.get_partition("t", 0).log.end_offset == 3
+    assert st[0].leader_behind == 0  # it answered for the partition: the doubling starts over
+
+
+def test_the_leader_behind_back_off_doubles_in_a_row_up_to_replica_fetch_backoff_ms():
+    behind = [partition_backoff_ms(ErrorCode.NOT_LEADER_OR_FOLLOWER, n, 1000) for n in range(9)]
+    assert behind == [10, 20, 40, 80, 160, 320, 640, 1000, 1000]
+    assert partition_backoff_ms(ErrorCode.UNKNOWN_LEADER_EPOCH, 1000, 1000) == 1000
+    assert partition_backoff_ms(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, 0, 5) == 5
+    assert partition_backoff_ms(ErrorCode.FENCED_LEADER_EPOCH, 0, 1000) == 1000
+    assert partition_backoff_ms(ErrorCode.LEADER_NOT_AVAILABLE, 0, 1000) == 1000
+    assert partition_backoff_ms(0, 0, 1000) == 1000  # a local failure
+
+
+class _Unreachable:
+    def request(self, api_key: int, body: dict) -> dict:
+        raise ConnectionError("leader unreachable")
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_round_with_only_backed_off_partitions_waits_for_the_first_to_be_due(follower):
+    """Nothing to ask: the thread sleeps until the first backed-off partition may go (it slept
+    replica.fetch.backoff.ms, 60 s here, whatever the partitions' back-offs); a leader that
+    cannot be reached still makes it wait replica.fetch.backoff.ms."""
+    thread, leader = _thread(follower)
+    now = time.monotonic()
+    for p, seconds in enumerate((30.0, 5.0, 100.0)):
+        thread._parts[("t", p)].delayed_until = now + seconds
+    assert not thread._fetch_once()
+    assert leader.requests == []
+    assert 4.0 < thread._idle_wait() <= 5.0
+    thread._parts[("t", 1)].delayed_until = 0.0  # due: asked, and the leader is unreachable
+    thread._conn = _Unreachable()  # type: ignore[assignment]
+    assert not thread._fetch_once()
+    assert thread._idle_wait() == 60.0
