@@ -113,7 +113,9 @@ class LogDurability:
         with log.lock:
             target = log.end_offset
             epochs = log.epoch_cache.dirty
-            if target <= self._flushed and not dirty and not self._dir_dirty and not epochs:
+            if log.closed or (
+                target <= self._flushed and not dirty and not self._dir_dirty and not epochs
+            ):  # (closed: deleted, or flushed by its owner before a clean close)
                 self._flush_lock.release()
                 return True
             active = log.segments[-1]
@@ -182,14 +184,16 @@ class LogDurability:
         """fsync data and indexes of every segment written since the last flush, and the
         directory when files were created or removed. Returns the new flushed offset: the end
         offset seen when the flush started (appends racing with the fsync wait for the next
-        round). Raises StorageError (and marks the log offline) when an fsync fails."""
+        round). Raises StorageError (and marks the log offline) when an fsync fails. A closed
+        log (deleted while a flush of it was pending, or flushed by its owner before a clean
+        close) has nothing to flush."""
         log = self._log
         with self._flush_lock:
             with log.lock:
                 target = log.end_offset
                 generation = log.generation
                 epochs = log.epoch_cache.dirty
-                if (
+                if log.closed or (
                     target <= self._flushed
                     and not self._dirty
                     and not self._dir_dirty

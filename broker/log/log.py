@@ -222,9 +222,15 @@ class Log:
 
     def fail(self, exc: OSError) -> StorageError:
         """The error to raise for `exc` from a file operation on this log: the log (and its
-        dir, through `on_storage_error`) goes offline, unless it is a lack of descriptors."""
+        dir, through `on_storage_error`) goes offline, unless it is a lack of descriptors, or
+        the log was closed meanwhile (deleted, or the broker stopping: its files went away
+        with it, not with the disk)."""
         if is_fd_limit(exc):  # out of descriptors is not a disk failure: nothing goes offline
             return exc if isinstance(exc, StorageError) else fd_limit_error(exc, self.prefix)
+        if self._closed:
+            if isinstance(exc, StorageError):
+                return exc
+            return StorageError(exc.errno, f"{self.prefix} log closed: {exc}")
         self._offline = True
         if self._on_storage_error is not None:
             self._on_storage_error(self, exc)

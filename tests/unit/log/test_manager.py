@@ -150,6 +150,29 @@ def test_flusher_requests_for_a_pending_log_share_one_round(tmp_path):
     log.close()
 
 
+def test_a_log_deleted_while_its_flush_is_pending_leaves_its_dir_online(tmp_path):
+    """Regression: a reassignment moved a replica off a broker while the group commit still
+    held its log (appended by the last produce); the flush found the deleted log's segment
+    closed (EBADF), took it for a disk failure, and the whole log dir went offline with every
+    other partition in it. A closed log has nothing to flush: the dir stays online."""
+    mgr = LogManager([tmp_path], CFG)
+    seen: list[tuple[str, int, int]] = []
+    flusher = Flusher("d", lambda t, p, o: seen.append((t, p, o)))  # not started: pending
+    doomed, kept = mgr.get_or_create("t", 0), mgr.get_or_create("t", 1)
+    fill(doomed, 3)
+    fill(kept, 2)
+    flusher.request_flush_many([doomed, kept])
+    assert mgr.delete("t", 0)
+    flusher.start()
+    wait_until(flusher.idle, 5, "the flusher to drain")
+    flusher.stop()
+    assert mgr.offline_dirs() == [] and not doomed.offline and not kept.offline
+    assert ("t", 1, 2) in seen and kept.flushed_offset == 2
+    fill(kept, 1)  # the dir's other logs go on
+    assert kept.flush() == 3
+    mgr.close()
+
+
 @pytest.mark.parametrize("ndirs", [1, 2])
 def test_flush_now_and_request_flush_many_reach_each_logs_dir(tmp_path, ndirs):
     """One log dir takes every log without looking at them; with several, each dir's flusher
