@@ -32,8 +32,9 @@ Every key is declared once in `client/config/keys_*.py`. A process loads its set
 2. the YAML file given with `--config` (Kafka's dotted names at top level, e.g. `log.dirs: /data`);
 3. environment variables: `GREGOR_` + the key upper-cased with `.` → `_`
    (`GREGOR_LOG_DIRS=/data` sets `log.dirs`). A `GREGOR_` variable that matches no key stops
-   start-up (except GREGOR_SEED, GREGOR_CRASH_SEED, GREGOR_SIM_SEEDS, GREGOR_VENV, and
-   GREGOR_COMMAND_CONFIG and GREGOR_USER_PASSWORD, which the client commands read); one naming
+   start-up, except GREGOR_COMMAND_CONFIG and GREGOR_USER_PASSWORD, which the client commands
+   read, GREGOR_NO_EXTENSIONS (setup.py), and the test suite's and scripts' own (its seeds,
+   GREGOR_LONG_TESTS, GREGOR_TEST_WORKERS...: `client.config.loader.RESERVED_ENV`); one naming
    another role's key is ignored;
 4. command-line overrides (`--override log.dirs=/data`).
 

@@ -41,7 +41,10 @@ from client.errors import ConfigError
 
 _log = logging.getLogger(__name__)
 
-# GREGOR_* variables that are not config keys (set by tests and scripts).
+# GREGOR_* variables that are not config keys (set by tests and scripts), so that one left
+# exported in a shell (scripts/test-long.sh's GREGOR_LONG_TESTS, a test seed) does not stop
+# every gregor process started from it (tests/unit/config/test_load.py holds the list to the
+# names the tests and scripts read).
 # (GREGOR_COMMAND_CONFIG and GREGOR_USER_PASSWORD: read by the client commands, docs/security.md)
 RESERVED_ENV = frozenset(
     {
@@ -51,6 +54,18 @@ RESERVED_ENV = frozenset(
         "GREGOR_VENV",
         "GREGOR_COMMAND_CONFIG",
         "GREGOR_USER_PASSWORD",
+        # the test runners and the test suite (scripts/test.sh, scripts/test-long.sh, tests/)
+        "GREGOR_LONG_TESTS",
+        "GREGOR_TEST_WORKERS",
+        "GREGOR_NO_EXTENSIONS",
+        "GREGOR_TEST_SEED",
+        "GREGOR_REPLICATION_SIM_SEEDS",
+        "GREGOR_SIM_MEMBERSHIP_SEEDS",
+        "GREGOR_POWER_SEED",
+        "GREGOR_EOS_SEED",
+        "GREGOR_CONCURRENCY_RECORDS",
+        "GREGOR_COMPAT_CACHE",
+        "GREGOR_CHAOS_NETNS",
     }
 )
 
