@@ -183,9 +183,8 @@ class ReplicaFetcherThread:
         self.name = name
         self.throttle = throttle or ReplicationThrottle()
         self._throttle_wait = 0.0  # set by _build: seconds until a throttled partition may go
-        self._next_due = 0.0  # set by _build: the first back-off to end (0: none)
-        # a round with nothing to ask: when its first backed-off partition may go (None: the
-        # round did ask, or none was backed off)
+        # set by _build for a round with nothing to ask: when its first backed-off partition
+        # may go (None: the round asks, or none is backed off)
         self._idle_until: float | None = None
         self.node_id = node_id
         self.leader_id = leader_id
@@ -306,7 +305,7 @@ class ReplicaFetcherThread:
                     )
                 wanted[tp] = data
                 asked[tp] = st.leader_epoch
-        self._next_due = next_due
+        self._idle_until = next_due if next_due and not asked else None
         body = {
             "replica_id": self.node_id,
             "max_wait_ms": self.settings.max_wait_ms,
@@ -338,9 +337,7 @@ class ReplicaFetcherThread:
         (the caller backs off)."""
         body, asked = self._build()
         if not asked:
-            self._idle_until = self._next_due or None
             return False
-        self._idle_until = None
         try:
             resp = self._connection().request(ApiKey.FETCH, body)
         except (OSError, ConnectionError) as exc:
