@@ -19,12 +19,18 @@ reports the two parts of the latency, send -> ack and ack -> poll, overall and f
 at or above the p99: whether a tail is the producer's and the brokers' or the consumer's.
 --warmup S first runs a producer process for S seconds whose records are not counted (a
 cluster past its first seconds, against a new one).
+--oversleep also runs a process beside the cluster while the producer sends that sleeps 1 ms
+at a time and records how late each wake-up came ("oversleep_during": p50/p99/max and each
+second's max, ms): how long this machine's scheduler keeps a thread that became runnable
+waiting for a CPU at the load the cluster makes. A record's way from send() to poll() takes
+about ten such wake-ups (producer, the leader's network and I/O threads, both followers, the
+leader's flusher, the consumer), so a tail there is a floor under the end-to-end tail.
 "slowest" lists the slowest records after the warm-up (latency, and when each was sent, in
 seconds from the first record), "per_second" the p99 and max of each second of sending: a
 tail that sits in one second, or in the first ones, shows there.
 
     .venv/bin/python scripts/bench/e2e_latency_bench.py [--rate 5000] [--seconds 10]
-        [--acks all|1] [--fsync on|off] [--warmup S] [--split] [--root DIR]
+        [--acks all|1] [--fsync on|off] [--warmup S] [--split] [--oversleep] [--root DIR]
 
 --root runs another checkout's brokers and client (e.g. a `git worktree` of an older commit),
 to compare trees in turn on the same machine.
@@ -98,6 +104,41 @@ def bare_fdatasync(directory: Path, n: int = 1000, size: int = 500) -> dict:
     }
 
 
+def oversleep(seconds: float) -> None:
+    """The --oversleep child: sleep 1 ms at a time for `seconds`, then print one JSON line of
+    how late each wake-up was (oversleep_summary)."""
+    start = time.monotonic()
+    late: list[tuple[float, float]] = []  # (seconds since start, ms late)
+    while True:
+        t = time.monotonic()
+        if t - start >= seconds:
+            break
+        time.sleep(0.001)
+        late.append((t - start, (time.monotonic() - t - 0.001) * 1e3))
+    print(json.dumps(oversleep_summary(late)), flush=True)
+
+
+def oversleep_summary(late: list[tuple[float, float]]) -> dict:
+    """p50/p99/max of the wake-ups' lateness (ms), how many were over 5 and 20 ms, and the
+    max of each second (`late`: (seconds since the start, ms late) per wake-up)."""
+    if not late:
+        return {}
+    xs = sorted(ms for _t, ms in late)
+    per_second: dict[int, float] = {}
+    for t, ms in late:
+        sec = int(t)
+        per_second[sec] = max(per_second.get(sec, ms), ms)
+    return {
+        "wakeups": len(xs),
+        "p50_ms": round(percentile(xs, 0.5), 3),
+        "p99_ms": round(percentile(xs, 0.99), 3),
+        "max_ms": round(xs[-1], 2),
+        "over_5ms": sum(1 for x in xs if x > 5),
+        "over_20ms": sum(1 for x in xs if x > 20),
+        "per_second_max_ms": [round(per_second[s], 2) for s in sorted(per_second)],
+    }
+
+
 def split_latencies(acks_file: Path, latencies: list[float], sent_ns: list[int]) -> dict:
     """Each record's latency in two parts: send -> the producer's ack, and the ack -> the
     consumer's poll() (negative: the consumer had it before the producer heard the ack); for
@@ -166,6 +207,13 @@ def main() -> int:
         help="also time each record's acknowledgement at the producer: splits the latency into"
         " send -> ack and ack -> poll (adds a callback per record to the producer)",
     )
+    ap.add_argument(
+        "--oversleep",
+        action="store_true",
+        help="also run a process that times 1 ms sleeps while the producer sends: the"
+        " scheduler's wake-up delays at the cluster's load",
+    )
+    ap.add_argument("--oversleep-child", type=float, help=argparse.SUPPRESS)  # (child mode)
     ap.add_argument("--split-file", help=argparse.SUPPRESS)  # (child mode: where acks go)
     ap.add_argument("--produce", metavar="BOOTSTRAP", help=argparse.SUPPRESS)  # (child mode)
     args = ap.parse_args()
@@ -173,6 +221,9 @@ def main() -> int:
     sys.path[:0] = [root, str(Path(root) / "scripts" / "bench")]
     os.environ["PYTHONPATH"] = os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])
     os.chdir(root)  # (the nodes run `python -m broker.cli`, which imports from the cwd first)
+    if args.oversleep_child is not None:
+        oversleep(args.oversleep_child)
+        return 0
     if args.produce:
         produce(args.produce, args.rate, args.seconds, args.acks, args.split_file or "")
         return 0
@@ -240,6 +291,15 @@ def main() -> int:
         switches0 = {i: context_switches(pid, voluntary_only=True) for i, pid in pids.items()}
         own0 = time.process_time()
         t0 = time.time()
+        prober = (
+            subprocess.Popen(
+                [sys.executable, __file__, "--oversleep-child", str(args.seconds), "--root", root],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            if args.oversleep
+            else None
+        )
         sent = skip + producer(args.seconds, args.split)
         broker_cpu = {i: round(cpu_seconds(pid) - cpu0[i], 2) for i, pid in pids.items()}
         broker_switches = {
@@ -296,6 +356,9 @@ def main() -> int:
         }
         if args.split:
             out["split"] = split_latencies(acks_file, latencies[warm:], sent_ns[warm:])
+        if prober is not None:
+            got, _ = prober.communicate(timeout=60)
+            out["oversleep_during"] = json.loads(got.strip().splitlines()[-1])
         print(json.dumps(out))
     finally:
         stop_nodes(list(brokers.values()))
