@@ -1,0 +1,186 @@
+"""An in-situ probe for the broker processes of a benchmark's cluster (a tool for finding where
+a broker's time goes under a real load, not product code; it changes nothing it is not asked
+to wrap).
+
+Put scripts/bench/broker_probe on the PYTHONPATH of the processes a benchmark starts (the
+cluster's nodes inherit the benchmark's environment) and set:
+
+    BROKER_PROBE_OUT=DIR        where each probed process writes DIR/<pid>.json (every second
+                                and at exit); the probe is off without it
+    BROKER_PROBE_FUNCS=m:Q.f,...  functions to wrap: module, then the qualified name of a
+                                function or method (e.g. broker.log.log:Log.append_as_leader).
+                                Per function: calls, thread CPU and wall time; each call whose
+                                wall time is over BROKER_PROBE_SLOW_MS (default 5) is kept with
+                                its start, nesting depth, CPU and thread
+    BROKER_PROBE_STAGES=1       every answered request's stages, as the metrics' StageRecorder
+                                measures them (broker/request_metrics.py): queue, local,
+                                remote, response queue, send and total, with the client id
+    BROKER_PROBE_ROLES=a,b      which processes: those whose command line has one of these
+                                words (default "broker,server": brokers and `gregor server`,
+                                not controllers)
+
+Modules are patched as they are imported (an import hook), so a function is wrapped before any
+object of the broker calls it. `scripts/bench/broker_probe_report.py DIR` sums the files up.
+
+    PYTHONPATH=scripts/bench/broker_probe BROKER_PROBE_OUT=/tmp/probe \\
+        BROKER_PROBE_FUNCS=broker.replica.manager:ReplicaManager.append_records \\
+        .venv/bin/python scripts/bench/e2e_latency_bench.py
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.abc
+import importlib.machinery
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+STATS: dict[str, list[int]] = {}  # label -> [calls, thread cpu ns, wall ns]
+SLOW: list[tuple[int, str, int, int, int, str]] = []  # start ns, label, depth, wall, cpu, thread
+STAGES: list[tuple[Any, ...]] = []
+_MAX_KEPT = 300_000
+_local = threading.local()
+
+
+def _wrap(owner: Any, name: str, label: str, slow_ns: int) -> None:
+    fn = getattr(owner, name)
+    cpu = time.thread_time_ns
+    mono = time.monotonic_ns
+
+    def probed(*args: Any, **kwargs: Any) -> Any:
+        c0, m0 = cpu(), mono()
+        depth = getattr(_local, "depth", 0)
+        _local.depth = depth + 1
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _local.depth = depth
+            c, wall = cpu() - c0, mono() - m0
+            s = STATS.get(label)
+            if s is None:
+                s = STATS[label] = [0, 0, 0]
+            s[0] += 1
+            s[1] += c
+            s[2] += wall
+            if wall > slow_ns and len(SLOW) < _MAX_KEPT:
+                SLOW.append((m0, label, depth, wall, c, threading.current_thread().name))
+
+    probed.__wrapped__ = fn  # type: ignore[attr-defined]
+    setattr(owner, name, probed)
+
+
+class _Recorder:
+    """Stands in for the network threads' StageRecorder (its `sent` is called the same way)."""
+
+    def sent(self, request: Any, picked_ns: int, end_ns: int) -> None:
+        received = request.received_ns
+        dequeued = request.dequeued_ns or received
+        responded = request.responded_ns or picked_ns
+        local = request.local_done_ns or responded
+        if request.sent_ns:
+            queue, send, end = 0, request.sent_ns - responded, request.sent_ns
+        else:
+            queue, send, end = picked_ns - responded, end_ns - picked_ns, end_ns
+        if len(STAGES) < _MAX_KEPT:
+            STAGES.append(
+                (request.api_key, received, dequeued - received, local - dequeued,
+                 responded - local, queue, send, end - received, request.client_id)
+            )  # fmt: skip
+
+
+def _stages(module: Any) -> None:
+    """broker.network.processor: every Processor made records into STAGES."""
+    init = module.Processor.__init__
+
+    def probed_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        if self.recorder is None:
+            self.recorder = _Recorder()
+
+    module.Processor.__init__ = probed_init
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    """Patches the named modules right after they are executed."""
+
+    def __init__(self, patches: dict[str, list[Any]]) -> None:
+        self.patches = patches
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        todo = self.patches.get(fullname)
+        if not todo:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or spec.loader is None:
+            return None
+        loader = spec.loader
+        exec_module = loader.exec_module
+
+        def exec_and_patch(module: Any) -> None:
+            exec_module(module)
+            for patch in todo:
+                patch(module)
+
+        loader.exec_module = exec_and_patch  # type: ignore[method-assign]
+        return spec
+
+
+def _dump(out: Path) -> None:
+    try:
+        fields = Path(f"/proc/{os.getpid()}/stat").read_text().rsplit(")", 1)[1].split()
+        cpu_s = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except OSError:
+        cpu_s = None
+    doc = {
+        "pid": os.getpid(),
+        "argv": sys.argv,
+        "cpu_s": cpu_s,
+        "functions": {k: list(v) for k, v in list(STATS.items())},
+        "slow": list(SLOW),
+        "stages": list(STAGES),
+    }
+    path = out / f"{os.getpid()}.json"
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("w") as f:
+        json.dump(doc, f)
+    tmp.replace(path)
+
+
+def install() -> None:
+    roles = os.environ.get("BROKER_PROBE_ROLES", "broker,server").split(",")
+    if not any(arg in roles for arg in sys.argv[1:]):
+        return
+    out = Path(os.environ["BROKER_PROBE_OUT"])
+    out.mkdir(parents=True, exist_ok=True)
+    slow_ns = int(float(os.environ.get("BROKER_PROBE_SLOW_MS", "5")) * 1e6)
+    patches: dict[str, list[Any]] = {}
+    for spec in filter(None, os.environ.get("BROKER_PROBE_FUNCS", "").split(",")):
+        module, _, qualname = spec.partition(":")
+        *owners, name = qualname.split(".")
+
+        def patch(mod: Any, owners: list[str] = owners, name: str = name, spec: str = spec) -> None:
+            owner = mod
+            for o in owners:
+                owner = getattr(owner, o)
+            _wrap(owner, name, spec, slow_ns)
+
+        patches.setdefault(module, []).append(patch)
+    if os.environ.get("BROKER_PROBE_STAGES"):
+        patches.setdefault("broker.network.processor", []).append(_stages)
+    sys.meta_path.insert(0, _Finder(patches))
+
+    def every_second() -> None:
+        while True:
+            time.sleep(1)
+            try:
+                _dump(out)
+            except (OSError, RuntimeError, ValueError) as exc:  # (a full disk, a race)
+                sys.stderr.write(f"broker probe: could not write {out}: {exc!r}\n")
+
+    threading.Thread(target=every_second, name="broker-probe", daemon=True).start()
+    atexit.register(_dump, out)

@@ -1,0 +1,93 @@
+"""scripts/bench/broker_probe: a real `gregor server` started with the probe on its PYTHONPATH
+records the wrapped function's calls and each request's stages, and the report sums them up;
+without BROKER_PROBE_OUT it writes nothing."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+BENCH = ROOT / "scripts" / "bench"
+
+
+def _load(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _api_versions(port: int, n: int) -> None:
+    from client.protocol.framing import FrameDecoder, encode_request
+
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        decoder = FrameDecoder()
+        for corr in range(1, n + 1):
+            s.sendall(encode_request(18, 0, corr, "probe-test", {}))
+            frames: list[bytes] = []
+            while not frames:
+                data = s.recv(65536)
+                assert data, "the server closed the connection"
+                frames = decoder.feed(data)
+
+
+def _server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, probe_env: dict[str, str]):
+    monkeypatch.syspath_prepend(str(BENCH))
+    server = _load("bench_server", BENCH / "_server.py")
+    path = os.pathsep.join([str(BENCH / "broker_probe"), os.environ.get("PYTHONPATH", "")])
+    monkeypatch.setenv("PYTHONPATH", path)
+    for key, value in probe_env.items():
+        monkeypatch.setenv(key, value)
+    return server, server.start_server(str(tmp_path / "data"))
+
+
+def test_probe_records_calls_and_stages(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    out = tmp_path / "probe"
+    server, srv = _server(
+        monkeypatch,
+        tmp_path,
+        {
+            "BROKER_PROBE_OUT": str(out),
+            "BROKER_PROBE_FUNCS": "broker.handlers.base:RequestContext.respond",
+            "BROKER_PROBE_STAGES": "1",
+            "BROKER_PROBE_SLOW_MS": "0",  # every call is kept as a slow one
+        },
+    )
+    try:
+        _api_versions(srv.port, 25)
+    finally:
+        server.stop_server(srv.proc)  # SIGTERM: a clean exit writes the file last
+    files = list(out.glob("*.json"))
+    assert [f.stem for f in files] == [str(srv.proc.pid)]
+    report = _load("bench_probe_report", BENCH / "broker_probe_report.py")
+    got = report.summarize(json.loads(files[0].read_text()), slowest=3)
+    fn = got["functions"]["broker.handlers.base:RequestContext.respond"]
+    assert fn["calls"] >= 25  # (the server's own requests to itself count too)
+    assert 0 < fn["cpu_us_per_call"] <= fn["wall_us_per_call"] * 1.5
+    assert len(got["slowest_calls"]) == 3
+    stages = got["stages"]["18 probe-test"]
+    assert stages["requests"] == 25
+    assert 0 < stages["total"]["p50_ms"] <= stages["total"]["max_ms"]
+
+
+def test_probe_is_off_without_its_output_dir(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("BROKER_PROBE_OUT", raising=False)
+    server, srv = _server(
+        monkeypatch,
+        tmp_path,
+        {"BROKER_PROBE_FUNCS": "broker.handlers.base:RequestContext.respond"},
+    )
+    try:
+        _api_versions(srv.port, 3)
+    finally:
+        server.stop_server(srv.proc)
+    assert not list(tmp_path.rglob("*.json"))
