@@ -41,3 +41,29 @@ def busy_share(before: tuple[int, int], after: tuple[int, int]) -> float:
     """The machine's busy share of its CPUs between two `machine_ticks()` readings (0..1)."""
     total = after[0] - before[0]
     return round(1 - (after[1] - before[1]) / total, 3) if total > 0 else 0.0
+
+
+def steal_ticks() -> tuple[int, int]:
+    """(all, steal) CPU ticks of the whole machine so far (/proc/stat's first line): the time
+    a virtual machine's host ran something else while a CPU of it wanted to run."""
+    with open("/proc/stat") as f:
+        ticks = [int(x) for x in f.readline().split()[1:]]
+    return sum(ticks), ticks[7] if len(ticks) > 7 else 0
+
+
+def steal_share(before: tuple[int, int], after: tuple[int, int]) -> float:
+    """The share of the machine's CPU time its host took between two `steal_ticks()` (0..1)."""
+    total = after[0] - before[0]
+    return round((after[1] - before[1]) / total, 4) if total > 0 else 0.0
+
+
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo), or "" where there is none."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""

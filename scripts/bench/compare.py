@@ -19,7 +19,11 @@ same round and tree, one minus the other (issue 28's "acks-only p99 <= fsync p99
 the p99 of the run with fsync off minus that of the run with fsync on, decision 191); its
 median is over the rounds' differences. It is there only when both benchmarks ran. The
 end-to-end benchmarks also keep, per run, where the tail sat ("details": p99 and max per
-second, the slowest records, a bare fdatasync loop on the disk just before).
+second, the slowest records, a bare fdatasync loop on the disk just before). Every run also
+records the share of the machine's CPU time a virtual machine's host took meanwhile (steal:
+`steal_share` per benchmark and tree, `machine.steal_share` over all runs), and the document
+names the CPU (`machine.cpu_model`): the same tree runs 30-40 % slower on one kind of machine
+than on another, and a host that takes a fifth of the CPUs for some seconds moves a round.
 
     .venv/bin/python scripts/bench/compare.py [--baseline REV] [--rounds 3] [--only a,b]
         [--scale 1.0] [--list]
@@ -44,6 +48,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _proc import cpu_model, steal_share, steal_ticks
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -219,24 +226,29 @@ def run_bench(tree: Path, bench: Bench, scale: float, timeout: float) -> dict:
     if not script.exists():
         return {"missing": f"{bench.script} is not in this tree"}
     argv = [sys.executable, str(script), *bench_argv(bench, scale)]
-    t0 = time.monotonic()
+    t0, steal0 = time.monotonic(), steal_ticks()
     proc = subprocess.run(
         argv, cwd=tree, env=tree_env(tree), capture_output=True, text=True, timeout=timeout
     )
     took = round(time.monotonic() - t0, 1)
+    stolen = steal_share(steal0, steal_ticks())
     if proc.returncode != 0:
-        return {"error": f"exit {proc.returncode}: {proc.stderr.strip()[-1500:]}", "seconds": took}
+        return {
+            "error": f"exit {proc.returncode}: {proc.stderr.strip()[-1500:]}",
+            "seconds": took,
+            "steal_share": stolen,
+        }
     try:
         doc = last_json(proc.stdout)
     except ValueError as exc:
-        return {"error": str(exc), "seconds": took}
+        return {"error": str(exc), "seconds": took, "steal_share": stolen}
     values: dict[str, Any] = {}
     for fig in bench.figures:
         try:
             values[fig.name] = _dig(doc, fig.path)
         except (KeyError, IndexError, TypeError, ValueError):
             values[fig.name] = None
-    out: dict[str, Any] = {"values": values, "seconds": took}
+    out: dict[str, Any] = {"values": values, "seconds": took, "steal_share": stolen}
     if bench.keep:
         out["details"] = {k: doc.get(k) for k in bench.keep}
     return out
@@ -363,6 +375,7 @@ def main() -> int:
                 "cpus": os.cpu_count(),
                 "python": platform.python_version(),
                 "platform": platform.platform(),
+                "cpu_model": cpu_model(),
                 "load_before": [round(x, 2) for x in os.getloadavg()],
             },
             "scale": args.scale,
@@ -378,6 +391,7 @@ def main() -> int:
             if Path(got).resolve() != t.resolve():
                 raise SystemExit(f"{k} tree {t} imports Gregor from {got}: the figures would lie")
         runs: dict[str, dict[str, list[dict]]] = {b.name: {k: [] for k in trees} for b in chosen}
+        steal0 = steal_ticks()
         order = list(trees)
         for rnd in range(args.rounds):
             for bench in chosen:
@@ -390,6 +404,9 @@ def main() -> int:
             order.reverse()
         for bench in chosen:
             doc["benchmarks"][bench.name] = summarize(bench, runs[bench.name])
+            doc["benchmarks"][bench.name]["steal_share"] = {
+                k: [r.get("steal_share") for r in rs] for k, rs in runs[bench.name].items()
+            }
             if bench.keep:
                 doc["benchmarks"][bench.name]["details"] = {
                     k: [r.get("details") for r in rs] for k, rs in runs[bench.name].items()
@@ -397,6 +414,9 @@ def main() -> int:
         derived = {d.name: derive(d, runs) for d in DERIVED}
         doc["derived"] = {k: v for k, v in derived.items() if v is not None}
         doc["machine"]["load_after"] = [round(x, 2) for x in os.getloadavg()]
+        # the share of the CPUs a virtual machine's host took over the runs (0..1): each run's
+        # own is its "steal_share" in the progress lines and in `steal_share` per benchmark
+        doc["machine"]["steal_share"] = steal_share(steal0, steal_ticks())
         print(json.dumps(doc, indent=2))
         failed = any("problems" in v for v in doc["benchmarks"].values())
         return 1 if failed else 0

@@ -92,6 +92,12 @@ def test_a_tiny_round_against_a_baseline_checkout() -> None:
     assert trees["baseline"]["imports_from"] == trees["baseline"]["path"] != str(ROOT)
     fig = doc["benchmarks"]["consume_1node"]["records_per_s"]
     assert fig["current"][0] > 0 and fig["baseline"][0] > 0 and "improvement_ratio" in fig
+    # what the host took meanwhile, per run and over all; the CPU's name
+    stolen = doc["benchmarks"]["consume_1node"]["steal_share"]
+    assert set(stolen) == {"current", "baseline"}
+    assert all(len(v) == 1 and 0 <= v[0] <= 1 for v in stolen.values())
+    assert 0 <= doc["machine"]["steal_share"] <= 1
+    assert isinstance(doc["machine"]["cpu_model"], str)
     listed = subprocess.run(
         ["git", "-C", str(ROOT), "worktree", "list"], capture_output=True, text=True
     ).stdout
