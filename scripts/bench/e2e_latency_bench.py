@@ -30,7 +30,8 @@ seconds from the first record), "per_second" the p99 and max of each second of s
 tail that sits in one second, or in the first ones, shows there.
 
     .venv/bin/python scripts/bench/e2e_latency_bench.py [--rate 5000] [--seconds 10]
-        [--acks all|1] [--fsync on|off] [--warmup S] [--split] [--oversleep] [--root DIR]
+        [--acks all|1] [--linger-ms 0] [--fsync on|off] [--warmup S] [--split] [--oversleep]
+        [--root DIR]
 
 --root runs another checkout's brokers and client (e.g. a `git worktree` of an older commit),
 to compare trees in turn on the same machine.
@@ -54,7 +55,9 @@ from _proc import context_switches, cpu_seconds
 TOPIC = "e2e"
 
 
-def produce(bootstrap: str, rate: float, seconds: float, acks: str, split: str = "") -> None:
+def produce(
+    bootstrap: str, rate: float, seconds: float, acks: str, split: str = "", linger_ms: float = 0
+) -> None:
     """The producer process: paced sends, each value carrying its send time. With `split` (a
     file name), each record's delivery time too: the file gets one "send_ns ack_ns" line per
     record (the time its acknowledgement reached the producer's callback)."""
@@ -62,7 +65,7 @@ def produce(bootstrap: str, rate: float, seconds: float, acks: str, split: str =
 
     pad = b"x" * 80
     acked: list[tuple[int, int]] = []
-    with Producer(bootstrap_servers=bootstrap, acks=acks, linger_ms=0) as p:
+    with Producer(bootstrap_servers=bootstrap, acks=acks, linger_ms=linger_ms) as p:
         start = time.monotonic()
         n = 0
         while True:
@@ -188,6 +191,12 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=10.0, help="how long it sends")
     ap.add_argument("--acks", choices=["all", "1"], default="all", help="the producer's acks")
     ap.add_argument(
+        "--linger-ms",
+        type=float,
+        default=0.0,
+        help="the producer's linger.ms (default 0: each record goes as soon as the leader is free)",
+    )
+    ap.add_argument(
         "--fsync",
         choices=["on", "off"],
         default="on",
@@ -225,7 +234,9 @@ def main() -> int:
         oversleep(args.oversleep_child)
         return 0
     if args.produce:
-        produce(args.produce, args.rate, args.seconds, args.acks, args.split_file or "")
+        produce(
+            args.produce, args.rate, args.seconds, args.acks, args.split_file or "", args.linger_ms
+        )
         return 0
 
     from _cluster import start_cluster, stop_nodes  # (the tree's own, whatever its layout)
@@ -272,6 +283,7 @@ def main() -> int:
             child = subprocess.run(
                 [sys.executable, __file__, "--produce", bootstrap, "--rate", str(args.rate),
                  "--seconds", str(seconds), "--acks", args.acks, "--root", root,
+                 "--linger-ms", str(args.linger_ms),
                  *(["--split-file", str(acks_file)] if split else [])],
                 capture_output=True, text=True, timeout=seconds + 120,
             )  # fmt: skip
@@ -323,6 +335,7 @@ def main() -> int:
             "rate": args.rate,
             "seconds": args.seconds,
             "acks": args.acks,
+            "linger_ms": args.linger_ms,
             "sent": sent - skip,
             "received": len(latencies) - skip,
             "warmup_records": skip,
