@@ -30,7 +30,7 @@ import os
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.core import (
@@ -43,6 +43,9 @@ from prometheus_client.registry import Collector
 from client.errors import ErrorCode
 from client.protocol.api_keys import ApiKey
 from client.protocol.body import Body
+
+if TYPE_CHECKING:
+    from broker.network.request import Request
 
 # request latency: 0.1 ms .. 10 s (a long-poll fetch waits up to fetch.max.wait.ms); also the
 # stages', so that they add up bucket by bucket in a dashboard
@@ -106,37 +109,50 @@ class StageRecorder:
             rows = self.apis.get(key)
             if rows is None:
                 rows = self.apis[key] = _ApiRows()
-        received = request.received_ns
-        dequeued = request.dequeued_ns or received
-        responded = request.responded_ns or picked_ns
-        local = request.local_done_ns or responded
-        direct = request.sent_ns
-        if direct:
-            queue, send, end_ns = 0, direct - responded, direct
-        else:
-            queue, send = picked_ns - responded, end_ns - picked_ns
+        queue_in, local, remote, queue, send, total = request_stages(request, picked_ns, end_ns)
         b, sums = rows.buckets, rows.sums
         # unrolled (a loop over the six cost ~1.5 µs more per request); a negative time is two
         # threads' clock reads a few ns apart: counted as 0 (bisect puts it in the first bucket)
-        v = dequeued - received
-        b[0][bisect_left(_BOUNDS_NS, v)] += 1
-        sums[0] += v
-        v = local - dequeued
-        b[1][bisect_left(_BOUNDS_NS, v)] += 1
-        sums[1] += v
-        v = responded - local
-        if v > 0:
-            sums[2] += v
-        b[2][bisect_left(_BOUNDS_NS, v)] += 1
+        b[0][bisect_left(_BOUNDS_NS, queue_in)] += 1
+        sums[0] += queue_in
+        b[1][bisect_left(_BOUNDS_NS, local)] += 1
+        sums[1] += local
+        if remote > 0:
+            sums[2] += remote
+        b[2][bisect_left(_BOUNDS_NS, remote)] += 1
         b[3][bisect_left(_BOUNDS_NS, queue)] += 1
         if queue > 0:
             sums[3] += queue
         b[4][bisect_left(_BOUNDS_NS, send)] += 1
         if send > 0:
             sums[4] += send
-        v = end_ns - received
-        b[5][bisect_left(_BOUNDS_NS, v)] += 1
-        sums[5] += v
+        b[5][bisect_left(_BOUNDS_NS, total)] += 1
+        sums[5] += total
+
+
+def request_stages(
+    request: Request, picked_ns: int, end_ns: int
+) -> tuple[int, int, int, int, int, int]:
+    """The stages of an answered request, ns: (request queue, local, remote, response queue,
+    send, total), as `StageRecorder.sent` gets it (scripts/bench/broker_probe records them
+    per request). The five add up to the total."""
+    received = request.received_ns
+    dequeued = request.dequeued_ns or received
+    responded = request.responded_ns or picked_ns
+    local = request.local_done_ns or responded
+    direct = request.sent_ns
+    if direct:
+        queue, send, end_ns = 0, direct - responded, direct
+    else:
+        queue, send = picked_ns - responded, end_ns - picked_ns
+    return (
+        dequeued - received,
+        local - dequeued,
+        responded - local,
+        queue,
+        send,
+        end_ns - received,
+    )
 
 
 class ErrorCounter:

@@ -74,33 +74,24 @@ def _wrap(owner: Any, name: str, label: str, slow_ns: int) -> None:
     setattr(owner, name, probed)
 
 
-class _Recorder:
-    """Stands in for the network threads' StageRecorder (its `sent` is called the same way)."""
-
-    def sent(self, request: Any, picked_ns: int, end_ns: int) -> None:
-        received = request.received_ns
-        dequeued = request.dequeued_ns or received
-        responded = request.responded_ns or picked_ns
-        local = request.local_done_ns or responded
-        if request.sent_ns:
-            queue, send, end = 0, request.sent_ns - responded, request.sent_ns
-        else:
-            queue, send, end = picked_ns - responded, end_ns - picked_ns, end_ns
-        if len(STAGES) < _MAX_KEPT:
-            STAGES.append(
-                (request.api_key, received, dequeued - received, local - dequeued,
-                 responded - local, queue, send, end - received, request.client_id)
-            )  # fmt: skip
-
-
 def _stages(module: Any) -> None:
-    """broker.network.processor: every Processor made records into STAGES."""
+    """broker.network.processor: every Processor made records each answered request's stages
+    (broker.request_metrics.request_stages, what the metrics' StageRecorder measures) into
+    STAGES."""
+    from broker.request_metrics import request_stages
+
+    class Recorder:  # (the network threads call a recorder's `sent` as the StageRecorder's)
+        def sent(self, request: Any, picked_ns: int, end_ns: int) -> None:
+            if len(STAGES) < _MAX_KEPT:
+                stages = request_stages(request, picked_ns, end_ns)
+                STAGES.append((request.api_key, request.received_ns, *stages, request.client_id))
+
     init = module.Processor.__init__
 
     def probed_init(self: Any, *args: Any, **kwargs: Any) -> None:
         init(self, *args, **kwargs)
         if self.recorder is None:
-            self.recorder = _Recorder()
+            self.recorder = Recorder()
 
     module.Processor.__init__ = probed_init
 
