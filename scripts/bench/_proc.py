@@ -28,12 +28,18 @@ def context_switches(pid: int, voluntary_only: bool = False) -> int:
     return total
 
 
-def machine_ticks() -> tuple[int, int]:
-    """(all, idle) CPU ticks of the whole machine so far, every CPU summed (/proc/stat's first
-    line; idle includes iowait): the busy share over a window is 1 - d(idle) / d(all), which
-    counts what no process of a benchmark is charged for (kernel threads, softirqs)."""
+def _cpu_ticks() -> list[int]:
+    """The whole machine's CPU ticks so far by kind, every CPU summed (/proc/stat's first line:
+    user, nice, system, idle, iowait, irq, softirq, steal, ...)."""
     with open("/proc/stat") as f:
-        ticks = [int(x) for x in f.readline().split()[1:]]
+        return [int(x) for x in f.readline().split()[1:]]
+
+
+def machine_ticks() -> tuple[int, int]:
+    """(all, idle) CPU ticks of the whole machine so far (idle includes iowait): the busy share
+    over a window is 1 - d(idle) / d(all), which counts what no process of a benchmark is
+    charged for (kernel threads, softirqs)."""
+    ticks = _cpu_ticks()
     return sum(ticks), ticks[3] + ticks[4]
 
 
@@ -46,8 +52,7 @@ def busy_share(before: tuple[int, int], after: tuple[int, int]) -> float:
 def steal_ticks() -> tuple[int, int]:
     """(all, steal) CPU ticks of the whole machine so far (/proc/stat's first line): the time
     a virtual machine's host ran something else while a CPU of it wanted to run."""
-    with open("/proc/stat") as f:
-        ticks = [int(x) for x in f.readline().split()[1:]]
+    ticks = _cpu_ticks()
     return sum(ticks), ticks[7] if len(ticks) > 7 else 0
 
 

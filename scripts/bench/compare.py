@@ -230,25 +230,23 @@ def run_bench(tree: Path, bench: Bench, scale: float, timeout: float) -> dict:
     proc = subprocess.run(
         argv, cwd=tree, env=tree_env(tree), capture_output=True, text=True, timeout=timeout
     )
-    took = round(time.monotonic() - t0, 1)
-    stolen = steal_share(steal0, steal_ticks())
+    ran = {
+        "seconds": round(time.monotonic() - t0, 1),
+        "steal_share": steal_share(steal0, steal_ticks()),
+    }
     if proc.returncode != 0:
-        return {
-            "error": f"exit {proc.returncode}: {proc.stderr.strip()[-1500:]}",
-            "seconds": took,
-            "steal_share": stolen,
-        }
+        return {"error": f"exit {proc.returncode}: {proc.stderr.strip()[-1500:]}", **ran}
     try:
         doc = last_json(proc.stdout)
     except ValueError as exc:
-        return {"error": str(exc), "seconds": took, "steal_share": stolen}
+        return {"error": str(exc), **ran}
     values: dict[str, Any] = {}
     for fig in bench.figures:
         try:
             values[fig.name] = _dig(doc, fig.path)
         except (KeyError, IndexError, TypeError, ValueError):
             values[fig.name] = None
-    out: dict[str, Any] = {"values": values, "seconds": took, "steal_share": stolen}
+    out: dict[str, Any] = {"values": values, **ran}
     if bench.keep:
         out["details"] = {k: doc.get(k) for k in bench.keep}
     return out
