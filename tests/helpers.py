@@ -21,6 +21,19 @@ from typing import IO, Any, TypeVar
 T = TypeVar("T")
 
 
+def load_script(name: str, path: Path) -> Any:
+    """The script at `path` (e.g. scripts/bench/compare.py) imported as module `name`, and
+    registered in sys.modules under it (a dataclass of it looks its module up there)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def wait_until(
     cond: Callable[[], T], timeout: float = 10.0, msg: str = "condition", interval: float = 0.005
 ) -> T:

@@ -4,24 +4,16 @@ without BROKER_PROBE_OUT it writes nothing."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import socket
 from pathlib import Path
 
 import pytest
+from helpers import load_script
 
 ROOT = Path(__file__).resolve().parents[3]
 BENCH = ROOT / "scripts" / "bench"
-
-
-def _load(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _api_versions(port: int, n: int) -> None:
@@ -40,7 +32,7 @@ def _api_versions(port: int, n: int) -> None:
 
 def _server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, probe_env: dict[str, str]):
     monkeypatch.syspath_prepend(str(BENCH))
-    server = _load("bench_server", BENCH / "_server.py")
+    server = load_script("bench_server", BENCH / "_server.py")
     path = os.pathsep.join([str(BENCH / "broker_probe"), os.environ.get("PYTHONPATH", "")])
     monkeypatch.setenv("PYTHONPATH", path)
     for key, value in probe_env.items():
@@ -66,7 +58,7 @@ def test_probe_records_calls_and_stages(monkeypatch: pytest.MonkeyPatch, tmp_pat
         server.stop_server(srv.proc)  # SIGTERM: a clean exit writes the file last
     files = list(out.glob("*.json"))
     assert [f.stem for f in files] == [str(srv.proc.pid)]
-    report = _load("bench_probe_report", BENCH / "broker_probe_report.py")
+    report = load_script("bench_probe_report", BENCH / "broker_probe_report.py")
     got = report.summarize(json.loads(files[0].read_text()), slowest=3)
     fn = got["functions"]["broker.handlers.base:RequestContext.respond"]
     assert fn["calls"] >= 25  # (the server's own requests to itself count too)

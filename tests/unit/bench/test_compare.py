@@ -3,7 +3,6 @@ run, one tiny round of the consume benchmark, against this tree and a baseline c
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import subprocess
@@ -11,18 +10,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import load_script
 
 ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "scripts" / "bench" / "compare.py"
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("bench_compare", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["bench_compare"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("bench_compare", SCRIPT)
 
 
 def test_last_json_takes_the_document_after_other_output() -> None:

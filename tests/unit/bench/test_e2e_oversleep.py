@@ -3,13 +3,13 @@ and the prober itself as the benchmark runs it (a child process printing one JSO
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from helpers import load_script
 
 ROOT = Path(__file__).resolve().parents[3]
 BENCH = ROOT / "scripts" / "bench"
@@ -18,11 +18,7 @@ SCRIPT = BENCH / "e2e_latency_bench.py"
 
 def _module(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.syspath_prepend(str(BENCH))  # (it imports its sibling _proc)
-    spec = importlib.util.spec_from_file_location("bench_e2e_latency", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("bench_e2e_latency", SCRIPT)
 
 
 def test_summary_counts_the_late_wakeups_and_each_seconds_max(
