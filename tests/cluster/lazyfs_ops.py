@@ -487,11 +487,13 @@ class LazyOps:
         return before
 
     def sync_all(self) -> None:
+        """Every node's unsynced state to its backing file. Under the table lock, as `drop`: a
+        release on a FUSE thread may forget (and close the fd of) a node at any moment
+        otherwise, and the sync would then write to a closed, or reused, descriptor."""
         with self._lock:
-            nodes = list(self._nodes.values())
-        for node in nodes:
-            with node.lock:
-                node.sync()
+            for node in list(self._nodes.values()):
+                with node.lock:
+                    node.sync()
 
 
 def serve(backing: str, mountpoint: str, dir_fsync: bool = False) -> None:

@@ -9,11 +9,13 @@ import fcntl
 import mmap
 import os
 import random
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from lazyfs import PAGE, LazyFS, LazyFSError, unavailable_reason
+from lazyfs_ops import LazyOps
 
 from client.fsutil import fsync_dir, write_atomic
 
@@ -244,3 +246,40 @@ def test_dir_fsync_mode_undoes_a_rename_until_the_directory_is_fsynced(strict: L
     write_atomic(m / "checkpoint", b"v3")
     strict.drop_unsynced()
     assert os.listdir(m) == ["checkpoint"] and (m / "checkpoint").read_bytes() == b"v3"
+
+
+def test_a_sync_all_beside_releases_touches_no_forgotten_node(tmp_path: Path) -> None:
+    """The unmount's sync (`sync_all`) runs on the control thread while FUSE threads still
+    release handles; a release forgets a clean node and closes its fd. `sync_all` once synced
+    a snapshot of the node table outside its lock and so wrote to closed descriptors (EBADF at
+    a teardown in CI), or to a reused one. The operations are driven directly: no FUSE."""
+    ops = LazyOps(str(tmp_path))
+    failed: list[OSError] = []
+    done = threading.Event()
+
+    def sync_loop() -> None:
+        while not done.is_set():
+            try:
+                ops.sync_all()
+            except OSError as e:
+                failed.append(e)
+                done.set()
+
+    syncer = threading.Thread(target=sync_loop)
+    syncer.start()
+    try:
+        for i in range(3000):
+            if done.is_set():
+                break
+            name = f"/f{i % 8}"
+            fh = ops.create(name, 0o644)
+            ops.write(None, b"x" * 100, 0, fh)
+            ops.release(None, fh)  # dirty: the node stays until synced
+            fh = ops.open(name, os.O_RDWR)
+            ops.fsync(None, 0, fh)
+            ops.release(None, fh)  # clean and closed: forgotten, its fd closed
+    finally:
+        done.set()
+        syncer.join()
+    assert not failed, failed
+    assert all((tmp_path / f"f{i}").read_bytes() == b"x" * 100 for i in range(8))
