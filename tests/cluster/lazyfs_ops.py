@@ -309,8 +309,10 @@ class LazyOps:
             if node is None:
                 assert path is not None
                 node = self._node_for(path)
-        with node.lock:
-            node.truncate(length)
+            # Under the table lock: a truncate by path holds no handle, and a release of the
+            # node's last handle would otherwise forget it (clean yet) before this marks it dirty.
+            with node.lock:
+                node.truncate(length)
 
     def fsync(self, path: str | None, datasync: int, fh: int) -> None:
         node = self._handles[fh]
