@@ -72,3 +72,11 @@ def cpu_model() -> str:
     except OSError:
         pass
     return ""
+
+
+def libpython_shared(pid: int | str = "self") -> bool:
+    """Whether process `pid` runs Python from a shared libpython (a `--enable-shared` build, as
+    pyenv makes by default: the interpreter is position-independent code in a library) rather
+    than from its executable (Debian's /usr/bin/python3.11, built with PGO and LTO)."""
+    with open(f"/proc/{pid}/maps") as f:
+        return any("/libpython" in line for line in f)

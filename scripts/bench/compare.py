@@ -23,7 +23,13 @@ second, the slowest records, a bare fdatasync loop on the disk just before). Eve
 records the share of the machine's CPU time a virtual machine's host took meanwhile (steal:
 `steal_share` per benchmark and tree, `machine.steal_share` over all runs), and the document
 names the CPU (`machine.cpu_model`): the same tree runs 30-40 % slower on one kind of machine
-than on another, and a host that takes a fifth of the CPUs for some seconds moves a round.
+than on another, and a host that takes a fifth of the CPUs for some seconds moves a round. It
+names the interpreter too (`machine.python_executable`, `machine.libpython_shared`) with how
+fast it runs plain Python here (`machine.python_loop_ms`): pyenv's default build (shared
+libpython, no PGO) ran it 1.2 times slower than Debian's python3.11 (PGO and LTO, linked
+statically) on one machine, and the per-record produce figures ~15 % lower. Each run records the
+same loop's time just before it (`python_loop_ms` per benchmark and tree): a machine whose
+speed drifts within a session (a virtual machine's host busy elsewhere) shows there.
 
     .venv/bin/python scripts/bench/compare.py [--baseline REV] [--rounds 3] [--only a,b]
         [--scale 1.0] [--list]
@@ -50,7 +56,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _proc import cpu_model, steal_share, steal_ticks
+from _proc import cpu_model, libpython_shared, steal_share, steal_ticks
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -226,6 +232,7 @@ def run_bench(tree: Path, bench: Bench, scale: float, timeout: float) -> dict:
     if not script.exists():
         return {"missing": f"{bench.script} is not in this tree"}
     argv = [sys.executable, str(script), *bench_argv(bench, scale)]
+    loop_ms = python_loop_ms()  # how fast the machine runs Python just before this run
     t0, steal0 = time.monotonic(), steal_ticks()
     proc = subprocess.run(
         argv, cwd=tree, env=tree_env(tree), capture_output=True, text=True, timeout=timeout
@@ -233,6 +240,7 @@ def run_bench(tree: Path, bench: Bench, scale: float, timeout: float) -> dict:
     ran = {
         "seconds": round(time.monotonic() - t0, 1),
         "steal_share": steal_share(steal0, steal_ticks()),
+        "python_loop_ms": loop_ms,
     }
     if proc.returncode != 0:
         return {"error": f"exit {proc.returncode}: {proc.stderr.strip()[-1500:]}", **ran}
@@ -337,6 +345,28 @@ def rev_of(tree: Path) -> str:
     return out.stdout.strip() + ("+dirty" if dirty else "")
 
 
+def python_loop_ms(repeat: int = 3) -> float:
+    """The best of `repeat` runs of a fixed piece of plain Python (dicts, tuples, strings,
+    calls), in ms: how fast this interpreter runs on this machine now. Two documents'
+    figures compare only when theirs are close (an interpreter built without PGO and LTO,
+    or a slower CPU, shows here first)."""
+
+    def work() -> int:
+        table: dict[int, tuple[int, str]] = {}
+        total = 0
+        for i in range(300_000):
+            table[i & 1023] = (i, str(i & 7))
+            total += len(table[i & 511][1])
+        return total
+
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        work()
+        best = min(best, time.perf_counter() - t0)
+    return round(best * 1000, 1)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--baseline", metavar="REV", help="also run a checkout of REV, alternately")
@@ -374,6 +404,11 @@ def main() -> int:
                 "python": platform.python_version(),
                 "platform": platform.platform(),
                 "cpu_model": cpu_model(),
+                # the benchmarks run on this interpreter: which, how it was built, and how
+                # fast it runs plain Python here (interpreter and CPU in one figure)
+                "python_executable": os.path.realpath(sys.executable),
+                "libpython_shared": libpython_shared(),
+                "python_loop_ms": python_loop_ms(),
                 "load_before": [round(x, 2) for x in os.getloadavg()],
             },
             "scale": args.scale,
@@ -402,9 +437,10 @@ def main() -> int:
             order.reverse()
         for bench in chosen:
             doc["benchmarks"][bench.name] = summarize(bench, runs[bench.name])
-            doc["benchmarks"][bench.name]["steal_share"] = {
-                k: [r.get("steal_share") for r in rs] for k, rs in runs[bench.name].items()
-            }
+            for key in ("steal_share", "python_loop_ms"):
+                doc["benchmarks"][bench.name][key] = {
+                    k: [r.get(key) for r in rs] for k, rs in runs[bench.name].items()
+                }
             if bench.keep:
                 doc["benchmarks"][bench.name]["details"] = {
                     k: [r.get("details") for r in rs] for k, rs in runs[bench.name].items()

@@ -93,6 +93,14 @@ def test_a_tiny_round_against_a_baseline_checkout() -> None:
     assert all(len(v) == 1 and 0 <= v[0] <= 1 for v in stolen.values())
     assert 0 <= doc["machine"]["steal_share"] <= 1
     assert isinstance(doc["machine"]["cpu_model"], str)
+    # the interpreter the benchmarks ran on, as the dynamic linker sees its executable
+    exe = doc["machine"]["python_executable"]
+    assert Path(exe).is_file() and Path(exe) == Path(sys.executable).resolve()
+    linked = subprocess.run(["ldd", exe], capture_output=True, text=True).stdout
+    assert doc["machine"]["libpython_shared"] == ("libpython" in linked)
+    assert doc["machine"]["python_loop_ms"] > 0
+    loops = doc["benchmarks"]["consume_1node"]["python_loop_ms"]  # each run's, just before it
+    assert set(loops) == {"current", "baseline"} and all(v[0] > 0 for v in loops.values())
     listed = subprocess.run(
         ["git", "-C", str(ROOT), "worktree", "list"], capture_output=True, text=True
     ).stdout
