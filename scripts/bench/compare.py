@@ -346,8 +346,8 @@ def rev_of(tree: Path) -> str:
 
 
 def python_loop_ms(repeat: int = 3) -> float:
-    """The best of `repeat` runs of a fixed piece of plain Python (dicts, tuples, strings,
-    calls), in ms: how fast this interpreter runs on this machine now. Two documents'
+    """The best of `repeat` runs of a fixed piece of plain Python (dict stores and lookups,
+    tuples, small strings), in ms: how fast this interpreter runs on this machine now. Two documents'
     figures compare only when theirs are close (an interpreter built without PGO and LTO,
     or a slower CPU, shows here first)."""
 
