@@ -14,11 +14,9 @@ import json
 import sys
 from pathlib import Path
 
+from _stats import percentile
+
 STAGE_NAMES = ("queue", "local", "remote", "response_queue", "send", "total")
-
-
-def _pct(xs: list[float], q: float) -> float:
-    return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
 def summarize(doc: dict, slowest: int = 10) -> dict:
@@ -44,8 +42,8 @@ def summarize(doc: dict, slowest: int = 10) -> dict:
         for i, name in enumerate(STAGE_NAMES):
             xs = sorted(r[2 + i] / 1e6 for r in rows)
             per[name] = {
-                "p50_ms": round(_pct(xs, 0.5), 3),
-                "p99_ms": round(_pct(xs, 0.99), 3),
+                "p50_ms": round(percentile(xs, 0.5), 3),
+                "p99_ms": round(percentile(xs, 0.99), 3),
                 "max_ms": round(xs[-1], 3),
             }
         stages[kind] = {"requests": len(rows), **per}

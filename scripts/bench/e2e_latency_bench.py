@@ -51,6 +51,7 @@ import time
 from pathlib import Path
 
 from _proc import context_switches, cpu_seconds
+from _stats import percentile
 
 TOPIC = "e2e"
 
@@ -179,10 +180,6 @@ def split_latencies(acks_file: Path, latencies: list[float], sent_ns: list[int])
         "tail_send_to_ack": summary([t[0] for t in tail]),  # records at or above the p99
         "tail_ack_to_poll": summary([t[1] for t in tail]),
     }
-
-
-def percentile(xs: list[float], q: float) -> float:
-    return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
 def main() -> int:

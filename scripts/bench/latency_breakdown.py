@@ -40,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _server import start_server, stop_server  # noqa: E402
+from _stats import percentile  # noqa: E402
 from produce_bench import fsync_latency  # noqa: E402
 
 # (stage name, module, class or "" for a module function, function, stamp after the call?)
@@ -143,9 +144,7 @@ def _pct(xs: list[float]) -> dict:
     if not xs:
         return {}
     xs = sorted(xs)
-    return {
-        f"p{q}_us": round(xs[min(len(xs) - 1, int(q / 100 * len(xs)))], 1) for q in (50, 90, 99)
-    }
+    return {f"p{q}_us": round(percentile(xs, q / 100), 1) for q in (50, 90, 99)}
 
 
 def handoff_floor(n: int = 3000) -> dict:

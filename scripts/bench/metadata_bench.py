@@ -41,6 +41,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from _stats import percentile  # (this script's own directory)
+
 from client.protocol.api_keys import ApiKey
 from controller.quorum import LocalMetadataLog, QuorumController
 from controller.quorum.network import request
@@ -49,8 +51,7 @@ HOST = "127.0.0.1"
 
 
 def pct_ms(xs: list[float], p: float) -> float:
-    xs = sorted(xs)
-    return round(xs[min(len(xs) - 1, int(p * len(xs)))] * 1000, 3)
+    return round(percentile(sorted(xs), p) * 1000, 3)
 
 
 def dist_s(xs: list[float]) -> dict:

@@ -43,13 +43,13 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "scripts" / "bench")]
 
 from _proc import cpu_seconds  # noqa: E402
+from _stats import percentile  # noqa: E402
 
 
 def _pct(xs: list[float], q: float) -> float | None:
     if not xs:
         return None
-    xs = sorted(xs)
-    return round(xs[min(len(xs) - 1, int(q * len(xs)))] * 1000, 2)
+    return round(percentile(sorted(xs), q) * 1000, 2)
 
 
 class LatencyProbe:
