@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import os
+import threading
+import time
 from pathlib import Path
 
 
@@ -80,3 +83,70 @@ def libpython_shared(pid: int | str = "self") -> bool:
     than from its executable (Debian's /usr/bin/python3.11, built with PGO and LTO)."""
     with open(f"/proc/{pid}/maps") as f:
         return any("/libpython" in line for line in f)
+
+
+class IowaitSampler:
+    """Reads the machine's CPU ticks (/proc/stat) every `interval` seconds on a thread of its
+    own while a benchmark runs, to tell when the whole machine sat waiting on its disk (a
+    virtual disk whose flush stalls for a few hundred milliseconds stops every fsync of a
+    cluster at once: the CPUs go idle with the fsyncs waiting, which the kernel counts as
+    iowait). Passive: one read of /proc/stat per interval, no I/O of its own."""
+
+    def __init__(self, interval: float = 0.05) -> None:
+        self.interval = interval
+        self.samples: list[tuple[int, list[int]]] = []  # (time.time_ns(), ticks by kind)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="iowait-sampler", daemon=True)
+
+    def start(self) -> IowaitSampler:
+        self._thread.start()
+        return self
+
+    def stop(self) -> list[tuple[int, list[int]]]:
+        self._stop.set()
+        self._thread.join()
+        return self.samples
+
+    def _run(self) -> None:
+        while True:
+            self.samples.append((time.time_ns(), _cpu_ticks()))
+            if self._stop.wait(self.interval):
+                self.samples.append((time.time_ns(), _cpu_ticks()))
+                return
+
+
+def iowait_stalls(
+    samples: list[tuple[int, list[int]]], min_ms: float = 50.0, share: float = 0.5
+) -> dict:
+    """The machine's iowait over `samples` (IowaitSampler's): its share of all CPU ticks, and
+    its stalls: runs of consecutive sample windows in each of which at least `share` of the
+    ticks were iowait, lasting `min_ms` or more (start as time.time_ns() and length in ms).
+    /proc/stat counts in ticks of 10 ms, so windows of 50 ms on two CPUs hold ~10 ticks and a
+    stall shorter than ~100 ms is not told apart from an idle moment."""
+    total = waited = 0
+    stalls: list[dict] = []
+    run_start: int | None = None
+    run_end = 0
+
+    def close() -> None:
+        if run_start is not None and (run_end - run_start) / 1e6 >= min_ms:
+            stalls.append({"at_ns": run_start, "ms": round((run_end - run_start) / 1e6, 1)})
+
+    for (t0, a), (t1, b) in itertools.pairwise(samples):
+        d_all = sum(b) - sum(a)
+        d_wait = b[4] - a[4]
+        total += d_all
+        waited += d_wait
+        if d_all > 0 and d_wait >= share * d_all:
+            if run_start is None:
+                run_start = t0
+            run_end = t1
+        else:
+            close()
+            run_start = None
+    close()
+    return {
+        "iowait_share": round(waited / total, 4) if total > 0 else 0.0,
+        "stalls": stalls,
+        "longest_ms": max((s["ms"] for s in stalls), default=0.0),
+    }

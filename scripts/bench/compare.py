@@ -19,7 +19,9 @@ same round and tree, one minus the other (issue 28's "acks-only p99 <= fsync p99
 the p99 of the run with fsync off minus that of the run with fsync on, decision 191); its
 median is over the rounds' differences. It is there only when both benchmarks ran. The
 end-to-end benchmarks also keep, per run, where the tail sat ("details": p99 and max per
-second, the slowest records, a bare fdatasync loop on the disk just before). Every run also
+second, the slowest records, a bare fdatasync loop on the disk just before, and the stalls in
+which the whole machine waited on its disk while the producer sent: a virtual disk whose flush
+stalls for 50-300 ms makes the tail of an fsync-on run by itself). Every run also
 records the share of the machine's CPU time a virtual machine's host took meanwhile (steal:
 `steal_share` per benchmark and tree, `machine.steal_share` over all runs), and the document
 names the CPU (`machine.cpu_model`): the same tree runs 30-40 % slower on one kind of machine
@@ -91,7 +93,14 @@ class Derived:
 
 
 # where an end-to-end tail sat (which second, which records) and what the disk gave before
-E2E_DETAILS = ("per_second", "slowest", "bare_fdatasync_before", "broker_cpu_s", "load_avg")
+E2E_DETAILS = (
+    "per_second",
+    "slowest",
+    "bare_fdatasync_before",
+    "iowait_during",
+    "broker_cpu_s",
+    "load_avg",
+)
 
 BENCHES: tuple[Bench, ...] = (
     Bench(

@@ -14,6 +14,11 @@ moved high watermark owes a long-polling consumer: issue 28's 500 ms tail).
 an acks=all write is durable by its replicas only, issue 28's "acks-only"; decision 191).
 "bare_fdatasync_before" is a bare append + fdatasync loop in the same directory just before
 the cluster starts (1,000 of 500 bytes, 1 ms apart), the disk's share of any tail.
+"iowait_during" is the machine's iowait while the producer sent, read off /proc/stat every
+50 ms: its share of the CPU time, and its stalls, runs of 100 ms or more in which the CPUs
+mostly sat waiting on the disk (when, in seconds from the first record, and how long). A
+virtual disk whose flush stalls stops every replica's fsync at once, and every record sent
+meanwhile waits for it: a tail there is the disk's, not the brokers' (docs/performance.md).
 --split also times each record's acknowledgement at the producer (a callback per record) and
 reports the two parts of the latency, send -> ack and ack -> poll, overall and for the records
 at or above the p99: whether a tail is the producer's and the brokers' or the consumer's.
@@ -50,7 +55,7 @@ import threading
 import time
 from pathlib import Path
 
-from _proc import context_switches, cpu_seconds
+from _proc import IowaitSampler, context_switches, cpu_seconds, iowait_stalls
 from _stats import percentile
 
 TOPIC = "e2e"
@@ -309,7 +314,11 @@ def main() -> int:
             if args.oversleep
             else None
         )
-        sent = skip + producer(args.seconds, args.split)
+        sampler = IowaitSampler().start()
+        try:
+            sent = skip + producer(args.seconds, args.split)
+        finally:
+            disk_waits = iowait_stalls(sampler.stop())
         broker_cpu = {i: round(cpu_seconds(pid) - cpu0[i], 2) for i, pid in pids.items()}
         broker_switches = {
             i: context_switches(pid, voluntary_only=True) - switches0[i] for i, pid in pids.items()
@@ -343,6 +352,16 @@ def main() -> int:
             "later_than_fetch_max_wait": sum(1 for x in steady if x >= 500.0),
             "fsync": args.fsync,
             "bare_fdatasync_before": disk_before,  # the disk, just before the cluster started
+            # the whole machine waiting on the disk while the producer sent (stalls: when, in
+            # seconds from the first record, and how long)
+            "iowait_during": {
+                "iowait_share": disk_waits["iowait_share"],
+                "longest_ms": disk_waits["longest_ms"],
+                "stalls": [
+                    {"at_s": round((w["at_ns"] - first) / 1e9, 2), "ms": w["ms"]}
+                    for w in disk_waits["stalls"]
+                ],
+            },
             "broker_cpu_s": broker_cpu,  # each broker's, while the producer ran
             "broker_voluntary_switches": broker_switches,  # each broker's, all its threads
             "consumer_cpu_s": consumer_cpu,

@@ -1,0 +1,92 @@
+"""scripts/bench/_proc.py: the machine's iowait stalls (e2e_latency_bench.py's
+"iowait_during"), from /proc/stat samples: which runs of windows count as the machine waiting on
+its disk, and the sampler reading the real /proc/stat on a thread of its own."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from pathlib import Path
+
+import pytest
+from helpers import load_script
+
+ROOT = Path(__file__).resolve().parents[3]
+BENCH = ROOT / "scripts" / "bench"
+MS = 1_000_000  # ns
+
+
+def _proc(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.syspath_prepend(str(BENCH))
+    return load_script("bench_proc", BENCH / "_proc.py")
+
+
+def _samples(windows: list[tuple[int, int]], step_ms: int = 50) -> list[tuple[int, list[int]]]:
+    """/proc/stat-like cumulative ticks (user, nice, system, idle, iowait, irq, softirq, steal)
+    from each window's (busy, iowait) ticks out of 10 (two CPUs, 50 ms, 10 ms ticks)."""
+    ticks = [0] * 8
+    out = [(0, list(ticks))]
+    for i, (busy, iowait) in enumerate(windows, 1):
+        ticks[0] += busy
+        ticks[4] += iowait
+        ticks[3] += 10 - busy - iowait
+        out.append((i * step_ms * MS, list(ticks)))
+    return out
+
+
+def test_a_run_of_iowait_windows_is_one_stall_with_its_start_and_length(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    m = _proc(monkeypatch)
+    # busy, then four windows (200 ms) mostly in iowait, then busy again
+    got = m.iowait_stalls(_samples([(8, 0), (8, 1), (1, 9), (0, 10), (0, 10), (2, 8), (8, 0)]))
+    assert got["stalls"] == [{"at_ns": 100 * MS, "ms": 200.0}]
+    assert got["longest_ms"] == 200.0
+    assert got["iowait_share"] == pytest.approx(38 / 70, abs=1e-4)
+
+
+def test_short_waits_and_busy_windows_with_a_little_iowait_are_no_stall(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    m = _proc(monkeypatch)
+    # one 50 ms window of iowait (below min_ms), and windows with iowait under half
+    got = m.iowait_stalls(_samples([(8, 0), (0, 10), (8, 0), (5, 4), (6, 4), (4, 4), (9, 0)]))
+    assert got["stalls"] == []
+    assert got["longest_ms"] == 0.0
+    # the same single window counts once the threshold is below its length
+    assert m.iowait_stalls(_samples([(8, 0), (0, 10), (8, 0)]), min_ms=50)["stalls"] == [
+        {"at_ns": 50 * MS, "ms": 50.0}
+    ]
+
+
+def test_a_stall_still_open_at_the_last_sample_is_reported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    m = _proc(monkeypatch)
+    got = m.iowait_stalls(_samples([(8, 0), (0, 10), (1, 9), (0, 10)]))
+    assert got["stalls"] == [{"at_ns": 50 * MS, "ms": 150.0}]
+
+
+def test_no_samples_or_no_ticks_give_an_empty_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    m = _proc(monkeypatch)
+    assert m.iowait_stalls([]) == {"iowait_share": 0.0, "stalls": [], "longest_ms": 0.0}
+    still = [(0, [0] * 8), (50 * MS, [0] * 8)]
+    assert m.iowait_stalls(still) == {"iowait_share": 0.0, "stalls": [], "longest_ms": 0.0}
+
+
+def test_the_sampler_reads_proc_stat_until_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
+    m = _proc(monkeypatch)
+    sampler = m.IowaitSampler(interval=0.01).start()
+    deadline = time.monotonic() + 10
+    while len(sampler.samples) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    samples = sampler.stop()
+    assert len(samples) >= 4  # (three read while running, one more at the stop)
+    times = [t for t, _ in samples]
+    assert times == sorted(times)
+    for _, ticks in samples:
+        assert len(ticks) >= 8 and all(x >= 0 for x in ticks)
+    # cumulative counters: never lower in a later sample
+    for (_, a), (_, b) in itertools.pairwise(samples):
+        assert all(y >= x for x, y in zip(a, b, strict=False))
+    assert set(m.iowait_stalls(samples)) == {"iowait_share", "stalls", "longest_ms"}
