@@ -121,8 +121,8 @@ def iowait_stalls(
     """The machine's iowait over `samples` (IowaitSampler's): its share of all CPU ticks, and
     its stalls: runs of consecutive sample windows in each of which at least `share` of the
     ticks were iowait, lasting `min_ms` or more (start as time.time_ns() and length in ms).
-    /proc/stat counts in ticks of 10 ms, so windows of 50 ms on two CPUs hold ~10 ticks and a
-    stall shorter than ~100 ms is not told apart from an idle moment."""
+    /proc/stat counts in ticks of 10 ms, so a window of 50 ms on two CPUs holds ~10 ticks: a
+    stall much shorter than a window does not fill half of one, and is not reported."""
     total = waited = 0
     stalls: list[dict] = []
     run_start: int | None = None

@@ -15,7 +15,7 @@ an acks=all write is durable by its replicas only, issue 28's "acks-only"; decis
 "bare_fdatasync_before" is a bare append + fdatasync loop in the same directory just before
 the cluster starts (1,000 of 500 bytes, 1 ms apart), the disk's share of any tail.
 "iowait_during" is the machine's iowait while the producer sent, read off /proc/stat every
-50 ms: its share of the CPU time, and its stalls, runs of 100 ms or more in which the CPUs
+50 ms: its share of the CPU time, and its stalls, runs of 50 ms or more in which the CPUs
 mostly sat waiting on the disk (when, in seconds from the first record, and how long). A
 virtual disk whose flush stalls stops every replica's fsync at once, and every record sent
 meanwhile waits for it: a tail there is the disk's, not the brokers' (docs/performance.md).
