@@ -5,7 +5,7 @@ its disk, and the sampler reading the real /proc/stat on a thread of its own."""
 from __future__ import annotations
 
 import itertools
-import time
+import threading
 from pathlib import Path
 
 import pytest
@@ -75,14 +75,20 @@ def test_no_samples_or_no_ticks_give_an_empty_answer(monkeypatch: pytest.MonkeyP
     assert m.iowait_stalls(still) == {"iowait_share": 0.0, "stalls": [], "longest_ms": 0.0}
 
 
-def test_the_sampler_reads_proc_stat_until_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
-    m = _proc(monkeypatch)
-    sampler = m.IowaitSampler(interval=0.01).start()
-    deadline = time.monotonic() + 10
-    while len(sampler.samples) < 3 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    samples = sampler.stop()
-    assert len(samples) >= 4  # (three read while running, one more at the stop)
+class _StopAfter(threading.Event):
+    """A stop event whose `wait` answers "stopped" on its `n`-th call: the sampler's loop runs
+    a known number of rounds without a thread or a clock."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.left = n
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.left -= 1
+        return self.left <= 0
+
+
+def _check_ticks(m, samples: list[tuple[int, list[int]]]) -> None:
     times = [t for t, _ in samples]
     assert times == sorted(times)
     for _, ticks in samples:
@@ -91,3 +97,17 @@ def test_the_sampler_reads_proc_stat_until_stopped(monkeypatch: pytest.MonkeyPat
     for (_, a), (_, b) in itertools.pairwise(samples):
         assert all(y >= x for x, y in zip(a, b, strict=False))
     assert set(m.iowait_stalls(samples)) == {"iowait_share", "stalls", "longest_ms"}
+
+
+def test_the_sampler_reads_proc_stat_until_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
+    m = _proc(monkeypatch)
+    # its loop, driven on this thread: a sample per round, one more at the stop
+    sampler = m.IowaitSampler(interval=0.01)
+    sampler._stop = _StopAfter(3)
+    sampler._run()
+    assert len(sampler.samples) >= 4  # (three read while running, one more at the stop)
+    _check_ticks(m, sampler.samples)
+    # and on its own thread: one sample at the start, one at the stop, at least
+    samples = m.IowaitSampler(interval=0.01).start().stop()
+    assert len(samples) >= 2
+    _check_ticks(m, samples)
