@@ -21,7 +21,7 @@ median is over the rounds' differences. It is there only when both benchmarks ra
 end-to-end benchmarks also keep, per run, where the tail sat ("details": p99 and max per
 second, the slowest records, a bare fdatasync loop on the disk just before, and the stalls in
 which the whole machine waited on its disk while the producer sent: a virtual disk whose flush
-stalls for 50-300 ms makes the tail of an fsync-on run by itself). Every run also
+stalls for 50-500 ms makes the tail of an fsync-on run by itself). Every run also
 records the share of the machine's CPU time a virtual machine's host took meanwhile (steal:
 `steal_share` per benchmark and tree, `machine.steal_share` over all runs), and the document
 names the CPU (`machine.cpu_model`): the same tree runs 30-40 % slower on one kind of machine
