@@ -70,6 +70,9 @@ class Producer(SyncClient):
         core = self._core
         # what _append_plain reads and writes (client/records/_append.c)
         acc = core._acc
+        # every future this facade puts in a batch is a DeliveryFuture, out of the cyclic GC
+        # while it runs: the batches' lists of them can be too (client/aio/accumulator.py)
+        acc.untracked_futures = True
         self._plain_ctx = (
             core,
             acc,

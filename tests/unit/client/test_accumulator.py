@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import concurrent.futures
 
+import pytest
+
 from client.aio.accumulator import RECORD_OVERHEAD, BulkResult, RecordAccumulator
 from client.aio.types import TopicPartition
 
@@ -269,6 +271,52 @@ def test_a_queued_record_keeps_no_gc_tracked_object_of_its_own() -> None:
     ready, _, _ = acc.drain(clock.now, set(), True)
     (batch,) = ready[TP]
     assert batch.futures[1::2] == futures and batch.futures[::2] == list(range(1000))
+
+
+def _untracking_built() -> bool:
+    from client.aio import accumulator
+
+    return accumulator._gc_untrack is not None
+
+
+@pytest.mark.skipif(
+    not _untracking_built(), reason="C extension client.records._speedups not built"
+)
+def test_a_batch_keeps_its_lists_out_of_the_cyclic_gc_where_they_cannot_form_a_cycle() -> None:
+    """A batch's `entries` (bytes, str, ints, None) never hold anything that leads back, so
+    the GC never walks them; its `futures` stay tracked for the asyncio producer (a callback
+    may lead back to it) and are untracked for the blocking one (`untracked_futures`: its
+    DeliveryFutures are out of the GC while they run). Walking both lists of every queued
+    batch was most of the producer's collections when records spread over many partitions."""
+    import gc
+
+    clock = Clock()
+    acc, _ = make(clock)
+    append(acc, TP, b"a")
+    (batch,) = acc.batches[TP]
+    assert not gc.is_tracked(batch.entries) and gc.is_tracked(batch.futures)
+    assert gc.is_tracked(batch)  # (its last_error may hold a traceback: it stays tracked)
+    acc.untracked_futures = True
+    append(acc, TP1, b"b")
+    (other,) = acc.batches[TP1]
+    assert not gc.is_tracked(other.entries) and not gc.is_tracked(other.futures)
+
+
+def test_an_emptied_partition_queue_is_reused_for_the_next_batch() -> None:
+    """drain() drops a partition whose queue it emptied (a drain costs O(partitions with
+    data)); the empty deque is kept and taken by the next partition that starts a batch, so
+    a send() loop over many partitions does not make (and the GC does not promote) a deque
+    per batch."""
+    clock = Clock()
+    acc, _ = make(clock)
+    append(acc, TP, b"a")
+    dq = acc.batches[TP]
+    ready, _, _ = acc.drain(clock.now, set(), True)
+    assert list(ready) == [TP] and TP not in acc.batches and not dq
+    append(acc, TP1, b"b")
+    assert acc.batches[TP1] is dq and [b.tp for b in dq] == [TP1]
+    append(acc, TP, b"c")  # (no spare left: a new one)
+    assert acc.batches[TP] is not dq and len(acc.batches[TP]) == 1
 
 
 def test_a_lingered_batch_of_a_busy_leader_waits_and_keeps_filling() -> None:
