@@ -71,8 +71,9 @@ class Producer(SyncClient):
         # what _append_plain reads and writes (client/records/_append.c)
         acc = core._acc
         # every future this facade puts in a batch is a DeliveryFuture, out of the cyclic GC
-        # while it runs: the batches' lists of them can be too (client/aio/accumulator.py)
-        acc.untracked_futures = True
+        # while it runs, and `_abandon` fails what is queued when the loop stops: the batches
+        # and their lists of futures can be out of it too (client/aio/accumulator.py)
+        acc.untracked_batches = True
         self._plain_ctx = (
             core,
             acc,

@@ -32,9 +32,9 @@ from client.records.extensions import optional_extension
 RECORD_OVERHEAD = 16  # rough per-record bytes beyond key and value (msgpack framing, deltas)
 _NO_BULKS: Mapping[Any, int] = MappingProxyType({})
 # (None without the C extension: the lists then stay in the cyclic GC, as any list)
-_gc_untrack: Callable[[object], None] | None = getattr(
-    optional_extension("client.records._speedups"), "gc_untrack", None
-)
+_speedups = optional_extension("client.records._speedups")
+_gc_untrack: Callable[[object], None] | None = getattr(_speedups, "gc_untrack", None)
+_gc_track: Callable[[object], None] | None = getattr(_speedups, "gc_track", None)
 _SPARE_DEQUES = 4096  # empty partition queues kept for reuse (see RecordAccumulator.drain)
 
 
@@ -87,6 +87,15 @@ class ProducerBatch:
         self.timestamp_ms = time.time_ns() // 1_000_000  # for (key, value) entries
         self.last_error: BaseException | None = None  # of the last failed attempt (retried)
         self.producer: tuple[int, int, int] | None = None  # idempotence: (id, epoch, sequence)
+
+    def failed_attempt(self, exc: BaseException) -> None:
+        """An attempt to send it failed with `exc` (kept for the error it ends with if no
+        retry succeeds). Back in the cyclic GC from now on if it was out of it
+        (RecordAccumulator.untracked_batches): the exception's traceback may lead back here."""
+        self.attempts += 1
+        self.last_error = exc
+        if _gc_track is not None:
+            _gc_track(self)
 
     def __repr__(self) -> str:
         return f"<ProducerBatch {self.tp.topic}-{self.tp.partition} n={len(self.entries)} size={self.size}>"
@@ -182,19 +191,21 @@ class RecordAccumulator:
         # each cost a loop turn and a drain apiece.
         self.sender_deadline: float | None = None
         self._full: set[TopicPartition] = set()  # partitions that may hold full, unencoded batches
-        # The cyclic GC and a batch's lists. A send() loop over many partitions starts a batch
-        # every few dozen records, and each batch's `entries` and `futures` lists outlived the
-        # young collections: every collection of the older generations walked all their items
-        # (a record's entry and future each), and the batches' objects promoted into the oldest
-        # generation set off full collections, 100-250 ms of the caller's CPU per 200,000
+        # The cyclic GC and the batches. A send() loop over many partitions starts a batch
+        # every few dozen records, and each batch and its `entries` and `futures` lists outlived
+        # the young collections: every collection of the older generations walked all their
+        # items (a record's entry and future each), and the batches promoted into the oldest
+        # generation set off full collections, 150-250 ms of the caller's CPU per 200,000
         # records spread over 1,000 partitions. `entries` holds only bytes, str, ints, None and
         # header pairs (what Producer._prepare makes): it cannot lead back to anything, so it
-        # is kept out of the GC. `futures` is too when `untracked_futures` is set (the blocking
-        # producer: its DeliveryFutures are themselves out of the GC while they run, see
-        # client/aio/futures.py); asyncio futures' callbacks may lead back to the producer, so
-        # the asyncio producer's stay tracked. And a partition's emptied queue is kept for
+        # is always out of the GC. With `untracked_batches` (the blocking producer, whose
+        # DeliveryFutures are out of the GC while they run and which fails whatever is still
+        # queued when it is closed or its loop stops: client/aio/futures.py) the batch and its
+        # `futures` are too, until an attempt fails (`failed_attempt`: an exception's traceback
+        # may lead back to the batch). The asyncio producer's stay tracked: a callback of an
+        # asyncio future may lead back to it. And a partition's emptied queue is kept for
         # reuse (`_spare`) instead of a new deque per batch.
-        self.untracked_futures = False
+        self.untracked_batches = False
         self._spare: list[collections.deque[ProducerBatch]] = []
 
     # -- any thread ------------------------------------------------------------------------------
@@ -379,8 +390,9 @@ class RecordAccumulator:
         batch = ProducerBatch(tp, self._clock(), self.delivery_timeout)
         if _gc_untrack is not None:
             _gc_untrack(batch.entries)
-            if self.untracked_futures:
+            if self.untracked_batches:
                 _gc_untrack(batch.futures)
+                _gc_untrack(batch)
         self._made = batch.seq = self._made + 1
         dq.append(batch)
         self.incomplete.add(batch)

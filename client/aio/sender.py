@@ -469,8 +469,7 @@ class Sender:
             retriable = not self.stopping_hard
         keep: list[ProducerBatch] = []
         for b in batches:
-            b.attempts += 1
-            b.last_error = exc
+            b.failed_attempt(exc)
             if retriable and b.attempts <= self.settings.retries and b.deadline > now:
                 keep.append(b)
             else:

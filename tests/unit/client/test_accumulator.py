@@ -282,24 +282,61 @@ def _untracking_built() -> bool:
 @pytest.mark.skipif(
     not _untracking_built(), reason="C extension client.records._speedups not built"
 )
-def test_a_batch_keeps_its_lists_out_of_the_cyclic_gc_where_they_cannot_form_a_cycle() -> None:
+def test_a_batch_keeps_what_cannot_form_a_cycle_out_of_the_cyclic_gc() -> None:
     """A batch's `entries` (bytes, str, ints, None) never hold anything that leads back, so
-    the GC never walks them; its `futures` stay tracked for the asyncio producer (a callback
-    may lead back to it) and are untracked for the blocking one (`untracked_futures`: its
-    DeliveryFutures are out of the GC while they run). Walking both lists of every queued
-    batch was most of the producer's collections when records spread over many partitions."""
+    the GC never walks them. For the asyncio producer the batch and its `futures` stay
+    tracked (an asyncio future's callback may lead back to it); for the blocking one
+    (`untracked_batches`: its DeliveryFutures are out of the GC while they run) they are out
+    of it too, until an attempt fails (the exception's traceback may lead back). Walking every
+    queued batch's lists, and full collections set off by the batches promoted into the oldest
+    generation, were most of the producer's collections when records spread over many
+    partitions."""
     import gc
 
     clock = Clock()
     acc, _ = make(clock)
     append(acc, TP, b"a")
     (batch,) = acc.batches[TP]
-    assert not gc.is_tracked(batch.entries) and gc.is_tracked(batch.futures)
-    assert gc.is_tracked(batch)  # (its last_error may hold a traceback: it stays tracked)
-    acc.untracked_futures = True
+    assert not gc.is_tracked(batch.entries)
+    assert gc.is_tracked(batch.futures) and gc.is_tracked(batch)
+    acc.untracked_batches = True
     append(acc, TP1, b"b")
     (other,) = acc.batches[TP1]
-    assert not gc.is_tracked(other.entries) and not gc.is_tracked(other.futures)
+    assert not any(map(gc.is_tracked, (other, other.entries, other.futures)))
+    error = ConnectionError("lost")
+    other.failed_attempt(error)
+    assert gc.is_tracked(other) and other.attempts == 1 and other.last_error is error
+
+
+def test_an_untracked_batch_in_a_cycle_through_its_error_is_collected() -> None:
+    """The cycle a failed attempt can make (the batch -> its last error -> the traceback's
+    frame -> the batch) is found by the GC once the batch is dropped: failed_attempt put the
+    batch back in the GC."""
+    import gc
+    import weakref
+
+    clock = Clock()
+    acc, _ = make(clock)
+    acc.untracked_batches = True
+    append(acc, TP, b"a")
+    ready, _, _ = acc.drain(clock.now, set(), True)
+    (batch,) = ready[TP]
+    acc.incomplete.discard(batch)
+
+    class Lost(ConnectionError):  # (a subclass: weakly referable)
+        pass
+
+    def fail(b):  # the frame keeps `b`; the exception keeps the frame
+        try:
+            raise Lost("lost")
+        except Lost as exc:
+            b.failed_attempt(exc)
+
+    fail(batch)
+    gone = weakref.ref(batch.last_error)
+    del batch, ready
+    gc.collect()
+    assert gone() is None
 
 
 def test_an_emptied_partition_queue_is_reused_for_the_next_batch() -> None:
