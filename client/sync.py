@@ -129,10 +129,8 @@ class Producer(SyncClient):
         """send() of a bytes value with no key, headers or timestamp that the C append did
         not take (a new batch, a full one, stale metadata, the lock held, ...)."""
         core = self._core
-        if partition is not None and _append_plain is not None:
-            core._plain_view(topic)  # (what the C call reads, for the next record)
         fut = DeliveryFuture()  # a concurrent.futures.Future; delivery cannot be cancelled
-        if partition is None and core._append_plain(topic, value, fut):
+        if core._append_plain(topic, value, fut, partition):  # (caches what the C call reads)
             return fut
         rec = core._prepare(topic, value, None, None, None)
         if core._try_append(topic, partition, rec, fut) != "ok":

@@ -403,13 +403,18 @@ class Producer:
                 self._sticky.next_partition(topic, partition, n, md.available_partitions(topic))
         return "ok"
 
-    def _append_plain(self, topic: str, value: bytes, fut: Any) -> bool:
-        """The per-record fast path, any thread: a keyless `bytes` value with no partition,
-        headers or timestamp, appended to the sticky partition. False when it cannot be taken
-        here (topic unknown, record too large, buffer full): the caller takes the general path,
-        which waits or raises. What it saves against _prepare + _try_append is calls and
-        lookups per record: the topic's partitions are cached per metadata snapshot, and the
-        sticky choice and the append share one acquisition of the accumulator's lock."""
+    def _append_plain(
+        self, topic: str, value: bytes, fut: Any, partition: int | None = None
+    ) -> bool:
+        """The per-record fast path, any thread: a keyless `bytes` value with no headers or
+        timestamp, appended to `partition`, or without one to the sticky partition. False when
+        it cannot be taken here (topic unknown, a partition it does not know of, record too
+        large, buffer full): the caller takes the general path, which waits or raises. What it
+        saves against _prepare + _try_append is calls and lookups per record: the topic's
+        partitions are cached per metadata snapshot, and the sticky choice and the append
+        share one acquisition of the accumulator's lock. With a partition it is the path of a
+        record that starts a batch (the C append takes the others), which a send() loop over
+        many partitions takes every few dozen records."""
         if self._closed:
             raise ClientClosedError("producer is closed")
         if self._txn is not None:
@@ -420,6 +425,12 @@ class Producer:
         size = RECORD_OVERHEAD + len(value)
         if size > self._max_record:
             return False
+        if partition is not None:
+            tps = st[1]
+            if not 0 <= partition < len(tps):
+                return False  # (one added since the snapshot, or an error the caller words)
+            ts = _time_ns() // 1_000_000
+            return self._acc.try_append(tps[partition], ts, None, value, None, size, fut)[0]
         return self._acc.append_sticky(
             self._sticky, topic, st[1], st[2], _time_ns() // 1_000_000, value, size, fut
         )
