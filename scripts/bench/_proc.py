@@ -150,3 +150,53 @@ def iowait_stalls(
         "stalls": stalls,
         "longest_ms": max((s["ms"] for s in stalls), default=0.0),
     }
+
+
+def thread_schedstat() -> tuple[float, float]:
+    """(seconds on a CPU, seconds runnable but waiting for one) of the calling thread so far
+    (/proc/thread-self/schedstat). The second is what a CPU-bound thread lost to the other
+    threads of the machine: on 2 vCPUs shared with three brokers, a producer's send() loop
+    waited for a CPU about as long as it ran."""
+    with open("/proc/thread-self/schedstat") as f:
+        ran, waited = f.read().split()[:2]
+    return int(ran) / 1e9, int(waited) / 1e9
+
+
+class GcTimer:
+    """The cyclic GC's collections in this process while it is active: per generation, how
+    many and the CPU seconds of the threads that ran them (gc.callbacks; the benchmark's own
+    process only: a benchmark may register a callback, a library may not)."""
+
+    def __init__(self) -> None:
+        self.by_generation: dict[int, list[float]] = {}  # generation -> [collections, cpu_s]
+        self._started: dict[int, float] = {}  # thread id -> thread_time at the start
+
+    def _callback(self, phase: str, info: dict) -> None:
+        tid = threading.get_ident()
+        if phase == "start":
+            self._started[tid] = time.thread_time()
+            return
+        t0 = self._started.pop(tid, None)
+        if t0 is None:  # (registered during a collection)
+            return
+        st = self.by_generation.setdefault(info["generation"], [0, 0.0])
+        st[0] += 1
+        st[1] += time.thread_time() - t0
+
+    def __enter__(self) -> GcTimer:
+        import gc
+
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import gc
+
+        gc.callbacks.remove(self._callback)
+
+    def summary(self) -> dict[str, list[float]]:
+        """{"gen0": [collections, cpu ms], ...} for the generations that ran."""
+        return {
+            f"gen{g}": [int(n), round(s * 1000, 1)]
+            for g, (n, s) in sorted(self.by_generation.items())
+        }

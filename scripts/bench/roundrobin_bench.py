@@ -12,7 +12,9 @@ machine's CPUs were in each of the two (machine_busy, 0..1: near 1 the run is CP
 what each process spends per record decides the rate), and the produce requests: the
 most any leader got (the rounds of replication the run took), the first request's time,
 partitions, records per partition and round trip, the median round trip, and how many went
-after the send() loop (request_rounds). CPU per record is
+after the send() loop (request_rounds); the send() loop's thread's CPU and run-queue wait
+during the loop (send_loop_thread_s) and the producer's cyclic GC collections per generation
+with their CPU (producer_gc). CPU per record is
 steadier than the rate on a shared machine: compare two trees with --root (e.g. a `git
 worktree` of an older commit, with the C extensions of client/records copied or built there).
 
@@ -39,7 +41,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _proc import busy_share, cpu_seconds, machine_ticks
+from _proc import GcTimer, busy_share, cpu_seconds, machine_ticks, thread_schedstat
 
 
 def request_rounds(requests: list[tuple[int, float, float, int, int]], loop_s: float) -> dict:
@@ -159,14 +161,18 @@ def main() -> int:
                 producer.partitions_for(topic)
             built[0] = 0
             requests.clear()
+            gc_timer = GcTimer()
             m0 = machine_ticks()
             c0, s0, io0, t0 = own_cpu(), server_cpu(), syscalls(), time.monotonic()
             clock[0] = t0
-            futs = [producer.send(targets[i % count][0], VALUE, partition=targets[i % count][1])
-                    for i in range(n)]  # fmt: skip
-            sent = time.monotonic() - t0
-            m1 = machine_ticks()
-            producer.flush()
+            r0 = thread_schedstat()
+            with gc_timer:
+                futs = [producer.send(targets[i % count][0], VALUE, partition=targets[i % count][1])
+                        for i in range(n)]  # fmt: skip
+                sent = time.monotonic() - t0
+                r1 = thread_schedstat()
+                m1 = machine_ticks()
+                producer.flush()
             elapsed = time.monotonic() - t0
             m2 = machine_ticks()
             c1, s1, io1 = own_cpu(), server_cpu(), syscalls()
@@ -179,6 +185,15 @@ def main() -> int:
             "flush_s": round(elapsed - sent, 3),
             # how busy the whole machine's CPUs were during the send() loop and the flush()
             "machine_busy": [busy_share(m0, m1), busy_share(m1, m2)],
+            # the send() loop's thread during the loop: seconds on a CPU and seconds waiting
+            # for one (the machine's other threads had them)
+            "send_loop_thread_s": {
+                "cpu": round(r1[0] - r0[0], 3),
+                "runqueue_wait": round(r1[1] - r0[1], 3),
+            },
+            # the producer process's cyclic GC over the run, per generation: [collections,
+            # CPU ms of the threads that ran them] (decision 202)
+            "producer_gc": gc_timer.summary(),
             "errors": errors,
             "records_per_batch": round(n / batches, 1),
             "producer_cpu_us_per_record": round((c1 - c0) / n * 1e6, 2),
