@@ -288,9 +288,7 @@ class RecordAccumulator:
         buffered = self.buffered
         if buffered + size > self.buffer_memory and buffered > 0:
             return False, False, False
-        dq = self.batches.get(tp)
-        if dq is None:
-            dq = self.batches[tp] = self._spare.pop() if self._spare else collections.deque()
+        dq = self._queue_locked(tp)
         batch = dq[-1] if dq else None
         wake = False
         if batch is None or batch.full or (batch.size + size > self.batch_size and batch.entries):
@@ -350,9 +348,7 @@ class RecordAccumulator:
         bs = self.batch_size
         filled = 0
         with self.lock:
-            dq = self.batches.get(tp)
-            if dq is None:
-                dq = self.batches[tp] = self._spare.pop() if self._spare else collections.deque()
+            dq = self._queue_locked(tp)
             batch = dq[-1] if dq and not dq[-1].full else None
             if batch is None:
                 batch = self._new_batch(tp, dq)
@@ -385,6 +381,13 @@ class RecordAccumulator:
             bulks[bulk] = 0  # type: ignore[index]
         bulks[bulk] += count  # type: ignore[index]
         bulk.count += count
+
+    def _queue_locked(self, tp: TopicPartition) -> collections.deque[ProducerBatch]:
+        """`tp`'s queue of batches, made (a spare one if drain() left any) when it has none."""
+        dq = self.batches.get(tp)
+        if dq is None:
+            dq = self.batches[tp] = self._spare.pop() if self._spare else collections.deque()
+        return dq
 
     def _new_batch(self, tp: TopicPartition, dq: collections.deque[ProducerBatch]) -> ProducerBatch:
         batch = ProducerBatch(tp, self._clock(), self.delivery_timeout)
@@ -511,7 +514,7 @@ class RecordAccumulator:
         with self.lock:
             for b in reversed(batches):
                 b.retry_at = retry_at
-                self.batches.setdefault(b.tp, collections.deque()).appendleft(b)
+                self._queue_locked(b.tp).appendleft(b)
 
     def release(self, batch: ProducerBatch) -> None:
         """The batch is finished (acknowledged or failed): free its bytes."""

@@ -425,15 +425,13 @@ class Producer:
         size = RECORD_OVERHEAD + len(value)
         if size > self._max_record:
             return False
-        if partition is not None:
-            tps = st[1]
-            if not 0 <= partition < len(tps):
-                return False  # (one added since the snapshot, or an error the caller words)
-            ts = _time_ns() // 1_000_000
-            return self._acc.try_append(tps[partition], ts, None, value, None, size, fut)[0]
-        return self._acc.append_sticky(
-            self._sticky, topic, st[1], st[2], _time_ns() // 1_000_000, value, size, fut
-        )
+        ts = _time_ns() // 1_000_000
+        if partition is None:
+            return self._acc.append_sticky(self._sticky, topic, st[1], st[2], ts, value, size, fut)
+        tps = st[1]
+        if not 0 <= partition < len(tps):
+            return False  # (one added since the snapshot, or an error the caller words)
+        return self._acc.try_append(tps[partition], ts, None, value, None, size, fut)[0]
 
     def _plain_view(
         self, topic: str

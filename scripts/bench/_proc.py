@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import itertools
 import os
 import threading
@@ -184,14 +185,10 @@ class GcTimer:
         st[1] += time.thread_time() - t0
 
     def __enter__(self) -> GcTimer:
-        import gc
-
         gc.callbacks.append(self._callback)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        import gc
-
         gc.callbacks.remove(self._callback)
 
     def summary(self) -> dict[str, list[float]]:

@@ -161,12 +161,11 @@ def main() -> int:
                 producer.partitions_for(topic)
             built[0] = 0
             requests.clear()
-            gc_timer = GcTimer()
             m0 = machine_ticks()
             c0, s0, io0, t0 = own_cpu(), server_cpu(), syscalls(), time.monotonic()
             clock[0] = t0
             r0 = thread_schedstat()
-            with gc_timer:
+            with GcTimer() as gc_timer:
                 futs = [producer.send(targets[i % count][0], VALUE, partition=targets[i % count][1])
                         for i in range(n)]  # fmt: skip
                 sent = time.monotonic() - t0
