@@ -470,10 +470,14 @@ class Sender:
         keep: list[ProducerBatch] = []
         for b in batches:
             b.failed_attempt(exc)
-            if retriable and b.attempts <= self.settings.retries and b.deadline > now:
-                keep.append(b)
-            else:
+            if not retriable or b.attempts > self.settings.retries:
                 self._finish(b, exc)
+            elif b.deadline <= now:
+                # out of delivery.timeout.ms while this attempt was in flight: the same
+                # timeout error (naming this last error) as a batch that expires in the queue
+                self._finish(b, self._expired(b))
+            else:
+                keep.append(b)
         if keep:
             for b in keep:
                 self.metrics.retries.record(len(b.entries))
