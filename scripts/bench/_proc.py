@@ -53,6 +53,14 @@ def busy_share(before: tuple[int, int], after: tuple[int, int]) -> float:
     return round(1 - (after[1] - before[1]) / total, 3) if total > 0 else 0.0
 
 
+def busy_seconds(before: tuple[int, int], after: tuple[int, int]) -> float:
+    """CPU seconds the whole machine was busy between two `machine_ticks()` readings, every
+    CPU summed: what all processes and the kernel's own threads cost over a window (divided
+    by the records sent in it, the machine's CPU a record, which a CPU-bound phase's rate is
+    the machine's CPUs over)."""
+    return ((after[0] - before[0]) - (after[1] - before[1])) / os.sysconf("SC_CLK_TCK")
+
+
 def steal_ticks() -> tuple[int, int]:
     """(all, steal) CPU ticks of the whole machine so far (/proc/stat's first line): the time
     a virtual machine's host ran something else while a CPU of it wanted to run."""

@@ -9,7 +9,9 @@ batch the producer made, and the CPU seconds per record of the producer's proces
 server (user + system, from getrusage and /proc), and how the time splits between the
 send() loop and the flush() after it (the last requests' round trips), and how busy the
 machine's CPUs were in each of the two (machine_busy, 0..1: near 1 the run is CPU-bound, and
-what each process spends per record decides the rate), and the produce requests: the
+what each process spends per record decides the rate) and the whole machine's CPU per record
+(machine_cpu_us_per_record: every process and the kernel's threads), and the produce
+requests: the
 most any leader got (the rounds of replication the run took), the first request's time,
 partitions, records per partition and round trip, the median round trip, and how many went
 after the send() loop (request_rounds); the send() loop's thread's CPU and run-queue wait
@@ -41,7 +43,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _proc import GcTimer, busy_share, cpu_seconds, machine_ticks, thread_schedstat
+from _proc import GcTimer, busy_seconds, busy_share, cpu_seconds, machine_ticks, thread_schedstat
 
 
 def request_rounds(requests: list[tuple[int, float, float, int, int]], loop_s: float) -> dict:
@@ -198,6 +200,10 @@ def main() -> int:
             "producer_cpu_us_per_record": round((c1 - c0) / n * 1e6, 2),
             "server_cpu_us_per_record": round((s1 - s0) / n * 1e6, 2),
             "server_cpu_us_per_batch": round((s1 - s0) / batches * 1e6, 1),
+            # the whole machine's CPU over the run (every process, the kernel's threads): in a
+            # CPU-bound phase the rate is the machine's busy CPUs over this; what is not the
+            # producer's or the server's is the controllers' and the kernel's
+            "machine_cpu_us_per_record": round(busy_seconds(m0, m2) / n * 1e6, 2),
             "server_read_syscalls_per_krecord": [
                 round((b[0] - a[0]) * 1000 / n, 1) for a, b in zip(io0, io1, strict=True)
             ],

@@ -44,3 +44,18 @@ def test_gc_timer_counts_collections_by_generation_while_active(
     assert timer._callback not in gc.callbacks
     summary = timer.summary()
     assert summary["gen2"][0] == counted[2] and summary["gen2"][1] >= 0
+
+
+def test_busy_seconds_is_the_machines_busy_ticks_in_seconds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    proc = _proc(monkeypatch)
+    hz = proc.os.sysconf("SC_CLK_TCK")
+    # (all, idle) ticks, every CPU summed: 3 s of two CPUs' ticks of which 1.5 s idle
+    assert proc.busy_seconds((10 * hz, 4 * hz), (13 * hz, int(5.5 * hz))) == pytest.approx(1.5)
+    assert proc.busy_seconds((5, 5), (5, 5)) == 0
+    before = proc.machine_ticks()
+    spin_until = time.thread_time() + 0.05
+    while time.thread_time() < spin_until:
+        pass
+    assert proc.busy_seconds(before, proc.machine_ticks()) >= 0.03  # this thread's 50 ms at least
