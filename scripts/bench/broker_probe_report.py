@@ -50,7 +50,8 @@ def summarize(doc: dict, slowest: int = 10) -> dict:
     return {
         "pid": doc["pid"],
         "argv": doc["argv"],
-        "cpu_s": doc["cpu_s"],
+        "cpu_s": doc["cpu_s"],  # since the process started, or since the last reset
+        "resets": doc.get("resets", 0),  # BROKER_PROBE_RESET touches it noticed
         "functions": functions,
         "slowest_calls": [
             {

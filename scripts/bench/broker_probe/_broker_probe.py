@@ -18,6 +18,11 @@ cluster's nodes inherit the benchmark's environment) and set:
     BROKER_PROBE_ROLES=a,b      which processes: those whose command line has one of these
                                 words (default "broker,server": brokers and `gregor server`,
                                 not controllers)
+    BROKER_PROBE_RESET=FILE     start counting again when FILE is touched (checked once a
+                                second): what the calls, stages and CPU then sum is what came
+                                after, not the cluster's start and a benchmark's setup (a log's
+                                first writes, for one, stage its leader epochs in the flush
+                                path). roundrobin_bench.py touches it before its passes
 
 Modules are patched as they are imported (an import hook), so a function is wrapped before any
 object of the broker calls it. `scripts/bench/broker_probe_report.py DIR` sums the files up.
@@ -43,6 +48,7 @@ from typing import Any
 STATS: dict[str, list[int]] = {}  # label -> [calls, thread cpu ns, wall ns]
 SLOW: list[tuple[int, str, int, int, int, str]] = []  # start ns, label, depth, wall, cpu, thread
 STAGES: list[tuple[Any, ...]] = []
+_SINCE = {"cpu_s": 0.0, "resets": 0}  # the process CPU at the last reset, and how many
 _MAX_KEPT = 300_000
 _local = threading.local()
 
@@ -121,11 +127,43 @@ class _Finder(importlib.abc.MetaPathFinder):
         return spec
 
 
+def reset() -> None:
+    """Forget what was counted: calls, slow calls, stages and the CPU so far."""
+    STATS.clear()
+    SLOW.clear()
+    STAGES.clear()
+    _SINCE["cpu_s"] = time.process_time()
+    _SINCE["resets"] += 1
+
+
+def _mtime(path: Path) -> int:
+    """`path`'s modification time in ns, -1 when it does not exist."""
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return -1
+
+
+def reset_if_touched(path: Path, seen: list[int]) -> bool:
+    """reset() when `path`'s modification time differs from `seen[0]` (-1: it did not
+    exist), which is then updated; True if it reset."""
+    mtime = _mtime(path)
+    if mtime == seen[0]:
+        return False
+    seen[0] = mtime
+    if mtime < 0:
+        return False
+    reset()
+    return True
+
+
 def _dump(out: Path) -> None:
     doc = {
         "pid": os.getpid(),
         "argv": sys.argv,
-        "cpu_s": round(time.process_time(), 3),  # the process's user + system CPU so far
+        # the process's user + system CPU since it started, or since the last reset
+        "cpu_s": round(time.process_time() - _SINCE["cpu_s"], 3),
+        "resets": _SINCE["resets"],
         "functions": {k: list(v) for k, v in list(STATS.items())},
         "slow": list(SLOW),
         "stages": list(STAGES),
@@ -160,10 +198,15 @@ def install() -> None:
         patches.setdefault("broker.network.processor", []).append(_stages)
     sys.meta_path.insert(0, _Finder(patches))
 
+    reset_path = os.environ.get("BROKER_PROBE_RESET")
+    seen = [_mtime(Path(reset_path)) if reset_path else -1]  # (as found: not a request)
+
     def every_second() -> None:
         while True:
             time.sleep(1)
             try:
+                if reset_path:
+                    reset_if_touched(Path(reset_path), seen)
                 _dump(out)
             except (OSError, RuntimeError, ValueError) as exc:  # (a full disk, a race)
                 sys.stderr.write(f"broker probe: could not write {out}: {exc!r}\n")

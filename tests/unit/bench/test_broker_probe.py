@@ -1,6 +1,7 @@
 """scripts/bench/broker_probe: a real `gregor server` started with the probe on its PYTHONPATH
 records the wrapped function's calls and each request's stages, and the report sums them up;
-without BROKER_PROBE_OUT it writes nothing."""
+touching BROKER_PROBE_RESET starts the counts again; without BROKER_PROBE_OUT it writes
+nothing."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import socket
 from pathlib import Path
 
 import pytest
-from helpers import load_script
+from helpers import load_script, wait_until
 
 ROOT = Path(__file__).resolve().parents[3]
 BENCH = ROOT / "scripts" / "bench"
@@ -83,3 +84,50 @@ def test_probe_is_off_without_its_output_dir(
     finally:
         server.stop_server(srv.proc)
     assert not list(tmp_path.rglob("*.json"))
+
+
+def test_touching_the_reset_file_starts_the_counts_again(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The server answers 20 requests, the reset file is touched, then 5 more: once the probe
+    has noticed (it looks once a second), its file counts only what came after, and says it
+    reset once."""
+    out, reset = tmp_path / "probe", tmp_path / "reset"
+    server, srv = _server(
+        monkeypatch,
+        tmp_path,
+        {
+            "BROKER_PROBE_OUT": str(out),
+            "BROKER_PROBE_FUNCS": "broker.handlers.base:RequestContext.respond",
+            "BROKER_PROBE_STAGES": "1",
+            "BROKER_PROBE_RESET": str(reset),
+        },
+    )
+    path = out / f"{srv.proc.pid}.json"
+    report = load_script("bench_probe_report", BENCH / "broker_probe_report.py")
+
+    def summary() -> dict | None:
+        try:
+            return report.summarize(json.loads(path.read_text()), slowest=0)
+        except (OSError, ValueError):
+            return None  # (not written yet)
+
+    try:
+        _api_versions(srv.port, 20)
+        wait_until(
+            lambda: (
+                (got := summary()) and got["stages"].get("18 probe-test", {}).get("requests") == 20
+            ),
+            30,
+            "the probe's file to count the first 20 requests",
+        )
+        reset.touch()
+        wait_until(lambda: (got := summary()) and got["resets"] == 1, 30, "the probe to reset")
+        _api_versions(srv.port, 5)
+    finally:
+        server.stop_server(srv.proc)  # SIGTERM: a clean exit writes the file last
+    got = summary()
+    assert got is not None and got["resets"] == 1
+    assert got["stages"]["18 probe-test"]["requests"] == 5
+    assert 5 <= got["functions"]["broker.handlers.base:RequestContext.respond"]["calls"] < 25
+    assert 0 <= got["cpu_s"] < 5
