@@ -41,17 +41,23 @@ def _server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, probe_env: dict[str
     return server, server.start_server(str(tmp_path / "data"))
 
 
+def _respond_and_stages(out: Path, **more: str) -> dict[str, str]:
+    """The probe's environment: RequestContext.respond wrapped and every request's stages
+    recorded into `out`, with `more`."""
+    return {
+        "BROKER_PROBE_OUT": str(out),
+        "BROKER_PROBE_FUNCS": "broker.handlers.base:RequestContext.respond",
+        "BROKER_PROBE_STAGES": "1",
+        **more,
+    }
+
+
 def test_probe_records_calls_and_stages(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     out = tmp_path / "probe"
     server, srv = _server(
         monkeypatch,
         tmp_path,
-        {
-            "BROKER_PROBE_OUT": str(out),
-            "BROKER_PROBE_FUNCS": "broker.handlers.base:RequestContext.respond",
-            "BROKER_PROBE_STAGES": "1",
-            "BROKER_PROBE_SLOW_MS": "0",  # every call is kept as a slow one
-        },
+        _respond_and_stages(out, BROKER_PROBE_SLOW_MS="0"),  # every call kept as a slow one
     )
     try:
         _api_versions(srv.port, 25)
@@ -94,14 +100,7 @@ def test_touching_the_reset_file_starts_the_counts_again(
     reset once."""
     out, reset = tmp_path / "probe", tmp_path / "reset"
     server, srv = _server(
-        monkeypatch,
-        tmp_path,
-        {
-            "BROKER_PROBE_OUT": str(out),
-            "BROKER_PROBE_FUNCS": "broker.handlers.base:RequestContext.respond",
-            "BROKER_PROBE_STAGES": "1",
-            "BROKER_PROBE_RESET": str(reset),
-        },
+        monkeypatch, tmp_path, _respond_and_stages(out, BROKER_PROBE_RESET=str(reset))
     )
     path = out / f"{srv.proc.pid}.json"
     report = load_script("bench_probe_report", BENCH / "broker_probe_report.py")
