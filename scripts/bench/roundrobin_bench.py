@@ -3,22 +3,21 @@
 
 Starts one `gregor server` (from the tree given by --root, default this one), creates
 --partitions partitions (topics of 100), writes every partition once, then --repeat times:
-100-byte records, acks=all, linger.ms 5 (--linger-ms), one `send()` per record (a future
-each), first all to one partition, then round-robin over all. For each run it prints the rate, the records per
-batch the producer made, and the CPU seconds per record of the producer's process and of the
-server (user + system, from getrusage and /proc), and how the time splits between the
+100-byte records, acks=all, linger.ms 5 (--linger-ms), one `send()` per record (a future each),
+first all to one partition, then round-robin over all. For each run it prints the rate, the
+records per batch the producer made, and the CPU seconds per record of the producer's process
+and of the server (user + system, from getrusage and /proc), and how the time splits between the
 send() loop and the flush() after it (the last requests' round trips), and how busy the
 machine's CPUs were in each of the two (machine_busy, 0..1: near 1 the run is CPU-bound, and
 what each process spends per record decides the rate) and the whole machine's CPU per record
-(machine_cpu_us_per_record: every process and the kernel's threads), and the produce
-requests: the
-most any leader got (the rounds of replication the run took), the first request's time,
-partitions, records per partition and round trip, the median round trip, and how many went
-after the send() loop (request_rounds); the send() loop's thread's CPU and run-queue wait
-during the loop (send_loop_thread_s) and the producer's cyclic GC collections per generation
-with their CPU (producer_gc). CPU per record is
-steadier than the rate on a shared machine: compare two trees with --root (e.g. a `git
-worktree` of an older commit, with the C extensions of client/records copied or built there).
+(machine_cpu_us_per_record: every process and the kernel's threads), and the produce requests:
+the most any leader got (the rounds of replication the run took), the first request's time,
+partitions, records per partition and round trip, the median round trip, and how many went after
+the send() loop (request_rounds); the send() loop's thread's CPU and run-queue wait during the
+loop (send_loop_thread_s) and the producer's cyclic GC collections per generation with their CPU
+(producer_gc). CPU per record is steadier than the rate on a shared machine: compare two trees
+with --root (e.g. a `git worktree` of an older commit, with the C extensions of client/records
+copied or built there).
 
 --brokers 3: a cluster of 3 controllers and 3 brokers instead (scripts/bench/_cluster.py),
 topics of replication factor 3 and min.insync.replicas 2, as partitions_bench.py --brokers 3

@@ -198,15 +198,16 @@ def install() -> None:
         patches.setdefault("broker.network.processor", []).append(_stages)
     sys.meta_path.insert(0, _Finder(patches))
 
-    reset_path = os.environ.get("BROKER_PROBE_RESET")
-    seen = [_mtime(Path(reset_path)) if reset_path else -1]  # (as found: not a request)
+    reset_env = os.environ.get("BROKER_PROBE_RESET")
+    reset_file = Path(reset_env) if reset_env else None
+    seen = [_mtime(reset_file) if reset_file else -1]  # (as found at start: not a request)
 
     def every_second() -> None:
         while True:
             time.sleep(1)
             try:
-                if reset_path:
-                    reset_if_touched(Path(reset_path), seen)
+                if reset_file is not None:
+                    reset_if_touched(reset_file, seen)
                 _dump(out)
             except (OSError, RuntimeError, ValueError) as exc:  # (a full disk, a race)
                 sys.stderr.write(f"broker probe: could not write {out}: {exc!r}\n")

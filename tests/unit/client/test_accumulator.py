@@ -4,6 +4,8 @@ order, expiry, the buffer.memory bound, bulk appends and their one future."""
 from __future__ import annotations
 
 import concurrent.futures
+import gc
+import weakref
 
 import pytest
 
@@ -255,8 +257,6 @@ def test_a_queued_record_keeps_no_gc_tracked_object_of_its_own() -> None:
     collection) and its future sits in the batch's flat list. An (index, future) tuple per
     record stayed tracked: with thousands of partitions records wait longer, more survive into
     the old generations, and full collections were a quarter of the producer's CPU."""
-    import gc
-
     from client.aio.futures import DeliveryFuture
 
     clock = Clock()
@@ -291,8 +291,6 @@ def test_a_batch_keeps_what_cannot_form_a_cycle_out_of_the_cyclic_gc() -> None:
     queued batch's lists, and full collections set off by the batches promoted into the oldest
     generation, were most of the producer's collections when records spread over many
     partitions."""
-    import gc
-
     clock = Clock()
     acc, _ = make(clock)
     append(acc, TP, b"a")
@@ -312,9 +310,6 @@ def test_an_untracked_batch_in_a_cycle_through_its_error_is_collected() -> None:
     """The cycle a failed attempt can make (the batch -> its last error -> the traceback's
     frame -> the batch) is found by the GC once the batch is dropped: failed_attempt put the
     batch back in the GC."""
-    import gc
-    import weakref
-
     clock = Clock()
     acc, _ = make(clock)
     acc.untracked_batches = True
