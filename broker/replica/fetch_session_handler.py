@@ -18,6 +18,7 @@ Threads: the owning replica fetcher thread only.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -74,28 +75,53 @@ class SessionRequest:
         }
 
 
+_Wanted = dict[TopicPartition, PartitionData]
+
+
 class FetchSessionHandler:
     def __init__(self) -> None:
         self.session_id = 0  # the leader's session (0: none yet)
         self.next_epoch = 0  # 0: the next request is full
         self._sent: dict[TopicPartition, PartitionData] = {}  # what the leader's session holds
-        self._pending: tuple[SessionRequest, dict[TopicPartition, PartitionData]] | None = None
+        # the request in flight and, unless it names every change itself, what it asks for
+        self._pending: tuple[SessionRequest, _Wanted | None] | None = None
         self.full_fetches = 0
         self.incremental_fetches = 0
 
-    def build(self, wanted: dict[TopicPartition, PartitionData]) -> SessionRequest:
-        """The next request for `wanted` (every partition this round fetches)."""
+    def build(
+        self,
+        wanted: dict[TopicPartition, PartitionData],
+        changed: Iterable[TopicPartition] | None = None,
+    ) -> SessionRequest:
+        """The next request for `wanted` (every partition this round fetches). `changed`: the
+        only partitions whose entry in `wanted` may differ from the last request's (present,
+        gone or other data): an incremental request is then made by looking at them alone
+        (None: at every partition)."""
         if self.session_id == 0 or self.next_epoch == 0:
             req = SessionRequest(self.session_id, 0, dict(wanted))
-        else:
-            sent = self._sent
+            self._pending = (req, dict(wanted))
+            return req
+        sent = self._sent
+        if changed is None:
             req = SessionRequest(
                 self.session_id,
                 self.next_epoch,
                 {tp: d for tp, d in wanted.items() if sent.get(tp) != d},
                 [tp for tp in sent if tp not in wanted],
             )
-        self._pending = (req, dict(wanted))
+            self._pending = (req, dict(wanted))
+            return req
+        to_send: dict[TopicPartition, PartitionData] = {}
+        forgotten: list[TopicPartition] = []
+        for tp in changed:
+            d = wanted.get(tp)
+            if d is None:
+                if tp in sent:
+                    forgotten.append(tp)
+            elif sent.get(tp) != d:
+                to_send[tp] = d
+        req = SessionRequest(self.session_id, self.next_epoch, to_send, forgotten)
+        self._pending = (req, None)  # (the leader's session moves by the request alone)
         return req
 
     def handle_response(self, error_code: int, session_id: int) -> bool:
@@ -108,13 +134,20 @@ class FetchSessionHandler:
             self.reset()
             return False
         if req.full:
+            assert wanted is not None
             self.full_fetches += 1
             self._sent = wanted
             self.session_id = session_id
             self.next_epoch = 1 if session_id else 0
             return session_id != 0
         self.incremental_fetches += 1
-        self._sent = wanted
+        if wanted is None:
+            sent = self._sent
+            sent.update(req.to_send)
+            for tp in req.forgotten:
+                del sent[tp]
+        else:
+            self._sent = wanted
         self.next_epoch = next_epoch(self.next_epoch)
         return True
 

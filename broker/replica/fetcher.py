@@ -18,7 +18,10 @@ with its leader. The first Fetch names every partition; later ones name only par
 or whose fetch offset / epochs changed (those that got records, truncated, changed leader
 epoch) and forget removed or backed-off ones, and the leader answers only partitions that
 changed: an idle follower's fetch carries no partition either way. A session error, a lost
-connection or a failed request starts over with a full fetch.
+connection or a failed request starts over with a full fetch. A round builds its request from
+the last one, looking again only at the partitions touched since (added, removed, answered,
+due after a back-off, not fetchable yet): its cost follows what changed, not how many
+partitions the leader has (decision 204); a full fetch or a throttled round looks at all.
 
 Errors: a connection failure backs every partition of the thread off for
 replica.fetch.backoff.ms; a partition error (FENCED_LEADER_EPOCH, a local storage error...)
@@ -43,6 +46,7 @@ to as a follower afterwards. A thread left without partitions stops.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import threading
 import time
@@ -195,6 +199,16 @@ class ReplicaFetcherThread:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._parts: dict[TopicPartition, _FetchState] = {}
+        # The last round's request, kept between rounds: a round looks again only at the
+        # partitions touched since (added, removed, answered, due after a back-off, or not
+        # fetchable yet), not at every partition of the leader (at 6,000 partitions a lightly
+        # loaded follower spent ~30 % of its CPU rebuilding unchanged requests). A full fetch
+        # or a throttled round looks at all of them. All under self._lock.
+        self._wanted: dict[TopicPartition, PartitionData] = {}
+        self._asked: dict[TopicPartition, int] = {}
+        self._touched: set[TopicPartition] = set()
+        self._backed_off: list[tuple[float, TopicPartition]] = []  # heap: (due, tp)
+        self._throttled_last = False
         self._conn: LeaderConnection | None = None
         self.session = FetchSessionHandler()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -212,10 +226,12 @@ class ReplicaFetcherThread:
             st = self._parts.get(tp)
             if st is None or st.leader_epoch != leader_epoch:
                 self._parts[tp] = _FetchState(leader_epoch)
+                self._touched.add(tp)
         self._wake.set()
 
     def remove(self, tp: TopicPartition) -> bool:
         with self._lock:
+            self._touched.add(tp)
             return self._parts.pop(tp, None) is not None
 
     @property
@@ -268,52 +284,109 @@ class ReplicaFetcherThread:
 
     def _build(self) -> tuple[Body, dict[TopicPartition, int]]:
         """The Fetch body for this round (full or incremental: the session decides) over every
-        partition not backed off, and the epochs it fetches them under."""
+        partition not backed off, and the epochs it fetches them under (kept until the next
+        round builds: the answer is applied under them)."""
         now = time.monotonic()
-        wanted: dict[TopicPartition, PartitionData] = {}
-        asked: dict[TopicPartition, int] = {}
-        max_bytes = self.settings.partition_max_bytes
-        catchup = max(max_bytes, self.settings.catchup_max_bytes)
-        rebuild = self.session.next_epoch == 0  # a full fetch: everything looked at afresh
         throttle = self.throttle
         # no rate: nothing is throttled this round (allowed, and asked for the usual size)
         throttled = throttle.rate is not None
-        get_partition = self.rm.get_partition
         self._throttle_wait = 0.0
-        next_due = 0.0
         with self._lock:
-            for tp, st in self._parts.items():
-                if st.delayed_until > now:
-                    if next_due == 0.0 or st.delayed_until < next_due:
-                        next_due = st.delayed_until
-                    continue
-                tp_max = catchup if st.behind else max_bytes
-                if throttled:
-                    if not throttle.allowed(tp):
-                        self._throttle_wait = throttle.wait_s()
-                        continue
-                    tp_max = throttle.fetch_max_bytes(tp, tp_max, max_bytes)
-                data = st.built
-                if data is None or rebuild or data.partition_max_bytes != tp_max:
-                    part = get_partition(*tp)
-                    if part is None or part.is_leader:
-                        st.built = None
-                        continue
-                    offset, last_epoch = fetch_position(part)
-                    data = st.built = PartitionData(
-                        offset, st.leader_epoch, last_epoch, part.log.log_start_offset, tp_max
-                    )
-                wanted[tp] = data
-                asked[tp] = st.leader_epoch
-        self._idle_until = next_due if next_due and not asked else None
+            if self.session.next_epoch == 0 or throttled or self._throttled_last:
+                # a full fetch (everything looked at afresh), or throttled partitions that
+                # may go or wait this round (or went with a throttled size last round): every
+                # partition is looked at
+                self._scan_all(now)
+                self._throttled_last = throttled
+                changed: list[TopicPartition] | None = None
+            else:
+                changed = self._scan_touched(now)
+            backed_off = self._backed_off
+            next_due = backed_off[0][0] if backed_off else 0.0
+            self._idle_until = next_due if next_due and not self._asked else None
+            request = self.session.build(self._wanted, changed)
         body = {
             "replica_id": self.node_id,
             "max_wait_ms": self.settings.max_wait_ms,
             "min_bytes": self.settings.min_bytes,
             "max_bytes": self.settings.response_max_bytes,
-            **self.session.build(wanted).body_fields(),
+            **request.body_fields(),
         }
-        return body, asked
+        return body, self._asked
+
+    def _entry(self, tp: TopicPartition, st: _FetchState, rebuild: bool) -> PartitionData | None:
+        """What this round asks for `tp` (None: not fetchable here now: unknown to the replica
+        manager, or led here). Self._lock held."""
+        max_bytes = self.settings.partition_max_bytes
+        tp_max = max(max_bytes, self.settings.catchup_max_bytes) if st.behind else max_bytes
+        throttle = self.throttle
+        if throttle.rate is not None:
+            if not throttle.allowed(tp):
+                self._throttle_wait = throttle.wait_s()
+                return None
+            tp_max = throttle.fetch_max_bytes(tp, tp_max, max_bytes)
+        data = st.built
+        if data is None or rebuild or data.partition_max_bytes != tp_max:
+            part = self.rm.get_partition(*tp)
+            if part is None or part.is_leader:
+                st.built = None
+                return None
+            offset, last_epoch = fetch_position(part)
+            data = st.built = PartitionData(
+                offset, st.leader_epoch, last_epoch, part.log.log_start_offset, tp_max
+            )
+        return data
+
+    def _scan_all(self, now: float) -> None:
+        """Look at every partition (self._lock held)."""
+        rebuild = self.session.next_epoch == 0
+        wanted: dict[TopicPartition, PartitionData] = {}
+        asked: dict[TopicPartition, int] = {}
+        backed_off: list[tuple[float, TopicPartition]] = []
+        retry: set[TopicPartition] = set()
+        for tp, st in self._parts.items():
+            if st.delayed_until > now:
+                backed_off.append((st.delayed_until, tp))
+                continue
+            data = self._entry(tp, st, rebuild)
+            if data is None:
+                retry.add(tp)
+                continue
+            wanted[tp] = data
+            asked[tp] = st.leader_epoch
+        heapq.heapify(backed_off)
+        self._wanted, self._asked, self._backed_off = wanted, asked, backed_off
+        self._touched = retry
+
+    def _scan_touched(self, now: float) -> list[TopicPartition]:
+        """Look again only at the partitions touched since the last round and those whose
+        back-off ended; returns them (self._lock held). One that was not fetchable stays
+        touched, looked at every round as a full scan would."""
+        touched = self._touched
+        backed_off = self._backed_off
+        while backed_off and backed_off[0][0] <= now:
+            touched.add(heapq.heappop(backed_off)[1])
+        wanted, asked, parts = self._wanted, self._asked, self._parts
+        retry: set[TopicPartition] = set()
+        for tp in touched:
+            st = parts.get(tp)
+            data = None
+            if st is not None:
+                if st.delayed_until > now:
+                    heapq.heappush(backed_off, (st.delayed_until, tp))
+                else:
+                    data = self._entry(tp, st, False)
+                    if data is None:
+                        retry.add(tp)
+            if data is None:
+                wanted.pop(tp, None)
+                asked.pop(tp, None)
+            else:
+                wanted[tp] = data
+                asked[tp] = st.leader_epoch  # type: ignore[union-attr]
+        changed = list(touched)
+        self._touched = retry
+        return changed
 
     def _connection(self) -> LeaderConnection:
         if self._conn is None:
@@ -383,6 +456,7 @@ class ReplicaFetcherThread:
     def _apply(self, tp: TopicPartition, st: _FetchState, part: Any, entry: Body) -> bool:
         """Apply one partition's answer (the thread's lock held); True when data was appended."""
         st.built = None  # whatever happens here, the next round looks at the log again
+        self._touched.add(tp)
         code = int(entry["error_code"])
         if code == 0:
             st.leader_behind = 0  # (it answers for the partition: it has its metadata)

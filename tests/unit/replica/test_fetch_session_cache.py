@@ -157,6 +157,40 @@ def test_handler_full_then_incremental():
     assert list(req.to_send) == [("t", 0)] and req.session_epoch == 3
 
 
+def test_handler_given_the_changed_partitions_builds_what_a_look_at_all_of_them_builds():
+    """build(wanted, changed) looks at `changed` alone; over random rounds of additions,
+    removals, new offsets and epochs (and changed partitions that did not change) it makes
+    the same requests as build(wanted), and the session it ends with holds the same."""
+    seed = random.randrange(1 << 30)
+    print("seed", seed)
+    rng = random.Random(seed)
+    by_changes, by_all = FetchSessionHandler(), FetchSessionHandler()
+    wanted: dict = {("t", p): _pd(0) for p in range(20)}
+    for h in (by_changes, by_all):
+        assert h.build(dict(wanted)).full and h.handle_response(0, 42)
+    for _round in range(200):
+        changed = set()
+        for _ in range(rng.randrange(6)):
+            tp = ("t", rng.randrange(30))
+            changed.add(tp)
+            roll = rng.random()
+            if roll < 0.2:
+                wanted.pop(tp, None)
+            elif roll < 0.8:
+                old = wanted.get(tp, _pd(0))
+                wanted[tp] = _pd(old.fetch_offset + rng.randrange(3), rng.choice((1, 1, 2)))
+            # else: touched, unchanged
+        a = by_changes.build(wanted, sorted(changed))
+        b = by_all.build(wanted)
+        assert (a.session_epoch, a.to_send, sorted(a.forgotten)) == (
+            b.session_epoch,
+            b.to_send,
+            sorted(b.forgotten),
+        ), seed
+        assert by_changes.handle_response(0, 42) and by_all.handle_response(0, 42)
+        assert by_changes._sent == by_all._sent == wanted, seed
+
+
 def test_handler_starts_over_on_session_errors_and_reset():
     h = FetchSessionHandler()
     wanted = {("t", 0): _pd(0)}

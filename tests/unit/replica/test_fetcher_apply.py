@@ -244,3 +244,101 @@ def test_a_round_with_only_backed_off_partitions_waits_for_the_first_to_be_due(f
     thread._conn = _Unreachable()  # type: ignore[assignment]
     assert not thread._fetch_once()
     assert thread._idle_wait() == 60.0
+
+
+class _Watched(dict):
+    """A fetcher's partition states, noting each look while `watching` (one key, or "all")."""
+
+    def __init__(self, states, seen, watching):
+        super().__init__(states)
+        self.seen, self.watching = seen, watching
+
+    def items(self):
+        if self.watching[0]:
+            self.seen.append("all")
+        return super().items()
+
+    def get(self, key, default=None):
+        if self.watching[0]:
+            self.seen.append(key)
+        return super().get(key, default)
+
+
+def _counting_lookups(h, thread):
+    """The partitions `thread` looks at (its states, the replica manager's partitions) while
+    it builds its requests ("all": every one; applying an answer looks at the answered ones
+    too, not counted)."""
+    seen: list = []
+    building = [False]
+    get = h.rm.get_partition
+    build = thread._build
+    thread._parts = _Watched(thread._parts, seen, building)
+
+    def counting(topic, partition):
+        if building[0]:
+            seen.append(("rm", topic, partition))
+        return get(topic, partition)
+
+    def counted_build():
+        building[0] = True
+        try:
+            return build()
+        finally:
+            building[0] = False
+
+    h.rm.get_partition = counting
+    thread._build = counted_build
+    return seen
+
+
+def test_a_round_looks_again_only_at_the_partitions_touched_since_the_last(follower):
+    """A round builds its request from the last one: only the partitions answered (or added,
+    removed, due after a back-off) are looked at again, not every partition of the leader."""
+    thread, leader = _thread(follower)
+    leader.answers.append(_answer())
+    assert thread._fetch_once()  # the full fetch: every partition
+    assert leader.requests[-1]["session_epoch"] == 0 and len(_asked(leader.requests[-1])) == N
+    seen = _counting_lookups(follower, thread)
+    leader.answers.append(_answer(_part(1, _batch(0), hw=0)))
+    assert thread._fetch_once()  # incremental, nothing touched yet: no partition looked at
+    assert seen == [] and _asked(leader.requests[-1]) == {}
+    leader.answers.append(_answer())
+    assert thread._fetch_once()  # p1 was answered: looked at again, and asked from its end
+    assert seen == [("t", 1), ("rm", "t", 1)] and _asked(leader.requests[-1]) == {1: 3}
+    thread.remove(("t", 2))
+    leader.answers.append(_answer())
+    assert thread._fetch_once()
+    assert leader.requests[-1]["forgotten_topics"] == [{"name": "t", "partitions": [2]}]
+    assert ("t", 2) not in thread._asked
+
+
+def test_a_backed_off_partition_is_forgotten_then_asked_again_once_due(follower):
+    thread, leader = _thread(follower)
+    leader.answers.append(_answer(_part(0, error_code=int(ErrorCode.NOT_LEADER_OR_FOLLOWER))))
+    assert thread._fetch_once()  # p0 backs off (LEADER_BEHIND_BACKOFF_MS)
+    leader.answers.append(_answer())
+    assert thread._fetch_once()
+    assert leader.requests[-1]["forgotten_topics"] == [{"name": "t", "partitions": [0]}]
+    deadline = time.monotonic() + 10
+    while 0 not in _asked(leader.requests[-1]):  # named again once its back-off ends
+        assert time.monotonic() < deadline, "a backed-off partition was never asked again"
+        leader.answers.append(_answer())
+        assert thread._fetch_once()
+    assert leader.requests[-1]["session_epoch"] > 0  # by an incremental request
+
+
+def test_a_partition_not_known_here_yet_is_looked_at_each_round_until_it_is(follower):
+    """A follower may hear of a partition from the fetcher manager before its replica manager
+    holds it: it is not asked, and every round looks again, as a look at every partition did."""
+    thread, leader = _thread(follower)
+    thread.add(("t", N), EPOCH)  # not in the metadata yet
+    leader.answers.append(_answer())
+    assert thread._fetch_once()
+    assert N not in _asked(leader.requests[-1])
+    leader.answers.append(_answer())
+    assert thread._fetch_once()
+    assert N not in _asked(leader.requests[-1])
+    follower.replay(PartitionRecord(TID, N, (1, 2), (1, 2), 1, EPOCH, 0))
+    leader.answers.append(_answer())
+    assert thread._fetch_once()
+    assert _asked(leader.requests[-1]) == {N: 0}
