@@ -370,20 +370,17 @@ class ReplicaFetcherThread:
         retry: set[TopicPartition] = set()
         for tp in touched:
             st = parts.get(tp)
-            data = None
-            if st is not None:
-                if st.delayed_until > now:
-                    heapq.heappush(backed_off, (st.delayed_until, tp))
-                else:
-                    data = self._entry(tp, st, False)
-                    if data is None:
-                        retry.add(tp)
-            if data is None:
-                wanted.pop(tp, None)
-                asked.pop(tp, None)
-            else:
-                wanted[tp] = data
-                asked[tp] = st.leader_epoch  # type: ignore[union-attr]
+            if st is not None and st.delayed_until <= now:
+                data = self._entry(tp, st, False)
+                if data is not None:
+                    wanted[tp] = data
+                    asked[tp] = st.leader_epoch
+                    continue
+                retry.add(tp)
+            elif st is not None:  # backed off: asked again once due
+                heapq.heappush(backed_off, (st.delayed_until, tp))
+            wanted.pop(tp, None)
+            asked.pop(tp, None)
         changed = list(touched)
         self._touched = retry
         return changed
