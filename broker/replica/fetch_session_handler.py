@@ -3,6 +3,7 @@ thread (so per source broker): Kafka's FetchSessionHandler.
 
     handler = FetchSessionHandler()
     req = handler.build(wanted)          # wanted: {tp: PartitionData} fetched this round
+    req = handler.build(wanted, changed)  # the same, looking only at `changed` (decision 204)
     ... send req.session_id, req.session_epoch, req.to_send, req.forgotten ...
     handler.handle_response(error_code, session_id)   # or handler.reset() on a lost connection
 
