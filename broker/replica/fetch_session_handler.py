@@ -76,16 +76,12 @@ class SessionRequest:
         }
 
 
-_Wanted = dict[TopicPartition, PartitionData]
-
-
 class FetchSessionHandler:
     def __init__(self) -> None:
         self.session_id = 0  # the leader's session (0: none yet)
         self.next_epoch = 0  # 0: the next request is full
         self._sent: dict[TopicPartition, PartitionData] = {}  # what the leader's session holds
-        # the request in flight and, unless it names every change itself, what it asks for
-        self._pending: tuple[SessionRequest, _Wanted | None] | None = None
+        self._pending: SessionRequest | None = None  # the request in flight
         self.full_fetches = 0
         self.incremental_fetches = 0
 
@@ -100,55 +96,43 @@ class FetchSessionHandler:
         (None: at every partition)."""
         if self.session_id == 0 or self.next_epoch == 0:
             req = SessionRequest(self.session_id, 0, dict(wanted))
-            self._pending = (req, dict(wanted))
-            return req
-        sent = self._sent
-        if changed is None:
-            req = SessionRequest(
-                self.session_id,
-                self.next_epoch,
-                {tp: d for tp, d in wanted.items() if sent.get(tp) != d},
-                [tp for tp in sent if tp not in wanted],
-            )
-            self._pending = (req, dict(wanted))
-            return req
-        to_send: dict[TopicPartition, PartitionData] = {}
-        forgotten: list[TopicPartition] = []
-        for tp in changed:
-            d = wanted.get(tp)
-            if d is None:
-                if tp in sent:
-                    forgotten.append(tp)
-            elif sent.get(tp) != d:
-                to_send[tp] = d
-        req = SessionRequest(self.session_id, self.next_epoch, to_send, forgotten)
-        self._pending = (req, None)  # (the leader's session moves by the request alone)
+        else:
+            sent = self._sent
+            if changed is None:
+                changed = [*wanted, *(tp for tp in sent if tp not in wanted)]
+            to_send: dict[TopicPartition, PartitionData] = {}
+            forgotten: list[TopicPartition] = []
+            for tp in changed:
+                d = wanted.get(tp)
+                if d is None:
+                    if tp in sent:
+                        forgotten.append(tp)
+                elif sent.get(tp) != d:
+                    to_send[tp] = d
+            req = SessionRequest(self.session_id, self.next_epoch, to_send, forgotten)
+        self._pending = req
         return req
 
     def handle_response(self, error_code: int, session_id: int) -> bool:
         """The leader answered the last built request; False when the session is gone (the
         next request is full)."""
-        assert self._pending is not None, "handle_response without a built request"
-        req, wanted = self._pending
+        req = self._pending
+        assert req is not None, "handle_response without a built request"
         self._pending = None
         if error_code != 0:
             self.reset()
             return False
         if req.full:
-            assert wanted is not None
             self.full_fetches += 1
-            self._sent = wanted
+            self._sent = dict(req.to_send)
             self.session_id = session_id
             self.next_epoch = 1 if session_id else 0
             return session_id != 0
         self.incremental_fetches += 1
-        if wanted is None:
-            sent = self._sent
-            sent.update(req.to_send)
-            for tp in req.forgotten:
-                del sent[tp]
-        else:
-            self._sent = wanted
+        sent = self._sent  # the leader's session moved by what the request named
+        sent.update(req.to_send)
+        for tp in req.forgotten:
+            del sent[tp]
         self.next_epoch = next_epoch(self.next_epoch)
         return True
 
