@@ -17,8 +17,9 @@ FROM ${BASE_IMAGE} AS build
 LABEL org.gregor.stage=build
 ARG WHEELHOUSE=scripts/docker/no-wheels
 # The context (.dockerignore): pyproject.toml, setup.py (it declares the C extensions,
-# client/records/_speedups.c, _crc.c, _append.c and broker/kafka/_convert.c: without it the
-# wheel would be pure Python), README.md, client/, controller/, broker/, config/, the wheelhouse.
+# client/records/_speedups.c, _crc.c, _append.c, client/protocol/_checks.c and
+# broker/kafka/_convert.c: without it the wheel would be pure Python), README.md, client/,
+# controller/, broker/, config/, the wheelhouse.
 COPY . /src/
 # A venv works the same on both bases (Debian's python3 refuses system-wide pip installs). It is
 # built here and copied whole with the config, so neither the wheels nor pip and setuptools
@@ -45,6 +46,7 @@ COPY --from=build /opt/gregor /opt/gregor
 # The extensions are optional at install time (pip skips one that fails to compile); an image
 # without them is ~2x slower, so the build fails instead.
 RUN python -c "import client.records._speedups, client.records._crc, client.records._append, broker.kafka._convert; \
+import client.protocol._checks; \
 import client.records.crc as c; c.require_c_extension(); \
 from client.records import reader, builder; \
 assert reader.DECODER == 'c' and builder.ENCODER == 'c', (reader.DECODER, builder.ENCODER)" \

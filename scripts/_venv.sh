@@ -15,10 +15,10 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 # Re-install when the build inputs (pyproject.toml, setup.py, the C extensions' sources) changed
 # or extras differ since the last install: the editable install compiles every extension of
-# setup.py (client/records/*.c, broker/kafka/*.c).
+# setup.py (client/records/*.c, client/protocol/*.c, broker/kafka/*.c).
 stamp="$VENV/.gregor-installed"
 build_inputs=("$ROOT/pyproject.toml" "$ROOT/setup.py" "$ROOT"/client/records/*.c
-    "$ROOT"/broker/kafka/*.c)
+    "$ROOT"/client/protocol/*.c "$ROOT"/broker/kafka/*.c)
 hash="$(cat "${build_inputs[@]}" | sha256sum | cut -d' ' -f1)"
 want="$hash $extras"
 # An install of the same inputs with every wanted extra (and maybe more) will do: asking for

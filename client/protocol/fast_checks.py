@@ -14,10 +14,14 @@ A Fetch answer to a follower carries ~333 one-batch entries (one producer over 1
 partitions), each without the fields the leader leaves at their defaults
 (`aborted_transactions`, `diverging_epoch`, `diverging_end_offset`): the schema check cost
 ~2-3 us per entry there, `fetch_response` ~1.3 us. It fills the omitted optional fields with
-the schema's defaults in place (an entry missing some is replaced by a filled copy, as the
-schema check copies every entry), then checks every field as that check would: it returns the
+the schema's defaults in place (in the entry's own dict: the bodies checked are their
+sender's or receiver's own, made for the message), then checks every field as that check would: it returns the
 body only when it then equals what the schema check returns (a body it refuses may have had
 defaults filled in, which changes nothing the schema check then says).
+
+Both have a C implementation (client/protocol/_checks.c, the same answers and fills, ~0.1 us an
+entry), which RESPONSE_FAST_CHECKS holds when it is built (client/records/extensions.py: not
+with GREGOR_NO_EXTENSIONS); the Python functions here stay its definition and its fallback.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from typing import Any
 
 from client.protocol.api_keys import ApiKey
 from client.protocol.body import Body
+from client.records.extensions import optional_extension
 
 _I16 = 1 << 15
 _I32 = 1 << 31
@@ -108,14 +113,15 @@ def _fetch_partitions(
     hi64: int = _I64,
 ) -> bool:
     """Check the partition entries of one topic of a Fetch response, their omitted fields
-    filled in place (an entry with some left out is replaced by a filled copy). (The bounds
-    are arguments: locals, not a global lookup and a negation per field.)"""
+    filled in place. (The bounds are arguments: locals, not a global lookup and a negation
+    per field.)"""
     defaults = _FETCH_PARTITION_DEFAULTS
-    for i, p in enumerate(parts):
+    for p in parts:
         if type(p) is not dict:
             return False
         if len(p) < _FETCH_PARTITION_FIELDS:
-            p = parts[i] = {**defaults, **p}
+            for k, v in defaults.items():
+                p.setdefault(k, v)
             p.setdefault("aborted_transactions", [])
         get = p.get
         partition = get("partition")
@@ -193,9 +199,17 @@ def fetch_response(raw: object) -> Body | None:
     return raw if len(raw) == 4 else None  # (filled: no other key)
 
 
-# api key -> check of its response body (any version): the body (Fetch: its defaults filled
-# in place), or None
-RESPONSE_FAST_CHECKS: dict[int, Callable[[Any], Body | None]] = {
+# a check of a response body (any version): the body (Fetch: its defaults filled in place),
+# or None
+FastCheck = Callable[[Any], Body | None]
+# api key -> its check; the C ones when built
+PYTHON_FAST_CHECKS: dict[int, FastCheck] = {
     ApiKey.PRODUCE: produce_response,
     ApiKey.FETCH: fetch_response,
 }
+_ext = optional_extension("client.protocol._checks")
+RESPONSE_FAST_CHECKS: dict[int, FastCheck] = (
+    PYTHON_FAST_CHECKS
+    if _ext is None
+    else {ApiKey.PRODUCE: _ext.produce_response, ApiKey.FETCH: _ext.fetch_response}
+)
