@@ -46,6 +46,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import shutil
 import statistics
 import subprocess
@@ -332,15 +333,24 @@ def checkout(rev: str, into: Path) -> Path:
     )  # fmt: skip
     # The extensions as setup.py builds them (-O2 -Wall), compiled directly: setup.py run by
     # this venv's own (older) setuptools cannot read pyproject.toml's license field.
+    # Every extension that tree's setup.py declares (module and source), each where its
+    # module imports from: a tree whose extension was left unbuilt would run its Python
+    # fallback and compare as slower than it is.
     include = sysconfig.get_paths()["include"]
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
-    for src in sorted((tree / "client" / "records").glob("*.c")):
+    for module, src in declared_extensions((tree / "setup.py").read_text()):
+        out = tree.joinpath(*module.split(".")).with_suffix("")
         subprocess.run(
-            ["gcc", "-O2", "-Wall", "-shared", "-fPIC", f"-I{include}", str(src),
-             "-o", str(src.with_name(src.stem + suffix))],
+            ["gcc", "-O2", "-Wall", "-shared", "-fPIC", f"-I{include}", str(tree / src),
+             "-o", str(out) + suffix],
             check=True, capture_output=True, text=True,
         )  # fmt: skip
     return tree
+
+
+def declared_extensions(setup_py: str) -> list[tuple[str, str]]:
+    """(module, its one C source) of every Extension a setup.py declares."""
+    return re.findall(r'Extension\(\s*"([\w.]+)",\s*sources=\["([^"]+)"\]', setup_py)
 
 
 def rev_of(tree: Path) -> str:

@@ -105,3 +105,29 @@ def test_a_tiny_round_against_a_baseline_checkout() -> None:
         ["git", "-C", str(ROOT), "worktree", "list"], capture_output=True, text=True
     ).stdout
     assert trees["baseline"]["path"] not in listed  # the checkout is removed again
+
+
+def test_a_baseline_checkout_builds_every_extension_setup_py_declares(tmp_path: Path) -> None:
+    """Only client/records/*.c were built in a baseline checkout: a tree whose other
+    extensions (client/protocol/_checks.c) ran their Python fallbacks compared as slower than
+    it is. Each one setup.py declares is built where its module imports from."""
+    if shutil.which("gcc") is None or not (ROOT / ".git").exists():
+        pytest.skip("needs gcc and a git checkout")
+    compare = _module()
+    declared = compare.declared_extensions((ROOT / "setup.py").read_text())
+    assert declared.count(("client.protocol._checks", "client/protocol/_checks.c")) == 1
+    assert len(declared) == (ROOT / "setup.py").read_text().count("Extension(\n")
+    tree = compare.checkout("HEAD", tmp_path)
+    try:
+        code = "; ".join(f"import {m}; print({m}.__file__)" for m, _src in declared)
+        out = subprocess.run(
+            [sys.executable, "-c", code], cwd=tree, capture_output=True, text=True, timeout=60,
+            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tree)},
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        assert all(line.startswith(str(tree)) for line in out.stdout.split()), out.stdout
+    finally:
+        subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)],
+            capture_output=True,
+        )
