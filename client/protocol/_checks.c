@@ -22,9 +22,10 @@
  *
  * "type(x) is int" is PyLong_CheckExact (a bool is not an int here, as in Python); a range is
  * checked on the value as a C long long, an int that does not fit one being out of range.
- * No Python code runs: the bodies' dicts are exact dicts, looked up with interned str keys
- * (a key of another type in a body compares by its own C equality: those msgpack decodes
- * to, and the handlers' own, are str, int and bytes).
+ * The bodies' dicts are exact dicts, looked up with interned str keys (a key of another type
+ * in a body compares by its own C equality: those msgpack decodes to, and the handlers' own,
+ * are str, int and bytes). As the Python checks, these are not atomic: the fill's new list
+ * may start a collection, hence finalizers; a body is its sender's or receiver's own.
  *
  * Thread: any, with the GIL held.
  */
