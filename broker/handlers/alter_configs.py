@@ -42,7 +42,9 @@ def _alter(
     body: Body,
     call: Callable[[list[Body], bool], concurrent.futures.Future[list[AlterConfigsResult]]],
 ) -> Body | None:
-    key = lambda r: (int(r["resource_type"]), r["resource_name"])  # noqa: E731
+    def key(r: Body) -> tuple[int, str]:
+        return int(r["resource_type"]), r["resource_name"]
+
     counts = collections.Counter(key(r) for r in body["resources"])
     types = {r["resource_name"]: int(r["resource_type"]) for r in body["resources"]}
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from client.errors import StorageError
-from client.fsutil import fsync_dir, write_atomic, write_plain  # noqa: F401  (re-exported)
+from client.fsutil import write_atomic, write_plain
 
 VERSION = 0
 

@@ -17,7 +17,8 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .checkpoint import fsync_dir
+from client.fsutil import fsync_dir
+
 from .handles import is_fd_limit
 from .segment import LogSegment
 

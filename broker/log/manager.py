@@ -32,9 +32,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from client.errors import StorageError
-from client.fsutil import make_dirs
+from client.fsutil import fsync_dir, make_dirs
 
-from .checkpoint import fsync_dir, read_offsets, write_offsets
+from .checkpoint import read_offsets, write_offsets
 from .cleaner_thread import CleanerSettings, LogCleaner
 from .config import LogConfig
 from .deleter import DirDeleter

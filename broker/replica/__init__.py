@@ -5,8 +5,9 @@ DelayedProduce, DelayedFetch, ProducePartitionStatus. See docs/replication.md.
 """
 
 from broker.replica.delayed import DelayedFetch, DelayedProduce, ProducePartitionStatus
-from broker.replica.manager import FetchParams, FetchPartitionSpec, ReplicaManager, ReplicaSettings
+from broker.replica.manager import ReplicaManager, ReplicaSettings
 from broker.replica.partition import Partition
+from broker.replica.specs import FetchParams, FetchPartitionSpec
 
 __all__ = [
     "DelayedFetch",

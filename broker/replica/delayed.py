@@ -33,8 +33,9 @@ from client.protocol.body import Body
 
 if TYPE_CHECKING:
     from broker.replica.fetch_session import FetchSession
-    from broker.replica.manager import FetchPartitionSpec, ReplicaManager
+    from broker.replica.manager import ReplicaManager
     from broker.replica.session_fetch import SessionFetches, SessionFetchResult
+    from broker.replica.specs import FetchPartitionSpec
 
 
 @dataclass

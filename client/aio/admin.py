@@ -63,6 +63,7 @@ from client.errors import (
     error_for_code,
 )
 from client.protocol import ApiKey
+from client.security import scram
 from client.security.acl import AclBinding, AclBindingFilter
 
 
@@ -235,7 +236,7 @@ class Admin:
         name: str,
         password: str,
         mechanism: str = "SCRAM-SHA-512",
-        iterations: int = admin_users.DEFAULT_ITERATIONS,
+        iterations: int = scram.DEFAULT_ITERATIONS,
     ) -> None:
         """Create (or change the password of) SCRAM user `name` for `mechanism`."""
         self._check_open()
