@@ -19,7 +19,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from client import aio
 from client.aio.accumulator import RECORD_OVERHEAD
@@ -45,11 +45,13 @@ from client.aio.types import (
     RecordMetadata,
     TopicPartition,
 )
+from client.errors import GregorError
 from client.records.extensions import optional_extension
 from client.security.acl import AclBinding, AclBindingFilter
 from client.sync_loop import SyncClient
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # Producer.send()'s common case in C (client/records/_append.c): a bytes value appended to the
 # sticky partition's open batch, the future made without __init__
@@ -63,6 +65,7 @@ class Producer(SyncClient):
     """Blocking producer; `send()` returns a concurrent.futures.Future of RecordMetadata."""
 
     _core_cls = aio.Producer
+    _core: aio.Producer
     _role = "producer"
 
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
@@ -203,6 +206,7 @@ class Consumer(SyncClient):
     """Blocking consumer; iteration yields ConsumerRecords (polling 1 s at a time)."""
 
     _core_cls = aio.Consumer
+    _core: aio.Consumer
     _role = "consumer"
 
     def __init__(self, *topics: Any, **kwargs: Any) -> None:
@@ -334,6 +338,7 @@ class Admin(SyncClient):
     """Blocking admin client."""
 
     _core_cls = aio.Admin
+    _core: aio.Admin
     _role = "admin"
 
     def create_topic(
@@ -437,7 +442,7 @@ class Admin(SyncClient):
         self,
         upsertions: list[UserScramCredentialUpsertion] = (),  # type: ignore[assignment]
         deletions: list[UserScramCredentialDeletion] = (),  # type: ignore[assignment]
-    ) -> dict[str, Exception | None]:
+    ) -> dict[str, GregorError | None]:
         return self._run(self._core.alter_user_scram_credentials(upsertions, deletions))
 
     def create_user(
@@ -451,7 +456,7 @@ class Admin(SyncClient):
     def list_users(self) -> dict[str, list[ScramCredentialInfo]]:
         return self._run(self._core.list_users())
 
-    def create_acls(self, bindings: list[AclBinding]) -> dict[AclBinding, Exception | None]:
+    def create_acls(self, bindings: list[AclBinding]) -> dict[AclBinding, GregorError | None]:
         return self._run(self._core.create_acls(bindings))
 
     def describe_acls(self, acl_filter: AclBindingFilter | None = None) -> list[AclBinding]:
@@ -467,7 +472,7 @@ class Admin(SyncClient):
 
     def alter_client_quotas(
         self, alterations: Sequence[ClientQuotaAlteration], validate_only: bool = False
-    ) -> dict[ClientQuotaEntity, Exception | None]:
+    ) -> dict[ClientQuotaEntity, GregorError | None]:
         return self._run(self._core.alter_client_quotas(alterations, validate_only))
 
     def describe_group(self, group_id: str, **kw: Any) -> GroupDescription:
@@ -518,6 +523,6 @@ class Admin(SyncClient):
         return self._run(self._core.incremental_alter_configs(changes, **kw))
 
 
-async def _call(fn: Any, *args: Any) -> Any:
+async def _call(fn: Callable[..., T], *args: Any) -> T:
     """Run a plain (loop-owned) method on the loop thread."""
     return fn(*args)

@@ -10,12 +10,14 @@ import concurrent.futures
 import logging
 import threading
 import weakref
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
 
 from client.errors import ClientClosedError
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 try:
     import uvloop
@@ -63,7 +65,7 @@ class LoopThread:
             t.cancel()
         self.loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
 
-    def run(self, coro: Any, timeout: float | None = None) -> Any:
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         if threading.get_ident() == self.thread.ident:
             coro.close()
             raise RuntimeError("blocking client call from its own loop thread (use client.aio)")
@@ -105,7 +107,7 @@ class SyncClient:
     async def _make(self, args: tuple[object, ...], kwargs: dict[str, object]) -> Any:
         return self._core_cls(*args, **kwargs)
 
-    def _run(self, coro: Any, timeout: float | None = None) -> Any:
+    def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         return self._lt.run(coro, timeout)
 
     @property
