@@ -232,3 +232,46 @@ def test_fetch_fast_check_bounds_and_fills_each_entry(checks: Checks) -> None:
             assert parts[0]["aborted_transactions"] == []  # (filled before it was refused)
             if ok:  # (a refusal stops at the first bad entry: the last is not looked at)
                 assert parts[0]["aborted_transactions"] is not parts[2]["aborted_transactions"]
+
+
+def test_the_checks_keep_no_reference_and_no_memory(checks: Checks) -> None:
+    """Twenty thousand answers checked and dropped (filled, complete, refused, with a made
+    `topics`): what the checks made goes with them, and the records they point at are held
+    by nothing else (a reference the C kept would show in both)."""
+    import gc
+    import sys
+    import tracemalloc
+
+    from client.protocol import ApiKey
+
+    records = b"\x00" * 61
+
+    def answers() -> list[tuple[int, dict]]:
+        part = {"partition": 1, "error_code": 0, "high_watermark": 5, "records": records}
+        return [
+            (ApiKey.FETCH, {"topics": [{"name": "t", "partitions": [dict(part), dict(part)]}]}),
+            (ApiKey.FETCH, {"topics": [{"name": "t", "partitions": [{**part, "error_code": 2**15}]}]}),
+            (ApiKey.FETCH, {"error_code": 3}),
+            (ApiKey.PRODUCE, {"throttle_time_ms": 0, "topics": [{"name": "t", "partitions": [
+                {"partition": 0, "error_code": 0, "error_message": None, "base_offset": 1,
+                 "log_append_time_ms": -1, "log_start_offset": 0}]}]}),
+        ]  # fmt: skip
+
+    def run(n: int) -> None:
+        for _ in range(n):
+            for key, body in answers():
+                checks[key](body)
+
+    run(1000)
+    gc.collect()
+    held = sys.getrefcount(records)
+    tracemalloc.start()
+    try:
+        before, _ = tracemalloc.get_traced_memory()
+        run(20_000)
+        gc.collect()
+        after, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert sys.getrefcount(records) == held
+    assert after - before < 64 * 1024, after - before
