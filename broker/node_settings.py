@@ -76,7 +76,7 @@ def check_process_roles(config: Config) -> bool:
 def _metadata_dir(config: Config, first_log_dir: str) -> str:
     """A combined node's Raft log dir: metadata.log.dir when set explicitly, else
     `<log.dirs[0]>/__cluster_metadata`."""
-    configured = setting(config, "metadata_log_dir", DEFAULT_METADATA_LOG_DIR)
+    configured: str = setting(config, "metadata_log_dir", DEFAULT_METADATA_LOG_DIR)
     source = getattr(config, "source", None)
     explicit = (
         source("metadata.log.dir") != "default"

@@ -10,7 +10,22 @@ load the client library.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # (for the type checker only: at run time __getattr__ below loads them)
+    from client import errors
+    from client.aio import (
+        ClusterDescription,
+        ConsumerGroupMetadata,
+        ConsumerRecord,
+        PartitionDescription,
+        QuorumDescription,
+        QuorumReplica,
+        RecordMetadata,
+        TopicDescription,
+        TopicPartition,
+    )
+    from client.sync import Admin, Consumer, Producer
 
 __all__ = [
     "Admin",

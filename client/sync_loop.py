@@ -11,7 +11,7 @@ import logging
 import threading
 import weakref
 from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from client.errors import ClientClosedError
 
@@ -123,7 +123,7 @@ class SyncClient:
         finally:
             self._finalizer()
 
-    def __enter__(self) -> Any:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

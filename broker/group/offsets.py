@@ -42,11 +42,12 @@ class CommittedOffset:
 
 
 def offset_key(group_id: str, topic: str, partition: int) -> bytes:
-    return msgpack.packb([OFFSET_COMMIT_KEY, group_id, topic, partition])
+    key: bytes = msgpack.packb([OFFSET_COMMIT_KEY, group_id, topic, partition])
+    return key
 
 
 def offset_value(offset: int, leader_epoch: int, metadata: str | None, now_ms: int) -> bytes:
-    return msgpack.packb(
+    value: bytes = msgpack.packb(
         {
             "offset": offset,
             "leader_epoch": leader_epoch,
@@ -54,6 +55,7 @@ def offset_value(offset: int, leader_epoch: int, metadata: str | None, now_ms: i
             "commit_timestamp": now_ms,
         }
     )
+    return value
 
 
 def commit_batch(

@@ -81,6 +81,7 @@ def decode_body(
     try:
         header: type[Entity] = cls.__header_schema__
         _, header_size = _reader(header)(view, 0)
+        body: RequestPayload
         body, _size = _reader(cls)(view, header_size)
     except Exception as exc:  # kio raises its own and struct's errors for garbage
         raise MalformedKafkaRequest(f"{type(exc).__name__}: {exc}") from exc

@@ -124,7 +124,7 @@ def _with_last(batches: Iterator[tuple[BatchHeader, bytes]]) -> Iterator[tuple[A
 
 def _rows(h: BatchHeader, batch: bytes) -> tuple[Any, ...]:
     section = decompress(h.compression, memoryview(batch)[HEADER_SIZE:])
-    rows = msgpack.unpackb(section, raw=False, use_list=False, strict_map_key=True)
+    rows: tuple[Any, ...] = msgpack.unpackb(section, raw=False, use_list=False, strict_map_key=True)
     if len(rows) != h.record_count:
         raise StorageError(f"batch at {h.base_offset}: {len(rows)} records, header says "
                            f"{h.record_count}")  # fmt: skip
@@ -260,7 +260,7 @@ class Cleaner:
                 stats.bytes_read += len(batch)
                 base = h.base_offset
                 for row in _rows(h, batch):
-                    offset = base + row[0]
+                    offset: int = base + row[0]
                     key = row[2]
                     if offset < first_dirty or key is None:
                         continue

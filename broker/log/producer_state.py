@@ -315,7 +315,7 @@ class ProducerStateManager:
         snapshot written before transactions has the first two only, one written before
         DescribeProducers the first four: its producers' last_timestamp is -1 until their next
         batch. A broker older than that reads this snapshot as damaged and scans the log.)"""
-        body = msgpack.packb(
+        body: bytes = msgpack.packb(
             {
                 pid: [
                     e.epoch,

@@ -93,7 +93,8 @@ class IdempotenceState:
             seq = self._next_seq.get(b.tp, 0)
             self._next_seq[b.tp] = seq_add(seq, len(b.entries))
             b.producer = (self.producer_id, self.epoch, seq)
-        return b.producer
+        producer: tuple[int, int, int] = b.producer
+        return producer
 
     def reset(self, why: str, queued: list[Any]) -> None:
         """Start over with a new producer id (asked for before the next send). Queued batches

@@ -488,7 +488,7 @@ ADD_PARTITIONS_RETRY_BACKOFF_MS = 20  # Kafka's TransactionManager's constant
 def _add_partitions_error(resp: Body) -> int:
     """The error of an AddPartitionsToTxn answer: the first that is not NONE or
     OPERATION_NOT_ATTEMPTED (the others' error when one partition was refused)."""
-    codes = [p["error_code"] for t in resp["topics"] for p in t["partitions"]]
+    codes: list[int] = [p["error_code"] for t in resp["topics"] for p in t["partitions"]]
     for code in codes:
         if code not in (ErrorCode.NONE, ErrorCode.OPERATION_NOT_ATTEMPTED):
             return code

@@ -8,7 +8,7 @@ import argparse
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from client.cli.common import (
     CommandError,
@@ -20,6 +20,9 @@ from client.cli.common import (
 )
 from client.cli.formats import FormatError, compile_format, kafka_columns, render, to_json
 from client.records.record import ConsumerRecord
+
+if TYPE_CHECKING:
+    from client import Consumer, TopicPartition
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -171,7 +174,9 @@ def _consume(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_partition(consumer: Any, tp: Any, topic: str | None = None) -> None:
+def _check_partition(
+    consumer: Consumer, tp: TopicPartition | None, topic: str | None = None
+) -> None:
     """Fail at once, naming what exists, for a topic or partition that does not."""
     topic = tp.topic if tp is not None else topic
     if topic not in consumer.topics():
@@ -188,7 +193,7 @@ def _span(parts: list[int]) -> str:
     return f"{parts[0]}..{parts[-1]}" if parts else "none"
 
 
-def _start_offset(consumer: Any, tp: Any, offset: int, explicit_reset: bool) -> int:
+def _start_offset(consumer: Consumer, tp: TopicPartition, offset: int, explicit_reset: bool) -> int:
     """`offset` if it lies in [log start, log end]; else an error naming the valid range, or,
     with -X auto.offset.reset=earliest|latest given, that end (said on stderr)."""
     start = consumer.beginning_offsets([tp])[tp]

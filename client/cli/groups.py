@@ -171,7 +171,7 @@ def _reset_offsets(args: argparse.Namespace) -> int:
             ms = _timestamp_ms(args.to_datetime)
             by_time = admin.list_offsets({TopicPartition(args.topic, p.partition): ms
                                           for p in parts})  # fmt: skip
-        rows = []
+        rows: list[tuple[int, int | None, int | None]] = []
         for p in parts:
             lo, hi = p.log_start_offset, p.high_watermark
             cur = current.get(p.partition)
@@ -193,15 +193,15 @@ def _reset_offsets(args: argparse.Namespace) -> int:
         if args.execute:
             admin.alter_group_offsets(
                 args.group,
-                {TopicPartition(args.topic, p): new for p, _c, new in rows if new is not None},
+                {TopicPartition(args.topic, i): new for i, _c, new in rows if new is not None},
             )
     if args.json:
-        print(json.dumps([{"topic": args.topic, "partition": p, "current": c, "new": n}
-                          for p, c, n in rows], indent=2))  # fmt: skip
+        print(json.dumps([{"topic": args.topic, "partition": i, "current": c, "new": n}
+                          for i, c, n in rows], indent=2))  # fmt: skip
     else:
         print("TOPIC  PARTITION  CURRENT  NEW")
-        for p, c, n in rows:
-            print(f"{args.topic}  {p}  {_dash(c)}  {_dash(n)}")
+        for i, c, n in rows:
+            print(f"{args.topic}  {i}  {_dash(c)}  {_dash(n)}")
         if not args.execute:
             print("(dry run: nothing written; add --execute to apply)")
     return 0

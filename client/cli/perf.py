@@ -19,6 +19,7 @@ import json
 import sys
 import threading
 import time
+from concurrent.futures import Future
 from typing import Any, TypedDict
 
 from client.cli.common import (
@@ -165,13 +166,13 @@ def run_produce(
             errors = sum(1 for f in futs if f.exception() is not None)
             weights = [1] * len(lat)
         else:
-            futs = []
+            many: list[Future[int]] = []
             while sent < num:
                 n = min(chunk, num - sent)
                 if throughput:
                     n = min(n, max(1, int(throughput / 200)))  # small steps keep the pace smooth
                 t0 = time.monotonic()
-                f = producer.send_many(topic, [value] * n, partition=partition)
+                fm = producer.send_many(topic, [value] * n, partition=partition)
 
                 def cb(f: Any, t0: float = t0, n: int = n) -> None:
                     if f.exception() is None:
@@ -181,14 +182,14 @@ def run_produce(
                             lat.append(took)
                             weights.append(n)
 
-                f.add_done_callback(cb)
-                futs.append(f)
+                fm.add_done_callback(cb)
+                many.append(fm)
                 sent += n
                 progress.count = sent
                 if throughput:
                     _pace(start, sent, throughput)
             producer.flush()
-            errors = sum(1 for f in futs if f.exception() is not None)
+            errors = sum(1 for fm in many if fm.exception() is not None)
         elapsed = time.monotonic() - start
     progress.close()
     with lock:

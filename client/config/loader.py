@@ -154,6 +154,9 @@ class Config(Mapping[str, Any]):
     `cfg["log.segment.bytes"]` (aliases work both ways). Iterates over dotted names."""
 
     __slots__ = ("_role", "_values", "_sources")
+    _role: str
+    _values: dict[str, Any]
+    _sources: dict[str, str]
 
     def __init__(self, role: str, values: dict[str, Any], sources: dict[str, str]) -> None:
         object.__setattr__(self, "_role", role)

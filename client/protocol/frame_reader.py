@@ -45,7 +45,8 @@ def socket_queued_bytes(fd: int) -> int:
     if fd < 0:
         return 0
     try:
-        return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+        queued: int = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+        return queued
     except OSError:
         return 0
 

@@ -84,7 +84,7 @@ def encode_request(
     api_key: int, api_version: int, correlation_id: int, client_id: str | None, body: Body
 ) -> bytes:
     """A whole request frame (length prefix included)."""
-    payload = msgpack.packb(
+    payload: bytes = msgpack.packb(
         [api_key, api_version, correlation_id, client_id, body], use_bin_type=True
     )
     return LENGTH.pack(len(payload)) + payload
@@ -165,7 +165,7 @@ def encode_request_parts(
 
 def encode_response(correlation_id: int, body: Body) -> bytes:
     """A whole response frame (length prefix included)."""
-    payload = msgpack.packb([correlation_id, body], use_bin_type=True)
+    payload: bytes = msgpack.packb([correlation_id, body], use_bin_type=True)
     return LENGTH.pack(len(payload)) + payload
 
 

@@ -342,7 +342,8 @@ class ApiSpec:
     extra: Body = field(default_factory=dict)
 
     def check_request(self, body: Any, version: int) -> Body:
-        return self.request.check(body, version)
+        checked: Body = self.request.check(body, version)
+        return checked
 
     def check_response(self, body: Any, version: int) -> Body:
         """`body` checked against the response schema, defaults filled. The hottest answers
@@ -350,9 +351,12 @@ class ApiSpec:
         accepts a body only when the schema check would return it unchanged (any version):
         the broker checking what it sends and the client or follower what it receives."""
         fast = RESPONSE_FAST_CHECKS.get(self.key)
-        if fast is not None and fast(body) is not None:
-            return body  # (filled in place by the fast check: what the schema check returns)
-        return self.response.check(body, version)
+        if fast is not None:
+            fast_checked = fast(body)  # (`body`, filled in place: what the schema check returns)
+            if fast_checked is not None:
+                return fast_checked
+        checked: Body = self.response.check(body, version)
+        return checked
 
 
 API_SPECS: dict[int, ApiSpec] = {}

@@ -59,7 +59,7 @@ def unpack_produce_views(payload: bytearray, min_bin: int = MIN_BIN) -> list[Any
     view = memoryview(payload)
     reader = _Reader(payload, view, min_bin)
     try:
-        obj = reader.read(0)
+        obj: list[Any] = reader.read(0)
     except (_Unsupported, IndexError, struct.error, UnicodeDecodeError):
         return None
     if reader.pos != len(payload):
@@ -88,7 +88,8 @@ class _Reader:
 
     def _len(self, s: struct.Struct) -> int:
         start = self._take(s.size)
-        return s.unpack_from(self.buf, start)[0]
+        n: int = s.unpack_from(self.buf, start)[0]
+        return n
 
     def read(self, depth: int) -> Any:
         if depth > MAX_DEPTH:

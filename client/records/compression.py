@@ -98,11 +98,13 @@ def compress(codec: int, data: bytes) -> bytes:
         return data
     if codec == GZIP:
         return gzip.compress(data, compresslevel=1, mtime=0)
+    out: bytes
     if codec == LZ4:
-        return _module(LZ4).compress(data)
+        out = _module(LZ4).compress(data)
+        return out
     if codec == ZSTD:
-        mod = _module(ZSTD)
-        return mod.ZstdCompressor(level=3).compress(data)
+        out = _module(ZSTD).ZstdCompressor(level=3).compress(data)
+        return out
     raise ValueError(f"unknown compression codec id {codec}")
 
 
@@ -141,7 +143,7 @@ def _gunzip(_mod: Any, data: bytes | memoryview) -> bytes:
 
 def _unlz4(mod: Any, data: bytes | memoryview) -> bytes:
     d = mod.LZ4FrameDecompressor()
-    out = d.decompress(bytes(data), max_length=MAX_DECOMPRESSED_BYTES)
+    out: bytes = d.decompress(bytes(data), max_length=MAX_DECOMPRESSED_BYTES)
     if not d.eof:
         if d.needs_input:
             raise CorruptRecordError("truncated lz4 records section")

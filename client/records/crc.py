@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import crcmod.crcmod
@@ -41,8 +42,8 @@ _hw_crc32c: Any = _crc_ext.crc32c if _crc_ext is not None and _crc_ext.HARDWARE 
 _google_c = _google_crc32c is not None and _google_crc32c.implementation == "c"
 
 if _google_c:
-    _extend = _google_crc32c.extend
-    _hw = _hw_crc32c
+    _extend: Callable[[int, bytes], int] = _google_crc32c.extend
+    _hw: Callable[[bytes | bytearray | memoryview, int], int] | None = _hw_crc32c
 
     def crc32c(data: bytes | bytearray | memoryview, crc: int = 0) -> int:
         # extend() takes only bytes objects, where it is ~2x our SSE4.2 loop; anything else

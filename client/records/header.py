@@ -120,7 +120,8 @@ def peek_size(buf: bytes | bytearray | memoryview, pos: int = 0) -> int | None:
     """Total size of the batch starting at `pos`, or None if its 12-byte prefix is incomplete."""
     if len(buf) - pos < LOG_OVERHEAD:
         return None
-    return LOG_OVERHEAD + _PREFIX.unpack_from(buf, pos)[1]
+    length: int = _PREFIX.unpack_from(buf, pos)[1]
+    return LOG_OVERHEAD + length
 
 
 def validate(

@@ -128,9 +128,10 @@ def _c_rows(
     section (the caller then runs the Python path)."""
     if _c_decode_rows is None:
         return None
-    return _c_decode_rows(
+    rows: list[Any] | None = _c_decode_rows(
         section, record_type, prefix, h.base_offset, h.base_timestamp, h.record_count, no_headers
     )
+    return rows
 
 
 def _records(h: BatchHeader, section: Any, pos: int) -> list[Record]:

@@ -330,7 +330,8 @@ def encode_record(rec: Any) -> bytes:
     if RECORD_TYPES.get(getattr(cls, "TYPE", None)) is not cls:  # type: ignore[arg-type]
         raise TypeError(f"not a metadata record: {rec!r}")
     fields = {f.name: getattr(rec, f.name) for f in _FIELDS[cls]}
-    return msgpack.packb([cls.TYPE, cls.VERSION, fields], use_bin_type=True)
+    packed: bytes = msgpack.packb([cls.TYPE, cls.VERSION, fields], use_bin_type=True)
+    return packed
 
 
 def decode_record(data: bytes) -> Any:

@@ -99,7 +99,8 @@ def image_from_records(records: list[Any], offset: int) -> MetadataImage:
 
 def snapshot_bytes(image: MetadataImage) -> bytes:
     recs = [encode_record(r) for r in image_to_records(image)]
-    return msgpack.packb([MAGIC, VERSION, image.offset, recs], use_bin_type=True)
+    packed: bytes = msgpack.packb([MAGIC, VERSION, image.offset, recs], use_bin_type=True)
+    return packed
 
 
 def load_snapshot(data: bytes) -> MetadataImage:

@@ -296,7 +296,8 @@ class ControllerServer:
             result = handler(body)
             if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
                 result = await result
-            return result
+            answer: Body = result
+            return answer
         except NotControllerError as e:
             leader_id, endpoint = self.leader_hint()
             return {
