@@ -31,7 +31,10 @@ echo "pip wheel gregor[compression] into $wheels" >&2
 import glob, sys, zipfile
 (whl,) = glob.glob(f"{sys.argv[1]}/gregor-*.whl")
 names = zipfile.ZipFile(whl).namelist()
-missing = [m for m in ("client/records/_speedups", "client/records/_crc", "client/records/_append")
+# (every extension setup.py declares: module "a.b._c" is a/b/_c*.so in the wheel)
+import re
+declared = re.findall(r'Extension\(\s*"([\w.]+)"', open("setup.py").read())
+missing = [m for m in (d.replace(".", "/") for d in declared)
            if not any(n.startswith(m) and n.endswith(".so") for n in names)]
 sys.exit(f"{whl} lacks the C extensions {missing}: is a C compiler installed?" if missing else 0)
 PY
