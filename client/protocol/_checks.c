@@ -183,7 +183,7 @@ topics_ok(PyObject *topics, int (*partitions)(PyObject *))
         PyObject *parts = get(t, K_PARTITIONS);
         if (parts == NULL || !PyList_CheckExact(parts))
             return 0;
-        Py_INCREF(parts); /* (the fill replaces its items, not the list: kept alive anyway) */
+        Py_INCREF(parts); /* (held while its entries are filled: a new list may collect) */
         int ok = partitions(parts);
         Py_DECREF(parts);
         if (ok != 1)
@@ -225,39 +225,32 @@ fetch_response(PyObject *module, PyObject *raw)
         if (v != NULL && !(j == 0 ? INT16(v) : INT32(v)))
             Py_RETURN_NONE;
     }
+    /* `topics` owned from here to the end: raw's, or a new empty list when it has none */
     PyObject *topics = get(raw, K_TOPICS);
-    PyObject *made = NULL;
     if (topics == NULL) {
-        topics = made = PyList_New(0);
-        if (made == NULL)
+        topics = PyList_New(0);
+        if (topics == NULL)
             return NULL;
     }
     else if (!PyList_CheckExact(topics))
         Py_RETURN_NONE;
-    Py_INCREF(topics);
+    else
+        Py_INCREF(topics);
+    PyObject *result = NULL; /* (NULL: an error) */
     int ok = topics_ok(topics, fetch_partitions);
-    Py_DECREF(topics);
-    if (ok < 0) {
-        Py_XDECREF(made);
-        return NULL;
-    }
-    if (ok == 0) {
-        Py_XDECREF(made);
-        Py_RETURN_NONE;
-    }
-    PyObject *zero = PyLong_FromLong(0);
-    if (zero == NULL || set_default(raw, K_ERROR_CODE, zero) < 0
-        || set_default(raw, K_SESSION_ID, zero) < 0 || set_default(raw, K_THROTTLE, zero) < 0
-        || set_default(raw, K_TOPICS, topics) < 0) {
+    if (ok == 0)
+        result = Py_NewRef(Py_None);
+    else if (ok == 1) {
+        PyObject *zero = PyLong_FromLong(0);
+        if (zero != NULL && set_default(raw, K_ERROR_CODE, zero) == 0
+            && set_default(raw, K_SESSION_ID, zero) == 0 && set_default(raw, K_THROTTLE, zero) == 0
+            && set_default(raw, K_TOPICS, topics) == 0)
+            /* (filled: no other key) */
+            result = Py_NewRef(PyDict_GET_SIZE(raw) == 4 ? raw : Py_None);
         Py_XDECREF(zero);
-        Py_XDECREF(made);
-        return NULL;
     }
-    Py_DECREF(zero);
-    Py_XDECREF(made);
-    if (PyDict_GET_SIZE(raw) != 4)
-        Py_RETURN_NONE; /* (filled: no other key) */
-    return Py_NewRef(raw);
+    Py_DECREF(topics);
+    return result;
 }
 
 static PyMethodDef methods[] = {
